@@ -1,0 +1,204 @@
+/**
+ * Every shared-memory layout of the router, in one place.
+ *
+ * Nothing else in the code base computes a byte offset or an Int32/Float64 index into a SharedArrayBuffer: it asks
+ * this module. Each section below owns one kind of region; regions are allocated in `regions.ts` and wrapped by
+ * whichever thread uses them.
+ *
+ * Conventions:
+ * - `*_I32` constants are indices into an `Int32Array` over the region, `*_F64` into a `Float64Array`.
+ * - Record strides are in bytes (`*_STRIDE_BYTES`) with the matching per-view strides derived from them.
+ * - Hot counters live on their own 64-byte cache line so two threads never write the same line.
+ */
+
+/** Size of one cache line; producer and consumer counters never share one. */
+export const CACHE_LINE_BYTES = 64;
+/** Int32 cells per cache line. */
+export const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
+
+/** Version of every layout in this file; bumped whenever any offset changes. */
+export const LAYOUT_VERSION = 1;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Magic number at RING_MAGIC_I32 identifying a ring region ("GRRN"). */
+export const RING_MAGIC = 0x4752524e;
+
+/** Producer's published write sequence (monotonic, wraps at 2^32). Line 0: written by the producer only. */
+export const RING_WRITE_SEQ_I32 = 0;
+/** Consumer's released read sequence (monotonic, wraps at 2^32). Line 1: written by the consumer only. */
+export const RING_READ_SEQ_I32 = CACHE_LINE_I32 * 1;
+/** 1 while the consumer is (about to be) parked in Atomics.wait on RING_WRITE_SEQ_I32. Line 2. */
+export const RING_CONSUMER_SLEEPING_I32 = CACHE_LINE_I32 * 2;
+/** 1 while the producer is (about to be) parked in Atomics.wait on RING_READ_SEQ_I32. Line 3. */
+export const RING_PRODUCER_SLEEPING_I32 = CACHE_LINE_I32 * 3;
+/** Line 4 holds the read-only description written once at allocation. */
+export const RING_MAGIC_I32 = CACHE_LINE_I32 * 4;
+/** Layout version the region was allocated with. */
+export const RING_VERSION_I32 = RING_MAGIC_I32 + 1;
+/** Capacity in slots (a power of two). */
+export const RING_CAPACITY_I32 = RING_MAGIC_I32 + 2;
+/** Record stride in bytes. */
+export const RING_STRIDE_I32 = RING_MAGIC_I32 + 3;
+/** Record kind (one of RingKind). */
+export const RING_KIND_I32 = RING_MAGIC_I32 + 4;
+/** Slots at the end of the ring reachable only by the COMPLIANCE lane (telemetry rings; 0 elsewhere). */
+export const RING_RESERVED_SLOTS_I32 = RING_MAGIC_I32 + 5;
+
+/** Bytes before the first record: five cache lines, a multiple of 64 and of 8. */
+export const RING_HEADER_BYTES = CACHE_LINE_BYTES * 5;
+
+/** What the records of a ring are. */
+export const RingKind = {
+  /** Decoded telemetry pings, ingest thread -> containment workers. */
+  TELEMETRY: 1,
+  /** Triggers, containment workers -> dispatcher thread. */
+  TRIGGER: 2,
+  /** Free-form records for tests and benchmarks. */
+  RAW: 3,
+} as const;
+/** A RingKind value. */
+export type RingKind = (typeof RingKind)[keyof typeof RingKind];
+
+/** Largest ring capacity accepted: keeps (write - read) | 0 exact with 32-bit wrapping sequences. */
+export const RING_MAX_CAPACITY_SLOTS = 1 << 24;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Telemetry record: one decoded ping. Stride 64 bytes = 8 Float64 cells = 16 Int32 cells.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Bytes per telemetry record. */
+export const TELEMETRY_STRIDE_BYTES = 64;
+/** Float64 cells per telemetry record. */
+export const TELEMETRY_STRIDE_F64 = TELEMETRY_STRIDE_BYTES / 8;
+/** Int32 cells per telemetry record. */
+export const TELEMETRY_STRIDE_I32 = TELEMETRY_STRIDE_BYTES / 4;
+/** Latitude, WGS84 degrees. */
+export const TEL_LAT_F64 = 0;
+/** Longitude, WGS84 degrees. */
+export const TEL_LON_F64 = 1;
+/** Event time reported by the device, epoch ms. */
+export const TEL_EVENT_TIME_MS_F64 = 2;
+/** Admission time on the router's monotonic clock, ns (see `clock.ts`). */
+export const TEL_ADMIT_TIME_NS_F64 = 3;
+/** Speed over ground, m/s (NaN when not reported). */
+export const TEL_SPEED_MPS_F64 = 4;
+/** Heading, degrees clockwise from north (NaN when not reported). */
+export const TEL_HEADING_DEG_F64 = 5;
+/** Horizontal accuracy, metres (NaN when not reported). */
+export const TEL_ACCURACY_M_F64 = 6;
+/** Dense device slot (index into the device registry and per-device state). Int32 cell 14 = bytes 56..59. */
+export const TEL_DEVICE_SLOT_I32 = 14;
+/** Lane the ping was admitted in (one of Lane). Int32 cell 15 = bytes 60..63. */
+export const TEL_LANE_I32 = 15;
+
+/** Priority lanes, lowest first: shedding starts at IDLE and never reaches COMPLIANCE while its slice has room. */
+export const Lane = {
+  /** Stationary or otherwise low-value pings: shed first. */
+  IDLE: 0,
+  /** Moving devices that may cross an ordinary fence. */
+  TRANSITION: 1,
+  /** Pings that could produce a trigger on a compliance fence: never shed while the reserved slice has room. */
+  COMPLIANCE: 2,
+} as const;
+/** A Lane value. */
+export type Lane = (typeof Lane)[keyof typeof Lane];
+/** Number of lanes. */
+export const LANE_COUNT = 3;
+/** Lane names indexed by Lane value, for logs and metric labels. */
+export const LANE_NAMES = ['idle', 'transition', 'compliance'] as const;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Trigger record: one ENTER / EXIT / DWELL / CROSS. Stride 64 bytes.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Bytes per trigger record. */
+export const TRIGGER_STRIDE_BYTES = 64;
+/** Float64 cells per trigger record. */
+export const TRIGGER_STRIDE_F64 = TRIGGER_STRIDE_BYTES / 8;
+/** Int32 cells per trigger record. */
+export const TRIGGER_STRIDE_I32 = TRIGGER_STRIDE_BYTES / 4;
+/** Latitude of the ping that produced the trigger. */
+export const TRG_LAT_F64 = 0;
+/** Longitude of the ping that produced the trigger. */
+export const TRG_LON_F64 = 1;
+/** Event time of that ping, epoch ms. */
+export const TRG_EVENT_TIME_MS_F64 = 2;
+/** Admission time of that ping on the router's monotonic clock, ns. */
+export const TRG_ADMIT_TIME_NS_F64 = 3;
+/** Per (device, fence) sequence number, starting at 1, so receivers can order and de-duplicate. */
+export const TRG_SEQ_F64 = 4;
+/** Milliseconds the device had been inside the fence (DWELL and EXIT; 0 otherwise). */
+export const TRG_INSIDE_MS_F64 = 5;
+/** Fence-store generation the fence index refers to. Int32 cell 12. */
+export const TRG_GENERATION_I32 = 12;
+/** Trigger type (one of TriggerType). Int32 cell 13. */
+export const TRG_TYPE_I32 = 13;
+/** Dense device slot. Int32 cell 14. */
+export const TRG_DEVICE_SLOT_I32 = 14;
+/** Fence index within its generation. Int32 cell 15; the lane is packed in TRG_LANE_SHIFT bits above it. */
+export const TRG_FENCE_INDEX_I32 = 15;
+/** Lane of the trigger is stored in bits 28..29 of the fence cell; fence indices stay below 2^28. */
+export const TRG_LANE_SHIFT = 28;
+/** Mask extracting the fence index from TRG_FENCE_INDEX_I32. */
+export const TRG_FENCE_INDEX_MASK = (1 << TRG_LANE_SHIFT) - 1;
+
+/** Trigger types. */
+export const TriggerType = {
+  ENTER: 0,
+  EXIT: 1,
+  DWELL: 2,
+  CROSS: 3,
+} as const;
+/** A TriggerType value. */
+export type TriggerType = (typeof TriggerType)[keyof typeof TriggerType];
+/** Number of trigger types. */
+export const TRIGGER_TYPE_COUNT = 4;
+/** Trigger type names indexed by value, for payloads and metric labels. */
+export const TRIGGER_TYPE_NAMES = ['ENTER', 'EXIT', 'DWELL', 'CROSS'] as const;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Admission counters: one block per shard, written only by the ingest thread, read at scrape time.
+// Float64 cells (exact integers up to 2^53).
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Why a ping was shed at admission. */
+export const ShedReason = {
+  /** The ring (or the part of it the lane may reach) had no free slot. */
+  RING_FULL: 0,
+  /** Above the watermark, the IDLE lane's token bucket had no token. */
+  RATE_LIMITED: 1,
+  /** The router is draining and no longer admits. */
+  DRAINING: 2,
+} as const;
+/** A ShedReason value. */
+export type ShedReason = (typeof ShedReason)[keyof typeof ShedReason];
+/** Number of shed reasons. */
+export const SHED_REASON_COUNT = 3;
+/** Shed reason names indexed by value, for metric labels. */
+export const SHED_REASON_NAMES = ['ring_full', 'rate_limited', 'draining'] as const;
+
+/** Offered pings per lane: cells [ADM_OFFERED_F64 + lane]. */
+export const ADM_OFFERED_F64 = 0;
+/** Admitted pings per lane: cells [ADM_ADMITTED_F64 + lane]. */
+export const ADM_ADMITTED_F64 = ADM_OFFERED_F64 + LANE_COUNT;
+/** Shed pings per lane and reason: cells [ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]. */
+export const ADM_SHED_F64 = ADM_ADMITTED_F64 + LANE_COUNT;
+/** Float64 cells used by one admission counter block. */
+export const ADM_BLOCK_USED_F64 = ADM_SHED_F64 + LANE_COUNT * SHED_REASON_COUNT;
+/** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
+export const ADM_BLOCK_F64 = Math.ceil(ADM_BLOCK_USED_F64 / 8) * 8;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fence store and per-device state: owned by src/fences (section filled in with the fence store).
+// ---------------------------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pipeline control and counters: owned by the pipeline (section filled in with the pipeline).
+// ---------------------------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------------------------
+// Dispatcher: dead-letter ring and per-downstream cells (section filled in with the dispatcher).
+// ---------------------------------------------------------------------------------------------------------------
