@@ -4,6 +4,7 @@
  * with its own views (`SpscRing`, counter readers, ...).
  */
 import {
+  ADM_BLOCK_F64,
   LAYOUT_VERSION,
   RING_CAPACITY_I32,
   RING_HEADER_BYTES,
@@ -14,7 +15,8 @@ import {
   RING_RESERVED_SLOTS_I32,
   RING_STRIDE_I32,
   RING_VERSION_I32,
-  type RingKind,
+  RingKind,
+  TELEMETRY_STRIDE_BYTES,
 } from './layout.js';
 
 /** True when `n` is a positive power of two that fits in 31 bits. */
@@ -70,4 +72,41 @@ export function allocateCounterRegion(blocks: number, blockF64: number): SharedA
     throw new RangeError(`blockF64 must be a positive integer, got ${String(blockF64)}`);
   }
   return new SharedArrayBuffer(blocks * blockF64 * 8);
+}
+
+/**
+ * Slots a telemetry ring of `capacitySlots` reserves for the COMPLIANCE lane: `ceil(capacitySlots * reservedFraction)`,
+ * so any non-zero fraction reserves at least one slot. `reservedFraction` must be in [0, 0.5].
+ */
+export function reservedSlotsFor(capacitySlots: number, reservedFraction: number): number {
+  if (typeof reservedFraction !== 'number' || !(reservedFraction >= 0 && reservedFraction <= 0.5)) {
+    throw new RangeError(`reservedFraction must be a number in [0, 0.5], got ${String(reservedFraction)}`);
+  }
+  return Math.ceil(capacitySlots * reservedFraction);
+}
+
+/**
+ * Allocates a telemetry ring (TELEMETRY_STRIDE_BYTES records) whose last `reservedSlotsFor(capacitySlots,
+ * reservedFraction)` slots only the COMPLIANCE lane may fill. Wrap it with `SpscRing.wrap(buffer, RingKind.TELEMETRY)`.
+ */
+export function allocateTelemetryRing(capacitySlots: number, reservedFraction: number): SharedArrayBuffer {
+  if (!isPowerOfTwo(capacitySlots) || capacitySlots < 2 || capacitySlots > RING_MAX_CAPACITY_SLOTS) {
+    throw new RangeError(
+      `capacitySlots must be a power of two between 2 and ${RING_MAX_CAPACITY_SLOTS}, got ${String(capacitySlots)}`,
+    );
+  }
+  return allocateRingRegion({
+    capacitySlots,
+    strideBytes: TELEMETRY_STRIDE_BYTES,
+    kind: RingKind.TELEMETRY,
+    reservedSlots: reservedSlotsFor(capacitySlots, reservedFraction),
+  });
+}
+
+/** Allocates zeroed admission counter blocks (layout ADM_*), one per shard; shard s starts at `s * ADM_BLOCK_F64`. */
+export function allocateAdmissionCounters(shardCount: number): SharedArrayBuffer {
+  if (!Number.isInteger(shardCount) || shardCount <= 0) {
+    throw new RangeError(`shardCount must be a positive integer, got ${String(shardCount)}`);
+  }
+  return allocateCounterRegion(shardCount, ADM_BLOCK_F64);
 }
