@@ -17,7 +17,10 @@
  * reason; `offered = admitted + shed` holds per lane after every call. They are written only by this thread and read
  * by the metrics collectors at scrape time.
  *
- * Time is a parameter (ns); nothing here reads a clock, sets a timer or allocates per call.
+ * Time is a parameter (ns); nothing here reads a clock, sets a timer or allocates per call. `admit()` is a small
+ * fast path (one depth comparison against a per-lane limit, which is 0 while draining) in front of `admitSlow()`, so
+ * that V8 inlines it into the caller's loop: where it is not inlined, V8 boxes the `nowNs` double argument (16 bytes
+ * per call), so keep the call site monomorphic and in a hot loop.
  */
 import {
   ADM_ADMITTED_F64,
