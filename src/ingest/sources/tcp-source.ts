@@ -100,14 +100,16 @@ export class TcpSource implements TelemetrySource {
     });
   }
 
-  /** Stops listening and closes every connection (their partial frames count as truncated). */
+  /** Stops listening and closes every connection (their partial frames count as truncated); resolves when all closed. */
   stop(): Promise<void> {
     const server = this.server;
     if (server === null) return Promise.resolve();
     this.server = null;
-    return new Promise((resolve) => {
-      server.close(() => resolve());
-      for (const s of this.sockets) s.destroy();
-    });
+    const closing: Promise<void>[] = [new Promise((resolve) => server.close(() => resolve()))];
+    for (const s of this.sockets) {
+      closing.push(new Promise((resolve) => s.once('close', () => resolve())));
+      s.destroy();
+    }
+    return Promise.all(closing).then(() => undefined);
   }
 }
