@@ -196,8 +196,177 @@ export const ADM_BLOCK_F64 = Math.ceil(ADM_BLOCK_USED_F64 / 8) * 8;
 // ---------------------------------------------------------------------------------------------------------------
 
 // ---------------------------------------------------------------------------------------------------------------
-// Pipeline control and counters: owned by the pipeline (section filled in with the pipeline).
+// Pipeline control and counters: owned by the pipeline.
+//
+// Two regions. The PIPELINE region holds control cells (Int32, one cache line each because different threads write
+// them) followed by the ingest counter block (Float64, written only by the ingest thread, read at scrape time).
+// The DEVICE ID TABLE region lets any thread name a device from its dense slot: per slot a meta word (Int32), a
+// numeric id (Float64) and a fixed run of UTF-8 bytes. Slots are append-only: a published slot never changes.
 // ---------------------------------------------------------------------------------------------------------------
+
+/** Magic number at PIPE_MAGIC_I32 identifying the pipeline region ("GRPL"). */
+export const PIPE_MAGIC = 0x4752504c;
+/** Line 0: magic, written once at allocation. */
+export const PIPE_MAGIC_I32 = 0;
+/** Layout version the region was allocated with. */
+export const PIPE_VERSION_I32 = 1;
+/** Shard count the region was allocated for (read-only). */
+export const PIPE_SHARDS_I32 = 2;
+/** Current fence-store generation (written by the main thread on reload; read by workers when a batch starts). Line 1. */
+export const CTL_FENCE_GENERATION_I32 = CACHE_LINE_I32 * 1;
+/** 1 once the router drains: the ingest edge stops admitting (written by the main thread). Line 2. */
+export const CTL_DRAINING_I32 = CACHE_LINE_I32 * 2;
+/** Dispatcher doorbell: producers of triggers `Atomics.add` then `Atomics.notify`; the dispatcher waits on it. Line 3. */
+export const CTL_DISPATCH_DOORBELL_I32 = CACHE_LINE_I32 * 3;
+/** 1 while the dispatcher is (about to be) parked on the doorbell, so producers notify only then. Same line 3. */
+export const CTL_DISPATCH_SLEEPING_I32 = CTL_DISPATCH_DOORBELL_I32 + 1;
+/** Ingest thread state (one of IngestState); written by the ingest thread. Line 4. */
+export const CTL_INGEST_STATE_I32 = CACHE_LINE_I32 * 4;
+/** Bound TCP port of the ingest listener (0 until bound); written by the ingest thread. Same line 4. */
+export const CTL_INGEST_PORT_I32 = CTL_INGEST_STATE_I32 + 1;
+/** Bytes of control lines before the ingest counter block. */
+export const PIPE_CONTROL_BYTES = CACHE_LINE_BYTES * 5;
+
+/** Lifecycle of the ingest thread as published in CTL_INGEST_STATE_I32. */
+export const IngestState = {
+  STARTING: 0,
+  RUNNING: 1,
+  DRAINING: 2,
+  STOPPED: 3,
+} as const;
+/** An IngestState value. */
+export type IngestState = (typeof IngestState)[keyof typeof IngestState];
+
+/** Why the ingest edge rejected a frame or a ping (before admission). */
+export const RejectReason = {
+  /** Bytes that are not MessagePack, or that msgpackr could not decode (0xc1, bad record definition, ...). */
+  CORRUPT_FRAME: 0,
+  /** The stream ended (connection closed, file ended, `ingest()` call ended) inside a frame. */
+  TRUNCATED_FRAME: 1,
+  /** The frame would exceed the frame-size limit. */
+  OVERSIZED_FRAME: 2,
+  /** The top-level value is not a map (or a msgpackr record). */
+  NOT_A_MAP: 3,
+  /** A key that is not one of the telemetry keys, not a string, or repeated. */
+  UNKNOWN_KEY: 4,
+  /** A map, array, record or extension where a scalar value is expected. */
+  UNSUPPORTED_VALUE: 5,
+  /** No `id`. */
+  MISSING_ID: 6,
+  /** `id` is neither a non-empty string nor an unsigned safe integer. */
+  INVALID_ID: 7,
+  /** `id` is a string longer than the id table's bytes per slot (UTF-8). */
+  ID_TOO_LONG: 8,
+  /** `lat` missing, not a number, NaN, or outside [-90, 90]. */
+  INVALID_LAT: 9,
+  /** `lon` missing, not a number, NaN, or outside [-180, 180]. */
+  INVALID_LON: 10,
+  /** `ts` missing, not a finite number, or outside the accepted epoch-ms range. */
+  INVALID_TS: 11,
+  /** `speed` present but not a finite number >= 0. */
+  INVALID_SPEED: 12,
+  /** `heading` present but not a finite number in [0, 360]. */
+  INVALID_HEADING: 13,
+  /** `accuracy` present but not a finite number >= 0. */
+  INVALID_ACCURACY: 14,
+  /** `lane` present but not one of "idle" / "transition" / "compliance" / 0 / 1 / 2. */
+  INVALID_LANE: 15,
+  /** A new device while every device slot is taken. */
+  REGISTRY_FULL: 16,
+} as const;
+/** A RejectReason value. */
+export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
+/** Number of reject reasons. */
+export const REJECT_REASON_COUNT = 17;
+/** Reject reason names indexed by value, for logs and metric labels. */
+export const REJECT_REASON_NAMES = [
+  'corrupt_frame',
+  'truncated_frame',
+  'oversized_frame',
+  'not_a_map',
+  'unknown_key',
+  'unsupported_value',
+  'missing_id',
+  'invalid_id',
+  'id_too_long',
+  'invalid_lat',
+  'invalid_lon',
+  'invalid_ts',
+  'invalid_speed',
+  'invalid_heading',
+  'invalid_accuracy',
+  'invalid_lane',
+  'registry_full',
+] as const;
+
+/** First Float64 cell of the ingest counter block (PIPE_CONTROL_BYTES / 8). */
+export const ING_BASE_F64 = PIPE_CONTROL_BYTES / 8;
+/** Bytes received from every source. */
+export const ING_BYTES_F64 = ING_BASE_F64 + 0;
+/** Frames delimited and looked at (accepted + rejected, resynchronisation candidates that failed excluded). */
+export const ING_FRAMES_F64 = ING_BASE_F64 + 1;
+/** Pings that passed validation and the registry and were handed to admission. */
+export const ING_ACCEPTED_F64 = ING_BASE_F64 + 2;
+/** Bytes skipped while resynchronising after a structural reject. */
+export const ING_RESYNC_SKIPPED_BYTES_F64 = ING_BASE_F64 + 3;
+/** Resynchronisations started (one per structural reject at a frame boundary). */
+export const ING_RESYNCS_F64 = ING_BASE_F64 + 4;
+/** TCP connections accepted. */
+export const ING_CONNECTIONS_OPENED_F64 = ING_BASE_F64 + 5;
+/** TCP connections closed (open = opened - closed). */
+export const ING_CONNECTIONS_CLOSED_F64 = ING_BASE_F64 + 6;
+/** TCP connections refused because the connection limit was reached. */
+export const ING_CONNECTIONS_REFUSED_F64 = ING_BASE_F64 + 7;
+/** Device slots in use (a gauge). */
+export const ING_DEVICES_F64 = ING_BASE_F64 + 8;
+/** Rejected frames and pings per reason: cells [ING_REJECTED_F64 + reason]. */
+export const ING_REJECTED_F64 = ING_BASE_F64 + 16;
+/** Float64 cells in the ingest counter block, rounded up to whole cache lines. */
+export const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT_REASON_COUNT) / 8) * 8;
+/** Total bytes of the pipeline region. */
+export const PIPE_REGION_BYTES = PIPE_CONTROL_BYTES + ING_BLOCK_F64 * 8;
+
+/** Magic number at DEVID_MAGIC_I32 identifying a device id table ("GRDV"). */
+export const DEVID_MAGIC = 0x47524456;
+/** Header cells (Int32): magic, version, max devices, id bytes per slot, published slot count. */
+export const DEVID_MAGIC_I32 = 0;
+/** Layout version. */
+export const DEVID_VERSION_I32 = 1;
+/** Number of slots (max devices). */
+export const DEVID_MAX_DEVICES_I32 = 2;
+/** UTF-8 bytes reserved per slot (the longest string id accepted). */
+export const DEVID_ID_BYTES_I32 = 3;
+/** Slots published so far (slots 0 .. count-1 are valid); stored after the slot's meta word. */
+export const DEVID_COUNT_I32 = 4;
+/** Bytes of the header (one cache line). */
+export const DEVID_HEADER_BYTES = CACHE_LINE_BYTES;
+/** Meta word of a slot: 0 = empty; DEVID_KIND_STRING | byteLength; or DEVID_KIND_NUMBER. */
+export const DEVID_KIND_SHIFT = 24;
+/** Kind bits for a string id (byte length in the low 24 bits). */
+export const DEVID_KIND_STRING = 1 << DEVID_KIND_SHIFT;
+/** Kind bits for an unsigned-integer id (value in the numeric column). */
+export const DEVID_KIND_NUMBER = 2 << DEVID_KIND_SHIFT;
+/** Mask of the byte length in a string meta word. */
+export const DEVID_LENGTH_MASK = (1 << DEVID_KIND_SHIFT) - 1;
+/** Largest accepted `idBytesPerSlot`. */
+export const DEVID_MAX_ID_BYTES = 1024;
+
+/** Byte offset of the numeric column (Float64 per slot), right after the header. */
+export function devIdNumbersByteOffset(): number {
+  return DEVID_HEADER_BYTES;
+}
+/** Byte offset of the meta column (Int32 per slot), after the numeric column. */
+export function devIdMetaByteOffset(maxDevices: number): number {
+  return DEVID_HEADER_BYTES + maxDevices * 8;
+}
+/** Byte offset of the id bytes (idBytesPerSlot per slot), after the meta column rounded up to 8. */
+export function devIdBytesByteOffset(maxDevices: number): number {
+  return devIdMetaByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+/** Total bytes of a device id table region. */
+export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number): number {
+  return devIdBytesByteOffset(maxDevices) + maxDevices * idBytesPerSlot;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Dispatcher: dead-letter ring and per-downstream cells (section filled in with the dispatcher).

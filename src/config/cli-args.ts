@@ -1,0 +1,184 @@
+/**
+ * Command-line flags (main thread): node:util parseArgs, a --help text, and the merge rule: defaults, then the
+ * config file (--config), then flags. Downstreams given by flags replace the file's list.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfigFile } from './config-file.js';
+import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
+
+/** What the command line asked for. */
+export interface CliRequest {
+  /** --help was given. */
+  help: boolean;
+  /** --demo was given. */
+  demo: boolean;
+  /** --config path, if given. */
+  configPath: string | null;
+  /** Options given by flags. */
+  overrides: RouterOptionsInput;
+}
+
+/** The --help text. */
+export const HELP_TEXT = `Usage: geofence-router [--config FILE] [flags]
+
+Routes MessagePack GPS telemetry through geofences to ENTER / EXIT / DWELL / CROSS triggers.
+Options come from the defaults, then the JSON config file, then these flags.
+
+General:
+  -c, --config FILE            JSON config file (same option names as the library)
+      --demo                   run the built-in demo (synthetic city, fleet and downstream)
+  -h, --help                   show this text
+
+Telemetry and admin:
+      --listen HOST:PORT       telemetry TCP listener (default 0.0.0.0:7070)
+      --no-listen              no TCP listener (in-process sources only)
+      --admin HOST:PORT        admin HTTP server: /metrics /healthz /readyz (default 127.0.0.1:9464)
+      --no-admin               no admin server
+      --max-frame-bytes N      largest telemetry frame, bytes (default 1024)
+      --shared-structures      accept msgpackr shared-structure records (all senders must use them)
+      --max-connections N      simultaneous TCP connections (default 10000)
+
+Pipeline:
+      --shards N               telemetry shards (default 8)
+      --ring-capacity N        slots per telemetry ring, power of two (default 16384)
+      --pool-size N            containment worker threads (default: cores - 1)
+      --batch-size N           pings per containment batch at most (default 512)
+      --max-batch-age-ms MS    oldest a partial batch may get (default 1)
+      --max-devices N          device slots (default 100000)
+      --max-fences-per-device N  fences a device can be inside at once (default 16)
+
+Admission:
+      --reserved-fraction F    ring share reserved for the COMPLIANCE lane, [0, 0.5] (default 0.05)
+      --watermark-fraction F   fill above which IDLE pings need a token (default 0.6)
+      --idle-bucket-capacity N IDLE token bucket capacity (default 1000)
+      --idle-bucket-rate N     IDLE tokens per second (default 10000)
+
+Fences and downstreams:
+      --fences FILE            GeoJSON FeatureCollection of fences
+      --webhook URL            deliver triggers to an HTTP webhook (repeatable)
+      --ndjson PATH            append triggers to an NDJSON file, "-" for stdout (repeatable)
+      --dead-letter-file PATH  durable dead-letter file
+      --dead-letter-capacity N dead-letter ring slots, power of two (default 65536)
+`;
+
+const FLAGS = {
+  config: { type: 'string', short: 'c' },
+  demo: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  listen: { type: 'string' },
+  'no-listen': { type: 'boolean' },
+  admin: { type: 'string' },
+  'no-admin': { type: 'boolean' },
+  'max-frame-bytes': { type: 'string' },
+  'shared-structures': { type: 'boolean' },
+  'max-connections': { type: 'string' },
+  shards: { type: 'string' },
+  'ring-capacity': { type: 'string' },
+  'pool-size': { type: 'string' },
+  'batch-size': { type: 'string' },
+  'max-batch-age-ms': { type: 'string' },
+  'max-devices': { type: 'string' },
+  'max-fences-per-device': { type: 'string' },
+  'reserved-fraction': { type: 'string' },
+  'watermark-fraction': { type: 'string' },
+  'idle-bucket-capacity': { type: 'string' },
+  'idle-bucket-rate': { type: 'string' },
+  fences: { type: 'string' },
+  webhook: { type: 'string', multiple: true },
+  ndjson: { type: 'string', multiple: true },
+  'dead-letter-file': { type: 'string' },
+  'dead-letter-capacity': { type: 'string' },
+} as const;
+
+function number(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const v = Number(text);
+  if (text.trim() === '' || !Number.isFinite(v)) throw new RangeError(`--${flag} must be a number, got ${JSON.stringify(text)}`);
+  return v;
+}
+
+function hostPort(flag: string, text: string): { host: string; port: number } {
+  const i = text.lastIndexOf(':');
+  const host = i > 0 ? text.slice(0, i).replace(/^\[(.*)\]$/, '$1') : '';
+  const port = Number(text.slice(i + 1));
+  if (i <= 0 || host === '' || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new RangeError(`--${flag} must be HOST:PORT with PORT in [0, 65535], got ${JSON.stringify(text)}`);
+  }
+  return { host, port };
+}
+
+/** Parses argv (without node and script); throws a RangeError naming the flag on bad input. */
+export function parseCliArgs(argv: readonly string[]): CliRequest {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false });
+  } catch (err) {
+    throw new RangeError(`${(err as Error).message} (see --help)`);
+  }
+  const v = parsed.values;
+  const o: RouterOptionsInput = {};
+  const set = <K extends keyof RouterOptionsInput>(k: K, x: RouterOptionsInput[K] | undefined): void => {
+    if (x !== undefined) o[k] = x;
+  };
+  if (v.listen !== undefined) {
+    const hp = hostPort('listen', v.listen);
+    o.listenHost = hp.host;
+    o.listenPort = hp.port;
+  }
+  if (v['no-listen'] === true) o.listenHost = null;
+  if (v.admin !== undefined) {
+    const hp = hostPort('admin', v.admin);
+    o.adminHost = hp.host;
+    o.adminPort = hp.port;
+  }
+  if (v['no-admin'] === true) o.adminHost = null;
+  set('shards', number('shards', v.shards));
+  set('ringCapacitySlots', number('ring-capacity', v['ring-capacity']));
+  set('poolSize', number('pool-size', v['pool-size']));
+  set('batchSize', number('batch-size', v['batch-size']));
+  set('maxBatchAgeMs', number('max-batch-age-ms', v['max-batch-age-ms']));
+  set('maxDevices', number('max-devices', v['max-devices']));
+  set('maxFencesPerDevice', number('max-fences-per-device', v['max-fences-per-device']));
+  set('fencesFile', v.fences);
+  const admission: NonNullable<RouterOptionsInput['admission']> = {};
+  const a = (k: keyof typeof admission, x: number | undefined): void => {
+    if (x !== undefined) admission[k] = x;
+  };
+  a('reservedFraction', number('reserved-fraction', v['reserved-fraction']));
+  a('watermarkFraction', number('watermark-fraction', v['watermark-fraction']));
+  a('idleBucketCapacity', number('idle-bucket-capacity', v['idle-bucket-capacity']));
+  a('idleBucketRatePerSec', number('idle-bucket-rate', v['idle-bucket-rate']));
+  if (Object.keys(admission).length > 0) o.admission = admission;
+  const ingest: NonNullable<RouterOptionsInput['ingest']> = {};
+  const mfb = number('max-frame-bytes', v['max-frame-bytes']);
+  if (mfb !== undefined) ingest.maxFrameBytes = mfb;
+  const mc = number('max-connections', v['max-connections']);
+  if (mc !== undefined) ingest.maxConnections = mc;
+  if (v['shared-structures'] === true) ingest.sharedStructures = true;
+  if (Object.keys(ingest).length > 0) o.ingest = ingest;
+  const deadLetter: NonNullable<RouterOptionsInput['deadLetter']> = {};
+  if (v['dead-letter-file'] !== undefined) deadLetter.path = v['dead-letter-file'];
+  const dlc = number('dead-letter-capacity', v['dead-letter-capacity']);
+  if (dlc !== undefined) deadLetter.capacitySlots = dlc;
+  if (Object.keys(deadLetter).length > 0) o.deadLetter = deadLetter;
+  const downstreams: DownstreamOptions[] = [];
+  (v.webhook ?? []).forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url }));
+  (v.ndjson ?? []).forEach((path, i) => downstreams.push({ name: `ndjson-${i + 1}`, kind: 'ndjson', path }));
+  if (downstreams.length > 0) o.downstreams = downstreams;
+  return { help: v.help === true, demo: v.demo === true, configPath: v.config ?? null, overrides: o };
+}
+
+/** Merges defaults, the config file (if any) and flag overrides (nested objects merged key by key), and validates. */
+export function mergeOptionInputs(file: RouterOptionsInput, flags: RouterOptionsInput): RouterOptionsInput {
+  const merged: RouterOptionsInput = { ...file, ...flags };
+  if (file.admission !== undefined || flags.admission !== undefined) merged.admission = { ...file.admission, ...flags.admission };
+  if (file.ingest !== undefined || flags.ingest !== undefined) merged.ingest = { ...file.ingest, ...flags.ingest };
+  if (file.deadLetter !== undefined || flags.deadLetter !== undefined) merged.deadLetter = { ...file.deadLetter, ...flags.deadLetter };
+  return merged;
+}
+
+/** Resolves the router options a command line asks for (reads the config file when --config is given). */
+export function optionsFromCli(request: CliRequest): RouterOptions {
+  const file = request.configPath !== null ? loadConfigFile(request.configPath) : {};
+  return resolveRouterOptions(mergeOptionInputs(file, request.overrides));
+}

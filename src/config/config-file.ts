@@ -1,0 +1,40 @@
+/**
+ * JSON config file loading (main thread). The file holds a RouterOptionsInput (the same names as the library
+ * options); unknown names are refused with the option's path. Relative paths inside it (fencesFile, ndjson paths,
+ * deadLetter.path) are resolved against the file's directory.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type { RouterOptionsInput } from './options.js';
+
+/** Reads and parses a config file; throws an Error naming the file and what is wrong. */
+export function loadConfigFile(path: string): RouterOptionsInput {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`config file ${path}: cannot read: ${(err as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`config file ${path}: not valid JSON: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new Error(`config file ${path}: must hold a JSON object`);
+  }
+  const input = value as RouterOptionsInput;
+  const base = dirname(resolve(path));
+  const rel = (p: string): string => (p === '-' || isAbsolute(p) ? p : resolve(base, p));
+  if (typeof input.fencesFile === 'string') input.fencesFile = rel(input.fencesFile);
+  if (input.deadLetter !== null && typeof input.deadLetter === 'object' && typeof input.deadLetter.path === 'string') {
+    input.deadLetter.path = rel(input.deadLetter.path);
+  }
+  if (Array.isArray(input.downstreams)) {
+    for (const d of input.downstreams) {
+      if (d !== null && typeof d === 'object' && d.kind === 'ndjson' && typeof d.path === 'string') d.path = rel(d.path);
+    }
+  }
+  return input;
+}

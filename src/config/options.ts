@@ -1,0 +1,315 @@
+/**
+ * Router options (main thread): one Options interface, one defaults object, one validation that names the option
+ * and its allowed range. `resolveRouterOptions` merges a partial over the defaults (nested objects merged, arrays
+ * replaced) and validates the result.
+ */
+import { availableParallelism } from 'node:os';
+import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
+
+/** Trigger type names as subscriptions name them. */
+export type TriggerTypeName = (typeof TRIGGER_TYPE_NAMES)[number];
+
+/** Which triggers a downstream receives: a trigger matches when it matches every list given (absent = any). */
+export interface SubscriptionOptions {
+  /** Fence ids. */
+  fenceIds?: string[];
+  /** Fence tags (a trigger matches when its fence has any of them). */
+  tags?: string[];
+  /** Trigger types. */
+  types?: TriggerTypeName[];
+}
+
+/** Fields every downstream has. */
+interface DownstreamBase {
+  /** Unique name (metric label, dead-letter key). */
+  name: string;
+  /** Which triggers it receives; absent = all. */
+  subscribe?: SubscriptionOptions;
+}
+
+/** An HTTP webhook receiving batched JSON POSTs. */
+export interface WebhookDownstreamOptions extends DownstreamBase {
+  kind: 'webhook';
+  /** http:// or https:// URL. */
+  url: string;
+}
+
+/** An NDJSON file (or "-" for stdout), one trigger per line. */
+export interface NdjsonDownstreamOptions extends DownstreamBase {
+  kind: 'ndjson';
+  /** File path, or "-" for stdout. */
+  path: string;
+}
+
+/** An in-process callback (library use only; not expressible in a config file). */
+export interface CallbackDownstreamOptions extends DownstreamBase {
+  kind: 'callback';
+  /** Receives each batch of triggers; the promise settles when they are handled. */
+  callback: (triggers: readonly unknown[]) => Promise<void> | void;
+}
+
+/** One downstream. */
+export type DownstreamOptions = WebhookDownstreamOptions | NdjsonDownstreamOptions | CallbackDownstreamOptions;
+
+/** Lane admission in front of each telemetry ring. */
+export interface AdmissionConfig {
+  /** Fraction of each ring reachable only by the COMPLIANCE lane, [0, 0.5]. */
+  reservedFraction: number;
+  /** Fill fraction above which IDLE pings need a token, (0, 1). */
+  watermarkFraction: number;
+  /** IDLE token bucket capacity, tokens, >= 1. */
+  idleBucketCapacity: number;
+  /** IDLE token bucket refill rate, tokens per second, >= 0. */
+  idleBucketRatePerSec: number;
+}
+
+/** The ingest edge. */
+export interface IngestConfig {
+  /** Largest frame accepted, bytes, [16, 16 MiB]. */
+  maxFrameBytes: number;
+  /** Bytes a stream processes per step, [256, 16 MiB]. */
+  readChunkBytes: number;
+  /** Accept msgpackr shared-structure records (exclusive wire mode, see src/ingest/wire-format.ts). */
+  sharedStructures: boolean;
+  /** Largest number of simultaneous TCP connections, [1, 1e6]. */
+  maxConnections: number;
+  /** Close a TCP connection idle this long, ms (0 = never). */
+  idleTimeoutMs: number;
+  /** Speed below which a ping is stationary, m/s, [0, 100]. */
+  stationarySpeedMps: number;
+  /** Distance within which an unmoving device is stationary, m, [0, 10000]. */
+  stationaryRadiusM: number;
+  /** Minimum time between two log lines for the same reject reason, ms, >= 0. */
+  rejectLogIntervalMs: number;
+}
+
+/** Dead letters. */
+export interface DeadLetterConfig {
+  /** Append-only file dead letters are flushed to (null: keep in memory only). */
+  path: string | null;
+  /** Slots of the dead-letter ring, a power of two in [2, 2^24]. */
+  capacitySlots: number;
+}
+
+/** Every option of the router. */
+export interface RouterOptions {
+  /** Interface the telemetry TCP listener binds (null: no TCP listener). */
+  listenHost: string | null;
+  /** Port of the telemetry listener, [0, 65535] (0: any free port). */
+  listenPort: number;
+  /** Interface the admin HTTP server binds (null: no admin server). */
+  adminHost: string | null;
+  /** Port of the admin HTTP server, [0, 65535]. */
+  adminPort: number;
+  /** Telemetry shards (rings), [1, 1024]. */
+  shards: number;
+  /** Slots per telemetry ring, a power of two in [64, 2^24]. */
+  ringCapacitySlots: number;
+  /** Lane admission. */
+  admission: AdmissionConfig;
+  /** Containment worker threads, [1, 256]. */
+  poolSize: number;
+  /** Pings per containment batch at most, [1, 65536]. */
+  batchSize: number;
+  /** Oldest a partial batch may get before it is sent, ms, (0, 1000]. */
+  maxBatchAgeMs: number;
+  /** Device slots, [1, 2^24]. */
+  maxDevices: number;
+  /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
+  idBytesPerSlot: number;
+  /** Fences a device can be inside at once, [1, 1024]. */
+  maxFencesPerDevice: number;
+  /** GeoJSON FeatureCollection of fences (null: start with none). */
+  fencesFile: string | null;
+  /** Downstreams triggers are delivered to. */
+  downstreams: DownstreamOptions[];
+  /** Dead letters. */
+  deadLetter: DeadLetterConfig;
+  /** The ingest edge. */
+  ingest: IngestConfig;
+}
+
+/** A partial RouterOptions (nested objects partial too), as a config file or flags give it. */
+export type RouterOptionsInput = Partial<Omit<RouterOptions, 'admission' | 'deadLetter' | 'ingest'>> & {
+  admission?: Partial<AdmissionConfig>;
+  deadLetter?: Partial<DeadLetterConfig>;
+  ingest?: Partial<IngestConfig>;
+};
+
+/** Default pool size: every core but one (the ingest thread's), at least one. */
+export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
+
+/** The defaults. */
+export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
+  listenHost: '0.0.0.0',
+  listenPort: 7070,
+  adminHost: '127.0.0.1',
+  adminPort: 9464,
+  shards: 8,
+  ringCapacitySlots: 16384,
+  admission: Object.freeze({ reservedFraction: 0.05, watermarkFraction: 0.6, idleBucketCapacity: 1000, idleBucketRatePerSec: 10_000 }),
+  poolSize: DEFAULT_POOL_SIZE,
+  batchSize: 512,
+  maxBatchAgeMs: 1,
+  maxDevices: 100_000,
+  idBytesPerSlot: 64,
+  maxFencesPerDevice: 16,
+  fencesFile: null,
+  downstreams: [],
+  deadLetter: Object.freeze({ path: null, capacitySlots: 65536 }),
+  ingest: Object.freeze({
+    maxFrameBytes: 1024,
+    readChunkBytes: 65536,
+    sharedStructures: false,
+    maxConnections: 10_000,
+    idleTimeoutMs: 0,
+    stationarySpeedMps: 0.5,
+    stationaryRadiusM: 10,
+    rejectLogIntervalMs: 10_000,
+  }),
+}) as RouterOptions;
+
+/** Merges `input` over the defaults and validates; throws a RangeError naming the first bad option. */
+export function resolveRouterOptions(input: RouterOptionsInput = {}): RouterOptions {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) throw new RangeError('options must be an object');
+  checkKeys(input, ROUTER_DEFAULTS, 'options');
+  const nested = (key: 'admission' | 'deadLetter' | 'ingest'): object => {
+    const v: unknown = input[key];
+    if (v === undefined) return {};
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RangeError(`options.${key} must be an object`);
+    checkKeys(v, ROUTER_DEFAULTS[key], `options.${key}`);
+    return v;
+  };
+  const o = {
+    ...ROUTER_DEFAULTS,
+    ...input,
+    admission: { ...ROUTER_DEFAULTS.admission, ...nested('admission') },
+    deadLetter: { ...ROUTER_DEFAULTS.deadLetter, ...nested('deadLetter') },
+    ingest: { ...ROUTER_DEFAULTS.ingest, ...nested('ingest') },
+    downstreams: input.downstreams ?? [],
+  } as RouterOptions;
+  validateRouterOptions(o);
+  return o;
+}
+
+function checkKeys(value: object, reference: object, path: string): void {
+  for (const k of Object.keys(value)) {
+    if (!Object.prototype.hasOwnProperty.call(reference, k)) throw new RangeError(`${path}.${k} is not an option`);
+  }
+}
+
+function int(v: unknown, name: string, lo: number, hi: number): void {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
+    throw new RangeError(`${name} must be an integer in [${lo}, ${hi}], got ${show(v)}`);
+  }
+}
+
+function num(v: unknown, name: string, lo: number, hi: number, range: string): void {
+  if (typeof v !== 'number' || !(v >= lo && v <= hi)) throw new RangeError(`${name} must be a number in ${range}, got ${show(v)}`);
+}
+
+function powerOfTwo(v: unknown, name: string, lo: number, hi: number): void {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi || (v & (v - 1)) !== 0) {
+    throw new RangeError(`${name} must be a power of two in [${lo}, ${hi}], got ${show(v)}`);
+  }
+}
+
+function hostOrNull(v: unknown, name: string): void {
+  if (v !== null && (typeof v !== 'string' || v.length === 0)) throw new RangeError(`${name} must be a host name or address, or null, got ${show(v)}`);
+}
+
+function pathOrNull(v: unknown, name: string): void {
+  if (v !== null && (typeof v !== 'string' || v.length === 0)) throw new RangeError(`${name} must be a file path or null, got ${show(v)}`);
+}
+
+function show(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v) : String(v);
+}
+
+function stringList(v: unknown, name: string, allowed?: readonly string[]): void {
+  if (!Array.isArray(v) || v.some((s) => typeof s !== 'string' || s.length === 0)) {
+    throw new RangeError(`${name} must be an array of non-empty strings, got ${show(v)}`);
+  }
+  if (allowed !== undefined) {
+    for (const s of v as string[]) {
+      if (!allowed.includes(s)) throw new RangeError(`${name} must hold only ${allowed.join(' / ')}, got ${show(s)}`);
+    }
+  }
+}
+
+/** Validates complete options; throws a RangeError naming the option and its allowed range. */
+export function validateRouterOptions(o: RouterOptions): void {
+  hostOrNull(o.listenHost, 'options.listenHost');
+  int(o.listenPort, 'options.listenPort', 0, 65535);
+  hostOrNull(o.adminHost, 'options.adminHost');
+  int(o.adminPort, 'options.adminPort', 0, 65535);
+  int(o.shards, 'options.shards', 1, 1024);
+  powerOfTwo(o.ringCapacitySlots, 'options.ringCapacitySlots', 64, 1 << 24);
+  num(o.admission.reservedFraction, 'options.admission.reservedFraction', 0, 0.5, '[0, 0.5]');
+  num(o.admission.watermarkFraction, 'options.admission.watermarkFraction', Number.MIN_VALUE, 1 - Number.EPSILON, '(0, 1)');
+  num(o.admission.idleBucketCapacity, 'options.admission.idleBucketCapacity', 1, 1e9, '[1, 1e9]');
+  num(o.admission.idleBucketRatePerSec, 'options.admission.idleBucketRatePerSec', 0, 1e9, '[0, 1e9]');
+  if (o.admission.watermarkFraction + o.admission.reservedFraction > 1) {
+    throw new RangeError(
+      `options.admission.watermarkFraction + options.admission.reservedFraction must be <= 1, got ${o.admission.watermarkFraction} + ${o.admission.reservedFraction}`,
+    );
+  }
+  int(o.poolSize, 'options.poolSize', 1, 256);
+  int(o.batchSize, 'options.batchSize', 1, 65536);
+  num(o.maxBatchAgeMs, 'options.maxBatchAgeMs', Number.MIN_VALUE, 1000, '(0, 1000]');
+  int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
+  int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
+  int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 1024);
+  pathOrNull(o.fencesFile, 'options.fencesFile');
+  if (!Array.isArray(o.downstreams)) throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);
+  const names = new Set<string>();
+  o.downstreams.forEach((d, i) => validateDownstream(d, `options.downstreams[${i}]`, names));
+  pathOrNull(o.deadLetter.path, 'options.deadLetter.path');
+  powerOfTwo(o.deadLetter.capacitySlots, 'options.deadLetter.capacitySlots', 2, 1 << 24);
+  const g = o.ingest;
+  int(g.maxFrameBytes, 'options.ingest.maxFrameBytes', 16, 16 * 1024 * 1024);
+  int(g.readChunkBytes, 'options.ingest.readChunkBytes', 256, 16 * 1024 * 1024);
+  if (typeof g.sharedStructures !== 'boolean') throw new RangeError(`options.ingest.sharedStructures must be a boolean, got ${show(g.sharedStructures)}`);
+  int(g.maxConnections, 'options.ingest.maxConnections', 1, 1_000_000);
+  int(g.idleTimeoutMs, 'options.ingest.idleTimeoutMs', 0, 86_400_000);
+  num(g.stationarySpeedMps, 'options.ingest.stationarySpeedMps', 0, 100, '[0, 100]');
+  num(g.stationaryRadiusM, 'options.ingest.stationaryRadiusM', 0, 10_000, '[0, 10000]');
+  int(g.rejectLogIntervalMs, 'options.ingest.rejectLogIntervalMs', 0, 86_400_000);
+}
+
+function validateDownstream(d: unknown, path: string, names: Set<string>): void {
+  if (d === null || typeof d !== 'object') throw new RangeError(`${path} must be an object`);
+  const x = d as Partial<DownstreamOptions> & Record<string, unknown>;
+  if (typeof x.name !== 'string' || x.name.length === 0) throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
+  if (names.has(x.name)) throw new RangeError(`${path}.name must be unique, got ${show(x.name)} twice`);
+  names.add(x.name);
+  const allowedKeys = ['name', 'kind', 'subscribe'];
+  if (x.kind === 'webhook') {
+    allowedKeys.push('url');
+    let ok = false;
+    try {
+      const u = new URL(String(x.url));
+      ok = u.protocol === 'http:' || u.protocol === 'https:';
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw new RangeError(`${path}.url must be an http:// or https:// URL, got ${show(x.url)}`);
+  } else if (x.kind === 'ndjson') {
+    allowedKeys.push('path');
+    if (typeof x.path !== 'string' || x.path.length === 0) throw new RangeError(`${path}.path must be a file path or "-", got ${show(x.path)}`);
+  } else if (x.kind === 'callback') {
+    allowedKeys.push('callback');
+    if (typeof x.callback !== 'function') throw new RangeError(`${path}.callback must be a function`);
+  } else {
+    throw new RangeError(`${path}.kind must be "webhook", "ndjson" or "callback", got ${show(x.kind)}`);
+  }
+  for (const k of Object.keys(x)) if (!allowedKeys.includes(k)) throw new RangeError(`${path}.${k} is not an option of a ${x.kind} downstream`);
+  if (x.subscribe !== undefined) {
+    const s = x.subscribe as Record<string, unknown>;
+    if (s === null || typeof s !== 'object') throw new RangeError(`${path}.subscribe must be an object`);
+    for (const k of Object.keys(s)) if (!['fenceIds', 'tags', 'types'].includes(k)) throw new RangeError(`${path}.subscribe.${k} is not an option`);
+    if (s['fenceIds'] !== undefined) stringList(s['fenceIds'], `${path}.subscribe.fenceIds`);
+    if (s['tags'] !== undefined) stringList(s['tags'], `${path}.subscribe.tags`);
+    if (s['types'] !== undefined) stringList(s['types'], `${path}.subscribe.types`, TRIGGER_TYPE_NAMES);
+  }
+}

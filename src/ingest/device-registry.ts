@@ -1,0 +1,255 @@
+/**
+ * Dense device registry: device id -> slot on the ingest thread, and a shared id table so any thread can name a
+ * device from its slot.
+ *
+ * Slots are assigned in order of first appearance, 0, 1, 2, ..., and never reused while the process runs (per-device
+ * state in shared memory is indexed by slot). When every slot is taken, a new device is rejected (REGISTRY_FULL,
+ * counted by the caller); devices already known keep working.
+ *
+ * Shard of a device (so each device's pings stay in one ring, in order): a 32-bit hash of the id, computed once at
+ * registration, scaled to the shard count: `shard = floor(hash * shards / 2^32)`. The hash is FNV-1a over the UTF-8
+ * bytes of a string id, and murmur3's fmix32 of `lo ^ imul(hi, 0x9e3779b1)` for a numeric id (lo / hi: its low and
+ * high 32 bits). It depends only on the id and the shard count, so it is the same in every process and run.
+ */
+import {
+  DEVID_COUNT_I32,
+  DEVID_HEADER_BYTES,
+  DEVID_ID_BYTES_I32,
+  DEVID_KIND_NUMBER,
+  DEVID_KIND_STRING,
+  DEVID_LENGTH_MASK,
+  DEVID_MAGIC,
+  DEVID_MAGIC_I32,
+  DEVID_MAX_DEVICES_I32,
+  DEVID_MAX_ID_BYTES,
+  DEVID_VERSION_I32,
+  LAYOUT_VERSION,
+  devIdBytesByteOffset,
+  devIdMetaByteOffset,
+  devIdNumbersByteOffset,
+  devIdRegionBytes,
+} from '../shm/layout.js';
+import type { PingFields } from './ping-fields.js';
+
+/** Largest `maxDevices` accepted (Int32 slots, and a region that stays allocatable). */
+export const MAX_DEVICES_LIMIT = 1 << 24;
+
+/** `slotOf` result: every slot is taken. */
+export const SLOT_REGISTRY_FULL = -1;
+/** `slotOf` result: the string id does not fit the id table's bytes per slot. */
+export const SLOT_ID_TOO_LONG = -2;
+
+/** Allocates a zeroed device id table for `maxDevices` slots of `idBytesPerSlot` UTF-8 bytes each. */
+export function allocateDeviceIdTable(maxDevices: number, idBytesPerSlot: number): SharedArrayBuffer {
+  if (!Number.isInteger(maxDevices) || maxDevices < 1 || maxDevices > MAX_DEVICES_LIMIT) {
+    throw new RangeError(`maxDevices must be an integer in [1, ${MAX_DEVICES_LIMIT}], got ${String(maxDevices)}`);
+  }
+  if (!Number.isInteger(idBytesPerSlot) || idBytesPerSlot < 1 || idBytesPerSlot > DEVID_MAX_ID_BYTES) {
+    throw new RangeError(
+      `idBytesPerSlot must be an integer in [1, ${DEVID_MAX_ID_BYTES}], got ${String(idBytesPerSlot)}`,
+    );
+  }
+  const sab = new SharedArrayBuffer(devIdRegionBytes(maxDevices, idBytesPerSlot));
+  const header = new Int32Array(sab, 0, DEVID_HEADER_BYTES / 4);
+  header[DEVID_MAGIC_I32] = DEVID_MAGIC;
+  header[DEVID_VERSION_I32] = LAYOUT_VERSION;
+  header[DEVID_MAX_DEVICES_I32] = maxDevices;
+  header[DEVID_ID_BYTES_I32] = idBytesPerSlot;
+  return sab;
+}
+
+/** Views over a device id table region, checked against its header. */
+class IdTableViews {
+  readonly header: Int32Array;
+  readonly numbers: Float64Array;
+  readonly meta: Int32Array;
+  readonly bytes: Buffer;
+  readonly bytesOffset: number;
+  readonly maxDevices: number;
+  readonly idBytesPerSlot: number;
+
+  constructor(sab: SharedArrayBuffer) {
+    if (!(sab instanceof SharedArrayBuffer)) throw new TypeError('device id table must be a SharedArrayBuffer');
+    this.header = new Int32Array(sab, 0, DEVID_HEADER_BYTES / 4);
+    if (this.header[DEVID_MAGIC_I32] !== DEVID_MAGIC) throw new RangeError('not a device id table (bad magic)');
+    if (this.header[DEVID_VERSION_I32] !== LAYOUT_VERSION) {
+      throw new RangeError(`device id table layout version ${String(this.header[DEVID_VERSION_I32])} != ${LAYOUT_VERSION}`);
+    }
+    this.maxDevices = this.header[DEVID_MAX_DEVICES_I32]!;
+    this.idBytesPerSlot = this.header[DEVID_ID_BYTES_I32]!;
+    if (sab.byteLength !== devIdRegionBytes(this.maxDevices, this.idBytesPerSlot)) {
+      throw new RangeError('device id table size does not match its header');
+    }
+    this.numbers = new Float64Array(sab, devIdNumbersByteOffset(), this.maxDevices);
+    this.meta = new Int32Array(sab, devIdMetaByteOffset(this.maxDevices), this.maxDevices);
+    this.bytesOffset = devIdBytesByteOffset(this.maxDevices);
+    this.bytes = Buffer.from(sab, this.bytesOffset, this.maxDevices * this.idBytesPerSlot);
+  }
+}
+
+/** 32-bit FNV-1a over `bytes[start, end)`. */
+export function fnv1a32(bytes: Uint8Array, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
+  return h >>> 0;
+}
+
+/** murmur3 fmix32 finaliser. */
+function fmix32(x: number): number {
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  x ^= x >>> 16;
+  return x >>> 0;
+}
+
+/** 32-bit hash of an unsigned safe-integer id. */
+export function hashNumericId(id: number): number {
+  const lo = id % 0x100000000;
+  const hi = Math.floor(id / 0x100000000);
+  return fmix32(lo ^ Math.imul(hi, 0x9e3779b1));
+}
+
+/** Shard in [0, shards) of a 32-bit hash. */
+export function shardOfHash(hash: number, shards: number): number {
+  return Math.floor(((hash >>> 0) * shards) / 0x100000000);
+}
+
+/** Shard of a device id (the same function the registry applies at registration; allocates for string ids). */
+export function shardOfId(id: string | number, shards: number): number {
+  if (typeof id === 'number') return shardOfHash(hashNumericId(id), shards);
+  const bytes = Buffer.from(id, 'utf8');
+  return shardOfHash(fnv1a32(bytes, 0, bytes.length), shards);
+}
+
+/**
+ * Ingest-side registry (ingest thread only): id -> slot map, shard per slot, and the per-slot motion anchor the
+ * lane classifier uses. Publishes each new slot to the shared id table before its first ping leaves the thread.
+ */
+export class DeviceRegistry {
+  /** Number of shards devices are spread over. */
+  readonly shards: number;
+  /** Capacity in devices. */
+  readonly maxDevices: number;
+  /** UTF-8 bytes per slot in the id table (longest string id). */
+  readonly idBytesPerSlot: number;
+  /** Shard per slot. */
+  readonly shardOfSlot: Uint16Array;
+  /** Latitude where the device was last seen to move (NaN before its first ping); see lane-classifier.ts. */
+  readonly anchorLat: Float64Array;
+  /** Longitude of the motion anchor. */
+  readonly anchorLon: Float64Array;
+  private readonly ids = new Map<string | number, number>();
+  private readonly table: IdTableViews;
+  private count = 0;
+
+  /** Wraps an allocated id table for the ingest thread; `shards` in [1, 65535]. */
+  constructor(idTable: SharedArrayBuffer, shards: number) {
+    if (!Number.isInteger(shards) || shards < 1 || shards > 0xffff) {
+      throw new RangeError(`shards must be an integer in [1, 65535], got ${String(shards)}`);
+    }
+    this.table = new IdTableViews(idTable);
+    this.shards = shards;
+    this.maxDevices = this.table.maxDevices;
+    this.idBytesPerSlot = this.table.idBytesPerSlot;
+    this.shardOfSlot = new Uint16Array(this.maxDevices);
+    this.anchorLat = new Float64Array(this.maxDevices).fill(Number.NaN);
+    this.anchorLon = new Float64Array(this.maxDevices).fill(Number.NaN);
+    this.count = Atomics.load(this.table.header, DEVID_COUNT_I32);
+    if (this.count !== 0) throw new RangeError('device id table is already in use by another registry');
+  }
+
+  /** Devices registered. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Slot of a known id, or -1. */
+  lookup(id: string | number): number {
+    return this.ids.get(id) ?? -1;
+  }
+
+  /**
+   * Slot of the ping's device, registering it when new. Returns the slot, SLOT_REGISTRY_FULL or SLOT_ID_TOO_LONG.
+   * Allocation-free for known devices; a registration adds one Map entry.
+   */
+  slotOf(fields: PingFields): number {
+    const key = fields.idIsNumber ? fields.idNumber : fields.idString;
+    const known = this.ids.get(key);
+    if (known !== undefined) return known;
+    return this.register(key);
+  }
+
+  /** Registers a new id (the caller has checked it is unknown). */
+  private register(id: string | number): number {
+    const t = this.table;
+    if (this.count >= t.maxDevices) return SLOT_REGISTRY_FULL;
+    const slot = this.count;
+    let hash: number;
+    let meta: number;
+    if (typeof id === 'number') {
+      t.numbers[slot] = id;
+      hash = hashNumericId(id);
+      meta = DEVID_KIND_NUMBER;
+    } else {
+      const byteLength = Buffer.byteLength(id, 'utf8');
+      if (byteLength > t.idBytesPerSlot) return SLOT_ID_TOO_LONG;
+      const at = slot * t.idBytesPerSlot;
+      t.bytes.write(id, at, byteLength, 'utf8');
+      hash = fnv1a32(t.bytes, at, at + byteLength);
+      t.numbers[slot] = -1;
+      meta = DEVID_KIND_STRING | byteLength;
+    }
+    this.shardOfSlot[slot] = shardOfHash(hash, this.shards);
+    // Publish: the meta store releases the id bytes written above; the count store releases the meta word.
+    Atomics.store(t.meta, slot, meta);
+    this.count = slot + 1;
+    Atomics.store(t.header, DEVID_COUNT_I32, this.count);
+    this.ids.set(id, slot);
+    return slot;
+  }
+}
+
+/** Size of the reader's direct-mapped cache (a power of two). */
+const READER_CACHE_SLOTS = 4096;
+
+/**
+ * Names devices from their slots on any thread (dispatcher, main). Reads the shared id table; a small
+ * direct-mapped cache avoids decoding the same slot's bytes again (slots never change once published).
+ */
+export class DeviceIdReader {
+  private readonly table: IdTableViews;
+  private readonly cachedSlot = new Int32Array(READER_CACHE_SLOTS).fill(-1);
+  private readonly cachedId: (string | number)[] = new Array<string | number>(READER_CACHE_SLOTS).fill(0);
+
+  /** Wraps a device id table allocated elsewhere. */
+  constructor(idTable: SharedArrayBuffer) {
+    this.table = new IdTableViews(idTable);
+  }
+
+  /** Slots published so far. */
+  deviceCount(): number {
+    return Atomics.load(this.table.header, DEVID_COUNT_I32);
+  }
+
+  /** The id of the device in `slot`, or undefined when the slot is not (yet) published. */
+  deviceIdOf(slot: number): string | number | undefined {
+    const t = this.table;
+    if (!(slot >= 0 && slot < t.maxDevices)) return undefined;
+    const c = slot & (READER_CACHE_SLOTS - 1);
+    if (this.cachedSlot[c] === slot) return this.cachedId[c];
+    const meta = Atomics.load(t.meta, slot);
+    if (meta === 0) return undefined;
+    let id: string | number;
+    if (meta === DEVID_KIND_NUMBER) {
+      id = t.numbers[slot]!;
+    } else {
+      const at = slot * t.idBytesPerSlot;
+      id = t.bytes.toString('utf8', at, at + (meta & DEVID_LENGTH_MASK));
+    }
+    this.cachedSlot[c] = slot;
+    this.cachedId[c] = id;
+    return id;
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * Frame decoding for the ingest edge (ingest thread): one shared msgpackr Unpackr behind a structural walker, and a
+ * per-connection FrameStream that handles frames split across reads, the frame-size limit and resynchronisation.
+ *
+ * Resynchronisation (a byte stream has no frame markers): after a structural reject at a frame boundary (corrupt,
+ * oversized, not a map, unknown key, unsupported value), the stream scans forward from the rejected frame's first
+ * byte + 1 for a plausible frame start (see `FrameWalker.plausibleStart`) and tries it. Candidates that fail the
+ * walk are skipped silently (their bytes are counted as skipped, not as further rejects), so one damaged region costs
+ * one reject. A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...) is rejected
+ * and the stream continues right after it. A frame truncated inside the stream swallows the bytes that follow it;
+ * the walk almost always fails on them (a map header where a key or scalar must be), and the scan then finds the
+ * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
+ * telemetry frame are decoded as one (and validated like any other).
+ */
+import { Unpackr } from 'msgpackr';
+import { RejectReason } from '../shm/layout.js';
+import { FrameWalker, WALK_NEED_MORE, WALK_OK } from './frame-walker.js';
+import { PING_VALID, PingFields, validatePingInto, type PingLimits } from './ping-fields.js';
+import { telemetrySharedStructures } from './wire-format.js';
+
+export { WALK_NEED_MORE } from './frame-walker.js';
+export { PING_VALID } from './ping-fields.js';
+
+/** Options of the frame decoder. */
+export interface FrameDecoderOptions {
+  /** Largest frame accepted, bytes. */
+  maxFrameBytes: number;
+  /** Recognise msgpackr shared-structure record references (see wire-format.ts; exclusive mode). */
+  sharedStructures: boolean;
+  /** Validation limits. */
+  limits: PingLimits;
+}
+
+/** True for the reject reasons that make a frame's extent untrustworthy (the stream resynchronises after them). */
+export function isStructuralReject(reason: number): boolean {
+  return (
+    reason === RejectReason.CORRUPT_FRAME ||
+    reason === RejectReason.OVERSIZED_FRAME ||
+    reason === RejectReason.NOT_A_MAP ||
+    reason === RejectReason.UNKNOWN_KEY ||
+    reason === RejectReason.UNSUPPORTED_VALUE
+  );
+}
+
+/**
+ * Decodes single frames. One per ingest thread (it owns the one Unpackr); shared by every FrameStream.
+ * `decode` allocates nothing beyond what msgpackr allocates for the decoded value.
+ */
+export class FrameDecoder {
+  /** The validated fields of the last frame decoded with PING_VALID (reused). */
+  readonly fields = new PingFields();
+  /** After PING_VALID or a non-structural reject: one past the frame's last byte. */
+  frameEnd = 0;
+  /** Options in force. */
+  readonly options: Readonly<FrameDecoderOptions>;
+  private readonly walker: FrameWalker;
+  private readonly unpackr: Unpackr;
+  /** Reused `{ start, end }` argument of `unpack` (msgpackr reads it; an object literal per call would allocate). */
+  private readonly range = { start: 0, end: 0 };
+
+  constructor(options: FrameDecoderOptions) {
+    this.options = options;
+    this.walker = new FrameWalker(options.sharedStructures);
+    this.unpackr = options.sharedStructures
+      ? new Unpackr({ structures: telemetrySharedStructures(), mapsAsObjects: true })
+      : new Unpackr({ useRecords: false, mapsAsObjects: true });
+  }
+
+  /**
+   * Decodes and validates the frame at `buf[start]` with bytes available up to `end`. Returns PING_VALID (`fields`
+   * and `frameEnd` set), WALK_NEED_MORE, or a RejectReason (`frameEnd` set unless the reason is structural).
+   */
+  decode(buf: Uint8Array, start: number, end: number): number {
+    const w = this.walker.walk(buf, start, end, this.options.maxFrameBytes);
+    if (w !== WALK_OK) return w;
+    const frameEnd = this.walker.frameEnd;
+    this.range.start = start;
+    this.range.end = frameEnd;
+    let value: unknown;
+    try {
+      value = this.unpackr.unpack(buf, this.range);
+    } catch {
+      return RejectReason.CORRUPT_FRAME;
+    }
+    if (value === null || typeof value !== 'object') return RejectReason.CORRUPT_FRAME;
+    this.frameEnd = frameEnd;
+    return validatePingInto(value, this.walker.keyMask, this.options.limits, this.fields);
+  }
+
+  /** Whether a frame plausibly starts at `buf[i]`: 1 yes, 0 no, -1 cannot tell with bytes up to `end`. */
+  plausibleStart(buf: Uint8Array, i: number, end: number): number {
+    return this.walker.plausibleStart(buf, i, end);
+  }
+}
+
+/** Receives what a FrameStream finds. */
+export interface FrameSink {
+  /** A valid ping; `fields` is the decoder's reused object. */
+  onPing(fields: PingFields): void;
+  /** A rejected frame; `buf[start, end)` holds its first bytes (at most the frame), for a log line. */
+  onReject(reason: RejectReason, buf: Uint8Array, start: number, end: number): void;
+  /** Bytes skipped while resynchronising. */
+  onSkipped(bytes: number): void;
+  /** A resynchronisation started. */
+  onResync(): void;
+}
+
+/**
+ * Framing state of one byte stream (a TCP connection, a file, stdin). Bytes are copied into a fixed accumulation
+ * buffer of `maxFrameBytes + readChunkBytes`, frames are decoded from it, and only an incomplete tail (shorter than
+ * `maxFrameBytes`) is kept between reads: buffered bytes per stream are bounded by construction.
+ *
+ * Single-threaded; allocates only a subarray view per pushed chunk piece.
+ */
+export class FrameStream {
+  private readonly decoder: FrameDecoder;
+  private readonly sink: FrameSink;
+  private readonly acc: Uint8Array;
+  private accLen = 0;
+  private resyncing = false;
+
+  constructor(decoder: FrameDecoder, sink: FrameSink, readChunkBytes: number) {
+    this.decoder = decoder;
+    this.sink = sink;
+    this.acc = new Uint8Array(decoder.options.maxFrameBytes + readChunkBytes);
+  }
+
+  /** Bytes held back waiting for the rest of a frame. */
+  get bufferedBytes(): number {
+    return this.accLen;
+  }
+
+  /** Whether the stream is scanning for a frame start after a structural reject. */
+  get isResynchronising(): boolean {
+    return this.resyncing;
+  }
+
+  /** Feeds the next bytes of the stream. */
+  push(chunk: Uint8Array): void {
+    let off = 0;
+    while (off < chunk.length) {
+      const n = Math.min(chunk.length - off, this.acc.length - this.accLen);
+      this.acc.set(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n), this.accLen);
+      this.accLen += n;
+      off += n;
+      const consumed = this.scan(this.accLen);
+      // Keep the incomplete tail at the front for the next read.
+      if (consumed > 0) {
+        this.acc.copyWithin(0, consumed, this.accLen);
+        this.accLen -= consumed;
+      }
+    }
+  }
+
+  /** Ends the stream: a partial frame left over is TRUNCATED_FRAME (or skipped bytes while resynchronising). */
+  end(): void {
+    if (this.accLen > 0) {
+      if (this.resyncing) this.sink.onSkipped(this.accLen);
+      else this.sink.onReject(RejectReason.TRUNCATED_FRAME, this.acc, 0, this.accLen);
+    }
+    this.accLen = 0;
+    this.resyncing = false;
+  }
+
+  /** Decodes every complete frame in `acc[0, end)`; returns the index of the first byte not consumed. */
+  private scan(end: number): number {
+    const buf = this.acc;
+    const decoder = this.decoder;
+    const sink = this.sink;
+    let pos = 0;
+    while (pos < end) {
+      if (this.resyncing) {
+        let i = pos;
+        let found = false;
+        // Look for the next plausible frame start; stop early when the bytes run out mid-probe.
+        for (; i < end; i++) {
+          const p = decoder.plausibleStart(buf, i, end);
+          if (p === 1) {
+            found = true;
+            break;
+          }
+          if (p === -1) break;
+        }
+        if (i > pos) {
+          sink.onSkipped(i - pos);
+          pos = i;
+        }
+        if (!found) return pos;
+      }
+      const r = decoder.decode(buf, pos, end);
+      if (r === WALK_NEED_MORE) return pos;
+      if (r === PING_VALID) {
+        this.resyncing = false;
+        pos = decoder.frameEnd;
+        sink.onPing(decoder.fields);
+        continue;
+      }
+      if (isStructuralReject(r)) {
+        // A failed candidate while resynchronising is skipped silently: one damaged region, one reject.
+        if (!this.resyncing) {
+          sink.onReject(r as RejectReason, buf, pos, Math.min(end, pos + 32));
+          sink.onResync();
+          this.resyncing = true;
+        }
+        sink.onSkipped(1);
+        pos += 1;
+        continue;
+      }
+      this.resyncing = false;
+      sink.onReject(r as RejectReason, buf, pos, decoder.frameEnd);
+      pos = decoder.frameEnd;
+    }
+    return pos;
+  }
+}

@@ -1,0 +1,244 @@
+/**
+ * The ingest edge (ingest thread): bytes or points in, validated and classified pings out to a PingSink (admission
+ * and the ring write, wired by the pipeline), every rejection counted by reason in the shared ingest counters.
+ *
+ *   bytes -> FrameStream (framing, size limit, resync) -> FrameDecoder (walker + msgpackr + validation)
+ *         -> DeviceRegistry (slot, shard) -> classifyLane -> PingSink.offer(fields)
+ *
+ * Per ping nothing is allocated beyond what msgpackr allocates while decoding (the map object and its strings).
+ */
+import {
+  ING_ACCEPTED_F64,
+  ING_BYTES_F64,
+  ING_DEVICES_F64,
+  ING_FRAMES_F64,
+  ING_REJECTED_F64,
+  ING_RESYNCS_F64,
+  ING_RESYNC_SKIPPED_BYTES_F64,
+  RejectReason,
+} from '../shm/layout.js';
+import { DeviceRegistry, SLOT_ID_TOO_LONG } from './device-registry.js';
+import { FrameDecoder, FrameStream, PING_VALID, type FrameSink } from './frame-decoder.js';
+import { advanceMotionAnchor, classifyLane, type LanePredicates, type StationaryThresholds } from './lane-classifier.js';
+import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
+import type { PipelineRegion } from './pipeline-region.js';
+import type { RejectLog } from './reject-log.js';
+
+/** Receives every accepted ping (slot, shard and lane filled in). `fields` is reused: copy before returning. */
+export interface PingSink {
+  /** Offers one ping to admission. */
+  offer(fields: PingFields): void;
+}
+
+/** Options of the ingest edge. */
+export interface IngestEdgeOptions extends StationaryThresholds {
+  /** Largest frame accepted, bytes. */
+  maxFrameBytes: number;
+  /** Bytes a stream copies per step (its accumulation buffer is maxFrameBytes + this). */
+  readChunkBytes: number;
+  /** Accept msgpackr shared-structure records (exclusive mode, see wire-format.ts). */
+  sharedStructures: boolean;
+  /** Smallest accepted `ts`, epoch ms. */
+  minTsMs: number;
+  /** Largest accepted `ts`, epoch ms. */
+  maxTsMs: number;
+}
+
+/** Defaults of the ingest edge options. */
+export const INGEST_EDGE_DEFAULTS: Readonly<IngestEdgeOptions> = {
+  maxFrameBytes: 1024,
+  readChunkBytes: 64 * 1024,
+  sharedStructures: false,
+  minTsMs: Date.UTC(2000, 0, 1),
+  maxTsMs: Date.UTC(2100, 0, 1),
+  stationarySpeedMps: 0.5,
+  stationaryRadiusM: 10,
+};
+
+/** Validates ingest edge options; throws a RangeError naming the option and its allowed range. */
+export function validateIngestEdgeOptions(o: IngestEdgeOptions, prefix = 'options'): void {
+  const intIn = (name: keyof IngestEdgeOptions, lo: number, hi: number): void => {
+    const v = o[name];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
+      throw new RangeError(`${prefix}.${name} must be an integer in [${lo}, ${hi}], got ${String(v)}`);
+    }
+  };
+  intIn('maxFrameBytes', 16, 16 * 1024 * 1024);
+  intIn('readChunkBytes', 256, 16 * 1024 * 1024);
+  if (typeof o.sharedStructures !== 'boolean') {
+    throw new RangeError(`${prefix}.sharedStructures must be a boolean, got ${String(o.sharedStructures)}`);
+  }
+  if (!Number.isFinite(o.minTsMs) || !Number.isFinite(o.maxTsMs) || o.minTsMs < 0 || o.minTsMs >= o.maxTsMs) {
+    throw new RangeError(
+      `${prefix}.minTsMs and ${prefix}.maxTsMs must be finite with 0 <= minTsMs < maxTsMs, got ${String(o.minTsMs)} and ${String(o.maxTsMs)}`,
+    );
+  }
+  if (!(o.stationarySpeedMps >= 0 && o.stationarySpeedMps <= 100)) {
+    throw new RangeError(`${prefix}.stationarySpeedMps must be a number in [0, 100], got ${String(o.stationarySpeedMps)}`);
+  }
+  if (!(o.stationaryRadiusM >= 0 && o.stationaryRadiusM <= 10_000)) {
+    throw new RangeError(`${prefix}.stationaryRadiusM must be a number in [0, 10000], got ${String(o.stationaryRadiusM)}`);
+  }
+}
+
+/** A named byte stream opened on the edge (one per connection, file, stdin). */
+export interface IngestStream {
+  /** Where the bytes come from (for log lines). */
+  readonly name: string;
+  /** Feeds the next bytes. */
+  write(chunk: Uint8Array): void;
+  /** Ends the stream (a partial frame left is counted as truncated). */
+  end(): void;
+  /** Bytes held back waiting for the rest of a frame. */
+  readonly bufferedBytes: number;
+}
+
+/** Stream bound to the edge: counts bytes and tags rejections with its name. */
+class EdgeStream implements IngestStream, FrameSink {
+  readonly name: string;
+  private readonly edge: IngestEdge;
+  private readonly frames: FrameStream;
+
+  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, readChunkBytes: number) {
+    this.edge = edge;
+    this.name = name;
+    this.frames = new FrameStream(decoder, this, readChunkBytes);
+  }
+
+  get bufferedBytes(): number {
+    return this.frames.bufferedBytes;
+  }
+
+  write(chunk: Uint8Array): void {
+    this.edge.counters[ING_BYTES_F64]! += chunk.length;
+    this.frames.push(chunk);
+  }
+
+  end(): void {
+    this.frames.end();
+  }
+
+  onPing(fields: PingFields): void {
+    this.edge.counters[ING_FRAMES_F64]!++;
+    this.edge.accept(fields, this.name);
+  }
+
+  onReject(reason: RejectReason, buf: Uint8Array, start: number, end: number): void {
+    this.edge.counters[ING_FRAMES_F64]!++;
+    this.edge.reject(reason, this.name, buf, start, end);
+  }
+
+  onSkipped(bytes: number): void {
+    this.edge.counters[ING_RESYNC_SKIPPED_BYTES_F64]! += bytes;
+  }
+
+  onResync(): void {
+    this.edge.counters[ING_RESYNCS_F64]!++;
+  }
+}
+
+/**
+ * The ingest edge. One per ingest thread; sources open streams on it, embedders call `ingest` / `push`.
+ * Single-threaded (the ingest thread).
+ */
+export class IngestEdge {
+  /** Shared ingest counters (Float64 view of the pipeline region; ING_* indices). */
+  readonly counters: Float64Array;
+  /** The device registry. */
+  readonly registry: DeviceRegistry;
+  private readonly options: Readonly<IngestEdgeOptions>;
+  private readonly decoder: FrameDecoder;
+  private readonly predicates: LanePredicates;
+  private readonly sink: PingSink;
+  private readonly log: RejectLog;
+  private readonly inProcess: EdgeStream;
+  private readonly pushFields = new PingFields();
+
+  constructor(
+    options: Partial<IngestEdgeOptions>,
+    deps: { pipeline: PipelineRegion; registry: DeviceRegistry; predicates: LanePredicates; sink: PingSink; log: RejectLog },
+  ) {
+    const o: IngestEdgeOptions = { ...INGEST_EDGE_DEFAULTS, ...options };
+    validateIngestEdgeOptions(o);
+    this.options = o;
+    this.counters = deps.pipeline.f64;
+    this.registry = deps.registry;
+    this.predicates = deps.predicates;
+    this.sink = deps.sink;
+    this.log = deps.log;
+    this.decoder = new FrameDecoder({
+      maxFrameBytes: o.maxFrameBytes,
+      sharedStructures: o.sharedStructures,
+      limits: { maxIdLength: deps.registry.idBytesPerSlot, minTsMs: o.minTsMs, maxTsMs: o.maxTsMs },
+    });
+    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, o.readChunkBytes);
+  }
+
+  /** Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines. */
+  openStream(name: string): IngestStream {
+    return new EdgeStream(this, name, this.decoder, this.options.readChunkBytes);
+  }
+
+  /**
+   * Ingests a buffer of complete concatenated frames (in-process embedding, or one message of a partitioned log).
+   * A partial frame at the end is counted as truncated.
+   */
+  ingest(bytes: Uint8Array): void {
+    this.inProcess.write(bytes);
+    this.inProcess.end();
+  }
+
+  /** Validates and offers one point pushed in-process. Returns -1 when accepted, else the RejectReason. */
+  push(point: TelemetryPoint): number {
+    this.counters[ING_FRAMES_F64]!++;
+    const mask = point !== null && typeof point === 'object' ? keyMaskOfObject(point) : -2;
+    let r: number;
+    if (mask === -2) r = RejectReason.NOT_A_MAP;
+    else if (mask === -1) r = RejectReason.UNKNOWN_KEY;
+    else {
+      r = validatePingInto(point, mask, this.decoderLimits(), this.pushFields);
+      if (r === PING_VALID) return this.accept(this.pushFields, 'push');
+    }
+    this.reject(r as RejectReason, 'push', null, 0, 0);
+    return r;
+  }
+
+  /** Registry, classification and hand-off of a valid ping. Returns -1 when offered, else the RejectReason. */
+  accept(fields: PingFields, source: string): number {
+    const registry = this.registry;
+    const slot = registry.slotOf(fields);
+    if (slot < 0) {
+      const reason = slot === SLOT_ID_TOO_LONG ? RejectReason.ID_TOO_LONG : RejectReason.REGISTRY_FULL;
+      this.reject(reason, source, null, 0, 0);
+      return reason;
+    }
+    this.counters[ING_DEVICES_F64] = registry.size;
+    fields.slot = slot;
+    fields.shard = registry.shardOfSlot[slot]!;
+    fields.lane = classifyLane(
+      slot,
+      fields.lat,
+      fields.lon,
+      fields.speedMps,
+      fields.explicitLane,
+      registry.anchorLat[slot]!,
+      registry.anchorLon[slot]!,
+      this.predicates,
+      this.options,
+    );
+    advanceMotionAnchor(slot, fields.lat, fields.lon, registry.anchorLat, registry.anchorLon, this.options.stationaryRadiusM);
+    this.counters[ING_ACCEPTED_F64]!++;
+    this.sink.offer(fields);
+    return PING_VALID;
+  }
+
+  /** Counts and logs one rejection. */
+  reject(reason: RejectReason, source: string, buf: Uint8Array | null, start: number, end: number): void {
+    this.counters[ING_REJECTED_F64 + reason]!++;
+    this.log.note(reason, source, buf, start, end);
+  }
+
+  private decoderLimits(): { maxIdLength: number; minTsMs: number; maxTsMs: number } {
+    return this.decoder.options.limits;
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * Frame decoding through the real edge (in-process streams): plain maps, inline records, shared-structure records,
+ * every reject reason counted, resynchronisation after structural damage, and byte-boundary splits.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Packr } from 'msgpackr';
+import {
+  ING_ACCEPTED_F64,
+  ING_FRAMES_F64,
+  ING_RESYNCS_F64,
+  REJECT_REASON_COUNT,
+  RejectReason,
+} from '../../src/shm/layout.js';
+import { TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from '../../src/ingest/wire-format.js';
+import { concat, makeEdge, mapPackr, ping, recordPackr } from './support.js';
+
+const TS = 1_735_689_600_000;
+
+test('plain maps and inline records decode to the same pings', () => {
+  const a = makeEdge();
+  const b = makeEdge();
+  const objs = [ping('dev-1', 1), ping(42, 2, { heading: 90, accuracy: 3.5, lane: 'idle' }), ping('dev-2', 3)];
+  a.edge.ingest(concat(objs.map((o) => mapPackr.pack(o))));
+  b.edge.ingest(concat(objs.map((o) => recordPackr.pack(o))));
+  assert.equal(a.sink.pings.length, 3);
+  assert.deepEqual(a.sink.pings, b.sink.pings);
+  assert.equal(a.sink.pings[1]!.id, 42);
+  assert.equal(a.sink.pings[1]!.lane, 0, 'explicit lane idle honoured');
+  // The inline-record encoder really wrote records (fixext1 type 0x72), not maps.
+  const rec = recordPackr.pack(objs[0]!);
+  assert.equal(rec[0], 0xd4);
+  assert.equal(rec[1], 0x72);
+});
+
+test('shared-structure records decode when the mode is on, and are not maps when it is off', () => {
+  const sender = new Packr({ structures: telemetrySharedStructures(), maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length });
+  const frames = [ping('s-1', 1), { id: 's-2', lat: 1, lon: 2, ts: TS }].map((o) => sender.pack(o));
+  assert.ok(frames.every((f) => f[0]! >= 0x40 && f[0]! < 0x44), 'frames start with a shared reference byte');
+  const on = makeEdge({ sharedStructures: true });
+  on.edge.ingest(concat(frames));
+  assert.deepEqual(on.sink.pings.map((p) => p.id), ['s-1', 's-2']);
+  // Maps and inline records still work in shared mode.
+  on.edge.ingest(concat([mapPackr.pack(ping('m', 1)), recordPackr.pack(ping('r', 1))]));
+  assert.deepEqual(on.sink.pings.map((p) => p.id), ['s-1', 's-2', 'm', 'r']);
+  const off = makeEdge();
+  off.edge.ingest(frames[0]!);
+  assert.equal(off.sink.pings.length, 0);
+  assert.equal(off.rejected(RejectReason.NOT_A_MAP), 1);
+});
+
+/** One frame per reject reason reachable from bytes, each followed by a valid frame. */
+function badFrames(): { reason: RejectReason; bytes: Buffer }[] {
+  const p = (o: unknown): Buffer => mapPackr.pack(o);
+  const base = ping('x', 0);
+  const truncated = p(ping('t', 0)).subarray(0, 10);
+  return [
+    { reason: RejectReason.CORRUPT_FRAME, bytes: Buffer.from([0xc1, 0xc1, 0x00]) },
+    { reason: RejectReason.OVERSIZED_FRAME, bytes: p({ ...base, id: 'y'.repeat(5000) }) },
+    { reason: RejectReason.NOT_A_MAP, bytes: p([1, 2, 3]) },
+    { reason: RejectReason.UNKNOWN_KEY, bytes: p({ ...base, altitude: 30 }) },
+    { reason: RejectReason.UNSUPPORTED_VALUE, bytes: p({ ...base, lat: [1, 2] }) },
+    { reason: RejectReason.MISSING_ID, bytes: p({ lat: 1, lon: 2, ts: TS }) },
+    { reason: RejectReason.INVALID_ID, bytes: p({ ...base, id: -5 }) },
+    { reason: RejectReason.INVALID_ID, bytes: p({ ...base, id: '' }) },
+    { reason: RejectReason.ID_TOO_LONG, bytes: p({ ...base, id: 'z'.repeat(200) }) },
+    { reason: RejectReason.INVALID_LAT, bytes: p({ ...base, lat: Number.NaN }) },
+    { reason: RejectReason.INVALID_LAT, bytes: p({ ...base, lat: 90.5 }) },
+    { reason: RejectReason.INVALID_LON, bytes: p({ ...base, lon: -181 }) },
+    { reason: RejectReason.INVALID_LON, bytes: p({ ...base, lon: 'east' }) },
+    { reason: RejectReason.INVALID_TS, bytes: p({ ...base, ts: -1 }) },
+    { reason: RejectReason.INVALID_SPEED, bytes: p({ ...base, speed: -3 }) },
+    { reason: RejectReason.INVALID_HEADING, bytes: p({ ...base, heading: 400 }) },
+    { reason: RejectReason.INVALID_ACCURACY, bytes: p({ ...base, accuracy: Number.POSITIVE_INFINITY }) },
+    { reason: RejectReason.INVALID_LANE, bytes: p({ ...base, lane: 'urgent' }) },
+    // A frame cut short inside the stream swallows the next frame's first bytes: the walk fails there.
+    { reason: RejectReason.UNKNOWN_KEY, bytes: truncated },
+  ];
+}
+
+test('every bad frame is rejected and counted by reason, and the next valid frame still decodes', () => {
+  for (const { reason, bytes } of badFrames()) {
+    const fx = makeEdge({}, { idBytes: 64 });
+    const stream = fx.edge.openStream('test');
+    stream.write(concat([mapPackr.pack(ping('before', 1)), bytes, mapPackr.pack(ping('after', 2))]));
+    stream.end();
+    const name = `reason ${String(reason)} (${bytes.subarray(0, 8).toString('hex')})`;
+    assert.deepEqual(fx.sink.pings.map((p) => p.id), ['before', 'after'], name);
+    for (let r = 0; r < REJECT_REASON_COUNT; r++) {
+      assert.equal(fx.rejected(r as RejectReason), r === reason ? 1 : 0, `${name}: count of reason ${String(r)}`);
+    }
+    assert.equal(fx.pipeline.f64[ING_FRAMES_F64], 3, name);
+    assert.equal(fx.pipeline.f64[ING_ACCEPTED_F64], 2, name);
+    assert.equal(fx.logLines.length, 1, name);
+  }
+});
+
+test('a frame left incomplete at the end of a stream is counted as truncated', () => {
+  const fx = makeEdge();
+  const whole = mapPackr.pack(ping('a', 1));
+  fx.edge.ingest(concat([whole, whole.subarray(0, whole.length - 3)]));
+  assert.equal(fx.sink.pings.length, 1);
+  assert.equal(fx.rejected(RejectReason.TRUNCATED_FRAME), 1);
+});
+
+test('garbage between frames costs one reject and the stream resynchronises', () => {
+  const fx = makeEdge();
+  let seed = 12345;
+  const rnd = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 24);
+  const garbage = Buffer.alloc(2000);
+  for (let i = 0; i < garbage.length; i++) garbage[i] = rnd();
+  garbage[0] = 0xc1;
+  const frames: Buffer[] = [];
+  for (let i = 0; i < 50; i++) frames.push(mapPackr.pack(ping(`d${i % 5}`, i)));
+  const stream = fx.edge.openStream('test');
+  stream.write(concat([...frames.slice(0, 25), garbage, ...frames.slice(25)]));
+  stream.end();
+  const ids = fx.sink.pings.map((p) => `${String(p.id)}@${p.tsMs}`);
+  const expected = frames.map((_, i) => `d${i % 5}@${TS + i * 1000}`);
+  // Every valid frame decodes (random garbage may rarely hold a plausible frame of its own; this seed has none).
+  assert.deepEqual(ids, expected);
+  assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 1);
+  assert.equal(fx.rejected(RejectReason.CORRUPT_FRAME), 1);
+});
+
+test('a stream split at every byte boundary decodes identically', () => {
+  const frames = [
+    mapPackr.pack(ping('a', 1)),
+    recordPackr.pack(ping('b', 2)),
+    Buffer.from([0xc1]),
+    mapPackr.pack(ping(77, 3, { lat: 95 })),
+    mapPackr.pack(ping('c', 4, { heading: 10, accuracy: 2, lane: 2 })),
+  ];
+  const all = concat(frames);
+  const reference = makeEdge();
+  reference.edge.ingest(all);
+  assert.equal(reference.sink.pings.length, 3);
+  for (let k = 1; k < all.length; k++) {
+    const fx = makeEdge();
+    const s = fx.edge.openStream('split');
+    s.write(all.subarray(0, k));
+    s.write(all.subarray(k));
+    s.end();
+    assert.deepEqual(fx.sink.pings, reference.sink.pings, `split at ${k}`);
+    assert.deepEqual(Array.from(fx.pipeline.f64), Array.from(reference.pipeline.f64), `counters, split at ${k}`);
+  }
+  // One byte at a time.
+  const fx = makeEdge();
+  const s = fx.edge.openStream('bytes');
+  for (let i = 0; i < all.length; i++) s.write(all.subarray(i, i + 1));
+  s.end();
+  assert.deepEqual(fx.sink.pings, reference.sink.pings);
+});
+
+test('buffered bytes per stream stay below the frame limit while an oversized frame streams in', () => {
+  const fx = makeEdge({ maxFrameBytes: 256, readChunkBytes: 1024 });
+  const s = fx.edge.openStream('big');
+  const big = mapPackr.pack({ ...ping('x', 0), id: 'q'.repeat(100_000) });
+  for (let i = 0; i < big.length; i += 700) {
+    s.write(big.subarray(i, i + 700));
+    assert.ok(s.bufferedBytes < 256, `buffered ${s.bufferedBytes}`);
+  }
+  s.write(mapPackr.pack(ping('next', 1)));
+  s.end();
+  assert.equal(fx.rejected(RejectReason.OVERSIZED_FRAME), 1);
+  assert.deepEqual(fx.sink.pings.map((p) => p.id), ['next']);
+});
+
+test('push() validates points like frames', () => {
+  const fx = makeEdge();
+  assert.equal(fx.edge.push({ id: 'p', lat: 1, lon: 2, ts: TS }), -1);
+  assert.equal(fx.edge.push({ id: 'p', lat: Number.NaN, lon: 2, ts: TS }), RejectReason.INVALID_LAT);
+  assert.equal(fx.edge.push({ id: 'p', lat: 1, lon: 2, ts: TS, extra: 1 } as never), RejectReason.UNKNOWN_KEY);
+  assert.equal(fx.sink.pings.length, 1);
+  assert.equal(fx.rejected(RejectReason.INVALID_LAT), 1);
+});

@@ -1,0 +1,72 @@
+/**
+ * Test support for the ingest edge: a real edge over real shared regions with a sink that copies each ping.
+ */
+import { Packr } from 'msgpackr';
+import { Lane, type RejectReason, ING_REJECTED_F64 } from '../../src/shm/layout.js';
+import { allocateDeviceIdTable, DeviceRegistry } from '../../src/ingest/device-registry.js';
+import { IngestEdge, type IngestEdgeOptions, type PingSink } from '../../src/ingest/ingest-edge.js';
+import { NO_COMPLIANCE, type LanePredicates } from '../../src/ingest/lane-classifier.js';
+import type { PingFields } from '../../src/ingest/ping-fields.js';
+import { allocatePipelineRegion, PipelineRegion } from '../../src/ingest/pipeline-region.js';
+import { RejectLog } from '../../src/ingest/reject-log.js';
+
+/** A copied ping. */
+export interface SeenPing {
+  id: string | number;
+  lat: number;
+  lon: number;
+  tsMs: number;
+  speedMps: number;
+  slot: number;
+  shard: number;
+  lane: Lane;
+}
+
+/** Sink that copies every ping it is offered. */
+export class CollectingSink implements PingSink {
+  readonly pings: SeenPing[] = [];
+  offer(f: PingFields): void {
+    this.pings.push({ id: f.id(), lat: f.lat, lon: f.lon, tsMs: f.tsMs, speedMps: f.speedMps, slot: f.slot, shard: f.shard, lane: f.lane });
+  }
+}
+
+/** A real edge with its regions. */
+export interface EdgeFixture {
+  edge: IngestEdge;
+  pipeline: PipelineRegion;
+  registry: DeviceRegistry;
+  idTable: SharedArrayBuffer;
+  sink: CollectingSink;
+  logLines: string[];
+  rejected(reason: RejectReason): number;
+}
+
+/** Builds an edge with `shards` shards and `maxDevices` slots of `idBytes` bytes. */
+export function makeEdge(
+  options: Partial<IngestEdgeOptions> = {},
+  sizes: { shards?: number; maxDevices?: number; idBytes?: number; predicates?: LanePredicates } = {},
+): EdgeFixture {
+  const pipeline = PipelineRegion.wrap(allocatePipelineRegion(sizes.shards ?? 4));
+  const idTable = allocateDeviceIdTable(sizes.maxDevices ?? 1000, sizes.idBytes ?? 32);
+  const registry = new DeviceRegistry(idTable, sizes.shards ?? 4);
+  const sink = new CollectingSink();
+  const logLines: string[] = [];
+  const log = new RejectLog({ intervalMs: 0, nowMs: () => 0, write: (l) => logLines.push(l) });
+  const edge = new IngestEdge(options, { pipeline, registry, predicates: sizes.predicates ?? NO_COMPLIANCE, sink, log });
+  return { edge, pipeline, registry, idTable, sink, logLines, rejected: (r) => pipeline.f64[ING_REJECTED_F64 + r]! };
+}
+
+/** Plain-map encoder (as a non-msgpackr sender would write maps). */
+export const mapPackr = new Packr({ useRecords: false });
+/** Records encoder with inline definitions per frame. */
+export const recordPackr = new Packr({ useRecords: true });
+
+/** A valid ping object for device `id` at step `i`. */
+export function ping(id: string | number, i: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, lat: 52.5 + i * 1e-4, lon: 13.4 + i * 1e-4, ts: 1_735_689_600_000 + i * 1000, speed: 5 + (i % 3), ...extra };
+}
+
+/** Concatenates buffers. */
+export function concat(parts: Uint8Array[]): Buffer {
+  return Buffer.concat(parts);
+}
