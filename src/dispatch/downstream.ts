@@ -242,7 +242,8 @@ export class Downstream {
         else this.replaySending += batch.count;
         this.permits[slot] = permit;
         // The permit's clock starts here, right before the downstream call.
-        this.limiter.restart(permit, this.clock());
+        batch.sentAtNs = this.clock();
+        this.limiter.restart(permit, batch.sentAtNs);
         let p: Promise<SinkResult>;
         try {
           p = this.sink.deliver(batch);

@@ -42,6 +42,8 @@ export class TriggerBatch {
   replay = false;
   /** Index of the downstream the batch is for. */
   downstreamIndex = 0;
+  /** When the sink call started (the permit's clock), ns: `nowNs - sentAtNs` in a delivered hook is the RTT. */
+  sentAtNs = 0;
 
   /** Wraps `capacity` records starting at record `firstRecord` of the views. */
   constructor(f64: Float64Array, i32: Int32Array, firstRecord: number, capacity: number) {
