@@ -27,5 +27,5 @@ test('limiter acquire/release with gradient2 updates: no GC over 2M samples', as
   assert.ok(report.newSpaceGrowthBytes < SLACK_BYTES, `new space grew ${report.newSpaceGrowthBytes}`);
   assert.ok(report.oldSpaceGrowthBytes < SLACK_BYTES, `old space grew ${report.oldSpaceGrowthBytes}`);
   assert.ok(limiter.succeeded > ITERATIONS / 2);
-  assert.ok(limiter.limitIncreases + limiter.limitDecreases > 0, 'the limit moved');
+  assert.ok(limiter.algorithm.referenceRttNs > 0, 'the algorithm took the samples');
 });
