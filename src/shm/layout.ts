@@ -371,3 +371,142 @@ export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number): nu
 // ---------------------------------------------------------------------------------------------------------------
 // Dispatcher: dead-letter ring and per-downstream cells (section filled in with the dispatcher).
 // ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Dispatch record: a trigger record plus the dispatcher's bookkeeping. One 96-byte stride is used for the
+ * per-downstream queue slots, the in-flight batch buffers, the dead-letter ring and the dead-letter file, so a trigger
+ * moves between them by copying cells. Float64 cells 0..5 and Int32 cells 12..15 hold the trigger record's cells at
+ * the same indices as TRG_* (cells 6..7 as Float64 are the Int32 cells 12..15 and are never copied as doubles).
+ */
+export const DREC_STRIDE_BYTES = 96;
+/** Float64 cells per dispatch record. */
+export const DREC_STRIDE_F64 = DREC_STRIDE_BYTES / 8;
+/** Int32 cells per dispatch record. */
+export const DREC_STRIDE_I32 = DREC_STRIDE_BYTES / 4;
+/** Float64 trigger cells copied (TRG_LAT_F64 .. TRG_INSIDE_MS_F64). */
+export const DREC_TRIGGER_F64_COUNT = 6;
+/** First Int32 trigger cell copied (TRG_GENERATION_I32); cells 12..15 are copied. */
+export const DREC_TRIGGER_I32_FIRST = 12;
+/** Int32 trigger cells copied. */
+export const DREC_TRIGGER_I32_COUNT = 4;
+/** Time the record entered its current place (queue: enqueue time; dead letter: dead-letter time), monotonic ns. */
+export const DREC_TIME_NS_F64 = 8;
+/** Ordinal: in the dead-letter file, the record's index in its downstream's file; -1 for live triggers. */
+export const DREC_ORDINAL_F64 = 9;
+/** Downstream index within the dispatcher. Int32 cell 20. */
+export const DREC_DOWNSTREAM_I32 = 20;
+/** Dead-letter reason (one of DeadLetterReason; -1 while live). Int32 cell 21. */
+export const DREC_REASON_I32 = 21;
+/** Delivery attempts made so far. Int32 cell 22. */
+export const DREC_ATTEMPTS_I32 = 22;
+/** FNV-1a checksum of Int32 cells 0..22, written when the record is flushed to the dead-letter file. Int32 cell 23. */
+export const DREC_CHECKSUM_I32 = 23;
+
+/** Why a trigger was dead-lettered. */
+export const DeadLetterReason = {
+  /** The downstream's bounded queue (or the part of it the lane may reach) was full. */
+  QUEUE_FULL: 0,
+  /** The trigger waited in the queue longer than the downstream's maximum queue age. */
+  EXPIRED: 1,
+  /** Delivery failed on every allowed attempt (loss, timeout, refused connection). */
+  UNDELIVERABLE: 2,
+  /** The downstream's circuit breaker was open. */
+  BREAKER_OPEN: 3,
+  /** The downstream rejected the batch permanently (a 4xx other than 429). */
+  REJECTED: 4,
+  /** The dispatcher was draining past its deadline. */
+  DRAINING: 5,
+} as const;
+/** A DeadLetterReason value. */
+export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
+/** Number of dead-letter reasons. */
+export const DEAD_LETTER_REASON_COUNT = 6;
+/** Dead-letter reason names indexed by value, for metric labels and NDJSON. */
+export const DEAD_LETTER_REASON_NAMES = [
+  'queue_full',
+  'expired',
+  'undeliverable',
+  'breaker_open',
+  'rejected',
+  'draining',
+] as const;
+
+/** Upper bounds (ms) of the per-downstream RTT histogram buckets; one more bucket counts everything above. */
+export const DS_RTT_BUCKET_BOUNDS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] as const;
+/** Number of RTT histogram cells (the bounds plus the overflow bucket). */
+export const DS_RTT_BUCKET_COUNT = DS_RTT_BUCKET_BOUNDS_MS.length + 1;
+
+/**
+ * Per-downstream metric cells: one Float64 block per downstream, written only by the dispatcher thread (at each
+ * pump) and read by the main thread at scrape time.
+ */
+/** Current concurrency limit (after the static safety cap). */
+export const DS_LIMIT_F64 = 0;
+/** Requests (permits) in flight. */
+export const DS_INFLIGHT_F64 = 1;
+/** The limit's reference (minimum) RTT, ns; NaN when unknown. */
+export const DS_RTT_MIN_NS_F64 = 2;
+/** Trigger deliveries offered to this downstream (routed and accepted for accounting). */
+export const DS_OFFERED_F64 = 3;
+/** Triggers delivered (2xx) from the live lane. */
+export const DS_DELIVERED_F64 = 4;
+/** Triggers dead-lettered and durably flushed. */
+export const DS_DEAD_LETTERED_F64 = 5;
+/** Triggers in flight: queued, being sent, or dead-lettered but not yet flushed. */
+export const DS_IN_FLIGHT_TRIGGERS_F64 = 6;
+/** Triggers in the live queue. */
+export const DS_QUEUE_DEPTH_F64 = 7;
+/** Acquire attempts refused by the limiter. */
+export const DS_REJECTED_F64 = 8;
+/** Permits released as dropped (loss). */
+export const DS_DROPPED_F64 = 9;
+/** Permits released as ignored (no sample). */
+export const DS_IGNORED_F64 = 10;
+/** Permits released as success. */
+export const DS_SUCCEEDED_F64 = 11;
+/** Times the limit went up. */
+export const DS_LIMIT_INCREASES_F64 = 12;
+/** Times the limit went down. */
+export const DS_LIMIT_DECREASES_F64 = 13;
+/** Credits remaining; NaN when the downstream has no credit window. */
+export const DS_CREDITS_F64 = 14;
+/** Breaker state (one of BreakerState: 0 closed, 1 open, 2 half-open). */
+export const DS_BREAKER_STATE_F64 = 15;
+/** Times the breaker opened. */
+export const DS_BREAKER_OPENS_F64 = 16;
+/** Dead-lettered records in the file not yet re-delivered by the replay lane. */
+export const DS_DEAD_LETTER_DEPTH_F64 = 17;
+/** Dead-lettered triggers re-delivered by the replay lane. */
+export const DS_REPLAYED_F64 = 18;
+/** Retry-After pauses honoured. */
+export const DS_PAUSES_F64 = 19;
+/** Sum of RTT samples, ns. */
+export const DS_RTT_SUM_NS_F64 = 20;
+/** Count of RTT samples. */
+export const DS_RTT_COUNT_F64 = 21;
+/** RTT histogram: cells [DS_RTT_BUCKETS_F64 + i] count samples in bucket i (not cumulative). */
+export const DS_RTT_BUCKETS_F64 = 22;
+/** Float64 cells used by one downstream block. */
+export const DS_BLOCK_USED_F64 = DS_RTT_BUCKETS_F64 + DS_RTT_BUCKET_COUNT;
+/** Float64 cells per downstream block, whole cache lines. */
+export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
+
+/** Dispatcher-wide cells: one block after the downstream blocks. */
+/** Trigger records offered to the dispatcher. */
+export const DISP_TRIGGERS_OFFERED_F64 = 0;
+/** Offered records routed to no downstream. */
+export const DISP_TRIGGERS_UNROUTED_F64 = 1;
+/** Offered records refused as malformed. */
+export const DISP_BAD_RECORDS_F64 = 2;
+/** Records waiting in the dead-letter ring for the next flush. */
+export const DISP_DEAD_LETTER_RING_DEPTH_F64 = 3;
+/** Dead-letter flushes (one write + fsync per file touched). */
+export const DISP_DEAD_LETTER_FLUSHES_F64 = 4;
+/** Records written by dead-letter flushes. */
+export const DISP_DEAD_LETTER_FLUSHED_F64 = 5;
+/** Sum of dead-letter flush durations, ns. */
+export const DISP_FLUSH_SUM_NS_F64 = 6;
+/** Longest dead-letter flush, ns. */
+export const DISP_FLUSH_MAX_NS_F64 = 7;
+/** Float64 cells of the dispatcher-wide block. */
+export const DISP_BLOCK_F64 = 8;

@@ -1,0 +1,76 @@
+import type { Limit } from './limit.js';
+import { checkNumber, withDefaults } from '../validate.js';
+
+/** Options of AimdLimit. */
+export interface AimdLimitOptions {
+  /** Starting limit. */
+  initialLimit: number;
+  /** Floor, never zero. */
+  minLimit: number;
+  /** Ceiling. */
+  maxLimit: number;
+  /** Multiplier applied on loss, in [0.5, 1). */
+  backoffRatio: number;
+  /** A sample slower than this counts as loss, ns. */
+  timeoutNs: number;
+}
+
+/** Defaults of AimdLimit (the loss-based algorithm as the Netflix library defines it, with a floor of 1). */
+export const AIMD_LIMIT_DEFAULTS: AimdLimitOptions = {
+  initialLimit: 20,
+  minLimit: 1,
+  maxLimit: 1000,
+  backoffRatio: 0.9,
+  timeoutNs: 5e9,
+};
+
+/**
+ * Additive increase, multiplicative decrease, driven by loss only.
+ *
+ * On each sample:
+ * - loss (`didDrop` or `rtt > timeout`): `L = max(minLimit, min(L - 1, floor(L * backoffRatio)))`
+ * - else, when the limit is in use (`inflight * 2 >= L`): `L = min(maxLimit, L + 1)`
+ * - else unchanged (an idle pipeline says nothing about capacity).
+ */
+export class AimdLimit implements Limit {
+  private readonly sampleCell = new Float64Array(2);
+  private readonly options: AimdLimitOptions;
+  private current: number;
+  /** AIMD keeps no reference RTT. */
+  readonly referenceRttNs = NaN;
+
+  /** Validates every option (see AimdLimitOptions). */
+  constructor(options?: Partial<AimdLimitOptions>) {
+    const o = withDefaults(AIMD_LIMIT_DEFAULTS, options);
+    checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
+    checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);
+    checkNumber('options.initialLimit', o.initialLimit, o.minLimit, o.maxLimit, true);
+    checkNumber('options.backoffRatio', o.backoffRatio, 0.5, 0.999);
+    checkNumber('options.timeoutNs', o.timeoutNs, 1, Number.MAX_SAFE_INTEGER);
+    this.options = o;
+    this.current = o.initialLimit;
+  }
+
+  /** Current limit. */
+  get limit(): number {
+    return this.current;
+  }
+
+  /** See the class comment for the rule. A small trampoline (doubles through a typed cell) so callers inline it. */
+  onSample(startNs: number, rttNs: number, inflight: number, didDrop: boolean): void {
+    this.sampleCell[0] = startNs;
+    this.sampleCell[1] = rttNs;
+    this.step(inflight, didDrop);
+  }
+
+  private step(inflight: number, didDrop: boolean): void {
+    const rttNs = this.sampleCell[1]!;
+    const o = this.options;
+    const L = this.current;
+    if (didDrop || rttNs > o.timeoutNs) {
+      this.current = Math.max(o.minLimit, Math.min(L - 1, Math.floor(L * o.backoffRatio)));
+    } else if (inflight * 2 >= L) {
+      this.current = Math.min(o.maxLimit, L + 1);
+    }
+  }
+}

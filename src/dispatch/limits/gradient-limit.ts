@@ -1,0 +1,264 @@
+import type { Limit } from './limit.js';
+import { checkNumber, withDefaults } from '../validate.js';
+
+/** Options of GradientLimit. */
+export interface GradientLimitOptions {
+  /** Starting limit. */
+  initialLimit: number;
+  /** Floor: never zero, so a trickle keeps probing the downstream. */
+  minLimit: number;
+  /** Ceiling: a fraction of the downstream's known capacity, bounding the damage of a wrong signal. */
+  maxLimit: number;
+  /** Weight of each new target in the limit, in (0, 1]. */
+  smoothing: number;
+  /** Lower clamp of the gradient, in (0, 1]: one slow interval can at most scale the target by this. */
+  minGradient: number;
+  /** Growth only while the peak in-flight of the interval is at least this fraction of the limit, in (0, 1]. */
+  growthUtilisation: number;
+  /** Multiplier applied on loss (error, timeout, 429/503), in (0, 1). */
+  backoffRatio: number;
+  /** Shortest time between two limit updates, ns; samples in between are averaged. */
+  updateIntervalNs: number;
+  /** The update interval is also at least this many reference RTTs (slow downstreams react slowly). */
+  updateIntervalRtts: number;
+  /** The reference (minimum) RTT is re-established by a forced probe this often, ns. */
+  rttMinWindowNs: number;
+  /** During a probe the limit is this fraction of its value, so low-queue samples can be observed, in (0, 1]. */
+  probeFraction: number;
+  /** Samples started after the probe began that it collects before the new reference is taken. */
+  probeSamples: number;
+  /** Loss backoffs within `cautiousWindowNs` that make growth cautious. */
+  cautiousBackoffs: number;
+  /** Window in which `cautiousBackoffs` backoffs make growth cautious, ns. */
+  cautiousWindowNs: number;
+  /** While cautious, increases are at least `updateInterval * cautiousIntervalMultiplier` apart. */
+  cautiousIntervalMultiplier: number;
+}
+
+/** Defaults of GradientLimit. */
+export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
+  initialLimit: 20,
+  minLimit: 4,
+  maxLimit: 400,
+  smoothing: 0.2,
+  minGradient: 0.5,
+  growthUtilisation: 0.8,
+  backoffRatio: 0.5,
+  updateIntervalNs: 50e6,
+  updateIntervalRtts: 2,
+  rttMinWindowNs: 60e9,
+  probeFraction: 0.5,
+  probeSamples: 5,
+  cautiousBackoffs: 3,
+  cautiousWindowNs: 300e9,
+  cautiousIntervalMultiplier: 4,
+};
+
+/**
+ * The gradient limit: infers the downstream's capacity from the ratio of its no-load RTT to its current RTT.
+ *
+ * Samples are grouped into update intervals of `max(updateIntervalNs, updateIntervalRtts * rttMin)`; at the end of
+ * one, with `avg` the mean RTT of the interval and `peak` its largest in-flight:
+ * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
+ * - else `g = clamp(rttMin / avg, minGradient, 1)`,
+ *   `allowance = sqrt(L)` when `peak >= growthUtilisation * L` (and, when cautious, the last increase is at least
+ *   `cautiousIntervalMultiplier` intervals old), else 0,
+ *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
+ *
+ * `rttMin` is a windowed minimum: every `rttMinWindowNs` a probe holds the limit at `probeFraction * L`, takes the
+ * smallest RTT of `probeSamples` samples that started after the probe began as the new reference, then restores L.
+ * Growth is cautious while `cautiousBackoffs` loss backoffs happened within `cautiousWindowNs`.
+ * Time comes only from the samples (`startNs + rttNs` is "now").
+ */
+export class GradientLimit implements Limit {
+  private readonly o: GradientLimitOptions;
+  private estimate: number;
+  private rttMinNs = Infinity;
+  private windowStartNs = NaN;
+  private lastUpdateNs = NaN;
+  private lastIncreaseNs = -Infinity;
+  private accSumNs = 0;
+  private accCount = 0;
+  private accPeakInflight = 0;
+  private accDrop = false;
+  private probing = false;
+  private probeStartNs = 0;
+  private probeMinNs = Infinity;
+  private probeSeen = 0;
+  private savedEstimate = 0;
+  private readonly backoffTimesNs: Float64Array;
+  /** [startNs, rttNs, nowNs] of the sample being applied. */
+  private readonly sampleCell = new Float64Array(3);
+  private backoffCount = 0;
+
+  /** Validates every option (see GradientLimitOptions). */
+  constructor(options?: Partial<GradientLimitOptions>) {
+    const o = withDefaults(GRADIENT_LIMIT_DEFAULTS, options);
+    checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
+    checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);
+    checkNumber('options.initialLimit', o.initialLimit, o.minLimit, o.maxLimit, true);
+    checkNumber('options.smoothing', o.smoothing, 1e-6, 1);
+    checkNumber('options.minGradient', o.minGradient, 0.01, 1);
+    checkNumber('options.growthUtilisation', o.growthUtilisation, 0.01, 1);
+    checkNumber('options.backoffRatio', o.backoffRatio, 0.01, 0.999);
+    checkNumber('options.updateIntervalNs', o.updateIntervalNs, 0, 3.6e12);
+    checkNumber('options.updateIntervalRtts', o.updateIntervalRtts, 0, 1000);
+    checkNumber('options.rttMinWindowNs', o.rttMinWindowNs, 1, Number.MAX_SAFE_INTEGER);
+    checkNumber('options.probeFraction', o.probeFraction, 0.01, 1);
+    checkNumber('options.probeSamples', o.probeSamples, 1, 1e6, true);
+    checkNumber('options.cautiousBackoffs', o.cautiousBackoffs, 1, 1000, true);
+    checkNumber('options.cautiousWindowNs', o.cautiousWindowNs, 0, Number.MAX_SAFE_INTEGER);
+    checkNumber('options.cautiousIntervalMultiplier', o.cautiousIntervalMultiplier, 1, 1000);
+    this.o = o;
+    this.estimate = o.initialLimit;
+    this.backoffTimesNs = new Float64Array(o.cautiousBackoffs);
+  }
+
+  /** Current limit (whole requests); during a probe, the reduced probe limit. */
+  get limit(): number {
+    const e = this.probing ? this.savedEstimate * this.o.probeFraction : this.estimate;
+    return Math.max(this.o.minLimit, Math.floor(e));
+  }
+
+  /** Unrounded estimate (the value restored after a probe). */
+  get estimatedLimit(): number {
+    return this.probing ? this.savedEstimate : this.estimate;
+  }
+
+  /** The windowed minimum RTT, ns (NaN before the first sample). */
+  get referenceRttNs(): number {
+    return this.rttMinNs === Infinity ? NaN : this.rttMinNs;
+  }
+
+  /** True while a forced re-probe holds the limit down. */
+  get isProbing(): boolean {
+    return this.probing;
+  }
+
+  /** True when growth is currently slowed by repeated backoffs (as of time `nowNs`). */
+  isCautious(nowNs: number): boolean {
+    const n = this.o.cautiousBackoffs;
+    if (this.backoffCount < n) return false;
+    // The oldest of the last n backoffs sits at the ring's next write position.
+    const oldest = this.backoffTimesNs[this.backoffCount % n]!;
+    return nowNs - oldest <= this.o.cautiousWindowNs;
+  }
+
+  private cautiousNow(): boolean {
+    const n = this.o.cautiousBackoffs;
+    if (this.backoffCount < n) return false;
+    return this.sampleCell[2]! - this.backoffTimesNs[this.backoffCount % n]! <= this.o.cautiousWindowNs;
+  }
+
+  /** Current update interval, ns. */
+  updateIntervalNs(): number {
+    const byRtt = this.rttMinNs === Infinity ? 0 : this.o.updateIntervalRtts * this.rttMinNs;
+    return Math.max(this.o.updateIntervalNs, byRtt);
+  }
+
+  /**
+   * See the class comment for the rule. A small trampoline: the doubles go into a typed cell and `step` takes only
+   * small integers, so an optimised caller inlines this call and boxes no number (allocation-free updates).
+   */
+  onSample(startNs: number, rttNs: number, inflight: number, didDrop: boolean): void {
+    this.sampleCell[0] = startNs;
+    this.sampleCell[1] = rttNs;
+    this.step(inflight, didDrop);
+  }
+
+  private step(inflight: number, didDrop: boolean): void {
+    const startNs = this.sampleCell[0]!;
+    const rttNs = this.sampleCell[1]!;
+    if (!(rttNs >= 0) || !Number.isFinite(startNs)) return;
+    const rtt = rttNs > 0 ? rttNs : 1;
+    const nowNs = startNs + rtt;
+    const o = this.o;
+    if (Number.isNaN(this.windowStartNs)) {
+      this.windowStartNs = nowNs;
+      this.lastUpdateNs = nowNs;
+    }
+    if (this.probing) {
+      this.sampleCell[2] = nowNs;
+      this.onProbeSample(didDrop);
+      return;
+    }
+    if (nowNs - this.windowStartNs >= o.rttMinWindowNs && this.rttMinNs !== Infinity) {
+      this.probing = true;
+      this.probeStartNs = nowNs;
+      this.probeMinNs = Infinity;
+      this.probeSeen = 0;
+      this.savedEstimate = this.estimate;
+      return;
+    }
+    if (rtt < this.rttMinNs) this.rttMinNs = rtt;
+    this.accSumNs += rtt;
+    this.accCount++;
+    if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
+    if (didDrop) this.accDrop = true;
+    // Inline (not a method call returning a double, which would box it).
+    const intervalNs = Math.max(o.updateIntervalNs, this.rttMinNs === Infinity ? 0 : o.updateIntervalRtts * this.rttMinNs);
+    if (nowNs - this.lastUpdateNs < intervalNs) return;
+    this.sampleCell[2] = nowNs;
+    this.update();
+  }
+
+  private update(): void {
+    const nowNs = this.sampleCell[2]!;
+    const o = this.o;
+    const intervalNs = Math.max(o.updateIntervalNs, this.rttMinNs === Infinity ? 0 : o.updateIntervalRtts * this.rttMinNs);
+    const L = this.estimate;
+    if (this.accDrop) {
+      this.estimate = Math.max(o.minLimit, L * o.backoffRatio);
+      this.recordBackoff();
+    } else {
+      const avg = this.accSumNs / this.accCount;
+      const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / avg));
+      const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
+      const mayGrow =
+        used && (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
+      const allowance = mayGrow ? Math.sqrt(L) : 0;
+      const next = Math.max(o.minLimit, Math.min(o.maxLimit, L * (1 - o.smoothing) + (L * g + allowance) * o.smoothing));
+      if (next > L) this.lastIncreaseNs = nowNs;
+      this.estimate = next;
+    }
+    this.accSumNs = 0;
+    this.accCount = 0;
+    this.accPeakInflight = 0;
+    this.accDrop = false;
+    this.lastUpdateNs = nowNs;
+  }
+
+  private onProbeSample(didDrop: boolean): void {
+    const startNs = this.sampleCell[0]!;
+    const rtt = this.sampleCell[1]! > 0 ? this.sampleCell[1]! : 1;
+    const nowNs = this.sampleCell[2]!;
+    const o = this.o;
+    if (didDrop) {
+      // Loss during a probe still backs off, at most once per interval.
+      if (nowNs - this.lastUpdateNs >= Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs)) {
+        this.savedEstimate = Math.max(o.minLimit, this.savedEstimate * o.backoffRatio);
+        this.recordBackoff();
+        this.lastUpdateNs = nowNs;
+      }
+      return;
+    }
+    // Only requests sent under the probe's reduced limit show the downstream without our queue in it.
+    if (startNs < this.probeStartNs) return;
+    if (rtt < this.probeMinNs) this.probeMinNs = rtt;
+    if (++this.probeSeen < o.probeSamples) return;
+    this.rttMinNs = this.probeMinNs;
+    this.windowStartNs = nowNs;
+    this.estimate = this.savedEstimate;
+    this.probing = false;
+    this.accSumNs = 0;
+    this.accCount = 0;
+    this.accPeakInflight = 0;
+    this.accDrop = false;
+    this.lastUpdateNs = nowNs;
+  }
+
+  private recordBackoff(): void {
+    this.backoffTimesNs[this.backoffCount % this.o.cautiousBackoffs] = this.sampleCell[2]!;
+    this.backoffCount++;
+  }
+}

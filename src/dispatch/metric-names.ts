@@ -1,0 +1,102 @@
+/**
+ * Prometheus metric names, types, units and help texts of the dispatcher, in one place. The wiring registers them
+ * (prom-client) and fills them at scrape time from the dispatcher's metric cells (DS_* / DISP_* in
+ * src/shm/layout.ts); every per-downstream metric carries the label `downstream`. Times are exported in seconds
+ * (cells hold ns: divide by 1e9), following Prometheus conventions.
+ */
+import {
+  DISP_BAD_RECORDS_F64,
+  DISP_DEAD_LETTER_FLUSHED_F64,
+  DISP_DEAD_LETTER_FLUSHES_F64,
+  DISP_DEAD_LETTER_RING_DEPTH_F64,
+  DISP_FLUSH_MAX_NS_F64,
+  DISP_FLUSH_SUM_NS_F64,
+  DISP_TRIGGERS_OFFERED_F64,
+  DISP_TRIGGERS_UNROUTED_F64,
+  DS_BREAKER_OPENS_F64,
+  DS_BREAKER_STATE_F64,
+  DS_CREDITS_F64,
+  DS_DEAD_LETTER_DEPTH_F64,
+  DS_DEAD_LETTERED_F64,
+  DS_DELIVERED_F64,
+  DS_DROPPED_F64,
+  DS_IGNORED_F64,
+  DS_IN_FLIGHT_TRIGGERS_F64,
+  DS_INFLIGHT_F64,
+  DS_LIMIT_DECREASES_F64,
+  DS_LIMIT_F64,
+  DS_LIMIT_INCREASES_F64,
+  DS_OFFERED_F64,
+  DS_PAUSES_F64,
+  DS_QUEUE_DEPTH_F64,
+  DS_REJECTED_F64,
+  DS_REPLAYED_F64,
+  DS_RTT_MIN_NS_F64,
+  DS_SUCCEEDED_F64,
+} from '../shm/layout.js';
+
+/** Label carrying the downstream's name. */
+export const DOWNSTREAM_LABEL = 'downstream';
+
+/** The three limiter signals, exported together. */
+export const METRIC_LIMIT = 'geofence_dispatch_concurrency_limit';
+/** Requests in flight. */
+export const METRIC_INFLIGHT = 'geofence_dispatch_inflight_requests';
+/** Reference (minimum) RTT. */
+export const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
+/** RTT histogram (buckets DS_RTT_BUCKET_BOUNDS_MS / 1000; cells are per bucket, make them cumulative). */
+export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
+/** Dead-letter flush duration: sum and count of flushes. */
+export const METRIC_FLUSH_SECONDS = 'geofence_dispatch_dead_letter_flush_duration_seconds';
+/** Longest flush. */
+export const METRIC_FLUSH_MAX_SECONDS = 'geofence_dispatch_dead_letter_flush_max_seconds';
+
+/** A metric read straight from one cell. */
+export interface CellMetric {
+  /** Prometheus name. */
+  readonly name: string;
+  /** Prometheus type. */
+  readonly type: 'gauge' | 'counter';
+  /** Help text. */
+  readonly help: string;
+  /** Cell index within the block. */
+  readonly cell: number;
+  /** Multiply the cell by this (ns to seconds: 1e-9). */
+  readonly scale: number;
+}
+
+/** Per-downstream metrics read from single cells (block of downstream d starts at d * DS_BLOCK_F64). */
+export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
+  { name: METRIC_LIMIT, type: 'gauge', help: 'Current concurrency limit (after the static safety cap).', cell: DS_LIMIT_F64, scale: 1 },
+  { name: METRIC_INFLIGHT, type: 'gauge', help: 'Requests in flight to the downstream.', cell: DS_INFLIGHT_F64, scale: 1 },
+  { name: METRIC_RTT_MIN_SECONDS, type: 'gauge', help: "The limit's reference (minimum) round-trip time.", cell: DS_RTT_MIN_NS_F64, scale: 1e-9 },
+  { name: 'geofence_dispatch_offered_total', type: 'counter', help: 'Trigger deliveries offered to the downstream.', cell: DS_OFFERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_delivered_total', type: 'counter', help: 'Triggers delivered from the live lane.', cell: DS_DELIVERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_lettered_total', type: 'counter', help: 'Triggers dead-lettered and durably flushed.', cell: DS_DEAD_LETTERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_in_flight_triggers', type: 'gauge', help: 'Triggers queued, being sent, or awaiting the dead-letter flush.', cell: DS_IN_FLIGHT_TRIGGERS_F64, scale: 1 },
+  { name: 'geofence_dispatch_queue_depth', type: 'gauge', help: 'Triggers in the live queue.', cell: DS_QUEUE_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_rejected_total', type: 'counter', help: 'Permit acquisitions refused by the limiter.', cell: DS_REJECTED_F64, scale: 1 },
+  { name: 'geofence_dispatch_dropped_total', type: 'counter', help: 'Requests released as loss (error, timeout, 429/503).', cell: DS_DROPPED_F64, scale: 1 },
+  { name: 'geofence_dispatch_ignored_total', type: 'counter', help: 'Requests released without a sample.', cell: DS_IGNORED_F64, scale: 1 },
+  { name: 'geofence_dispatch_succeeded_total', type: 'counter', help: 'Requests released as success.', cell: DS_SUCCEEDED_F64, scale: 1 },
+  { name: 'geofence_dispatch_limit_increases_total', type: 'counter', help: 'Times the concurrency limit went up.', cell: DS_LIMIT_INCREASES_F64, scale: 1 },
+  { name: 'geofence_dispatch_limit_decreases_total', type: 'counter', help: 'Times the concurrency limit went down.', cell: DS_LIMIT_DECREASES_F64, scale: 1 },
+  { name: 'geofence_dispatch_credits_remaining', type: 'gauge', help: 'Credits left in the credit window (NaN: no window).', cell: DS_CREDITS_F64, scale: 1 },
+  { name: 'geofence_dispatch_breaker_state', type: 'gauge', help: 'Circuit breaker state: 0 closed, 1 open, 2 half-open.', cell: DS_BREAKER_STATE_F64, scale: 1 },
+  { name: 'geofence_dispatch_breaker_opens_total', type: 'counter', help: 'Times the circuit breaker opened.', cell: DS_BREAKER_OPENS_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_depth', type: 'gauge', help: 'Dead-lettered triggers not yet re-delivered.', cell: DS_DEAD_LETTER_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_replayed_total', type: 'counter', help: 'Dead-lettered triggers re-delivered by the replay lane.', cell: DS_REPLAYED_F64, scale: 1 },
+  { name: 'geofence_dispatch_retry_after_pauses_total', type: 'counter', help: 'Retry-After pauses honoured.', cell: DS_PAUSES_F64, scale: 1 },
+];
+
+/** Dispatcher-wide metrics read from single cells (block starts at downstreams * DS_BLOCK_F64). */
+export const DISPATCHER_CELL_METRICS: readonly CellMetric[] = [
+  { name: 'geofence_dispatch_triggers_offered_total', type: 'counter', help: 'Trigger records offered to the dispatcher.', cell: DISP_TRIGGERS_OFFERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_triggers_unrouted_total', type: 'counter', help: 'Trigger records no downstream subscribed to.', cell: DISP_TRIGGERS_UNROUTED_F64, scale: 1 },
+  { name: 'geofence_dispatch_bad_records_total', type: 'counter', help: 'Malformed trigger records refused.', cell: DISP_BAD_RECORDS_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_ring_depth', type: 'gauge', help: 'Records waiting in the dead-letter ring for a flush.', cell: DISP_DEAD_LETTER_RING_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_flushes_total', type: 'counter', help: 'Dead-letter flushes (write + fsync).', cell: DISP_DEAD_LETTER_FLUSHES_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_flushed_total', type: 'counter', help: 'Records written by dead-letter flushes.', cell: DISP_DEAD_LETTER_FLUSHED_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_flush_seconds_sum', type: 'counter', help: 'Total time spent flushing the dead-letter ring.', cell: DISP_FLUSH_SUM_NS_F64, scale: 1e-9 },
+  { name: METRIC_FLUSH_MAX_SECONDS, type: 'gauge', help: 'Longest dead-letter flush.', cell: DISP_FLUSH_MAX_NS_F64, scale: 1e-9 },
+];

@@ -1,0 +1,53 @@
+/**
+ * The sink contract: where a downstream's batches go (in-process callback, NDJSON file or stdout, HTTP webhook).
+ */
+import type { TriggerBatch } from './trigger-batch.js';
+
+/** Why a sink call failed below HTTP (status 0). */
+export type SinkError = 'refused' | 'timeout' | 'network';
+
+/** Outcome of one `deliver` call, in HTTP terms. */
+export interface SinkResult {
+  /** HTTP-like status: 2xx delivered; 429/503 overload; other 5xx failure; other 4xx permanent rejection; 0 no answer. */
+  status: number;
+  /** Retry-After, ms: loss plus a pause of this long. */
+  retryAfterMs?: number;
+  /** Credit window the consumer advertises after this batch (how many more triggers it can absorb). */
+  credits?: number;
+  /** With status 0: what went wrong. */
+  error?: SinkError;
+}
+
+/** A downstream's transport. */
+export interface Sink {
+  /** Delivers a batch; the batch's contents stay valid until the returned promise settles. Must not reject. */
+  deliver(batch: TriggerBatch): Promise<SinkResult>;
+  /** Releases the transport's resources. */
+  close(): Promise<void>;
+}
+
+/** What a result means to the control loop. */
+export const Outcome = {
+  /** Delivered. */
+  OK: 0,
+  /** Overload or failure: loss for the limiter, failure for the breaker (retry, then dead-letter). */
+  LOSS: 1,
+  /** The connection was refused: no RTT sample, a refusal for the breaker. */
+  REFUSED: 2,
+  /** Permanent rejection (4xx other than 429): dead-letter, the breaker sees a live target. */
+  REJECTED: 3,
+} as const;
+/** An Outcome value. */
+export type Outcome = (typeof Outcome)[keyof typeof Outcome];
+
+/** Classifies a sink result. */
+export function classifyResult(r: SinkResult): Outcome {
+  const s = r.status;
+  if (s >= 200 && s < 300) return Outcome.OK;
+  if (s === 0) return r.error === 'refused' ? Outcome.REFUSED : Outcome.LOSS;
+  if (s === 429 || s >= 500) return Outcome.LOSS;
+  return Outcome.REJECTED;
+}
+
+/** A delivered result (shared, frozen: sinks return it without allocating). */
+export const RESULT_OK: SinkResult = Object.freeze({ status: 200 });

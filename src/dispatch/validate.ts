@@ -1,0 +1,23 @@
+/**
+ * Option validation shared by the dispatcher's modules: every message names the option and the allowed range.
+ */
+
+/** Throws a RangeError unless `value` is a finite number in [min, max] (and an integer when `integer`). */
+export function checkNumber(name: string, value: unknown, min: number, max: number, integer = false): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+    const kind = integer ? 'an integer' : 'a number';
+    throw new RangeError(`${name} must be ${kind} in [${String(min)}, ${String(max)}], got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Merges `options` over `defaults`, ignoring keys whose value is undefined. */
+export function withDefaults<T extends object>(defaults: T, options: Partial<T> | undefined): T {
+  const out = { ...defaults };
+  if (options === undefined) return out;
+  for (const key of Object.keys(options) as (keyof T)[]) {
+    const v = options[key];
+    if (v !== undefined) out[key] = v as T[keyof T];
+  }
+  return out;
+}

@@ -1,0 +1,172 @@
+/**
+ * Test and benchmark fixtures for the dispatcher: trigger records in a scratch buffer, and a real HTTP downstream
+ * whose capacity (concurrent workers), service time and failure mode change at run time.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  TRG_ADMIT_TIME_NS_F64,
+  TRG_DEVICE_SLOT_I32,
+  TRG_EVENT_TIME_MS_F64,
+  TRG_FENCE_INDEX_I32,
+  TRG_GENERATION_I32,
+  TRG_INSIDE_MS_F64,
+  TRG_LANE_SHIFT,
+  TRG_LAT_F64,
+  TRG_LON_F64,
+  TRG_SEQ_F64,
+  TRG_TYPE_I32,
+  TRIGGER_STRIDE_F64,
+  TRIGGER_STRIDE_I32,
+} from '../../src/shm/layout.js';
+
+/** One trigger record in its own 64-byte buffer (as if read from a trigger ring's slot 0). */
+export class TriggerRecord {
+  readonly buffer = new ArrayBuffer(TRIGGER_STRIDE_F64 * 8);
+  readonly f64 = new Float64Array(this.buffer);
+  readonly i32 = new Int32Array(this.buffer);
+  /** Fills the record; `seq` is what tests use to identify a trigger. */
+  set(seq: number, type: number, lane: number, fenceIndex: number, deviceSlot: number, admitNs = 0, generation = 1): this {
+    this.f64[TRG_LAT_F64] = 52.5 + (seq % 100) * 1e-4;
+    this.f64[TRG_LON_F64] = 13.4;
+    this.f64[TRG_EVENT_TIME_MS_F64] = 1.7e12 + seq;
+    this.f64[TRG_ADMIT_TIME_NS_F64] = admitNs;
+    this.f64[TRG_SEQ_F64] = seq;
+    this.f64[TRG_INSIDE_MS_F64] = 0;
+    this.i32[TRG_GENERATION_I32] = generation;
+    this.i32[TRG_TYPE_I32] = type;
+    this.i32[TRG_DEVICE_SLOT_I32] = deviceSlot;
+    this.i32[TRG_FENCE_INDEX_I32] = fenceIndex | (lane << TRG_LANE_SHIFT);
+    return this;
+  }
+}
+void TRIGGER_STRIDE_I32;
+
+/** Run-time settings of the capacity server. */
+export interface CapacitySettings {
+  /** Concurrent workers; requests beyond them wait in FIFO order. */
+  workers: number;
+  /** Service time per request, ms. */
+  serviceMs: number;
+  /** 'ok' serves normally; 'error' answers 500 at once; 'retry-after' answers 503 with Retry-After at once. */
+  mode: 'ok' | 'error' | 'retry-after';
+}
+
+/** What the server saw. */
+export interface CapacityStats {
+  requests: number;
+  triggers: number;
+  /** Sum of queue wait over requests, ms. */
+  waitSumMs: number;
+  /** Requests that waited more than `overloadWaitMs`. */
+  overWait: number;
+  maxConcurrent: number;
+}
+
+/**
+ * A real HTTP server on 127.0.0.1 that models a downstream with `workers` concurrent workers and a fixed service
+ * time: requests beyond the workers queue. Records every received trigger's `seq` (and whether it was a replay).
+ */
+export class CapacityServer {
+  readonly settings: CapacitySettings;
+  readonly stats: CapacityStats = { requests: 0, triggers: 0, waitSumMs: 0, overWait: 0, maxConcurrent: 0 };
+  /** seq -> times received live. */
+  readonly liveSeqs = new Map<number, number>();
+  /** seq -> times received by replay. */
+  readonly replaySeqs = new Map<number, number>();
+  /** Queue waits of recent requests, ms, with their start times: [startMs, waitMs] pairs. */
+  readonly waits: number[] = [];
+  overloadWaitMs = Infinity;
+  recordWaits = false;
+  private busy = 0;
+  private readonly waiting: (() => void)[] = [];
+  private server: http.Server | undefined;
+  port = 0;
+
+  constructor(settings: Partial<CapacitySettings> = {}) {
+    this.settings = { workers: 8, serviceMs: 10, mode: 'ok', ...settings };
+  }
+
+  /** Listens on 127.0.0.1 (port 0 = any; pass the old port to come back on it). */
+  async start(port = 0): Promise<void> {
+    const server = http.createServer((req, res) => this.handle(req, res));
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+    this.server = server;
+    this.port = (server.address() as AddressInfo).port;
+  }
+
+  /** Stops listening and cuts every connection (a downstream that dies). */
+  async kill(): Promise<void> {
+    const s = this.server;
+    if (s === undefined) return;
+    this.server = undefined;
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+
+  /** URL of the server. */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/hook`;
+  }
+
+  /** Changes the number of workers at run time; waiting requests start if workers were added. */
+  setWorkers(n: number): void {
+    this.settings.workers = n;
+    while (this.busy < this.settings.workers && this.waiting.length > 0) this.waiting.shift()!();
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const mode = this.settings.mode;
+      if (mode === 'error') {
+        res.statusCode = 500;
+        res.end();
+        return;
+      }
+      if (mode === 'retry-after') {
+        res.statusCode = 503;
+        res.setHeader('retry-after', '1');
+        res.end();
+        return;
+      }
+      const arrived = performance.now();
+      const run = (): void => {
+        this.busy++;
+        if (this.busy > this.stats.maxConcurrent) this.stats.maxConcurrent = this.busy;
+        const waitMs = performance.now() - arrived;
+        this.stats.waitSumMs += waitMs;
+        if (waitMs > this.overloadWaitMs) this.stats.overWait++;
+        if (this.recordWaits) this.waits.push(arrived, waitMs);
+        const server = this.server;
+        setTimeout(() => {
+          this.busy--;
+          if (server !== this.server) return; // killed meanwhile: the answer never left, nothing was delivered
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { seq: number; replay: boolean }[];
+          this.stats.requests++;
+          this.stats.triggers += body.length;
+          for (const t of body) {
+            const m = t.replay ? this.replaySeqs : this.liveSeqs;
+            m.set(t.seq, (m.get(t.seq) ?? 0) + 1);
+          }
+          res.statusCode = 200;
+          res.end();
+          // A finished worker takes the next waiting request.
+          if (this.busy < this.settings.workers && this.waiting.length > 0) this.waiting.shift()!();
+        }, this.settings.serviceMs);
+      };
+      if (this.busy < this.settings.workers) run();
+      else this.waiting.push(run);
+    });
+  }
+}
+
+/** Resolves after `ms`. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

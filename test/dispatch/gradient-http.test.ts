@@ -1,0 +1,124 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Lane, TriggerType } from '../../src/shm/layout.js';
+import { Dispatcher } from '../../src/dispatch/dispatcher.js';
+import { GradientLimit } from '../../src/dispatch/limits/index.js';
+import { IndexNamer } from '../../src/dispatch/sinks/format.js';
+import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
+import { CapacityServer, sleep, TriggerRecord } from './fixtures.js';
+
+/** Keeps the downstream's queue topped up and samples the limit every tick; returns the mean limit of the phase's tail. */
+async function runPhase(d: Dispatcher, r: TriggerRecord, seq: { n: number }, ms: number): Promise<number> {
+  const ds = d.downstreams[0]!;
+  const end = Date.now() + ms;
+  const tailFrom = Date.now() + ms / 2;
+  let sum = 0;
+  let count = 0;
+  while (Date.now() < end) {
+    // Saturate: the pipeline always has work, so the limiter is the binding constraint.
+    while (ds.queue.size < 200) d.offer(r.set(++seq.n, TriggerType.ENTER, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
+    d.pump();
+    if (Date.now() >= tailFrom) {
+      sum += ds.limiter.limit;
+      count++;
+    }
+    await sleep(5);
+  }
+  return sum / count;
+}
+
+test('gradient limit tracks a real HTTP downstream whose capacity and delay change, with no configuration change', async () => {
+  const server = new CapacityServer({ workers: 8, serviceMs: 20 });
+  await server.start();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grad-http-'));
+  const namer = new IndexNamer();
+  const d = new Dispatcher({
+    deadLetterDir: dir,
+    namer,
+    downstreams: [
+      {
+        name: 'hook',
+        sink: new WebhookSink({ url: server.url, maxSockets: 256 }, namer),
+        limit: new GradientLimit({ initialLimit: 4, minLimit: 2, maxLimit: 200 }),
+        safetyCap: 200,
+        maxBatchTriggers: 1,
+        queueCapacitySlots: 1024,
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  const seq = { n: 0 };
+  try {
+    const bands: [string, number, number, number][] = [];
+    bands.push(['8 workers, 20 ms', await runPhase(d, r, seq, 3000), 8, 20]);
+    server.setWorkers(16);
+    bands.push(['16 workers, 20 ms', await runPhase(d, r, seq, 3000), 16, 20]);
+    server.setWorkers(5);
+    server.settings.serviceMs = 40;
+    bands.push(['5 workers, 40 ms', await runPhase(d, r, seq, 3500), 5, 40]);
+    for (const [label, mean, workers] of bands) {
+      // Band: at least the capacity (full utilisation) and at most 2.5x it (bounded queueing).
+      assert.ok(mean >= workers * 0.9 && mean <= workers * 2.5, `${label}: mean limit ${mean.toFixed(1)} outside [${workers * 0.9}, ${workers * 2.5}]`);
+    }
+    assert.ok(bands[1]![1] > bands[0]![1] * 1.4, 'the limit rose with the capacity');
+    assert.ok(bands[2]![1] < bands[1]![1] * 0.6, 'the limit fell with the capacity');
+  } finally {
+    await d.close(2000);
+    await server.kill();
+  }
+  const t = d.totals();
+  assert.equal(t.offered, t.delivered + t.deadLettered + t.inFlight);
+  assert.equal(t.inFlight, 0);
+});
+
+test('gradient limit stays far below the cap when the downstream answers fast errors', async () => {
+  const server = new CapacityServer({ workers: 64, serviceMs: 1, mode: 'error' });
+  await server.start();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grad-err-'));
+  const namer = new IndexNamer();
+  const d = new Dispatcher({
+    deadLetterDir: dir,
+    namer,
+    downstreams: [
+      {
+        name: 'failing',
+        sink: new WebhookSink({ url: server.url }, namer),
+        limit: new GradientLimit({ initialLimit: 20, minLimit: 2, maxLimit: 400 }),
+        safetyCap: 200,
+        maxBatchTriggers: 1,
+        maxAttempts: 1,
+        replay: false,
+        // The breaker is kept out of the way: this checks the limiter alone.
+        breaker: { windowSize: 100_000, minimumRequests: 100_000 },
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  const seq = { n: 0 };
+  let peakLimit = 0;
+  let peakInflight = 0;
+  try {
+    const ds = d.downstreams[0]!;
+    const end = Date.now() + 1500;
+    while (Date.now() < end) {
+      while (ds.queue.size < 200) d.offer(r.set(++seq.n, TriggerType.EXIT, Lane.TRANSITION, 1, 1).f64, r.i32, 0, 0);
+      d.pump();
+      peakLimit = Math.max(peakLimit, ds.limiter.limit);
+      peakInflight = Math.max(peakInflight, ds.limiter.inflight);
+      await sleep(2);
+    }
+    assert.ok(ds.limiter.dropped > 50, `errors were seen: ${ds.limiter.dropped}`);
+    assert.ok(ds.limiter.limit <= 4, `limit stays at the floor: ${ds.limiter.limit}`);
+    assert.ok(peakInflight <= 20, `in flight stayed far below the cap of 200: ${peakInflight}`);
+    assert.ok(peakLimit <= 20, `limit never rose: ${peakLimit}`);
+  } finally {
+    await d.close(2000);
+    await server.kill();
+  }
+  const t = d.totals();
+  assert.equal(t.delivered, 0);
+  assert.equal(t.offered, t.deadLettered, 'every failed trigger was dead-lettered');
+});

@@ -1,0 +1,183 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../../src/dispatch/limits/index.js';
+
+const MS = 1e6;
+
+/** Feeds `n` samples one `gapNs` apart starting at `t0`; inflight from `inflightOf(limit)`. Returns the end time. */
+function feed(limit: Limit, t0: number, n: number, gapNs: number, rttNs: number, inflightOf: (l: number) => number, drop = false): number {
+  let t = t0;
+  for (let i = 0; i < n; i++) {
+    limit.onSample(t, rttNs, inflightOf(limit.limit), drop);
+    t += gapNs;
+  }
+  return t;
+}
+const saturated = (l: number): number => l;
+const idle = (): number => 1;
+
+const perSample = { updateIntervalNs: 0, updateIntervalRtts: 0 } as const;
+
+test('gradient: grows while saturated at the no-load RTT, not while idle', () => {
+  const a = new GradientLimit({ ...perSample, initialLimit: 10 });
+  feed(a, 0, 50, MS, 10 * MS, saturated);
+  assert.ok(a.limit > 20, `saturated limit grew: ${a.limit}`);
+  const b = new GradientLimit({ ...perSample, initialLimit: 10 });
+  feed(b, 0, 500, MS, 10 * MS, idle);
+  assert.equal(b.limit, 10);
+});
+
+test('gradient: halves on loss, never below the floor, never above the ceiling', () => {
+  const g = new GradientLimit({ ...perSample, initialLimit: 40, minLimit: 3, maxLimit: 60 });
+  g.onSample(0, 10 * MS, 40, true);
+  assert.equal(g.limit, 20);
+  feed(g, MS, 20, MS, 10 * MS, saturated, true);
+  assert.equal(g.limit, 3);
+  feed(g, 100 * MS, 5000, MS, 10 * MS, saturated);
+  assert.equal(g.limit, 60);
+});
+
+test('gradient: the gradient is clamped at minGradient (a 20x spike cannot cut the limit by 95%)', () => {
+  const g = new GradientLimit({ ...perSample, initialLimit: 100, maxLimit: 1000, smoothing: 1 });
+  g.onSample(0, 10 * MS, 100, false); // reference 10 ms
+  const before = g.estimatedLimit;
+  g.onSample(20 * MS, 200 * MS, 100, false);
+  // smoothing 1: L' = L * 0.5 + sqrt(L)
+  assert.ok(Math.abs(g.estimatedLimit - (before * 0.5 + Math.sqrt(before))) < 1e-9);
+});
+
+test('gradient: errors that return fast still brake (loss beats a perfect gradient)', () => {
+  const g = new GradientLimit({ ...perSample, initialLimit: 50, minLimit: 2, maxLimit: 400 });
+  feed(g, 0, 1000, MS, 1 * MS, saturated, true);
+  assert.equal(g.limit, 2);
+});
+
+test('gradient: one update per interval; samples inside the interval are averaged', () => {
+  const g = new GradientLimit({ initialLimit: 10, updateIntervalNs: 100 * MS, updateIntervalRtts: 0 });
+  feed(g, 0, 50, MS, 10 * MS, saturated); // ends at 49 + 10 ms < 100 ms after the first sample
+  assert.equal(g.limit, 10);
+  g.onSample(200 * MS, 10 * MS, 10, false);
+  assert.ok(g.estimatedLimit > 10);
+  // Many losses inside one interval back off once.
+  const before = g.estimatedLimit;
+  feed(g, 300 * MS, 10, MS, 10 * MS, saturated, true);
+  assert.equal(g.estimatedLimit, before * 0.5);
+});
+
+test('gradient: re-probes the reference after the window, so a slower baseline is relearnt', () => {
+  const g = new GradientLimit({ ...perSample, initialLimit: 40, minLimit: 4, maxLimit: 400, rttMinWindowNs: 10_000 * MS, probeSamples: 3 });
+  let t = feed(g, 0, 100, MS, 10 * MS, saturated);
+  assert.equal(g.referenceRttNs, 10 * MS);
+  // The downstream's baseline moves to 30 ms: compared with the stale 10 ms reference it looks congested.
+  t = feed(g, t, 200, MS, 30 * MS, saturated);
+  const collapsed = g.limit;
+  assert.ok(collapsed <= 8, `limit collapses against a stale reference: ${collapsed}`);
+  // Past the window: a probe starts and holds the limit at probeFraction.
+  t = feed(g, 10_100 * MS, 1, MS, 30 * MS, saturated);
+  assert.equal(g.isProbing, true);
+  assert.equal(g.limit, Math.max(4, Math.floor(g.estimatedLimit * 0.5)));
+  // Samples started after the probe began set the new reference.
+  t = feed(g, t + 50 * MS, 3, MS, 30 * MS, saturated);
+  assert.equal(g.isProbing, false);
+  assert.equal(g.referenceRttNs, 30 * MS);
+  feed(g, t, 200, MS, 30 * MS, saturated);
+  assert.ok(g.limit > collapsed * 3, `limit recovers after the re-probe: ${g.limit}`);
+});
+
+test('gradient: probes more slowly after repeated backoffs', () => {
+  const opts = { initialLimit: 20, updateIntervalNs: 10 * MS, updateIntervalRtts: 0, cautiousBackoffs: 3, cautiousWindowNs: 60_000 * MS, cautiousIntervalMultiplier: 4 };
+  const calm = new GradientLimit(opts);
+  const hurt = new GradientLimit(opts);
+  calm.onSample(0, 10 * MS, 20, false);
+  hurt.onSample(0, 10 * MS, 20, false);
+  for (let k = 1; k <= 3; k++) hurt.onSample(k * 20 * MS, 10 * MS, 20, true);
+  assert.equal(hurt.isCautious(100 * MS), true);
+  assert.equal(calm.isCautious(100 * MS), false);
+  const count = (g: GradientLimit): number => {
+    let ups = 0;
+    let last = g.estimatedLimit;
+    for (let t = 100 * MS; t < 1100 * MS; t += 5 * MS) {
+      g.onSample(t, 10 * MS, g.limit, false);
+      if (g.estimatedLimit > last) ups++;
+      last = g.estimatedLimit;
+    }
+    return ups;
+  };
+  const calmUps = count(calm);
+  const hurtUps = count(hurt);
+  assert.ok(calmUps >= 90, `calm grows every interval: ${calmUps}`);
+  assert.ok(hurtUps * 3 <= calmUps, `cautious growth is at least 3x rarer: ${hurtUps} vs ${calmUps}`);
+  // Outside the caution window growth returns to normal.
+  assert.equal(hurt.isCautious(61_000 * MS), false);
+});
+
+test('gradient: validates options with messages naming them', () => {
+  assert.throws(() => new GradientLimit({ minLimit: 0 }), /options\.minLimit must be an integer in \[1, 1000000\], got 0/);
+  assert.throws(() => new GradientLimit({ smoothing: 2 }), /options\.smoothing/);
+});
+
+test('aimd: +1 while in use, none while idle, x0.9 on loss and on timeout, floor and ceiling', () => {
+  const a = new AimdLimit({ initialLimit: 20, minLimit: 5, maxLimit: 30, timeoutNs: 100 * MS });
+  a.onSample(0, MS, 10, false);
+  assert.equal(a.limit, 21);
+  a.onSample(0, MS, 3, false);
+  assert.equal(a.limit, 21);
+  a.onSample(0, MS, 21, true);
+  assert.equal(a.limit, 18);
+  a.onSample(0, 200 * MS, 18, false);
+  assert.equal(a.limit, 16);
+  feed(a, 0, 100, MS, MS, saturated, true);
+  assert.equal(a.limit, 5);
+  feed(a, 0, 100, MS, MS, saturated);
+  assert.equal(a.limit, 30);
+});
+
+test('vegas: grows with no queue, not while idle, shrinks on loss and queueing, floor, ceiling, re-probe', () => {
+  const v = new VegasLimit({ initialLimit: 20, maxLimit: 200, probeMultiplier: 1000 });
+  v.onSample(0, 10 * MS, 20, false); // sets the no-load RTT
+  v.onSample(0, 10 * MS, 20, false);
+  assert.equal(v.limit, 26); // q = 0 <= threshold: +beta (6 * log10(20) -> 6)
+  const idleV = new VegasLimit({ initialLimit: 20, probeMultiplier: 1000 });
+  feed(idleV, 0, 100, MS, 10 * MS, idle);
+  assert.equal(idleV.limit, 20);
+  v.onSample(0, 10 * MS, 26, true);
+  assert.equal(v.limit, 25);
+  v.onSample(0, 40 * MS, 25, false); // q = ceil(25 * 0.75) = 19 > beta = 6: -1
+  assert.equal(v.limit, 24);
+  feed(v, 0, 200, MS, 10 * MS, saturated, true);
+  assert.equal(v.limit, 1);
+  feed(v, 0, 400, MS, 10 * MS, saturated);
+  assert.equal(v.limit, 200);
+  const p = new VegasLimit({ initialLimit: 10, probeMultiplier: 2, random: () => 0 });
+  p.onSample(0, 10 * MS, 10, false);
+  feed(p, 0, 8, MS, 50 * MS, saturated); // jitter 0.5: probe after 0.5 * 2 * L samples
+  assert.equal(p.referenceRttNs, 50 * MS, 'the no-load RTT was re-probed');
+});
+
+test('gradient2: grows while saturated, not while idle, floor and ceiling', () => {
+  const g = new Gradient2Limit({ initialLimit: 20, minLimit: 5, maxLimit: 100 });
+  feed(g, 0, 50, MS, 10 * MS, saturated);
+  assert.ok(g.limit > 30, `grew: ${g.limit}`);
+  const i = new Gradient2Limit({ initialLimit: 20 });
+  feed(i, 0, 100, MS, 10 * MS, idle);
+  assert.equal(i.limit, 20);
+  feed(g, 0, 2000, MS, 10 * MS, saturated);
+  assert.equal(g.limit, 100);
+  // RTT rising faster than the long average follows pulls the limit down to the floor.
+  // g = 0.5: L -> 0.9 L + 0.2 queueSize, fixed point 2 queueSize = 8.
+  const f = new Gradient2Limit({ initialLimit: 20, minLimit: 5, maxLimit: 100 });
+  let rtt = 10;
+  for (let k = 0; k < 3000; k++) f.onSample(0, (rtt *= 1.01) * MS, f.limit, false);
+  assert.equal(f.limit, 8);
+  const z = new Gradient2Limit({ initialLimit: 20, minLimit: 5, maxLimit: 100, queueSize: 0 });
+  rtt = 10;
+  for (let k = 0; k < 3000; k++) z.onSample(0, (rtt *= 1.01) * MS, z.limit, false);
+  assert.equal(z.limit, 5);
+});
+
+test('fixed: never moves', () => {
+  const f = new FixedLimit(7);
+  feed(f, 0, 100, MS, MS, saturated, true);
+  assert.equal(f.limit, 7);
+  assert.throws(() => new FixedLimit(0), /limit must be an integer/);
+});
