@@ -3,8 +3,11 @@
  * (b) the full engine (query, exact test, state machine, trigger writes) over telemetry ring batches, against a
  * seeded synthetic city of 10,000 and of 100,000 fences of 32-64 vertices.
  *
- * Run: npx tsc -p tsconfig.json && node --expose-gc dist/bench/fences.bench.js [--quick]
- * Writes bench/out/fences.json.
+ * Also (c) the exact test alone, our Float64Array loop against @thi.ng/geom-isec's pointInPolygon2 on the same
+ * (point, single-ring polygon) pairs.
+ *
+ * Run: npx tsc -p tsconfig.json && node --expose-gc dist/bench/fences.bench.js [--quick] [--fences 10000|100000]
+ * (one fence count per process keeps the index's element type monomorphic). Writes bench/out/fences-<n>.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
@@ -36,8 +39,11 @@ import {
   TRIGGER_STRIDE_BYTES,
 } from '../src/shm/layout.js';
 import { M_PER_DEG } from '../src/fences/geometry.js';
+import { pointInPolygon2 } from '@thi.ng/geom-isec/point';
 
 const quick = process.argv.includes('--quick');
+const fencesArg = process.argv.indexOf('--fences');
+const fenceCounts = fencesArg > 0 ? [Number(process.argv[fencesArg + 1])] : [10_000, 100_000];
 const BATCH = 4096;
 const DEVICES = 2048;
 let sink = 0;
@@ -120,9 +126,10 @@ function engineRig(store: FenceStore, fenceCount: number): EngineRig {
 async function main(): Promise<void> {
   const results: Record<string, unknown>[] = [];
   const bench = new Bench({ time: quick ? 300 : 1500, warmupTime: quick ? 100 : 500 });
-  for (const fenceCount of [10_000, 100_000]) {
+  for (const fenceCount of fenceCounts) {
     const t0 = performance.now();
-    const parsed = parseFences(generateSyntheticCity(cityOptions(fenceCount)));
+    const geojson = generateSyntheticCity(cityOptions(fenceCount));
+    const parsed = parseFences(geojson);
     const parseMs = performance.now() - t0;
     const pts = randomPoints(fenceCount, 99);
     const out = new Int32Array(fenceCount);
@@ -135,6 +142,34 @@ async function main(): Promise<void> {
       bench.add(`query+exact ${fenceCount} fences nodeSize=${nodeSize}`, () => {
         sink += queryBlock(store, pts, out);
       });
+      if (nodeSize === 8) {
+        // Exact test alone: (point, fence) pairs of single-ring polygons whose box holds the point.
+        const pairPoint: number[] = [];
+        const pairFence: number[] = [];
+        for (let i = 0; i < pts.length; i += 2) {
+          const n = store.candidatesInto(pts[i]!, pts[i + 1]!, out);
+          for (let k = 0; k < n; k++) {
+            const g = geojson.features[out[k]!]!['geometry'] as { type: string; coordinates: number[][][] };
+            if (g.type === 'Polygon' && g.coordinates.length === 1) {
+              pairPoint.push(i);
+              pairFence.push(out[k]!);
+            }
+          }
+        }
+        const rings = pairFence.map((f) => (geojson.features[f]!['geometry'] as { coordinates: number[][][] }).coordinates[0]!.slice(0, -1));
+        const pointsXY = pairPoint.map((i) => [pts[i + 1]!, pts[i]!]);
+        console.log(`exact-only pairs: ${pairPoint.length}`);
+        bench.add(`exact only, own loop ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
+          let h = 0;
+          for (let k = 0; k < pairPoint.length; k++) if (store.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
+          sink += h;
+        });
+        bench.add(`exact only, geom-isec pointInPolygon2 ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
+          let h = 0;
+          for (let k = 0; k < rings.length; k++) if (pointInPolygon2(pointsXY[k]!, rings[k]!)) h++;
+          sink += h;
+        });
+      }
       if (nodeSize === 8 || nodeSize === 16) {
         const rig = engineRig(store, fenceCount);
         bench.add(`engine ${fenceCount} fences nodeSize=${nodeSize}`, () => {
@@ -152,15 +187,14 @@ async function main(): Promise<void> {
       medianMsPerBlock: Number(r.latency.p50.toFixed(4)),
       meanMsPerBlock: Number(r.latency.mean.toFixed(4)),
       rmePercent: Number(r.latency.rme.toFixed(2)),
-      samples: r.latency.samples?.length ?? 0,
-      medianPointsPerSec: Math.round((BATCH * 1000) / r.latency.p50),
+      medianPointsPerSec: task.name.startsWith('exact only') ? null : Math.round((BATCH * 1000) / r.latency.p50),
     };
     results.push(row);
     return row;
   });
   console.table(table);
   mkdirSync('bench/out', { recursive: true });
-  writeFileSync('bench/out/fences.json', JSON.stringify({ batch: BATCH, devices: DEVICES, quick, results }, null, 2));
+  writeFileSync(`bench/out/fences-${fenceCounts.join('-')}.json`, JSON.stringify({ batch: BATCH, devices: DEVICES, quick, results }, null, 2));
   console.log(`sink ${sink}`);
 }
 
