@@ -192,8 +192,220 @@ export const ADM_BLOCK_USED_F64 = ADM_SHED_F64 + LANE_COUNT * SHED_REASON_COUNT;
 export const ADM_BLOCK_F64 = Math.ceil(ADM_BLOCK_USED_F64 / 8) * 8;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Fence store and per-device state: owned by src/fences (section filled in with the fence store).
+// Fence store and per-device state: owned by src/fences.
+//
+// A fence store generation is three SharedArrayBuffers: the store region below, a flatbush index over every fence's
+// bounding box (its own self-describing format) and, when any fence is a compliance fence, a second flatbush index over
+// the compliance fences only. Coordinates are stored x = longitude, y = latitude, in degrees.
 // ---------------------------------------------------------------------------------------------------------------
+
+/** Magic number at FSTORE_MAGIC_I32 identifying a fence store region ("GRFS"). */
+export const FSTORE_MAGIC = 0x47524653;
+/** Fence store header cells (Int32). */
+export const FSTORE_MAGIC_I32 = 0;
+/** Layout version the store was built with (LAYOUT_VERSION). */
+export const FSTORE_VERSION_I32 = 1;
+/** Generation number of the store (a reload builds generation + 1). */
+export const FSTORE_GENERATION_I32 = 2;
+/** Number of fences. */
+export const FSTORE_FENCE_COUNT_I32 = 3;
+/** Number of rings (outer rings and holes of every polygon part). */
+export const FSTORE_RING_COUNT_I32 = 4;
+/** Number of packed vertices (each ring stores its closing vertex). */
+export const FSTORE_VERTEX_COUNT_I32 = 5;
+/** Number of compliance fences. */
+export const FSTORE_COMPLIANCE_COUNT_I32 = 6;
+/** Byte length of the UTF-8 metadata blob (ids and tags as JSON) at the end of the region. */
+export const FSTORE_META_BYTES_I32 = 7;
+/** Header bytes: one cache line. */
+export const FSTORE_HEADER_BYTES = CACHE_LINE_BYTES;
+
+/** Per-fence Float64 record (array of structs, one record per fence): bounding box, options, circle. */
+export const FENCE_STRIDE_F64 = 12;
+/** Bounding box west edge, degrees longitude. */
+export const FENCE_MIN_X_F64 = 0;
+/** Bounding box south edge, degrees latitude. */
+export const FENCE_MIN_Y_F64 = 1;
+/** Bounding box east edge, degrees longitude. */
+export const FENCE_MAX_X_F64 = 2;
+/** Bounding box north edge, degrees latitude. */
+export const FENCE_MAX_Y_F64 = 3;
+/** DWELL threshold, ms inside before DWELL fires; Infinity when the fence has no DWELL. */
+export const FENCE_DWELL_MS_F64 = 4;
+/** Exit buffer: a device inside stays inside until it is more than this many metres outside (0 = none). */
+export const FENCE_EXIT_BUFFER_M_F64 = 5;
+/** Time a device must be seen inside before ENTER fires (0 = at once). */
+export const FENCE_MIN_INSIDE_MS_F64 = 6;
+/** Time a device must be seen outside (beyond the exit buffer) before EXIT fires (0 = at once). */
+export const FENCE_MIN_OUTSIDE_MS_F64 = 7;
+/** Circle centre longitude, degrees (circles only). */
+export const FENCE_CENTER_X_F64 = 8;
+/** Circle centre latitude, degrees (circles only). */
+export const FENCE_CENTER_Y_F64 = 9;
+/** Circle radius, metres (circles only). */
+export const FENCE_RADIUS_M_F64 = 10;
+/** Metres per degree of longitude at the circle's centre latitude (circles only). */
+export const FENCE_M_PER_DEG_X_F64 = 11;
+
+/** Per-fence Int32 record. */
+export const FENCE_STRIDE_I32 = 4;
+/** Flags: FENCE_FLAG_*. */
+export const FENCE_FLAGS_I32 = 0;
+/** First ring of the fence (index into the ring offsets); polygons only. */
+export const FENCE_FIRST_RING_I32 = 1;
+/** Number of rings of the fence (every part's outer ring and holes); polygons only. */
+export const FENCE_RING_COUNT_I32 = 2;
+/** Flag bit: the fence is a circle (centre and radius), not polygon rings. */
+export const FENCE_FLAG_CIRCLE = 1;
+/** Flag bit: the fence is a compliance fence. */
+export const FENCE_FLAG_COMPLIANCE = 2;
+
+/** Packed vertices: Float64 pairs (x = longitude, y = latitude); ring r spans pairs [offset[r], offset[r + 1]). */
+export const VERTEX_STRIDE_F64 = 2;
+
+/** Byte offsets of the sections of a fence store region, from its counts. */
+export interface FenceStoreSections {
+  /** Start of the per-fence Float64 records. */
+  fenceF64Byte: number;
+  /** Start of the per-fence Int32 records. */
+  fenceI32Byte: number;
+  /** Start of the ring offsets (Int32, ringCount + 1 cells). */
+  ringOffsetsByte: number;
+  /** Start of the packed vertices (Float64 pairs). */
+  verticesByte: number;
+  /** Start of the UTF-8 metadata blob. */
+  metaByte: number;
+  /** Total bytes of the region. */
+  totalBytes: number;
+}
+
+/** Computes the sections of a fence store region; every section starts on an 8-byte boundary. */
+export function fenceStoreSections(
+  fenceCount: number,
+  ringCount: number,
+  vertexCount: number,
+  metaBytes: number,
+): FenceStoreSections {
+  const align8 = (n: number): number => Math.ceil(n / 8) * 8;
+  const fenceF64Byte = FSTORE_HEADER_BYTES;
+  const fenceI32Byte = fenceF64Byte + fenceCount * FENCE_STRIDE_F64 * 8;
+  const ringOffsetsByte = align8(fenceI32Byte + fenceCount * FENCE_STRIDE_I32 * 4);
+  const verticesByte = align8(ringOffsetsByte + (ringCount + 1) * 4);
+  const metaByte = verticesByte + vertexCount * VERTEX_STRIDE_F64 * 8;
+  return { fenceF64Byte, fenceI32Byte, ringOffsetsByte, verticesByte, metaByte, totalBytes: align8(metaByte + metaBytes) };
+}
+
+/** Magic number at DSTATE_MAGIC_I32 identifying a per-device state region ("GRDS"). */
+export const DSTATE_MAGIC = 0x47524453;
+/** Device state header cells (Int32). */
+export const DSTATE_MAGIC_I32 = 0;
+/** Layout version. */
+export const DSTATE_VERSION_I32 = 1;
+/** Number of device slots. */
+export const DSTATE_MAX_DEVICES_I32 = 2;
+/** Fence entries per device (simultaneous fences a device can be in or pending for). */
+export const DSTATE_MAX_FENCES_I32 = 3;
+/** Header bytes: one cache line. */
+export const DSTATE_HEADER_BYTES = CACHE_LINE_BYTES;
+
+/** Per-device Float64 record. */
+export const DEV_STRIDE_F64 = 4;
+/** Event time of the device's last accepted ping, epoch ms (-Infinity before the first). */
+export const DEV_LAST_EVENT_MS_F64 = 0;
+/** Latitude of the last accepted ping. */
+export const DEV_LAST_LAT_F64 = 1;
+/** Longitude of the last accepted ping. */
+export const DEV_LAST_LON_F64 = 2;
+/** Last trigger sequence number issued for the device (strictly increasing per device, hence per (device, fence)). */
+export const DEV_TRIGGER_SEQ_F64 = 3;
+
+/** Per-device Int32 record. */
+export const DEV_STRIDE_I32 = 4;
+/** Number of fence entries in use. */
+export const DEV_ENTRY_COUNT_I32 = 0;
+/** Fence-store generation the device's entries refer to. */
+export const DEV_GENERATION_I32 = 1;
+/** Entries on compliance fences (pending or inside); read by the ingest thread with Atomics.load. */
+export const DEV_COMPLIANCE_COUNT_I32 = 2;
+/** 1 once the device has an accepted ping (last position valid). */
+export const DEV_HAS_LAST_I32 = 3;
+
+/** Per-entry Float64 record (maxFences entries per device, contiguous). */
+export const ENTRY_STRIDE_F64 = 2;
+/** Time the stay began, epoch ms: first ping seen inside (also while ENTER is pending). */
+export const ENTRY_SINCE_MS_F64 = 0;
+/** Time the pending transition began (first ping seen outside while inside), epoch ms. */
+export const ENTRY_PENDING_MS_F64 = 1;
+
+/** Per-entry Int32 record. */
+export const ENTRY_STRIDE_I32 = 2;
+/** Fence index within DEV_GENERATION_I32's store. */
+export const ENTRY_FENCE_I32 = 0;
+/** Entry state: EntryState bits. */
+export const ENTRY_STATE_I32 = 1;
+
+/** Entry state bits. */
+export const EntryState = {
+  /** Seen inside; ENTER waits for minInsideMs. */
+  PENDING_ENTER: 1,
+  /** ENTER emitted. */
+  INSIDE: 2,
+  /** Inside, and seen outside (beyond the exit buffer) since ENTRY_PENDING_MS; EXIT waits for minOutsideMs. */
+  PENDING_EXIT: 4,
+  /** DWELL emitted for this stay. */
+  DWELL_FIRED: 8,
+} as const;
+
+/** Byte offsets of the sections of a device state region. */
+export interface DeviceStateSections {
+  /** Start of the per-device Float64 records. */
+  deviceF64Byte: number;
+  /** Start of the per-device Int32 records. */
+  deviceI32Byte: number;
+  /** Start of the per-entry Float64 records (device d's entries start at d * maxFences). */
+  entryF64Byte: number;
+  /** Start of the per-entry Int32 records. */
+  entryI32Byte: number;
+  /** Total bytes of the region. */
+  totalBytes: number;
+}
+
+/** Computes the sections of a device state region. */
+export function deviceStateSections(maxDevices: number, maxFencesPerDevice: number): DeviceStateSections {
+  const entries = maxDevices * maxFencesPerDevice;
+  const deviceF64Byte = DSTATE_HEADER_BYTES;
+  const entryF64Byte = deviceF64Byte + maxDevices * DEV_STRIDE_F64 * 8;
+  const deviceI32Byte = entryF64Byte + entries * ENTRY_STRIDE_F64 * 8;
+  const entryI32Byte = deviceI32Byte + maxDevices * DEV_STRIDE_I32 * 4;
+  const totalBytes = Math.ceil((entryI32Byte + entries * ENTRY_STRIDE_I32 * 4) / 8) * 8;
+  return { deviceF64Byte, deviceI32Byte, entryF64Byte, entryI32Byte, totalBytes };
+}
+
+// Containment counters: one block per shard, written by the worker running that shard's batch (at most one at a time),
+// read at scrape time. Float64 cells.
+
+/** Pings processed (accepted by the state machine). */
+export const CNT_PROCESSED_F64 = 0;
+/** Triggers written per type: cells [CNT_TRIGGERS_F64 + TriggerType]. */
+export const CNT_TRIGGERS_F64 = 1;
+/** Pings older than the device's last ping: ignored. */
+export const CNT_STALE_F64 = CNT_TRIGGERS_F64 + TRIGGER_TYPE_COUNT;
+/** Pings with an out-of-range slot or coordinate: ignored. */
+export const CNT_INVALID_F64 = CNT_STALE_F64 + 1;
+/** Times a device was inside a fence with no free entry (maxFencesPerDevice reached): not tracked that ping. */
+export const CNT_FENCE_OVERFLOW_F64 = CNT_INVALID_F64 + 1;
+/** Times a query had more candidates than the scratch array holds (the rest were not tested). */
+export const CNT_CANDIDATE_OVERFLOW_F64 = CNT_FENCE_OVERFLOW_F64 + 1;
+/** Devices whose state referred to another generation than the engine's store: entries dropped. */
+export const CNT_GENERATION_MISMATCH_F64 = CNT_CANDIDATE_OVERFLOW_F64 + 1;
+/** Exact containment tests run (candidates whose box held the point). */
+export const CNT_EXACT_TESTS_F64 = CNT_GENERATION_MISMATCH_F64 + 1;
+/** Times the trigger ring was full and the worker blocked for space. */
+export const CNT_TRIGGER_RING_WAITS_F64 = CNT_EXACT_TESTS_F64 + 1;
+/** Float64 cells used by one containment counter block. */
+export const CNT_BLOCK_USED_F64 = CNT_TRIGGER_RING_WAITS_F64 + 1;
+/** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
+export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pipeline control and counters: owned by the pipeline.

@@ -1,0 +1,201 @@
+/**
+ * Containment throughput on one thread: points/s for (a) query + exact test at several flatbush node sizes and
+ * (b) the full engine (query, exact test, state machine, trigger writes) over telemetry ring batches, against a
+ * seeded synthetic city of 10,000 and of 100,000 fences of 32-64 vertices.
+ *
+ * Also (c) the exact test alone, our Float64Array loop against @thi.ng/geom-isec's pointInPolygon2 on the same
+ * (point, single-ring polygon) pairs.
+ *
+ * Run: npx tsc -p tsconfig.json && node --expose-gc dist/bench/fences.bench.js [--quick] [--fences 10000|100000]
+ * (one fence count per process keeps the index's element type monomorphic). Writes bench/out/fences-<n>.json.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Bench } from 'tinybench';
+import {
+  ContainmentEngine,
+  DeviceState,
+  FenceStore,
+  allocateDeviceState,
+  buildFenceStore,
+  generateSyntheticCity,
+  mulberry32,
+  parseFences,
+  syntheticCityBounds,
+  type SyntheticCityOptions,
+} from '../src/fences/index.js';
+import { allocateCounterRegion, allocateRingRegion } from '../src/shm/regions.js';
+import { SpscRing } from '../src/shm/ring.js';
+import {
+  CNT_BLOCK_F64,
+  Lane,
+  RingKind,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_EVENT_TIME_MS_F64,
+  TEL_LANE_I32,
+  TEL_LAT_F64,
+  TEL_LON_F64,
+  TELEMETRY_STRIDE_BYTES,
+  TRIGGER_STRIDE_BYTES,
+} from '../src/shm/layout.js';
+import { M_PER_DEG } from '../src/fences/geometry.js';
+import { pointInPolygon2 } from '@thi.ng/geom-isec/point';
+
+const quick = process.argv.includes('--quick');
+const fencesArg = process.argv.indexOf('--fences');
+const fenceCounts = fencesArg > 0 ? [Number(process.argv[fencesArg + 1])] : [10_000, 100_000];
+const BATCH = 4096;
+const DEVICES = 2048;
+let sink = 0;
+
+function cityOptions(fenceCount: number): SyntheticCityOptions {
+  return { seed: 42, fenceCount, circleFraction: 0, dwellMs: 60_000 };
+}
+
+function randomPoints(fenceCount: number, seed: number): Float64Array {
+  const b = syntheticCityBounds(cityOptions(fenceCount));
+  const rng = mulberry32(seed);
+  const pts = new Float64Array(BATCH * 2);
+  for (let i = 0; i < BATCH; i++) {
+    pts[i * 2] = b.minLat + rng() * (b.maxLat - b.minLat);
+    pts[i * 2 + 1] = b.minLon + rng() * (b.maxLon - b.minLon);
+  }
+  return pts;
+}
+
+/** Query + exact test for every point of the block; returns inside hits (the sink). */
+function queryBlock(store: FenceStore, pts: Float64Array, out: Int32Array): number {
+  let hits = 0;
+  for (let i = 0; i < pts.length; i += 2) {
+    const lat = pts[i]!;
+    const lon = pts[i + 1]!;
+    const n = store.candidatesInto(lat, lon, out);
+    for (let k = 0; k < n; k++) if (store.contains(out[k]!, lat, lon)) hits++;
+  }
+  return hits;
+}
+
+interface EngineRig {
+  run: () => number;
+}
+
+/** A fleet random-walking at ~10 m/s with 1 s pings, preloaded in a telemetry ring; times advance per run. */
+function engineRig(store: FenceStore, fenceCount: number): EngineRig {
+  const b = syntheticCityBounds(cityOptions(fenceCount));
+  const rng = mulberry32(7);
+  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: BATCH, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const trg = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1 << 16, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  const state = DeviceState.open(allocateDeviceState(DEVICES, 16));
+  const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
+  const engine = new ContainmentEngine(store, state, counters, 0);
+  const lat = new Float64Array(DEVICES);
+  const lon = new Float64Array(DEVICES);
+  for (let d = 0; d < DEVICES; d++) {
+    lat[d] = b.minLat + rng() * (b.maxLat - b.minLat);
+    lon[d] = b.minLon + rng() * (b.maxLon - b.minLon);
+  }
+  const perRound = BATCH / DEVICES;
+  for (let k = 0; k < BATCH; k++) {
+    const d = k % DEVICES;
+    const step = 10 / M_PER_DEG;
+    lat[d]! += (rng() - 0.5) * 2 * step;
+    lon[d]! += (rng() - 0.5) * 2 * step * 1.6;
+    const s = tel.claim();
+    tel.f64[s * tel.strideF64 + TEL_LAT_F64] = lat[d]!;
+    tel.f64[s * tel.strideF64 + TEL_LON_F64] = lon[d]!;
+    tel.f64[s * tel.strideF64 + TEL_EVENT_TIME_MS_F64] = Math.floor(k / DEVICES) * 1000;
+    tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 0;
+    tel.i32[s * tel.strideI32 + TEL_DEVICE_SLOT_I32] = d;
+    tel.i32[s * tel.strideI32 + TEL_LANE_I32] = Lane.TRANSITION;
+  }
+  tel.publish();
+  let round = 0;
+  return {
+    run(): number {
+      // Shift every record's time forward so no ping is stale on the next pass (the walk replays: same positions).
+      round++;
+      const shiftMs = perRound * 1000;
+      for (let k = 0; k < BATCH; k++) tel.f64[k * tel.strideF64 + TEL_EVENT_TIME_MS_F64]! += shiftMs;
+      const n = engine.processBatch(tel, 0, BATCH, trg);
+      trg.release(trg.available());
+      return n + round;
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const results: Record<string, unknown>[] = [];
+  const bench = new Bench({ time: quick ? 300 : 1500, warmupTime: quick ? 100 : 500 });
+  for (const fenceCount of fenceCounts) {
+    const t0 = performance.now();
+    const geojson = generateSyntheticCity(cityOptions(fenceCount));
+    const parsed = parseFences(geojson);
+    const parseMs = performance.now() - t0;
+    const pts = randomPoints(fenceCount, 99);
+    const out = new Int32Array(fenceCount);
+    const sizes = fenceCount === 10_000 ? [4, 8, 16, 32, 64] : [8, 16];
+    for (const nodeSize of sizes) {
+      const t1 = performance.now();
+      const store = FenceStore.open(buildFenceStore(parsed, 1, { nodeSize }));
+      const buildMs = performance.now() - t1;
+      console.log(`${fenceCount} fences: parse ${parseMs.toFixed(0)} ms, build (nodeSize ${nodeSize}) ${buildMs.toFixed(0)} ms`);
+      bench.add(`query+exact ${fenceCount} fences nodeSize=${nodeSize}`, () => {
+        sink += queryBlock(store, pts, out);
+      });
+      if (nodeSize === 8) {
+        // Exact test alone: (point, fence) pairs of single-ring polygons whose box holds the point.
+        const pairPoint: number[] = [];
+        const pairFence: number[] = [];
+        for (let i = 0; i < pts.length; i += 2) {
+          const n = store.candidatesInto(pts[i]!, pts[i + 1]!, out);
+          for (let k = 0; k < n; k++) {
+            const g = geojson.features[out[k]!]!['geometry'] as { type: string; coordinates: number[][][] };
+            if (g.type === 'Polygon' && g.coordinates.length === 1) {
+              pairPoint.push(i);
+              pairFence.push(out[k]!);
+            }
+          }
+        }
+        const rings = pairFence.map((f) => (geojson.features[f]!['geometry'] as { coordinates: number[][][] }).coordinates[0]!.slice(0, -1));
+        const pointsXY = pairPoint.map((i) => [pts[i + 1]!, pts[i]!]);
+        console.log(`exact-only pairs: ${pairPoint.length}`);
+        bench.add(`exact only, own loop ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
+          let h = 0;
+          for (let k = 0; k < pairPoint.length; k++) if (store.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
+          sink += h;
+        });
+        bench.add(`exact only, geom-isec pointInPolygon2 ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
+          let h = 0;
+          for (let k = 0; k < rings.length; k++) if (pointInPolygon2(pointsXY[k]!, rings[k]!)) h++;
+          sink += h;
+        });
+      }
+      if (nodeSize === 8 || nodeSize === 16) {
+        const rig = engineRig(store, fenceCount);
+        bench.add(`engine ${fenceCount} fences nodeSize=${nodeSize}`, () => {
+          sink += rig.run();
+        });
+      }
+    }
+  }
+  await bench.run();
+  const table = bench.tasks.map((task) => {
+    const r = task.result;
+    if (r.state !== 'completed') throw new Error(`${task.name}: ${r.state}`);
+    const row = {
+      task: task.name,
+      medianMsPerBlock: Number(r.latency.p50.toFixed(4)),
+      meanMsPerBlock: Number(r.latency.mean.toFixed(4)),
+      rmePercent: Number(r.latency.rme.toFixed(2)),
+      medianPointsPerSec: task.name.startsWith('exact only') ? null : Math.round((BATCH * 1000) / r.latency.p50),
+    };
+    results.push(row);
+    return row;
+  });
+  console.table(table);
+  mkdirSync('bench/out', { recursive: true });
+  writeFileSync(`bench/out/fences-${fenceCounts.join('-')}.json`, JSON.stringify({ batch: BATCH, devices: DEVICES, quick, results }, null, 2));
+  console.log(`sink ${sink}`);
+}
+
+await main();

@@ -1,0 +1,381 @@
+/**
+ * The containment engine: candidates -> exact test -> per-device state machine -> trigger records.
+ * One per worker thread (it owns preallocated scratch); runs a shard's batch on any worker because all state is in
+ * the shared DeviceState. Allocation-free per ping.
+ *
+ * Per accepted ping of a device (time t, position p, previous accepted position p0):
+ * - one index query for the box spanning p0 and p gives the candidates for both the point test and CROSS;
+ * - entries (fences the device is inside or pending on) are updated first, in entry order:
+ *   PENDING_ENTER: still inside and t - since >= minInsideMs -> ENTER (then DWELL if already due); outside -> dropped,
+ *   no trigger. INSIDE: counts as inside while within exitBufferM of the fence; inside -> DWELL once per stay when
+ *   t - since >= dwellMs; outside -> EXIT at once, or after minOutsideMs of continuous outside pings (PENDING_EXIT);
+ * - fences p is inside with no entry get one: ENTER at once when minInsideMs is 0, else PENDING_ENTER; with no free
+ *   entry the fence is not tracked for this ping and CNT_FENCE_OVERFLOW counts it (tried again on the next ping);
+ * - CROSS: a candidate fence with no entry, p outside, and the segment p0-p touching it (both pings outside).
+ * Pings older than the device's last accepted ping are ignored and counted (equal times are processed).
+ *
+ * Trigger sequence (TRG_SEQ_F64): one counter per device, incremented for each of its triggers; so it is strictly
+ * increasing per (device, fence) (gaps where the device triggered on other fences), starts at 1, survives EXIT and
+ * reloads, and needs no memory per (device, fence) pair.
+ */
+import {
+  CNT_EXACT_TESTS_F64,
+  CNT_FENCE_OVERFLOW_F64,
+  CNT_GENERATION_MISMATCH_F64,
+  CNT_INVALID_F64,
+  CNT_PROCESSED_F64,
+  CNT_STALE_F64,
+  DEV_ENTRY_COUNT_I32,
+  DEV_GENERATION_I32,
+  DEV_HAS_LAST_I32,
+  DEV_LAST_EVENT_MS_F64,
+  DEV_LAST_LAT_F64,
+  DEV_LAST_LON_F64,
+  DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
+  DEV_TRIGGER_SEQ_F64,
+  DEV_COMPLIANCE_COUNT_I32,
+  ENTRY_FENCE_I32,
+  ENTRY_PENDING_MS_F64,
+  ENTRY_SINCE_MS_F64,
+  ENTRY_STATE_I32,
+  ENTRY_STRIDE_F64,
+  ENTRY_STRIDE_I32,
+  EntryState,
+  FENCE_DWELL_MS_F64,
+  FENCE_EXIT_BUFFER_M_F64,
+  FENCE_FLAG_COMPLIANCE,
+  FENCE_FLAGS_I32,
+  FENCE_MAX_X_F64,
+  FENCE_MAX_Y_F64,
+  FENCE_MIN_INSIDE_MS_F64,
+  FENCE_MIN_OUTSIDE_MS_F64,
+  FENCE_MIN_X_F64,
+  FENCE_MIN_Y_F64,
+  FENCE_STRIDE_F64,
+  FENCE_STRIDE_I32,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_EVENT_TIME_MS_F64,
+  TEL_LANE_I32,
+  TEL_LAT_F64,
+  TEL_LON_F64,
+  TriggerType,
+} from '../shm/layout.js';
+import type { SpscRing } from '../shm/ring.js';
+import { DeviceState, publishComplianceCount } from './device-state.js';
+import type { FenceStore } from './store.js';
+import { Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0 } from './geometry.js';
+import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from './trigger-writer.js';
+
+/** Per-thread containment engine over a fence store generation and the shared device state. */
+export class ContainmentEngine {
+  private store: FenceStore;
+  private readonly state: DeviceState;
+  private readonly counters: Float64Array;
+  private counterBase: number;
+  /** Candidate fence indices of the current ping's query. */
+  private candidates: Int32Array;
+  /** Fences the current ping is inside, in candidate order. */
+  private insideList: Int32Array;
+  /** insideStamp[f] === stamp: the current ping is inside f. */
+  private insideStamp: Int32Array;
+  /** entryStamp[f] === stamp: the device had an entry on f at the start of the current ping. */
+  private entryStamp: Int32Array;
+  private stamp = 0;
+  /** The current ping and the trigger being written (REC_* cells): doubles never cross a call as arguments. */
+  private readonly rec = new Float64Array(REC_CELLS);
+
+  /**
+   * @param store fence store generation to test against (see `useStore` for a swap)
+   * @param state shared per-device state
+   * @param counters shared containment counter region (Float64, CNT_* cells)
+   * @param counterBaseF64 first cell of the counter block of the shard being processed (see `useCounterBlock`)
+   */
+  constructor(store: FenceStore, state: DeviceState, counters: Float64Array, counterBaseF64: number) {
+    this.store = store;
+    this.state = state;
+    this.counters = counters;
+    this.counterBase = counterBaseF64;
+    const n = Math.max(1, store.fenceCount);
+    this.candidates = new Int32Array(n);
+    this.insideList = new Int32Array(n);
+    this.insideStamp = new Int32Array(n);
+    this.entryStamp = new Int32Array(n);
+  }
+
+  /** The store generation the engine tests against. */
+  get currentStore(): FenceStore {
+    return this.store;
+  }
+
+  /**
+   * Switches to another store generation between batches (a batch in flight finishes on the one it started with).
+   * Device state must have been carried over first (`reloadDeviceState`). Allocates only when the new store is larger.
+   */
+  useStore(store: FenceStore): void {
+    this.store = store;
+    if (store.fenceCount > this.candidates.length) {
+      const n = store.fenceCount;
+      this.candidates = new Int32Array(n);
+      this.insideList = new Int32Array(n);
+      this.insideStamp = new Int32Array(n);
+      this.entryStamp = new Int32Array(n);
+      this.stamp = 0;
+    }
+  }
+
+  /** Points the counters at another shard's block (the batch's shard). */
+  useCounterBlock(counterBaseF64: number): void {
+    this.counterBase = counterBaseF64;
+  }
+
+  /**
+   * Processes `count` telemetry records of `telemetry` from absolute sequence `fromSeq` (consumer side; the caller
+   * releases them), writing triggers into `triggers` and publishing them once at the end. Blocks while the trigger
+   * ring is full. Returns the number of triggers written. Allocation-free.
+   */
+  processBatch(telemetry: SpscRing, fromSeq: number, count: number, triggers: SpscRing): number {
+    const f64 = telemetry.f64;
+    const i32 = telemetry.i32;
+    let written = 0;
+    for (let k = 0; k < count; k++) {
+      const s = telemetry.slotOf((fromSeq + k) | 0);
+      const bf = s * telemetry.strideF64;
+      const bi = s * telemetry.strideI32;
+      const rec = this.rec;
+      rec[REC_LAT] = f64[bf + TEL_LAT_F64]!;
+      rec[REC_LON] = f64[bf + TEL_LON_F64]!;
+      rec[REC_EVENT_TIME_MS] = f64[bf + TEL_EVENT_TIME_MS_F64]!;
+      rec[REC_ADMIT_TIME_NS] = f64[bf + TEL_ADMIT_TIME_NS_F64]!;
+      written += this.step(i32[bi + TEL_DEVICE_SLOT_I32]!, i32[bi + TEL_LANE_I32]!, triggers);
+    }
+    triggers.publish();
+    return written;
+  }
+
+  /** Processes one ping and publishes its triggers; returns how many were written. Allocation-free. */
+  processPing(slot: number, lat: number, lon: number, eventTimeMs: number, admitTimeNs: number, lane: number, triggers: SpscRing): number {
+    const rec = this.rec;
+    rec[REC_LAT] = lat;
+    rec[REC_LON] = lon;
+    rec[REC_EVENT_TIME_MS] = eventTimeMs;
+    rec[REC_ADMIT_TIME_NS] = admitTimeNs;
+    const n = this.step(slot, lane, triggers);
+    triggers.publish();
+    return n;
+  }
+
+  /** One ping, read from this.rec; only integers and objects cross the call. */
+  private step(slot: number, lane: number, triggers: SpscRing): number {
+    const rec = this.rec;
+    const lat = rec[REC_LAT]!;
+    const lon = rec[REC_LON]!;
+    const t = rec[REC_EVENT_TIME_MS]!;
+    const counters = this.counters;
+    const cb = this.counterBase;
+    const state = this.state;
+    // Range checks written so that NaN fails them.
+    if (!(slot >= 0 && slot < state.maxDevices) || !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180) || !(t === t)) {
+      counters[cb + CNT_INVALID_F64]!++;
+      return 0;
+    }
+    const devF64 = state.devF64;
+    const devI32 = state.devI32;
+    const df = slot * DEV_STRIDE_F64;
+    const di = slot * DEV_STRIDE_I32;
+    if (t < devF64[df + DEV_LAST_EVENT_MS_F64]!) {
+      counters[cb + CNT_STALE_F64]!++;
+      return 0;
+    }
+    const store = this.store;
+    const generation = store.generation;
+    if (devI32[di + DEV_GENERATION_I32] !== generation) {
+      // Entries of another generation name other fence indices: a reload that skipped this device. Drop, count.
+      if (devI32[di + DEV_ENTRY_COUNT_I32] !== 0) {
+        counters[cb + CNT_GENERATION_MISMATCH_F64]!++;
+        devI32[di + DEV_ENTRY_COUNT_I32] = 0;
+        Atomics.store(devI32, di + DEV_COMPLIANCE_COUNT_I32, 0);
+      }
+      devI32[di + DEV_GENERATION_I32] = generation;
+    }
+    counters[cb + CNT_PROCESSED_F64]!++;
+
+    const stamp = this.nextStamp();
+    const fenceF64 = store.fenceF64;
+    const fenceI32 = store.fenceI32;
+    const hasLast = devI32[di + DEV_HAS_LAST_I32] === 1;
+    const lastLat = hasLast ? devF64[df + DEV_LAST_LAT_F64]! : lat;
+    const lastLon = hasLast ? devF64[df + DEV_LAST_LON_F64]! : lon;
+
+    // One query for the box spanning the previous and the current position serves both tests.
+    const cands = this.candidates;
+    const q = store.q;
+    q[Q_X] = lon;
+    q[Q_Y] = lat;
+    q[Q_X0] = lastLon;
+    q[Q_Y0] = lastLat;
+    q[Q_MIN_X] = lon < lastLon ? lon : lastLon;
+    q[Q_MIN_Y] = lat < lastLat ? lat : lastLat;
+    q[Q_MAX_X] = lon > lastLon ? lon : lastLon;
+    q[Q_MAX_Y] = lat > lastLat ? lat : lastLat;
+    let n = store.candidatesInQueryBoxInto(cands);
+    if (n > cands.length) n = cands.length;
+    const insideStamp = this.insideStamp;
+    const insideList = this.insideList;
+    let insideCount = 0;
+    for (let k = 0; k < n; k++) {
+      const f = cands[k]!;
+      const b = f * FENCE_STRIDE_F64;
+      // Candidates from the segment box need not hold the point: a box test before the exact one.
+      if (lon < fenceF64[b + FENCE_MIN_X_F64]! || lon > fenceF64[b + FENCE_MAX_X_F64]! || lat < fenceF64[b + FENCE_MIN_Y_F64]! || lat > fenceF64[b + FENCE_MAX_Y_F64]!) continue;
+      counters[cb + CNT_EXACT_TESTS_F64]!++;
+      if (store.containsAt(f)) {
+        insideStamp[f] = stamp;
+        insideList[insideCount++] = f;
+      }
+    }
+
+    // Existing entries first: their EXITs precede any ENTER of this ping.
+    const entryF64 = state.entryF64;
+    const entryI32 = state.entryI32;
+    const entryBase = slot * state.maxFences;
+    const entryStamp = this.entryStamp;
+    let entryCount = devI32[di + DEV_ENTRY_COUNT_I32]!;
+    const entryCountBefore = entryCount;
+    let written = 0;
+    for (let e = 0; e < entryCount; ) {
+      const ei = (entryBase + e) * ENTRY_STRIDE_I32;
+      const ef = (entryBase + e) * ENTRY_STRIDE_F64;
+      const f = entryI32[ei + ENTRY_FENCE_I32]!;
+      const b = f * FENCE_STRIDE_F64;
+      entryStamp[f] = stamp;
+      let st = entryI32[ei + ENTRY_STATE_I32]!;
+      let isIn = insideStamp[f] === stamp;
+      let remove = false;
+      if ((st & EntryState.INSIDE) !== 0) {
+        const bufferM = fenceF64[b + FENCE_EXIT_BUFFER_M_F64]!;
+        // Hysteresis in space: an inside device stays inside until it is more than bufferM out.
+        if (!isIn && bufferM > 0) isIn = store.withinExitBufferAt(f);
+        if (isIn) {
+          st &= ~EntryState.PENDING_EXIT;
+        } else {
+          const minOutsideMs = fenceF64[b + FENCE_MIN_OUTSIDE_MS_F64]!;
+          if (minOutsideMs > 0 && (st & EntryState.PENDING_EXIT) === 0) {
+            st |= EntryState.PENDING_EXIT;
+            entryF64[ef + ENTRY_PENDING_MS_F64] = t;
+          } else if (minOutsideMs <= 0 || t - entryF64[ef + ENTRY_PENDING_MS_F64]! >= minOutsideMs) {
+            written++;
+            rec[REC_INSIDE_MS] = t - entryF64[ef + ENTRY_SINCE_MS_F64]!;
+            this.emit(TriggerType.EXIT, slot, f, lane, triggers);
+            remove = true;
+          }
+        }
+      } else if (!isIn) {
+        // Left before minInsideMs elapsed: the stay never started, so no trigger (no EXIT without ENTER).
+        remove = true;
+      } else if (t - entryF64[ef + ENTRY_SINCE_MS_F64]! >= fenceF64[b + FENCE_MIN_INSIDE_MS_F64]!) {
+        st = EntryState.INSIDE;
+        written++;
+        rec[REC_INSIDE_MS] = 0;
+        this.emit(TriggerType.ENTER, slot, f, lane, triggers);
+      }
+      if (!remove && (st & (EntryState.INSIDE | EntryState.DWELL_FIRED)) === EntryState.INSIDE && isIn) {
+        const insideMs = t - entryF64[ef + ENTRY_SINCE_MS_F64]!;
+        // DWELL once per stay: the flag lives until the entry is removed at EXIT.
+        if (insideMs >= fenceF64[b + FENCE_DWELL_MS_F64]!) {
+          st |= EntryState.DWELL_FIRED;
+          written++;
+          rec[REC_INSIDE_MS] = insideMs;
+          this.emit(TriggerType.DWELL, slot, f, lane, triggers);
+        }
+      }
+      if (remove) {
+        // Swap the last entry in; re-examine index e.
+        entryCount--;
+        const li = (entryBase + entryCount) * ENTRY_STRIDE_I32;
+        const lf = (entryBase + entryCount) * ENTRY_STRIDE_F64;
+        entryI32[ei + ENTRY_FENCE_I32] = entryI32[li + ENTRY_FENCE_I32]!;
+        entryI32[ei + ENTRY_STATE_I32] = entryI32[li + ENTRY_STATE_I32]!;
+        entryF64[ef + ENTRY_SINCE_MS_F64] = entryF64[lf + ENTRY_SINCE_MS_F64]!;
+        entryF64[ef + ENTRY_PENDING_MS_F64] = entryF64[lf + ENTRY_PENDING_MS_F64]!;
+      } else {
+        entryI32[ei + ENTRY_STATE_I32] = st;
+        e++;
+      }
+    }
+
+    // New fences the ping is inside.
+    for (let k = 0; k < insideCount; k++) {
+      const f = insideList[k]!;
+      if (entryStamp[f] === stamp) continue;
+      if (entryCount === state.maxFences) {
+        counters[cb + CNT_FENCE_OVERFLOW_F64]!++;
+        continue;
+      }
+      const ei = (entryBase + entryCount) * ENTRY_STRIDE_I32;
+      const ef = (entryBase + entryCount) * ENTRY_STRIDE_F64;
+      entryCount++;
+      entryI32[ei + ENTRY_FENCE_I32] = f;
+      entryF64[ef + ENTRY_SINCE_MS_F64] = t;
+      entryF64[ef + ENTRY_PENDING_MS_F64] = t;
+      const b = f * FENCE_STRIDE_F64;
+      if (fenceF64[b + FENCE_MIN_INSIDE_MS_F64]! > 0) {
+        entryI32[ei + ENTRY_STATE_I32] = EntryState.PENDING_ENTER;
+        continue;
+      }
+      let st: number = EntryState.INSIDE;
+      written++;
+      rec[REC_INSIDE_MS] = 0;
+      this.emit(TriggerType.ENTER, slot, f, lane, triggers);
+      if (fenceF64[b + FENCE_DWELL_MS_F64]! <= 0) {
+        st |= EntryState.DWELL_FIRED;
+        written++;
+        rec[REC_INSIDE_MS] = 0;
+        this.emit(TriggerType.DWELL, slot, f, lane, triggers);
+      }
+      entryI32[ei + ENTRY_STATE_I32] = st;
+    }
+
+    // CROSS: both pings outside a fence whose boundary the segment between them touches.
+    if (hasLast && (lat !== lastLat || lon !== lastLon)) {
+      for (let k = 0; k < n; k++) {
+        const f = cands[k]!;
+        // Inside now, or inside / pending at the previous ping: not a pass-through.
+        if (insideStamp[f] === stamp || entryStamp[f] === stamp) continue;
+        if (store.segmentTouchesAt(f)) {
+          written++;
+          rec[REC_INSIDE_MS] = 0;
+          this.emit(TriggerType.CROSS, slot, f, lane, triggers);
+        }
+      }
+    }
+
+    devI32[di + DEV_ENTRY_COUNT_I32] = entryCount;
+    if (entryCount !== 0 || entryCountBefore !== 0) {
+      publishComplianceCount(state, slot, fenceI32, FENCE_STRIDE_I32, FENCE_FLAGS_I32, FENCE_FLAG_COMPLIANCE);
+    }
+    devF64[df + DEV_LAST_EVENT_MS_F64] = t;
+    devF64[df + DEV_LAST_LAT_F64] = lat;
+    devF64[df + DEV_LAST_LON_F64] = lon;
+    devI32[di + DEV_HAS_LAST_I32] = 1;
+    return written;
+  }
+
+  /** Writes one trigger for the ping in this.rec (REC_INSIDE_MS set by the caller) with the device's next sequence. */
+  private emit(type: number, slot: number, fenceIndex: number, lane: number, triggers: SpscRing): void {
+    const rec = this.rec;
+    rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+    writeTrigger(triggers, this.counters, this.counterBase, type, this.store.generation, slot, fenceIndex, lane, rec);
+  }
+
+  private nextStamp(): number {
+    if (this.stamp === 0x7fffffff) {
+      // Wrap: clear both stamp arrays so no stale cell equals a reused stamp.
+      this.insideStamp.fill(0);
+      this.entryStamp.fill(0);
+      this.stamp = 0;
+    }
+    return ++this.stamp;
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * Fences and containment.
+ *
+ * Owns: GeoJSON fence loading and validation (`parseFences`), the shared fence store (`buildFenceStore` on the main
+ * thread, `FenceStore.open` zero-copy in any thread), the allocation-free point query and exact containment, the
+ * per-device trigger state machine over shared memory (`DeviceState`, `ContainmentEngine`), carrying device state
+ * across a store reload (`reloadDeviceState`), and a seeded synthetic city for benchmarks and the demo.
+ *
+ * Threads: the main thread parses, builds and reloads; containment pool workers run `ContainmentEngine.processBatch`
+ * on one shard's batch at a time; the ingest thread calls `FenceStore.nearCompliance` and
+ * `DeviceState.insideCompliance` to classify lanes. Boundary rule: see geometry.ts (closed fences, open holes).
+ */
+export { parseFences, FenceValidationError } from './parse.js';
+export type { ParsedFence, ParsedFences, FenceProblem } from './parse.js';
+export { buildFenceStore, FenceStore, FENCE_STORE_DEFAULTS } from './store.js';
+export type { FenceStoreDescriptor, FenceStoreOptions } from './store.js';
+export { allocateDeviceState, DeviceState, MAX_FENCES_PER_DEVICE } from './device-state.js';
+export type { DeviceStateDescriptor } from './device-state.js';
+export { ContainmentEngine } from './engine.js';
+export { reloadDeviceState } from './reload.js';
+export type { ReloadOptions } from './reload.js';
+export { BoxTree } from './box-tree.js';
+export {
+  EARTH_RADIUS_M,
+  M_PER_DEG,
+  MAX_CIRCLE_RADIUS_M,
+  MAX_CIRCLE_ABS_LAT_DEG,
+  containsRings,
+  containsCircle,
+  segmentsIntersect,
+} from './geometry.js';
+export {
+  generateSyntheticCity,
+  syntheticCityBounds,
+  mulberry32,
+  SYNTHETIC_CITY_DEFAULTS,
+} from './synthetic-city.js';
+export type { SyntheticCityOptions, CityBounds, FeatureCollectionJson } from './synthetic-city.js';
