@@ -128,7 +128,10 @@ export const TRG_LON_F64 = 1;
 export const TRG_EVENT_TIME_MS_F64 = 2;
 /** Admission time of that ping on the router's monotonic clock, ns. */
 export const TRG_ADMIT_TIME_NS_F64 = 3;
-/** Per (device, fence) sequence number, starting at 1, so receivers can order and de-duplicate. */
+/**
+ * Trigger sequence number of the device: one counter per device, starting at 1, so it is strictly increasing per
+ * (device, fence) (with gaps). Receivers order and de-duplicate on (device, seq).
+ */
 export const TRG_SEQ_F64 = 4;
 /** Milliseconds the device had been inside the fence (DWELL and EXIT; 0 otherwise). */
 export const TRG_INSIDE_MS_F64 = 5;
