@@ -17,10 +17,11 @@
  * reason; `offered = admitted + shed` holds per lane after every call. They are written only by this thread and read
  * by the metrics collectors at scrape time.
  *
- * Time is a parameter (ns); nothing here reads a clock, sets a timer or allocates per call. `admit()` is a small
- * fast path (one depth comparison against a per-lane limit, which is 0 while draining) in front of `admitSlow()`, so
- * that V8 inlines it into the caller's loop: where it is not inlined, V8 boxes the `nowNs` double argument (16 bytes
- * per call), so keep the call site monomorphic and in a hot loop.
+ * Time is a parameter (ns); nothing here reads a clock, sets a timer or allocates per call. No double crosses a call
+ * inside: `admit(lane, nowNs)` only stores the time in a typed-array cell and is small enough that V8 always inlines it
+ * at a monomorphic call site (a double passed to a call that is not inlined is boxed, 16 bytes per call);
+ * `admitAt(lane, cells, index)` takes the time from a cell and needs no inlining at all. Behind them, a fast path (one
+ * depth comparison against a per-lane limit, which is 0 while draining) in front of `admitSlow()`.
  */
 import {
   ADM_ADMITTED_F64,
@@ -123,19 +124,20 @@ export class LaneAdmission {
    * Updates offered/admitted/shed counters (layout ADM_* cells at counterBaseF64). Allocates nothing.
    */
   admit(lane: Lane, nowNs: number): number {
-    // Kept small so that V8 inlines it into the caller's loop: a double argument to a call that is not inlined gets
-    // boxed (an allocation per call). The time goes on through a typed-array cell, never as an argument.
-    const counters = this.counters;
-    const base = this.base;
-    const ring = this.ring;
-    counters[base + ADM_OFFERED_F64 + lane]++;
+    // Two statements, so that V8 always inlines it (a function this small is inlined whatever is left of the
+    // caller's inlining budget): a double argument to a call that is not inlined gets boxed, an allocation per call.
+    // From here on the time travels in a typed-array cell, never as an argument.
     this.nowCell[0] = nowNs;
-    // Fast path: the cached depth (it only overstates) is below everything that could stop this lane.
-    if (ring.producerDepth() < this.fastPathDepthLimit[lane]!) {
-      counters[base + ADM_ADMITTED_F64 + lane]++;
-      return ring.claim();
-    }
-    return this.admitSlow(lane);
+    return this.admitTimed(lane);
+  }
+
+  /**
+   * admit() for a time held in `timeCells[cellIndex]` (e.g. `PingFields.values[PF_ADMIT_TIME_NS_F64]`): no double
+   * crosses the call, so it allocates nothing whatever V8 inlines. The form for per-ping code.
+   */
+  admitAt(lane: Lane, timeCells: Float64Array, cellIndex: number): number {
+    this.nowCell[0] = timeCells[cellIndex]!;
+    return this.admitTimed(lane);
   }
 
   /** Starts (true) or stops (false) draining: while draining every offered ping is shed as DRAINING. */
@@ -159,6 +161,20 @@ export class LaneAdmission {
     return this.counters[this.base + ADM_ADMITTED_F64 + lane]!;
   }
 
+  /** admit() with the time already in nowCell: counts the offer, then the fast path or admitSlow(). Takes no double. */
+  private admitTimed(lane: Lane): number {
+    const counters = this.counters;
+    const base = this.base;
+    const ring = this.ring;
+    counters[base + ADM_OFFERED_F64 + lane]++;
+    // Fast path: the cached depth (it only overstates) is below everything that could stop this lane.
+    if (ring.producerDepth() < this.fastPathDepthLimit[lane]!) {
+      counters[base + ADM_ADMITTED_F64 + lane]++;
+      return ring.claim();
+    }
+    return this.admitSlow(lane);
+  }
+
   /**
    * The rest of admit(), for a ping the fast path could not admit: draining, a lane near its limit, or IDLE at or
    * above the watermark. Takes no double (the time is in nowCell); returns admit()'s result.
@@ -168,14 +184,21 @@ export class LaneAdmission {
     const base = this.base;
     const ring = this.ring;
     const watermarkSlots = this.watermarkSlots;
-    const limitSlots = lane === LANE_COMPLIANCE ? this.capacitySlots : this.sharedSlots;
+    // Every field is read on every call, whatever the branch: optimised code compiled before a rare path (a drain, a
+    // full ring) was first taken then never meets a property load it has no feedback for, which would deoptimise it
+    // and run the path unoptimised, allocating, until V8 recompiles it.
+    const capacitySlots = this.capacitySlots;
+    const sharedSlots = this.sharedSlots;
+    const idleBucket = this.idleBucket;
+    const nowCell = this.nowCell;
+    const limitSlots = lane === LANE_COMPLIANCE ? capacitySlots : sharedSlots;
     let reason: ShedReason = SHED_DRAINING;
     if (!this.draining) {
       // The cached depth only overstates: re-read the consumer's position before shedding or rate-limiting.
       const depthSlots = ring.refreshDepth();
       if (depthSlots >= limitSlots) {
         reason = SHED_RING_FULL;
-      } else if (lane !== LANE_IDLE || depthSlots < watermarkSlots || this.idleBucket.tryTakeOneAt(this.nowCell, 0)) {
+      } else if (lane !== LANE_IDLE || depthSlots < watermarkSlots || idleBucket.tryTakeOneAt(nowCell, 0)) {
         counters[base + ADM_ADMITTED_F64 + lane]++;
         return ring.claim();
       } else {

@@ -175,7 +175,8 @@ export class DeviceRegistry {
    * Allocation-free for known devices; a registration adds one Map entry.
    */
   slotOf(fields: PingFields): number {
-    const key = fields.idIsNumber ? fields.idNumber : fields.idString;
+    // The id as decoded, kept tagged: a numeric id is never re-boxed for the lookup.
+    const key = fields.idKey;
     const known = this.ids.get(key);
     if (known !== undefined) return known;
     return this.register(key);

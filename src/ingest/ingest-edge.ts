@@ -5,7 +5,8 @@
  *   bytes -> FrameStream (framing, size limit, resync) -> FrameDecoder (walker + msgpackr + validation)
  *         -> DeviceRegistry (slot, shard) -> classifyLane -> PingSink.offer(fields)
  *
- * Per ping nothing is allocated beyond what msgpackr allocates while decoding (the map object and its strings).
+ * Per ping nothing is allocated beyond what msgpackr allocates while decoding (the map object and its strings). No
+ * double crosses a call on the per-ping path (they stay in `PingFields.values`), so that holds whatever V8 inlines.
  */
 import {
   ING_ACCEPTED_F64,
@@ -215,18 +216,9 @@ export class IngestEdge {
     this.counters[ING_DEVICES_F64] = registry.size;
     fields.slot = slot;
     fields.shard = registry.shardOfSlot[slot]!;
-    fields.lane = classifyLane(
-      slot,
-      fields.lat,
-      fields.lon,
-      fields.speedMps,
-      fields.explicitLane,
-      registry.anchorLat[slot]!,
-      registry.anchorLon[slot]!,
-      this.predicates,
-      this.options,
-    );
-    advanceMotionAnchor(slot, fields.lat, fields.lon, registry.anchorLat, registry.anchorLon, this.options.stationaryRadiusM);
+    // Every double stays in fields.values or the anchor arrays: none crosses these calls (see PingFields).
+    fields.lane = classifyLane(slot, fields, registry.anchorLat, registry.anchorLon, this.predicates, this.options);
+    advanceMotionAnchor(slot, fields.values, registry.anchorLat, registry.anchorLon, this.options);
     this.counters[ING_ACCEPTED_F64]!++;
     this.sink.offer(fields);
     return PING_VALID;

@@ -18,29 +18,42 @@ export interface PingLimits {
   maxTsMs: number;
 }
 
+/** Cell of `PingFields.values`: latitude, WGS84 degrees. Position cells come first (see LanePredicates). */
+export const PF_LAT_F64 = 0;
+/** Cell of `PingFields.values`: longitude, WGS84 degrees. */
+export const PF_LON_F64 = 1;
+/** Cell of `PingFields.values`: device event time, epoch ms. */
+export const PF_TS_MS_F64 = 2;
+/** Cell of `PingFields.values`: speed over ground, m/s; NaN when absent. */
+export const PF_SPEED_MPS_F64 = 3;
+/** Cell of `PingFields.values`: heading, degrees clockwise from north; NaN when absent. */
+export const PF_HEADING_DEG_F64 = 4;
+/** Cell of `PingFields.values`: horizontal accuracy, metres; NaN when absent. */
+export const PF_ACCURACY_M_F64 = 5;
+/** Cell of `PingFields.values`: admission time, ns on the cross-thread clock (set by the admission step). */
+export const PF_ADMIT_TIME_NS_F64 = 6;
+/** Cells in `PingFields.values`. */
+export const PF_VALUE_COUNT = 7;
+
 /**
  * One ping's fields. The ingest edge owns one instance and overwrites it for every ping: consumers must copy what
  * they keep before returning.
+ *
+ * Every double of the ping lives in a cell of `values` (PF_* indices), never in an object field or a call argument:
+ * optimised code reads and writes those cells unboxed whatever V8 decides to inline, whereas a double passed to (or
+ * returned from) a call that is not inlined is boxed into a new heap number, an allocation per ping. The accessors
+ * (`lat`, `lon`, ...) are for tests and cold code; per-ping code indexes `values` itself.
  */
 export class PingFields {
-  /** True when the id is an unsigned integer (`idNumber`), false when a string (`idString`). */
+  /** The ping's doubles, by PF_* cell. */
+  readonly values = new Float64Array(PF_VALUE_COUNT).fill(Number.NaN);
+  /** True when the id is an unsigned integer, false when a string. */
   idIsNumber = false;
-  /** String id ('' when numeric). */
-  idString = '';
-  /** Numeric id (-1 when a string). */
-  idNumber = -1;
-  /** Latitude, WGS84 degrees. */
-  lat = 0;
-  /** Longitude, WGS84 degrees. */
-  lon = 0;
-  /** Device event time, epoch ms. */
-  tsMs = 0;
-  /** Speed over ground, m/s; NaN when absent. */
-  speedMps = Number.NaN;
-  /** Heading, degrees clockwise from north; NaN when absent. */
-  headingDeg = Number.NaN;
-  /** Horizontal accuracy, metres; NaN when absent. */
-  accuracyM = Number.NaN;
+  /**
+   * The id exactly as decoded (a string, or a number that is kept tagged: never a double field, so using it as a
+   * Map key never boxes it again). Starts as a string so V8 never gives this field a double representation.
+   */
+  idKey: string | number = '';
   /** Lane the device asked for (a Lane value), or -1 when absent. */
   explicitLane = -1;
   /** Dense device slot (set by the registry step). */
@@ -52,7 +65,37 @@ export class PingFields {
 
   /** The id as a registry key. */
   id(): string | number {
-    return this.idIsNumber ? this.idNumber : this.idString;
+    return this.idKey;
+  }
+
+  /** Latitude, WGS84 degrees. */
+  get lat(): number {
+    return this.values[PF_LAT_F64]!;
+  }
+
+  /** Longitude, WGS84 degrees. */
+  get lon(): number {
+    return this.values[PF_LON_F64]!;
+  }
+
+  /** Device event time, epoch ms. */
+  get tsMs(): number {
+    return this.values[PF_TS_MS_F64]!;
+  }
+
+  /** Speed over ground, m/s; NaN when absent. */
+  get speedMps(): number {
+    return this.values[PF_SPEED_MPS_F64]!;
+  }
+
+  /** Heading, degrees clockwise from north; NaN when absent. */
+  get headingDeg(): number {
+    return this.values[PF_HEADING_DEG_F64]!;
+  }
+
+  /** Horizontal accuracy, metres; NaN when absent. */
+  get accuracyM(): number {
+    return this.values[PF_ACCURACY_M_F64]!;
   }
 }
 
@@ -105,7 +148,8 @@ export function keyMaskOfObject(value: object): number {
 
 /**
  * Validates a decoded telemetry object whose keys are `keyMask` into `out`. Returns PING_VALID or the RejectReason.
- * Allocation-free. Optional keys holding `null` / `undefined` count as absent.
+ * Allocation-free: the doubles go straight from the decoded object into `out.values`. Optional keys holding `null` /
+ * `undefined` count as absent.
  */
 export function validatePingInto(value: object, keyMask: number, limits: PingLimits, out: PingFields): number {
   const v = value as LooseTelemetry;
@@ -115,13 +159,11 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
     if (id.length === 0) return RejectReason.INVALID_ID;
     if (id.length > limits.maxIdLength) return RejectReason.ID_TOO_LONG;
     out.idIsNumber = false;
-    out.idString = id;
-    out.idNumber = -1;
+    out.idKey = id;
   } else if (typeof id === 'number') {
     if (!Number.isSafeInteger(id) || id < 0) return RejectReason.INVALID_ID;
     out.idIsNumber = true;
-    out.idString = '';
-    out.idNumber = id;
+    out.idKey = id;
   } else {
     return RejectReason.INVALID_ID;
   }
@@ -137,28 +179,29 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
   if (typeof lon !== 'number' || !(lon >= -180 && lon <= 180)) return RejectReason.INVALID_LON;
   const ts = v.ts;
   if (typeof ts !== 'number' || !(ts >= limits.minTsMs && ts <= limits.maxTsMs)) return RejectReason.INVALID_TS;
-  out.lat = lat;
-  out.lon = lon;
-  out.tsMs = ts;
-  out.speedMps = Number.NaN;
-  out.headingDeg = Number.NaN;
-  out.accuracyM = Number.NaN;
+  const values = out.values;
+  values[PF_LAT_F64] = lat;
+  values[PF_LON_F64] = lon;
+  values[PF_TS_MS_F64] = ts;
+  values[PF_SPEED_MPS_F64] = Number.NaN;
+  values[PF_HEADING_DEG_F64] = Number.NaN;
+  values[PF_ACCURACY_M_F64] = Number.NaN;
   out.explicitLane = -1;
   if ((keyMask & ~REQUIRED_KEY_MASK) === 0) return PING_VALID;
   if ((keyMask & KeyBit.SPEED) !== 0 && v.speed != null) {
     const s = v.speed;
     if (typeof s !== 'number' || !(s >= 0 && s < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_SPEED;
-    out.speedMps = s;
+    values[PF_SPEED_MPS_F64] = s;
   }
   if ((keyMask & KeyBit.HEADING) !== 0 && v.heading != null) {
     const h = v.heading;
     if (typeof h !== 'number' || !(h >= 0 && h <= 360)) return RejectReason.INVALID_HEADING;
-    out.headingDeg = h;
+    values[PF_HEADING_DEG_F64] = h;
   }
   if ((keyMask & KeyBit.ACCURACY) !== 0 && v.accuracy != null) {
     const a = v.accuracy;
     if (typeof a !== 'number' || !(a >= 0 && a < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_ACCURACY;
-    out.accuracyM = a;
+    values[PF_ACCURACY_M_F64] = a;
   }
   if ((keyMask & KeyBit.LANE) !== 0 && v.lane != null) {
     const lane = laneOf(v.lane);

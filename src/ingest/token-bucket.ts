@@ -15,6 +15,8 @@ const NS_PER_SECOND = 1e9;
 const LEVEL = 0;
 /** Index of the time (ns) the level was last brought up to date. */
 const LEVEL_AT_NS = 1;
+/** Index of the time (ns) of the call in progress, handed on to refillAt() in a cell rather than as an argument. */
+const CALL_AT_NS = 2;
 
 /** A lazily refilled token bucket; starts full. */
 export class TokenBucket {
@@ -26,8 +28,9 @@ export class TokenBucket {
   /**
    * The two floats: [LEVEL] tokens available at time [LEVEL_AT_NS]. A Float64Array rather than two fields, so that
    * a level that starts as a small integer never makes V8 box later fractional levels (one allocation per refill).
+   * [CALL_AT_NS] holds the time of the call in progress.
    */
-  private readonly state = new Float64Array(2);
+  private readonly state = new Float64Array(3);
 
   /**
    * @param capacityTokens burst size, a finite number > 0
@@ -53,7 +56,8 @@ export class TokenBucket {
 
   /** Takes `tokens` (default 1) if that many are available at `nowNs`; returns whether it did. */
   tryTake(nowNs: number, tokens = 1): boolean {
-    const state = this.refill(nowNs);
+    this.state[CALL_AT_NS] = nowNs;
+    const state = this.refillAt(this.state, CALL_AT_NS);
     const level = state[LEVEL]!;
     if (level >= tokens) {
       state[LEVEL] = level - tokens;
@@ -67,7 +71,7 @@ export class TokenBucket {
    * passed to a call it does not inline (a 16-byte allocation per call), a typed-array cell it does not.
    */
   tryTakeOneAt(timeCells: Float64Array, cellIndex: number): boolean {
-    const state = this.refill(timeCells[cellIndex]!);
+    const state = this.refillAt(timeCells, cellIndex);
     const level = state[LEVEL]!;
     if (level >= 1) {
       state[LEVEL] = level - 1;
@@ -78,12 +82,17 @@ export class TokenBucket {
 
   /** Tokens available at `nowNs` (brings the bucket up to date; takes nothing). */
   tokens(nowNs: number): number {
-    return this.refill(nowNs)[LEVEL]!;
+    this.state[CALL_AT_NS] = nowNs;
+    return this.refillAt(this.state, CALL_AT_NS)[LEVEL]!;
   }
 
-  /** Brings the level up to `nowNs` and returns the state array. */
-  private refill(nowNs: number): Float64Array {
+  /**
+   * Brings the level up to the time in `timeCells[cellIndex]` and returns the state array. The time comes in a cell:
+   * no double crosses this call, so it allocates nothing whether or not V8 inlines it.
+   */
+  private refillAt(timeCells: Float64Array, cellIndex: number): Float64Array {
     // Every field is read on every call, so optimised code never meets a property it has no feedback for.
+    const nowNs = timeCells[cellIndex]!;
     const state = this.state;
     const capacityTokens = this.capacityTokens;
     const refillPerNs = this.refillPerNs;

@@ -19,10 +19,12 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
   }
   const { f64, i32, strideF64, strideI32 } = ring;
   const iterations = 4_000_000;
-  const report = await measureAllocations(iterations, (i) => {
+  // Moved on after the first pass, so the clock keeps going forward into the second.
+  let passStartNs = 1e15;
+  const body = (i: number): void => {
     // A drain window now and then (the first inside the warm-up), so the DRAINING path is measured too.
     admission.setDraining((i & 0xffff) > 0xf000);
-    const nowNs = 1e15 + i * 250;
+    const nowNs = passStartNs + i * 250;
     const lane = lanes[i & 4095]! as Lane;
     const slot = admission.admit(lane, nowNs);
     if (slot >= 0) {
@@ -38,13 +40,24 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
     if ((i & 31) === 31) ring.publish();
     // The consumer (same thread here) keeps up only part of the time, so the ring crosses the watermark and fills.
     if ((i & 63) === 63) ring.release(Math.min(ring.available(), (i >> 6) & 63));
-  }, 1_000_000);
+  };
+  // A first, unasserted pass: every path (drains, a full ring, rate limiting) is taken many times and V8 finishes
+  // recompiling after the deoptimisations that first visits to rare paths cause, which a long-running router has long
+  // been through. Only the second pass is measured.
+  await measureAllocations(iterations, body, 1_000_000);
+  passStartNs += (1_000_000 + iterations) * 250;
+  const idleAdmitted = admission.admitted(Lane.IDLE);
+  const complianceAdmitted = admission.admitted(Lane.COMPLIANCE);
+  const idleRateLimited = admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED);
+  const transitionRingFull = admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL);
+  const complianceDraining = admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING);
+  const report = await measureAllocations(iterations, body, 1_000_000);
   assert.equal(report.gcCount, 0, `GC events during ${iterations} admissions`);
   assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `new space grew ${report.newSpaceGrowthBytes} bytes`);
   assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `old space grew ${report.oldSpaceGrowthBytes} bytes`);
-  // Every path was exercised.
-  assert.ok(admission.admitted(Lane.IDLE) > 0 && admission.admitted(Lane.COMPLIANCE) > 0);
-  assert.ok(admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED) > 0, 'rate limited path');
-  assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL) > 0, 'ring full path');
-  assert.ok(admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING) > 0, 'draining path');
+  // Every path was exercised in the measured pass.
+  assert.ok(admission.admitted(Lane.IDLE) > idleAdmitted && admission.admitted(Lane.COMPLIANCE) > complianceAdmitted);
+  assert.ok(admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED) > idleRateLimited, 'rate limited path');
+  assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL) > transitionRingFull, 'ring full path');
+  assert.ok(admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING) > complianceDraining, 'draining path');
 });

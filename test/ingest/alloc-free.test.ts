@@ -4,10 +4,16 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RingKind, TELEMETRY_STRIDE_BYTES, TEL_DEVICE_SLOT_I32, TEL_LAT_F64 } from '../../src/shm/layout.js';
+import {
+  RingKind,
+  TELEMETRY_STRIDE_BYTES,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_LAT_F64,
+} from '../../src/shm/layout.js';
 import { allocateRingRegion } from '../../src/shm/regions.js';
 import { SpscRing } from '../../src/shm/ring.js';
-import { PingFields, validatePingInto, PING_VALID } from '../../src/ingest/ping-fields.js';
+import { PF_ADMIT_TIME_NS_F64, PingFields, validatePingInto, PING_VALID } from '../../src/ingest/ping-fields.js';
 import { KeyBit } from '../../src/ingest/wire-format.js';
 import { writeTelemetryRecord } from '../../src/ingest/telemetry-record.js';
 import type { PingSink } from '../../src/ingest/ingest-edge.js';
@@ -20,7 +26,9 @@ test('validate + registry + classify + ring write allocate nothing per ping', as
   const sink: PingSink = {
     offer(f) {
       const s = ring.claim();
-      writeTelemetryRecord(ring, s, f, 123);
+      // A double admission time (not a small integer), handed over in its cell as admission does.
+      f.values[PF_ADMIT_TIME_NS_F64] = 1e15 + s;
+      writeTelemetryRecord(ring, s, f);
       ring.publish();
       ring.release(1);
     },
@@ -48,4 +56,5 @@ test('validate + registry + classify + ring write allocate nothing per ping', as
   const last = ring.slotOf(ring.writeSeq() - 1);
   assert.equal(ring.i32[last * ring.strideI32 + TEL_DEVICE_SLOT_I32], (3_000_000 - 1) % 1000);
   assert.ok(ring.f64[last * ring.strideF64 + TEL_LAT_F64]! > 52);
+  assert.equal(ring.f64[last * ring.strideF64 + TEL_ADMIT_TIME_NS_F64], 1e15 + last);
 });
