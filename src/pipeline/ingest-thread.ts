@@ -87,8 +87,8 @@ async function main(): Promise<void> {
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map((ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0));
-  const predicates = new StorePredicates(FenceStore.open(d.fences), state, d.complianceMarginM);
   const registry = new DeviceRegistry(m.idTable, m.shards);
+  const predicates = new StorePredicates(FenceStore.open(d.fences), state, d.complianceMarginM, rings, registry.shardOfSlot);
   const rejectLog = new RejectLog({ intervalMs: d.ingest.rejectLogIntervalMs, nowMs: () => Date.now(), write: log });
   const edge = new PipelineEdge(
     {
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
       stationarySpeedMps: d.ingest.stationarySpeedMps,
       stationaryRadiusM: d.ingest.stationaryRadiusM,
     },
-    { pipeline, registry, predicates, sink: new AdmissionSink(admissions, scheduler), log: rejectLog },
+    { pipeline, registry, predicates, sink: new AdmissionSink(admissions, scheduler, predicates), log: rejectLog },
   );
   edge.attach(scheduler);
 
