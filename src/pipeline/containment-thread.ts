@@ -4,6 +4,9 @@
  * A task carries ring positions, never records: (shard, fromSeq, count, generation, fences). At most one task per
  * shard is in flight (the ingest thread guarantees it), so this worker is the shard's telemetry ring consumer and its
  * trigger ring producer for the task's duration; the hand-over between workers goes through the pool's messages.
+ * Being the consumer, the worker also takes the records published while the task ran (up to `maxRecords`, in
+ * batches of `count` at most), so under load a shard's records do not wait for a round trip through the ingest
+ * thread; the task answers with the number of records it consumed.
  * The worker opens the rings, counters and device state once (from workerData) and each fence-store generation once
  * (cached), runs ContainmentEngine.processBatch, releases the telemetry records and rings the dispatcher's doorbell.
  */
@@ -24,6 +27,8 @@ export interface ContainmentTask {
   fromSeq: number;
   /** Records in the batch. */
   count: number;
+  /** Records the task may consume in all, continuing with what was published after it started (>= count). */
+  maxRecords: number;
   /** Fence-store generation to run on. */
   generation: number;
   /** That generation's store (opened once per worker and cached). */
@@ -71,7 +76,7 @@ function storeOf(task: ContainmentTask): FenceStore {
   return store;
 }
 
-/** Runs one task; returns the number of triggers written. */
+/** Runs one task; returns the number of telemetry records consumed (released). */
 export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
@@ -82,8 +87,20 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (tel.readSeq() !== task.fromSeq) {
     throw new Error(`shard ${task.shard}: task starts at ${task.fromSeq} but the ring's read sequence is ${tel.readSeq()}`);
   }
-  const written = engine.processBatch(tel, task.fromSeq, task.count, triggers[task.shard]!);
-  tel.release(task.count);
-  if (written > 0) pipeline.ringDispatcher();
-  return written;
+  const trg = triggers[task.shard]!;
+  let from = task.fromSeq;
+  let count = task.count;
+  let consumed = 0;
+  for (;;) {
+    const written = engine.processBatch(tel, from, count, trg);
+    tel.release(count);
+    consumed += count;
+    // Ring per batch: the dispatcher can deliver while the next batch runs.
+    if (written > 0) pipeline.ringDispatcher();
+    const room = task.maxRecords - consumed;
+    const available = tel.available();
+    if (room <= 0 || available === 0) return consumed;
+    from = (from + count) | 0;
+    count = Math.min(available, task.count > room ? room : task.count);
+  }
 }

@@ -4,14 +4,17 @@
  * A shard's ring is published and offered to the pool when its claimed-but-unpublished records reach `batchSize`, and
  * at the end of every read chunk (`flush`), so a record never waits for more traffic: the age of a partial batch is
  * bounded by the chunk's own processing time. At most one task per shard is in flight (per-device order); records
- * that arrive meanwhile go in the next task, submitted the moment the pool answers. A task covers at most `batchSize`
- * records from the ring's read sequence.
+ * that arrive meanwhile are taken by the running task itself (up to TASK_BATCHES batches), or go in the next task,
+ * submitted the moment the pool answers. Each batch a task processes holds at most `batchSize` records.
  */
 import type { Piscina } from 'piscina';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import { PST_BATCHED_PINGS_F64, PST_LOST_PINGS_F64, PST_TASKS_COMPLETED_F64, PST_TASKS_FAILED_F64, PST_TASKS_SUBMITTED_F64 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask } from './containment-thread.js';
+
+/** Batches one task may consume from its shard (the first, then what arrives while it runs). */
+export const TASK_BATCHES = 16;
 
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
@@ -114,15 +117,24 @@ export class ShardScheduler {
     const available = ring.available();
     if (available === 0) return;
     const count = available < this.batchSize ? available : this.batchSize;
-    const task: ContainmentTask = { shard, fromSeq: ring.readSeq(), count, generation: this.generation, fences: this.fences };
+    const task: ContainmentTask = {
+      shard,
+      fromSeq: ring.readSeq(),
+      count,
+      maxRecords: this.batchSize * TASK_BATCHES,
+      generation: this.generation,
+      fences: this.fences,
+    };
     this.inFlight[shard] = 1;
     this.inFlightCount++;
     this.stats[PST_TASKS_SUBMITTED_F64]!++;
     this.pool.run(task).then(
-      () => this.complete(shard, count, false),
+      (consumed) => this.complete(shard, consumed, false),
       (err: unknown) => {
         this.onError(`containment task for shard ${shard} failed: ${err instanceof Error ? err.message : String(err)}`);
-        this.complete(shard, count, true);
+        // The worker may have released part of its work: drop what is left of the first batch.
+        const left = (task.fromSeq + count - ring.readSeq()) | 0;
+        this.complete(shard, left > 0 ? left : 0, true);
       },
     );
   }
