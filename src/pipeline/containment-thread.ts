@@ -39,6 +39,8 @@ export interface ContainmentTask {
 export interface ContainmentWorkerData {
   /** The router's shared regions. */
   memory: PipelineMemory;
+  /** The first fence-store generation, opened when the worker starts (not on its first task). */
+  fences: FenceStoreDescriptor;
 }
 
 /** Generations kept open per worker (the current one and the one a reload replaced). */
@@ -60,6 +62,12 @@ if (data !== null && data !== undefined && data.memory !== undefined) {
 }
 const stores = new Map<number, FenceStore>();
 let engine: ContainmentEngine | null = null;
+if (state !== null && data !== null && data !== undefined && data.fences !== undefined) {
+  // Open the first generation now: the first batch should not pay for it.
+  const first = FenceStore.open(data.fences);
+  stores.set(first.generation, first);
+  engine = new ContainmentEngine(first, state, counters, 0);
+}
 
 function storeOf(task: ContainmentTask): FenceStore {
   let store = stores.get(task.generation);

@@ -74,12 +74,14 @@ async function main(): Promise<void> {
   const stats = new Float64Array(m.stats);
   const state = DeviceState.open(m.deviceState);
   const rings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
-  const poolData: ContainmentWorkerData = { memory: m };
+  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences };
   const pool = new Piscina<ContainmentTask, number>({
     filename: new URL('./containment-thread.js', import.meta.url).href,
     minThreads: d.poolSize,
     maxThreads: d.poolSize,
     idleTimeout: 2 ** 31 - 1,
+    // Strict FIFO: a task submitted when another completes must not jump the queue, or one shard starves the others.
+    stricterFIFO: true,
     workerData: poolData,
   });
   const log = (line: string): void => post({ type: 'log', line });

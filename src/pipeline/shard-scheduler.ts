@@ -14,7 +14,7 @@ import type { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask } from './containment-thread.js';
 
 /** Batches one task may consume from its shard (the first, then what arrives while it runs). */
-export const TASK_BATCHES = 16;
+export const TASK_BATCHES = 4;
 
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
