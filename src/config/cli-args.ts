@@ -57,8 +57,10 @@ Fences and downstreams:
       --fences FILE            GeoJSON FeatureCollection of fences
       --webhook URL            deliver triggers to an HTTP webhook (repeatable)
       --ndjson PATH            append triggers to an NDJSON file, "-" for stdout (repeatable)
-      --dead-letter-file PATH  durable dead-letter file
-      --dead-letter-capacity N dead-letter ring slots, power of two (default 65536)
+      --compliance-margin-m M  pings this close to a compliance fence's box travel as COMPLIANCE (default 100)
+      --input FILE             replay a file of MessagePack frames, "-" for stdin (repeatable)
+      --dead-letter-dir DIR    directory of the durable dead-letter files (default: under the temp directory)
+      --dead-letter-capacity N dead-letter ring records before a flush (default 4096)
 `;
 
 const FLAGS = {
@@ -86,7 +88,9 @@ const FLAGS = {
   fences: { type: 'string' },
   webhook: { type: 'string', multiple: true },
   ndjson: { type: 'string', multiple: true },
-  'dead-letter-file': { type: 'string' },
+  'compliance-margin-m': { type: 'string' },
+  input: { type: 'string', multiple: true },
+  'dead-letter-dir': { type: 'string' },
   'dead-letter-capacity': { type: 'string' },
 } as const;
 
@@ -140,6 +144,8 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('maxDevices', number('max-devices', v['max-devices']));
   set('maxFencesPerDevice', number('max-fences-per-device', v['max-fences-per-device']));
   set('fencesFile', v.fences);
+  set('complianceMarginM', number('compliance-margin-m', v['compliance-margin-m']));
+  if (v.input !== undefined) o.inputs = v.input;
   const admission: NonNullable<RouterOptionsInput['admission']> = {};
   const a = (k: keyof typeof admission, x: number | undefined): void => {
     if (x !== undefined) admission[k] = x;
@@ -157,9 +163,9 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   if (v['shared-structures'] === true) ingest.sharedStructures = true;
   if (Object.keys(ingest).length > 0) o.ingest = ingest;
   const deadLetter: NonNullable<RouterOptionsInput['deadLetter']> = {};
-  if (v['dead-letter-file'] !== undefined) deadLetter.path = v['dead-letter-file'];
+  if (v['dead-letter-dir'] !== undefined) deadLetter.dir = v['dead-letter-dir'];
   const dlc = number('dead-letter-capacity', v['dead-letter-capacity']);
-  if (dlc !== undefined) deadLetter.capacitySlots = dlc;
+  if (dlc !== undefined) deadLetter.capacityRecords = dlc;
   if (Object.keys(deadLetter).length > 0) o.deadLetter = deadLetter;
   const downstreams: DownstreamOptions[] = [];
   (v.webhook ?? []).forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url }));

@@ -28,9 +28,10 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   const base = dirname(resolve(path));
   const rel = (p: string): string => (p === '-' || isAbsolute(p) ? p : resolve(base, p));
   if (typeof input.fencesFile === 'string') input.fencesFile = rel(input.fencesFile);
-  if (input.deadLetter !== null && typeof input.deadLetter === 'object' && typeof input.deadLetter.path === 'string') {
-    input.deadLetter.path = rel(input.deadLetter.path);
+  if (input.deadLetter !== null && typeof input.deadLetter === 'object' && typeof input.deadLetter.dir === 'string') {
+    input.deadLetter.dir = rel(input.deadLetter.dir);
   }
+  if (Array.isArray(input.inputs)) input.inputs = input.inputs.map((p) => (typeof p === 'string' ? rel(p) : p));
   if (Array.isArray(input.downstreams)) {
     for (const d of input.downstreams) {
       if (d !== null && typeof d === 'object' && d.kind === 'ndjson' && typeof d.path === 'string') d.path = rel(d.path);

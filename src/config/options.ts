@@ -5,6 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
+import type { Trigger } from '../pipeline/trigger.js';
 
 /** Trigger type names as subscriptions name them. */
 export type TriggerTypeName = (typeof TRIGGER_TYPE_NAMES)[number];
@@ -19,19 +20,41 @@ export interface SubscriptionOptions {
   types?: TriggerTypeName[];
 }
 
-/** Fields every downstream has. */
+/** Concurrency-limit algorithm of a downstream: an adaptive algorithm by name, or a fixed limit (a number). */
+export type LimitChoice = 'gradient' | 'aimd' | 'vegas' | 'gradient2' | number;
+
+/** Names of the adaptive limit algorithms. */
+export const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
+
+/** Fields every downstream has (all but `name` and `kind` optional; the dispatcher's defaults apply). */
 interface DownstreamBase {
   /** Unique name (metric label, dead-letter key). */
   name: string;
   /** Which triggers it receives; absent = all. */
   subscribe?: SubscriptionOptions;
+  /** Concurrency limit: 'gradient' (default), 'aimd', 'vegas', 'gradient2', or a fixed number of requests. */
+  limit?: LimitChoice;
+  /** Static safety cap on requests in flight, [1, 4096] (default 256). */
+  safetyCap?: number;
+  /** Triggers per delivery (batch), [1, 4096] (default 32). */
+  maxBatchTriggers?: number;
+  /** Queue slots, [1, 2^22] (default 4096). */
+  queueCapacitySlots?: number;
+  /** A trigger queued longer than this is dead-lettered, ms, [1, 8.64e7] (default 60000). */
+  maxQueueAgeMs?: number;
+  /** Delivery attempts per trigger before it is dead-lettered, [1, 100] (default 3). */
+  maxAttempts?: number;
+  /** Re-deliver dead-lettered triggers behind live traffic (default true). */
+  replay?: boolean;
 }
 
 /** An HTTP webhook receiving batched JSON POSTs. */
 export interface WebhookDownstreamOptions extends DownstreamBase {
   kind: 'webhook';
-  /** http:// or https:// URL. */
+  /** http:// URL. */
   url: string;
+  /** Per-request timeout, ms, [1, 3.6e6] (default 10000). */
+  timeoutMs?: number;
 }
 
 /** An NDJSON file (or "-" for stdout), one trigger per line. */
@@ -44,8 +67,11 @@ export interface NdjsonDownstreamOptions extends DownstreamBase {
 /** An in-process callback (library use only; not expressible in a config file). */
 export interface CallbackDownstreamOptions extends DownstreamBase {
   kind: 'callback';
-  /** Receives each batch of triggers; the promise settles when they are handled. */
-  callback: (triggers: readonly unknown[]) => Promise<void> | void;
+  /**
+   * Receives each batch of triggers on the thread that created the router; the batch counts as delivered when the
+   * returned promise (or the call) completes, and as a failed delivery (retried, then dead-lettered) when it throws.
+   */
+  callback: (triggers: readonly Trigger[]) => Promise<void> | void;
 }
 
 /** One downstream. */
@@ -85,10 +111,13 @@ export interface IngestConfig {
 
 /** Dead letters. */
 export interface DeadLetterConfig {
-  /** Append-only file dead letters are flushed to (null: keep in memory only). */
-  path: string | null;
-  /** Slots of the dead-letter ring, a power of two in [2, 2^24]. */
-  capacitySlots: number;
+  /**
+   * Directory of the append-only dead-letter files, one per downstream, created if absent (null: a directory under
+   * the system's temporary directory, per process).
+   */
+  dir: string | null;
+  /** Records the dead-letter ring holds before a flush, [1, 2^20]. */
+  capacityRecords: number;
 }
 
 /** Every option of the router. */
@@ -117,10 +146,14 @@ export interface RouterOptions {
   maxDevices: number;
   /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
   idBytesPerSlot: number;
-  /** Fences a device can be inside at once, [1, 1024]. */
+  /** Fences a device can be inside at once, [1, 256]. */
   maxFencesPerDevice: number;
-  /** GeoJSON FeatureCollection of fences (null: start with none). */
+  /** GeoJSON FeatureCollection of fences (null: start with none, or with `fences` given to createRouter). */
   fencesFile: string | null;
+  /** A ping within this distance of a compliance fence's bounding box travels in the COMPLIANCE lane, m, [0, 100000]. */
+  complianceMarginM: number;
+  /** Files of concatenated MessagePack frames to replay at start ("-": stdin). */
+  inputs: string[];
   /** Downstreams triggers are delivered to. */
   downstreams: DownstreamOptions[];
   /** Dead letters. */
@@ -155,8 +188,10 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   idBytesPerSlot: 64,
   maxFencesPerDevice: 16,
   fencesFile: null,
+  complianceMarginM: 100,
+  inputs: [],
   downstreams: [],
-  deadLetter: Object.freeze({ path: null, capacitySlots: 65536 }),
+  deadLetter: Object.freeze({ dir: null, capacityRecords: 4096 }),
   ingest: Object.freeze({
     maxFrameBytes: 1024,
     readChunkBytes: 65536,
@@ -187,6 +222,7 @@ export function resolveRouterOptions(input: RouterOptionsInput = {}): RouterOpti
     deadLetter: { ...ROUTER_DEFAULTS.deadLetter, ...nested('deadLetter') },
     ingest: { ...ROUTER_DEFAULTS.ingest, ...nested('ingest') },
     downstreams: input.downstreams ?? [],
+    inputs: input.inputs ?? [],
   } as RouterOptions;
   validateRouterOptions(o);
   return o;
@@ -259,13 +295,16 @@ export function validateRouterOptions(o: RouterOptions): void {
   num(o.maxBatchAgeMs, 'options.maxBatchAgeMs', Number.MIN_VALUE, 1000, '(0, 1000]');
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
   int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
-  int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 1024);
+  int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 256);
   pathOrNull(o.fencesFile, 'options.fencesFile');
+  num(o.complianceMarginM, 'options.complianceMarginM', 0, 100_000, '[0, 100000]');
+  if (!Array.isArray(o.inputs)) throw new RangeError(`options.inputs must be an array of file paths, got ${show(o.inputs)}`);
+  stringList(o.inputs, 'options.inputs');
   if (!Array.isArray(o.downstreams)) throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);
   const names = new Set<string>();
   o.downstreams.forEach((d, i) => validateDownstream(d, `options.downstreams[${i}]`, names));
-  pathOrNull(o.deadLetter.path, 'options.deadLetter.path');
-  powerOfTwo(o.deadLetter.capacitySlots, 'options.deadLetter.capacitySlots', 2, 1 << 24);
+  pathOrNull(o.deadLetter.dir, 'options.deadLetter.dir');
+  int(o.deadLetter.capacityRecords, 'options.deadLetter.capacityRecords', 1, 1 << 20);
   const g = o.ingest;
   int(g.maxFrameBytes, 'options.ingest.maxFrameBytes', 16, 16 * 1024 * 1024);
   int(g.readChunkBytes, 'options.ingest.readChunkBytes', 256, 16 * 1024 * 1024);
@@ -283,17 +322,31 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
   if (typeof x.name !== 'string' || x.name.length === 0) throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
   if (names.has(x.name)) throw new RangeError(`${path}.name must be unique, got ${show(x.name)} twice`);
   names.add(x.name);
-  const allowedKeys = ['name', 'kind', 'subscribe'];
+  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay'];
+  const lim: unknown = x['limit'];
+  if (lim !== undefined && !(typeof lim === 'string' && (LIMIT_NAMES as readonly string[]).includes(lim))) {
+    int(lim, `${path}.limit (a fixed limit; or one of ${LIMIT_NAMES.join(' / ')})`, 1, 4096);
+  }
+  const optInt = (k: string, lo: number, hi: number): void => {
+    if (x[k] !== undefined) int(x[k], `${path}.${k}`, lo, hi);
+  };
+  optInt('safetyCap', 1, 4096);
+  optInt('maxBatchTriggers', 1, 4096);
+  optInt('queueCapacitySlots', 1, 1 << 22);
+  optInt('maxQueueAgeMs', 1, 86_400_000);
+  optInt('maxAttempts', 1, 100);
+  if (x['replay'] !== undefined && typeof x['replay'] !== 'boolean') throw new RangeError(`${path}.replay must be a boolean, got ${show(x['replay'])}`);
   if (x.kind === 'webhook') {
-    allowedKeys.push('url');
+    allowedKeys.push('url', 'timeoutMs');
     let ok = false;
     try {
       const u = new URL(String(x.url));
-      ok = u.protocol === 'http:' || u.protocol === 'https:';
+      ok = u.protocol === 'http:';
     } catch {
       ok = false;
     }
-    if (!ok) throw new RangeError(`${path}.url must be an http:// or https:// URL, got ${show(x.url)}`);
+    if (!ok) throw new RangeError(`${path}.url must be an http:// URL, got ${show(x.url)}`);
+    optInt('timeoutMs', 1, 3_600_000);
   } else if (x.kind === 'ndjson') {
     allowedKeys.push('path');
     if (typeof x.path !== 'string' || x.path.length === 0) throw new RangeError(`${path}.path must be a file path or "-", got ${show(x.path)}`);

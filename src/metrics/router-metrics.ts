@@ -31,6 +31,38 @@ import {
   SHED_REASON_NAMES,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
+import {
+  CNT_BLOCK_F64,
+  CNT_CANDIDATE_OVERFLOW_F64,
+  CNT_EXACT_TESTS_F64,
+  CNT_FENCE_OVERFLOW_F64,
+  CNT_GENERATION_MISMATCH_F64,
+  CNT_INVALID_F64,
+  CNT_PROCESSED_F64,
+  CNT_STALE_F64,
+  CNT_TRIGGER_RING_WAITS_F64,
+  CNT_TRIGGERS_F64,
+  DS_BLOCK_F64,
+  DS_RTT_BUCKET_BOUNDS_MS,
+  DS_RTT_BUCKETS_F64,
+  DS_RTT_COUNT_F64,
+  DS_RTT_SUM_NS_F64,
+  HELD_BUCKETS_F64,
+  HELD_COUNT_F64,
+  HELD_SUM_NS_F64,
+  PST_BATCHED_PINGS_F64,
+  PST_HELD_BASE_F64,
+  PST_LOST_PINGS_F64,
+  PST_RELOADS_F64,
+  PST_RELOADS_FAILED_F64,
+  PST_TASKS_COMPLETED_F64,
+  PST_TASKS_FAILED_F64,
+  PST_TASKS_SUBMITTED_F64,
+  TRIGGER_TYPE_COUNT,
+  TRIGGER_TYPE_NAMES,
+} from '../shm/layout.js';
+import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
 
@@ -52,8 +84,30 @@ export interface MetricSources {
   telemetryRings?: SharedArrayBuffer[];
   /** Trigger ring regions, by shard. */
   triggerRings?: SharedArrayBuffer[];
+  /** Containment counter blocks (CNT_*), CNT_BLOCK_F64 cells per block (shards, then the reload block). */
+  containmentCounters?: SharedArrayBuffer;
+  /** Dispatcher metric cells (DS_* blocks then the DISP_* block); needs `downstreamNames`. */
+  dispatchMetrics?: SharedArrayBuffer;
+  /** Downstream names, in dispatcher order. */
+  downstreamNames?: readonly string[];
+  /** Pipeline stats region (PST_* cells and the held-time histogram). */
+  pipelineStats?: SharedArrayBuffer;
   /** Also export prom-client's default process metrics (default true). */
   defaultMetrics?: boolean;
+}
+
+/** A histogram read from shared cells: per-bucket (not cumulative) counts with upper bounds, a sum and a count. */
+export interface SharedHistogramSource {
+  /** Label values of the series. */
+  labels: Record<string, string>;
+  /** Upper bounds of the bounded buckets, in the exported unit. */
+  bounds: readonly number[];
+  /** Count in bucket i (i = bounds.length is the overflow bucket). */
+  bucket(i: number): number;
+  /** Sum of the samples, exported unit. */
+  sum(): number;
+  /** Number of samples. */
+  count(): number;
 }
 
 /** The router's registry plus helpers to add shared-memory series. */
@@ -77,6 +131,9 @@ export class RouterMetrics {
     };
     addRings('telemetry', sources.telemetryRings);
     addRings('trigger', sources.triggerRings);
+    if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
+    if (sources.dispatchMetrics !== undefined) this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
+    if (sources.pipelineStats !== undefined) this.addPipelineStats(new Float64Array(sources.pipelineStats));
     if (rings.length > 0) {
       this.addSharedGauge(MetricNames.RING_DEPTH, 'Records published and not yet consumed, per ring.', ['ring', 'shard'], rings);
       this.addSharedGauge(MetricNames.RING_CAPACITY, 'Record slots per ring.', ['ring', 'shard'], capacities);
@@ -109,6 +166,96 @@ export class RouterMetrics {
         for (const s of series) this.set(s.labels, s.read());
       },
     });
+  }
+
+  /**
+   * Adds a histogram whose buckets are read from shared memory at scrape time (cumulative `_bucket` series with `le`,
+   * `_sum` and `_count`, as Prometheus expects).
+   */
+  addSharedHistogram(name: string, help: string, series: SharedHistogramSource[]): void {
+    const metric = {
+      name,
+      help,
+      type: 'histogram',
+      aggregator: 'sum',
+      get: () => {
+        const values: { metricName: string; labels: Record<string, string | number>; value: number }[] = [];
+        for (const s of series) {
+          let cumulative = 0;
+          for (let i = 0; i <= s.bounds.length; i++) {
+            cumulative += s.bucket(i);
+            const le = i < s.bounds.length ? Number(s.bounds[i]!.toPrecision(6)) : '+Inf';
+            values.push({ metricName: `${name}_bucket`, labels: { ...s.labels, le }, value: cumulative });
+          }
+          values.push({ metricName: `${name}_sum`, labels: s.labels, value: s.sum() });
+          values.push({ metricName: `${name}_count`, labels: s.labels, value: s.count() });
+        }
+        return { name, help, type: 'histogram', aggregator: 'sum', values };
+      },
+    };
+    this.registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  /** Registers the containment counters (summed over every block). */
+  private addContainment(f: Float64Array): void {
+    const blocks = Math.floor(f.length / CNT_BLOCK_F64);
+    const sum = (cell: number) => (): number => {
+      let s = 0;
+      for (let b = 0; b < blocks; b++) s += f[b * CNT_BLOCK_F64 + cell]!;
+      return s;
+    };
+    for (const [name, help, cell] of CONTAINMENT_COUNTERS) this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
+    const triggers: SharedSeries[] = [];
+    for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) triggers.push({ labels: { type: TRIGGER_TYPE_NAMES[t]! }, read: sum(CNT_TRIGGERS_F64 + t) });
+    this.addSharedCounter(MetricNames.TRIGGERS, 'Triggers produced, by type (containment and reload EXITs).', ['type'], triggers);
+  }
+
+  /** Registers the dispatcher's per-downstream and dispatcher-wide cells and the RTT histograms. */
+  private addDispatch(f: Float64Array, names: readonly string[]): void {
+    if (names.length > 0) {
+      for (const m of DOWNSTREAM_CELL_METRICS) {
+        const series: SharedSeries[] = names.map((n, d) => ({ labels: { [DOWNSTREAM_LABEL]: n }, read: () => f[d * DS_BLOCK_F64 + m.cell]! * m.scale }));
+        if (m.type === 'counter') this.addSharedCounter(m.name, m.help, [DOWNSTREAM_LABEL], series);
+        else this.addSharedGauge(m.name, m.help, [DOWNSTREAM_LABEL], series);
+      }
+      const bounds = DS_RTT_BUCKET_BOUNDS_MS.map((ms) => ms / 1000);
+      this.addSharedHistogram(
+        METRIC_RTT_SECONDS,
+        'Round-trip time of downstream calls (the permit clock: the downstream interaction only).',
+        names.map((n, d) => ({
+          labels: { [DOWNSTREAM_LABEL]: n },
+          bounds,
+          bucket: (i: number) => f[d * DS_BLOCK_F64 + DS_RTT_BUCKETS_F64 + i]!,
+          sum: () => f[d * DS_BLOCK_F64 + DS_RTT_SUM_NS_F64]! / 1e9,
+          count: () => f[d * DS_BLOCK_F64 + DS_RTT_COUNT_F64]!,
+        })),
+      );
+    }
+    const base = names.length * DS_BLOCK_F64;
+    for (const m of DISPATCHER_CELL_METRICS) {
+      const series: SharedSeries[] = [{ labels: {}, read: () => f[base + m.cell]! * m.scale }];
+      if (m.type === 'counter') this.addSharedCounter(m.name, m.help, [], series);
+      else this.addSharedGauge(m.name, m.help, [], series);
+    }
+  }
+
+  /** Registers the batching and reload counters and the held-time histogram. */
+  private addPipelineStats(f: Float64Array): void {
+    for (const [cell, name, help, type] of PIPELINE_STATS) {
+      const series: SharedSeries[] = [{ labels: {}, read: () => f[cell]! }];
+      if (type === 'counter') this.addSharedCounter(name, help, [], series);
+      else this.addSharedGauge(name, help, [], series);
+    }
+    const h = PST_HELD_BASE_F64;
+    this.addSharedHistogram(MetricNames.HELD_TIME_SECONDS, 'Time from admission to hand-over to a downstream, per live trigger.', [
+      {
+        labels: {},
+        bounds: HELD_BUCKET_BOUNDS_S,
+        bucket: (i: number) => f[h + HELD_BUCKETS_F64 + i]!,
+        sum: () => f[h + HELD_SUM_NS_F64]! / 1e9,
+        count: () => f[h + HELD_COUNT_F64]!,
+      },
+    ]);
   }
 
   /** The Prometheus text exposition. */
@@ -162,3 +309,26 @@ export class RouterMetrics {
     this.addSharedCounter(MetricNames.PINGS_SHED, 'Pings shed at admission, by lane and reason.', ['lane', 'reason'], shed);
   }
 }
+
+/** Containment counters exported (summed over the shards' blocks and the reload block). */
+const CONTAINMENT_COUNTERS: readonly [string, string, number][] = [
+  [MetricNames.PINGS_PROCESSED, 'Pings processed by the containment state machine.', CNT_PROCESSED_F64],
+  [MetricNames.PINGS_STALE, 'Pings ignored by containment as older than the device\'s last ping.', CNT_STALE_F64],
+  [MetricNames.PINGS_INVALID_AT_CONTAINMENT, 'Pings ignored by containment as out of range.', CNT_INVALID_F64],
+  [MetricNames.FENCE_ENTRY_OVERFLOWS, 'Times a device was inside more fences than it has entries for.', CNT_FENCE_OVERFLOW_F64],
+  [MetricNames.CANDIDATE_OVERFLOWS, 'Queries with more candidates than the scratch array holds.', CNT_CANDIDATE_OVERFLOW_F64],
+  [MetricNames.GENERATION_MISMATCHES, 'Devices whose state referred to another fence generation (entries dropped).', CNT_GENERATION_MISMATCH_F64],
+  [MetricNames.EXACT_TESTS, 'Exact point-in-fence tests run.', CNT_EXACT_TESTS_F64],
+  [MetricNames.TRIGGER_RING_WAITS, 'Times containment blocked on a full trigger ring.', CNT_TRIGGER_RING_WAITS_F64],
+];
+
+/** Pipeline stats exported (cell, name, help, type). */
+const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] = [
+  [PST_TASKS_SUBMITTED_F64, MetricNames.TASKS_SUBMITTED, 'Containment tasks submitted to the pool.', 'counter'],
+  [PST_TASKS_COMPLETED_F64, MetricNames.TASKS_COMPLETED, 'Containment tasks completed.', 'counter'],
+  [PST_BATCHED_PINGS_F64, MetricNames.BATCHED_PINGS, 'Pings carried by completed containment tasks.', 'counter'],
+  [PST_TASKS_FAILED_F64, MetricNames.TASKS_FAILED, 'Containment tasks that failed.', 'counter'],
+  [PST_LOST_PINGS_F64, MetricNames.LOST_PINGS, 'Admitted pings released unprocessed because their task failed.', 'counter'],
+  [PST_RELOADS_F64, MetricNames.FENCE_RELOADS, 'Fence reloads completed.', 'counter'],
+  [PST_RELOADS_FAILED_F64, MetricNames.FENCE_RELOADS_FAILED, 'Fence reloads refused (the old fences kept serving).', 'counter'],
+];

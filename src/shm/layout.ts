@@ -541,6 +541,48 @@ export const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT
 /** Total bytes of the pipeline region. */
 export const PIPE_REGION_BYTES = PIPE_CONTROL_BYTES + ING_BLOCK_F64 * 8;
 
+/**
+ * The PIPELINE STATS region (Float64 cells): the batching counters of the ingest thread on line 0, the reload
+ * counters of the main thread on line 1, then the held-time histogram (admission -> handed to a downstream) written by
+ * the dispatcher thread. Read at scrape time and by `Router.stats()`.
+ */
+/** Containment tasks submitted to the pool (ingest thread). */
+export const PST_TASKS_SUBMITTED_F64 = 0;
+/** Containment tasks completed (ingest thread, when the pool answers). */
+export const PST_TASKS_COMPLETED_F64 = 1;
+/** Pings carried by completed tasks (ingest thread). */
+export const PST_BATCHED_PINGS_F64 = 2;
+/** Containment tasks that failed (the worker threw); their pings are counted in PST_LOST_PINGS_F64. */
+export const PST_TASKS_FAILED_F64 = 3;
+/** Pings of failed tasks, released unprocessed (ingest thread). */
+export const PST_LOST_PINGS_F64 = 4;
+/** Fence reloads completed (main thread). Line 1. */
+export const PST_RELOADS_F64 = 8;
+/** Fence reloads refused (bad GeoJSON; the old store kept serving). Same line 1. */
+export const PST_RELOADS_FAILED_F64 = 9;
+/** First cell of the held-time block (line 2): written by the dispatcher thread only. */
+export const PST_HELD_BASE_F64 = 16;
+/** Held-time samples (live triggers handed to a downstream on their first attempt). */
+export const HELD_COUNT_F64 = 0;
+/** Sum of the held times, ns. */
+export const HELD_SUM_NS_F64 = 1;
+/** Longest held time, ns. */
+export const HELD_MAX_NS_F64 = 2;
+/** Histogram cells start here (relative to PST_HELD_BASE_F64): bucket i counts samples in (bound(i-1), bound(i)]. */
+export const HELD_BUCKETS_F64 = 8;
+/** Upper bound of held-time bucket 0, ns; bucket i's bound is HELD_FIRST_BOUND_NS * HELD_BOUND_GROWTH^i. */
+export const HELD_FIRST_BOUND_NS = 10_000;
+/** Growth factor between consecutive bucket bounds (quantiles are exact to within this ratio). */
+export const HELD_BOUND_GROWTH = 1.25;
+/** Bounded buckets (the last bound is about 12.7 s); one more bucket counts everything above. */
+export const HELD_BOUNDED_BUCKETS = 64;
+/** Histogram cells: the bounded buckets plus the overflow bucket. */
+export const HELD_BUCKET_COUNT = HELD_BOUNDED_BUCKETS + 1;
+/** Float64 cells of the held-time block, whole cache lines. */
+export const HELD_BLOCK_F64 = Math.ceil((HELD_BUCKETS_F64 + HELD_BUCKET_COUNT) / 8) * 8;
+/** Float64 cells of the pipeline stats region. */
+export const PST_REGION_F64 = PST_HELD_BASE_F64 + HELD_BLOCK_F64;
+
 /** Magic number at DEVID_MAGIC_I32 identifying a device id table ("GRDV"). */
 export const DEVID_MAGIC = 0x47524456;
 /** Header cells (Int32): magic, version, max devices, id bytes per slot, published slot count. */

@@ -33,7 +33,7 @@ test('bad options fail with the option and its range named', () => {
     [{ poolSize: 1.5 }, /options\.poolSize must be an integer in \[1, 256\], got 1\.5/],
     [{ listenPort: 70000 }, /options\.listenPort must be an integer in \[0, 65535\]/],
     [{ adminHost: '' }, /options\.adminHost must be a host name or address, or null/],
-    [{ deadLetter: { capacitySlots: 3 } }, /options\.deadLetter\.capacitySlots must be a power of two/],
+    [{ deadLetter: { capacityRecords: 0 } }, /options\.deadLetter\.capacityRecords must be an integer in \[1, 1048576\]/],
     [{ ingest: { maxFrameBytes: 8 } }, /options\.ingest\.maxFrameBytes must be an integer in \[16, 16777216\], got 8/],
     [{ ingest: { colour: 1 } as never }, /options\.ingest\.colour is not an option/],
     [{ bogus: 1 } as never, /options\.bogus is not an option/],
@@ -102,7 +102,7 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
   assert.equal(r.demo, true);
   assert.equal(r.overrides.listenHost, null);
   assert.equal(r.overrides.adminHost, null);
-  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-batch-age-ms', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--dead-letter-file', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
+  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-batch-age-ms', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--dead-letter-dir', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });

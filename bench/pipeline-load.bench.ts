@@ -1,0 +1,140 @@
+/**
+ * End-to-end load: the load generator (its own process, msgpack over TCP at a set rate) against a router with 10,000
+ * fences (seeded synthetic city) and an in-process callback downstream. For each rate: sustained accepted and
+ * processed events/s (medians of 250 ms samples while the generator runs), shed pings, and held time
+ * (admission -> handed to the downstream) P50 / P99 from the router's histogram between 1 s after the start and the
+ * end of the run (steady state), and P99 over the whole run.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
+ *       [--encoding shared] [--pool-size N] [--shards N] [--connections N]
+ *
+ * Writes bench/out/pipeline-load.json. A rate "holds" when nothing was shed, every ping sent was processed, and the
+ * held-time P99 is at most 10 ms.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { createRouter, generateSyntheticCity } from '../src/index.js';
+
+const { values } = parseArgs({
+  options: {
+    rates: { type: 'string', default: '100000,200000,300000,400000,500000' },
+    seconds: { type: 'string', default: '6' },
+    encoding: { type: 'string', default: 'shared' },
+    'pool-size': { type: 'string', default: '1' },
+    shards: { type: 'string', default: '8' },
+    connections: { type: 'string', default: '4' },
+    devices: { type: 'string', default: '10000' },
+  },
+});
+const rates = values.rates!.split(',').map(Number);
+const seconds = Number(values.seconds);
+const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
+
+/** Cumulative held-time bucket counts by upper bound (seconds) from the Prometheus text. */
+function heldBuckets(text: string): Map<number, number> {
+  const m = new Map<number, number>();
+  for (const line of text.split('\n')) {
+    const g = /^geofence_held_time_seconds_bucket\{le="([^"]+)"\} (\S+)$/.exec(line);
+    if (g !== null) m.set(g[1] === '+Inf' ? Infinity : Number(g[1]), Number(g[2]));
+  }
+  return m;
+}
+
+/** Quantile (ms, the bucket's upper bound) of the samples between two cumulative snapshots. */
+function quantileBetween(before: Map<number, number>, after: Map<number, number>, q: number): number {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
+  if (total <= 0) return Number.NaN;
+  for (const b of bounds) if ((after.get(b) ?? 0) - (before.get(b) ?? 0) >= q * total) return b * 1000;
+  return Infinity;
+}
+
+function median(xs: number[]): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function runRate(rate: number): Promise<Record<string, unknown>> {
+  let delivered = 0;
+  const router = await createRouter({
+    fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    shards: Number(values.shards),
+    poolSize: Number(values['pool-size']),
+    ringCapacitySlots: 65536,
+    maxDevices: 50_000,
+    ingest: { sharedStructures: values.encoding === 'shared' },
+    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-bench-')) },
+    downstreams: [{ name: 'sink', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 16, callback: (ts) => void (delivered += ts.length) }],
+    log: () => undefined,
+  });
+  const script = fileURLToPath(new URL('./loadgen/loadgen.js', import.meta.url));
+  const child = spawn(
+    process.execPath,
+    [script, '--port', String(router.ingestPort), '--rate', String(rate), '--seconds', String(seconds), '--encoding', values.encoding!,
+      '--connections', values.connections!, '--devices', values.devices!],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  // Steady state: held times are taken between 1 s after the start and the end of the generator's run.
+  let warm = new Map<number, number>();
+  const warmTimer = setTimeout(() => void router.metricsText().then((t) => (warm = heldBuckets(t))), 1000);
+  const accepted: number[] = [];
+  const processed: number[] = [];
+  let last = router.stats();
+  let lastT = performance.now();
+  const timer = setInterval(() => {
+    const s = router.stats();
+    const t = performance.now();
+    const dt = (t - lastT) / 1000;
+    if (s.accepted > 0 && last.accepted > 0) {
+      accepted.push((s.accepted - last.accepted) / dt);
+      processed.push((s.processed - last.processed) / dt);
+    }
+    last = s;
+    lastT = t;
+  }, 250);
+  await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  clearInterval(timer);
+  clearTimeout(warmTimer);
+  const steady = heldBuckets(await router.metricsText());
+  const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
+  const deadline = Date.now() + 10_000;
+  while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  const s = await router.close();
+  return {
+    targetPerSec: rate,
+    generatorPerSec: gen.achievedPerSec,
+    medianAcceptedPerSec: Math.round(median(accepted)),
+    medianProcessedPerSec: Math.round(median(processed)),
+    sent: gen.sent,
+    accepted: s.accepted,
+    processed: s.processed,
+    shed: s.shedTotal,
+    rejected: s.rejectedTotal,
+    triggers: s.triggersTotal,
+    delivered,
+    steadyHeldP50Ms: Number(quantileBetween(warm, steady, 0.5).toFixed(3)),
+    steadyHeldP99Ms: Number(quantileBetween(warm, steady, 0.99).toFixed(3)),
+    wholeRunHeldP99Ms: Number(s.heldTimeP99Ms.toFixed(3)),
+    heldMaxMs: Number(s.heldTimeMaxMs.toFixed(1)),
+    holds: s.shedTotal === 0 && s.processed === gen.sent && quantileBetween(warm, steady, 0.99) <= 10,
+  };
+}
+
+const rows: Record<string, unknown>[] = [];
+for (const rate of rates) rows.push(await runRate(rate));
+console.table(rows);
+mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
+writeFileSync(
+  new URL('../../bench/out/pipeline-load.json', import.meta.url),
+  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, rows }, null, 2)}\n`,
+);

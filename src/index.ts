@@ -1,0 +1,37 @@
+/**
+ * geofence-trigger-router: routes live MessagePack GPS telemetry through polygon geofences to ENTER / EXIT / DWELL /
+ * CROSS triggers delivered to webhooks, NDJSON files and in-process callbacks, with priority shedding and
+ * per-downstream adaptive concurrency limits.
+ *
+ * The package entry: `createRouter(options)` and the types an embedding needs.
+ */
+export { createRouter, type Router, type RouterExtras, type RouterSummary, type ReloadResult } from './router.js';
+export type { RouterStats, DownstreamStats, PerLane, PerTriggerType } from './pipeline/stats.js';
+export type { Trigger } from './pipeline/trigger.js';
+export {
+  resolveRouterOptions,
+  validateRouterOptions,
+  ROUTER_DEFAULTS,
+  DEFAULT_POOL_SIZE,
+  loadConfigFile,
+  parseCliArgs,
+  optionsFromCli,
+  mergeOptionInputs,
+  HELP_TEXT,
+  type RouterOptions,
+  type RouterOptionsInput,
+  type DownstreamOptions,
+  type WebhookDownstreamOptions,
+  type NdjsonDownstreamOptions,
+  type CallbackDownstreamOptions,
+  type SubscriptionOptions,
+  type AdmissionConfig,
+  type IngestConfig,
+  type DeadLetterConfig,
+  type LimitChoice,
+  type CliRequest,
+} from './config/index.js';
+export { FenceValidationError, type FenceProblem } from './fences/parse.js';
+export { generateSyntheticCity, syntheticCityBounds, type SyntheticCityOptions, type FeatureCollectionJson } from './fences/synthetic-city.js';
+export type { TelemetryPoint } from './ingest/ping-fields.js';
+export { TELEMETRY_KEYS, TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from './ingest/wire-format.js';

@@ -1,0 +1,214 @@
+/**
+ * The dispatcher thread (a worker_threads Worker): reads every trigger ring (one per shard, plus the main thread's
+ * control ring for reload EXITs), offers each record to the Dispatcher, pumps, and releases the records.
+ *
+ * It waits on the dispatcher doorbell with Atomics.waitAsync (it needs its event loop for HTTP and the callback
+ * bridge): the loop reads the doorbell, scans the rings, and when it found nothing raises the sleeping flag, re-checks
+ * the doorbell, and waits for it to change or for a short timeout (the control loop's timers: expiry, flushes,
+ * Retry-After pauses). Producers notify only when the flag is up.
+ */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import { Dispatcher } from '../dispatch/dispatcher.js';
+import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import { PipelineRegion } from '../ingest/pipeline-region.js';
+import { nowNs } from '../shm/clock.js';
+import {
+  CTL_DISPATCH_DOORBELL_I32,
+  CTL_DISPATCH_SLEEPING_I32,
+  DISP_TRIGGERS_OFFERED_F64,
+  DISP_TRIGGERS_UNROUTED_F64,
+  PST_HELD_BASE_F64,
+  RingKind,
+} from '../shm/layout.js';
+import { SpscRing } from '../shm/ring.js';
+import { buildDownstreams, CallbackBridge, PipelineNamer, type DownstreamSpec } from './dispatch-wiring.js';
+import type { PipelineMemory } from './memory.js';
+import type { DispatcherRequest, ThreadEvent } from './messages.js';
+
+/** What the dispatcher thread needs (structured-clone safe; the bridge port is transferred). */
+export interface DispatcherThreadData {
+  /** The router's shared regions. */
+  memory: PipelineMemory;
+  /** The first fence-store generation. */
+  fences: FenceStoreDescriptor;
+  /** Downstreams. */
+  downstreams: DownstreamSpec[];
+  /** Dead-letter directory (null: one under the temp directory for this process). */
+  deadLetterDir: string | null;
+  /** Dead-letter ring records. */
+  deadLetterCapacityRecords: number;
+  /** Port of the callback bridge (null when no downstream is a callback). */
+  bridgePort: MessagePort | null;
+}
+
+/** Atomics.waitAsync (Node >= 16; typed in lib es2024, newer than this project's lib setting). */
+type WaitAsync = (
+  typedArray: Int32Array,
+  index: number,
+  value: number,
+  timeoutMs: number,
+) => { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
+const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+
+/** Wait when the dispatcher has work pending (timers of the control loop), ms. */
+const BUSY_WAIT_MS = 2;
+/** Wait when idle, ms (the doorbell wakes it sooner). */
+const IDLE_WAIT_MS = 50;
+/** Store generations kept for naming (the current one and the ones triggers in flight may still name). */
+const KEPT_GENERATIONS = 8;
+
+function post(event: ThreadEvent): void {
+  parentPort!.postMessage(event);
+}
+
+async function main(): Promise<void> {
+  const d = workerData as DispatcherThreadData;
+  const m = d.memory;
+  const pipeline = PipelineRegion.wrap(m.pipeline);
+  const rings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
+  const statsCells = new Float64Array(m.stats);
+  const namer = new PipelineNamer(m.idTable);
+  let currentGeneration = d.fences.generation;
+  namer.stores.set(currentGeneration, FenceStore.open(d.fences));
+  const bridge = d.bridgePort === null ? null : new CallbackBridge(d.bridgePort, namer);
+  const metrics = new Float64Array(m.dispatchMetrics);
+  const dispatcher =
+    d.downstreams.length === 0
+      ? null
+      : new Dispatcher({
+          downstreams: buildDownstreams(d.downstreams, namer, bridge, statsCells, PST_HELD_BASE_F64, nowNs),
+          deadLetterDir: d.deadLetterDir ?? join(tmpdir(), `geofence-router-${process.pid}-dead-letters`),
+          namer,
+          deadLetterCapacityRecords: d.deadLetterCapacityRecords,
+          flushBatchRecords: Math.min(256, d.deadLetterCapacityRecords),
+          metricsBuffer: m.dispatchMetrics,
+        });
+  // With no downstream every trigger is unrouted: count it in the dispatcher-wide cells (block 0).
+  let unrouted = 0;
+
+  /** Offers every published record of every ring and releases them; returns how many. */
+  const scan = (): number => {
+    let total = 0;
+    for (let r = 0; r < rings.length; r++) {
+      const ring = rings[r]!;
+      const n = ring.available();
+      if (n === 0) continue;
+      if (dispatcher !== null) {
+        for (let k = 0; k < n; k++) {
+          const slot = ring.readSlot(k);
+          dispatcher.offer(ring.f64, ring.i32, slot * ring.strideF64, slot * ring.strideI32);
+        }
+      } else {
+        unrouted += n;
+      }
+      ring.release(n);
+      total += n;
+    }
+    if (dispatcher === null && total > 0) {
+      metrics[DISP_TRIGGERS_OFFERED_F64] = unrouted;
+      metrics[DISP_TRIGGERS_UNROUTED_F64] = unrouted;
+    }
+    return total;
+  };
+
+  const ringsEmpty = (): boolean => {
+    for (const r of rings) if (r.available() > 0) return false;
+    return true;
+  };
+
+  /** Drops stores of old generations once nothing can name them (idle and the rings empty), or past the cap. */
+  const pruneGenerations = (): void => {
+    if (namer.stores.size <= 1) return;
+    const idle = (dispatcher === null || dispatcher.isIdle) && ringsEmpty();
+    for (const g of [...namer.stores.keys()]) {
+      if (g !== currentGeneration && (idle || namer.stores.size > KEPT_GENERATIONS)) namer.stores.delete(g);
+    }
+  };
+
+  let stopping = false;
+  let stopped: () => void = () => undefined;
+  const loopDone = new Promise<void>((r) => (stopped = r));
+  const i32 = pipeline.i32;
+
+  const loop = async (): Promise<void> => {
+    let passes = 0;
+    while (!stopping) {
+      const seen = Atomics.load(i32, CTL_DISPATCH_DOORBELL_I32);
+      const n = scan();
+      dispatcher?.pump(nowNs());
+      if (n > 0) {
+        // Yield to the event loop now and then (sink completions, HTTP sockets, messages) even under steady load.
+        if (++passes % 8 === 0) await new Promise((r) => setImmediate(r));
+        continue;
+      }
+      passes = 0;
+      pruneGenerations();
+      Atomics.store(i32, CTL_DISPATCH_SLEEPING_I32, 1);
+      // Re-check after raising the flag: a producer that rang before it saw the flag down and did not notify.
+      if (Atomics.load(i32, CTL_DISPATCH_DOORBELL_I32) === seen && ringsEmpty()) {
+        const busy = dispatcher !== null && !(dispatcher.isIdle && dispatcher.deadLetterRing.depth === 0);
+        const w = waitAsync(i32, CTL_DISPATCH_DOORBELL_I32, seen, busy ? BUSY_WAIT_MS : IDLE_WAIT_MS);
+        if (w.async) await w.value;
+      }
+      Atomics.store(i32, CTL_DISPATCH_SLEEPING_I32, 0);
+      // Let completions and messages run between waits.
+      await new Promise((r) => setImmediate(r));
+    }
+    stopped();
+  };
+
+  const waitRingsEmpty = async (): Promise<void> => {
+    while (!ringsEmpty()) await new Promise((r) => setTimeout(r, 1));
+  };
+
+  parentPort!.on('message', (msg: DispatcherRequest) => {
+    const reply = (p: Promise<void>): void => {
+      p.then(
+        () => post({ type: 'reply', id: msg.id }),
+        (err: unknown) => post({ type: 'reply', id: msg.id, error: err instanceof Error ? err.message : String(err) }),
+      );
+    };
+    switch (msg.type) {
+      case 'fences':
+        reply(
+          (async () => {
+            namer.stores.set(msg.fences.generation, FenceStore.open(msg.fences));
+            currentGeneration = msg.fences.generation;
+          })(),
+        );
+        return;
+      case 'drain':
+        reply(
+          (async () => {
+            await waitRingsEmpty();
+            if (dispatcher !== null) await dispatcher.drain(msg.deadlineMs);
+          })(),
+        );
+        return;
+      case 'close':
+        reply(
+          (async () => {
+            await waitRingsEmpty();
+            stopping = true;
+            Atomics.notify(i32, CTL_DISPATCH_DOORBELL_I32);
+            await loopDone;
+            if (dispatcher !== null) {
+              scan();
+              await dispatcher.close(msg.deadlineMs);
+            }
+            bridge?.close();
+          })(),
+        );
+        return;
+    }
+  });
+
+  post({ type: 'started', port: 0 });
+  await loop();
+}
+
+if (parentPort !== null && workerData !== null && (workerData as Partial<DispatcherThreadData>).memory !== undefined) {
+  main().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.stack ?? err.message : String(err) }));
+}

@@ -1,0 +1,60 @@
+/**
+ * The held-time histogram (admission -> handed to a downstream), in shared Float64 cells (HELD_* in
+ * src/shm/layout.ts): written by the dispatcher thread only, read by the main thread for `stats()` and `/metrics`.
+ * Buckets grow geometrically (HELD_BOUND_GROWTH), so a quantile read from them is exact to within that ratio.
+ */
+import {
+  HELD_BOUND_GROWTH,
+  HELD_BOUNDED_BUCKETS,
+  HELD_BUCKET_COUNT,
+  HELD_BUCKETS_F64,
+  HELD_COUNT_F64,
+  HELD_FIRST_BOUND_NS,
+  HELD_MAX_NS_F64,
+  HELD_SUM_NS_F64,
+} from '../shm/layout.js';
+
+const LOG_GROWTH = Math.log(HELD_BOUND_GROWTH);
+
+/** Upper bound of bounded bucket `i`, ns. */
+export function heldBucketBoundNs(i: number): number {
+  return HELD_FIRST_BOUND_NS * Math.pow(HELD_BOUND_GROWTH, i);
+}
+
+/** Upper bounds of the bounded buckets, seconds (for the Prometheus histogram). */
+export const HELD_BUCKET_BOUNDS_S: readonly number[] = Array.from({ length: HELD_BOUNDED_BUCKETS }, (_, i) => heldBucketBoundNs(i) / 1e9);
+
+/** Bucket index of a held time (the overflow bucket for anything above the last bound). Allocation-free. */
+export function heldBucketOf(heldNs: number): number {
+  if (!(heldNs > HELD_FIRST_BOUND_NS)) return 0;
+  let i = Math.ceil(Math.log(heldNs / HELD_FIRST_BOUND_NS) / LOG_GROWTH);
+  // Float rounding at a bound: step back when the lower bucket already holds it.
+  if (i > 0 && heldBucketBoundNs(i - 1) >= heldNs) i--;
+  return i > HELD_BOUNDED_BUCKETS ? HELD_BOUNDED_BUCKETS : i;
+}
+
+/** Records one held time into the block at `base` (dispatcher thread). Allocation-free. */
+export function recordHeldTime(cells: Float64Array, base: number, heldNs: number): void {
+  const v = heldNs > 0 ? heldNs : 0;
+  cells[base + HELD_COUNT_F64]!++;
+  cells[base + HELD_SUM_NS_F64]! += v;
+  if (v > cells[base + HELD_MAX_NS_F64]!) cells[base + HELD_MAX_NS_F64] = v;
+  cells[base + HELD_BUCKETS_F64 + heldBucketOf(v)]!++;
+}
+
+/**
+ * Quantile `q` in [0, 1] of the held times in the block at `base`, ms: the upper bound of the bucket holding it
+ * (the recorded maximum for the overflow bucket, and never above the maximum). NaN when there are no samples.
+ */
+export function heldQuantileMs(cells: Float64Array, base: number, q: number): number {
+  const count = cells[base + HELD_COUNT_F64]!;
+  if (!(count > 0)) return Number.NaN;
+  const rank = Math.max(1, Math.ceil(q * count));
+  const maxNs = cells[base + HELD_MAX_NS_F64]!;
+  let seen = 0;
+  for (let i = 0; i < HELD_BUCKET_COUNT; i++) {
+    seen += cells[base + HELD_BUCKETS_F64 + i]!;
+    if (seen >= rank) return (i === HELD_BOUNDED_BUCKETS ? maxNs : Math.min(heldBucketBoundNs(i), maxNs)) / 1e6;
+  }
+  return maxNs / 1e6;
+}

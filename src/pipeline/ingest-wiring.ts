@@ -1,0 +1,145 @@
+/**
+ * The ingest thread's wiring of the edge to admission and the rings: lane predicates over the current fence store and
+ * the shared device state, the PingSink that admits and writes each ping, and an edge whose streams flush the
+ * shards' batches at the end of every read chunk.
+ */
+import type { DeviceState } from '../fences/device-state.js';
+import { Q_LIMIT_M, Q_X, Q_Y } from '../fences/geometry.js';
+import type { FenceStore } from '../fences/store.js';
+import type { LaneAdmission } from '../ingest/admission.js';
+import { IngestEdge, type IngestStream, type PingSink } from '../ingest/ingest-edge.js';
+import type { LanePredicates } from '../ingest/lane-classifier.js';
+import type { PingFields } from '../ingest/ping-fields.js';
+import { writeTelemetryRecord } from '../ingest/telemetry-record.js';
+import { nowNs } from '../shm/clock.js';
+import { Lane } from '../shm/layout.js';
+import type { SpscRing } from '../shm/ring.js';
+import type { ShardScheduler } from './shard-scheduler.js';
+
+const LANE_COMPLIANCE = Lane.COMPLIANCE;
+
+/**
+ * Lane predicates from the fence store in force (swapped on reload) and the shared device state. Allocation-free.
+ *
+ * The device state lags the ingest edge by the pings not yet processed, so "the device was inside a compliance fence"
+ * is answered from two sources: the shared state (authoritative for every ping containment has processed) and, for a
+ * device whose last COMPLIANCE ping containment has not processed yet, that pending ping itself: until it is
+ * processed, the device may be inside, so its next pings travel in the COMPLIANCE lane too.
+ */
+export class StorePredicates implements LanePredicates {
+  /** The store generation in force. */
+  store: FenceStore;
+  private readonly state: DeviceState;
+  private readonly marginM: number;
+  private readonly rings: readonly SpscRing[];
+  private readonly shardOfSlot: Uint16Array;
+  /** Per slot: ring sequence just after the device's last COMPLIANCE ping. */
+  private readonly complianceSeqAfter: Int32Array;
+  /** Per slot: 1 while complianceSeqAfter names a ping containment may not have processed. */
+  private readonly compliancePending: Uint8Array;
+
+  constructor(store: FenceStore, state: DeviceState, marginM: number, rings: readonly SpscRing[], shardOfSlot: Uint16Array) {
+    this.store = store;
+    this.state = state;
+    this.marginM = marginM;
+    this.rings = rings;
+    this.shardOfSlot = shardOfSlot;
+    this.complianceSeqAfter = new Int32Array(shardOfSlot.length);
+    this.compliancePending = new Uint8Array(shardOfSlot.length);
+  }
+
+  /** Notes that the device's ping just claimed in its shard's ring travels in the COMPLIANCE lane. */
+  noteCompliance(slot: number, ring: SpscRing): void {
+    this.complianceSeqAfter[slot] = (ring.writeSeq() + ring.pendingCount()) | 0;
+    this.compliancePending[slot] = 1;
+  }
+
+  /** Inside or within the margin of a compliance fence's box (through the store's q cells: no double crosses a call). */
+  nearCompliance(lat: number, lon: number): boolean {
+    const store = this.store;
+    if (store.complianceCount === 0) return false;
+    const q = store.q;
+    q[Q_X] = lon;
+    q[Q_Y] = lat;
+    q[Q_LIMIT_M] = this.marginM;
+    return store.nearComplianceAt();
+  }
+
+  /** The device has an entry on a compliance fence, or a COMPLIANCE ping containment has not processed yet. */
+  deviceInsideCompliance(slot: number): boolean {
+    if (this.state.insideCompliance(slot)) return true;
+    if (this.compliancePending[slot] === 0) return false;
+    // Not yet consumed while the ring's read sequence is still before the ping's end.
+    if (((this.rings[this.shardOfSlot[slot]!]!.readSeq() - this.complianceSeqAfter[slot]!) | 0) < 0) return true;
+    this.compliancePending[slot] = 0;
+    return this.state.insideCompliance(slot);
+  }
+}
+
+/** Admits each ping into its shard's ring and writes it; the scheduler publishes and batches. Allocation-free. */
+export class AdmissionSink implements PingSink {
+  private readonly admissions: readonly LaneAdmission[];
+  private readonly scheduler: ShardScheduler;
+  private readonly predicates: StorePredicates;
+
+  constructor(admissions: readonly LaneAdmission[], scheduler: ShardScheduler, predicates: StorePredicates) {
+    this.admissions = admissions;
+    this.scheduler = scheduler;
+    this.predicates = predicates;
+  }
+
+  offer(fields: PingFields): void {
+    const shard = fields.shard;
+    const admission = this.admissions[shard]!;
+    const now = nowNs();
+    const slot = admission.admit(fields.lane, now);
+    // Shed: admission counted it by lane and reason.
+    if (slot < 0) return;
+    const ring = admission.ring;
+    writeTelemetryRecord(ring, slot, fields, now);
+    if (fields.lane === LANE_COMPLIANCE) this.predicates.noteCompliance(fields.slot, ring);
+    this.scheduler.noteClaimed(shard, ring);
+  }
+}
+
+/** A stream that flushes the shards' batches after every chunk it is given. */
+class FlushingStream implements IngestStream {
+  readonly name: string;
+  private readonly inner: IngestStream;
+  private readonly scheduler: ShardScheduler;
+
+  constructor(inner: IngestStream, scheduler: ShardScheduler) {
+    this.inner = inner;
+    this.name = inner.name;
+    this.scheduler = scheduler;
+  }
+
+  get bufferedBytes(): number {
+    return this.inner.bufferedBytes;
+  }
+
+  write(chunk: Uint8Array): void {
+    this.inner.write(chunk);
+    this.scheduler.flush();
+  }
+
+  end(): void {
+    this.inner.end();
+    this.scheduler.flush();
+  }
+}
+
+/** The ingest edge of the pipeline: every stream it opens flushes at the end of each read chunk. */
+export class PipelineEdge extends IngestEdge {
+  private scheduler: ShardScheduler | null = null;
+
+  /** Attaches the scheduler (after construction: the sink and the scheduler are built around the edge's registry). */
+  attach(scheduler: ShardScheduler): void {
+    this.scheduler = scheduler;
+  }
+
+  override openStream(name: string): IngestStream {
+    const inner = super.openStream(name);
+    return this.scheduler === null ? inner : new FlushingStream(inner, this.scheduler);
+  }
+}

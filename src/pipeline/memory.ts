@@ -1,0 +1,81 @@
+/**
+ * Every shared region of one router, allocated once on the main thread and handed to each thread (structured-clone
+ * safe: SharedArrayBuffers and numbers). Each thread wraps what it uses (allocation separate from wrapping).
+ */
+import { metricsCells } from '../dispatch/dispatcher.js';
+import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
+import { allocateDeviceIdTable } from '../ingest/device-registry.js';
+import { allocatePipelineRegion } from '../ingest/pipeline-region.js';
+import { CNT_BLOCK_F64, PST_REGION_F64, RingKind, TRIGGER_STRIDE_BYTES } from '../shm/layout.js';
+import { allocateAdmissionCounters, allocateCounterRegion, allocateRingRegion, allocateTelemetryRing } from '../shm/regions.js';
+
+/** Slots of the control trigger ring (the main thread's: EXIT triggers written by a fence reload). */
+export const CONTROL_TRIGGER_RING_SLOTS = 4096;
+
+/** The shared regions of a router. */
+export interface PipelineMemory {
+  /** Telemetry shards. */
+  readonly shards: number;
+  /** Pipeline region: control cells and ingest counters (PipelineRegion). */
+  readonly pipeline: SharedArrayBuffer;
+  /** Pipeline stats region (PST_* cells): batching counters, reload counters, held-time histogram. */
+  readonly stats: SharedArrayBuffer;
+  /** Shared device id table. */
+  readonly idTable: SharedArrayBuffer;
+  /** Telemetry rings, one per shard (ingest thread -> containment pool). */
+  readonly telemetryRings: readonly SharedArrayBuffer[];
+  /**
+   * Trigger rings: one per shard (containment pool -> dispatcher), then the control ring at index `shards` (main
+   * thread -> dispatcher, for reload EXITs).
+   */
+  readonly triggerRings: readonly SharedArrayBuffer[];
+  /** Admission counter blocks (ADM_*), one per shard. */
+  readonly admissionCounters: SharedArrayBuffer;
+  /** Containment counter blocks (CNT_*): one per shard, then the control block at index `shards` (reloads). */
+  readonly containmentCounters: SharedArrayBuffer;
+  /** Per-device containment state. */
+  readonly deviceState: DeviceStateDescriptor;
+  /** Dispatcher metric cells (DS_* blocks, then the DISP_* block). */
+  readonly dispatchMetrics: SharedArrayBuffer;
+}
+
+/** What to allocate. */
+export interface PipelineMemorySpec {
+  /** Telemetry shards. */
+  shards: number;
+  /** Slots per telemetry ring (and per shard trigger ring). */
+  ringCapacitySlots: number;
+  /** Admission's reserved COMPLIANCE fraction (sets each telemetry ring's reserved slice). */
+  reservedFraction: number;
+  /** Device slots. */
+  maxDevices: number;
+  /** UTF-8 bytes per device id. */
+  idBytesPerSlot: number;
+  /** Fence entries per device. */
+  maxFencesPerDevice: number;
+  /** Downstreams of the dispatcher. */
+  downstreams: number;
+}
+
+/** Allocates every region of a router (main thread). */
+export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory {
+  const telemetryRings: SharedArrayBuffer[] = [];
+  const triggerRings: SharedArrayBuffer[] = [];
+  for (let s = 0; s < spec.shards; s++) {
+    telemetryRings.push(allocateTelemetryRing(spec.ringCapacitySlots, spec.reservedFraction));
+    triggerRings.push(allocateRingRegion({ capacitySlots: spec.ringCapacitySlots, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  }
+  triggerRings.push(allocateRingRegion({ capacitySlots: CONTROL_TRIGGER_RING_SLOTS, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  return {
+    shards: spec.shards,
+    pipeline: allocatePipelineRegion(spec.shards),
+    stats: allocateCounterRegion(1, PST_REGION_F64),
+    idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot),
+    telemetryRings,
+    triggerRings,
+    admissionCounters: allocateAdmissionCounters(spec.shards),
+    containmentCounters: allocateCounterRegion(spec.shards + 1, CNT_BLOCK_F64),
+    deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice),
+    dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * Messages between the main thread and the pipeline threads, and a small request/reply helper. Control traffic
+ * only (start, pause, resume, drain, close, embedding input): no message is sent per event except `push`.
+ */
+import type { FenceStoreDescriptor } from '../fences/store.js';
+import type { TelemetryPoint } from '../ingest/ping-fields.js';
+
+/** Main -> ingest thread. */
+export type IngestRequest =
+  | { type: 'ingest'; bytes: Uint8Array }
+  | { type: 'push'; point: TelemetryPoint }
+  | { type: 'stream-data'; bytes: Uint8Array }
+  | { type: 'stream-end' }
+  | { type: 'pause'; id: number }
+  | { type: 'resume'; id: number; fences: FenceStoreDescriptor }
+  | { type: 'drain'; id: number }
+  | { type: 'close'; id: number };
+
+/** Main -> dispatcher thread. */
+export type DispatcherRequest =
+  | { type: 'fences'; id: number; fences: FenceStoreDescriptor }
+  | { type: 'drain'; id: number; deadlineMs: number }
+  | { type: 'close'; id: number; deadlineMs: number };
+
+/** Pipeline thread -> main. */
+export type ThreadEvent =
+  | { type: 'started'; port: number }
+  | { type: 'failed'; error: string }
+  | { type: 'reply'; id: number; error?: string }
+  | { type: 'inputs-done' }
+  | { type: 'log'; line: string };
+
+/** Dispatcher thread -> main, over the callback bridge: one batch for the callback of downstream `downstream`. */
+export interface CallbackCall {
+  /** Call id, echoed in the answer. */
+  id: number;
+  /** Index of the downstream (in the router's downstream list). */
+  downstream: number;
+  /** The triggers. */
+  triggers: unknown[];
+}
+
+/** Main -> dispatcher thread over the bridge: the callback's outcome. */
+export interface CallbackAnswer {
+  /** Call id. */
+  id: number;
+  /** True when the callback completed; false when it threw or rejected. */
+  ok: boolean;
+}
+
+/** The side of a thread pair that sends requests and awaits replies. */
+export interface RequestTarget {
+  postMessage(message: unknown): void;
+}
+
+/** Sends requests carrying an `id` and resolves them when the matching `reply` event arrives. Main thread. */
+export class Requester {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+  private readonly target: RequestTarget;
+  private readonly what: string;
+
+  /** `what` names the thread in errors. */
+  constructor(target: RequestTarget, what: string) {
+    this.target = target;
+    this.what = what;
+  }
+
+  /** Sends `message` with a fresh id; resolves on its reply, rejects with the thread's error. */
+  request<M extends { id: number }>(message: Omit<M, 'id'>): Promise<void> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.target.postMessage({ ...message, id });
+    });
+  }
+
+  /** Handles a reply event. */
+  onReply(id: number, error: string | undefined): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return;
+    this.pending.delete(id);
+    if (error === undefined) p.resolve();
+    else p.reject(new Error(`${this.what}: ${error}`));
+  }
+
+  /** Rejects every pending request (the thread exited). */
+  failAll(reason: string): void {
+    for (const p of this.pending.values()) p.reject(new Error(`${this.what}: ${reason}`));
+    this.pending.clear();
+  }
+}

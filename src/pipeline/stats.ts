@@ -1,0 +1,255 @@
+/**
+ * The router's stats snapshot, read from shared memory on the main thread (a few hundred cell reads, no message).
+ */
+import {
+  ADM_ADMITTED_F64,
+  ADM_BLOCK_F64,
+  ADM_OFFERED_F64,
+  ADM_SHED_F64,
+  CNT_BLOCK_F64,
+  CNT_CANDIDATE_OVERFLOW_F64,
+  CNT_FENCE_OVERFLOW_F64,
+  CNT_GENERATION_MISMATCH_F64,
+  CNT_INVALID_F64,
+  CNT_PROCESSED_F64,
+  CNT_STALE_F64,
+  CNT_TRIGGERS_F64,
+  DISP_TRIGGERS_OFFERED_F64,
+  DISP_TRIGGERS_UNROUTED_F64,
+  DS_BLOCK_F64,
+  DS_BREAKER_STATE_F64,
+  DS_DEAD_LETTERED_F64,
+  DS_DELIVERED_F64,
+  DS_IN_FLIGHT_TRIGGERS_F64,
+  DS_INFLIGHT_F64,
+  DS_LIMIT_F64,
+  DS_OFFERED_F64,
+  DS_QUEUE_DEPTH_F64,
+  DS_RTT_MIN_NS_F64,
+  ING_ACCEPTED_F64,
+  ING_DEVICES_F64,
+  ING_FRAMES_F64,
+  ING_REJECTED_F64,
+  LANE_COUNT,
+  LANE_NAMES,
+  PST_HELD_BASE_F64,
+  PST_LOST_PINGS_F64,
+  PST_RELOADS_F64,
+  PST_TASKS_COMPLETED_F64,
+  REJECT_REASON_COUNT,
+  REJECT_REASON_NAMES,
+  SHED_REASON_COUNT,
+  SHED_REASON_NAMES,
+  TRIGGER_TYPE_COUNT,
+  TRIGGER_TYPE_NAMES,
+  HELD_COUNT_F64,
+} from '../shm/layout.js';
+import { BREAKER_STATE_NAMES } from '../dispatch/breaker.js';
+import { heldQuantileMs } from './held-time.js';
+
+/** Counts per lane. */
+export type PerLane = Record<(typeof LANE_NAMES)[number], number>;
+/** Counts per trigger type. */
+export type PerTriggerType = Record<(typeof TRIGGER_TYPE_NAMES)[number], number>;
+
+/** One downstream's control-loop signals. */
+export interface DownstreamStats {
+  /** Name. */
+  name: string;
+  /** Concurrency limit in force. */
+  limit: number;
+  /** Requests in flight. */
+  inflight: number;
+  /** The limit's reference (minimum) RTT, ms (NaN until measured). */
+  rttMinMs: number;
+  /** Breaker state: "closed" / "open" / "half_open". */
+  breakerState: string;
+  /** Triggers in its live queue. */
+  queueDepth: number;
+  /** Trigger deliveries offered to it. */
+  offered: number;
+  /** Delivered. */
+  delivered: number;
+  /** Dead-lettered (durably flushed). */
+  deadLettered: number;
+  /** Queued, being sent, or awaiting the dead-letter flush. */
+  inFlight: number;
+}
+
+/** A snapshot of the router's counters. */
+export interface RouterStats {
+  /** Frames looked at by the ingest edge. */
+  frames: number;
+  /** Pings that passed validation (offered to admission). */
+  accepted: number;
+  /** Rejected frames and pings by reason (only reasons seen are listed). */
+  rejected: Record<string, number>;
+  /** Rejected in all. */
+  rejectedTotal: number;
+  /** Devices registered. */
+  devices: number;
+  /** Pings offered to admission per lane. */
+  offered: PerLane;
+  /** Pings admitted per lane. */
+  admitted: PerLane;
+  /** Pings shed per lane, by reason (`shed.idle.rate_limited`). */
+  shed: Record<(typeof LANE_NAMES)[number], Record<string, number>>;
+  /** Offered / admitted / shed summed over lanes. */
+  offeredTotal: number;
+  admittedTotal: number;
+  shedTotal: number;
+  /** Admitted pings containment consumed (processed by the state machine, plus stale and invalid ones it ignored). */
+  processed: number;
+  /** Of those, ignored as older than the device's last ping. */
+  stale: number;
+  /** Pings lost because a containment task failed (0 unless a worker threw). */
+  lost: number;
+  /** Triggers produced per type (containment and reload EXITs). */
+  triggers: PerTriggerType;
+  /** Triggers produced in all. */
+  triggersTotal: number;
+  /** Trigger records the dispatcher read. */
+  triggersDispatched: number;
+  /** Of those, routed to no downstream. */
+  unrouted: number;
+  /** Trigger deliveries offered to downstreams (one per subscribed downstream). */
+  deliveriesOffered: number;
+  /** Delivered. */
+  delivered: number;
+  /** Dead-lettered and durably flushed. */
+  deadLettered: number;
+  /** Deliveries queued, being sent, or awaiting the dead-letter flush. */
+  inFlight: number;
+  /** Per downstream. */
+  downstreams: DownstreamStats[];
+  /** Held time (admission -> handed to a downstream) P50 / P99 / max, ms (NaN before the first trigger). */
+  heldTimeP50Ms: number;
+  heldTimeP99Ms: number;
+  heldTimeMaxMs: number;
+  /** Held-time samples. */
+  heldTimeSamples: number;
+  /** Containment tasks completed. */
+  tasks: number;
+  /** Fence reloads completed. */
+  reloads: number;
+  /** Containment diagnostics: fence-entry overflows, candidate overflows, generation mismatches. */
+  fenceOverflows: number;
+  candidateOverflows: number;
+  generationMismatches: number;
+}
+
+/** Shared views the stats are read from. */
+export interface StatsViews {
+  pipeline: Float64Array;
+  admission: Float64Array;
+  containment: Float64Array;
+  dispatch: Float64Array;
+  stats: Float64Array;
+  shards: number;
+  downstreamNames: readonly string[];
+}
+
+function perLane(read: (lane: number) => number): PerLane {
+  return { idle: read(0), transition: read(1), compliance: read(2) };
+}
+
+/** Reads a snapshot (main thread). */
+export function readRouterStats(v: StatsViews): RouterStats {
+  const admSum = (cell: number): number => {
+    let s = 0;
+    for (let b = 0; b < v.shards; b++) s += v.admission[b * ADM_BLOCK_F64 + cell]!;
+    return s;
+  };
+  const cntSum = (cell: number): number => {
+    let s = 0;
+    for (let b = 0; b <= v.shards; b++) s += v.containment[b * CNT_BLOCK_F64 + cell]!;
+    return s;
+  };
+  const rejected: Record<string, number> = {};
+  let rejectedTotal = 0;
+  for (let r = 0; r < REJECT_REASON_COUNT; r++) {
+    const n = v.pipeline[ING_REJECTED_F64 + r]!;
+    if (n > 0) rejected[REJECT_REASON_NAMES[r]!] = n;
+    rejectedTotal += n;
+  }
+  const offered = perLane((l) => admSum(ADM_OFFERED_F64 + l));
+  const admitted = perLane((l) => admSum(ADM_ADMITTED_F64 + l));
+  const shed = { idle: {}, transition: {}, compliance: {} } as RouterStats['shed'];
+  let shedTotal = 0;
+  for (let l = 0; l < LANE_COUNT; l++) {
+    for (let r = 0; r < SHED_REASON_COUNT; r++) {
+      const n = admSum(ADM_SHED_F64 + l * SHED_REASON_COUNT + r);
+      shed[LANE_NAMES[l]!][SHED_REASON_NAMES[r]!] = n;
+      shedTotal += n;
+    }
+  }
+  const triggers = { ENTER: 0, EXIT: 0, DWELL: 0, CROSS: 0 } as PerTriggerType;
+  let triggersTotal = 0;
+  for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) {
+    const n = cntSum(CNT_TRIGGERS_F64 + t);
+    triggers[TRIGGER_TYPE_NAMES[t]!] = n;
+    triggersTotal += n;
+  }
+  const downstreams: DownstreamStats[] = [];
+  let deliveriesOffered = 0;
+  let delivered = 0;
+  let deadLettered = 0;
+  let inFlight = 0;
+  v.downstreamNames.forEach((name, d) => {
+    const b = d * DS_BLOCK_F64;
+    const c = v.dispatch;
+    const s: DownstreamStats = {
+      name,
+      limit: c[b + DS_LIMIT_F64]!,
+      inflight: c[b + DS_INFLIGHT_F64]!,
+      rttMinMs: c[b + DS_RTT_MIN_NS_F64]! / 1e6,
+      breakerState: (BREAKER_STATE_NAMES as readonly string[])[c[b + DS_BREAKER_STATE_F64]!] ?? String(c[b + DS_BREAKER_STATE_F64]),
+      queueDepth: c[b + DS_QUEUE_DEPTH_F64]!,
+      offered: c[b + DS_OFFERED_F64]!,
+      delivered: c[b + DS_DELIVERED_F64]!,
+      deadLettered: c[b + DS_DEAD_LETTERED_F64]!,
+      inFlight: c[b + DS_IN_FLIGHT_TRIGGERS_F64]!,
+    };
+    deliveriesOffered += s.offered;
+    delivered += s.delivered;
+    deadLettered += s.deadLettered;
+    inFlight += s.inFlight;
+    downstreams.push(s);
+  });
+  const g = v.downstreamNames.length * DS_BLOCK_F64;
+  const processed = cntSum(CNT_PROCESSED_F64) + cntSum(CNT_STALE_F64) + cntSum(CNT_INVALID_F64);
+  return {
+    frames: v.pipeline[ING_FRAMES_F64]!,
+    accepted: v.pipeline[ING_ACCEPTED_F64]!,
+    rejected,
+    rejectedTotal,
+    devices: v.pipeline[ING_DEVICES_F64]!,
+    offered,
+    admitted,
+    shed,
+    offeredTotal: offered.idle + offered.transition + offered.compliance,
+    admittedTotal: admitted.idle + admitted.transition + admitted.compliance,
+    shedTotal,
+    processed,
+    stale: cntSum(CNT_STALE_F64),
+    lost: v.stats[PST_LOST_PINGS_F64]!,
+    triggers,
+    triggersTotal,
+    triggersDispatched: v.dispatch[g + DISP_TRIGGERS_OFFERED_F64]!,
+    unrouted: v.dispatch[g + DISP_TRIGGERS_UNROUTED_F64]!,
+    deliveriesOffered,
+    delivered,
+    deadLettered,
+    inFlight,
+    downstreams,
+    heldTimeP50Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.5),
+    heldTimeP99Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.99),
+    heldTimeMaxMs: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 1),
+    heldTimeSamples: v.stats[PST_HELD_BASE_F64 + HELD_COUNT_F64]!,
+    tasks: v.stats[PST_TASKS_COMPLETED_F64]!,
+    reloads: v.stats[PST_RELOADS_F64]!,
+    fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),
+    candidateOverflows: cntSum(CNT_CANDIDATE_OVERFLOW_F64),
+    generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
+  };
+}

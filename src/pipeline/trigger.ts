@@ -1,0 +1,30 @@
+/**
+ * The trigger as delivered to an in-process callback (the same fields as the NDJSON and webhook JSON objects).
+ */
+import type { LANE_NAMES, TRIGGER_TYPE_NAMES } from '../shm/layout.js';
+
+/** One ENTER / EXIT / DWELL / CROSS trigger. */
+export interface Trigger {
+  /** Trigger type. */
+  type: (typeof TRIGGER_TYPE_NAMES)[number];
+  /** The device's id as it sent it (a string, or an unsigned integer rendered as a string). */
+  deviceId: string;
+  /** The fence's id. */
+  fenceId: string;
+  /** The fence's tags. */
+  tags: readonly string[];
+  /** Lane of the ping that produced the trigger. */
+  lane: (typeof LANE_NAMES)[number];
+  /** Latitude of that ping, WGS84 degrees. */
+  lat: number;
+  /** Longitude of that ping. */
+  lon: number;
+  /** Event time of that ping, epoch ms. */
+  eventTimeMs: number;
+  /** The device's trigger sequence number: strictly increasing per device; receivers order and de-duplicate on it. */
+  seq: number;
+  /** Milliseconds the device had been inside the fence (DWELL and EXIT; 0 otherwise). */
+  insideMs: number;
+  /** True when the trigger is re-delivered from the dead-letter file. */
+  replay: boolean;
+}

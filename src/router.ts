@@ -1,0 +1,488 @@
+/**
+ * The router (main thread): `createRouter(options)` starts the pipeline threads over freshly allocated shared memory
+ * and returns a `Router` for embedding: in-process input, fence reloads, stats, metrics, drain and close.
+ *
+ *   main thread: options, fence loading and reload, admin HTTP server, the embedding's callbacks (bridge), stats
+ *   ingest thread (owns the containment pool) -> telemetry rings -> pool workers -> trigger rings -> dispatcher thread
+ *
+ * Reload protocol: build the new store generation here (a FenceValidationError leaves the old one serving); give it to
+ * the dispatcher (it names triggers of every generation still in flight); pause the pool (batches in flight finish on
+ * the generation they started with); wait until the dispatcher has read every shard's trigger ring (so a reload EXIT
+ * never overtakes the ENTER it closes); carry the device state over, writing EXITs for removed fences into the
+ * control trigger ring; wait until the dispatcher has read those too; publish the generation and resume the pool.
+ */
+import { readFileSync } from 'node:fs';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { AdminServer } from './admin/admin-server.js';
+import { resolveRouterOptions, type CallbackDownstreamOptions, type RouterOptions, type RouterOptionsInput } from './config/options.js';
+import { DeviceState } from './fences/device-state.js';
+import { parseFences } from './fences/parse.js';
+import { reloadDeviceState } from './fences/reload.js';
+import { buildFenceStore, FenceStore } from './fences/store.js';
+import type { TelemetryPoint } from './ingest/ping-fields.js';
+import { PipelineRegion } from './ingest/pipeline-region.js';
+import { RouterMetrics } from './metrics/router-metrics.js';
+import type { DownstreamSpec } from './pipeline/dispatch-wiring.js';
+import type { DispatcherThreadData } from './pipeline/dispatcher-thread.js';
+import type { IngestThreadData } from './pipeline/ingest-thread.js';
+import { allocatePipelineMemory, type PipelineMemory } from './pipeline/memory.js';
+import { Requester, type CallbackAnswer, type CallbackCall, type DispatcherRequest, type IngestRequest, type ThreadEvent } from './pipeline/messages.js';
+import { readRouterStats, type RouterStats } from './pipeline/stats.js';
+import type { Trigger } from './pipeline/trigger.js';
+import { nowNs } from './shm/clock.js';
+import { CNT_BLOCK_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, TRIGGER_TYPE_NAMES } from './shm/layout.js';
+import { SpscRing } from './shm/ring.js';
+
+/** Extra inputs of createRouter beyond the serialisable options. */
+export interface RouterExtras {
+  /** Fences as a GeoJSON FeatureCollection object (instead of `fencesFile`). */
+  fences?: unknown;
+  /** Where log lines of the pipeline threads go (default console.warn). */
+  log?: (line: string) => void;
+  /** How long drain waits for deliveries before dead-lettering what is left, ms (default 30000). */
+  drainDeadlineMs?: number;
+}
+
+/** The outcome of a fence reload. */
+export interface ReloadResult {
+  /** The generation now in force. */
+  generation: number;
+  /** Fences in it. */
+  fenceCount: number;
+}
+
+/** What close() returns: the final stats and how long the router ran. */
+export interface RouterSummary extends RouterStats {
+  /** Milliseconds from start to the end of close(). */
+  uptimeMs: number;
+}
+
+/** A running router. */
+export interface Router {
+  /** Bound port of the telemetry TCP listener (null when there is none). */
+  readonly ingestPort: number | null;
+  /** Bound port of the admin HTTP server (null when there is none). */
+  readonly adminPort: number | null;
+  /** The options in force (defaults filled in). */
+  readonly options: Readonly<RouterOptions>;
+  /** Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). */
+  ingest(bytes: Uint8Array): void;
+  /** Ingests one decoded point (validated like a frame). */
+  push(point: TelemetryPoint): void;
+  /**
+   * Replaces the fences. Rejects with FenceValidationError (feature index and reason) for bad GeoJSON and the old
+   * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT.
+   */
+  reloadFences(geojson: unknown): Promise<ReloadResult>;
+  /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */
+  reloadFencesFile(): Promise<ReloadResult>;
+  /** A snapshot of every counter, read from shared memory. */
+  stats(): RouterStats;
+  /** The Prometheus text exposition `/metrics` serves. */
+  metricsText(): Promise<string>;
+  /** Resolves when every `options.inputs` file (and stdin) has been read to its end. */
+  inputsFinished(): Promise<void>;
+  /** Stops ingest (listener closed, further input shed as draining), empties the rings, finishes deliveries. */
+  drain(): Promise<void>;
+  /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
+  close(): Promise<RouterSummary>;
+}
+
+/** A pipeline thread and its request channel. */
+class ThreadHandle {
+  readonly worker: Worker;
+  readonly requests: Requester;
+  readonly started: Promise<number>;
+  private exited = false;
+
+  constructor(url: URL, data: unknown, transfer: MessagePort[], name: string, log: (line: string) => void, onInputsDone: () => void) {
+    this.worker = new Worker(url, { workerData: data, transferList: transfer, name });
+    this.requests = new Requester(this.worker, name);
+    this.started = new Promise((resolve, reject) => {
+      this.worker.on('message', (e: ThreadEvent) => {
+        if (e.type === 'started') resolve(e.port);
+        else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
+        else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
+        else if (e.type === 'log') log(e.line);
+        else if (e.type === 'inputs-done') onInputsDone();
+      });
+      this.worker.on('error', (err) => {
+        log(`${name} failed: ${err.stack ?? err.message}`);
+        reject(err);
+        this.requests.failAll(err.message);
+      });
+      this.worker.on('exit', (code) => {
+        this.exited = true;
+        reject(new Error(`${name} exited with code ${code} before it started`));
+        this.requests.failAll(`exited with code ${code}`);
+      });
+    });
+    // A failed start is reported through `started`; keep an unobserved rejection from crashing the process.
+    this.started.catch(() => undefined);
+  }
+
+  async stop(): Promise<void> {
+    if (!this.exited) await this.worker.terminate();
+  }
+}
+
+function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
+  return o.downstreams.map((d) => {
+    const s: DownstreamSpec = { name: d.name, kind: d.kind };
+    if (d.kind === 'webhook') {
+      s.url = d.url;
+      if (d.timeoutMs !== undefined) s.timeoutMs = d.timeoutMs;
+    }
+    if (d.kind === 'ndjson') s.path = d.path;
+    if (d.subscribe !== undefined) {
+      const sub: NonNullable<DownstreamSpec['subscription']> = {};
+      if (d.subscribe.fenceIds !== undefined) sub.fenceIds = d.subscribe.fenceIds;
+      if (d.subscribe.tags !== undefined) sub.tags = d.subscribe.tags;
+      if (d.subscribe.types !== undefined) sub.types = d.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t));
+      s.subscription = sub;
+    }
+    if (d.limit !== undefined) s.limit = d.limit;
+    if (d.safetyCap !== undefined) s.safetyCap = d.safetyCap;
+    if (d.maxBatchTriggers !== undefined) s.maxBatchTriggers = d.maxBatchTriggers;
+    if (d.queueCapacitySlots !== undefined) s.queueCapacitySlots = d.queueCapacitySlots;
+    if (d.maxQueueAgeMs !== undefined) s.maxQueueAgeMs = d.maxQueueAgeMs;
+    if (d.maxAttempts !== undefined) s.maxAttempts = d.maxAttempts;
+    if (d.replay !== undefined) s.replay = d.replay;
+    return s;
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The Router implementation. */
+class PipelineRouter implements Router {
+  ingestPort: number | null = null;
+  adminPort: number | null = null;
+  readonly options: Readonly<RouterOptions>;
+  private readonly memory: PipelineMemory;
+  private readonly pipeline: PipelineRegion;
+  private readonly state: DeviceState;
+  private readonly controlRing: SpscRing;
+  private readonly shardTriggerRings: SpscRing[];
+  private readonly containment: Float64Array;
+  private readonly statsCells: Float64Array;
+  private readonly views: Parameters<typeof readRouterStats>[0];
+  private readonly metrics: RouterMetrics;
+  private readonly log: (line: string) => void;
+  private readonly drainDeadlineMs: number;
+  private readonly startedAtMs = Date.now();
+  private store: FenceStore;
+  private ingestThread: ThreadHandle | null = null;
+  private dispatcherThread: ThreadHandle | null = null;
+  private admin: AdminServer | null = null;
+  private bridge: MessagePort | null = null;
+  private reloadChain: Promise<unknown> = Promise.resolve();
+  private drainPromise: Promise<void> | null = null;
+  private closePromise: Promise<RouterSummary> | null = null;
+  private inputsDone: () => void = () => undefined;
+  private readonly inputsDonePromise: Promise<void>;
+  private stdinListener: ((chunk: Buffer) => void) | null = null;
+
+  constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras) {
+    this.options = options;
+    this.store = store;
+    this.log = extras.log ?? ((line) => console.warn(line));
+    this.drainDeadlineMs = extras.drainDeadlineMs ?? 30_000;
+    this.memory = allocatePipelineMemory({
+      shards: options.shards,
+      ringCapacitySlots: options.ringCapacitySlots,
+      reservedFraction: options.admission.reservedFraction,
+      maxDevices: options.maxDevices,
+      idBytesPerSlot: options.idBytesPerSlot,
+      maxFencesPerDevice: options.maxFencesPerDevice,
+      downstreams: options.downstreams.length,
+    });
+    const m = this.memory;
+    this.pipeline = PipelineRegion.wrap(m.pipeline);
+    this.pipeline.setFenceGeneration(store.generation);
+    this.state = DeviceState.open(m.deviceState);
+    this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
+    this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
+    this.containment = new Float64Array(m.containmentCounters);
+    this.statsCells = new Float64Array(m.stats);
+    this.views = {
+      pipeline: this.pipeline.f64,
+      admission: new Float64Array(m.admissionCounters),
+      containment: this.containment,
+      dispatch: new Float64Array(m.dispatchMetrics),
+      stats: this.statsCells,
+      shards: m.shards,
+      downstreamNames: options.downstreams.map((d) => d.name),
+    };
+    this.metrics = new RouterMetrics({
+      pipeline: m.pipeline,
+      admissionCounters: m.admissionCounters,
+      telemetryRings: [...m.telemetryRings],
+      triggerRings: [...m.triggerRings],
+      containmentCounters: m.containmentCounters,
+      dispatchMetrics: m.dispatchMetrics,
+      downstreamNames: options.downstreams.map((d) => d.name),
+      pipelineStats: m.stats,
+    });
+    this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
+  }
+
+  /** Starts the threads and the admin server. */
+  async start(): Promise<void> {
+    const o = this.options;
+    const m = this.memory;
+    const callbacks = o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null));
+    let bridgePort: MessagePort | null = null;
+    if (callbacks.some((c) => c !== null)) {
+      const channel = new MessageChannel();
+      bridgePort = channel.port1;
+      this.bridge = channel.port2;
+      const port = channel.port2;
+      port.on('message', (call: CallbackCall) => {
+        const answer = (ok: boolean): void => port.postMessage({ id: call.id, ok } satisfies CallbackAnswer);
+        try {
+          const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
+          if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
+            (r as Promise<void>).then(() => answer(true), () => answer(false));
+          } else {
+            answer(true);
+          }
+        } catch {
+          answer(false);
+        }
+      });
+    }
+    const dispatcherData: DispatcherThreadData = {
+      memory: m,
+      fences: this.store.descriptor,
+      downstreams: downstreamSpecs(o),
+      deadLetterDir: o.deadLetter.dir,
+      deadLetterCapacityRecords: o.deadLetter.capacityRecords,
+      bridgePort,
+    };
+    const noop = (): void => undefined;
+    this.dispatcherThread = new ThreadHandle(
+      new URL('./pipeline/dispatcher-thread.js', import.meta.url),
+      dispatcherData,
+      bridgePort === null ? [] : [bridgePort],
+      'dispatcher thread',
+      this.log,
+      noop,
+    );
+    await this.dispatcherThread.started;
+    const stdin = o.inputs.includes('-');
+    const ingestData: IngestThreadData = {
+      memory: m,
+      fences: this.store.descriptor,
+      listenHost: o.listenHost,
+      listenPort: o.listenPort,
+      ingest: { ...o.ingest },
+      admission: {
+        reservedFraction: o.admission.reservedFraction,
+        watermarkFraction: o.admission.watermarkFraction,
+        idleBucketCapacity: o.admission.idleBucketCapacity,
+        idleBucketRatePerSecond: o.admission.idleBucketRatePerSec,
+      },
+      complianceMarginM: o.complianceMarginM,
+      batchSize: o.batchSize,
+      poolSize: o.poolSize,
+      inputFiles: o.inputs.filter((p) => p !== '-'),
+      stdinForwarded: stdin,
+    };
+    this.ingestThread = new ThreadHandle(
+      new URL('./pipeline/ingest-thread.js', import.meta.url),
+      ingestData,
+      [],
+      'ingest thread',
+      this.log,
+      () => this.inputsDone(),
+    );
+    const port = await this.ingestThread.started;
+    this.ingestPort = o.listenHost === null ? null : port;
+    if (stdin) this.forwardStdin();
+    if (o.adminHost !== null) {
+      this.admin = new AdminServer({
+        host: o.adminHost,
+        port: o.adminPort,
+        registry: this.metrics.registry,
+        readiness: () => this.readiness(),
+        reloadFences: () => this.reloadFencesFile(),
+      });
+      await this.admin.start();
+      this.adminPort = this.admin.port;
+    }
+  }
+
+  private forwardStdin(): void {
+    const post = (msg: IngestRequest, transfer: ArrayBuffer[] = []): void => this.ingestThread?.worker.postMessage(msg, transfer);
+    this.stdinListener = (chunk: Buffer) => {
+      const copy = Uint8Array.prototype.slice.call(chunk);
+      post({ type: 'stream-data', bytes: copy }, [copy.buffer as ArrayBuffer]);
+    };
+    process.stdin.on('data', this.stdinListener);
+    process.stdin.once('end', () => post({ type: 'stream-end' }));
+  }
+
+  private readiness(): { ready: boolean; reason?: string } {
+    if (this.drainPromise !== null) return { ready: false, reason: 'draining' };
+    if (this.pipeline.ingestState() !== IngestState.RUNNING) return { ready: false, reason: 'ingest is not running' };
+    return { ready: true };
+  }
+
+  private post(msg: IngestRequest, transfer: ArrayBuffer[] = []): void {
+    if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
+    this.ingestThread.worker.postMessage(msg, transfer);
+  }
+
+  ingest(bytes: Uint8Array): void {
+    if (!(bytes instanceof Uint8Array)) throw new TypeError('ingest(bytes) takes a Uint8Array');
+    // Copy into a buffer of its own and move it: the caller may reuse theirs.
+    const copy = Uint8Array.prototype.slice.call(bytes);
+    this.post({ type: 'ingest', bytes: copy }, [copy.buffer as ArrayBuffer]);
+  }
+
+  push(point: TelemetryPoint): void {
+    this.post({ type: 'push', point });
+  }
+
+  reloadFences(geojson: unknown): Promise<ReloadResult> {
+    // One reload at a time: each starts from the generation the previous one left.
+    const run = this.reloadChain.then(
+      () => this.reloadNow(geojson),
+      () => this.reloadNow(geojson),
+    );
+    this.reloadChain = run.catch(() => undefined);
+    return run;
+  }
+
+  reloadFencesFile(): Promise<ReloadResult> {
+    const path = this.options.fencesFile;
+    if (path === null) return Promise.reject(new Error('options.fencesFile is not set: nothing to reload'));
+    let geojson: unknown;
+    try {
+      geojson = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (err) {
+      this.statsCells[PST_RELOADS_FAILED_F64]!++;
+      return Promise.reject(new Error(`fences file ${path}: ${(err as Error).message}`));
+    }
+    return this.reloadFences(geojson);
+  }
+
+  private async reloadNow(geojson: unknown): Promise<ReloadResult> {
+    if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
+    let next: FenceStore;
+    try {
+      next = FenceStore.open(buildFenceStore(parseFences(geojson), this.store.generation + 1));
+    } catch (err) {
+      this.statsCells[PST_RELOADS_FAILED_F64]!++;
+      throw err;
+    }
+    await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({ type: 'fences', fences: next.descriptor });
+    await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' });
+    let resumeWith = this.store;
+    try {
+      // Every trigger of the old generation already produced is read before the reload's EXITs are written.
+      while (this.shardTriggerRings.some((r) => r.available() > 0)) await sleep(1);
+      const exits = reloadDeviceState(this.state, this.store, next, this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64, {
+        reloadTimeNs: nowNs(),
+      });
+      if (exits > 0) this.pipeline.ringDispatcher();
+      // The EXITs are read before any trigger of the new generation can be produced.
+      while (this.controlRing.available() > 0) await sleep(1);
+      this.pipeline.setFenceGeneration(next.generation);
+      this.store = next;
+      resumeWith = next;
+      this.statsCells[PST_RELOADS_F64]!++;
+    } finally {
+      await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({ type: 'resume', fences: resumeWith.descriptor });
+    }
+    return { generation: next.generation, fenceCount: next.fenceCount };
+  }
+
+  stats(): RouterStats {
+    return readRouterStats(this.views);
+  }
+
+  metricsText(): Promise<string> {
+    return this.metrics.metrics();
+  }
+
+  inputsFinished(): Promise<void> {
+    return this.inputsDonePromise;
+  }
+
+  drain(): Promise<void> {
+    if (this.drainPromise === null) {
+      this.drainPromise = (async () => {
+        await this.reloadChain;
+        this.pipeline.setDraining(true);
+        await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
+        await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({ type: 'drain', deadlineMs: this.drainDeadlineMs });
+      })();
+    }
+    return this.drainPromise;
+  }
+
+  close(): Promise<RouterSummary> {
+    if (this.closePromise === null) {
+      this.closePromise = (async () => {
+        try {
+          await this.drain();
+          await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'close' }>>({ type: 'close', deadlineMs: this.drainDeadlineMs });
+          await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'close' }>>({ type: 'close' });
+        } finally {
+          await this.shutdown();
+        }
+        return { ...this.stats(), uptimeMs: Date.now() - this.startedAtMs };
+      })();
+    }
+    return this.closePromise;
+  }
+
+  /** Stops whatever is running (also after a failed start). */
+  async shutdown(): Promise<void> {
+    if (this.stdinListener !== null) process.stdin.off('data', this.stdinListener);
+    this.stdinListener = null;
+    await this.admin?.close();
+    await this.ingestThread?.stop();
+    await this.dispatcherThread?.stop();
+    this.bridge?.close();
+  }
+}
+
+/**
+ * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
+ * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
+ * the dispatcher thread, the ingest thread with its containment pool, and the admin server.
+ */
+export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
+  if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
+  const { fences, log, drainDeadlineMs, ...rest } = options;
+  const resolved = resolveRouterOptions(rest);
+  if (drainDeadlineMs !== undefined && !(Number.isFinite(drainDeadlineMs) && drainDeadlineMs >= 0)) {
+    throw new RangeError(`options.drainDeadlineMs must be a finite number >= 0, got ${String(drainDeadlineMs)}`);
+  }
+  let geojson: unknown = { type: 'FeatureCollection', features: [] };
+  if (fences !== undefined) geojson = fences;
+  else if (resolved.fencesFile !== null) {
+    try {
+      geojson = JSON.parse(readFileSync(resolved.fencesFile, 'utf8'));
+    } catch (err) {
+      throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
+    }
+  }
+  const store = FenceStore.open(buildFenceStore(parseFences(geojson), 1));
+  const extras: RouterExtras = {};
+  if (log !== undefined) extras.log = log;
+  if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;
+  const router = new PipelineRouter(resolved, store, extras);
+  try {
+    await router.start();
+  } catch (err) {
+    await router.shutdown();
+    throw err;
+  }
+  return router;
+}

@@ -1,0 +1,142 @@
+/**
+ * End to end through real threads: scripted trajectories over a real TCP socket (frames split across reads) produce
+ * exactly the expected triggers at a real HTTP webhook and at an in-process callback, in per-device order; after
+ * close() every admitted ping and every trigger is accounted for; /metrics serves Prometheus text.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { createRouter } from '../../src/index.js';
+import type { Trigger } from '../../src/pipeline/trigger.js';
+import { byDevice, frameOf, orderProblem, sendOverTcp, square, TriggerServer, waitFor, type ScriptedPing } from './support.js';
+
+const FENCES = {
+  type: 'FeatureCollection',
+  features: [square('A', 0, 0, 50, { dwellMs: 1500, tags: ['depot'] }), square('C', 500, 0, 50, { compliance: true, tags: ['port'] })],
+};
+
+// d1 passes through A, then through the compliance fence C; 42 (a numeric id) stays in A long enough to DWELL;
+// d3 jumps across A in one ping (CROSS).
+const SCRIPT: ScriptedPing[] = [
+  { id: 'd1', eastM: -200, northM: 0, dtMs: 0 },
+  { id: 42, eastM: 0, northM: -200, dtMs: 0 },
+  { id: 'd3', eastM: -200, northM: 0, dtMs: 0 },
+  { id: 'd1', eastM: 0, northM: 0, dtMs: 1000 },
+  { id: 42, eastM: 0, northM: 0, dtMs: 1000 },
+  { id: 'd3', eastM: 200, northM: 0, dtMs: 1000 },
+  { id: 'd1', eastM: 200, northM: 0, dtMs: 2000 },
+  { id: 42, eastM: 5, northM: 0, dtMs: 2000 },
+  { id: 'd1', eastM: 500, northM: 0, dtMs: 3000 },
+  { id: 42, eastM: 0, northM: 5, dtMs: 3000 },
+  { id: 'd1', eastM: 800, northM: 0, dtMs: 4000 },
+  { id: 42, eastM: 0, northM: 300, dtMs: 4000 },
+];
+
+const EXPECTED: Record<string, string[]> = {
+  d1: ['ENTER A', 'EXIT A', 'ENTER C', 'EXIT C'],
+  '42': ['ENTER A', 'DWELL A', 'EXIT A'],
+  d3: ['CROSS A'],
+};
+
+function asExpected(triggers: readonly Trigger[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [device, list] of byDevice(triggers)) {
+    out[device] = [...list].sort((a, b) => a.seq - b.seq).map((t) => `${t.type} ${t.fenceId}`);
+  }
+  return out;
+}
+
+test('scripted trajectories over TCP reach a webhook and a callback exactly, in per-device order; close accounts for everything', async () => {
+  const http = new TriggerServer();
+  await http.start();
+  const called: Trigger[] = [];
+  const router = await createRouter({
+    fences: FENCES,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminPort: 0,
+    shards: 4,
+    poolSize: 2,
+    ringCapacitySlots: 1024,
+    maxDevices: 1000,
+    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-e2e-')) },
+    downstreams: [
+      { name: 'hook', kind: 'webhook', url: http.url, limit: 1 },
+      { name: 'cb', kind: 'callback', callback: (ts) => void called.push(...ts) },
+    ],
+    log: () => undefined,
+  });
+  try {
+    assert.ok(router.ingestPort !== null && router.ingestPort > 0);
+    await sendOverTcp(router.ingestPort!, Buffer.concat(SCRIPT.map(frameOf)));
+    await waitFor(() => router.stats().accepted === SCRIPT.length, 10_000, 'every ping read');
+    const summary = await router.close();
+
+    assert.deepEqual(asExpected(called), EXPECTED);
+    assert.deepEqual(asExpected(http.received), EXPECTED);
+    assert.equal(orderProblem(called), null);
+    assert.equal(orderProblem(http.received), null);
+    // Lanes: the compliance fence's triggers travel in the COMPLIANCE lane, EXIT included.
+    for (const t of called) if (t.fenceId === 'C') assert.equal(t.lane, 'compliance', `${t.type} C`);
+    const c42 = called.find((t) => t.deviceId === '42' && t.type === 'DWELL')!;
+    assert.ok(c42.insideMs >= 1500);
+    assert.deepEqual(called.find((t) => t.fenceId === 'C')!.tags, ['port']);
+
+    // Accounting after close.
+    assert.equal(summary.accepted, SCRIPT.length);
+    assert.equal(summary.admittedTotal, SCRIPT.length);
+    assert.equal(summary.processed, summary.admittedTotal);
+    assert.equal(summary.triggersTotal, 8);
+    assert.deepEqual(summary.triggers, { ENTER: 3, EXIT: 3, DWELL: 1, CROSS: 1 });
+    assert.equal(summary.triggersDispatched, summary.triggersTotal);
+    assert.equal(summary.deliveriesOffered, 16);
+    assert.equal(summary.delivered + summary.deadLettered, summary.deliveriesOffered);
+    assert.equal(summary.delivered, 16);
+    assert.equal(summary.inFlight, 0);
+    assert.equal(summary.heldTimeSamples, 16);
+    assert.ok(summary.heldTimeP99Ms >= summary.heldTimeP50Ms);
+    assert.deepEqual(
+      summary.downstreams.map((d) => [d.name, d.delivered, d.queueDepth, d.breakerState]),
+      [
+        ['hook', 8, 0, 'closed'],
+        ['cb', 8, 0, 'closed'],
+      ],
+    );
+  } finally {
+    await router.close();
+    await http.stop();
+  }
+});
+
+test('metricsText and the admin server expose every part of the pipeline', async () => {
+  const router = await createRouter({ fences: FENCES, listenHost: null, adminPort: 0, shards: 2, poolSize: 1, ringCapacitySlots: 256, maxDevices: 100, log: () => undefined,
+    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }], deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-m-')) } });
+  try {
+    for (const p of SCRIPT) router.ingest(frameOf(p));
+    await router.drain();
+    const res = await fetch(`http://127.0.0.1:${router.adminPort}/metrics`);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.ok((await router.metricsText()).includes('geofence_ingest_accepted_total 12'));
+    for (const needle of [
+      'geofence_ingest_accepted_total 12',
+      'geofence_pings_admitted_total{lane="compliance"}',
+      'geofence_pings_processed_total 12',
+      'geofence_triggers_total{type="ENTER"} 3',
+      'geofence_dispatch_delivered_total{downstream="cb"} 8',
+      'geofence_dispatch_concurrency_limit{downstream="cb"}',
+      'geofence_held_time_seconds_count 8',
+      'geofence_held_time_seconds_bucket{le="+Inf"} 8',
+      'geofence_dispatch_request_duration_seconds_count{downstream="cb"}',
+    ]) {
+      assert.ok(text.includes(needle), `metrics lack ${needle}`);
+    }
+    assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
+    // Draining: not ready any more.
+    assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/readyz`)).status, 503);
+  } finally {
+    await router.close();
+  }
+});

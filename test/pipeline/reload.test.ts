@@ -1,0 +1,70 @@
+/**
+ * Fence reload through the router: device state carries over by fence id (no second ENTER for a kept fence), a
+ * removed fence gives its inside devices an EXIT, an added fence works at once, and bad GeoJSON is refused with the
+ * old fences still serving.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { createRouter, FenceValidationError } from '../../src/index.js';
+import type { Trigger } from '../../src/pipeline/trigger.js';
+import { frameOf, orderProblem, square, waitFor } from './support.js';
+
+const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', features });
+
+test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSON', async () => {
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: fc(square('A', 0, 0, 50), square('B', 0, 0, 80, { compliance: true })),
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-rl-')) },
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  try {
+    router.ingest(frameOf({ id: 'd', eastM: -300, northM: 0, dtMs: 0 }));
+    router.ingest(frameOf({ id: 'd', eastM: 0, northM: 0, dtMs: 1000 }));
+    await waitFor(() => got.length === 2, 10_000, 'two ENTERs');
+    assert.deepEqual(got.map((t) => `${t.type} ${t.fenceId}`).sort(), ['ENTER A', 'ENTER B']);
+
+    // Bad GeoJSON: refused, generation unchanged, the old fences keep serving.
+    await assert.rejects(router.reloadFences(fc(square('A', 0, 0, 50), { type: 'Feature', properties: {}, geometry: null })), (err: unknown) => {
+      assert.ok(err instanceof FenceValidationError);
+      assert.equal(err.featureIndex, 1);
+      return true;
+    });
+
+    // Keep A (moved index), drop B, add C where the device is.
+    const r = await router.reloadFences(fc(square('C', 0, 0, 30), square('A', 0, 0, 50)));
+    assert.deepEqual(r, { generation: 2, fenceCount: 2 });
+    await waitFor(() => got.length === 3, 10_000, 'the reload EXIT');
+    const exit = got[2]!;
+    assert.equal(`${exit.type} ${exit.fenceId}`, 'EXIT B');
+    assert.equal(exit.lane, 'compliance');
+    assert.equal(exit.insideMs, 0);
+
+    // Next ping inside: ENTER C only (A carried over); then leave: EXIT of both.
+    router.ingest(frameOf({ id: 'd', eastM: 5, northM: 0, dtMs: 2000 }));
+    router.ingest(frameOf({ id: 'd', eastM: 300, northM: 0, dtMs: 3000 }));
+    const s = await router.close();
+    assert.deepEqual(
+      got.slice(3).map((t) => `${t.type} ${t.fenceId}`).sort(),
+      ['ENTER C', 'EXIT A', 'EXIT C'],
+    );
+    assert.equal(got.find((t) => t.type === 'EXIT' && t.fenceId === 'A')!.insideMs, 2000);
+    assert.equal(orderProblem(got), null);
+    assert.equal(s.reloads, 1);
+    assert.equal(s.triggersTotal, 6);
+    assert.equal(s.delivered, 6);
+    assert.equal(s.processed, s.admittedTotal);
+  } finally {
+    await router.close();
+  }
+});

@@ -1,0 +1,129 @@
+/** Test support for the pipeline: fences in metres around an origin, a trigger-collecting HTTP server, TCP sending. */
+import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { pack } from 'msgpackr';
+import type { Trigger } from '../../src/pipeline/trigger.js';
+import { at, square } from '../fences/helpers.js';
+
+export { at, square };
+
+/** Event time base of the scripted trajectories, epoch ms. */
+export const T0 = Date.UTC(2025, 0, 1);
+
+/** One scripted ping: device, position in metres from the origin, time offset in ms. */
+export interface ScriptedPing {
+  id: string | number;
+  eastM: number;
+  northM: number;
+  dtMs: number;
+}
+
+/** MessagePack frame of a scripted ping (plain map). */
+export function frameOf(p: ScriptedPing): Buffer {
+  const [lat, lon] = at(p.eastM, p.northM);
+  return pack({ id: p.id, lat, lon, ts: T0 + p.dtMs });
+}
+
+/** Sends bytes over one TCP connection in pieces of `pieceBytes` (so frames straddle reads), then ends it. */
+export async function sendOverTcp(port: number, bytes: Buffer, pieceBytes = 37): Promise<void> {
+  const socket = connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  for (let i = 0; i < bytes.length; i += pieceBytes) {
+    socket.write(bytes.subarray(i, Math.min(bytes.length, i + pieceBytes)));
+    // A pause now and then so the router reads partial frames.
+    if ((i / pieceBytes) % 16 === 0) await new Promise((r) => setTimeout(r, 1));
+  }
+  await new Promise<void>((resolve) => socket.end(resolve));
+}
+
+/** A real HTTP server on 127.0.0.1 collecting the JSON arrays POSTed to it, in arrival order. */
+export class TriggerServer {
+  readonly received: Trigger[] = [];
+  private server: Server | null = null;
+  port = 0;
+
+  async start(): Promise<void> {
+    const server = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        for (const t of JSON.parse(body) as Trigger[]) this.received.push(t);
+        res.writeHead(200, { 'content-length': 0 });
+        res.end();
+      });
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const a = server.address();
+    this.port = a !== null && typeof a === 'object' ? a.port : 0;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/triggers`;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (server === null) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+/** Triggers grouped by device, each group in arrival order. */
+export function byDevice(triggers: readonly Trigger[]): Map<string, Trigger[]> {
+  const m = new Map<string, Trigger[]>();
+  for (const t of triggers) {
+    let list = m.get(t.deviceId);
+    if (list === undefined) m.set(t.deviceId, (list = []));
+    list.push(t);
+  }
+  return m;
+}
+
+/**
+ * Checks per-device order: within each priority class (COMPLIANCE lane, other lanes) a device's triggers arrive with
+ * strictly increasing seq (the dispatcher's queue serves COMPLIANCE first, so only the classes may interleave), and
+ * per (device, fence) the sequence sorted by seq is a valid stay sequence (ENTER before EXIT, no EXIT without ENTER,
+ * at most one DWELL per stay). Returns the first problem, or null.
+ */
+export function orderProblem(triggers: readonly Trigger[]): string | null {
+  for (const [device, list] of byDevice(triggers)) {
+    const lastSeq = [0, 0];
+    for (const t of list) {
+      const c = t.lane === 'compliance' ? 0 : 1;
+      if (!(t.seq > lastSeq[c]!)) return `device ${device}: seq ${t.seq} after ${lastSeq[c]} in class ${c}`;
+      lastSeq[c] = t.seq;
+    }
+    const sorted = [...list].sort((a, b) => a.seq - b.seq);
+    const inside = new Map<string, { dwell: boolean }>();
+    for (const t of sorted) {
+      const stay = inside.get(t.fenceId);
+      if (t.type === 'ENTER') {
+        if (stay !== undefined) return `device ${device}: ENTER ${t.fenceId} while inside`;
+        inside.set(t.fenceId, { dwell: false });
+      } else if (t.type === 'EXIT') {
+        if (stay === undefined) return `device ${device}: EXIT ${t.fenceId} without ENTER`;
+        inside.delete(t.fenceId);
+      } else if (t.type === 'DWELL') {
+        if (stay === undefined) return `device ${device}: DWELL ${t.fenceId} outside`;
+        if (stay.dwell) return `device ${device}: second DWELL ${t.fenceId} in one stay`;
+        stay.dwell = true;
+      }
+    }
+  }
+  return null;
+}
+
+/** Resolves when `cond()` holds, polling; rejects after `timeoutMs`. */
+export async function waitFor(cond: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
