@@ -92,6 +92,7 @@ async function main(): Promise<void> {
   const registry = new DeviceRegistry(m.idTable, m.shards);
   const predicates = new StorePredicates(FenceStore.open(d.fences), state, d.complianceMarginM, rings, registry.shardOfSlot);
   const rejectLog = new RejectLog({ intervalMs: d.ingest.rejectLogIntervalMs, nowMs: () => Date.now(), write: log });
+  const sink = new AdmissionSink(admissions, scheduler, predicates);
   const edge = new PipelineEdge(
     {
       maxFrameBytes: d.ingest.maxFrameBytes,
@@ -100,9 +101,9 @@ async function main(): Promise<void> {
       stationarySpeedMps: d.ingest.stationarySpeedMps,
       stationaryRadiusM: d.ingest.stationaryRadiusM,
     },
-    { pipeline, registry, predicates, sink: new AdmissionSink(admissions, scheduler, predicates), log: rejectLog },
+    { pipeline, registry, predicates, sink, log: rejectLog },
   );
-  edge.attach(scheduler);
+  edge.attach(scheduler, sink);
 
   const tcp =
     d.listenHost === null
@@ -139,10 +140,12 @@ async function main(): Promise<void> {
   parentPort!.on('message', (msg: IngestRequest) => {
     switch (msg.type) {
       case 'ingest':
+        sink.tick();
         edge.ingest(msg.bytes);
         scheduler.flush();
         return;
       case 'push':
+        sink.tick();
         edge.push(msg.point);
         scheduler.flush();
         return;

@@ -9,7 +9,7 @@ import type { FenceStore } from '../fences/store.js';
 import type { LaneAdmission } from '../ingest/admission.js';
 import { IngestEdge, type IngestStream, type PingSink } from '../ingest/ingest-edge.js';
 import type { LanePredicates } from '../ingest/lane-classifier.js';
-import type { PingFields } from '../ingest/ping-fields.js';
+import { PF_ADMIT_TIME_NS_F64, PF_LAT_F64, PF_LON_F64, type PingFields } from '../ingest/ping-fields.js';
 import { writeTelemetryRecord } from '../ingest/telemetry-record.js';
 import { nowNs } from '../shm/clock.js';
 import { Lane } from '../shm/layout.js';
@@ -55,12 +55,12 @@ export class StorePredicates implements LanePredicates {
   }
 
   /** Inside or within the margin of a compliance fence's box (through the store's q cells: no double crosses a call). */
-  nearCompliance(lat: number, lon: number): boolean {
+  nearCompliance(values: Float64Array): boolean {
     const store = this.store;
     if (store.complianceCount === 0) return false;
     const q = store.q;
-    q[Q_X] = lon;
-    q[Q_Y] = lat;
+    q[Q_X] = values[PF_LON_F64]!;
+    q[Q_Y] = values[PF_LAT_F64]!;
     q[Q_LIMIT_M] = this.marginM;
     return store.nearComplianceAt();
   }
@@ -76,8 +76,13 @@ export class StorePredicates implements LanePredicates {
   }
 }
 
-/** Admits each ping into its shard's ring and writes it; the scheduler publishes and batches. Allocation-free. */
+/**
+ * Admits each ping into its shard's ring and writes it; the scheduler publishes and batches. Allocation-free.
+ * The admission time is read once per read chunk (`tick()`), not per ping: reading the clock boxes a double.
+ */
 export class AdmissionSink implements PingSink {
+  /** Admission time of the chunk being decoded, ns on the cross-thread clock (set by `tick()`). */
+  readonly clockNs = new Float64Array(1);
   private readonly admissions: readonly LaneAdmission[];
   private readonly scheduler: ShardScheduler;
   private readonly predicates: StorePredicates;
@@ -88,15 +93,21 @@ export class AdmissionSink implements PingSink {
     this.predicates = predicates;
   }
 
+  /** Reads the clock for the pings of the next chunk (or pushed point). */
+  tick(): void {
+    this.clockNs[0] = nowNs();
+  }
+
   offer(fields: PingFields): void {
     const shard = fields.shard;
     const admission = this.admissions[shard]!;
-    const now = nowNs();
-    const slot = admission.admit(fields.lane, now);
+    const values = fields.values;
+    values[PF_ADMIT_TIME_NS_F64] = this.clockNs[0]!;
+    const slot = admission.admitAt(fields.lane, values, PF_ADMIT_TIME_NS_F64);
     // Shed: admission counted it by lane and reason.
     if (slot < 0) return;
     const ring = admission.ring;
-    writeTelemetryRecord(ring, slot, fields, now);
+    writeTelemetryRecord(ring, slot, fields);
     if (fields.lane === LANE_COMPLIANCE) this.predicates.noteCompliance(fields.slot, ring);
     this.scheduler.noteClaimed(shard, ring);
   }
@@ -107,11 +118,13 @@ class FlushingStream implements IngestStream {
   readonly name: string;
   private readonly inner: IngestStream;
   private readonly scheduler: ShardScheduler;
+  private readonly sink: AdmissionSink;
 
-  constructor(inner: IngestStream, scheduler: ShardScheduler) {
+  constructor(inner: IngestStream, scheduler: ShardScheduler, sink: AdmissionSink) {
     this.inner = inner;
     this.name = inner.name;
     this.scheduler = scheduler;
+    this.sink = sink;
   }
 
   get bufferedBytes(): number {
@@ -119,11 +132,13 @@ class FlushingStream implements IngestStream {
   }
 
   write(chunk: Uint8Array): void {
+    this.sink.tick();
     this.inner.write(chunk);
     this.scheduler.flush();
   }
 
   end(): void {
+    this.sink.tick();
     this.inner.end();
     this.scheduler.flush();
   }
@@ -132,14 +147,18 @@ class FlushingStream implements IngestStream {
 /** The ingest edge of the pipeline: every stream it opens flushes at the end of each read chunk. */
 export class PipelineEdge extends IngestEdge {
   private scheduler: ShardScheduler | null = null;
+  private admissionSink: AdmissionSink | null = null;
 
-  /** Attaches the scheduler (after construction: the sink and the scheduler are built around the edge's registry). */
-  attach(scheduler: ShardScheduler): void {
+  /** Attaches the scheduler and the sink (after construction: both are built around the edge's registry). */
+  attach(scheduler: ShardScheduler, sink: AdmissionSink): void {
     this.scheduler = scheduler;
+    this.admissionSink = sink;
   }
 
   override openStream(name: string): IngestStream {
     const inner = super.openStream(name);
-    return this.scheduler === null ? inner : new FlushingStream(inner, this.scheduler);
+    return this.scheduler === null || this.admissionSink === null
+      ? inner
+      : new FlushingStream(inner, this.scheduler, this.admissionSink);
   }
 }
