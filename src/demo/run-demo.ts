@@ -110,8 +110,8 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
     const service = new SimulatedService({ capacity: settings.serviceCapacity }, () => performance.now(), mulberry32(settings.seed ^ 0x51ce));
     const auditPath = join(dir, 'enter-exit.ndjson');
     const demoDownstreams: DownstreamOptions[] = [
-      { name: DEMO_SERVICE_NAME, kind: 'callback', callback: (triggers) => service.handle(triggers.length), limit: 'gradient' },
-      { name: DEMO_AUDIT_NAME, kind: 'ndjson', path: auditPath, limit: 4, subscribe: { types: ['ENTER', 'EXIT'] } },
+      { name: DEMO_SERVICE_NAME, kind: 'callback', callback: (triggers) => service.handle(triggers.length), limit: 'gradient', queueCapacitySlots: 1 << 15 },
+      { name: DEMO_AUDIT_NAME, kind: 'ndjson', path: auditPath, limit: 4, queueCapacitySlots: 1 << 15, subscribe: { types: ['ENTER', 'EXIT'] } },
     ];
     options.downstreams = [...(input.downstreams ?? []), ...demoDownstreams];
     const router = await createRouter({ ...options, log: (line) => process.stderr.write(`${line}\n`) });

@@ -37,6 +37,8 @@ export interface DemoTrafficOptions {
   shiftBurstMs: number;
   /** Share of the parked vehicles that start moving at a shift change, [0, 1]. */
   shiftFraction: number;
+  /** First pings are spread over at least this long, so the fleet's opening ENTER wave comes in gradually, ms. */
+  rampUpMs: number;
   /** TCP connections, [1, 64]. */
   connections: number;
   /** Time between sending rounds, ms. */
@@ -58,6 +60,7 @@ export const DEMO_TRAFFIC_DEFAULTS: Readonly<DemoTrafficOptions> = Object.freeze
   firstShiftAtMs: 8_000,
   shiftBurstMs: 4_000,
   shiftFraction: 0.6,
+  rampUpMs: 5_000,
   connections: 2,
   tickMs: 20,
 });
@@ -145,8 +148,10 @@ export class DemoTraffic {
     });
     this.startMs = performance.now();
     this.nextShiftMs = this.startMs + this.options.firstShiftAtMs;
-    // Spread the first pings over one interval so the start is not one big burst.
-    for (let i = 0; i < this.fleet.size; i++) this.nextPingMs[i] = this.startMs + this.rnd() * this.intervalMs(i, this.startMs);
+    // Spread the first pings over the ramp (or one interval) so the start is not one big burst of ENTERs.
+    for (let i = 0; i < this.fleet.size; i++) {
+      this.nextPingMs[i] = this.startMs + this.rnd() * Math.max(this.options.rampUpMs, this.intervalMs(i, this.startMs));
+    }
     this.timer = setInterval(() => this.round(), this.options.tickMs);
   }
 
