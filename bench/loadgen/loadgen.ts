@@ -10,8 +10,8 @@
  */
 import { connect, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
-import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from './encode.js';
-import { Fleet, type FleetPing } from './fleet.js';
+import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../../src/demo/encode.js';
+import { Fleet, type FleetPing } from '../../src/demo/fleet.js';
 
 const { values } = parseArgs({
   options: {

@@ -6,12 +6,26 @@ import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config-file.js';
 import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
 
+/** The demo's settings given by flags (absent: the demo's defaults). */
+export interface DemoFlags {
+  /** --demo-seconds: stop by itself after this many seconds, (0, 86400]. */
+  seconds?: number;
+  /** --demo-devices: simulated devices, [1, 1000000]. */
+  devices?: number;
+  /** --demo-fences: synthetic-city fences, [1, 100000]. */
+  fences?: number;
+  /** --demo-seed: seed of the city and the fleet, an integer in [0, 2^32). */
+  seed?: number;
+}
+
 /** What the command line asked for. */
 export interface CliRequest {
   /** --help was given. */
   help: boolean;
   /** --demo was given. */
   demo: boolean;
+  /** The demo's settings (empty unless demo flags were given; they need --demo). */
+  demoFlags: DemoFlags;
   /** --config path, if given. */
   configPath: string | null;
   /** Options given by flags. */
@@ -28,6 +42,15 @@ General:
   -c, --config FILE            JSON config file (same option names as the library)
       --demo                   run the built-in demo (synthetic city, fleet and downstream)
   -h, --help                   show this text
+
+Demo (with --demo):
+      --demo-seconds S         stop by itself after S seconds (drain and summary as on Ctrl-C)
+      --demo-devices N         simulated devices (default 20000)
+      --demo-fences N          synthetic-city fences (default 3000)
+      --demo-seed N            seed of the city and the fleet (default 7)
+
+Signals: SIGHUP reloads the fences file; SIGINT / SIGTERM drain, print a summary and exit
+(0 when every admitted ping was processed and every trigger delivered or dead-lettered).
 
 Telemetry and admin:
       --listen HOST:PORT       telemetry TCP listener (default 0.0.0.0:7070)
@@ -66,6 +89,10 @@ Fences and downstreams:
 const FLAGS = {
   config: { type: 'string', short: 'c' },
   demo: { type: 'boolean' },
+  'demo-seconds': { type: 'string' },
+  'demo-devices': { type: 'string' },
+  'demo-fences': { type: 'string' },
+  'demo-seed': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   listen: { type: 'string' },
   'no-listen': { type: 'boolean' },
@@ -171,7 +198,36 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   (v.webhook ?? []).forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url }));
   (v.ndjson ?? []).forEach((path, i) => downstreams.push({ name: `ndjson-${i + 1}`, kind: 'ndjson', path }));
   if (downstreams.length > 0) o.downstreams = downstreams;
-  return { help: v.help === true, demo: v.demo === true, configPath: v.config ?? null, overrides: o };
+  const demoFlags = parseDemoFlags(v);
+  if (v.demo !== true && v.help !== true) {
+    const given = Object.keys(demoFlags)[0];
+    if (given !== undefined) throw new RangeError(`--demo-${given} needs --demo (see --help)`);
+  }
+  return { help: v.help === true, demo: v.demo === true, demoFlags, configPath: v.config ?? null, overrides: o };
+}
+
+function integerIn(flag: string, text: string | undefined, lo: number, hi: number): number | undefined {
+  const x = number(flag, text);
+  if (x !== undefined && !(Number.isInteger(x) && x >= lo && x <= hi)) {
+    throw new RangeError(`--${flag} must be an integer in [${lo}, ${hi}], got ${JSON.stringify(text)}`);
+  }
+  return x;
+}
+
+function parseDemoFlags(v: Partial<Record<'demo-seconds' | 'demo-devices' | 'demo-fences' | 'demo-seed', string>>): DemoFlags {
+  const d: DemoFlags = {};
+  const seconds = number('demo-seconds', v['demo-seconds']);
+  if (seconds !== undefined) {
+    if (!(seconds > 0 && seconds <= 86_400)) throw new RangeError(`--demo-seconds must be a number in (0, 86400], got ${JSON.stringify(v['demo-seconds'])}`);
+    d.seconds = seconds;
+  }
+  const devices = integerIn('demo-devices', v['demo-devices'], 1, 1_000_000);
+  if (devices !== undefined) d.devices = devices;
+  const fences = integerIn('demo-fences', v['demo-fences'], 1, 100_000);
+  if (fences !== undefined) d.fences = fences;
+  const seed = integerIn('demo-seed', v['demo-seed'], 0, 2 ** 32 - 1);
+  if (seed !== undefined) d.seed = seed;
+  return d;
 }
 
 /** Merges defaults, the config file (if any) and flag overrides (nested objects merged key by key), and validates. */

@@ -1,8 +1,8 @@
 /**
- * A direct MessagePack encoder for the load generator's fixed ping shape, writing into a caller's buffer (no object
- * per ping), so one generator process can sustain far more than the router's target rate. It writes exactly the
- * bytes the wire contract describes (src/ingest/wire-format.ts): a fixmap, a msgpackr inline record, or a
- * shared-structure record (index 2: id, lat, lon, ts, speed, heading, accuracy).
+ * A direct MessagePack encoder for the fleet's fixed ping shape (demo and load generator), writing into a caller's
+ * buffer (no object per ping), so one generator process can sustain far more than the router's target rate. It
+ * writes exactly the bytes the wire contract describes (src/ingest/wire-format.ts): a fixmap, a msgpackr inline
+ * record, or a shared-structure record (index 2: id, lat, lon, ts, speed, heading, accuracy).
  */
 import type { FleetPing } from './fleet.js';
 

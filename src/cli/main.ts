@@ -1,0 +1,150 @@
+#!/usr/bin/env node
+/**
+ * The `geofence-router` binary (main thread): options from the defaults, a JSON config file (--config) and flags;
+ * --help; --demo runs the embedded demo. SIGHUP reloads the fences file (a bad file leaves the old fences serving);
+ * SIGINT / SIGTERM drain the router, print a summary and exit 0 when the drain accounted for everything.
+ *
+ * Exit codes: 0 clean drain (or --help); 1 start failure (bad GeoJSON, busy port) or an incomplete drain; 2 bad flags,
+ * config file or options.
+ */
+import { parseCliArgs, HELP_TEXT, mergeOptionInputs, type CliRequest } from '../config/cli-args.js';
+import { loadConfigFile } from '../config/config-file.js';
+import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
+import { startDemo } from '../demo/run-demo.js';
+import { FenceValidationError } from '../fences/parse.js';
+import { createRouter, type Router } from '../router.js';
+import { drainedCleanly, formatSummary } from './status.js';
+
+/** Exit code of bad flags, config file or options. */
+const EXIT_USAGE = 2;
+/** Exit code of a failed start or an incomplete drain. */
+const EXIT_FAILURE = 1;
+/** A second stop signal this long after the first exits without waiting for the drain, ms. */
+const FORCE_AFTER_MS = 2_000;
+
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+const err = (line: string): void => void process.stderr.write(`geofence-router: ${line}\n`);
+
+/** What the serve loop does around the router's close. */
+interface ServeHooks {
+  /** Resolves when the run should end by itself (demo time up, every input read); null: only on a signal. */
+  autoStop: Promise<string> | null;
+  /** Runs before close() (stop the demo's fleet). */
+  beforeClose(): Promise<void>;
+  /** Extra summary lines. */
+  summaryLines(): string[];
+}
+
+/** Serves until a stop signal (or hooks.autoStop), then drains, prints the summary and returns the exit code. */
+function serve(router: Router, hooks: ServeHooks): Promise<number> {
+  return new Promise((resolve) => {
+    let stoppingSinceMs = -1;
+    const onHup = (): void => {
+      router.reloadFencesFile().then(
+        (r) => err(`fences reloaded: generation ${r.generation}, ${r.fenceCount} fences`),
+        (e: unknown) => err(`fences reload failed, the previous fences keep serving: ${(e as Error).message}`),
+      );
+    };
+    const stop = async (reason: string): Promise<void> => {
+      stoppingSinceMs = performance.now();
+      err(`${reason}: draining`);
+      try {
+        await hooks.beforeClose();
+        const summary = await router.close();
+        for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
+        for (const line of hooks.summaryLines()) out(line);
+        resolve(drainedCleanly(summary) ? 0 : EXIT_FAILURE);
+      } catch (e) {
+        err(`close failed: ${(e as Error).stack ?? String(e)}`);
+        resolve(EXIT_FAILURE);
+      }
+    };
+    const onStopSignal = (signal: NodeJS.Signals): void => {
+      if (stoppingSinceMs < 0) {
+        void stop(signal);
+        return;
+      }
+      // A signal sent to the whole process group arrives twice at once; only a later one means "now".
+      if (performance.now() - stoppingSinceMs < FORCE_AFTER_MS) return;
+      err(`${signal} again: exiting without waiting for the drain`);
+      process.exit(EXIT_FAILURE);
+    };
+    process.on('SIGHUP', onHup);
+    process.on('SIGINT', onStopSignal);
+    process.on('SIGTERM', onStopSignal);
+    hooks.autoStop?.then((reason) => {
+      if (stoppingSinceMs < 0) void stop(reason);
+    });
+  });
+}
+
+/** Names the file a fence error came from. */
+function describeStartError(e: unknown, input: RouterOptionsInput): string {
+  if (e instanceof FenceValidationError) return `fences file ${input.fencesFile ?? '(given)'}: invalid GeoJSON fences: ${e.message}`;
+  return (e as Error).message;
+}
+
+async function runPlain(input: RouterOptionsInput): Promise<number> {
+  let router: Router;
+  try {
+    router = await createRouter({ ...input, log: (line) => err(line) });
+  } catch (e) {
+    err(describeStartError(e, input));
+    return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
+  }
+  const o = router.options;
+  if (router.ingestPort !== null) err(`telemetry tcp://${o.listenHost}:${router.ingestPort} (MessagePack)`);
+  if (router.adminPort !== null) err(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);
+  err(`downstreams: ${o.downstreams.length === 0 ? 'none (triggers are counted as unrouted)' : o.downstreams.map((d) => `${d.name} (${d.kind})`).join(', ')}`);
+  // With no listener, a replay of input files ends the run when every file is read.
+  const autoStop = o.listenHost === null && o.inputs.length > 0 ? router.inputsFinished().then(() => 'inputs read') : null;
+  return serve(router, { autoStop, beforeClose: async () => undefined, summaryLines: () => [] });
+}
+
+async function runDemo(input: RouterOptionsInput, request: CliRequest): Promise<number> {
+  let demo;
+  try {
+    demo = await startDemo(input, request.demoFlags, out);
+  } catch (e) {
+    err(`demo: ${describeStartError(e, input)}`);
+    return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
+  }
+  try {
+    return await serve(demo.router, {
+      autoStop: demo.timeUp.then(() => `demo time up (${request.demoFlags.seconds} s)`),
+      beforeClose: () => demo.stop(),
+      summaryLines: () => demo.summaryLines(),
+    });
+  } finally {
+    demo.cleanup();
+  }
+}
+
+/** Runs the command line `argv` (without node and the script); resolves to the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let request: CliRequest;
+  let input: RouterOptionsInput;
+  try {
+    request = parseCliArgs(argv);
+    if (request.help) {
+      out(HELP_TEXT);
+      return 0;
+    }
+    const file = request.configPath !== null ? loadConfigFile(request.configPath) : {};
+    input = mergeOptionInputs(file, request.overrides);
+    // Validate here so a bad option is reported before anything starts (the demo adds its own on top).
+    resolveRouterOptions(input);
+  } catch (e) {
+    err((e as Error).message);
+    return EXIT_USAGE;
+  }
+  return request.demo ? runDemo(input, request) : runPlain(input);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    err(`unexpected failure: ${(e as Error).stack ?? String(e)}`);
+    process.exit(EXIT_FAILURE);
+  },
+);

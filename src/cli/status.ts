@@ -1,0 +1,65 @@
+/**
+ * Status and summary lines of the command line (main thread), built from `router.stats()` snapshots. Numbers are
+ * printed as `name=value` with plain digits, so people read them and scripts parse them.
+ */
+import type { RouterStats } from '../pipeline/stats.js';
+import type { RouterSummary } from '../router.js';
+
+function shedOf(s: RouterStats, lane: keyof RouterStats['shed']): number {
+  let n = 0;
+  for (const v of Object.values(s.shed[lane])) n += v as number;
+  return n;
+}
+
+function ms(v: number): string {
+  return Number.isFinite(v) ? `${v.toFixed(v < 10 ? 2 : 1)}ms` : 'n/a';
+}
+
+function shedPart(s: RouterStats): string {
+  return `shed(idle=${shedOf(s, 'idle')} transition=${shedOf(s, 'transition')} compliance=${shedOf(s, 'compliance')})`;
+}
+
+function triggersPart(s: RouterStats): string {
+  const t = s.triggers;
+  return `triggers(ENTER=${t.ENTER} EXIT=${t.EXIT} DWELL=${t.DWELL} CROSS=${t.CROSS})`;
+}
+
+/**
+ * One status line: seconds since start, ingest rate since the previous snapshot (pings accepted per second), shed
+ * per lane and triggers per type (totals), each downstream's limit and requests in flight, and the held-time P99.
+ */
+export function formatStatusLine(previous: RouterStats, current: RouterStats, intervalMs: number, elapsedMs: number): string {
+  const ratePerSec = intervalMs > 0 ? Math.round(((current.accepted - previous.accepted) * 1000) / intervalMs) : 0;
+  const parts = [`t=${Math.round(elapsedMs / 1000)}s`, `ingest=${ratePerSec}/s`, shedPart(current), triggersPart(current)];
+  for (const d of current.downstreams) {
+    parts.push(`${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} dead_lettered=${d.deadLettered})`);
+  }
+  parts.push(`held_p99=${ms(current.heldTimeP99Ms)}`);
+  return parts.join(' ');
+}
+
+/** True when the drain accounted for everything: admitted = processed, none lost, no delivery left in flight. */
+export function drainedCleanly(s: RouterStats): boolean {
+  return s.admittedTotal === s.processed && s.lost === 0 && s.inFlight === 0;
+}
+
+/** The summary printed after close(): one line per subject. */
+export function formatSummary(s: RouterSummary, drainMs: number): string[] {
+  const lines = [
+    `summary: up ${(s.uptimeMs / 1000).toFixed(1)}s, drained in ${(drainMs / 1000).toFixed(2)}s`,
+    `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}`,
+    `  shed       ${shedPart(s)} total=${s.shedTotal}`,
+    `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
+    `  delivery   offered=${s.deliveriesOffered} delivered=${s.delivered} dead_lettered=${s.deadLettered} in_flight=${s.inFlight} unrouted=${s.unrouted}`,
+  ];
+  for (const d of s.downstreams) {
+    lines.push(`  ${d.name}  offered=${d.offered} delivered=${d.delivered} dead_lettered=${d.deadLettered} limit=${Math.round(d.limit)}`);
+  }
+  lines.push(`  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)}`);
+  lines.push(
+    drainedCleanly(s)
+      ? 'drained cleanly: admitted = processed, every trigger delivered or dead-lettered'
+      : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
+  );
+  return lines;
+}

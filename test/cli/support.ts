@@ -1,0 +1,79 @@
+/** Test support for the command line: runs the built binary as a real child process and collects its output. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** Path of the built binary (dist/src/cli/main.js). */
+export const MAIN_PATH = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+
+/** A running binary with its output so far. */
+export class CliProcess {
+  readonly child: ChildProcess;
+  stdout = '';
+  stderr = '';
+  /** Resolves with the exit code (null when killed by a signal) and the signal. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(args: readonly string[], timeoutMs = 30_000) {
+    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      this.stdout += s;
+      this.wake();
+    });
+    this.child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+      this.stderr += s;
+      this.wake();
+    });
+    // A hung child must not hang the suite.
+    const killer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    this.exited = new Promise((resolve) => {
+      this.child.once('close', (code, signal) => {
+        clearTimeout(killer);
+        this.wake();
+        resolve({ code, signal });
+      });
+    });
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Waits until `test` holds on the output so far; rejects if the process exits first. */
+  async waitFor(what: string, test: (p: CliProcess) => boolean): Promise<void> {
+    let done = false;
+    void this.exited.then(() => (done = true));
+    while (!test(this)) {
+      if (done || this.child.exitCode !== null) {
+        throw new Error(`process exited before ${what}\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
+      }
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+}
+
+/** Runs the binary to its end. */
+export async function runCli(args: readonly string[], timeoutMs = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const p = new CliProcess(args, timeoutMs);
+  const { code } = await p.exited;
+  return { code, stdout: p.stdout, stderr: p.stderr };
+}
+
+/** The status lines (they start with `t=`). */
+export function statusLines(stdout: string): string[] {
+  return stdout.split('\n').filter((l) => /^t=\d+s /.test(l));
+}
+
+/** Triggers of every type summed, from a status line. */
+export function triggersIn(line: string): number {
+  const m = /triggers\(ENTER=(\d+) EXIT=(\d+) DWELL=(\d+) CROSS=(\d+)\)/.exec(line);
+  if (m === null) throw new Error(`no triggers in: ${line}`);
+  return Number(m[1]) + Number(m[2]) + Number(m[3]) + Number(m[4]);
+}
+
+/** A `name=<integer>` value from a text (the first one). */
+export function valueOf(text: string, name: string): number {
+  const m = new RegExp(`(?:^|[ (])${name}=(\\d+)`, 'm').exec(text);
+  if (m === null) throw new Error(`no ${name}= in:\n${text}`);
+  return Number(m[1]);
+}
