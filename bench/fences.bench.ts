@@ -1,6 +1,7 @@
 /**
- * Containment throughput on one thread: points/s for (a) query + exact test at several flatbush node sizes and
- * (b) the full engine (query, exact test, state machine, trigger writes) over telemetry ring batches, against a
+ * Containment throughput on one thread: points/s for (a) query + exact test, with the per-thread grid and edge
+ * bands (the default) and without them (flatbush walk, every edge read) at several flatbush node sizes, and
+ * (b) the full engine, with and without grid and bands (query, exact test, state machine, trigger writes) over telemetry ring batches, against a
  * seeded synthetic city of 10,000 and of 100,000 fences of 32-64 vertices.
  *
  * Also (c) the exact test alone, our Float64Array loop against @thi.ng/geom-isec's pointInPolygon2 on the same
@@ -133,13 +134,25 @@ async function main(): Promise<void> {
     const parseMs = performance.now() - t0;
     const pts = randomPoints(fenceCount, 99);
     const out = new Int32Array(fenceCount);
-    const sizes = fenceCount === 10_000 ? [4, 8, 16, 32, 64] : [8, 16];
+    const sizes = fenceCount === 10_000 ? [4, 8, 16] : [8];
     for (const nodeSize of sizes) {
       const t1 = performance.now();
-      const store = FenceStore.open(buildFenceStore(parsed, 1, { nodeSize }));
+      const descriptor = buildFenceStore(parsed, 1, { nodeSize });
       const buildMs = performance.now() - t1;
-      console.log(`${fenceCount} fences: parse ${parseMs.toFixed(0)} ms, build (nodeSize ${nodeSize}) ${buildMs.toFixed(0)} ms`);
-      bench.add(`query+exact ${fenceCount} fences nodeSize=${nodeSize}`, () => {
+      const t2 = performance.now();
+      const fast = FenceStore.open(descriptor);
+      const openMs = performance.now() - t2;
+      const store = FenceStore.open(descriptor, { grid: false, edgeBands: false });
+      console.log(
+        `${fenceCount} fences: parse ${parseMs.toFixed(0)} ms, build (nodeSize ${nodeSize}) ${buildMs.toFixed(0)} ms, ` +
+          `open with grid + bands ${openMs.toFixed(0)} ms (grid ${fast.grid === null ? 'declined' : `${fast.grid.entryCount} entries, mean occupancy ${fast.grid.meanOccupancy.toFixed(2)}`})`,
+      );
+      if (nodeSize === 8) {
+        bench.add(`query+exact ${fenceCount} fences grid+bands`, () => {
+          sink += queryBlock(fast, pts, out);
+        });
+      }
+      bench.add(`query+exact ${fenceCount} fences flatbush nodeSize=${nodeSize}, all edges`, () => {
         sink += queryBlock(store, pts, out);
       });
       if (nodeSize === 8) {
@@ -164,15 +177,24 @@ async function main(): Promise<void> {
           for (let k = 0; k < pairPoint.length; k++) if (store.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
           sink += h;
         });
+        bench.add(`exact only, own loop with edge bands ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
+          let h = 0;
+          for (let k = 0; k < pairPoint.length; k++) if (fast.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
+          sink += h;
+        });
         bench.add(`exact only, geom-isec pointInPolygon2 ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
           let h = 0;
           for (let k = 0; k < rings.length; k++) if (pointInPolygon2(pointsXY[k]!, rings[k]!)) h++;
           sink += h;
         });
       }
-      if (nodeSize === 8 || nodeSize === 16) {
+      if (nodeSize === 8) {
+        const fastRig = engineRig(fast, fenceCount);
+        bench.add(`engine ${fenceCount} fences grid+bands`, () => {
+          sink += fastRig.run();
+        });
         const rig = engineRig(store, fenceCount);
-        bench.add(`engine ${fenceCount} fences nodeSize=${nodeSize}`, () => {
+        bench.add(`engine ${fenceCount} fences flatbush nodeSize=${nodeSize}, all edges`, () => {
           sink += rig.run();
         });
       }

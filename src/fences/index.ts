@@ -3,6 +3,8 @@
  *
  * Owns: GeoJSON fence loading and validation (`parseFences`), the shared fence store (`buildFenceStore` on the main
  * thread, `FenceStore.open` zero-copy in any thread), the allocation-free point query and exact containment, the
+ * per-thread query accelerators built when a thread opens a store (`FenceGrid`: a uniform grid over fence boxes in
+ * front of the flatbush walk; `RingBands`: latitude bands over polygon edges for the exact tests), the
  * per-device trigger state machine over shared memory (`DeviceState`, `ContainmentEngine`), carrying device state
  * across a store reload (`reloadDeviceState`), and a seeded synthetic city for benchmarks and the demo.
  *
@@ -12,8 +14,10 @@
  */
 export { parseFences, FenceValidationError } from './parse.js';
 export type { ParsedFence, ParsedFences, FenceProblem } from './parse.js';
-export { buildFenceStore, FenceStore, FENCE_STORE_DEFAULTS } from './store.js';
-export type { FenceStoreDescriptor, FenceStoreOptions } from './store.js';
+export { buildFenceStore, FenceStore, FENCE_STORE_DEFAULTS, FENCE_STORE_OPEN_DEFAULTS } from './store.js';
+export type { FenceStoreDescriptor, FenceStoreOptions, FenceStoreOpenOptions } from './store.js';
+export { FenceGrid } from './fence-grid.js';
+export { RingBands } from './ring-bands.js';
 export { allocateDeviceState, DeviceState, MAX_FENCES_PER_DEVICE } from './device-state.js';
 export type { DeviceStateDescriptor } from './device-state.js';
 export { ContainmentEngine } from './engine.js';

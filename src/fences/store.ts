@@ -45,6 +45,8 @@ import {
   VERTEX_STRIDE_F64,
 } from '../shm/layout.js';
 import { BoxTree } from './box-tree.js';
+import { FenceGrid } from './fence-grid.js';
+import { RingBands } from './ring-bands.js';
 import {
   containsCircle,
   containsRings,
@@ -87,6 +89,23 @@ export interface FenceStoreOptions {
 
 /** Defaults of buildFenceStore; nodeSize chosen by measurement (bench/RESULTS.md, "Fences and containment"). */
 export const FENCE_STORE_DEFAULTS: Required<FenceStoreOptions> = { nodeSize: 8 };
+
+/** Options of FenceStore.open (per thread; nothing here changes the shared regions). */
+export interface FenceStoreOpenOptions {
+  /**
+   * Build this thread's uniform grid over the fence boxes and answer candidate queries from it (see fence-grid.ts;
+   * it declines layouts it does not suit, and the flatbush walk answers). false: always walk the flatbush index.
+   */
+  grid?: boolean;
+  /**
+   * Build this thread's latitude bands over each polygon's edges and run the exact tests on one band (see
+   * ring-bands.ts; same answers). false: every test reads every edge.
+   */
+  edgeBands?: boolean;
+}
+
+/** Defaults of FenceStore.open. */
+export const FENCE_STORE_OPEN_DEFAULTS: Required<FenceStoreOpenOptions> = { grid: true, edgeBands: true };
 
 /** Builds one store generation from validated fences (main thread; allocates the shared regions). */
 export function buildFenceStore(parsed: ParsedFences, generation: number, options: FenceStoreOptions = {}): FenceStoreDescriptor {
@@ -199,12 +218,20 @@ export class FenceStore {
   readonly q: Float64Array = new Float64Array(Q_CELLS);
   /** Traversal view of the all-fences index (null when empty). */
   readonly tree: BoxTree | null;
+  /** This thread's grid over the fence boxes, or null (declined, disabled or empty): queries walk `tree` then. */
+  readonly grid: FenceGrid | null;
+  /** This thread's edge bands, or null (disabled): the exact tests read every edge then. */
+  readonly bands: RingBands | null;
   private readonly complianceTree: BoxTree | null;
   private readonly ids: readonly string[];
   private readonly tagLists: readonly (readonly string[])[];
   private readonly idToIndex: Map<string, number>;
 
-  private constructor(d: FenceStoreDescriptor) {
+  private constructor(d: FenceStoreDescriptor, options: FenceStoreOpenOptions) {
+    const useGrid = options.grid ?? FENCE_STORE_OPEN_DEFAULTS.grid;
+    if (typeof useGrid !== 'boolean') throw new TypeError(`options.grid must be a boolean, got ${String(useGrid)}`);
+    const useBands = options.edgeBands ?? FENCE_STORE_OPEN_DEFAULTS.edgeBands;
+    if (typeof useBands !== 'boolean') throw new TypeError(`options.edgeBands must be a boolean, got ${String(useBands)}`);
     if (!(d.storeBuffer instanceof SharedArrayBuffer)) throw new TypeError('descriptor.storeBuffer must be a SharedArrayBuffer');
     if (d.layoutVersion !== LAYOUT_VERSION) throw new RangeError(`fence store layout ${d.layoutVersion} != ${LAYOUT_VERSION}`);
     const header = new Int32Array(d.storeBuffer, 0, FSTORE_HEADER_BYTES / 4);
@@ -236,15 +263,20 @@ export class FenceStore {
     this.idToIndex = new Map(meta.ids.map((id, i) => [id, i]));
     this.tree = d.indexBuffer === null ? null : new BoxTree(d.indexBuffer);
     this.complianceTree = d.complianceIndexBuffer === null ? null : new BoxTree(d.complianceIndexBuffer);
+    this.grid = useGrid ? FenceGrid.build(this.fenceF64, fenceCount) : null;
+    this.bands = useBands ? new RingBands(this.fenceF64, this.fenceI32, this.ringOffsets, this.vertices, fenceCount) : null;
     if (fenceCount > 0 && this.tree?.size !== fenceCount) throw new RangeError('fence index size does not match the store');
     if (this.complianceCount > 0 && this.complianceTree?.size !== this.complianceCount) {
       throw new RangeError('compliance index size does not match the store');
     }
   }
 
-  /** Opens a store generation zero-copy over the descriptor's shared buffers (checks magic, version and sizes). */
-  static open(d: FenceStoreDescriptor): FenceStore {
-    return new FenceStore(d);
+  /**
+   * Opens a store generation zero-copy over the descriptor's shared buffers (checks magic, version and sizes) and,
+   * unless options.grid is false, builds this thread's candidate grid (fence-grid.ts).
+   */
+  static open(d: FenceStoreDescriptor, options: FenceStoreOpenOptions = {}): FenceStore {
+    return new FenceStore(d, options);
   }
 
   /** Id of fence `index`. */
@@ -282,17 +314,21 @@ export class FenceStore {
 
   /** Like candidatesInto, for the boxes that intersect a query box. Allocation-free. */
   candidatesInBoxInto(minLat: number, minLon: number, maxLat: number, maxLon: number, out: Int32Array): number {
-    if (this.tree === null) return 0;
     const q = this.q;
     q[Q_MIN_X] = minLon;
     q[Q_MIN_X + 1] = minLat;
     q[Q_MIN_X + 2] = maxLon;
     q[Q_MIN_X + 3] = maxLat;
-    return this.tree.searchBoxInto(q, Q_MIN_X, out);
+    return this.candidatesInQueryBoxInto(out);
   }
 
-  /** candidatesInBoxInto for the box already in q[Q_MIN_X .. Q_MAX_Y]. Allocation-free. */
+  /**
+   * candidatesInBoxInto for the box already in q[Q_MIN_X .. Q_MAX_Y]: from the grid when there is one, else from the
+   * flatbush walk (the same set; the order differs). Allocation-free.
+   */
   candidatesInQueryBoxInto(out: Int32Array): number {
+    const grid = this.grid;
+    if (grid !== null) return grid.searchBoxInto(this.q, Q_MIN_X, out);
     return this.tree === null ? 0 : this.tree.searchBoxInto(this.q, Q_MIN_X, out);
   }
 
@@ -316,6 +352,8 @@ export class FenceStore {
     }
     const bi = index * FENCE_STRIDE_I32;
     if ((this.fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0) return containsCircle(f, b + FENCE_CENTER_X_F64, q);
+    const bands = this.bands;
+    if (bands !== null) return bands.containsAt(index, q);
     return containsRings(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, q);
   }
 
@@ -328,6 +366,8 @@ export class FenceStore {
     if ((this.fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0) {
       return segmentTouchesCircle(this.fenceF64, index * FENCE_STRIDE_F64 + FENCE_CENTER_X_F64, this.q);
     }
+    const bands = this.bands;
+    if (bands !== null) return bands.segmentTouchesAt(index, this.q);
     return segmentTouchesRings(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, this.q);
   }
 

@@ -78,29 +78,32 @@ export interface ReadTrigger {
   lon: number;
 }
 
+/** Reads the trigger `offset` places after the ring's read position, without releasing it. */
+export function readTrigger(ring: SpscRing, offset: number): ReadTrigger {
+  const s = ring.readSlot(offset);
+  const f = s * ring.strideF64;
+  const i = s * ring.strideI32;
+  const cell = ring.i32[i + TRG_FENCE_INDEX_I32]!;
+  return {
+    type: TRIGGER_TYPE_NAMES[ring.i32[i + TRG_TYPE_I32]!]!,
+    slot: ring.i32[i + TRG_DEVICE_SLOT_I32]!,
+    fence: cell & TRG_FENCE_INDEX_MASK,
+    lane: cell >>> TRG_LANE_SHIFT,
+    generation: ring.i32[i + TRG_GENERATION_I32]!,
+    seq: ring.f64[f + TRG_SEQ_F64]!,
+    insideMs: ring.f64[f + TRG_INSIDE_MS_F64]!,
+    eventTimeMs: ring.f64[f + TRG_EVENT_TIME_MS_F64]!,
+    admitTimeNs: ring.f64[f + TRG_ADMIT_TIME_NS_F64]!,
+    lat: ring.f64[f + TRG_LAT_F64]!,
+    lon: ring.f64[f + TRG_LON_F64]!,
+  };
+}
+
 /** Reads and releases every available trigger. */
 export function drain(ring: SpscRing): ReadTrigger[] {
   const out: ReadTrigger[] = [];
   const n = ring.available();
-  for (let k = 0; k < n; k++) {
-    const s = ring.readSlot(k);
-    const f = s * ring.strideF64;
-    const i = s * ring.strideI32;
-    const cell = ring.i32[i + TRG_FENCE_INDEX_I32]!;
-    out.push({
-      type: TRIGGER_TYPE_NAMES[ring.i32[i + TRG_TYPE_I32]!]!,
-      slot: ring.i32[i + TRG_DEVICE_SLOT_I32]!,
-      fence: cell & TRG_FENCE_INDEX_MASK,
-      lane: cell >>> TRG_LANE_SHIFT,
-      generation: ring.i32[i + TRG_GENERATION_I32]!,
-      seq: ring.f64[f + TRG_SEQ_F64]!,
-      insideMs: ring.f64[f + TRG_INSIDE_MS_F64]!,
-      eventTimeMs: ring.f64[f + TRG_EVENT_TIME_MS_F64]!,
-      admitTimeNs: ring.f64[f + TRG_ADMIT_TIME_NS_F64]!,
-      lat: ring.f64[f + TRG_LAT_F64]!,
-      lon: ring.f64[f + TRG_LON_F64]!,
-    });
-  }
+  for (let k = 0; k < n; k++) out.push(readTrigger(ring, k));
   ring.release(n);
   return out;
 }
