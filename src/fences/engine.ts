@@ -60,6 +60,7 @@ import {
   TEL_LANE_I32,
   TEL_LAT_F64,
   TEL_LON_F64,
+  Lane,
   TriggerType,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -67,6 +68,9 @@ import { DeviceState, publishComplianceCount } from './device-state.js';
 import type { FenceStore } from './store.js';
 import { Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0 } from './geometry.js';
 import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from './trigger-writer.js';
+
+const LANE_COMPLIANCE = Lane.COMPLIANCE;
+const LANE_TRANSITION = Lane.TRANSITION;
 
 /** Per-thread containment engine over a fence store generation and the shared device state. */
 export class ContainmentEngine {
@@ -362,10 +366,16 @@ export class ContainmentEngine {
     return written;
   }
 
-  /** Writes one trigger for the ping in this.rec (REC_INSIDE_MS set by the caller) with the device's next sequence. */
-  private emit(type: number, slot: number, fenceIndex: number, lane: number, triggers: SpscRing): void {
+  /**
+   * Writes one trigger for the ping in this.rec (REC_INSIDE_MS set by the caller) with the device's next sequence.
+   * The trigger's lane is its fence's class (COMPLIANCE for a compliance fence, TRANSITION otherwise), not the ping's:
+   * every trigger of one (device, fence) then shares a dispatch priority, so none of them can overtake another in a
+   * downstream queue (an ENTER from a TRANSITION ping and its EXIT from a COMPLIANCE ping would otherwise swap).
+   */
+  private emit(type: number, slot: number, fenceIndex: number, _pingLane: number, triggers: SpscRing): void {
     const rec = this.rec;
     rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+    const lane = this.store.isCompliance(fenceIndex) ? LANE_COMPLIANCE : LANE_TRANSITION;
     writeTrigger(triggers, this.counters, this.counterBase, type, this.store.generation, slot, fenceIndex, lane, rec);
   }
 

@@ -13,7 +13,7 @@ export interface Trigger {
   fenceId: string;
   /** The fence's tags. */
   tags: readonly string[];
-  /** Lane of the ping that produced the trigger. */
+  /** Dispatch class of the trigger: `compliance` for a compliance fence's trigger, `transition` otherwise. */
   lane: (typeof LANE_NAMES)[number];
   /** Latitude of that ping, WGS84 degrees. */
   lat: number;
