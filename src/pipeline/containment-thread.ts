@@ -1,12 +1,13 @@
 /**
- * Containment pool worker (a Piscina worker, one of `poolSize`): runs one task = one batch of one shard.
+ * Containment pool worker (a Piscina worker, one of `poolSize`): runs one task = the shards of one shard group.
  *
- * A task carries ring positions, never records: (shard, fromSeq, count, generation, fences). At most one task per
- * shard is in flight (the ingest thread guarantees it), so this worker is the shard's telemetry ring consumer and its
- * trigger ring producer for the task's duration; the hand-over between workers goes through the pool's messages.
- * Being the consumer, the worker also takes the records published while the task ran (up to `maxRecords`, in
- * batches of `count` at most), so under load a shard's records do not wait for a round trip through the ingest
- * thread; the task answers with the number of records it consumed.
+ * A task carries ring positions, never records: (shards, fromSeqs, batch size, time limits, generation, and the
+ * store only when this worker asked for it). At most one task per group is in flight (the ingest thread guarantees
+ * it), so this worker is the consumer of those shards' telemetry rings and the producer of their trigger rings for
+ * the task's duration; the hand-over between workers goes through the pool's messages. Being the consumer, the worker
+ * takes the records published while the task runs, and waits a little for more before it answers, so under steady
+ * load a shard's records do not wait for a round trip through the ingest thread; the task answers with the number of
+ * records it consumed.
  * The worker opens the rings, counters and device state once (from workerData) and each fence-store generation once
  * (cached), runs ContainmentEngine.processBatch, releases the telemetry records and rings the dispatcher's doorbell.
  */
@@ -16,24 +17,36 @@ import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { CNT_BLOCK_F64, RingKind } from '../shm/layout.js';
+import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
 import type { PipelineMemory } from './memory.js';
 
-/** One containment task. */
+/** One containment task: the shards of one group, each consumed from its ring's read sequence at submit time. */
 export interface ContainmentTask {
-  /** Shard whose batch this is. */
-  shard: number;
-  /** Absolute sequence of the first telemetry record (the ring's read sequence when the task was made). */
-  fromSeq: number;
-  /** Records in the batch. */
-  count: number;
-  /** Records the task may consume in all, continuing with what was published after it started (>= count). */
-  maxRecords: number;
+  /** Shards the task consumes (one group; no other task holds any of them while it runs). */
+  shards: number[];
+  /** Per shard (same order): absolute sequence of its first unread telemetry record when the task was made. */
+  fromSeqs: number[];
+  /** Records per batch at most (one processBatch call, then release and doorbell). */
+  batchRecords: number;
+  /** The task returns after this long even if records keep arriving, ms (so pause and drain are not held up). */
+  maxTaskMs: number;
+  /** When a pass finds every shard empty, the task waits this long for more records before it returns, ms. */
+  lingerMs: number;
   /** Fence-store generation to run on. */
   generation: number;
-  /** That generation's store (opened once per worker and cached). */
-  fences: FenceStoreDescriptor;
+  /**
+   * That generation's store, or null: a worker opens each generation once and caches it, so the store (three
+   * SharedArrayBuffers to clone per message) travels only to a worker that answered NEEDS_STORE.
+   */
+  fences: FenceStoreDescriptor | null;
 }
+
+/** What a task answers, instead of a record count, when it was sent without a store this worker has not opened. */
+export const NEEDS_STORE = -1;
+
+/** Each wait of a lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
+const LINGER_STEP_MS = 0.25;
 
 /** workerData of the pool. */
 export interface ContainmentWorkerData {
@@ -69,9 +82,10 @@ if (state !== null && data !== null && data !== undefined && data.fences !== und
   engine = new ContainmentEngine(first, state, counters, 0);
 }
 
-function storeOf(task: ContainmentTask): FenceStore {
+function storeOf(task: ContainmentTask): FenceStore | null {
   let store = stores.get(task.generation);
   if (store === undefined) {
+    if (task.fences === null) return null;
     store = FenceStore.open(task.fences);
     stores.set(task.generation, store);
     // Drop the oldest generations: a batch never runs on one older than the store a reload replaced.
@@ -84,31 +98,59 @@ function storeOf(task: ContainmentTask): FenceStore {
   return store;
 }
 
-/** Runs one task; returns the number of telemetry records consumed (released). */
+/**
+ * Runs one task: passes over the group's shards round-robin, a batch of at most `batchRecords` per shard per pass.
+ * When a pass finds every shard empty it waits for more (parked on one ring at a time, LINGER_STEP_MS each) for up to
+ * `lingerMs`, so a steady stream keeps one task running instead of paying a round trip through the ingest thread per
+ * read chunk; it returns after that, or once `maxTaskMs` has passed. Returns the telemetry records consumed
+ * (released), or NEEDS_STORE (having consumed nothing) when it needs the generation's store sent along.
+ */
 export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
-  if (engine === null) engine = new ContainmentEngine(store, state, counters, task.shard * CNT_BLOCK_F64);
+  if (store === null) return NEEDS_STORE;
+  if (engine === null) engine = new ContainmentEngine(store, state, counters, 0);
   else if (engine.currentStore !== store) engine.useStore(store);
-  engine.useCounterBlock(task.shard * CNT_BLOCK_F64);
-  const tel = telemetry[task.shard]!;
-  if (tel.readSeq() !== task.fromSeq) {
-    throw new Error(`shard ${task.shard}: task starts at ${task.fromSeq} but the ring's read sequence is ${tel.readSeq()}`);
+  const shards = task.shards;
+  for (let i = 0; i < shards.length; i++) {
+    const tel = telemetry[shards[i]!]!;
+    if (tel.readSeq() !== task.fromSeqs[i]) {
+      throw new Error(`shard ${shards[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`);
+    }
   }
-  const trg = triggers[task.shard]!;
-  let from = task.fromSeq;
-  let count = task.count;
+  const startNs = nowNs();
+  const deadlineNs = startNs + task.maxTaskMs * 1e6;
+  const lingerNs = task.lingerMs * 1e6;
+  let idleSinceNs = -1;
+  let parkOn = 0;
   let consumed = 0;
   for (;;) {
-    const written = engine.processBatch(tel, from, count, trg);
-    tel.release(count);
-    consumed += count;
-    // Ring per batch: the dispatcher can deliver while the next batch runs.
-    if (written > 0) pipeline.ringDispatcher();
-    const room = task.maxRecords - consumed;
-    const available = tel.available();
-    if (room <= 0 || available === 0) return consumed;
-    from = (from + count) | 0;
-    count = Math.min(available, task.count > room ? room : task.count);
+    let pass = 0;
+    for (let i = 0; i < shards.length; i++) {
+      const shard = shards[i]!;
+      const tel = telemetry[shard]!;
+      const available = tel.available();
+      // Why per shard: records published since the last pass are taken here, not after a round trip to the ingest thread.
+      if (available === 0) continue;
+      const count = available < task.batchRecords ? available : task.batchRecords;
+      engine.useCounterBlock(shard * CNT_BLOCK_F64);
+      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
+      tel.release(count);
+      pass += count;
+      // Ring per batch: the dispatcher can deliver while the next batch runs.
+      if (written > 0) pipeline.ringDispatcher();
+    }
+    consumed += pass;
+    const now = nowNs();
+    if (now >= deadlineNs) return consumed;
+    if (pass > 0) {
+      idleSinceNs = -1;
+      continue;
+    }
+    if (idleSinceNs < 0) idleSinceNs = now;
+    if (now - idleSinceNs >= lingerNs) return consumed;
+    // Park on the shards in turn: with devices spread by hash, the next read chunk publishes to each of them.
+    telemetry[shards[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
+    parkOn = parkOn + 1 === shards.length ? 0 : parkOn + 1;
   }
 }

@@ -118,12 +118,16 @@ async function main(): Promise<void> {
     return true;
   };
 
-  /** Drops stores of old generations once nothing can name them (idle and the rings empty), or past the cap. */
+  /**
+   * Drops stores of old generations once nothing can name them (idle and the rings empty), or past the cap. The
+   * generation before the current one is kept while idle: the reload that replaced it writes its EXITs (naming its
+   * fences) after this thread has switched to the new generation.
+   */
   const pruneGenerations = (): void => {
-    if (namer.stores.size <= 1) return;
+    if (namer.stores.size <= 2) return;
     const idle = (dispatcher === null || dispatcher.isIdle) && ringsEmpty();
     for (const g of [...namer.stores.keys()]) {
-      if (g !== currentGeneration && (idle || namer.stores.size > KEPT_GENERATIONS)) namer.stores.delete(g);
+      if (g < currentGeneration - 1 && (idle || namer.stores.size > KEPT_GENERATIONS)) namer.stores.delete(g);
     }
   };
 

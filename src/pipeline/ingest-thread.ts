@@ -80,12 +80,12 @@ async function main(): Promise<void> {
     minThreads: d.poolSize,
     maxThreads: d.poolSize,
     idleTimeout: 2 ** 31 - 1,
-    // Strict FIFO: a task submitted when another completes must not jump the queue, or one shard starves the others.
+    // One task per shard group and one group per worker: tasks never queue, FIFO order is kept anyway.
     stricterFIFO: true,
     workerData: poolData,
   });
   const log = (line: string): void => post({ type: 'log', line });
-  const scheduler = new ShardScheduler(pool, rings, d.batchSize, stats, d.fences, log);
+  const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log);
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map((ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0));

@@ -1,20 +1,34 @@
 /**
  * Batching telemetry into containment tasks (ingest thread, which owns the Piscina pool).
  *
- * A shard's ring is published and offered to the pool when its claimed-but-unpublished records reach `batchSize`, and
- * at the end of every read chunk (`flush`), so a record never waits for more traffic: the age of a partial batch is
- * bounded by the chunk's own processing time. At most one task per shard is in flight (per-device order); records
- * that arrive meanwhile are taken by the running task itself (up to TASK_BATCHES batches), or go in the next task,
- * submitted the moment the pool answers. Each batch a task processes holds at most `batchSize` records.
+ * Shards are split into `groups` fixed groups (shard s in group s % groups; one group per pool worker by default).
+ * A task holds one whole group: at most one task per group is in flight, so at most one consumer per shard
+ * (per-device order), and the pool never queues a task behind another. A running task passes over its group's shards
+ * round-robin, a batch of at most `batchSize` records per shard per pass, taking what is published while it runs,
+ * and returns when a pass finds every shard empty (or after TASK_MAX_MS): a shard never waits for other shards' tasks
+ * to make round trips through the pool, only for the batches of one pass.
+ * A shard's ring is published when its claimed-but-unpublished records reach `batchSize`, and at the end of every
+ * read chunk (`flush`), so a record never waits for more traffic; its group is submitted then if it is idle, or the
+ * moment its task answers.
  */
 import type { Piscina } from 'piscina';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import { PST_BATCHED_PINGS_F64, PST_LOST_PINGS_F64, PST_TASKS_COMPLETED_F64, PST_TASKS_FAILED_F64, PST_TASKS_SUBMITTED_F64 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
-import type { ContainmentTask } from './containment-thread.js';
+import { NEEDS_STORE, type ContainmentTask } from './containment-thread.js';
 
-/** Batches one task may consume from its shard (the first, then what arrives while it runs). */
-export const TASK_BATCHES = 4;
+/** Records claimed (over all shards) after which the ingest thread publishes and submits without waiting for the chunk's end. */
+export const PUBLISH_EVERY_RECORDS = 256;
+
+/**
+ * Longest a task keeps taking new records before it answers, ms: bounds how long a reload waits for the pause. Long,
+ * because under load the answer waits for the ingest thread's event loop (behind its read chunks) while the group's
+ * records pile up, so each answer costs a stall of the group.
+ */
+export const TASK_MAX_MS = 200;
+
+/** How long a task whose shards are empty waits for more records before it answers, ms. */
+export const TASK_LINGER_MS = 2;
 
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
@@ -23,10 +37,19 @@ export class ShardScheduler {
   private readonly pool: Piscina<ContainmentTask, number>;
   private readonly rings: readonly SpscRing[];
   private readonly stats: Float64Array;
+  /** Shard groups (one task in flight per group at most). */
+  readonly groups: number;
+  private readonly groupShards: number[][];
   private readonly inFlight: Uint8Array;
+  /** Per group: 1 when its next task must carry the store (a worker answered NEEDS_STORE). */
+  private readonly sendStore: Uint8Array;
+  /** Per shard: records available when its group's task was submitted (what a failed task drops). */
+  private readonly submittedCount: Int32Array;
+  private readonly submittedFrom: Int32Array;
   private readonly dirty: Uint8Array;
   private readonly dirtyList: Int32Array;
   private dirtyCount = 0;
+  private claimedSinceFlush = 0;
   private inFlightCount = 0;
   private paused = false;
   private generation: number;
@@ -38,6 +61,7 @@ export class ShardScheduler {
     pool: Piscina<ContainmentTask, number>,
     rings: readonly SpscRing[],
     batchSize: number,
+    groups: number,
     stats: Float64Array,
     fences: FenceStoreDescriptor,
     onError: (message: string) => void,
@@ -49,7 +73,14 @@ export class ShardScheduler {
     this.fences = fences;
     this.generation = fences.generation;
     this.onError = onError;
-    this.inFlight = new Uint8Array(rings.length);
+    if (!(Number.isInteger(groups) && groups >= 1)) throw new RangeError(`groups must be an integer >= 1, got ${groups}`);
+    this.groups = Math.min(groups, rings.length);
+    this.groupShards = Array.from({ length: this.groups }, () => []);
+    for (let s = 0; s < rings.length; s++) this.groupShards[s % this.groups]!.push(s);
+    this.inFlight = new Uint8Array(this.groups);
+    this.sendStore = new Uint8Array(this.groups);
+    this.submittedCount = new Int32Array(rings.length);
+    this.submittedFrom = new Int32Array(rings.length);
     this.dirty = new Uint8Array(rings.length);
     this.dirtyList = new Int32Array(rings.length);
   }
@@ -59,28 +90,36 @@ export class ShardScheduler {
     return this.inFlightCount;
   }
 
-  /** Notes that `shard` has claimed records; publishes and submits at once when a full batch is claimed. */
+  /**
+   * Notes that `shard` has claimed a record; publishes and submits at once when a full batch is claimed in the shard,
+   * and flushes every shard each PUBLISH_EVERY_RECORDS records, so containment starts on the head of a large read chunk
+   * while the rest is still being decoded.
+   */
   noteClaimed(shard: number, ring: SpscRing): void {
     if (this.dirty[shard] === 0) {
       this.dirty[shard] = 1;
       this.dirtyList[this.dirtyCount++] = shard;
     }
-    if (ring.pendingCount() >= this.batchSize) {
+    if (++this.claimedSinceFlush >= PUBLISH_EVERY_RECORDS) {
+      this.flush();
+    } else if (ring.pendingCount() >= this.batchSize) {
       ring.publish();
       this.trySubmit(shard);
     }
   }
 
-  /** End of a read chunk: publishes every shard with claimed records and submits the idle ones. */
+  /** End of a read chunk: publishes every shard with claimed records, then submits the idle groups. */
   flush(): void {
     const n = this.dirtyCount;
+    this.claimedSinceFlush = 0;
+    if (n === 0) return;
     for (let k = 0; k < n; k++) {
       const shard = this.dirtyList[k]!;
       this.dirty[shard] = 0;
       this.rings[shard]!.publish();
-      this.trySubmit(shard);
     }
     this.dirtyCount = 0;
+    for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
   }
 
   /** Stops submitting; resolves when no task is in flight (the reload pause). */
@@ -93,8 +132,10 @@ export class ShardScheduler {
   resume(fences: FenceStoreDescriptor): void {
     this.fences = fences;
     this.generation = fences.generation;
+    // The workers have not opened this generation yet: the next task of each group carries it.
+    this.sendStore.fill(1);
     this.paused = false;
-    for (let s = 0; s < this.rings.length; s++) this.trySubmit(s);
+    for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
   }
 
   /** Resolves when no task is in flight. */
@@ -110,49 +151,74 @@ export class ShardScheduler {
     return true;
   }
 
-  /** Submits a task for `shard` when it has published records, is not in flight and submitting is not paused. */
+  /** Submits a task for `shard`'s group when one of its shards has published records, it is not in flight and submitting is not paused. */
   trySubmit(shard: number): void {
-    if (this.paused || this.inFlight[shard] !== 0) return;
-    const ring = this.rings[shard]!;
-    const available = ring.available();
+    this.trySubmitGroup(shard % this.groups);
+  }
+
+  private trySubmitGroup(group: number): void {
+    if (this.paused || this.inFlight[group] !== 0) return;
+    const shards = this.groupShards[group]!;
+    let available = 0;
+    for (const s of shards) available += this.rings[s]!.available();
     if (available === 0) return;
-    const count = available < this.batchSize ? available : this.batchSize;
+    const fromSeqs = new Array<number>(shards.length);
+    for (let i = 0; i < shards.length; i++) {
+      const s = shards[i]!;
+      const ring = this.rings[s]!;
+      fromSeqs[i] = ring.readSeq();
+      this.submittedFrom[s] = fromSeqs[i]!;
+      this.submittedCount[s] = ring.available();
+    }
     const task: ContainmentTask = {
-      shard,
-      fromSeq: ring.readSeq(),
-      count,
-      maxRecords: this.batchSize * TASK_BATCHES,
+      shards,
+      fromSeqs,
+      batchRecords: this.batchSize,
+      maxTaskMs: TASK_MAX_MS,
+      lingerMs: TASK_LINGER_MS,
       generation: this.generation,
-      fences: this.fences,
+      fences: this.sendStore[group] !== 0 ? this.fences : null,
     };
-    this.inFlight[shard] = 1;
+    this.sendStore[group] = 0;
+    this.inFlight[group] = 1;
     this.inFlightCount++;
     this.stats[PST_TASKS_SUBMITTED_F64]!++;
     this.pool.run(task).then(
-      (consumed) => this.complete(shard, consumed, false),
+      (consumed) => this.complete(group, consumed, false),
       (err: unknown) => {
-        this.onError(`containment task for shard ${shard} failed: ${err instanceof Error ? err.message : String(err)}`);
-        // The worker may have released part of its work: drop what is left of the first batch.
-        const left = (task.fromSeq + count - ring.readSeq()) | 0;
-        this.complete(shard, left > 0 ? left : 0, true);
+        this.onError(`containment task for shards ${shards.join(',')} failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.complete(group, 0, true);
       },
     );
   }
 
-  private complete(shard: number, count: number, failed: boolean): void {
+  private complete(group: number, consumed: number, failed: boolean): void {
+    if (consumed === NEEDS_STORE) {
+      // The worker has not opened this generation: send it along with the next task.
+      this.sendStore[group] = 1;
+      consumed = 0;
+    }
     if (failed) {
-      // The worker did not release the batch: take the consumer role (the pool's answer orders us after it) and drop it.
-      const ring = this.rings[shard]!;
-      ring.release(count);
+      // The worker may have released part of its work: take the consumer role (the pool's answer orders us after it)
+      // and drop what is left, per shard, of the records that were there when the task was submitted.
+      let lost = 0;
+      for (const s of this.groupShards[group]!) {
+        const ring = this.rings[s]!;
+        const left = (this.submittedFrom[s]! + this.submittedCount[s]! - ring.readSeq()) | 0;
+        if (left > 0) {
+          ring.release(left);
+          lost += left;
+        }
+      }
       this.stats[PST_TASKS_FAILED_F64]!++;
-      this.stats[PST_LOST_PINGS_F64]! += count;
+      this.stats[PST_LOST_PINGS_F64]! += lost;
     } else {
       this.stats[PST_TASKS_COMPLETED_F64]!++;
-      this.stats[PST_BATCHED_PINGS_F64]! += count;
+      this.stats[PST_BATCHED_PINGS_F64]! += consumed;
     }
-    this.inFlight[shard] = 0;
+    this.inFlight[group] = 0;
     this.inFlightCount--;
-    this.trySubmit(shard);
+    this.trySubmitGroup(group);
     if (this.inFlightCount === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

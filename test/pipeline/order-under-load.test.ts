@@ -56,7 +56,8 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     assert.equal(s.shedTotal, 0, 'nothing shed');
     assert.equal(s.admittedTotal, DEVICES * STEPS);
     assert.equal(s.processed, s.admittedTotal);
-    assert.ok(s.tasks > 16, `several tasks ran (${s.tasks})`);
+    // 3 shard groups (one per worker): more tasks than groups means each group's shards passed from task to task.
+    assert.ok(s.tasks > 3, `several tasks ran (${s.tasks})`);
     assert.ok(s.triggersTotal > 5000, `plenty of triggers (${s.triggersTotal})`);
     assert.equal(got.length, s.triggersTotal);
     assert.equal(s.delivered, s.triggersTotal);

@@ -68,3 +68,40 @@ test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSO
     await router.close();
   }
 });
+
+test('after a reload, workers that did not get the new store ask for it, and every ping is processed on it', async () => {
+  const got: Trigger[] = [];
+  // 3 workers for 2 shard groups: tasks carry the store only to the workers that ask, so some must ask.
+  const router = await createRouter({
+    fences: fc(square('A', 0, 0, 50)),
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 3,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-rl2-')) },
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  try {
+    await router.reloadFences(fc(square('B', 0, 0, 50)));
+    // Devices step in and out of B one at a time, each ping in its own task, so tasks land on every worker.
+    const devices = 20;
+    for (let round = 0; round < 4; round++) {
+      for (let d = 0; d < devices; d++) {
+        router.ingest(frameOf({ id: `d${d}`, eastM: round % 2 === 0 ? 0 : 300, northM: 0, dtMs: round * 1000 }));
+        await waitFor(() => router.stats().processed === round * devices + d + 1, 10_000, `ping ${round}/${d} processed`);
+      }
+    }
+    const s = await router.close();
+    assert.equal(s.lost, 0);
+    assert.equal(s.processed, 4 * devices);
+    // On the new generation: ENTER B, EXIT B, ENTER B, EXIT B per device, and nothing of A.
+    assert.equal(got.length, 4 * devices);
+    assert.ok(got.every((t) => t.fenceId === 'B'));
+    assert.equal(orderProblem(got), null);
+  } finally {
+    await router.close();
+  }
+});
