@@ -32,6 +32,7 @@ import type { Trigger } from './pipeline/trigger.js';
 import { nowNs } from './shm/clock.js';
 import { CNT_BLOCK_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, TRIGGER_TYPE_NAMES } from './shm/layout.js';
 import { SpscRing } from './shm/ring.js';
+import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
 
 /** Extra inputs of createRouter beyond the serialisable options. */
 export interface RouterExtras {
@@ -374,7 +375,7 @@ class PipelineRouter implements Router {
     if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
     let next: FenceStore;
     try {
-      next = FenceStore.open(buildFenceStore(parseFences(geojson), this.store.generation + 1));
+      next = FenceStore.open(buildFenceStore(parseFences(geojson), this.store.generation + 1), LOOKUP_ONLY_STORE);
     } catch (err) {
       this.statsCells[PST_RELOADS_FAILED_F64]!++;
       throw err;
@@ -473,7 +474,7 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
       throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
     }
   }
-  const store = FenceStore.open(buildFenceStore(parseFences(geojson), 1));
+  const store = FenceStore.open(buildFenceStore(parseFences(geojson), 1), LOOKUP_ONLY_STORE);
   const extras: RouterExtras = {};
   if (log !== undefined) extras.log = log;
   if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;

@@ -7,6 +7,7 @@
  * the doorbell, and waits for it to change or for a short timeout (the control loop's timers: expiry, flushes,
  * Retry-After pauses). Producers notify only when the flag is up.
  */
+import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
@@ -71,7 +72,7 @@ async function main(): Promise<void> {
   const statsCells = new Float64Array(m.stats);
   const namer = new PipelineNamer(m.idTable);
   let currentGeneration = d.fences.generation;
-  namer.stores.set(currentGeneration, FenceStore.open(d.fences));
+  namer.stores.set(currentGeneration, FenceStore.open(d.fences, LOOKUP_ONLY_STORE));
   const bridge = d.bridgePort === null ? null : new CallbackBridge(d.bridgePort, namer);
   const metrics = new Float64Array(m.dispatchMetrics);
   const dispatcher =
@@ -178,7 +179,7 @@ async function main(): Promise<void> {
       case 'fences':
         reply(
           (async () => {
-            namer.stores.set(msg.fences.generation, FenceStore.open(msg.fences));
+            namer.stores.set(msg.fences.generation, FenceStore.open(msg.fences, LOOKUP_ONLY_STORE));
             currentGeneration = msg.fences.generation;
           })(),
         );

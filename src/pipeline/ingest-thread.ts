@@ -7,6 +7,7 @@
  * answers arrive on its own event loop, so the per-shard "one task in flight" state lives in one thread with no
  * cross-thread hand-off. The main thread stays free for the admin server and the embedding's callbacks.
  */
+import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { Piscina } from 'piscina';
 import { parentPort, workerData } from 'node:worker_threads';
 import { DeviceState } from '../fences/device-state.js';
@@ -90,7 +91,7 @@ async function main(): Promise<void> {
   const t0 = nowNs();
   const admissions = rings.map((ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0));
   const registry = new DeviceRegistry(m.idTable, m.shards);
-  const predicates = new StorePredicates(FenceStore.open(d.fences), state, d.complianceMarginM, rings, registry.shardOfSlot);
+  const predicates = new StorePredicates(FenceStore.open(d.fences, LOOKUP_ONLY_STORE), state, d.complianceMarginM, rings, registry.shardOfSlot);
   const rejectLog = new RejectLog({ intervalMs: d.ingest.rejectLogIntervalMs, nowMs: () => Date.now(), write: log });
   const sink = new AdmissionSink(admissions, scheduler, predicates);
   const edge = new PipelineEdge(
@@ -162,7 +163,7 @@ async function main(): Promise<void> {
         return;
       case 'resume':
         try {
-          predicates.store = FenceStore.open(msg.fences);
+          predicates.store = FenceStore.open(msg.fences, LOOKUP_ONLY_STORE);
           scheduler.resume(msg.fences);
           post({ type: 'reply', id: msg.id });
         } catch (err) {
