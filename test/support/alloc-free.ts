@@ -6,6 +6,9 @@
  * `--no-concurrent-recompilation`, so V8 installs optimised code as soon as it decides to optimise instead of after a
  * background compile whose delay depends on how busy the machine is. The optimised code is the same either way; the
  * flag only makes the moment it takes over deterministic, so a GC counted here is an allocation in the code itself.
+ * They also run with `--no-memory-reducer`: the memory reducer starts full collections on a timer, after allocation
+ * has slowed down, to give memory back; such a collection says nothing about the code being measured, and on a busy
+ * machine a long measured run can outlast the timer.
  */
 import { PerformanceObserver } from 'node:perf_hooks';
 import { getHeapSpaceStatistics } from 'node:v8';
