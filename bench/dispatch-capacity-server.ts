@@ -4,9 +4,14 @@
  * `queueLimit` requests, past which it answers 503. The parent changes `workers` at run time over IPC and asks for
  * the figures of each run.
  *
- * Figures: busy worker time (for utilisation), served requests, 503s, and overload episodes: a maximal period in
- * which every request that started service (or was refused) had waited longer than `overloadWaitMs`, lasting at
- * least `overloadMinMs`.
+ * Figures, all measured on this process's own clock (so the load generator's event-loop delays do not enter them):
+ * - utilisation: the integral of min(busy workers, workers) over time divided by the integral of `workers` (the true
+ *   capacity) since `reset`. Busy time is the real time a worker holds a request (a timer that fires late keeps the
+ *   worker busy longer), and requests still in service after capacity drops count only up to the new worker count.
+ *   `nominalBusyMs` (service time x requests served) is kept for comparison.
+ * - queue waits (arrival to start of service) of every request, for their P99;
+ * - overload episodes: a maximal period in which every request that started service (or was refused) had waited
+ *   longer than `overloadWaitMs`, lasting at least `overloadMinMs`.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,15 +27,29 @@ interface Config {
 const cfg: Config = { workers: 16, serviceMs: 40, queueLimit: 64, overloadWaitMs: 40, overloadMinMs: 200 };
 let busy = 0;
 const waiting: (() => void)[] = [];
-let busyMs = 0;
+let nominalBusyMs = 0;
 let served = 0;
 let refused = 0;
 let episodes = 0;
 let episodeStart = -1;
 let maxWaitMs = 0;
+let lastAdvanceMs = performance.now();
+let busyIntegralMs = 0;
+let capacityIntegralMs = 0;
+const waits = new Float64Array(400_000);
+let nWaits = 0;
+
+/** Advances the busy and capacity integrals to `nowMs` (called before every change of `busy` or `workers`). */
+function advance(nowMs: number): void {
+  const dt = nowMs - lastAdvanceMs;
+  busyIntegralMs += Math.min(busy, cfg.workers) * dt;
+  capacityIntegralMs += cfg.workers * dt;
+  lastAdvanceMs = nowMs;
+}
 
 function noteWait(nowMs: number, waitMs: number): void {
   if (waitMs > maxWaitMs) maxWaitMs = waitMs;
+  if (Number.isFinite(waitMs) && nWaits < waits.length) waits[nWaits++] = waitMs;
   if (waitMs > cfg.overloadWaitMs) {
     if (episodeStart < 0) episodeStart = nowMs;
     return;
@@ -55,12 +74,14 @@ const server = http.createServer((req, res) => {
       return;
     }
     const run = (): void => {
-      busy++;
       const start = performance.now();
+      advance(start);
+      busy++;
       noteWait(start, start - arrived);
       setTimeout(() => {
+        advance(performance.now());
         busy--;
-        busyMs += cfg.serviceMs;
+        nominalBusyMs += cfg.serviceMs;
         served++;
         res.statusCode = 200;
         res.end();
@@ -76,21 +97,39 @@ server.keepAliveTimeout = 60_000;
 process.on('message', (m: { op: string; workers?: number; config?: Partial<Config> }) => {
   if (m.op === 'config') Object.assign(cfg, m.config);
   if (m.op === 'workers') {
+    advance(performance.now());
     cfg.workers = m.workers!;
     next();
   }
   if (m.op === 'reset') {
-    busyMs = 0;
+    advance(performance.now());
+    nominalBusyMs = 0;
+    busyIntegralMs = 0;
+    capacityIntegralMs = 0;
     served = 0;
     refused = 0;
     episodes = 0;
     episodeStart = -1;
     maxWaitMs = 0;
+    nWaits = 0;
   }
   if (m.op === 'stats') {
     const now = performance.now();
+    advance(now);
     const open = episodeStart >= 0 && now - episodeStart >= cfg.overloadMinMs ? 1 : 0;
-    process.send!({ op: 'stats', busyMs, served, refused, episodes: episodes + open, maxWaitMs });
+    const sorted = waits.slice(0, nWaits).sort();
+    const waitP99Ms = nWaits === 0 ? NaN : sorted[Math.min(nWaits - 1, Math.floor(0.99 * nWaits))]!;
+    process.send!({
+      op: 'stats',
+      busyIntegralMs,
+      capacityIntegralMs,
+      nominalBusyMs,
+      served,
+      refused,
+      episodes: episodes + open,
+      maxWaitMs,
+      waitP99Ms,
+    });
   }
   if (m.op === 'exit') process.exit(0);
 });

@@ -4,12 +4,23 @@
  * offers triggers at a fixed rate above the largest capacity and the figures are taken side by side:
  * utilisation of true capacity, P99 trigger latency (send to acknowledgment), overload episodes, deferred triggers.
  *
- * Run: npm run build && node --expose-gc dist/bench/limiters.bench.js   (writes bench/out/limiters.json)
+ * The unloaded latency baseline is measured after a discarded warm-up (JIT, first connections) against the same
+ * server given 64 workers, with a fixed limit of 24: the server never queues, while the client sends about as many
+ * requests per second as in the loaded runs, so its own event-loop and scheduling delays (large on a shared 2-core
+ * host) are in the baseline as they are in the runs. 6 s before and 6 s after the candidates; the baseline is the
+ * P99 of the pooled samples (several thousand), not the maximum of a few dozen. The client's event-loop delay and
+ * the server-side queue wait are recorded per run, so client-side inflation can be told from downstream queueing.
+ *
+ * Run: npm run build && node --expose-gc dist/bench/limiters.bench.js [--repeats N] [--only NAME]
+ *   --repeats N   run every candidate N times (interleaved) and report per-limiter medians (default 1)
+ *   --only NAME   only the candidates whose name contains NAME (for tuning; the report needs all of them)
+ * Writes bench/out/limiters.json.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Lane, TriggerType } from '../src/shm/layout.js';
 import { nowNs } from '../src/shm/clock.js';
@@ -29,17 +40,37 @@ const PHASES: [string, number, number][] = [
 const OFFER_PER_S = 1000; // above the 2x capacity of 800 requests/s
 const TICK_MS = 5;
 const SEED = 0x5eed;
+const UNLOADED_LIMIT = 24;
+const UNLOADED_WORKERS = 64;
+const UNLOADED_MS = 6000;
 
 interface Row {
   limiter: string;
   utilisation: number;
+  nominalUtilisation: number;
   p50Ms: number;
   p99Ms: number;
+  serverWaitP99Ms: number;
+  loopDelayP99Ms: number;
   overloadEpisodes: number;
   deferred: number;
   delivered: number;
   refused503: number;
   meanLimitPerPhase: number[];
+  utilisationPerPhase: number[];
+  /** Gradient only: fast decreases made. */
+  fastDecreases: number;
+  samplesMs: Float64Array;
+}
+
+interface ServerStats {
+  busyIntegralMs: number;
+  capacityIntegralMs: number;
+  nominalBusyMs: number;
+  served: number;
+  refused: number;
+  episodes: number;
+  waitP99Ms: number;
 }
 
 function rpc<T>(child: ChildProcess, msg: object, reply?: string): Promise<T> {
@@ -64,8 +95,14 @@ function percentile(sorted: Float64Array, q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
 async function runOne(child: ChildProcess, port: number, name: string, limit: Limit, safetyCap: number, phases: [string, number, number][]): Promise<Row> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bench-${name}-`));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bench-${name.replace(/[^a-z0-9]/gi, '')}-`));
   const namer = new IndexNamer();
   const rtts = new Float64Array(200_000);
   let nRtt = 0;
@@ -95,8 +132,11 @@ async function runOne(child: ChildProcess, port: number, name: string, limit: Li
   let rand = SEED;
   await rpc(child, { op: 'workers', workers: phases[0]![1] });
   await rpc(child, { op: 'reset' });
-  let capacityMs = 0;
+  const loop = monitorEventLoopDelay({ resolution: 5 });
+  loop.enable();
   const meanLimits: number[] = [];
+  const phaseUtil: number[] = [];
+  let prev = { busy: 0, cap: 0 };
   for (const [, workers, ms] of phases) {
     await rpc(child, { op: 'workers', workers });
     const start = performance.now();
@@ -118,63 +158,157 @@ async function runOne(child: ChildProcess, port: number, name: string, limit: Li
       limitN++;
       await new Promise((res) => setTimeout(res, TICK_MS));
     }
-    capacityMs += workers * (performance.now() - start);
     meanLimits.push(limitSum / limitN);
+    const s = await rpc<ServerStats>(child, { op: 'stats' }, 'stats');
+    phaseUtil.push((s.busyIntegralMs - prev.busy) / (s.capacityIntegralMs - prev.cap));
+    prev = { busy: s.busyIntegralMs, cap: s.capacityIntegralMs };
   }
-  const stats = await rpc<{ busyMs: number; served: number; refused: number; episodes: number }>(child, { op: 'stats' }, 'stats');
+  loop.disable();
+  const stats = await rpc<ServerStats>(child, { op: 'stats' }, 'stats');
   await d.close(2000);
   fs.rmSync(dir, { recursive: true, force: true });
   const sorted = rtts.slice(0, nRtt).sort();
   return {
     limiter: name,
-    utilisation: stats.busyMs / capacityMs,
+    utilisation: stats.busyIntegralMs / stats.capacityIntegralMs,
+    nominalUtilisation: stats.nominalBusyMs / stats.capacityIntegralMs,
     p50Ms: percentile(sorted, 0.5),
     p99Ms: percentile(sorted, 0.99),
+    serverWaitP99Ms: stats.waitP99Ms,
+    loopDelayP99Ms: loop.percentile(99) / 1e6,
     overloadEpisodes: stats.episodes,
     deferred: ds.deadLettered,
     delivered: ds.delivered,
     refused503: stats.refused,
     meanLimitPerPhase: meanLimits,
+    utilisationPerPhase: phaseUtil,
+    fastDecreases: limit instanceof GradientLimit ? limit.fastDecreases : 0,
+    samplesMs: sorted,
   };
 }
 
+function argValue(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
 async function main(): Promise<void> {
+  const repeats = Number(argValue('--repeats') ?? '1');
+  if (!Number.isInteger(repeats) || repeats < 1 || repeats > 20) throw new RangeError(`--repeats must be an integer in [1, 20], got ${String(argValue('--repeats'))}`);
+  const only = argValue('--only');
   const here = path.dirname(fileURLToPath(import.meta.url));
   const child = fork(path.join(here, 'dispatch-capacity-server.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const ready = await new Promise<{ port: number }>((resolve) => child.once('message', (m) => resolve(m as { port: number })));
   await rpc(child, { op: 'config', config: { serviceMs: SERVICE_MS, queueLimit: 64, overloadWaitMs: SERVICE_MS, overloadMinMs: 200 } });
-  // Unloaded latency: one request at a time.
-  const unloaded = await runOne(child, ready.port, 'unloaded', new FixedLimit(1), 1, [['1x', BASE_WORKERS, 2000]]);
+  const loadBefore = os.loadavg();
+  const unloadedPhase: [string, number, number][] = [['unloaded', UNLOADED_WORKERS, UNLOADED_MS]];
+  // Warm-up, discarded: JIT, sockets and timers settle before anything is measured.
+  await runOne(child, ready.port, 'warm-up', new FixedLimit(UNLOADED_LIMIT), 256, [['unloaded', UNLOADED_WORKERS, 2000]]);
+  const unloadedA = await runOne(child, ready.port, 'unloaded', new FixedLimit(UNLOADED_LIMIT), 256, unloadedPhase);
   const candidates: [string, () => Limit, number][] = [
     ['fixed-low (10)', () => new FixedLimit(10), 256],
     ['fixed-high (32)', () => new FixedLimit(32), 256],
     ['aimd', () => new AimdLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
     ['vegas', () => new VegasLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
     ['gradient2', () => new Gradient2Limit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
-    ['gradient', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
-    ['gradient + cap 48', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 48],
-  ];
-  const rows: Row[] = [];
-  for (const [name, make, cap] of candidates) rows.push(await runOne(child, ready.port, name, make(), cap, PHASES));
+    // The fast decrease is opt-in (see GradientLimit); this is the configuration the target is measured with.
+    ['gradient', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }), 256],
+    ['gradient + cap 48', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }), 48],
+  ].filter(([n]) => only === undefined || (n as string).includes(only)) as [string, () => Limit, number][];
+  const passes: Row[][] = [];
+  for (let k = 0; k < repeats; k++) {
+    const rows: Row[] = [];
+    for (const [name, make, cap] of candidates) rows.push(await runOne(child, ready.port, name, make(), cap, PHASES));
+    passes.push(rows);
+  }
+  const unloadedB = await runOne(child, ready.port, 'unloaded', new FixedLimit(UNLOADED_LIMIT), 256, unloadedPhase);
+  const loadAfter = os.loadavg();
   child.send({ op: 'exit' });
-  const base = unloaded.p99Ms;
-  console.log(`unloaded latency (1 in flight): P50 ${unloaded.p50Ms.toFixed(1)} ms, P99 ${base.toFixed(1)} ms`);
-  console.table(
-    rows.map((r) => ({
-      limiter: r.limiter,
-      'utilisation %': (r.utilisation * 100).toFixed(1),
-      'P50 ms': r.p50Ms.toFixed(1),
-      'P99 ms': r.p99Ms.toFixed(1),
-      'P99 / unloaded': (r.p99Ms / base).toFixed(2),
-      'overload episodes': r.overloadEpisodes,
-      deferred: r.deferred,
-      delivered: r.delivered,
-      '503s': r.refused503,
-      'mean limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
-    })),
+  const pooled = Float64Array.from([...unloadedA.samplesMs, ...unloadedB.samplesMs]).sort();
+  const baseP50 = percentile(pooled, 0.5);
+  const base = percentile(pooled, 0.99);
+  console.log(
+    `unloaded latency (fixed limit ${UNLOADED_LIMIT}, ${UNLOADED_WORKERS} workers, ${pooled.length} samples, before + after): P50 ${baseP50.toFixed(1)} ms, ` +
+      `P99 ${base.toFixed(1)} ms (before ${unloadedA.p99Ms.toFixed(1)}, after ${unloadedB.p99Ms.toFixed(1)}); ` +
+      `load average ${loadBefore.map((x) => x.toFixed(2)).join(' ')} -> ${loadAfter.map((x) => x.toFixed(2)).join(' ')}`,
   );
+  const show = (r: Row): Record<string, string | number> => ({
+    limiter: r.limiter,
+    'util %': (r.utilisation * 100).toFixed(1),
+    'nominal util %': (r.nominalUtilisation * 100).toFixed(1),
+    'P50 ms': r.p50Ms.toFixed(1),
+    'P99 ms': r.p99Ms.toFixed(1),
+    'P99/unl': (r.p99Ms / base).toFixed(2),
+    'srv wait P99': r.serverWaitP99Ms.toFixed(1),
+    'loop P99': r.loopDelayP99Ms.toFixed(1),
+    episodes: r.overloadEpisodes,
+    deferred: r.deferred,
+    delivered: r.delivered,
+    '503s': r.refused503,
+    'limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
+    'util % 1x/2x/0.6x': r.utilisationPerPhase.map((x) => (x * 100).toFixed(0)).join(' / '),
+    'fast cuts': r.fastDecreases,
+  });
+  passes.forEach((rows, k) => {
+    console.log(`pass ${k + 1} of ${repeats}`);
+    console.table(rows.map(show));
+  });
+  const medians = candidates.map(([name], i) => {
+    const rs = passes.map((rows) => rows[i]!);
+    const m = (f: (r: Row) => number): number => median(rs.map(f));
+    return {
+      limiter: name,
+      utilisation: m((r) => r.utilisation),
+      nominalUtilisation: m((r) => r.nominalUtilisation),
+      p50Ms: m((r) => r.p50Ms),
+      p99Ms: m((r) => r.p99Ms),
+      p99OverUnloaded: m((r) => r.p99Ms) / base,
+      serverWaitP99Ms: m((r) => r.serverWaitP99Ms),
+      loopDelayP99Ms: m((r) => r.loopDelayP99Ms),
+      overloadEpisodes: m((r) => r.overloadEpisodes),
+      overloadEpisodesPerPass: rs.map((r) => r.overloadEpisodes),
+      deferred: m((r) => r.deferred),
+      delivered: m((r) => r.delivered),
+      refused503: m((r) => r.refused503),
+      meanLimitPerPhase: [0, 1, 2].map((p) => m((r) => r.meanLimitPerPhase[p]!)),
+    };
+  });
+  if (repeats > 1) {
+    console.log(`medians of ${repeats} passes`);
+    console.table(
+      medians.map((r) => ({
+        limiter: r.limiter,
+        'util %': (r.utilisation * 100).toFixed(1),
+        'P50 ms': r.p50Ms.toFixed(1),
+        'P99 ms': r.p99Ms.toFixed(1),
+        'P99/unl': r.p99OverUnloaded.toFixed(2),
+        'srv wait P99': r.serverWaitP99Ms.toFixed(1),
+        'episodes (per pass)': r.overloadEpisodesPerPass.join(' '),
+        deferred: r.deferred,
+        '503s': r.refused503,
+        'limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
+      })),
+    );
+  }
+  const strip = ({ samplesMs: _s, ...rest }: Row): Omit<Row, 'samplesMs'> => rest;
   fs.mkdirSync('bench/out', { recursive: true });
-  fs.writeFileSync('bench/out/limiters.json', JSON.stringify({ unloaded, rows, serviceMs: SERVICE_MS, baseWorkers: BASE_WORKERS, offerPerS: OFFER_PER_S }, null, 2));
+  fs.writeFileSync(
+    'bench/out/limiters.json',
+    JSON.stringify(
+      {
+        unloaded: { limit: UNLOADED_LIMIT, workers: UNLOADED_WORKERS, samples: pooled.length, p50Ms: baseP50, p99Ms: base, beforeP99Ms: unloadedA.p99Ms, afterP99Ms: unloadedB.p99Ms },
+        loadAverage: { before: loadBefore, after: loadAfter },
+        repeats,
+        passes: passes.map((rows) => rows.map(strip)),
+        medians,
+        serviceMs: SERVICE_MS,
+        baseWorkers: BASE_WORKERS,
+        offerPerS: OFFER_PER_S,
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 await main();

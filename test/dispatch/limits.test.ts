@@ -31,7 +31,8 @@ test('gradient: halves on loss, never below the floor, never above the ceiling',
   const g = new GradientLimit({ ...perSample, initialLimit: 40, minLimit: 3, maxLimit: 60 });
   g.onSample(0, 10 * MS, 40, true);
   assert.equal(g.limit, 20);
-  feed(g, MS, 20, MS, 10 * MS, saturated, true);
+  // Each loss started after the previous backoff (10 ms apart, 10 ms RTT), so each one counts.
+  feed(g, 10 * MS, 20, 10 * MS, 10 * MS, saturated, true);
   assert.equal(g.limit, 3);
   feed(g, 100 * MS, 5000, MS, 10 * MS, saturated);
   assert.equal(g.limit, 60);
@@ -111,9 +112,108 @@ test('gradient: probes more slowly after repeated backoffs', () => {
   assert.equal(hurt.isCautious(61_000 * MS), false);
 });
 
+/** Options where only the fast path can move the limit (the smoothed interval is 10 s long). */
+const fastOnly = { initialLimit: 40, maxLimit: 400, updateIntervalNs: 10_000 * MS, updateIntervalRtts: 0, fastDecreaseRttRatio: 2 } as const;
+
+/** Reference 10 ms, then completions flowing 1 ms apart (starts 1..29 ms, done 11..39 ms): a busy downstream. */
+function flowing(g: GradientLimit): void {
+  g.onSample(0, 10 * MS, 40, false);
+  feed(g, MS, 29, MS, 10 * MS, () => 40);
+}
+
+test('gradient: a run of samples at >= 2x the reference cuts the limit at once by the clamp, one outlier does not', () => {
+  const g = new GradientLimit(fastOnly);
+  flowing(g);
+  g.onSample(16 * MS, 25 * MS, 40, false); // one outlier, done at 41 ms
+  g.onSample(32 * MS, 10 * MS, 40, false); // run broken
+  g.onSample(18 * MS, 25 * MS, 40, false); // 43 ms
+  g.onSample(20 * MS, 25 * MS, 40, false); // 45 ms
+  assert.equal(g.estimatedLimit, 40, 'two slow samples in a row are not a run of three');
+  g.onSample(24 * MS, 25 * MS, 40, false); // 49 ms: third, spanning 6 ms >= 0.5 reference RTT
+  assert.equal(g.estimatedLimit, 20, 'three in a row: L * minGradient, unsmoothed');
+  assert.equal(g.fastDecreases, 1);
+  // Samples below the ratio never cut fast.
+  const h = new GradientLimit(fastOnly);
+  flowing(h);
+  feed(h, 30 * MS, 100, MS, 19 * MS, () => 40);
+  assert.equal(h.estimatedLimit, 40);
+  assert.equal(h.fastDecreases, 0);
+});
+
+test('gradient: late completions handled together after a pause neither cut fast nor move the interval median', () => {
+  const g = new GradientLimit({ ...fastOnly, updateIntervalNs: 100 * MS, smoothing: 1 });
+  flowing(g); // the interval starts at 10 ms
+  feed(g, 30 * MS, 11, MS, 10 * MS, () => 40); // done 40..50 ms
+  // The caller's event loop stalls from 50 to 80 ms: requests sent at 31..50 ms are all handled at about 80 ms.
+  for (let k = 0; k < 20; k++) g.onSample((31 + k) * MS, (80 - 31 - k) * MS + k * 0.1 * MS, 40, false);
+  assert.equal(g.fastDecreases, 0, 'a burst spanning 2 ms (< half a reference RTT) is no evidence of a queue');
+  assert.equal(g.estimatedLimit, 40);
+  // The interval closes on a normal sample: the median is the 10 ms majority, so g = 1 and the limit grows.
+  g.onSample(100 * MS, 10 * MS, 40, false);
+  assert.ok(g.estimatedLimit > 40, `the median ignores the minority burst: ${g.estimatedLimit}`);
+  // The same slow RTTs with completions spread over time are a queue: the run spans half a reference RTT and cuts.
+  const q = new GradientLimit(fastOnly);
+  flowing(q);
+  feed(q, 10 * MS, 4, 2 * MS, 30 * MS, () => 40); // done 40, 42, 44, 46 ms
+  assert.equal(q.fastDecreases, 1);
+  assert.equal(q.estimatedLimit, 20);
+});
+
+test('gradient: after a backoff, samples of requests sent before it are ignored; a fast cut waits for confirmation', () => {
+  const g = new GradientLimit({ ...fastOnly, updateIntervalNs: 60 * MS });
+  flowing(g);
+  feed(g, 10 * MS, 4, 2 * MS, 30 * MS, () => 40); // cut at 46 ms
+  assert.equal(g.estimatedLimit, 20);
+  // Requests started before the cut come back slow (and one lost): they reflect the old limit, nothing moves.
+  feed(g, 17 * MS, 29, MS, 31 * MS, () => 40); // done 48..76 ms
+  g.onSample(45 * MS, 32 * MS, 40, true);
+  assert.equal(g.estimatedLimit, 20);
+  // Sent after the cut and still slow: unconfirmed, so no second fast cut (the smoothed rule acts at 106 ms).
+  feed(g, 47 * MS, 4, 2 * MS, 31 * MS, () => 20); // done 78..84 ms
+  assert.equal(g.fastDecreases, 1, 'no cut again before an interval confirms the first one');
+  feed(g, 55 * MS, 21, MS, 31 * MS, () => 20); // done 86..106 ms: the interval ends with a median of 31 ms
+  assert.ok(g.estimatedLimit < 20 && g.estimatedLimit > 17, `smoothed decrease only: ${g.estimatedLimit}`);
+  // An interval below the fast ratio confirms the cut; then a new run of slow samples cuts again.
+  feed(g, 96 * MS, 80, MS, 12 * MS, () => 20); // done 108..187 ms: the interval at 166 ms has a 12 ms median
+  const before = g.estimatedLimit;
+  feed(g, 160 * MS, 4, 2 * MS, 30 * MS, () => 20); // done 190..196 ms
+  assert.equal(g.fastDecreases, 2);
+  assert.equal(g.estimatedLimit, before * 0.5);
+  // Loss: one sent before a backoff is ignored even after the interval; one sent after it halves.
+  const l = new GradientLimit({ initialLimit: 40, updateIntervalNs: 20 * MS, updateIntervalRtts: 0 });
+  l.onSample(0, 10 * MS, 40, true); // first sample: the interval starts here
+  l.onSample(30 * MS, 10 * MS, 40, true); // interval over: halve at 40 ms
+  assert.equal(l.estimatedLimit, 20);
+  l.onSample(35 * MS, 40 * MS, 20, true); // sent before the backoff at 40 ms
+  assert.equal(l.estimatedLimit, 20);
+  l.onSample(45 * MS, 20 * MS, 20, true); // sent after it, interval over: halve
+  assert.equal(l.estimatedLimit, 10);
+});
+
+test('gradient: the update interval is 1.5 reference RTTs (the downstream reacts about one RTT later)', () => {
+  const g = new GradientLimit({ initialLimit: 10, updateIntervalNs: 0, updateIntervalRtts: 1.5, fastDecreaseRttRatio: 100 });
+  g.onSample(0, 10 * MS, 10, false);
+  assert.equal(g.updateIntervalNs(), 15 * MS);
+  // Saturated at the reference: updates come 15 ms apart, so 1 ms-spaced samples over 150 ms give about ten.
+  let updates = 0;
+  let last = g.estimatedLimit;
+  for (let t = MS; t < 150 * MS; t += MS) {
+    g.onSample(t, 10 * MS, g.limit, false);
+    if (g.estimatedLimit !== last) updates++;
+    last = g.estimatedLimit;
+  }
+  assert.ok(updates >= 8 && updates <= 10, `updates every 1.5 RTT: ${updates}`);
+  // A floor in ns wins over a short reference.
+  const f = new GradientLimit({ updateIntervalNs: 50 * MS, updateIntervalRtts: 1.5 });
+  f.onSample(0, 10 * MS, 10, false);
+  assert.equal(f.updateIntervalNs(), 50 * MS);
+});
+
 test('gradient: validates options with messages naming them', () => {
   assert.throws(() => new GradientLimit({ minLimit: 0 }), /options\.minLimit must be an integer in \[1, 1000000\], got 0/);
   assert.throws(() => new GradientLimit({ smoothing: 2 }), /options\.smoothing/);
+  assert.equal(new GradientLimit().fastDecreases, 0);
+  assert.throws(() => new GradientLimit({ fastDecreaseRttRatio: 0.5 }), /options\.fastDecreaseRttRatio must be a number in \[1, Infinity\], got 0.5/);
 });
 
 test('aimd: +1 while in use, none while idle, x0.9 on loss and on timeout, floor and ceiling', () => {

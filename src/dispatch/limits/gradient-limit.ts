@@ -1,6 +1,9 @@
 import type { Limit } from './limit.js';
 import { checkNumber, withDefaults } from '../validate.js';
 
+/** RTTs kept per update interval for its median (the most recent ones when an interval has more). */
+const INTERVAL_SAMPLE_CAPACITY = 256;
+
 /** Options of GradientLimit. */
 export interface GradientLimitOptions {
   /** Starting limit. */
@@ -19,8 +22,33 @@ export interface GradientLimitOptions {
   backoffRatio: number;
   /** Shortest time between two limit updates, ns; samples in between are averaged. */
   updateIntervalNs: number;
-  /** The update interval is also at least this many reference RTTs (slow downstreams react slowly). */
+  /**
+   * The update interval is also at least this many reference RTTs: the downstream reacts to a limit change about
+   * one RTT later, and the loop must run slower than that.
+   */
   updateIntervalRtts: number;
+  /**
+   * A queue is clearly building when `fastDecreaseSamples` consecutive samples each took at least this many
+   * reference RTTs; the limit is then cut at once by `minGradient` (unsmoothed, at most once per RTT). >= 1;
+   * Infinity (the default) turns the fast path off. 2 is the tested setting: it removes the overload at a sudden
+   * capacity drop, but where the caller's own stalls are as long as the downstream's RTT (a CPU-starved host and a
+   * 20 ms downstream) it fires falsely now and then, so it is opt-in.
+   */
+  fastDecreaseRttRatio: number;
+  /** Consecutive slow samples that make a fast decrease (a run, not one outlier). */
+  fastDecreaseSamples: number;
+  /**
+   * The fast path is armed only while the limit is at least this: a small limit can only build a small queue,
+   * which the smoothed rule drains within a few intervals, while a false cut (a stall of the caller taken for a
+   * queue) costs a small limit most. >= 1.
+   */
+  fastDecreaseMinLimit: number;
+  /**
+   * The run must also last at least this many reference RTTs (from its first sample's completion to its last):
+   * completions handled together after a pause of the caller's own event loop all look slow at one instant, a
+   * queue at the downstream keeps them slow over time. In [0, 10].
+   */
+  fastDecreaseSpanRtts: number;
   /** The reference (minimum) RTT is re-established by a forced probe this often, ns. */
   rttMinWindowNs: number;
   /** During a probe the limit is this fraction of its value, so low-queue samples can be observed, in (0, 1]. */
@@ -45,7 +73,11 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   growthUtilisation: 0.8,
   backoffRatio: 0.5,
   updateIntervalNs: 50e6,
-  updateIntervalRtts: 2,
+  updateIntervalRtts: 1.5,
+  fastDecreaseRttRatio: Infinity,
+  fastDecreaseSamples: 3,
+  fastDecreaseMinLimit: 12,
+  fastDecreaseSpanRtts: 0.5,
   rttMinWindowNs: 60e9,
   probeFraction: 0.5,
   probeSamples: 5,
@@ -58,12 +90,28 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * The gradient limit: infers the downstream's capacity from the ratio of its no-load RTT to its current RTT.
  *
  * Samples are grouped into update intervals of `max(updateIntervalNs, updateIntervalRtts * rttMin)`; at the end of
- * one, with `avg` the mean RTT of the interval and `peak` its largest in-flight:
+ * one, with `rtt` the median RTT of the interval (robust to a burst of late completions; the last 256 samples when
+ * there are more) and `peak` its largest in-flight:
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
- * - else `g = clamp(rttMin / avg, minGradient, 1)`,
+ * - else `g = clamp(rttMin / rtt, minGradient, 1)`,
  *   `allowance = sqrt(L)` when `peak >= growthUtilisation * L` (and, when cautious, the last increase is at least
  *   `cautiousIntervalMultiplier` intervals old), else 0,
  *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
+ *
+ * Fast decrease (opt-in: `fastDecreaseRttRatio` is Infinity by default), without waiting for the interval's end,
+ * while `L >= fastDecreaseMinLimit`: when
+ * `fastDecreaseSamples` consecutive samples each took
+ * at least `fastDecreaseRttRatio * rttMin`, completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
+ * clearly building, not one burst of completions handled late together by a stalled caller),
+ * `L = max(minLimit, L * minGradient)` at once: the gradient clamp still bounds the cut to halving per update.
+ * Until an interval's median comes back below the fast ratio the cut is unconfirmed and the fast path is off (the smoothed rule still applies): an RTT that stays at twice the reference
+ * after halving the load may be a moved baseline (a slower deploy) that only the re-probe can tell, so it is not
+ * cut again and again. Fast cuts do not count for caution: caution follows loss, the downstream's own signal that
+ * it struggles, while a latency cut may come from the caller's own delays.
+ *
+ * After a backoff (loss or fast decrease) at time T, samples of requests that started before T are ignored: they
+ * were sent under the old limit and show the queue the cut is removing, so reacting to them would be reacting to
+ * the loop's own past decision. This also makes successive backoffs at least one RTT apart.
  *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` a probe holds the limit at `probeFraction * L`, takes the
  * smallest RTT of `probeSamples` samples that started after the probe began as the new reference, then restores L.
@@ -77,7 +125,6 @@ export class GradientLimit implements Limit {
   private windowStartNs = NaN;
   private lastUpdateNs = NaN;
   private lastIncreaseNs = -Infinity;
-  private accSumNs = 0;
   private accCount = 0;
   private accPeakInflight = 0;
   private accDrop = false;
@@ -87,9 +134,21 @@ export class GradientLimit implements Limit {
   private probeSeen = 0;
   private savedEstimate = 0;
   private readonly backoffTimesNs: Float64Array;
-  /** [startNs, rttNs, nowNs] of the sample being applied. */
-  private readonly sampleCell = new Float64Array(3);
+  /** [startNs, rttNs, nowNs, median] of the sample being applied (doubles in a cell are never boxed). */
+  private readonly sampleCell = new Float64Array(4);
   private backoffCount = 0;
+  /** Samples of requests started before this time (the last backoff), ns, are ignored. */
+  private freshFromNs = -Infinity;
+  /** Consecutive samples at or above `fastDecreaseRttRatio * rttMin`. */
+  private slowRun = 0;
+  /** Completion time of the first sample of the current slow run, ns. */
+  private slowRunStartNs = 0;
+  /** The interval's RTTs (a ring of the latest INTERVAL_SAMPLE_CAPACITY), reordered in place for the median. */
+  private readonly intervalRttsNs = new Float64Array(INTERVAL_SAMPLE_CAPACITY);
+  /** Fast decreases made. */
+  fastDecreases = 0;
+  /** A fast cut was made and no interval since has come back below the fast ratio. */
+  private unconfirmedFastCut = false;
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
@@ -103,6 +162,10 @@ export class GradientLimit implements Limit {
     checkNumber('options.backoffRatio', o.backoffRatio, 0.01, 0.999);
     checkNumber('options.updateIntervalNs', o.updateIntervalNs, 0, 3.6e12);
     checkNumber('options.updateIntervalRtts', o.updateIntervalRtts, 0, 1000);
+    checkNumber('options.fastDecreaseRttRatio', o.fastDecreaseRttRatio, 1, Infinity);
+    checkNumber('options.fastDecreaseSamples', o.fastDecreaseSamples, 1, 1e6, true);
+    checkNumber('options.fastDecreaseMinLimit', o.fastDecreaseMinLimit, 1, 1e6);
+    checkNumber('options.fastDecreaseSpanRtts', o.fastDecreaseSpanRtts, 0, 10);
     checkNumber('options.rttMinWindowNs', o.rttMinWindowNs, 1, Number.MAX_SAFE_INTEGER);
     checkNumber('options.probeFraction', o.probeFraction, 0.01, 1);
     checkNumber('options.probeSamples', o.probeSamples, 1, 1e6, true);
@@ -183,36 +246,82 @@ export class GradientLimit implements Limit {
       return;
     }
     if (nowNs - this.windowStartNs >= o.rttMinWindowNs && this.rttMinNs !== Infinity) {
-      this.probing = true;
-      this.probeStartNs = nowNs;
-      this.probeMinNs = Infinity;
-      this.probeSeen = 0;
-      this.savedEstimate = this.estimate;
+      this.startProbe(nowNs);
       return;
     }
     if (rtt < this.rttMinNs) this.rttMinNs = rtt;
-    this.accSumNs += rtt;
+    // Sent before the last backoff: it shows the queue that backoff is already removing.
+    if (startNs < this.freshFromNs) return;
+    this.intervalRttsNs[this.accCount % INTERVAL_SAMPLE_CAPACITY] = rtt;
     this.accCount++;
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
-    // Inline (not a method call returning a double, which would box it).
-    const intervalNs = Math.max(o.updateIntervalNs, this.rttMinNs === Infinity ? 0 : o.updateIntervalRtts * this.rttMinNs);
-    if (nowNs - this.lastUpdateNs < intervalNs) return;
     this.sampleCell[2] = nowNs;
+    if (!didDrop && !this.unconfirmedFastCut && this.estimate >= o.fastDecreaseMinLimit && rtt >= o.fastDecreaseRttRatio * this.rttMinNs) {
+      if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
+      if (this.slowRun >= o.fastDecreaseSamples && nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs) {
+        this.fastDecrease();
+        return;
+      }
+    } else {
+      this.slowRun = 0;
+    }
+    this.checkInterval();
+  }
+
+  /** Updates when the interval (at `sampleCell[2]`) is over. */
+  private checkInterval(): void {
+    const o = this.o;
+    // Inline (not a method call returning a double, which would box it).
+    const intervalNs = Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs);
+    if (this.sampleCell[2]! - this.lastUpdateNs < intervalNs) return;
     this.update();
+  }
+
+  private startProbe(nowNs: number): void {
+    this.probing = true;
+    this.probeStartNs = nowNs;
+    this.probeMinNs = Infinity;
+    this.probeSeen = 0;
+    this.savedEstimate = this.estimate;
+    this.unconfirmedFastCut = false;
+  }
+
+  private fastDecrease(): void {
+    const nowNs = this.sampleCell[2]!;
+    const o = this.o;
+    const L = this.estimate;
+    this.estimate = Math.max(o.minLimit, L * o.minGradient);
+    this.fastDecreases++;
+    this.unconfirmedFastCut = true;
+    this.endInterval(nowNs, true);
+  }
+
+  /** Starts a new interval at `nowNs`; after a backoff, older requests' samples stop counting. */
+  private endInterval(nowNs: number, backedOff: boolean): void {
+    this.accCount = 0;
+    this.accPeakInflight = 0;
+    this.accDrop = false;
+    this.slowRun = 0;
+    this.lastUpdateNs = nowNs;
+    if (backedOff) this.freshFromNs = nowNs;
   }
 
   private update(): void {
     const nowNs = this.sampleCell[2]!;
     const o = this.o;
-    const intervalNs = Math.max(o.updateIntervalNs, this.rttMinNs === Infinity ? 0 : o.updateIntervalRtts * this.rttMinNs);
+    const intervalNs = Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs);
     const L = this.estimate;
-    if (this.accDrop) {
+    const backoff = this.accDrop;
+    this.intervalMedian();
+    const rttNs = this.sampleCell[3]!;
+    // The interval after a fast cut came back below the fast ratio: the cut drained a queue, as it should.
+    if (rttNs < o.fastDecreaseRttRatio * this.rttMinNs) this.unconfirmedFastCut = false;
+    if (backoff) {
       this.estimate = Math.max(o.minLimit, L * o.backoffRatio);
       this.recordBackoff();
     } else {
-      const avg = this.accSumNs / this.accCount;
-      const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / avg));
+      const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / rttNs));
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
       const mayGrow =
         used && (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
@@ -221,11 +330,7 @@ export class GradientLimit implements Limit {
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
     }
-    this.accSumNs = 0;
-    this.accCount = 0;
-    this.accPeakInflight = 0;
-    this.accDrop = false;
-    this.lastUpdateNs = nowNs;
+    this.endInterval(nowNs, backoff);
   }
 
   private onProbeSample(didDrop: boolean): void {
@@ -235,10 +340,11 @@ export class GradientLimit implements Limit {
     const o = this.o;
     if (didDrop) {
       // Loss during a probe still backs off, at most once per interval.
-      if (nowNs - this.lastUpdateNs >= Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs)) {
+      if (nowNs - this.lastUpdateNs >= Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs) && startNs >= this.freshFromNs) {
         this.savedEstimate = Math.max(o.minLimit, this.savedEstimate * o.backoffRatio);
         this.recordBackoff();
         this.lastUpdateNs = nowNs;
+        this.freshFromNs = nowNs;
       }
       return;
     }
@@ -250,11 +356,39 @@ export class GradientLimit implements Limit {
     this.windowStartNs = nowNs;
     this.estimate = this.savedEstimate;
     this.probing = false;
-    this.accSumNs = 0;
-    this.accCount = 0;
-    this.accPeakInflight = 0;
-    this.accDrop = false;
-    this.lastUpdateNs = nowNs;
+    this.endInterval(nowNs, false);
+  }
+
+  /** Median of the interval's kept RTTs into sampleCell[3] (quickselect in place; the interval ends after). */
+  private intervalMedian(): void {
+    const a = this.intervalRttsNs;
+    const n = this.accCount < INTERVAL_SAMPLE_CAPACITY ? this.accCount : INTERVAL_SAMPLE_CAPACITY;
+    const k = n >> 1;
+    let lo = 0;
+    let hi = n - 1;
+    // Hoare selection: narrow [lo, hi] to the side holding index k until it is one element.
+    while (lo < hi) {
+      const pivot = a[(lo + hi) >> 1]!;
+      let i = lo;
+      let j = hi;
+      // Partition: everything left of i is <= pivot, everything right of j is >= pivot.
+      while (i <= j) {
+        while (a[i]! < pivot) i++;
+        while (a[j]! > pivot) j--;
+        if (i <= j) {
+          const t = a[i]!;
+          a[i] = a[j]!;
+          a[j] = t;
+          i++;
+          j--;
+        }
+      }
+      if (k <= j) hi = j;
+      else if (k >= i) lo = i;
+      else break;
+    }
+    // An even count takes the upper median (a[k]): one number, no averaging needed for a gradient.
+    this.sampleCell[3] = a[k]!;
   }
 
   private recordBackoff(): void {
