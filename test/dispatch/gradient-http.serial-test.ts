@@ -1,3 +1,10 @@
+/**
+ * The gradient limiter against a real HTTP downstream whose capacity and delay change at run time.
+ *
+ * A `.serial-test` file: `npm test` runs it after every other test, alone, because what it checks (the limit tracks
+ * the downstream's capacity) reads latency, and a concurrently running CPU-heavy test inflates the client's RTTs
+ * exactly as a queue at the downstream would.
+ */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
