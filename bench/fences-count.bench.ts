@@ -12,11 +12,8 @@
  * `node --cpu-prof` / `--prof`:
  *   node --no-concurrent-recompilation dist/bench/fences-count.bench.js --mode query --fences 10000 --blocks 400
  */
-import { ContainmentEngine, DeviceState, FenceStore, allocateDeviceState, buildFenceStore, generateSyntheticCity, mulberry32, parseFences, syntheticCityBounds, type SyntheticCityOptions } from '../src/fences/index.js';
-import { allocateCounterRegion, allocateRingRegion } from '../src/shm/regions.js';
-import { SpscRing } from '../src/shm/ring.js';
-import { CNT_BLOCK_F64, Lane, RingKind, TEL_ADMIT_TIME_NS_F64, TEL_DEVICE_SLOT_I32, TEL_EVENT_TIME_MS_F64, TEL_LANE_I32, TEL_LAT_F64, TEL_LON_F64, TELEMETRY_STRIDE_BYTES, TRIGGER_STRIDE_BYTES } from '../src/shm/layout.js';
-import { M_PER_DEG } from '../src/fences/geometry.js';
+import { FenceStore, buildFenceStore, generateSyntheticCity, parseFences } from '../src/fences/index.js';
+import { BATCH, cityOptions, engineRunner, queryBlock, randomPoints } from './fences-workload.js';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -56,72 +53,13 @@ const mode = arg('mode', 'query');
 const fenceCount = Number(arg('fences', '10000'));
 const blocks = Number(arg('blocks', '4'));
 const warmupBlocks = Number(arg('warmup', '60'));
-const BATCH = 4096;
-const DEVICES = 2048;
 
-const options: SyntheticCityOptions = { seed: 42, fenceCount, circleFraction: 0, dwellMs: 60_000 };
-const store = FenceStore.open(buildFenceStore(parseFences(generateSyntheticCity(options)), 1));
-const b = syntheticCityBounds(options);
-
+const store = FenceStore.open(buildFenceStore(parseFences(generateSyntheticCity(cityOptions(fenceCount))), 1));
 /** The same seeded points as fences.bench.ts (seed 99). */
-const rng = mulberry32(99);
-const pts = new Float64Array(BATCH * 2);
-for (let i = 0; i < BATCH; i++) {
-  pts[i * 2] = b.minLat + rng() * (b.maxLat - b.minLat);
-  pts[i * 2 + 1] = b.minLon + rng() * (b.maxLon - b.minLon);
-}
+const pts = randomPoints(fenceCount, 99);
 const out = new Int32Array(fenceCount);
 
-function queryBlock(): number {
-  let hits = 0;
-  for (let i = 0; i < pts.length; i += 2) {
-    const lat = pts[i]!;
-    const lon = pts[i + 1]!;
-    const n = store.candidatesInto(lat, lon, out);
-    for (let k = 0; k < n; k++) if (store.contains(out[k]!, lat, lon)) hits++;
-  }
-  return hits;
-}
-
-/** The engine workload of fences.bench.ts: 2,048 devices random-walking ~10 m per 1 s ping, replayed per block. */
-function engineRunner(): () => number {
-  const walk = mulberry32(7);
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: BATCH, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
-  const trg = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1 << 16, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
-  const state = DeviceState.open(allocateDeviceState(DEVICES, 16));
-  const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
-  const engine = new ContainmentEngine(store, state, counters, 0);
-  const lat = new Float64Array(DEVICES);
-  const lon = new Float64Array(DEVICES);
-  for (let d = 0; d < DEVICES; d++) {
-    lat[d] = b.minLat + walk() * (b.maxLat - b.minLat);
-    lon[d] = b.minLon + walk() * (b.maxLon - b.minLon);
-  }
-  const step = 10 / M_PER_DEG;
-  for (let k = 0; k < BATCH; k++) {
-    const d = k % DEVICES;
-    lat[d]! += (walk() - 0.5) * 2 * step;
-    lon[d]! += (walk() - 0.5) * 2 * step * 1.6;
-    const s = tel.claim();
-    tel.f64[s * tel.strideF64 + TEL_LAT_F64] = lat[d]!;
-    tel.f64[s * tel.strideF64 + TEL_LON_F64] = lon[d]!;
-    tel.f64[s * tel.strideF64 + TEL_EVENT_TIME_MS_F64] = Math.floor(k / DEVICES) * 1000;
-    tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 0;
-    tel.i32[s * tel.strideI32 + TEL_DEVICE_SLOT_I32] = d;
-    tel.i32[s * tel.strideI32 + TEL_LANE_I32] = Lane.TRANSITION;
-  }
-  tel.publish();
-  const shiftMs = (BATCH / DEVICES) * 1000;
-  return () => {
-    // Times move forward each pass so no ping is stale (positions replay).
-    for (let k = 0; k < BATCH; k++) tel.f64[k * tel.strideF64 + TEL_EVENT_TIME_MS_F64]! += shiftMs;
-    const n = engine.processBatch(tel, 0, BATCH, trg);
-    trg.release(trg.available());
-    return n;
-  };
-}
-
-const run = mode === 'engine' ? engineRunner() : queryBlock;
+const run = mode === 'engine' ? engineRunner(store, fenceCount) : (): number => queryBlock(store, pts, out);
 let sink = 0;
 for (let i = 0; i < warmupBlocks; i++) sink += run();
 const t0 = process.hrtime.bigint();

@@ -13,116 +13,18 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import {
-  ContainmentEngine,
-  DeviceState,
   FenceStore,
-  allocateDeviceState,
   buildFenceStore,
   generateSyntheticCity,
-  mulberry32,
   parseFences,
-  syntheticCityBounds,
-  type SyntheticCityOptions,
 } from '../src/fences/index.js';
-import { allocateCounterRegion, allocateRingRegion } from '../src/shm/regions.js';
-import { SpscRing } from '../src/shm/ring.js';
-import {
-  CNT_BLOCK_F64,
-  Lane,
-  RingKind,
-  TEL_ADMIT_TIME_NS_F64,
-  TEL_DEVICE_SLOT_I32,
-  TEL_EVENT_TIME_MS_F64,
-  TEL_LANE_I32,
-  TEL_LAT_F64,
-  TEL_LON_F64,
-  TELEMETRY_STRIDE_BYTES,
-  TRIGGER_STRIDE_BYTES,
-} from '../src/shm/layout.js';
-import { M_PER_DEG } from '../src/fences/geometry.js';
 import { pointInPolygon2 } from '@thi.ng/geom-isec/point';
+import { BATCH, DEVICES, cityOptions, engineRunner, queryBlock, randomPoints } from './fences-workload.js';
 
 const quick = process.argv.includes('--quick');
 const fencesArg = process.argv.indexOf('--fences');
 const fenceCounts = fencesArg > 0 ? [Number(process.argv[fencesArg + 1])] : [10_000, 100_000];
-const BATCH = 4096;
-const DEVICES = 2048;
 let sink = 0;
-
-function cityOptions(fenceCount: number): SyntheticCityOptions {
-  return { seed: 42, fenceCount, circleFraction: 0, dwellMs: 60_000 };
-}
-
-function randomPoints(fenceCount: number, seed: number): Float64Array {
-  const b = syntheticCityBounds(cityOptions(fenceCount));
-  const rng = mulberry32(seed);
-  const pts = new Float64Array(BATCH * 2);
-  for (let i = 0; i < BATCH; i++) {
-    pts[i * 2] = b.minLat + rng() * (b.maxLat - b.minLat);
-    pts[i * 2 + 1] = b.minLon + rng() * (b.maxLon - b.minLon);
-  }
-  return pts;
-}
-
-/** Query + exact test for every point of the block; returns inside hits (the sink). */
-function queryBlock(store: FenceStore, pts: Float64Array, out: Int32Array): number {
-  let hits = 0;
-  for (let i = 0; i < pts.length; i += 2) {
-    const lat = pts[i]!;
-    const lon = pts[i + 1]!;
-    const n = store.candidatesInto(lat, lon, out);
-    for (let k = 0; k < n; k++) if (store.contains(out[k]!, lat, lon)) hits++;
-  }
-  return hits;
-}
-
-interface EngineRig {
-  run: () => number;
-}
-
-/** A fleet random-walking at ~10 m/s with 1 s pings, preloaded in a telemetry ring; times advance per run. */
-function engineRig(store: FenceStore, fenceCount: number): EngineRig {
-  const b = syntheticCityBounds(cityOptions(fenceCount));
-  const rng = mulberry32(7);
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: BATCH, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
-  const trg = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1 << 16, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
-  const state = DeviceState.open(allocateDeviceState(DEVICES, 16));
-  const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
-  const engine = new ContainmentEngine(store, state, counters, 0);
-  const lat = new Float64Array(DEVICES);
-  const lon = new Float64Array(DEVICES);
-  for (let d = 0; d < DEVICES; d++) {
-    lat[d] = b.minLat + rng() * (b.maxLat - b.minLat);
-    lon[d] = b.minLon + rng() * (b.maxLon - b.minLon);
-  }
-  const perRound = BATCH / DEVICES;
-  for (let k = 0; k < BATCH; k++) {
-    const d = k % DEVICES;
-    const step = 10 / M_PER_DEG;
-    lat[d]! += (rng() - 0.5) * 2 * step;
-    lon[d]! += (rng() - 0.5) * 2 * step * 1.6;
-    const s = tel.claim();
-    tel.f64[s * tel.strideF64 + TEL_LAT_F64] = lat[d]!;
-    tel.f64[s * tel.strideF64 + TEL_LON_F64] = lon[d]!;
-    tel.f64[s * tel.strideF64 + TEL_EVENT_TIME_MS_F64] = Math.floor(k / DEVICES) * 1000;
-    tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 0;
-    tel.i32[s * tel.strideI32 + TEL_DEVICE_SLOT_I32] = d;
-    tel.i32[s * tel.strideI32 + TEL_LANE_I32] = Lane.TRANSITION;
-  }
-  tel.publish();
-  let round = 0;
-  return {
-    run(): number {
-      // Shift every record's time forward so no ping is stale on the next pass (the walk replays: same positions).
-      round++;
-      const shiftMs = perRound * 1000;
-      for (let k = 0; k < BATCH; k++) tel.f64[k * tel.strideF64 + TEL_EVENT_TIME_MS_F64]! += shiftMs;
-      const n = engine.processBatch(tel, 0, BATCH, trg);
-      trg.release(trg.available());
-      return n + round;
-    },
-  };
-}
 
 async function main(): Promise<void> {
   const results: Record<string, unknown>[] = [];
@@ -189,13 +91,13 @@ async function main(): Promise<void> {
         });
       }
       if (nodeSize === 8) {
-        const fastRig = engineRig(fast, fenceCount);
+        const fastRun = engineRunner(fast, fenceCount);
         bench.add(`engine ${fenceCount} fences grid+bands`, () => {
-          sink += fastRig.run();
+          sink += fastRun();
         });
-        const rig = engineRig(store, fenceCount);
+        const run = engineRunner(store, fenceCount);
         bench.add(`engine ${fenceCount} fences flatbush nodeSize=${nodeSize}, all edges`, () => {
-          sink += rig.run();
+          sink += run();
         });
       }
     }

@@ -7,6 +7,9 @@
  */
 import Flatbush from 'flatbush';
 
+/** anyInBox's output: it only counts. */
+const NO_OUTPUT = new Int32Array(0);
+
 /** A per-thread view of one shared flatbush index. */
 export class BoxTree {
   /** The flatbush object opened with `Flatbush.from` over the shared buffer. */
@@ -58,6 +61,29 @@ export class BoxTree {
 
   /** searchInto with the query box in box[at .. at + 3] (minX, minY, maxX, maxY): no double crosses a call. */
   searchBoxInto(box: Float64Array, at: number, out: Int32Array): number {
+    return this.walk(box, at, out, 0);
+  }
+
+  /** True when any box intersects or touches the query box; stops at the first. Allocates nothing. */
+  any(minX: number, minY: number, maxX: number, maxY: number): boolean {
+    const box = this.box;
+    box[0] = minX;
+    box[1] = minY;
+    box[2] = maxX;
+    box[3] = maxY;
+    return this.anyInBox(box, 0);
+  }
+
+  /** any() with the query box in box[at .. at + 3]. */
+  anyInBox(box: Float64Array, at: number): boolean {
+    return this.walk(box, at, NO_OUTPUT, 1) > 0;
+  }
+
+  /**
+   * The depth-first walk behind searchBoxInto and anyInBox: writes matching ids into `out` (at most out.length) and
+   * returns how many matched, stopping as soon as that count reaches `stopAtCount` (0: never stop early).
+   */
+  private walk(box: Float64Array, at: number, out: Int32Array, stopAtCount: number): number {
     const minX = box[at]!;
     const minY = box[at + 1]!;
     const maxX = box[at + 2]!;
@@ -86,57 +112,14 @@ export class BoxTree {
         const id = indices[pos >> 2]!;
         if (isLeafLevel) {
           if (count < capacity) out[count] = id;
-          count++;
+          // anyInBox needs only the first match.
+          if (++count === stopAtCount) return count;
         } else {
           stack[sp++] = id;
           stack[sp++] = level - 1;
         }
       }
       if (sp === 0) return count;
-      level = stack[--sp]!;
-      nodePos = stack[--sp]!;
-    }
-  }
-
-  /** True when any box intersects or touches the query box; stops at the first. Allocates nothing. */
-  any(minX: number, minY: number, maxX: number, maxY: number): boolean {
-    const box = this.box;
-    box[0] = minX;
-    box[1] = minY;
-    box[2] = maxX;
-    box[3] = maxY;
-    return this.anyInBox(box, 0);
-  }
-
-  /** any() with the query box in box[at .. at + 3]. */
-  anyInBox(box: Float64Array, at: number): boolean {
-    const minX = box[at]!;
-    const minY = box[at + 1]!;
-    const maxX = box[at + 2]!;
-    const maxY = box[at + 3]!;
-    const boxes = this.boxes;
-    const indices = this.indices;
-    const stack = this.stack;
-    const levelBounds = this.levelBounds;
-    const nodeSize4 = this.nodeSize4;
-    const numItems4 = this.numItems4;
-    let sp = 0;
-    let nodePos = this.rootPos;
-    let level = this.rootLevel;
-    for (;;) {
-      const levelEnd = levelBounds[level]!;
-      const end = nodePos + nodeSize4 < levelEnd ? nodePos + nodeSize4 : levelEnd;
-      const isLeafLevel = nodePos < numItems4;
-      for (let pos = nodePos; pos < end; pos += 4) {
-        if (maxX < boxes[pos]!) continue;
-        if (maxY < boxes[pos + 1]!) continue;
-        if (minX > boxes[pos + 2]!) continue;
-        if (minY > boxes[pos + 3]!) continue;
-        if (isLeafLevel) return true;
-        stack[sp++] = indices[pos >> 2]!;
-        stack[sp++] = level - 1;
-      }
-      if (sp === 0) return false;
       level = stack[--sp]!;
       nodePos = stack[--sp]!;
     }
