@@ -328,11 +328,13 @@ export class Downstream {
     const batch = this.batches[slot]!;
     const outcome = classifyResult(result);
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
+    // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
+    const sampleEndNs = result.serviceNs !== undefined && result.serviceNs >= 0 ? batch.sentAtNs + result.serviceNs : nowNs;
     if (outcome === Outcome.OK) {
-      this.limiter.releaseSuccess(permit, nowNs);
+      this.limiter.releaseSuccess(permit, sampleEndNs);
       this.breaker.onSuccess(nowNs);
     } else if (outcome === Outcome.LOSS) {
-      this.limiter.releaseDropped(permit, nowNs);
+      this.limiter.releaseDropped(permit, sampleEndNs);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
       if (pause) this.breaker.onIgnored();
       else this.breaker.onFailure(nowNs, false);

@@ -194,3 +194,41 @@ test('retry-after: seconds and HTTP dates', () => {
   assert.equal(parseRetryAfterMs(new Date(10_000).toUTCString(), 5_000), 5000);
   assert.equal(parseRetryAfterMs('soon', 0), undefined);
 });
+
+test('downstream: a sink that measures the downstream where it runs (serviceNs) gives the limiter that, not the round trip', async () => {
+  const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
+  const { IndexNamer } = await import('../../src/dispatch/sinks/format.js');
+  let clockNs = 1e12;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-ns-'));
+  const d = new Dispatcher({
+    deadLetterDir: dir,
+    namer: new IndexNamer(),
+    clock: () => clockNs,
+    downstreams: [
+      {
+        name: 'bridged',
+        // Each call takes 50 ms end to end on the dispatcher's clock, of which the downstream itself took 2 ms.
+        sink: {
+          deliver: async () => {
+            clockNs += 50e6;
+            return { status: 200, serviceNs: 2e6 };
+          },
+          close: async () => undefined,
+        },
+        limit: new GradientLimit({ initialLimit: 4, minLimit: 2 }),
+        safetyCap: 16,
+        maxBatchTriggers: 1,
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  for (let i = 1; i <= 20; i++) d.offer(r.set(i, 0, 1, 1, i).f64, r.i32, 0, 0);
+  for (let k = 0; k < 40 && !d.isIdle; k++) {
+    d.pump();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const limiter = d.downstreams[0]!.limiter;
+  assert.equal(d.totals().delivered, 20);
+  assert.equal(limiter.rttMinNs, 2e6, 'RTT-min is the service time, not the 50 ms round trip');
+  await d.close(1000);
+});

@@ -16,6 +16,12 @@ export interface SinkResult {
   credits?: number;
   /** With status 0: what went wrong. */
   error?: SinkError;
+  /**
+   * How long the downstream itself took, ns, when the transport measures it where the downstream runs (an in-process
+   * callback reached through a message port). The limiter then samples this instead of the round trip, so the
+   * router's own transport (and a busy thread on either side of it) is not read as queueing at the downstream.
+   */
+  serviceNs?: number;
 }
 
 /** A downstream's transport. */
