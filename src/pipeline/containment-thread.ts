@@ -20,6 +20,7 @@ import { CNT_BLOCK_F64, RingKind } from '../shm/layout.js';
 import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
 import type { PipelineMemory } from './memory.js';
+import { warmContainment, type WarmUpTask } from './warm-up.js';
 
 /** One containment task: the shards of one group, each consumed from its ring's read sequence at submit time. */
 export interface ContainmentTask {
@@ -35,12 +36,21 @@ export interface ContainmentTask {
   lingerMs: number;
   /** Fence-store generation to run on. */
   generation: number;
+  /** One Int32 cell: CONTROL_RUN, CONTROL_RETURN_WHEN_EMPTY (drain) or CONTROL_RETURN_NOW (pause); the CONTROL_* values below. */
+  control: SharedArrayBuffer;
   /**
    * That generation's store, or null: a worker opens each generation once and caches it, so the store (three
    * SharedArrayBuffers to clone per message) travels only to a worker that answered NEEDS_STORE.
    */
   fences: FenceStoreDescriptor | null;
 }
+
+/** Control cell values (ContainmentTask.control): keep running. */
+export const CONTROL_RUN = 0;
+/** Answer as soon as a pass finds every shard empty (drain). */
+export const CONTROL_RETURN_WHEN_EMPTY = 1;
+/** Answer at the end of the current pass (pause for a reload). */
+export const CONTROL_RETURN_NOW = 2;
 
 /** What a task answers, instead of a record count, when it was sent without a store this worker has not opened. */
 export const NEEDS_STORE = -1;
@@ -121,6 +131,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
   const lingerNs = task.lingerMs * 1e6;
+  const control = new Int32Array(task.control);
   let idleSinceNs = -1;
   let parkOn = 0;
   let consumed = 0;
@@ -143,6 +154,9 @@ export default function runContainmentTask(task: ContainmentTask): number {
     consumed += pass;
     const now = nowNs();
     if (now >= deadlineNs) return consumed;
+    const say = Atomics.load(control, 0);
+    // Why a control cell: pause and drain must not wait out the linger, and must not go through a message.
+    if (say === CONTROL_RETURN_NOW || (say === CONTROL_RETURN_WHEN_EMPTY && pass === 0)) return consumed;
     if (pass > 0) {
       idleSinceNs = -1;
       continue;
@@ -153,4 +167,15 @@ export default function runContainmentTask(task: ContainmentTask): number {
     telemetry[shards[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
     parkOn = parkOn + 1 === shards.length ? 0 : parkOn + 1;
   }
+}
+
+/**
+ * Warms this worker before the router starts (a named task, `{ name: 'warmUp' }`): runs the containment engine over
+ * synthetic pings on scratch device state and rings (warm-up.ts), against the first fence generation, which the
+ * worker opened when it loaded. Returns the pings processed.
+ */
+export function warmUp(task: WarmUpTask): number {
+  let first: FenceStore | undefined;
+  for (const s of stores.values()) if (first === undefined || s.generation < first.generation) first = s;
+  return first === undefined ? 0 : warmContainment(first, task);
 }

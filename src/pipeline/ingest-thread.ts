@@ -27,6 +27,7 @@ import { AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js
 import type { PipelineMemory } from './memory.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
 import { ShardScheduler } from './shard-scheduler.js';
+import type { WarmUpTask } from './warm-up.js';
 
 /** What the ingest thread needs (structured-clone safe). */
 export interface IngestThreadData {
@@ -62,6 +63,11 @@ export interface IngestThreadData {
   /** True when the main thread forwards stdin as stream-data messages. */
   stdinForwarded: boolean;
 }
+
+/** Synthetic pings each pool worker runs before the router starts (see warm-up.ts). */
+const WARM_UP_PINGS = 100_000;
+/** Longest a worker's warm-up runs, ms. */
+const WARM_UP_MAX_MS = 250;
 
 function post(event: ThreadEvent): void {
   parentPort!.postMessage(event);
@@ -127,6 +133,7 @@ async function main(): Promise<void> {
       stdinEnded();
     }
     for (const a of admissions) a.setDraining(true);
+    scheduler.setDraining();
     // Empty the rings: publish what is claimed and keep submitting until nothing is left or in flight.
     for (;;) {
       scheduler.flush();
@@ -188,6 +195,11 @@ async function main(): Promise<void> {
     }
   });
 
+  // Every pool worker loaded, its first store opened and its engine compiled before the first real ping.
+  const warm = { pings: WARM_UP_PINGS, maxMs: WARM_UP_MAX_MS, seed: 7 };
+  // The pool is typed for containment tasks; the named export takes a WarmUpTask.
+  const warmTasks = Array.from({ length: d.poolSize }, (_, i): WarmUpTask => ({ ...warm, seed: warm.seed + i }));
+  await Promise.all(warmTasks.map((t) => pool.run(t as unknown as ContainmentTask, { name: 'warmUp' })));
   if (tcp !== null) await tcp.start(edge);
   for (const f of files) await f.start(edge);
   pipeline.setIngestPort(tcp?.port ?? 0);
