@@ -78,6 +78,25 @@ function threadTicks(pid: string): Map<string, number> {
   return m;
 }
 
+/** Nanoseconds each thread of `pid` spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat, field 2). */
+function threadRunqueueWaitNs(pid: string): Map<string, number> {
+  const m = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return m;
+  }
+  for (const tid of tids) {
+    try {
+      m.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]));
+    } catch {
+      // The thread exited between the listing and the read.
+    }
+  }
+  return m;
+}
+
 /** Ticks per second of /proc stat times (getconf CLK_TCK; 100 on Linux). */
 const CLK_TCK = 100;
 
@@ -114,12 +133,17 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   // Threads the router started (ingest, dispatcher, pool workers), in creation order (tid order), plus main.
   const routerTids = [String(process.pid), ...[...threadTicks('self').keys()].filter((t) => !tidsBefore.has(t)).sort((a, b) => Number(a) - Number(b))];
   let cpuAtWarm = new Map<string, number>();
+  let waitAtWarm = new Map<string, number>();
+  let genWaitAtWarm = 0;
+  let genWaitLast = 0;
   let genAtWarm = 0;
   let processedAtWarm = 0;
   let warmAtMs = 0;
   const genTicks = (): number => [...threadTicks(String(child.pid)).values()].reduce((a, b) => a + b, 0);
   // The status line's view: held-time P99 of each second (histogram deltas).
   const perSecondP99: number[] = [];
+  // The same before the steady window (the cold start).
+  const coldSecondsP99: number[] = [];
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   // Steady state: held times are taken from `warmup-seconds` after the router first accepted a ping (not after the
@@ -143,6 +167,8 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
       warmTaken = true;
       void router.metricsText().then((text) => (warm = heldBuckets(text)));
       cpuAtWarm = threadTicks('self');
+      waitAtWarm = threadRunqueueWaitNs('self');
+      genWaitAtWarm = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0);
       genAtWarm = genTicks();
       processedAtWarm = s.processed;
       warmAtMs = t;
@@ -151,12 +177,16 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
       const w = heldTimeWindow(lastSecond, s);
       lastSecond = s;
       if (warmTaken && w.samples > 0) perSecondP99.push(w.p99Ms);
+      else if (w.samples > 0) coldSecondsP99.push(w.p99Ms);
     }
     if (s.accepted > 0 && last.accepted > 0) {
       accepted.push((s.accepted - last.accepted) / dt);
       processed.push((s.processed - last.processed) / dt);
     }
-    if (warmTaken) genLast = genTicks() || genLast;
+    if (warmTaken) {
+      genLast = genTicks() || genLast;
+      genWaitLast = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0) || genWaitLast;
+    }
     last = s;
     lastT = t;
   }, 250);
@@ -164,6 +194,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   clearInterval(timer);
   const steady = heldBuckets(await router.metricsText());
   const cpuEnd = threadTicks('self');
+  const waitEnd = threadRunqueueWaitNs('self');
   const processedEnd = router.stats().processed;
   const windowS = (performance.now() - warmAtMs) / 1000;
   const steadyPings = processedEnd - processedAtWarm;
@@ -175,12 +206,14 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     routerTids.forEach((tid, i) => {
       const d = (cpuEnd.get(tid) ?? 0) - (cpuAtWarm.get(tid) ?? 0);
       routerTicks += d;
-      threadCpu[label(i)] = `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
+      const waitMsPerS = ((waitEnd.get(tid) ?? 0) - (waitAtWarm.get(tid) ?? 0)) / 1e6 / windowS;
+      // CPU share of one core, CPU per ping, and time runnable but waiting for a core (ms per second).
+      threadCpu[label(i)] = `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us wait=${waitMsPerS.toFixed(0)}ms/s`;
     });
     let other = 0;
     for (const [tid, v] of cpuEnd) if (!routerTids.includes(tid)) other += v - (cpuAtWarm.get(tid) ?? 0);
     threadCpu.otherThreads = `${((other / CLK_TCK / windowS) * 100).toFixed(0)}%`;
-    threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}%`;
+    threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}% wait=${((genWaitLast - genWaitAtWarm) / 1e6 / windowS).toFixed(0)}ms/s`;
     threadCpu.router = `${(((routerTicks + other) / CLK_TCK / windowS) * 100).toFixed(0)}% ${(((routerTicks + other) / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
   }
   const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
@@ -205,6 +238,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     steadyTriggers: (steady.get(Infinity) ?? 0) - (warm.get(Infinity) ?? 0),
     wholeRunHeldP99Ms: Number(s.heldTimeP99Ms.toFixed(3)),
     heldMaxMs: Number(s.heldTimeMaxMs.toFixed(1)),
+    coldSecondsHeldP99Ms: coldSecondsP99.map((v) => Number(v.toFixed(1))),
     perSecondHeldP99Ms: perSecondP99.map((v) => Number(v.toFixed(1))),
     loadAvg1: Number(loadavg()[0]!.toFixed(2)),
     ...(values['thread-cpu'] ? { threadCpu } : {}),

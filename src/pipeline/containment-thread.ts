@@ -137,6 +137,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
   let consumed = 0;
   for (;;) {
     let pass = 0;
+    let passWritten = 0;
     for (let i = 0; i < shards.length; i++) {
       const shard = shards[i]!;
       const tel = telemetry[shard]!;
@@ -148,9 +149,11 @@ export default function runContainmentTask(task: ContainmentTask): number {
       const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
       tel.release(count);
       pass += count;
-      // Ring per batch: the dispatcher can deliver while the next batch runs.
-      if (written > 0) pipeline.ringDispatcher();
+      passWritten += written;
     }
+    // Ring once per pass (each ring may be a futex wake of the dispatcher), not per batch: a pass is at most one
+    // batch per shard, so the dispatcher still delivers while the next pass runs.
+    if (passWritten > 0) pipeline.ringDispatcher();
     consumed += pass;
     const now = nowNs();
     if (now >= deadlineNs) return consumed;

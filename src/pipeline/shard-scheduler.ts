@@ -40,7 +40,8 @@ export class ShardScheduler {
   /** Records per task at most; also the claimed count that publishes a shard early. */
   readonly batchSize: number;
   private readonly pool: Piscina<ContainmentTask, number>;
-  private readonly rings: readonly SpscRing[];
+  /** The shards' telemetry rings (producer side). */
+  readonly rings: readonly SpscRing[];
   private readonly stats: Float64Array;
   /** Shard groups (one task in flight per group at most). */
   readonly groups: number;
