@@ -5,9 +5,11 @@
  * store only when this worker asked for it). At most one task per group is in flight (the ingest thread guarantees
  * it), so this worker is the consumer of those shards' telemetry rings and the producer of their trigger rings for
  * the task's duration; the hand-over between workers goes through the pool's messages. Being the consumer, the worker
- * takes the records published while the task runs, and waits a little for more before it answers, so under steady
- * load a shard's records do not wait for a round trip through the ingest thread; the task answers with the number of
- * records it consumed.
+ * takes the records published while the task runs and, when its shards are empty, waits for more (up to the task's
+ * linger), so under steady load a group's task does not end at all and a shard's records never wait for a round trip
+ * through the ingest thread's event loop; the task answers with the number of records it consumed, early when the
+ * task's control cell says so (pause for a reload, drain).
+ * Before the router starts, each worker runs `warmUp` (warm-up.ts): the engine over synthetic pings on scratch state.
  * The worker opens the rings, counters and device state once (from workerData) and each fence-store generation once
  * (cached), runs ContainmentEngine.processBatch, releases the telemetry records and rings the dispatcher's doorbell.
  */
