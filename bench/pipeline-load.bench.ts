@@ -13,12 +13,12 @@
  * held-time P99 is at most 10 ms.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createRouter, generateSyntheticCity } from '../src/index.js';
+import { createRouter, generateSyntheticCity, heldTimeWindow } from '../src/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -30,6 +30,8 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '4' },
     devices: { type: 'string', default: '10000' },
     'warmup-seconds': { type: 'string', default: '1' },
+    // Per-thread CPU (router threads from /proc/self/task, the generator from /proc/<pid>/stat) over the steady window.
+    'thread-cpu': { type: 'boolean', default: false },
   },
 });
 const rates = values.rates!.split(',').map(Number);
@@ -56,6 +58,48 @@ function quantileBetween(before: Map<number, number>, after: Map<number, number>
   return Infinity;
 }
 
+/** CPU ticks (user + system, 1/CLK_TCK s) per thread of `pid` ('self' for this process). */
+function threadTicks(pid: string): Map<string, number> {
+  const m = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return m;
+  }
+  for (const tid of tids) {
+    try {
+      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      m.set(tid, Number(f[11]) + Number(f[12]));
+    } catch {
+      // The thread exited between the listing and the read.
+    }
+  }
+  return m;
+}
+
+/** Nanoseconds each thread of `pid` spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat, field 2). */
+function threadRunqueueWaitNs(pid: string): Map<string, number> {
+  const m = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return m;
+  }
+  for (const tid of tids) {
+    try {
+      m.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]));
+    } catch {
+      // The thread exited between the listing and the read.
+    }
+  }
+  return m;
+}
+
+/** Ticks per second of /proc stat times (getconf CLK_TCK; 100 on Linux). */
+const CLK_TCK = 100;
+
 function median(xs: number[]): number {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
@@ -64,6 +108,7 @@ function median(xs: number[]): number {
 
 async function runRate(rate: number): Promise<Record<string, unknown>> {
   let delivered = 0;
+  const tidsBefore = new Set(threadTicks('self').keys());
   const router = await createRouter({
     fences,
     listenHost: '127.0.0.1',
@@ -85,6 +130,20 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
       '--connections', values.connections!, '--devices', values.devices!],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
+  // Threads the router started (ingest, dispatcher, pool workers), in creation order (tid order), plus main.
+  const routerTids = [String(process.pid), ...[...threadTicks('self').keys()].filter((t) => !tidsBefore.has(t)).sort((a, b) => Number(a) - Number(b))];
+  let cpuAtWarm = new Map<string, number>();
+  let waitAtWarm = new Map<string, number>();
+  let genWaitAtWarm = 0;
+  let genWaitLast = 0;
+  let genAtWarm = 0;
+  let processedAtWarm = 0;
+  let warmAtMs = 0;
+  const genTicks = (): number => [...threadTicks(String(child.pid)).values()].reduce((a, b) => a + b, 0);
+  // The status line's view: held-time P99 of each second (histogram deltas).
+  const perSecondP99: number[] = [];
+  // The same before the steady window (the cold start).
+  const coldSecondsP99: number[] = [];
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   // Steady state: held times are taken from `warmup-seconds` after the router first accepted a ping (not after the
@@ -96,6 +155,9 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   const processed: number[] = [];
   let last = router.stats();
   let lastT = performance.now();
+  let ticks = 0;
+  let lastSecond = last;
+  let genLast = 0;
   const timer = setInterval(() => {
     const s = router.stats();
     const t = performance.now();
@@ -104,10 +166,26 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     if (!warmTaken && firstAcceptedMs >= 0 && t - firstAcceptedMs >= warmupMs) {
       warmTaken = true;
       void router.metricsText().then((text) => (warm = heldBuckets(text)));
+      cpuAtWarm = threadTicks('self');
+      waitAtWarm = threadRunqueueWaitNs('self');
+      genWaitAtWarm = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0);
+      genAtWarm = genTicks();
+      processedAtWarm = s.processed;
+      warmAtMs = t;
+    }
+    if (++ticks % 4 === 0) {
+      const w = heldTimeWindow(lastSecond, s);
+      lastSecond = s;
+      if (warmTaken && w.samples > 0) perSecondP99.push(w.p99Ms);
+      else if (w.samples > 0) coldSecondsP99.push(w.p99Ms);
     }
     if (s.accepted > 0 && last.accepted > 0) {
       accepted.push((s.accepted - last.accepted) / dt);
       processed.push((s.processed - last.processed) / dt);
+    }
+    if (warmTaken) {
+      genLast = genTicks() || genLast;
+      genWaitLast = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0) || genWaitLast;
     }
     last = s;
     lastT = t;
@@ -115,6 +193,29 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));
   clearInterval(timer);
   const steady = heldBuckets(await router.metricsText());
+  const cpuEnd = threadTicks('self');
+  const waitEnd = threadRunqueueWaitNs('self');
+  const processedEnd = router.stats().processed;
+  const windowS = (performance.now() - warmAtMs) / 1000;
+  const steadyPings = processedEnd - processedAtWarm;
+  // CPU per thread over the steady window: share of one core, and microseconds per ping processed.
+  const threadCpu: Record<string, string> = {};
+  if (values['thread-cpu']) {
+    const label = (i: number): string => (i === 0 ? 'main' : `t${i}`);
+    let routerTicks = 0;
+    routerTids.forEach((tid, i) => {
+      const d = (cpuEnd.get(tid) ?? 0) - (cpuAtWarm.get(tid) ?? 0);
+      routerTicks += d;
+      const waitMsPerS = ((waitEnd.get(tid) ?? 0) - (waitAtWarm.get(tid) ?? 0)) / 1e6 / windowS;
+      // CPU share of one core, CPU per ping, and time runnable but waiting for a core (ms per second).
+      threadCpu[label(i)] = `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us wait=${waitMsPerS.toFixed(0)}ms/s`;
+    });
+    let other = 0;
+    for (const [tid, v] of cpuEnd) if (!routerTids.includes(tid)) other += v - (cpuAtWarm.get(tid) ?? 0);
+    threadCpu.otherThreads = `${((other / CLK_TCK / windowS) * 100).toFixed(0)}%`;
+    threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}% wait=${((genWaitLast - genWaitAtWarm) / 1e6 / windowS).toFixed(0)}ms/s`;
+    threadCpu.router = `${(((routerTicks + other) / CLK_TCK / windowS) * 100).toFixed(0)}% ${(((routerTicks + other) / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
+  }
   const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
   const deadline = Date.now() + 10_000;
   while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -137,6 +238,10 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     steadyTriggers: (steady.get(Infinity) ?? 0) - (warm.get(Infinity) ?? 0),
     wholeRunHeldP99Ms: Number(s.heldTimeP99Ms.toFixed(3)),
     heldMaxMs: Number(s.heldTimeMaxMs.toFixed(1)),
+    coldSecondsHeldP99Ms: coldSecondsP99.map((v) => Number(v.toFixed(1))),
+    perSecondHeldP99Ms: perSecondP99.map((v) => Number(v.toFixed(1))),
+    loadAvg1: Number(loadavg()[0]!.toFixed(2)),
+    ...(values['thread-cpu'] ? { threadCpu } : {}),
     holds: s.shedTotal === 0 && s.processed === gen.sent && quantileBetween(warm, steady, 0.99) <= 10,
   };
 }

@@ -6,7 +6,8 @@
  * The package entry: `createRouter(options)` and the types an embedding needs.
  */
 export { createRouter, type Router, type RouterExtras, type RouterSummary, type ReloadResult } from './router.js';
-export type { RouterStats, DownstreamStats, PerLane, PerTriggerType } from './pipeline/stats.js';
+export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
+export { heldTimeWindow } from './pipeline/stats.js';
 export type { Trigger } from './pipeline/trigger.js';
 export {
   resolveRouterOptions,

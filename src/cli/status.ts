@@ -2,7 +2,7 @@
  * Status and summary lines of the command line (main thread), built from `router.stats()` snapshots. Numbers are
  * printed as `name=value` with plain digits, so people read them and scripts parse them.
  */
-import type { RouterStats } from '../pipeline/stats.js';
+import { heldTimeWindow, type RouterStats } from '../pipeline/stats.js';
 import type { RouterSummary } from '../router.js';
 
 function shedOf(s: RouterStats, lane: keyof RouterStats['shed']): number {
@@ -26,7 +26,9 @@ function triggersPart(s: RouterStats): string {
 
 /**
  * One status line: seconds since start, ingest rate since the previous snapshot (pings accepted per second), shed
- * per lane and triggers per type (totals), each downstream's limit and requests in flight, and the held-time P99.
+ * per lane and triggers per type (totals), each downstream's limit and requests in flight, and the held-time P99 of
+ * the triggers delivered since the previous snapshot (`held_p99`, n/a when there were none) and since the start
+ * (`held_p99_all`, which keeps the cold start and every burst).
  */
 export function formatStatusLine(previous: RouterStats, current: RouterStats, intervalMs: number, elapsedMs: number): string {
   const ratePerSec = intervalMs > 0 ? Math.round(((current.accepted - previous.accepted) * 1000) / intervalMs) : 0;
@@ -34,7 +36,7 @@ export function formatStatusLine(previous: RouterStats, current: RouterStats, in
   for (const d of current.downstreams) {
     parts.push(`${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} dead_lettered=${d.deadLettered})`);
   }
-  parts.push(`held_p99=${ms(current.heldTimeP99Ms)}`);
+  parts.push(`held_p99=${ms(heldTimeWindow(previous, current).p99Ms)}`, `held_p99_all=${ms(current.heldTimeP99Ms)}`);
   return parts.join(' ');
 }
 

@@ -5,9 +5,11 @@
  * store only when this worker asked for it). At most one task per group is in flight (the ingest thread guarantees
  * it), so this worker is the consumer of those shards' telemetry rings and the producer of their trigger rings for
  * the task's duration; the hand-over between workers goes through the pool's messages. Being the consumer, the worker
- * takes the records published while the task runs, and waits a little for more before it answers, so under steady
- * load a shard's records do not wait for a round trip through the ingest thread; the task answers with the number of
- * records it consumed.
+ * takes the records published while the task runs and, when its shards are empty, waits for more (up to the task's
+ * linger), so under steady load a group's task does not end at all and a shard's records never wait for a round trip
+ * through the ingest thread's event loop; the task answers with the number of records it consumed, early when the
+ * task's control cell says so (pause for a reload, drain).
+ * Before the router starts, each worker runs `warmUp` (warm-up.ts): the engine over synthetic pings on scratch state.
  * The worker opens the rings, counters and device state once (from workerData) and each fence-store generation once
  * (cached), runs ContainmentEngine.processBatch, releases the telemetry records and rings the dispatcher's doorbell.
  */
@@ -20,6 +22,7 @@ import { CNT_BLOCK_F64, RingKind } from '../shm/layout.js';
 import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
 import type { PipelineMemory } from './memory.js';
+import { warmContainment, type WarmUpTask } from './warm-up.js';
 
 /** One containment task: the shards of one group, each consumed from its ring's read sequence at submit time. */
 export interface ContainmentTask {
@@ -35,12 +38,21 @@ export interface ContainmentTask {
   lingerMs: number;
   /** Fence-store generation to run on. */
   generation: number;
+  /** One Int32 cell: CONTROL_RUN, CONTROL_RETURN_WHEN_EMPTY (drain) or CONTROL_RETURN_NOW (pause); the CONTROL_* values below. */
+  control: SharedArrayBuffer;
   /**
    * That generation's store, or null: a worker opens each generation once and caches it, so the store (three
    * SharedArrayBuffers to clone per message) travels only to a worker that answered NEEDS_STORE.
    */
   fences: FenceStoreDescriptor | null;
 }
+
+/** Control cell values (ContainmentTask.control): keep running. */
+export const CONTROL_RUN = 0;
+/** Answer as soon as a pass finds every shard empty (drain). */
+export const CONTROL_RETURN_WHEN_EMPTY = 1;
+/** Answer at the end of the current pass (pause for a reload). */
+export const CONTROL_RETURN_NOW = 2;
 
 /** What a task answers, instead of a record count, when it was sent without a store this worker has not opened. */
 export const NEEDS_STORE = -1;
@@ -121,11 +133,13 @@ export default function runContainmentTask(task: ContainmentTask): number {
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
   const lingerNs = task.lingerMs * 1e6;
+  const control = new Int32Array(task.control);
   let idleSinceNs = -1;
   let parkOn = 0;
   let consumed = 0;
   for (;;) {
     let pass = 0;
+    let passWritten = 0;
     for (let i = 0; i < shards.length; i++) {
       const shard = shards[i]!;
       const tel = telemetry[shard]!;
@@ -137,12 +151,17 @@ export default function runContainmentTask(task: ContainmentTask): number {
       const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
       tel.release(count);
       pass += count;
-      // Ring per batch: the dispatcher can deliver while the next batch runs.
-      if (written > 0) pipeline.ringDispatcher();
+      passWritten += written;
     }
+    // Ring once per pass (each ring may be a futex wake of the dispatcher), not per batch: a pass is at most one
+    // batch per shard, so the dispatcher still delivers while the next pass runs.
+    if (passWritten > 0) pipeline.ringDispatcher();
     consumed += pass;
     const now = nowNs();
     if (now >= deadlineNs) return consumed;
+    const say = Atomics.load(control, 0);
+    // Why a control cell: pause and drain must not wait out the linger, and must not go through a message.
+    if (say === CONTROL_RETURN_NOW || (say === CONTROL_RETURN_WHEN_EMPTY && pass === 0)) return consumed;
     if (pass > 0) {
       idleSinceNs = -1;
       continue;
@@ -153,4 +172,15 @@ export default function runContainmentTask(task: ContainmentTask): number {
     telemetry[shards[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
     parkOn = parkOn + 1 === shards.length ? 0 : parkOn + 1;
   }
+}
+
+/**
+ * Warms this worker before the router starts (a named task, `{ name: 'warmUp' }`): runs the containment engine over
+ * synthetic pings on scratch device state and rings (warm-up.ts), against the first fence generation, which the
+ * worker opened when it loaded. Returns the pings processed.
+ */
+export function warmUp(task: WarmUpTask): number {
+  let first: FenceStore | undefined;
+  for (const s of stores.values()) if (first === undefined || s.generation < first.generation) first = s;
+  return first === undefined ? 0 : warmContainment(first, task);
 }

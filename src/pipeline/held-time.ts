@@ -58,3 +58,27 @@ export function heldQuantileMs(cells: Float64Array, base: number, q: number): nu
   }
   return maxNs / 1e6;
 }
+
+/**
+ * Quantile `q` in [0, 1] of the held times recorded between two snapshots of the bucket counts (`before` and `after`,
+ * HELD_BUCKET_COUNT each, as in RouterStats.heldTimeBucketCounts), ms: the upper bound of the bucket holding it (for
+ * the overflow bucket, the bound of the last bounded bucket: a window keeps no maximum). NaN when the window holds no
+ * samples.
+ */
+export function heldQuantileBetweenMs(before: readonly number[], after: readonly number[], q: number): number {
+  let count = 0;
+  for (let i = 0; i < HELD_BUCKET_COUNT; i++) count += (after[i] ?? 0) - (before[i] ?? 0);
+  if (!(count > 0)) return Number.NaN;
+  const rank = Math.max(1, Math.ceil(q * count));
+  let seen = 0;
+  for (let i = 0; i < HELD_BUCKET_COUNT; i++) {
+    seen += (after[i] ?? 0) - (before[i] ?? 0);
+    if (seen >= rank) return heldBucketBoundNs(Math.min(i, HELD_BOUNDED_BUCKETS - 1)) / 1e6;
+  }
+  return heldBucketBoundNs(HELD_BOUNDED_BUCKETS - 1) / 1e6;
+}
+
+/** Held-time bucket counts of the block at `base` (a copy: HELD_BUCKET_COUNT numbers). */
+export function heldBucketCounts(cells: Float64Array, base: number): number[] {
+  return Array.from(cells.subarray(base + HELD_BUCKETS_F64, base + HELD_BUCKETS_F64 + HELD_BUCKET_COUNT));
+}

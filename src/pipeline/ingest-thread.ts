@@ -20,13 +20,16 @@ import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, IngestState, RingKind } from '../shm/layout.js';
+import { ADM_BLOCK_F64, FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, IngestState, RingKind } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask, ContainmentWorkerData } from './containment-thread.js';
 import { AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
-import type { PipelineMemory } from './memory.js';
+import { allocatePipelineMemory, type PipelineMemory } from './memory.js';
+import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../demo/encode.js';
+import { Fleet, type FleetPing } from '../demo/fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
 import { ShardScheduler } from './shard-scheduler.js';
+import type { WarmUpTask } from './warm-up.js';
 
 /** What the ingest thread needs (structured-clone safe). */
 export interface IngestThreadData {
@@ -63,29 +66,34 @@ export interface IngestThreadData {
   stdinForwarded: boolean;
 }
 
+/** Synthetic pings each pool worker runs before the router starts (see warm-up.ts). */
+const WARM_UP_PINGS = 100_000;
+/** Synthetic pings per encoding the ingest path runs before the router starts, over this many scratch devices. */
+const WARM_UP_INGEST_PINGS = 20_000;
+const WARM_UP_DEVICES = 2048;
+/** Pings per synthetic read chunk. */
+const WARM_UP_CHUNK_PINGS = 512;
+/** Longest a worker's warm-up runs, ms. */
+const WARM_UP_MAX_MS = 250;
+
 function post(event: ThreadEvent): void {
   parentPort!.postMessage(event);
 }
 
-async function main(): Promise<void> {
-  const d = workerData as IngestThreadData;
-  const m = d.memory;
-  const pipeline = PipelineRegion.wrap(m.pipeline);
-  pipeline.setIngestState(IngestState.STARTING);
+/** The ingest path over one set of shared regions: rings, scheduler, admission, registry, predicates, sink, edge. */
+interface IngestPath {
+  scheduler: ShardScheduler;
+  admissions: LaneAdmission[];
+  predicates: StorePredicates;
+  sink: AdmissionSink;
+  edge: PipelineEdge;
+}
+
+/** Wires the ingest path over `m` (the router's regions, or scratch ones for the warm-up). */
+function buildIngestPath(m: PipelineMemory, d: IngestThreadData, pool: Piscina<ContainmentTask, number>, log: (line: string) => void): IngestPath {
   const stats = new Float64Array(m.stats);
   const state = DeviceState.open(m.deviceState);
   const rings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
-  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences };
-  const pool = new Piscina<ContainmentTask, number>({
-    filename: new URL('./containment-thread.js', import.meta.url).href,
-    minThreads: d.poolSize,
-    maxThreads: d.poolSize,
-    idleTimeout: 2 ** 31 - 1,
-    // One task per shard group and one group per worker: tasks never queue, FIFO order is kept anyway.
-    stricterFIFO: true,
-    workerData: poolData,
-  });
-  const log = (line: string): void => post({ type: 'log', line });
   const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log);
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
@@ -102,9 +110,80 @@ async function main(): Promise<void> {
       stationarySpeedMps: d.ingest.stationarySpeedMps,
       stationaryRadiusM: d.ingest.stationaryRadiusM,
     },
-    { pipeline, registry, predicates, sink, log: rejectLog },
+    { pipeline: PipelineRegion.wrap(m.pipeline), registry, predicates, sink, log: rejectLog },
   );
   edge.attach(scheduler, sink);
+  return { scheduler, admissions, predicates, sink, edge };
+}
+
+/**
+ * Runs the ingest path (decode, registry, classification, admission, record write, publish) over synthetic frames
+ * in every encoding the edge accepts, on scratch regions of its own with the scheduler paused (no task is submitted:
+ * the records are dropped after each chunk), so the first real read chunk runs on compiled code. Touches no device,
+ * ring or counter of the router. Returns the pings the scratch edge accepted.
+ */
+function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, number>, store: FenceStore): number {
+  const scratch = allocatePipelineMemory({
+    shards: d.memory.shards,
+    ringCapacitySlots: 4096,
+    reservedFraction: d.admission.reservedFraction,
+    maxDevices: WARM_UP_DEVICES,
+    idBytesPerSlot: 32,
+    maxFencesPerDevice: 16,
+    downstreams: 1,
+  });
+  const path = buildIngestPath(scratch, d, pool, () => undefined);
+  void path.scheduler.pause();
+  const rings = path.scheduler.rings;
+  // The fleet walks around the first fence, so classification meets fences and the compliance boxes.
+  const f = store.fenceF64;
+  const fleet = new Fleet({
+    devices: WARM_UP_DEVICES,
+    seed: 11,
+    centreLat: store.fenceCount > 0 ? (f[FENCE_MIN_Y_F64]! + f[FENCE_MAX_Y_F64]!) / 2 : 0,
+    centreLon: store.fenceCount > 0 ? (f[FENCE_MIN_X_F64]! + f[FENCE_MAX_X_F64]!) / 2 : 0,
+  });
+  const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 0 };
+  const encodings: LoadEncoding[] = d.ingest.sharedStructures ? ['maps', 'records', 'shared'] : ['maps', 'records'];
+  const buf = Buffer.allocUnsafe(WARM_UP_CHUNK_PINGS * MAX_PING_BYTES);
+  const t0 = Date.now();
+  for (const encoding of encodings) {
+    const stream = path.edge.openStream(`warm-up-${encoding}`);
+    for (let sent = 0; sent < WARM_UP_INGEST_PINGS; sent += WARM_UP_CHUNK_PINGS) {
+      let len = 0;
+      for (let k = 0; k < WARM_UP_CHUNK_PINGS; k++) {
+        fleet.next(ping, t0 + sent + k);
+        len = encodePingInto(buf, len, ping, encoding);
+      }
+      stream.write(buf.subarray(0, len));
+      // Why drop the records: nothing consumes the scratch rings, and admission must not start shedding.
+      for (const r of rings) r.release(r.available());
+    }
+    stream.end();
+  }
+  let accepted = 0;
+  for (const a of path.admissions) accepted += a.ring.readSeq();
+  return accepted;
+}
+
+async function main(): Promise<void> {
+  const d = workerData as IngestThreadData;
+  const m = d.memory;
+  const pipeline = PipelineRegion.wrap(m.pipeline);
+  pipeline.setIngestState(IngestState.STARTING);
+  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences };
+  const pool = new Piscina<ContainmentTask, number>({
+    filename: new URL('./containment-thread.js', import.meta.url).href,
+    minThreads: d.poolSize,
+    maxThreads: d.poolSize,
+    idleTimeout: 2 ** 31 - 1,
+    // One task per shard group and one group per worker: tasks never queue, FIFO order is kept anyway.
+    stricterFIFO: true,
+    workerData: poolData,
+  });
+  const log = (line: string): void => post({ type: 'log', line });
+  const { scheduler, admissions, predicates, sink, edge } = buildIngestPath(m, d, pool, log);
+  const rings = scheduler.rings;
 
   const tcp =
     d.listenHost === null
@@ -127,6 +206,7 @@ async function main(): Promise<void> {
       stdinEnded();
     }
     for (const a of admissions) a.setDraining(true);
+    scheduler.setDraining();
     // Empty the rings: publish what is claimed and keep submitting until nothing is left or in flight.
     for (;;) {
       scheduler.flush();
@@ -188,6 +268,14 @@ async function main(): Promise<void> {
     }
   });
 
+  // Every pool worker loaded, its first store opened and its engine compiled before the first real ping.
+  const warm = { pings: WARM_UP_PINGS, maxMs: WARM_UP_MAX_MS, seed: 7 };
+  // The pool is typed for containment tasks; the named export takes a WarmUpTask.
+  const warmTasks = Array.from({ length: d.poolSize }, (_, i): WarmUpTask => ({ ...warm, seed: warm.seed + i }));
+  const warmed = Promise.all(warmTasks.map((t) => pool.run(t as unknown as ContainmentTask, { name: 'warmUp' })));
+  // The edge warms on this thread while the workers warm on theirs.
+  warmIngestPath(d, pool, predicates.store);
+  await warmed;
   if (tcp !== null) await tcp.start(edge);
   for (const f of files) await f.start(edge);
   pipeline.setIngestPort(tcp?.port ?? 0);

@@ -5,8 +5,9 @@
  * A task holds one whole group: at most one task per group is in flight, so at most one consumer per shard
  * (per-device order), and the pool never queues a task behind another. A running task passes over its group's shards
  * round-robin, a batch of at most `batchSize` records per shard per pass, taking what is published while it runs,
- * and returns when a pass finds every shard empty (or after TASK_MAX_MS): a shard never waits for other shards' tasks
- * to make round trips through the pool, only for the batches of one pass.
+ * and returns only when its shards have stayed empty for TASK_LINGER_MS, or when told to through the task's control
+ * cell (pause for a reload, drain): under steady traffic a group's task never ends, so a shard never waits for an
+ * answer of the pool to cross the ingest thread's event loop (where it would queue behind the read chunks).
  * A shard's ring is published when its claimed-but-unpublished records reach `batchSize`, and at the end of every
  * read chunk (`flush`), so a record never waits for more traffic; its group is submitted then if it is idle, or the
  * moment its task answers.
@@ -15,27 +16,32 @@ import type { Piscina } from 'piscina';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import { PST_BATCHED_PINGS_F64, PST_LOST_PINGS_F64, PST_TASKS_COMPLETED_F64, PST_TASKS_FAILED_F64, PST_TASKS_SUBMITTED_F64 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
-import { NEEDS_STORE, type ContainmentTask } from './containment-thread.js';
+import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, CONTROL_RUN, NEEDS_STORE, type ContainmentTask } from './containment-thread.js';
 
 /** Records claimed (over all shards) after which the ingest thread publishes and submits without waiting for the chunk's end. */
 export const PUBLISH_EVERY_RECORDS = 256;
 
 /**
- * Longest a task keeps taking new records before it answers, ms: bounds how long a reload waits for the pause. Long,
- * because under load the answer waits for the ingest thread's event loop (behind its read chunks) while the group's
- * records pile up, so each answer costs a stall of the group.
+ * Longest a task keeps taking new records before it answers, ms. Pause and drain do not wait for it (they raise the
+ * control cell); it only bounds a task's life. Long, because under load an answer waits for the ingest thread's
+ * event loop (behind its read chunks) while the group's records pile up: each answer costs the group a stall.
  */
-export const TASK_MAX_MS = 200;
+export const TASK_MAX_MS = 60_000;
 
-/** How long a task whose shards are empty waits for more records before it answers, ms. */
-export const TASK_LINGER_MS = 2;
+/**
+ * How long a task whose shards are empty waits for more records before it answers, ms. Long enough to ride out a
+ * pause of the ingest thread (a GC, a host that deschedules it) without ending the task under load.
+ */
+export const TASK_LINGER_MS = 100;
+
 
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
   /** Records per task at most; also the claimed count that publishes a shard early. */
   readonly batchSize: number;
   private readonly pool: Piscina<ContainmentTask, number>;
-  private readonly rings: readonly SpscRing[];
+  /** The shards' telemetry rings (producer side). */
+  readonly rings: readonly SpscRing[];
   private readonly stats: Float64Array;
   /** Shard groups (one task in flight per group at most). */
   readonly groups: number;
@@ -52,9 +58,12 @@ export class ShardScheduler {
   private claimedSinceFlush = 0;
   private inFlightCount = 0;
   private paused = false;
+  private draining = false;
   private generation: number;
   private fences: FenceStoreDescriptor;
   private idleWaiters: (() => void)[] = [];
+  /** Cell 0: CONTROL_* for every running task (shared with the pool workers; read at each pass and linger step). */
+  private readonly control = new Int32Array(new SharedArrayBuffer(4));
   private readonly onError: (message: string) => void;
 
   constructor(
@@ -125,6 +134,7 @@ export class ShardScheduler {
   /** Stops submitting; resolves when no task is in flight (the reload pause). */
   pause(): Promise<void> {
     this.paused = true;
+    Atomics.store(this.control, 0, CONTROL_RETURN_NOW);
     return this.idle();
   }
 
@@ -135,7 +145,14 @@ export class ShardScheduler {
     // The workers have not opened this generation yet: the next task of each group carries it.
     this.sendStore.fill(1);
     this.paused = false;
+    Atomics.store(this.control, 0, this.draining ? CONTROL_RETURN_WHEN_EMPTY : CONTROL_RUN);
     for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
+  }
+
+  /** Tasks answer once their shards are empty instead of lingering (drain: nothing more is coming). */
+  setDraining(): void {
+    this.draining = true;
+    if (!this.paused) Atomics.store(this.control, 0, CONTROL_RETURN_WHEN_EMPTY);
   }
 
   /** Resolves when no task is in flight. */
@@ -177,6 +194,7 @@ export class ShardScheduler {
       maxTaskMs: TASK_MAX_MS,
       lingerMs: TASK_LINGER_MS,
       generation: this.generation,
+      control: this.control.buffer as SharedArrayBuffer,
       fences: this.sendStore[group] !== 0 ? this.fences : null,
     };
     this.sendStore[group] = 0;

@@ -45,7 +45,7 @@ import {
   HELD_COUNT_F64,
 } from '../shm/layout.js';
 import { BREAKER_STATE_NAMES } from '../dispatch/breaker.js';
-import { heldQuantileMs } from './held-time.js';
+import { heldBucketCounts, heldQuantileBetweenMs, heldQuantileMs } from './held-time.js';
 
 /** Counts per lane. */
 export type PerLane = Record<(typeof LANE_NAMES)[number], number>;
@@ -128,6 +128,12 @@ export interface RouterStats {
   heldTimeMaxMs: number;
   /** Held-time samples. */
   heldTimeSamples: number;
+  /**
+   * Held-time histogram: samples per bucket (bucket i holds (bound(i-1), bound(i)], bounds growing 1.25x from 10 us;
+   * the last bucket is the overflow), so two snapshots give the quantiles of the time between them
+   * (`heldTimeWindow`).
+   */
+  heldTimeBucketCounts: number[];
   /** Containment tasks completed. */
   tasks: number;
   /** Fence reloads completed. */
@@ -246,10 +252,36 @@ export function readRouterStats(v: StatsViews): RouterStats {
     heldTimeP99Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.99),
     heldTimeMaxMs: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 1),
     heldTimeSamples: v.stats[PST_HELD_BASE_F64 + HELD_COUNT_F64]!,
+    heldTimeBucketCounts: heldBucketCounts(v.stats, PST_HELD_BASE_F64),
     tasks: v.stats[PST_TASKS_COMPLETED_F64]!,
     reloads: v.stats[PST_RELOADS_F64]!,
     fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),
     candidateOverflows: cntSum(CNT_CANDIDATE_OVERFLOW_F64),
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
+  };
+}
+
+/** Held time of the triggers handed to downstreams between two stats snapshots. */
+export interface HeldTimeWindow {
+  /** Held-time samples in the window. */
+  samples: number;
+  /** P50 / P99 / largest, ms (bucket upper bounds; NaN when the window holds no samples). */
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/**
+ * Held time between two `router.stats()` snapshots (from the histogram's deltas): what the last interval looked like,
+ * where the cumulative `heldTimeP99Ms` still carries the cold start and every earlier burst.
+ */
+export function heldTimeWindow(previous: RouterStats, current: RouterStats): HeldTimeWindow {
+  const a = previous.heldTimeBucketCounts;
+  const b = current.heldTimeBucketCounts;
+  return {
+    samples: current.heldTimeSamples - previous.heldTimeSamples,
+    p50Ms: heldQuantileBetweenMs(a, b, 0.5),
+    p99Ms: heldQuantileBetweenMs(a, b, 0.99),
+    maxMs: heldQuantileBetweenMs(a, b, 1),
   };
 }

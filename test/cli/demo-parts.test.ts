@@ -6,6 +6,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { drainedCleanly, formatStatusLine, formatSummary } from '../../src/cli/status.js';
+import { heldBucketBoundNs } from '../../src/pipeline/held-time.js';
+import { heldTimeWindow } from '../../src/pipeline/stats.js';
+import { HELD_BUCKET_COUNT } from '../../src/shm/layout.js';
 import { Fleet, mulberry32, type FleetPing } from '../../src/demo/fleet.js';
 import { SimulatedService } from '../../src/demo/simulated-service.js';
 import type { RouterStats } from '../../src/pipeline/stats.js';
@@ -107,6 +110,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     heldTimeP99Ms: Number.NaN,
     heldTimeMaxMs: Number.NaN,
     heldTimeSamples: 0,
+    heldTimeBucketCounts: new Array<number>(HELD_BUCKET_COUNT).fill(0),
     tasks: 0,
     reloads: 0,
     fenceOverflows: 0,
@@ -129,9 +133,31 @@ test('the status line shows the rate since the previous snapshot, shed by lane, 
   const line = formatStatusLine(prev, cur, 500, 2400);
   assert.equal(
     line,
-    't=2s ingest=4000/s shed(idle=7 transition=1 compliance=0) triggers(ENTER=4 EXIT=3 DWELL=2 CROSS=1) svc(limit=12 inflight=3 delivered=7 dead_lettered=1) held_p99=3.46ms',
+    't=2s ingest=4000/s shed(idle=7 transition=1 compliance=0) triggers(ENTER=4 EXIT=3 DWELL=2 CROSS=1) svc(limit=12 inflight=3 delivered=7 dead_lettered=1) held_p99=n/a held_p99_all=3.46ms',
   );
-  assert.match(formatStatusLine(prev, stats({}), 1000, 1000), /held_p99=n\/a$/);
+  assert.match(formatStatusLine(prev, stats({}), 1000, 1000), /held_p99=n\/a held_p99_all=n\/a$/);
+});
+
+test("the status line's held_p99 is the last interval's, from the histogram's deltas; held_p99_all is cumulative", () => {
+  // Bucket 30 holds the cold start (about 8 ms), bucket 10 (about 93 us) the steady traffic.
+  const at = (counts: Record<number, number>): number[] => {
+    const a = new Array<number>(HELD_BUCKET_COUNT).fill(0);
+    for (const [i, n] of Object.entries(counts)) a[Number(i)] = n;
+    return a;
+  };
+  const prev = stats({ heldTimeSamples: 1000, heldTimeBucketCounts: at({ 30: 1000 }), heldTimeP99Ms: 8 });
+  const cur = stats({ heldTimeSamples: 2000, heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000 }), heldTimeP99Ms: 8 });
+  const w = heldTimeWindow(prev, cur);
+  assert.equal(w.samples, 1000);
+  assert.equal(w.p50Ms, heldBucketBoundNs(10) / 1e6);
+  // 995 of 1000 at bucket 10: the 990th is there; the 1000th (max) is in bucket 20.
+  assert.equal(w.p99Ms, heldBucketBoundNs(10) / 1e6);
+  assert.equal(w.maxMs, heldBucketBoundNs(20) / 1e6);
+  assert.match(formatStatusLine(prev, cur, 1000, 3000), / held_p99=0\.09ms held_p99_all=8\.00ms$/);
+  // A window with one sample in the overflow bucket reports the last bound, not the cumulative maximum.
+  const over = stats({ heldTimeSamples: 2001, heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000, [HELD_BUCKET_COUNT - 1]: 1 }) });
+  assert.equal(heldTimeWindow(cur, over).p99Ms, heldBucketBoundNs(HELD_BUCKET_COUNT - 2) / 1e6);
+  assert.ok(Number.isNaN(heldTimeWindow(cur, cur).p99Ms));
 });
 
 test('the summary reports the accounting and says whether the drain was clean', () => {

@@ -97,6 +97,8 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     assert.equal(summary.inFlight, 0);
     assert.equal(summary.heldTimeSamples, 16);
     assert.ok(summary.heldTimeP99Ms >= summary.heldTimeP50Ms);
+    // The histogram in the snapshot holds every sample (what status lines take windows of).
+    assert.equal(summary.heldTimeBucketCounts.reduce((a, b) => a + b, 0), 16);
     assert.deepEqual(
       summary.downstreams.map((d) => [d.name, d.delivered, d.queueDepth, d.breakerState]),
       [

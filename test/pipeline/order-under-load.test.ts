@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
 import { mulberry32 } from '../../src/fences/synthetic-city.js';
+import { TASK_LINGER_MS } from '../../src/pipeline/shard-scheduler.js';
 import type { Trigger } from '../../src/pipeline/trigger.js';
 import { byDevice, frameOf, orderProblem, sendOverTcp, square, waitFor, type ScriptedPing } from './support.js';
 
@@ -49,15 +50,21 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
   });
   try {
     // Interleave the connections' sends: pings of different devices are processed concurrently by several workers.
-    await Promise.all(connections.map((list) => sendOverTcp(router.ingestPort!, Buffer.concat(list.map(frameOf)), 4096)));
-    // Everything sent is read before the drain closes the listener.
-    await waitFor(() => router.stats().accepted === DEVICES * STEPS, 30_000, 'every ping read');
+    // Three rounds (steps 0-3, 4-7, 8-11) with a pause longer than a task's linger between them: the tasks end and
+    // new ones (on whichever worker is free) take over the groups' shards mid-stream.
+    const perRound = STEPS / 3;
+    for (let round = 0; round < 3; round++) {
+      const part = (list: ScriptedPing[]): ScriptedPing[] => list.filter((_, i) => Math.floor((i % STEPS) / perRound) === round);
+      await Promise.all(connections.map((list) => sendOverTcp(router.ingestPort!, Buffer.concat(part(list).map(frameOf)), 4096)));
+      await waitFor(() => router.stats().accepted === (DEVICES * STEPS * (round + 1)) / 3, 30_000, `round ${round} read`);
+      if (round < 2) await new Promise((r) => setTimeout(r, TASK_LINGER_MS * 3));
+    }
     const s = await router.close();
     assert.equal(s.shedTotal, 0, 'nothing shed');
     assert.equal(s.admittedTotal, DEVICES * STEPS);
     assert.equal(s.processed, s.admittedTotal);
-    // 3 shard groups (one per worker): more tasks than groups means each group's shards passed from task to task.
-    assert.ok(s.tasks > 3, `several tasks ran (${s.tasks})`);
+    // 3 shard groups (one per worker), 3 rounds: more tasks than groups means each group's shards passed from task to task.
+    assert.ok(s.tasks >= 6, `several tasks ran (${s.tasks})`);
     assert.ok(s.triggersTotal > 5000, `plenty of triggers (${s.triggersTotal})`);
     assert.equal(got.length, s.triggersTotal);
     assert.equal(s.delivered, s.triggersTotal);
