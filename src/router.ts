@@ -242,7 +242,11 @@ class PipelineRouter implements Router {
       this.bridge = channel.port2;
       const port = channel.port2;
       port.on('message', (call: CallbackCall) => {
-        const answer = (ok: boolean): void => port.postMessage({ id: call.id, ok } satisfies CallbackAnswer);
+        // The callback's own duration, measured here where it runs: the limiter samples this, not the round trip
+        // through the message port (which also holds however long this thread was busy with other work).
+        const startNs = nowNs();
+        const answer = (ok: boolean): void =>
+          port.postMessage({ id: call.id, ok, serviceNs: nowNs() - startNs } satisfies CallbackAnswer);
         try {
           const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
           if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {

@@ -10,7 +10,7 @@ import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type 
 import type { DownstreamOptions as DispatchDownstreamOptions } from '../dispatch/downstream.js';
 import type { Subscription } from '../dispatch/router.js';
 import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
-import { RESULT_OK, type Sink, type SinkResult } from '../dispatch/sinks/sink.js';
+import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
@@ -140,7 +140,7 @@ export class CallbackBridge {
       const resolve = this.pending.get(a.id);
       if (resolve === undefined) return;
       this.pending.delete(a.id);
-      resolve(a.ok ? RESULT_OK : { status: 500 });
+      resolve({ status: a.ok ? 200 : 500, serviceNs: a.serviceNs });
     });
   }
 

@@ -46,6 +46,8 @@ export interface CallbackAnswer {
   id: number;
   /** True when the callback completed; false when it threw or rejected. */
   ok: boolean;
+  /** How long the callback took, ns, measured on the thread that ran it. */
+  serviceNs: number;
 }
 
 /** The side of a thread pair that sends requests and awaits replies. */
