@@ -143,6 +143,7 @@ function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
       s.subscription = sub;
     }
     if (d.limit !== undefined) s.limit = d.limit;
+    if (d.gradient !== undefined) s.gradient = { ...d.gradient };
     if (d.safetyCap !== undefined) s.safetyCap = d.safetyCap;
     if (d.maxBatchTriggers !== undefined) s.maxBatchTriggers = d.maxBatchTriggers;
     if (d.queueCapacitySlots !== undefined) s.queueCapacitySlots = d.queueCapacitySlots;

@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { Trigger } from '../pipeline/trigger.js';
+import { GRADIENT_LIMIT_DEFAULTS, GradientLimit, type GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 
 /** Trigger type names as subscriptions name them. */
 export type TriggerTypeName = (typeof TRIGGER_TYPE_NAMES)[number];
@@ -34,6 +35,12 @@ interface DownstreamBase {
   subscribe?: SubscriptionOptions;
   /** Concurrency limit: 'gradient' (default), 'aimd', 'vegas', 'gradient2', or a fixed number of requests. */
   limit?: LimitChoice;
+  /**
+   * Tuning of the gradient limit (with `limit` 'gradient' or absent): any of GradientLimitOptions, e.g.
+   * `{ "fastDecreaseRttRatio": 2 }` to halve the limit at once when a queue clearly builds. Unknown names and bad
+   * values are refused with the option named.
+   */
+  gradient?: Partial<GradientLimitOptions>;
   /** Static safety cap on requests in flight, [1, 4096] (default 256). */
   safetyCap?: number;
   /** Triggers per delivery (batch), [1, 4096] (default 32). */
@@ -322,7 +329,27 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
   if (typeof x.name !== 'string' || x.name.length === 0) throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
   if (names.has(x.name)) throw new RangeError(`${path}.name must be unique, got ${show(x.name)} twice`);
   names.add(x.name);
-  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay'];
+  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'gradient', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay'];
+  const gradient: unknown = x['gradient'];
+  if (gradient !== undefined) {
+    if (gradient === null || typeof gradient !== 'object' || Array.isArray(gradient)) {
+      throw new RangeError(`${path}.gradient must be an object of gradient limit options, got ${show(gradient)}`);
+    }
+    if (x['limit'] !== undefined && x['limit'] !== 'gradient') {
+      throw new RangeError(`${path}.gradient applies only with limit 'gradient' (or no limit), got limit ${show(x['limit'])}`);
+    }
+    for (const k of Object.keys(gradient)) {
+      if (!(k in GRADIENT_LIMIT_DEFAULTS)) {
+        throw new RangeError(`${path}.gradient.${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`);
+      }
+    }
+    try {
+      // The limit validates each option's value with a message naming it.
+      new GradientLimit(gradient as Partial<GradientLimitOptions>);
+    } catch (err) {
+      throw new RangeError(`${path}.gradient: ${(err as Error).message}`);
+    }
+  }
   const lim: unknown = x['limit'];
   if (lim !== undefined && !(typeof lim === 'string' && (LIMIT_NAMES as readonly string[]).includes(lim))) {
     int(lim, `${path}.limit (a fixed limit; or one of ${LIMIT_NAMES.join(' / ')})`, 1, 4096);

@@ -7,6 +7,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import type { FenceStore } from '../fences/store.js';
 import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../dispatch/limits/index.js';
+import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 import type { DownstreamOptions as DispatchDownstreamOptions } from '../dispatch/downstream.js';
 import type { Subscription } from '../dispatch/router.js';
 import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
@@ -36,6 +37,8 @@ export interface DownstreamSpec {
   subscription?: { fenceIds?: string[]; tags?: string[]; types?: number[] };
   /** Limit algorithm or fixed limit. */
   limit?: string | number;
+  /** Gradient limit tuning (with limit 'gradient' or absent). */
+  gradient?: Partial<GradientLimitOptions>;
   /** Dispatcher tuning, passed through when set. */
   safetyCap?: number;
   maxBatchTriggers?: number;
@@ -167,12 +170,12 @@ export class CallbackBridge {
   }
 }
 
-function limitOf(choice: string | number | undefined): Limit | undefined {
-  if (choice === undefined) return undefined;
+function limitOf(choice: string | number | undefined, gradient: Partial<GradientLimitOptions> | undefined): Limit | undefined {
+  if (choice === undefined) return gradient === undefined ? undefined : new GradientLimit(gradient);
   if (typeof choice === 'number') return new FixedLimit(choice);
   switch (choice) {
     case 'gradient':
-      return new GradientLimit();
+      return new GradientLimit(gradient);
     case 'aimd':
       return new AimdLimit();
     case 'vegas':
@@ -211,7 +214,7 @@ export function buildDownstreams(
       if (s.subscription.types !== undefined) sub.types = s.subscription.types as TriggerType[];
       o.subscription = sub;
     }
-    const limit = limitOf(s.limit);
+    const limit = limitOf(s.limit, s.gradient);
     if (limit !== undefined) o.limit = limit;
     if (s.safetyCap !== undefined) o.safetyCap = s.safetyCap;
     if (s.maxBatchTriggers !== undefined) o.maxBatchTriggers = s.maxBatchTriggers;

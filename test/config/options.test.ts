@@ -106,3 +106,19 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });
+
+test('gradient limit tuning per downstream: accepted, and bad names, values or a non-gradient limit are refused by name', () => {
+  const ok = resolveRouterOptions({
+    downstreams: [{ name: 'hook', kind: 'webhook', url: 'http://127.0.0.1:9/x', gradient: { fastDecreaseRttRatio: 2, minLimit: 2 } }],
+  });
+  assert.deepEqual(ok.downstreams[0]!.gradient, { fastDecreaseRttRatio: 2, minLimit: 2 });
+  const bad = (gradient: unknown, limit?: unknown): void => {
+    const d: Record<string, unknown> = { name: 'hook', kind: 'webhook', url: 'http://127.0.0.1:9/x', gradient };
+    if (limit !== undefined) d['limit'] = limit;
+    resolveRouterOptions({ downstreams: [d] } as unknown as RouterOptionsInput);
+  };
+  assert.throws(() => bad({ fastDecrease: 2 }), /downstreams\[0\]\.gradient\.fastDecrease is not a gradient limit option/);
+  assert.throws(() => bad({ fastDecreaseRttRatio: 0.5 }), /downstreams\[0\]\.gradient: options\.fastDecreaseRttRatio/);
+  assert.throws(() => bad({ minLimit: 2 }, 'aimd'), /gradient applies only with limit 'gradient'/);
+  assert.throws(() => bad(7), /gradient must be an object/);
+});
