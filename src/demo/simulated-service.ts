@@ -19,12 +19,16 @@ export interface SimulatedServiceOptions {
   jitterFraction: number;
 }
 
-/** Defaults: 16 servers, service time drifting between 2 and 20 ms over 40 s, +-20 % jitter. */
+/**
+ * Defaults: 16 servers, service time drifting between 5 and 10 ms over 60 s, +-20 % jitter. The drift stays within a
+ * factor of two: a latency-based limiter reads a slower baseline as queueing until its RTT-min window re-probes, so a
+ * wider drift would show the re-probe rather than the limiter following the service's capacity.
+ */
 export const SIMULATED_SERVICE_DEFAULTS: Readonly<SimulatedServiceOptions> = Object.freeze({
   capacity: 16,
-  minServiceMs: 2,
-  maxServiceMs: 20,
-  driftPeriodMs: 40_000,
+  minServiceMs: 5,
+  maxServiceMs: 10,
+  driftPeriodMs: 60_000,
   jitterFraction: 0.2,
 });
 
