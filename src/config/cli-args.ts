@@ -66,13 +66,12 @@ Pipeline:
       --ring-capacity N        slots per telemetry ring, power of two (default 16384)
       --pool-size N            containment worker threads (default: cores - 1)
       --batch-size N           pings per containment batch at most (default 512)
-      --max-batch-age-ms MS    oldest a partial batch may get (default 1)
       --max-devices N          device slots (default 100000)
       --max-fences-per-device N  fences a device can be inside at once (default 16)
 
 Admission:
       --reserved-fraction F    ring share reserved for the COMPLIANCE lane, [0, 0.5] (default 0.05)
-      --watermark-fraction F   fill above which IDLE pings need a token (default 0.6)
+      --watermark-fraction F   fill at and above which IDLE pings need a token (default 0.6)
       --idle-bucket-capacity N IDLE token bucket capacity (default 1000)
       --idle-bucket-rate N     IDLE tokens per second (default 10000)
 
@@ -105,7 +104,6 @@ const FLAGS = {
   'ring-capacity': { type: 'string' },
   'pool-size': { type: 'string' },
   'batch-size': { type: 'string' },
-  'max-batch-age-ms': { type: 'string' },
   'max-devices': { type: 'string' },
   'max-fences-per-device': { type: 'string' },
   'reserved-fraction': { type: 'string' },
@@ -167,7 +165,6 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('ringCapacitySlots', number('ring-capacity', v['ring-capacity']));
   set('poolSize', number('pool-size', v['pool-size']));
   set('batchSize', number('batch-size', v['batch-size']));
-  set('maxBatchAgeMs', number('max-batch-age-ms', v['max-batch-age-ms']));
   set('maxDevices', number('max-devices', v['max-devices']));
   set('maxFencesPerDevice', number('max-fences-per-device', v['max-fences-per-device']));
   set('fencesFile', v.fences);

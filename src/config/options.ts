@@ -88,7 +88,7 @@ export type DownstreamOptions = WebhookDownstreamOptions | NdjsonDownstreamOptio
 export interface AdmissionConfig {
   /** Fraction of each ring reachable only by the COMPLIANCE lane, [0, 0.5]. */
   reservedFraction: number;
-  /** Fill fraction above which IDLE pings need a token, (0, 1). */
+  /** Fill fraction at and above which IDLE pings need a token, (0, 1). */
   watermarkFraction: number;
   /** IDLE token bucket capacity, tokens, >= 1. */
   idleBucketCapacity: number;
@@ -145,10 +145,11 @@ export interface RouterOptions {
   admission: AdmissionConfig;
   /** Containment worker threads, [1, 256]. */
   poolSize: number;
-  /** Pings per containment batch at most, [1, 65536]. */
+  /**
+   * Pings per shard per pass of a containment task at most, [1, 65536]. Batches never wait to fill: a shard's ring is
+   * published at `batchSize` claimed records, every 256 records and at the end of every read chunk.
+   */
   batchSize: number;
-  /** Oldest a partial batch may get before it is sent, ms, (0, 1000]. */
-  maxBatchAgeMs: number;
   /** Device slots, [1, 2^24]. */
   maxDevices: number;
   /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
@@ -190,7 +191,6 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   admission: Object.freeze({ reservedFraction: 0.05, watermarkFraction: 0.6, idleBucketCapacity: 1000, idleBucketRatePerSec: 10_000 }),
   poolSize: DEFAULT_POOL_SIZE,
   batchSize: 512,
-  maxBatchAgeMs: 1,
   maxDevices: 100_000,
   idBytesPerSlot: 64,
   maxFencesPerDevice: 16,
@@ -299,7 +299,6 @@ export function validateRouterOptions(o: RouterOptions): void {
   }
   int(o.poolSize, 'options.poolSize', 1, 256);
   int(o.batchSize, 'options.batchSize', 1, 65536);
-  num(o.maxBatchAgeMs, 'options.maxBatchAgeMs', Number.MIN_VALUE, 1000, '(0, 1000]');
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
   int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
   int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 256);

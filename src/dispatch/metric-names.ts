@@ -46,8 +46,6 @@ export const METRIC_INFLIGHT = 'geofence_dispatch_inflight_requests';
 export const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
 /** RTT histogram (buckets DS_RTT_BUCKET_BOUNDS_MS / 1000; cells are per bucket, make them cumulative). */
 export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
-/** Dead-letter flush duration: sum and count of flushes. */
-export const METRIC_FLUSH_SECONDS = 'geofence_dispatch_dead_letter_flush_duration_seconds';
 /** Longest flush. */
 export const METRIC_FLUSH_MAX_SECONDS = 'geofence_dispatch_dead_letter_flush_max_seconds';
 

@@ -32,7 +32,7 @@ export interface ContainmentTask {
   fromSeqs: number[];
   /** Records per batch at most (one processBatch call, then release and doorbell). */
   batchRecords: number;
-  /** The task returns after this long even if records keep arriving, ms (so pause and drain are not held up). */
+  /** The task returns after this long even if records keep arriving, ms: bounds a task's life (pause and drain use the control cell). */
   maxTaskMs: number;
   /** When a pass finds every shard empty, the task waits this long for more records before it returns, ms. */
   lingerMs: number;

@@ -4,7 +4,7 @@
  * containment pool.
  *
  * This thread owns the Piscina pool: it is the one that knows when a shard has data (it just wrote it), and the pool's
- * answers arrive on its own event loop, so the per-shard "one task in flight" state lives in one thread with no
+ * answers arrive on its own event loop, so the per-group "one task in flight" state lives in one thread with no
  * cross-thread hand-off. The main thread stays free for the admin server and the embedding's callbacks.
  */
 import { LOOKUP_ONLY_STORE } from './store-views.js';

@@ -8,8 +8,8 @@
  * and returns only when its shards have stayed empty for TASK_LINGER_MS, or when told to through the task's control
  * cell (pause for a reload, drain): under steady traffic a group's task never ends, so a shard never waits for an
  * answer of the pool to cross the ingest thread's event loop (where it would queue behind the read chunks).
- * A shard's ring is published when its claimed-but-unpublished records reach `batchSize`, and at the end of every
- * read chunk (`flush`), so a record never waits for more traffic; its group is submitted then if it is idle, or the
+ * A shard's ring is published when its claimed-but-unpublished records reach `batchSize`, every
+ * PUBLISH_EVERY_RECORDS records within a read chunk, and at the end of every read chunk (`flush`), so a record never waits for more traffic; its group is submitted then if it is idle, or the
  * moment its task answers.
  */
 import type { Piscina } from 'piscina';

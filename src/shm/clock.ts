@@ -1,9 +1,10 @@
 /**
- * The router's monotonic clock, comparable across threads.
+ * The router's clock: monotonic within a thread, comparable across threads.
  *
  * `performance.now()` is relative to each thread's own time origin, so it cannot be compared between a worker and
- * the main thread; `performance.timeOrigin + performance.now()` can (both are on the same wall-clock origin, with
- * sub-microsecond resolution).
+ * the main thread; `performance.timeOrigin + performance.now()` can, to within whatever the wall clock was stepped or
+ * slewed between the two threads' starts (each thread's time origin is a wall-clock reading taken when it started),
+ * with sub-microsecond resolution.
  *
  * Reading it allocates one heap number on Node 20: `performance.now()` is a native call whose double result is
  * boxed (so is `Date.now()`'s; `process.hrtime()` returns a new array, `process.hrtime.bigint()` a BigInt). So

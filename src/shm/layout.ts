@@ -427,13 +427,16 @@ export const PIPE_MAGIC_I32 = 0;
 export const PIPE_VERSION_I32 = 1;
 /** Shard count the region was allocated for (read-only). */
 export const PIPE_SHARDS_I32 = 2;
-/** Current fence-store generation (written by the main thread on reload; read by workers when a batch starts). Line 1. */
+/** Current fence-store generation (written by the main thread on reload, read at scrape time; tasks carry their own). Line 1. */
 export const CTL_FENCE_GENERATION_I32 = CACHE_LINE_I32 * 1;
 /** 1 once the router drains: the ingest edge stops admitting (written by the main thread). Line 2. */
 export const CTL_DRAINING_I32 = CACHE_LINE_I32 * 2;
 /** Dispatcher doorbell: producers of triggers `Atomics.add` then `Atomics.notify`; the dispatcher waits on it. Line 3. */
 export const CTL_DISPATCH_DOORBELL_I32 = CACHE_LINE_I32 * 3;
-/** 1 while the dispatcher is (about to be) parked on the doorbell, so producers notify only then. Same line 3. */
+/**
+ * 1 while the dispatcher is (about to be) parked on the doorbell, so producers notify only then. Same line 3 as the
+ * doorbell on purpose: a producer reads both right after ringing, and the dispatcher writes it only around a park.
+ */
 export const CTL_DISPATCH_SLEEPING_I32 = CTL_DISPATCH_DOORBELL_I32 + 1;
 /** Ingest thread state (one of IngestState); written by the ingest thread. Line 4. */
 export const CTL_INGEST_STATE_I32 = CACHE_LINE_I32 * 4;

@@ -14,7 +14,7 @@ import { ROUTER_DEFAULTS, resolveRouterOptions, type RouterOptionsInput } from '
 test('defaults resolve and are sensible', () => {
   const o = resolveRouterOptions();
   assert.equal(o.adminHost, '127.0.0.1');
-  assert.ok(o.maxBatchAgeMs <= 1);
+  assert.ok(o.batchSize >= 1);
   assert.ok(o.poolSize >= 1);
   assert.equal(o.admission.reservedFraction, 0.05);
   assert.deepEqual(o.downstreams, []);
@@ -29,7 +29,6 @@ test('bad options fail with the option and its range named', () => {
     [{ admission: { watermarkFraction: 1 } }, /options\.admission\.watermarkFraction must be a number in \(0, 1\)/],
     [{ admission: { idleBucketRatePerSec: -1 } }, /options\.admission\.idleBucketRatePerSec must be a number in \[0, 1e9\]/],
     [{ admission: { reservedFraction: 0.5, watermarkFraction: 0.6 } }, /watermarkFraction \+ options\.admission\.reservedFraction must be <= 1/],
-    [{ maxBatchAgeMs: 0 }, /options\.maxBatchAgeMs must be a number in \(0, 1000\]/],
     [{ poolSize: 1.5 }, /options\.poolSize must be an integer in \[1, 256\], got 1\.5/],
     [{ listenPort: 70000 }, /options\.listenPort must be an integer in \[0, 65535\]/],
     [{ adminHost: '' }, /options\.adminHost must be a host name or address, or null/],
@@ -102,7 +101,7 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
   assert.equal(r.demo, true);
   assert.equal(r.overrides.listenHost, null);
   assert.equal(r.overrides.adminHost, null);
-  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-batch-age-ms', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--dead-letter-dir', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
+  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--dead-letter-dir', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });
