@@ -39,62 +39,36 @@ const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
 
-/** Cumulative held-time bucket counts by upper bound (seconds) from the Prometheus text. */
-function heldBuckets(text: string): Map<number, number> {
-  const m = new Map<number, number>();
-  for (const line of text.split('\n')) {
-    const g = /^geofence_held_time_seconds_bucket\{le="([^"]+)"\} (\S+)$/.exec(line);
-    if (g !== null) m.set(g[1] === '+Inf' ? Infinity : Number(g[1]), Number(g[2]));
+/** One number per thread of `pid` ('self' for this process), read from `/proc/<pid>/task/<tid>/<file>`. */
+function perThread(pid: string, file: string, read: (text: string) => number): Map<string, number> {
+  const m = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return m;
+  }
+  for (const tid of tids) {
+    try {
+      m.set(tid, read(readFileSync(`/proc/${pid}/task/${tid}/${file}`, 'utf8')));
+    } catch {
+      // The thread exited between the listing and the read.
+    }
   }
   return m;
 }
 
-/** Quantile (ms, the bucket's upper bound) of the samples between two cumulative snapshots. */
-function quantileBetween(before: Map<number, number>, after: Map<number, number>, q: number): number {
-  const bounds = [...after.keys()].sort((a, b) => a - b);
-  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
-  if (total <= 0) return Number.NaN;
-  for (const b of bounds) if ((after.get(b) ?? 0) - (before.get(b) ?? 0) >= q * total) return b * 1000;
-  return Infinity;
-}
-
-/** CPU ticks (user + system, 1/CLK_TCK s) per thread of `pid` ('self' for this process). */
+/** CPU ticks (user + system, 1/CLK_TCK s) per thread of `pid`. */
 function threadTicks(pid: string): Map<string, number> {
-  const m = new Map<string, number>();
-  let tids: string[] = [];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return m;
-  }
-  for (const tid of tids) {
-    try {
-      const f = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      m.set(tid, Number(f[11]) + Number(f[12]));
-    } catch {
-      // The thread exited between the listing and the read.
-    }
-  }
-  return m;
+  return perThread(pid, 'stat', (text) => {
+    const f = text.split(') ')[1]!.split(' ');
+    return Number(f[11]) + Number(f[12]);
+  });
 }
 
-/** Nanoseconds each thread of `pid` spent runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat, field 2). */
+/** Nanoseconds each thread of `pid` spent runnable but waiting for a CPU (schedstat, field 2). */
 function threadRunqueueWaitNs(pid: string): Map<string, number> {
-  const m = new Map<string, number>();
-  let tids: string[] = [];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return m;
-  }
-  for (const tid of tids) {
-    try {
-      m.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]));
-    } catch {
-      // The thread exited between the listing and the read.
-    }
-  }
-  return m;
+  return perThread(pid, 'schedstat', (text) => Number(text.split(' ')[1]));
 }
 
 /** Ticks per second of /proc stat times (getconf CLK_TCK; 100 on Linux). */
@@ -148,7 +122,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   // Steady state: held times are taken from `warmup-seconds` after the router first accepted a ping (not after the
   // spawn: the generator process takes up to a second to start on a busy host) to the end of the generator's run.
-  let warm = new Map<number, number>();
+  let warm = router.stats();
   let firstAcceptedMs = -1;
   let warmTaken = false;
   const accepted: number[] = [];
@@ -165,7 +139,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     if (firstAcceptedMs < 0 && s.accepted > 0) firstAcceptedMs = t;
     if (!warmTaken && firstAcceptedMs >= 0 && t - firstAcceptedMs >= warmupMs) {
       warmTaken = true;
-      void router.metricsText().then((text) => (warm = heldBuckets(text)));
+      warm = s;
       cpuAtWarm = threadTicks('self');
       waitAtWarm = threadRunqueueWaitNs('self');
       genWaitAtWarm = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0);
@@ -192,7 +166,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   }, 250);
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));
   clearInterval(timer);
-  const steady = heldBuckets(await router.metricsText());
+  const steady = heldTimeWindow(warm, router.stats());
   const cpuEnd = threadTicks('self');
   const waitEnd = threadRunqueueWaitNs('self');
   const processedEnd = router.stats().processed;
@@ -232,17 +206,17 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     rejected: s.rejectedTotal,
     triggers: s.triggersTotal,
     delivered,
-    steadyHeldP50Ms: Number(quantileBetween(warm, steady, 0.5).toFixed(3)),
-    steadyHeldP99Ms: Number(quantileBetween(warm, steady, 0.99).toFixed(3)),
-    steadyHeldMaxMs: Number(quantileBetween(warm, steady, 1).toFixed(3)),
-    steadyTriggers: (steady.get(Infinity) ?? 0) - (warm.get(Infinity) ?? 0),
+    steadyHeldP50Ms: Number(steady.p50Ms.toFixed(3)),
+    steadyHeldP99Ms: Number(steady.p99Ms.toFixed(3)),
+    steadyHeldMaxMs: Number(steady.maxMs.toFixed(3)),
+    steadyTriggers: steady.samples,
     wholeRunHeldP99Ms: Number(s.heldTimeP99Ms.toFixed(3)),
     heldMaxMs: Number(s.heldTimeMaxMs.toFixed(1)),
     coldSecondsHeldP99Ms: coldSecondsP99.map((v) => Number(v.toFixed(1))),
     perSecondHeldP99Ms: perSecondP99.map((v) => Number(v.toFixed(1))),
     loadAvg1: Number(loadavg()[0]!.toFixed(2)),
     ...(values['thread-cpu'] ? { threadCpu } : {}),
-    holds: s.shedTotal === 0 && s.processed === gen.sent && quantileBetween(warm, steady, 0.99) <= 10,
+    holds: s.shedTotal === 0 && s.processed === gen.sent && steady.p99Ms <= 10,
   };
 }
 
