@@ -6,7 +6,7 @@
  * Run: npx tsc -p tsconfig.json && node --expose-gc dist/bench/dispatch-ops.bench.js   (bench/out/dispatch-ops.json)
  */
 import { Bench } from 'tinybench';
-import { DeadLetterReason, Lane, TriggerType } from '../src/shm/layout.js';
+import { DeadLetterStatus, Lane, TriggerType } from '../src/shm/layout.js';
 import { DeadLetterRing } from '../src/dispatch/dead-letter/ring.js';
 import { Limiter, RELEASE_DROPPED, RELEASE_SUCCESS } from '../src/dispatch/limiter.js';
 import { AimdLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../src/dispatch/limits/index.js';
@@ -36,7 +36,7 @@ let putTime = 0;
 function ringPuts(): void {
   for (let k = 0; k < OPS_PER_CALL; k++) {
     // A flush empties the ring in the dispatcher; here it is cleared when full.
-    if (!ring.put(rec.f64, rec.i32, 0, 0, k & 7, DeadLetterReason.UNDELIVERABLE, 1, putTime++)) ring.clear();
+    if (ring.put(rec.f64, rec.i32, 0, 0, k & 7, DeadLetterStatus.PENDING, -1, putTime++) < 0) ring.clear();
   }
   sink[0] = sink[0]! + ring.depth;
 }

@@ -107,12 +107,15 @@ async function runOne(child: ChildProcess, port: number, name: string, limit: Li
   const rtts = new Float64Array(200_000);
   let nRtt = 0;
   const d = new Dispatcher({
-    deadLetterDir: dir,
+    stateDir: dir,
     namer,
+    maxDevices: 4096,
+    // The control loop alone: a full queue refuses (no backlog log on disk).
+    spill: false,
     downstreams: [
       {
         name,
-        sink: new WebhookSink({ url: `http://127.0.0.1:${port}/`, timeoutMs: 1000, maxSockets: 256 }, namer),
+        sink: new WebhookSink({ url: `http://127.0.0.1:${port}/`, timeoutMs: 1000, maxSockets: 256 }),
         limit,
         safetyCap,
         maxBatchTriggers: 1,

@@ -13,9 +13,8 @@
  * held-time P99 is at most 10 ms.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createRouter, generateSyntheticCity, heldTimeWindow } from '../src/index.js';
@@ -93,7 +92,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     ringCapacitySlots: 65536,
     maxDevices: 50_000,
     ingest: { sharedStructures: values.encoding === 'shared' },
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-bench-')) },
+    stateDir: null,
     downstreams: [{ name: 'sink', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 16, callback: (ts) => void (delivered += ts.length) }],
     log: () => undefined,
   });

@@ -10,9 +10,16 @@
  * the generation they started with); wait until the dispatcher has read every shard's trigger ring (so a reload EXIT
  * never overtakes the ENTER it closes); carry the device state over, writing EXITs for removed fences into the
  * control trigger ring; wait until the dispatcher has read those too; publish the generation and resume the pool.
+ *
+ * Durable state (see src/pipeline/state-keeper.ts): the state directory is locked and restored before any thread
+ * starts; the dispatcher thread starts next (it takes over what the downstreams' files hold), then the restore's EXITs
+ * for removed fences are written and read, then the ingest thread starts. Checkpoints run in the same one-at-a-time
+ * chain as reloads; the last one, at a clean close, is marked clean and then the directory's lock is released.
  */
-import { readFileSync } from 'node:fs';
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { endianness, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { AdminServer } from './admin/admin-server.js';
 import { resolveRouterOptions, type CallbackDownstreamOptions, type RouterOptions, type RouterOptionsInput } from './config/options.js';
 import { DeviceState } from './fences/device-state.js';
@@ -22,15 +29,17 @@ import { buildFenceStore, FenceStore } from './fences/store.js';
 import type { TelemetryPoint } from './ingest/ping-fields.js';
 import { PipelineRegion } from './ingest/pipeline-region.js';
 import { RouterMetrics } from './metrics/router-metrics.js';
-import type { DownstreamSpec } from './pipeline/dispatch-wiring.js';
 import type { DispatcherThreadData } from './pipeline/dispatcher-thread.js';
 import type { IngestThreadData } from './pipeline/ingest-thread.js';
 import { allocatePipelineMemory, type PipelineMemory } from './pipeline/memory.js';
-import { Requester, type CallbackAnswer, type CallbackCall, type DispatcherRequest, type IngestRequest, type ThreadEvent } from './pipeline/messages.js';
+import type { CallbackAnswer, CallbackCall, DispatcherRequest, IngestRequest } from './pipeline/messages.js';
 import { readRouterStats, type RouterStats } from './pipeline/stats.js';
+import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from './pipeline/state-keeper.js';
+import { downstreamSpecs, ThreadHandle } from './pipeline/threads.js';
+import { StateDirectory } from './durable/state-dir.js';
 import type { Trigger } from './pipeline/trigger.js';
 import { nowNs } from './shm/clock.js';
-import { CNT_BLOCK_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, TRIGGER_TYPE_NAMES } from './shm/layout.js';
+import { CNT_BLOCK_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind } from './shm/layout.js';
 import { SpscRing } from './shm/ring.js';
 import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
 
@@ -40,7 +49,10 @@ export interface RouterExtras {
   fences?: unknown;
   /** Where log lines of the pipeline threads go (default console.warn). */
   log?: (line: string) => void;
-  /** How long drain waits for deliveries before dead-lettering what is left, ms (default 30000). */
+  /**
+   * How long drain waits for deliveries, ms (default 30000); what is left then stays in the state directory and is
+   * delivered by the next start.
+   */
   drainDeadlineMs?: number;
 }
 
@@ -56,6 +68,12 @@ export interface ReloadResult {
 export interface RouterSummary extends RouterStats {
   /** Milliseconds from start to the end of close(). */
   uptimeMs: number;
+  /** The state directory (null when it was a temporary one, now removed). */
+  stateDir: string | null;
+  /** The checkpoint period in force, ms. */
+  checkpointIntervalMs: number;
+  /** The last checkpoint's wall time, epoch ms (the clean one written by close). */
+  lastCheckpointMs: number;
 }
 
 /** A running router. */
@@ -66,6 +84,10 @@ export interface Router {
   readonly adminPort: number | null;
   /** The options in force (defaults filled in). */
   readonly options: Readonly<RouterOptions>;
+  /** The state directory in use (absolute). */
+  readonly stateDir: string;
+  /** What the start found in the state directory and did about it (restored devices, what an unclean stop lost). */
+  readonly recovery: RecoveryReport;
   /** Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). */
   ingest(bytes: Uint8Array): void;
   /** Ingests one decoded point (validated like a frame). */
@@ -87,71 +109,6 @@ export interface Router {
   drain(): Promise<void>;
   /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
   close(): Promise<RouterSummary>;
-}
-
-/** A pipeline thread and its request channel. */
-class ThreadHandle {
-  readonly worker: Worker;
-  readonly requests: Requester;
-  readonly started: Promise<number>;
-  private exited = false;
-
-  constructor(url: URL, data: unknown, transfer: MessagePort[], name: string, log: (line: string) => void, onInputsDone: () => void) {
-    this.worker = new Worker(url, { workerData: data, transferList: transfer, name });
-    this.requests = new Requester(this.worker, name);
-    this.started = new Promise((resolve, reject) => {
-      this.worker.on('message', (e: ThreadEvent) => {
-        if (e.type === 'started') resolve(e.port);
-        else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
-        else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
-        else if (e.type === 'log') log(e.line);
-        else if (e.type === 'inputs-done') onInputsDone();
-      });
-      this.worker.on('error', (err) => {
-        log(`${name} failed: ${err.stack ?? err.message}`);
-        reject(err);
-        this.requests.failAll(err.message);
-      });
-      this.worker.on('exit', (code) => {
-        this.exited = true;
-        reject(new Error(`${name} exited with code ${code} before it started`));
-        this.requests.failAll(`exited with code ${code}`);
-      });
-    });
-    // A failed start is reported through `started`; keep an unobserved rejection from crashing the process.
-    this.started.catch(() => undefined);
-  }
-
-  async stop(): Promise<void> {
-    if (!this.exited) await this.worker.terminate();
-  }
-}
-
-function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
-  return o.downstreams.map((d) => {
-    const s: DownstreamSpec = { name: d.name, kind: d.kind };
-    if (d.kind === 'webhook') {
-      s.url = d.url;
-      if (d.timeoutMs !== undefined) s.timeoutMs = d.timeoutMs;
-    }
-    if (d.kind === 'ndjson') s.path = d.path;
-    if (d.subscribe !== undefined) {
-      const sub: NonNullable<DownstreamSpec['subscription']> = {};
-      if (d.subscribe.fenceIds !== undefined) sub.fenceIds = d.subscribe.fenceIds;
-      if (d.subscribe.tags !== undefined) sub.tags = d.subscribe.tags;
-      if (d.subscribe.types !== undefined) sub.types = d.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t));
-      s.subscription = sub;
-    }
-    if (d.limit !== undefined) s.limit = d.limit;
-    if (d.gradient !== undefined) s.gradient = { ...d.gradient };
-    if (d.safetyCap !== undefined) s.safetyCap = d.safetyCap;
-    if (d.maxBatchTriggers !== undefined) s.maxBatchTriggers = d.maxBatchTriggers;
-    if (d.queueCapacitySlots !== undefined) s.queueCapacitySlots = d.queueCapacitySlots;
-    if (d.maxQueueAgeMs !== undefined) s.maxQueueAgeMs = d.maxQueueAgeMs;
-    if (d.maxAttempts !== undefined) s.maxAttempts = d.maxAttempts;
-    if (d.replay !== undefined) s.replay = d.replay;
-    return s;
-  });
 }
 
 function sleep(ms: number): Promise<void> {
@@ -186,10 +143,31 @@ class PipelineRouter implements Router {
   private inputsDone: () => void = () => undefined;
   private readonly inputsDonePromise: Promise<void>;
   private stdinListener: ((chunk: Buffer) => void) | null = null;
+  private readonly dir: StateDirectory;
+  /** True when the state directory is a temporary one, removed at close. */
+  private readonly ephemeral: boolean;
+  private readonly keeper: StateKeeper;
+  private checkpointTimer: NodeJS.Timeout | null = null;
+  private progressTimer: NodeJS.Timeout | null = null;
+  /** Set once the ingest thread ran: a failed start after it cannot be called clean. */
+  private ingestStarted = false;
 
+  /** The state directory in use. */
+  get stateDir(): string {
+    return this.dir.dir;
+  }
+
+  /** What the start found in the state directory. */
+  get recovery(): RecoveryReport {
+    return this.keeper.report;
+  }
+
+  /** Locks the state directory, allocates the shared memory and restores the durable state into it. */
   constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras) {
     this.options = options;
     this.store = store;
+    this.ephemeral = options.stateDir === null;
+    this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
     this.log = extras.log ?? ((line) => console.warn(line));
     this.drainDeadlineMs = extras.drainDeadlineMs ?? 30_000;
     this.memory = allocatePipelineMemory({
@@ -229,6 +207,61 @@ class PipelineRouter implements Router {
       pipelineStats: m.stats,
     });
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
+    try {
+      this.keeper = StateKeeper.restore(this.dir, m, store, options);
+    } catch (err) {
+      this.dir.release();
+      throw err;
+    }
+    for (const line of this.keeper.describe(options.checkpointIntervalMs)) this.log(line);
+  }
+
+  /** Counts the checkpoint and the progress mark record. */
+  private progressCounts(): { pingsProcessed: number; triggers: number; triggersInMemory: number } {
+    const s = this.stats();
+    let inMemory = 0;
+    for (const d of s.downstreams) inMemory += d.queueDepth + d.sending;
+    return { pingsProcessed: s.processed, triggers: s.triggersTotal, triggersInMemory: inMemory };
+  }
+
+  /** Writes a checkpoint now (containment paused for the copy when the ingest thread runs), one at a time with reloads. */
+  checkpointNow(clean = false): Promise<void> {
+    const run = this.reloadChain.then(() =>
+      this.keeper.checkpoint(
+        this.store,
+        this.progressCounts(),
+        this.ingestThread !== null && !clean ? () => this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' }) : null,
+        this.ingestThread !== null && !clean
+          ? () => this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({ type: 'resume', fences: this.store.descriptor })
+          : null,
+        clean,
+      ),
+    );
+    this.reloadChain = run.catch(() => undefined);
+    return run;
+  }
+
+  private startTimers(): void {
+    this.checkpointTimer = setInterval(() => {
+      this.checkpointNow().catch((err: unknown) => this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`));
+    }, this.options.checkpointIntervalMs);
+    this.progressTimer = setInterval(() => {
+      try {
+        this.keeper.markProgress(this.progressCounts());
+      } catch (err) {
+        this.log(`progress mark failed: ${(err as Error).message}`);
+      }
+    }, PROGRESS_INTERVAL_MS);
+    // The embedding's process may end without closing the router; the timers do not keep it alive.
+    this.checkpointTimer.unref();
+    this.progressTimer.unref();
+  }
+
+  private stopTimers(): void {
+    if (this.checkpointTimer !== null) clearInterval(this.checkpointTimer);
+    if (this.progressTimer !== null) clearInterval(this.progressTimer);
+    this.checkpointTimer = null;
+    this.progressTimer = null;
   }
 
   /** Starts the threads and the admin server. */
@@ -264,8 +297,10 @@ class PipelineRouter implements Router {
       memory: m,
       fences: this.store.descriptor,
       downstreams: downstreamSpecs(o),
-      deadLetterDir: o.deadLetter.dir,
+      downstreamsDir: this.dir.downstreamsDir,
+      maxDevices: o.maxDevices,
       deadLetterCapacityRecords: o.deadLetter.capacityRecords,
+      namesOnly: this.keeper.namesOnly,
       bridgePort,
     };
     const noop = (): void => undefined;
@@ -278,6 +313,13 @@ class PipelineRouter implements Router {
       noop,
     );
     await this.dispatcherThread.started;
+    // The restored state is durable (with its seq floor) before any trigger is issued.
+    await this.keeper.checkpoint(this.store, this.progressCounts(), null, null);
+    // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
+    if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
+      this.pipeline.ringDispatcher();
+      while (this.controlRing.available() > 0) await sleep(1);
+    }
     const stdin = o.inputs.includes('-');
     const ingestData: IngestThreadData = {
       memory: m,
@@ -306,7 +348,9 @@ class PipelineRouter implements Router {
       () => this.inputsDone(),
     );
     const port = await this.ingestThread.started;
+    this.ingestStarted = true;
     this.ingestPort = o.listenHost === null ? null : port;
+    this.startTimers();
     if (stdin) this.forwardStdin();
     if (o.adminHost !== null) {
       this.admin = new AdminServer({
@@ -434,14 +478,26 @@ class PipelineRouter implements Router {
   close(): Promise<RouterSummary> {
     if (this.closePromise === null) {
       this.closePromise = (async () => {
+        this.stopTimers();
+        let drained = false;
         try {
           await this.drain();
           await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'close' }>>({ type: 'close', deadlineMs: this.drainDeadlineMs });
           await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'close' }>>({ type: 'close' });
+          drained = true;
         } finally {
           await this.shutdown();
+          // Only a drained pipeline's state is final: otherwise the lock stays and the next start treats this stop as
+          // unclean (it raises the seq floor).
+          if (drained) await this.finishState();
         }
-        return { ...this.stats(), uptimeMs: Date.now() - this.startedAtMs };
+        return {
+          ...this.stats(),
+          uptimeMs: Date.now() - this.startedAtMs,
+          stateDir: this.ephemeral ? null : this.dir.dir,
+          checkpointIntervalMs: this.options.checkpointIntervalMs,
+          lastCheckpointMs: this.keeper.lastCheckpointMs,
+        };
       })();
     }
     return this.closePromise;
@@ -449,12 +505,39 @@ class PipelineRouter implements Router {
 
   /** Stops whatever is running (also after a failed start). */
   async shutdown(): Promise<void> {
+    this.stopTimers();
     if (this.stdinListener !== null) process.stdin.off('data', this.stdinListener);
     this.stdinListener = null;
     await this.admin?.close();
     await this.ingestThread?.stop();
     await this.dispatcherThread?.stop();
     this.bridge?.close();
+  }
+
+  /**
+   * With every thread stopped: writes the final checkpoint, marked clean, and releases the state directory (removing
+   * it when it is a temporary one). A failure leaves the lock, so the next start treats the stop as unclean.
+   */
+  async finishState(): Promise<void> {
+    try {
+      await this.checkpointNow(true);
+    } catch (err) {
+      this.log(`final checkpoint failed (the next start treats this stop as unclean): ${(err as Error).message}`);
+      this.keeper.close();
+      return;
+    }
+    this.keeper.close();
+    this.dir.release();
+    if (this.ephemeral) rmSync(this.dir.dir, { recursive: true, force: true });
+  }
+
+  /**
+   * After a failed start: stops the threads and settles the state directory (clean when no ping was processed yet;
+   * otherwise the lock stays and the next start treats the stop as unclean).
+   */
+  async abandon(): Promise<void> {
+    await this.shutdown();
+    if (!this.ingestStarted) await this.finishState();
   }
 }
 
@@ -483,11 +566,12 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   const extras: RouterExtras = {};
   if (log !== undefined) extras.log = log;
   if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;
+  if (endianness() !== 'LE') throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const router = new PipelineRouter(resolved, store, extras);
   try {
     await router.start();
   } catch (err) {
-    await router.shutdown();
+    await router.abandon();
     throw err;
   }
   return router;

@@ -4,8 +4,9 @@
  * --help; --demo runs the embedded demo. SIGHUP reloads the fences file (a bad file leaves the old fences serving);
  * SIGINT / SIGTERM drain the router, print a summary and exit 0 when the drain accounted for everything.
  *
- * Exit codes: 0 clean drain (or --help); 1 start failure (bad GeoJSON, busy port) or an incomplete drain; 2 bad flags,
- * config file or options.
+ * Exit codes: 0 clean drain, every trigger delivered (or --help); 1 start failure (bad GeoJSON, busy port, a state
+ * directory in use) or something lost; 2 bad flags, config file or options; 3 nothing lost, but triggers were
+ * dead-lettered or are kept in the state directory for the next start.
  */
 import { parseCliArgs, HELP_TEXT, mergeOptionInputs, type CliRequest } from '../config/cli-args.js';
 import { loadConfigFile } from '../config/config-file.js';
@@ -13,12 +14,14 @@ import { resolveRouterOptions, type RouterOptionsInput } from '../config/options
 import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import { createRouter, type Router } from '../router.js';
-import { drainedCleanly, formatSummary } from './status.js';
+import { drainOutcome, formatSummary } from './status.js';
 
 /** Exit code of bad flags, config file or options. */
 const EXIT_USAGE = 2;
 /** Exit code of a failed start or an incomplete drain. */
 const EXIT_FAILURE = 1;
+/** Exit code of a drain that lost nothing but left triggers dead-lettered or kept for the next start. */
+const EXIT_KEPT = 3;
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;
 
@@ -53,7 +56,8 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
         const summary = await router.close();
         for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
         for (const line of hooks.summaryLines()) out(line);
-        resolve(drainedCleanly(summary) ? 0 : EXIT_FAILURE);
+        const outcome = drainOutcome(summary);
+        resolve(outcome === 'delivered' ? 0 : outcome === 'kept' ? EXIT_KEPT : EXIT_FAILURE);
       } catch (e) {
         err(`close failed: ${(e as Error).stack ?? String(e)}`);
         resolve(EXIT_FAILURE);

@@ -34,15 +34,32 @@ export function formatStatusLine(previous: RouterStats, current: RouterStats, in
   const ratePerSec = intervalMs > 0 ? Math.round(((current.accepted - previous.accepted) * 1000) / intervalMs) : 0;
   const parts = [`t=${Math.round(elapsedMs / 1000)}s`, `ingest=${ratePerSec}/s`, shedPart(current), triggersPart(current)];
   for (const d of current.downstreams) {
-    parts.push(`${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} dead_lettered=${d.deadLettered})`);
+    parts.push(`${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} backlog=${d.backlogRecords} dead_lettered=${d.deadLettered})`);
   }
   parts.push(`held_p99=${ms(heldTimeWindow(previous, current).p99Ms)}`, `held_p99_all=${ms(current.heldTimeP99Ms)}`);
   return parts.join(' ');
 }
 
-/** True when the drain accounted for everything: admitted = processed, none lost, no delivery left in flight. */
+/** How a drain ended, from the final stats. */
+export type DrainOutcome = 'delivered' | 'kept' | 'lost';
+
+/**
+ * `delivered`: every admitted ping processed and every trigger delivered. `kept`: nothing lost, but some triggers were
+ * dead-lettered or are kept in the state directory for the next start. `lost`: an admitted ping was not processed.
+ */
+export function drainOutcome(s: RouterStats): DrainOutcome {
+  if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
+  if (s.deadLettered > 0 || s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
+  return 'delivered';
+}
+
+/** True when the drain accounted for everything: admitted = processed, none lost, every trigger delivered. */
 export function drainedCleanly(s: RouterStats): boolean {
-  return s.admittedTotal === s.processed && s.lost === 0 && s.inFlight === 0;
+  return drainOutcome(s) === 'delivered';
+}
+
+function reasonsPart(r: RouterStats['deadLetteredByReason']): string {
+  return `dead_lettered(rejected=${r.rejected} expired=${r.expired} undeliverable=${r.undeliverable})`;
 }
 
 /** The summary printed after close(): one line per subject. */
@@ -52,16 +69,28 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
     `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}`,
     `  shed       ${shedPart(s)} total=${s.shedTotal}`,
     `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
-    `  delivery   offered=${s.deliveriesOffered} delivered=${s.delivered} dead_lettered=${s.deadLettered} in_flight=${s.inFlight} unrouted=${s.unrouted}`,
+    `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)}`,
   ];
   for (const d of s.downstreams) {
-    lines.push(`  ${d.name}  offered=${d.offered} delivered=${d.delivered} dead_lettered=${d.deadLettered} limit=${Math.round(d.limit)}`);
+    lines.push(
+      `  ${d.name}  offered=${d.offered} recovered=${d.recovered} delivered=${d.delivered} replayed=${d.replayed} final=${d.final} kept=${d.carriedOver} ` +
+        `spilled=${d.spilled} ${reasonsPart(d.deadLetteredByReason)} limit=${Math.round(d.limit)}`,
+    );
   }
-  lines.push(`  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)}`);
+  lines.push(`  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)} replayed_p99=${ms(s.replayHeldTimeP99Ms)}`);
   lines.push(
-    drainedCleanly(s)
-      ? 'drained cleanly: admitted = processed, every trigger delivered or dead-lettered'
-      : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
+    s.stateDir === null
+      ? '  state      temporary directory (removed): nothing survives a restart'
+      : `  state      ${s.stateDir}: checkpoint every ${(s.checkpointIntervalMs / 1000).toFixed(1)}s, ${s.checkpoints} written, last ${s.checkpointDevices} devices ` +
+          `${s.checkpointBytes} bytes; a crash loses at most the device state since the last checkpoint and the triggers held only in memory`,
+  );
+  const outcome = drainOutcome(s);
+  lines.push(
+    outcome === 'delivered'
+      ? 'drained cleanly: admitted = processed, every trigger delivered'
+      : outcome === 'kept'
+        ? `drained, nothing lost: ${s.final} triggers dead-lettered for good, ${s.carriedOver} kept in the state directory for the next start`
+        : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
   );
   return lines;
 }

@@ -49,8 +49,9 @@ Demo (with --demo):
       --demo-fences N          synthetic-city fences (default 3000)
       --demo-seed N            seed of the city and the fleet (default 7)
 
-Signals: SIGHUP reloads the fences file; SIGINT / SIGTERM drain, print a summary and exit
-(0 when every admitted ping was processed and every trigger delivered or dead-lettered).
+Signals: SIGHUP reloads the fences file; SIGINT / SIGTERM drain, print a summary and exit:
+0 every admitted ping processed and every trigger delivered; 3 the same, but some triggers were
+dead-lettered or are kept in the state directory for the next start; 1 something was lost.
 
 Telemetry and admin:
       --listen HOST:PORT       telemetry TCP listener (default 0.0.0.0:7070)
@@ -81,8 +82,12 @@ Fences and downstreams:
       --ndjson PATH            append triggers to an NDJSON file, "-" for stdout (repeatable)
       --compliance-margin-m M  pings this close to a compliance fence's box travel as COMPLIANCE (default 100)
       --input FILE             replay a file of MessagePack frames, "-" for stdin (repeatable)
-      --dead-letter-dir DIR    directory of the durable dead-letter files (default: under the temp directory)
       --dead-letter-capacity N dead-letter ring records before a flush (default 4096)
+
+Durable state:
+      --state-dir DIR          checkpoints, backlog logs and dead letters; one router at a time
+                               (default ./geofence-router-state)
+      --checkpoint-interval-ms N  device state checkpoint period, what a crash can lose (default 5000)
 `;
 
 const FLAGS = {
@@ -117,6 +122,8 @@ const FLAGS = {
   input: { type: 'string', multiple: true },
   'dead-letter-dir': { type: 'string' },
   'dead-letter-capacity': { type: 'string' },
+  'state-dir': { type: 'string' },
+  'checkpoint-interval-ms': { type: 'string' },
 } as const;
 
 function number(flag: string, text: string | undefined): number | undefined {
@@ -187,7 +194,11 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   if (v['shared-structures'] === true) ingest.sharedStructures = true;
   if (Object.keys(ingest).length > 0) o.ingest = ingest;
   const deadLetter: NonNullable<RouterOptionsInput['deadLetter']> = {};
-  if (v['dead-letter-dir'] !== undefined) deadLetter.dir = v['dead-letter-dir'];
+  if (v['dead-letter-dir'] !== undefined) {
+    throw new RangeError('--dead-letter-dir is replaced by --state-dir (dead letters live in <state-dir>/downstreams/<name>/)');
+  }
+  set('stateDir', v['state-dir']);
+  set('checkpointIntervalMs', number('checkpoint-interval-ms', v['checkpoint-interval-ms']));
   const dlc = number('dead-letter-capacity', v['dead-letter-capacity']);
   if (dlc !== undefined) deadLetter.capacityRecords = dlc;
   if (Object.keys(deadLetter).length > 0) o.deadLetter = deadLetter;

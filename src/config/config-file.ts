@@ -1,7 +1,7 @@
 /**
  * JSON config file loading (main thread). The file holds a RouterOptionsInput (the same names as the library
  * options); unknown names are refused with the option's path. Relative paths inside it (fencesFile, ndjson paths,
- * deadLetter.path) are resolved against the file's directory.
+ * inputs, stateDir) are resolved against the file's directory.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
@@ -28,9 +28,7 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   const base = dirname(resolve(path));
   const rel = (p: string): string => (p === '-' || isAbsolute(p) ? p : resolve(base, p));
   if (typeof input.fencesFile === 'string') input.fencesFile = rel(input.fencesFile);
-  if (input.deadLetter !== null && typeof input.deadLetter === 'object' && typeof input.deadLetter.dir === 'string') {
-    input.deadLetter.dir = rel(input.deadLetter.dir);
-  }
+  if (typeof input.stateDir === 'string') input.stateDir = rel(input.stateDir);
   if (Array.isArray(input.inputs)) input.inputs = input.inputs.map((p) => (typeof p === 'string' ? rel(p) : p));
   if (Array.isArray(input.downstreams)) {
     for (const d of input.downstreams) {

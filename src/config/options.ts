@@ -45,14 +45,22 @@ interface DownstreamBase {
   safetyCap?: number;
   /** Triggers per delivery (batch), [1, 4096] (default 32). */
   maxBatchTriggers?: number;
-  /** Queue slots, [1, 2^22] (default 4096). */
+  /** Triggers held in memory, [1, 2^22] (default 16384); more wait in order in the backlog log. */
   queueCapacitySlots?: number;
-  /** A trigger queued longer than this is dead-lettered, ms, [1, 8.64e7] (default 60000). */
+  /**
+   * A trigger not delivered this long after its ping was admitted is dead-lettered as expired instead of sent, ms,
+   * [1, 8.64e7] (default: never).
+   */
   maxQueueAgeMs?: number;
-  /** Delivery attempts per trigger before it is dead-lettered, [1, 100] (default 3). */
+  /** Delivery attempts per trigger before it is dead-lettered as undeliverable, [1, 100] (default 3). */
   maxAttempts?: number;
-  /** Re-deliver dead-lettered triggers behind live traffic (default true). */
+  /**
+   * An undeliverable trigger waits in the replay lane, its device's later triggers behind it, until the downstream
+   * takes it (true, default); false dead-letters it for good and lets the device go on.
+   */
   replay?: boolean;
+  /** Largest backlog log on disk, bytes, [1 MiB, 2^53) (default 1 GiB); past it the trigger rings are held back. */
+  backlogMaxBytes?: number;
 }
 
 /** An HTTP webhook receiving batched JSON POSTs. */
@@ -118,11 +126,6 @@ export interface IngestConfig {
 
 /** Dead letters. */
 export interface DeadLetterConfig {
-  /**
-   * Directory of the append-only dead-letter files, one per downstream, created if absent (null: a directory under
-   * the system's temporary directory, per process).
-   */
-  dir: string | null;
   /** Records the dead-letter ring holds before a flush, [1, 2^20]. */
   capacityRecords: number;
 }
@@ -166,6 +169,14 @@ export interface RouterOptions {
   downstreams: DownstreamOptions[];
   /** Dead letters. */
   deadLetter: DeadLetterConfig;
+  /**
+   * Directory of everything that outlives the process (device-state checkpoints, each downstream's backlog log,
+   * dead-letter file and pending file), created if absent; relative paths resolve against the working directory. One
+   * router at a time. null: a temporary directory removed at close (nothing survives a restart).
+   */
+  stateDir: string | null;
+  /** Device state is checkpointed this often, ms, [100, 8.64e7]: what a crash can lose. */
+  checkpointIntervalMs: number;
   /** The ingest edge. */
   ingest: IngestConfig;
 }
@@ -176,6 +187,9 @@ export type RouterOptionsInput = Partial<Omit<RouterOptions, 'admission' | 'dead
   deadLetter?: Partial<DeadLetterConfig>;
   ingest?: Partial<IngestConfig>;
 };
+
+/** Default state directory (relative to the working directory). */
+export const DEFAULT_STATE_DIR = 'geofence-router-state';
 
 /** Default pool size: every core but one (the ingest thread's), at least one. */
 export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
@@ -198,7 +212,9 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   complianceMarginM: 100,
   inputs: [],
   downstreams: [],
-  deadLetter: Object.freeze({ dir: null, capacityRecords: 4096 }),
+  deadLetter: Object.freeze({ capacityRecords: 4096 }),
+  stateDir: DEFAULT_STATE_DIR,
+  checkpointIntervalMs: 5000,
   ingest: Object.freeze({
     maxFrameBytes: 1024,
     readChunkBytes: 65536,
@@ -219,6 +235,9 @@ export function resolveRouterOptions(input: RouterOptionsInput = {}): RouterOpti
     const v: unknown = input[key];
     if (v === undefined) return {};
     if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RangeError(`options.${key} must be an object`);
+    if (key === 'deadLetter' && 'dir' in v) {
+      throw new RangeError('options.deadLetter.dir is not an option: dead letters live in options.stateDir (<stateDir>/downstreams/<name>/)');
+    }
     checkKeys(v, ROUTER_DEFAULTS[key], `options.${key}`);
     return v;
   };
@@ -309,7 +328,8 @@ export function validateRouterOptions(o: RouterOptions): void {
   if (!Array.isArray(o.downstreams)) throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);
   const names = new Set<string>();
   o.downstreams.forEach((d, i) => validateDownstream(d, `options.downstreams[${i}]`, names));
-  pathOrNull(o.deadLetter.dir, 'options.deadLetter.dir');
+  pathOrNull(o.stateDir, 'options.stateDir');
+  int(o.checkpointIntervalMs, 'options.checkpointIntervalMs', 100, 86_400_000);
   int(o.deadLetter.capacityRecords, 'options.deadLetter.capacityRecords', 1, 1 << 20);
   const g = o.ingest;
   int(g.maxFrameBytes, 'options.ingest.maxFrameBytes', 16, 16 * 1024 * 1024);
@@ -328,7 +348,7 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
   if (typeof x.name !== 'string' || x.name.length === 0) throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
   if (names.has(x.name)) throw new RangeError(`${path}.name must be unique, got ${show(x.name)} twice`);
   names.add(x.name);
-  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'gradient', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay'];
+  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'gradient', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay', 'backlogMaxBytes'];
   const gradient: unknown = x['gradient'];
   if (gradient !== undefined) {
     if (gradient === null || typeof gradient !== 'object' || Array.isArray(gradient)) {
@@ -361,6 +381,7 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
   optInt('queueCapacitySlots', 1, 1 << 22);
   optInt('maxQueueAgeMs', 1, 86_400_000);
   optInt('maxAttempts', 1, 100);
+  optInt('backlogMaxBytes', 1 << 20, Number.MAX_SAFE_INTEGER);
   if (x['replay'] !== undefined && typeof x['replay'] !== 'boolean') throw new RangeError(`${path}.replay must be a boolean, got ${show(x['replay'])}`);
   if (x.kind === 'webhook') {
     allowedKeys.push('url', 'timeoutMs');

@@ -96,7 +96,7 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
       adminHost: '127.0.0.1',
       adminPort: (await portIsFree('127.0.0.1', PREFERRED_ADMIN_PORT)) ? PREFERRED_ADMIN_PORT : 0,
       maxDevices: Math.max(100_000, settings.devices),
-      deadLetter: { dir: join(dir, 'dead-letters') },
+      stateDir: join(dir, 'state'),
     };
     const options = mergeOptionInputs(base, input);
     let fenceNote = `${settings.fences} synthetic-city fences (${Math.round(settings.complianceFraction * 100)} % compliance, DWELL after ${settings.dwellMs / 1000} s)`;

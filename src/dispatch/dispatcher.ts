@@ -1,16 +1,20 @@
 /**
- * The dispatcher: routes trigger records to subscribed downstreams and runs each downstream's control loop; owns
- * the dead-letter ring and its batched durable flush. Runs on the dispatcher thread (the thread entry wires a
- * `Dispatcher` to the trigger rings: for each record `offer`, then `pump(nowNs)`).
+ * The dispatcher: routes trigger records to subscribed downstreams and runs each downstream's control loop; owns the
+ * fence catalog, the dead-letter ring with its batched durable flush, and each downstream's durable files (one
+ * directory per downstream under `stateDir`: backlog log, dead-letter file, pending file). Runs on the dispatcher
+ * thread (the thread entry wires a `Dispatcher` to the trigger rings: for each record `offer`, then `pump(nowNs)`).
  *
- * Accounting, per downstream and summed: `offered = delivered + deadLettered + inFlight`, where `deadLettered`
- * counts records durably flushed and `inFlight` counts triggers queued, inside sink calls, or in the dead-letter ring
- * awaiting the flush (`accountingInto` / `totals`). Re-deliveries by the replay lane are counted apart (`replayed`).
+ * A record a downstream cannot take (its memory is full and its backlog log has reached `backlogMaxBytes`) is not
+ * consumed: `offer` answers OFFER_BLOCKED and the caller leaves it in its trigger ring, which pauses containment
+ * upstream (internal hops block; only the ingest edge sheds).
+ *
+ * Accounting, per downstream (`Downstream`): `offered + recovered = delivered + replayed + final + inFlightTriggers`.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
-  DeadLetterReason,
+  DEAD_LETTER_REASON_COUNT,
+  DeadLetterStatus,
   DISP_BAD_RECORDS_F64,
   DISP_BLOCK_F64,
   DISP_DEAD_LETTER_FLUSHED_F64,
@@ -20,20 +24,26 @@ import {
   DISP_FLUSH_SUM_NS_F64,
   DISP_TRIGGERS_OFFERED_F64,
   DISP_TRIGGERS_UNROUTED_F64,
-  DREC_CHECKSUM_I32,
+  DREC_DL_STATUS_I32,
   DREC_DOWNSTREAM_I32,
-  DREC_ORDINAL_F64,
-  DREC_STRIDE_BYTES,
+  DREC_FLUSH_OFFSET_F64,
+  DREC_SLOT_REF_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
+  DS_BACKLOG_BYTES_F64,
+  DS_BACKLOG_RECORDS_F64,
+  DS_BACKPRESSURE_WAITS_F64,
   DS_BLOCK_F64,
   DS_BREAKER_OPENS_F64,
   DS_BREAKER_STATE_F64,
+  DS_CARRIED_OVER_F64,
   DS_CREDITS_F64,
   DS_DEAD_LETTER_DEPTH_F64,
+  DS_DEAD_LETTERED_BY_REASON_F64,
   DS_DEAD_LETTERED_F64,
   DS_DELIVERED_F64,
   DS_DROPPED_F64,
+  DS_FINAL_F64,
   DS_IGNORED_F64,
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
@@ -43,15 +53,20 @@ import {
   DS_OFFERED_F64,
   DS_PAUSES_F64,
   DS_QUEUE_DEPTH_F64,
+  DS_RECOVERED_F64,
   DS_REJECTED_F64,
+  DS_REPLAY_REJECTED_F64,
   DS_REPLAYED_F64,
   DS_RTT_BUCKET_COUNT,
   DS_RTT_BUCKETS_F64,
   DS_RTT_COUNT_F64,
   DS_RTT_MIN_NS_F64,
   DS_RTT_SUM_NS_F64,
+  DS_SENDING_F64,
+  DS_SPILLED_F64,
   DS_SUCCEEDED_F64,
   LANE_COUNT,
+  TRG_DEVICE_SLOT_I32,
   TRG_FENCE_INDEX_I32,
   TRG_FENCE_INDEX_MASK,
   TRG_GENERATION_I32,
@@ -62,40 +77,69 @@ import {
   TRIGGER_TYPE_COUNT,
 } from '../shm/layout.js';
 import { nowNs as defaultClock, type ClockNs } from '../shm/clock.js';
-import { DeadLetterFile } from './dead-letter/file.js';
-import { ReplayLane } from './dead-letter/replay-lane.js';
+import { BacklogLog } from '../durable/backlog-log.js';
+import { DeadLetterFile } from '../durable/dead-letter-file.js';
+import { TREC_MAX_BYTES } from '../durable/file-layout.js';
+import { safeFileName } from '../durable/fs-util.js';
+import { removePendingFile } from '../durable/pending-file.js';
+import { readTriggerIdentity, RecordBuffer, TriggerCodec, type TriggerIdentitySource, type TriggerResolver } from '../durable/trigger-codec.js';
+import { carryOver, copyRecord, readPendingRecords, takeOver, type CarriedRecord } from './carry-over.js';
 import { DeadLetterRing } from './dead-letter/ring.js';
 import { Downstream, type DeadLetterTarget, type DeliveredHook, type DownstreamOptions } from './downstream.js';
-import { checksumI32 } from './record.js';
+import { FenceCatalog } from './fence-catalog.js';
 import { TriggerRouter } from './router.js';
 import type { TriggerNamer } from './sinks/format.js';
+import type { BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';
 
 /** Options of Dispatcher. */
 export interface DispatcherOptions {
-  /** Downstreams, at most 31, unique names. */
-  downstreams: readonly DownstreamOptions[];
-  /** Directory of the dead-letter files (created if absent). */
-  deadLetterDir: string;
-  /** Names devices and fences for subscriptions and JSON. */
+  /** Downstreams, at most 31, unique names (and unique once made file names). */
+  downstreams: readonly (DownstreamOptions & { backlogMaxBytes?: number })[];
+  /** Directory holding one directory per downstream (created if absent). */
+  stateDir: string;
+  /** Names devices (by slot) and fences (by store generation and index). */
   namer: TriggerNamer;
+  /** Device slots (the size of the per-device queues). */
+  maxDevices: number;
+  /** Slot of a device by its id, for records of earlier runs (default: none, and such records are dropped). */
+  deviceSlotOf?: (id: string | number) => number;
   /** Dead-letter ring capacity, records. Default 4096. */
   deadLetterCapacityRecords?: number;
-  /** Flush once this many records wait. Default 256. */
+  /** Flush the dead-letter ring once this many records wait. Default 256. */
   flushBatchRecords?: number;
-  /** Flush once the oldest waiting record is this old, ms. Default 50. */
+  /** Flush the ring and the backlog logs, and commit the backlog cursors, this often, ms. Default 50. */
   flushIntervalMs?: number;
+  /** Default size cap of each downstream's backlog log, bytes. Default 1 GiB. */
+  backlogMaxBytes?: number;
+  /**
+   * Keep a backlog log per downstream (default true). false: memory only, and a record that finds memory full is
+   * refused with OFFER_BLOCKED (benchmarks of the control loop alone).
+   */
+  spill?: boolean;
   /** Monotonic clock (ns). Default the router's cross-thread clock. */
   clock?: ClockNs;
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
+  /** Records each delivered trigger's held time (must not allocate). */
+  onHeld?: (heldNs: number, replayed: boolean) => void;
   /** Where metric cells live (e.g. a SharedArrayBuffer read at scrape time); default a private buffer. */
   metricsBuffer?: ArrayBufferLike;
+  /** This run's id in durable records (default random). */
+  runId?: number;
+  /** Where start-up recovery lines go (default nowhere). */
+  log?: (line: string) => void;
 }
+
+/** `offer` result: a downstream cannot take the record now; leave it where it is and offer it again later. */
+export const OFFER_BLOCKED = -2;
+
+/** Default cap of a backlog log, bytes. */
+export const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
 
 /** Sums of the accounting counters over every downstream. */
 export interface DispatchTotals {
-  /** Trigger records offered. */
+  /** Trigger records consumed. */
   triggersOffered: number;
   /** Of those, routed to no downstream. */
   triggersUnrouted: number;
@@ -103,14 +147,18 @@ export interface DispatchTotals {
   badRecords: number;
   /** Trigger deliveries offered to downstreams (one per routed downstream). */
   offered: number;
-  /** Delivered live. */
+  /** Taken over from earlier runs at start. */
+  recovered: number;
+  /** Delivered without a dead letter. */
   delivered: number;
-  /** Dead-lettered and durably flushed. */
-  deadLettered: number;
-  /** Queued, being sent, or awaiting the flush. */
-  inFlight: number;
-  /** Re-delivered by replay lanes. */
+  /** Dead letters re-delivered. */
   replayed: number;
+  /** Settled without delivery (final dead letters). */
+  final: number;
+  /** Dead-letter events. */
+  deadLettered: number;
+  /** Not settled: in memory or in a backlog log. */
+  inFlight: number;
 }
 
 /** Float64 cells needed for the metrics of `downstreams` downstreams. */
@@ -126,18 +174,21 @@ export class Dispatcher implements DeadLetterTarget {
   readonly metrics: Float64Array;
   /** Dead-letter ring. */
   readonly deadLetterRing: DeadLetterRing;
+  /** Interned fence identities. */
+  readonly catalog: FenceCatalog;
+  /** Directory of each downstream's durable files. */
+  readonly directories: readonly string[];
   private readonly router: TriggerRouter;
-  private readonly files: DeadLetterFile[];
+  private readonly codec: TriggerCodec;
   private readonly clock: ClockNs;
   private readonly flushBatchRecords: number;
   private readonly flushIntervalNs: number;
-  private readonly scratchBytes: Uint8Array;
-  private readonly scratchF64: Float64Array;
-  private readonly scratchI32: Int32Array;
+  private readonly flushBuf = new RecordBuffer(Math.max(1 << 20, 4 * TREC_MAX_BYTES));
   private readonly dispBase: number;
+  private lastDurableFlushNs: number;
   private closed = false;
 
-  /** Trigger records offered. */
+  /** Trigger records consumed. */
   triggersOffered = 0;
   /** Records routed to no downstream. */
   triggersUnrouted = 0;
@@ -151,142 +202,250 @@ export class Dispatcher implements DeadLetterTarget {
   flushSumNs = 0;
   /** Longest flush, ns. */
   flushMaxNs = 0;
+  /** Triggers left durably for the next start by `close`, per downstream. */
+  readonly carriedOver: number[];
 
-  /** Validates options, opens (and recovers) every downstream's dead-letter file. */
+  /** Validates options, opens every downstream's durable files and takes over what an earlier run left. */
   constructor(options: DispatcherOptions) {
     const n = options.downstreams.length;
     checkNumber('options.downstreams.length', n, 1, 31, true);
-    const names = new Set<string>();
+    const names = new Map<string, string>();
     for (const d of options.downstreams) {
-      if (names.has(d.name)) throw new RangeError(`options.downstreams: duplicate name ${d.name}`);
-      names.add(d.name);
+      if (typeof d.name !== 'string' || d.name.length === 0) throw new RangeError('options.downstreams: every downstream needs a name');
+      const file = safeFileName(d.name);
+      const other = names.get(file);
+      if (other !== undefined) {
+        throw new RangeError(
+          other === d.name ? `options.downstreams: duplicate name ${d.name}` : `options.downstreams: names "${other}" and "${d.name}" map to one directory (${file})`,
+        );
+      }
+      names.set(file, d.name);
     }
-    if (typeof options.deadLetterDir !== 'string' || options.deadLetterDir.length === 0) {
-      throw new RangeError('options.deadLetterDir must be a directory path');
-    }
+    if (typeof options.stateDir !== 'string' || options.stateDir.length === 0) throw new RangeError('options.stateDir must be a directory path');
+    checkNumber('options.maxDevices', options.maxDevices, 1, 1 << 26, true);
     this.clock = options.clock ?? defaultClock;
     const cap = checkNumber('options.deadLetterCapacityRecords', options.deadLetterCapacityRecords ?? 4096, 1, 1 << 20, true);
     this.flushBatchRecords = checkNumber('options.flushBatchRecords', options.flushBatchRecords ?? 256, 1, cap, true);
     this.flushIntervalNs = checkNumber('options.flushIntervalMs', options.flushIntervalMs ?? 50, 0, 3.6e6) * 1e6;
+    const defaultBacklogMax = checkNumber('options.backlogMaxBytes', options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER, true);
     this.deadLetterRing = new DeadLetterRing(cap);
-    const scratch = new ArrayBuffer(cap * DREC_STRIDE_BYTES);
-    this.scratchBytes = new Uint8Array(scratch);
-    this.scratchF64 = new Float64Array(scratch);
-    this.scratchI32 = new Int32Array(scratch);
     const cells = metricsCells(n);
     const mb = options.metricsBuffer ?? new ArrayBuffer(cells * 8);
     if (mb.byteLength < cells * 8) throw new RangeError(`options.metricsBuffer must hold ${cells * 8} bytes, got ${mb.byteLength}`);
     this.metrics = new Float64Array(mb, 0, cells);
     this.dispBase = n * DS_BLOCK_F64;
-    fs.mkdirSync(path.resolve(options.deadLetterDir), { recursive: true });
-    this.files = [];
+    this.lastDurableFlushNs = this.clock();
+
+    const namer = options.namer;
+    const catalog = new FenceCatalog(namer);
+    this.catalog = catalog;
+    const identity: TriggerIdentitySource = {
+      isNumeric: (slot) => namer.isNumeric(slot),
+      numericId: (slot) => namer.numericId(slot),
+      copyIdBytes: (slot, dst, at) => namer.copyIdBytes(slot, dst, at),
+      fenceIdBytes: (h) => catalog.idBytes(h),
+      fenceTagsBytes: (h) => catalog.tagsBytes(h),
+    };
+    const wallOffsetMs = Date.now() - this.clock() / 1e6;
+    this.codec = new TriggerCodec(options.runId ?? (Math.random() * 0x100000000) | 0, identity, wallOffsetMs);
+    const deviceSlotOf = options.deviceSlotOf ?? (() => -1);
+    const resolver: TriggerResolver = { deviceSlot: deviceSlotOf, fenceHandle: (id, tags) => catalog.intern(id, tags) };
+    const batchNames: BatchNames = {
+      deviceId: (slot) => namer.deviceId(slot),
+      fenceId: (h) => catalog.id(h),
+      fenceTags: (h) => catalog.tags(h),
+      fenceJson: (h) => catalog.json(h),
+    };
+    const log = options.log ?? (() => undefined);
+    fs.mkdirSync(path.resolve(options.stateDir), { recursive: true });
     const list: Downstream[] = [];
+    const dirs: string[] = [];
+    const now = this.clock();
     options.downstreams.forEach((o, i) => {
-      const file = new DeadLetterFile(options.deadLetterDir, o.name);
-      this.files.push(file);
-      const lane = o.replay === false ? null : new ReplayLane(file, o.replayWindowRecords ?? 256);
-      list.push(new Downstream(i, o, this.clock, this, lane, options.onDelivered));
+      const dir = path.join(options.stateDir, safeFileName(o.name));
+      dirs.push(dir);
+      // What an earlier run left: the pending file, the PENDING dead letters, and the backlog log past its cursor.
+      const carried: CarriedRecord[] = readPendingRecords(dir, o.name);
+      const dlq = new DeadLetterFile(dir, o.name, (buf, at, pos, length) => carried.push(copyRecord(buf, at, length, pos, readTriggerIdentity(buf, at).seq)));
+      const fileOnly = new Map<number, number>();
+      let unresolvedBacklog = 0;
+      const backlog = options.spill === false ? null : new BacklogLog({
+        dir,
+        downstreamName: o.name,
+        codec: this.codec,
+        maxBytes: checkNumber(`${o.name}.backlogMaxBytes`, o.backlogMaxBytes ?? defaultBacklogMax, 1 << 20, Number.MAX_SAFE_INTEGER, true),
+        onPending: (buf, at) => {
+          const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
+          if (slot < 0) unresolvedBacklog++;
+          else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
+        },
+      });
+      const ds = new Downstream(
+        i,
+        o,
+        {
+          clock: this.clock,
+          maxDevices: options.maxDevices,
+          names: batchNames,
+          deadLetters: this,
+          backlog,
+          deadLetterFile: dlq,
+          resolver,
+          onDelivered: options.onDelivered,
+          onHeld: options.onHeld ?? null,
+        },
+        carried.length,
+      );
+      for (const [slot, count] of fileOnly) ds.queues.fileOnly[slot] = count;
+      const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog;
+      ds.recovered += backlogRecovered;
+      const taken = takeOver(ds, carried, this.codec, resolver, now);
+      if (taken.taken > 0) ds.onFrontSettled = () => removePendingFile(dir);
+      const lost = taken.unresolved + unresolvedBacklog;
+      if (taken.taken + backlogRecovered > 0 || lost > 0) {
+        log(
+          `downstream ${o.name}: took over ${taken.taken} triggers from the previous run's pending and dead-letter files ` +
+            `and ${backlogRecovered} from its backlog log` +
+            (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : ''),
+        );
+      }
+      list.push(ds);
     });
     this.downstreams = list;
+    this.directories = dirs;
+    this.carriedOver = list.map(() => 0);
     this.router = new TriggerRouter(
       options.downstreams.map((d) => d.subscription),
-      options.namer,
+      catalog,
     );
     this.publishMetrics();
   }
 
   /**
    * Offers one trigger record (TRG_* layout at the given bases of the two views, e.g. a trigger ring's slot).
-   * Returns the number of downstreams it was routed to, or -1 when the record is malformed (counted in
-   * `badRecords`). Allocation-free (except the first time a fence of a new generation is seen by the router).
+   * Returns the number of downstreams it was routed to, -1 when the record is malformed (counted in `badRecords`),
+   * or OFFER_BLOCKED when a downstream cannot take it now (nothing happened: offer it again later). Allocation-free
+   * (except the first time a fence is seen).
    */
   offer(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number): number {
-    this.triggersOffered++;
     const type = i32[baseI32 + TRG_TYPE_I32]!;
     const fenceCell = i32[baseI32 + TRG_FENCE_INDEX_I32]!;
     const lane = (fenceCell >>> TRG_LANE_SHIFT) & 3;
     const lat = f64[baseF64 + TRG_LAT_F64]!;
     const lon = f64[baseF64 + TRG_LON_F64]!;
-    if (
-      type < 0 ||
-      type >= TRIGGER_TYPE_COUNT ||
-      lane >= LANE_COUNT ||
-      fenceCell < 0 ||
-      !(lat >= -90 && lat <= 90) ||
-      !(lon >= -180 && lon <= 180)
-    ) {
+    const device = i32[baseI32 + TRG_DEVICE_SLOT_I32]!;
+    const handle =
+      type < 0 || type >= TRIGGER_TYPE_COUNT || lane >= LANE_COUNT || fenceCell < 0 || !(device >= 0 && device < this.downstreams[0]!.queues.maxDevices)
+        ? -1
+        : this.catalog.handleOf(i32[baseI32 + TRG_GENERATION_I32]!, fenceCell & TRG_FENCE_INDEX_MASK);
+    if (handle < 0 || !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180)) {
+      this.triggersOffered++;
       this.badRecords++;
       return -1;
     }
-    const mask = this.router.route(type, lane, i32[baseI32 + TRG_GENERATION_I32]!, fenceCell & TRG_FENCE_INDEX_MASK);
+    const mask = this.router.route(type, lane, handle);
     if (mask === 0) {
+      this.triggersOffered++;
       this.triggersUnrouted++;
       return 0;
     }
+    for (let d = 0; d < this.downstreams.length; d++) {
+      const ds = this.downstreams[d]!;
+      if ((mask & (1 << d)) !== 0 && ds.wouldBlock(device, lane)) {
+        ds.backpressureWaits++;
+        return OFFER_BLOCKED;
+      }
+    }
+    this.triggersOffered++;
     const now = this.clock();
     let routed = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       // One bit per subscribed downstream.
       if ((mask & (1 << d)) === 0) continue;
-      this.downstreams[d]!.accept(f64, i32, baseF64, baseI32, now);
+      this.downstreams[d]!.accept(f64, i32, baseF64, baseI32, handle, now);
       routed++;
     }
     return routed;
   }
 
-  /** Runs every downstream's control loop, flushes the dead-letter ring when due, publishes metrics. */
+  /** Runs every downstream's control loop, flushes the dead-letter ring and the backlog logs when due, publishes metrics. */
   pump(nowNs: number = this.clock()): void {
     for (let d = 0; d < this.downstreams.length; d++) this.downstreams[d]!.pump(nowNs);
     const ring = this.deadLetterRing;
-    if (ring.depth > 0 && (ring.depth >= this.flushBatchRecords || nowNs - ring.oldestPutNs >= this.flushIntervalNs)) {
-      this.flush();
+    if (ring.depth > 0 && (ring.depth >= this.flushBatchRecords || nowNs - ring.oldestPutNs >= this.flushIntervalNs)) this.flush();
+    if (nowNs - this.lastDurableFlushNs >= this.flushIntervalNs) {
+      this.lastDurableFlushNs = nowNs;
+      this.flushBacklogs();
     }
     this.publishMetrics();
   }
 
+  /** Writes what the backlog logs buffer and commits their cursors. */
+  flushBacklogs(): void {
+    for (const ds of this.downstreams) {
+      if (ds.backlog === null) continue;
+      ds.backlog.flush();
+      ds.backlog.commit();
+    }
+  }
+
   /** DeadLetterTarget: puts a record in the ring, flushing first when the ring is full. Allocation-free. */
-  deadLetter(
-    srcF64: Float64Array,
-    srcI32: Int32Array,
-    baseF64: number,
-    baseI32: number,
-    downstreamIndex: number,
-    reason: number,
-    attempts: number,
-    nowNs: number,
-  ): void {
+  deadLetter(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number {
     const ring = this.deadLetterRing;
-    if (ring.put(srcF64, srcI32, baseF64, baseI32, downstreamIndex, reason, attempts, nowNs)) return;
+    const index = ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
+    if (index >= 0) return index;
     this.flush();
-    ring.put(srcF64, srcI32, baseF64, baseI32, downstreamIndex, reason, attempts, nowNs);
+    return ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
+  }
+
+  /** DeadLetterTarget: changes a ring entry's status before its flush. */
+  setRingStatus(index: number, status: number): void {
+    this.deadLetterRing.setStatus(index, status);
   }
 
   /**
-   * Writes every record of the dead-letter ring to its downstream's file: one write and one fsync per file touched,
-   * then empties the ring. Records count as dead-lettered only once this returns.
+   * Writes every record of the dead-letter ring to its downstream's dead-letter file (one write and one fdatasync
+   * per buffer-full per file touched), tells each downstream where its parked triggers' copies went, then empties
+   * the ring.
    */
   flush(): void {
     const ring = this.deadLetterRing;
     const total = ring.depth;
     if (total === 0) return;
     const t0 = this.clock();
+    const buf = this.flushBuf;
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
-      if (ds.pendingFlush === 0) continue;
-      const file = this.files[d]!;
-      let k = 0;
-      for (let r = 0; r < total; r++) {
-        // Gather this downstream's records, in ring order, into the scratch buffer.
-        if (ring.i32[r * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] !== d) continue;
-        for (let c = 0; c < DREC_STRIDE_I32; c++) this.scratchI32[k * DREC_STRIDE_I32 + c] = ring.i32[r * DREC_STRIDE_I32 + c]!;
-        this.scratchF64[k * DREC_STRIDE_F64 + DREC_ORDINAL_F64] = file.recordCount + k;
-        const bi = k * DREC_STRIDE_I32;
-        this.scratchI32[bi + DREC_CHECKSUM_I32] = checksumI32(this.scratchI32, bi, DREC_CHECKSUM_I32);
-        k++;
+      const file = ds.deadLetterFile;
+      let from = 0;
+      while (from < total) {
+        // Encode a buffer-full of this downstream's records, write it, then tell where each parked one went.
+        let length = 0;
+        let count = 0;
+        let r = from;
+        for (; r < total; r++) {
+          const bi = r * DREC_STRIDE_I32;
+          if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
+          const n = this.codec.encode(ring.f64, ring.i32, r * DREC_STRIDE_F64, bi, buf, length, buf.byteLength, ring.i32[bi + DREC_DL_STATUS_I32]!);
+          if (n === 0) break;
+          // The record's offset in this buffer, kept until the file position is known.
+          ring.f64[r * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64] = length;
+          length += n;
+          count++;
+        }
+        if (count > 0 && file !== null) {
+          const base = file.append(buf, length, count);
+          for (let k = from; k < r; k++) {
+            const bi = k * DREC_STRIDE_I32;
+            if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
+            const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+            if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) {
+              ds.onParkedFlushed(slot, k, base + ring.f64[k * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64]!);
+            }
+          }
+        }
+        from = r;
       }
-      file.append(this.scratchBytes, k);
-      ds.deadLettered += k;
-      ds.pendingFlush -= k;
     }
     ring.clear();
     const took = this.clock() - t0;
@@ -298,28 +457,28 @@ export class Dispatcher implements DeadLetterTarget {
 
   /** Sums of the accounting counters (allocates the result object). */
   totals(): DispatchTotals {
-    let offered = 0;
-    let delivered = 0;
-    let deadLettered = 0;
-    let inFlight = 0;
-    let replayed = 0;
-    for (const ds of this.downstreams) {
-      offered += ds.offered;
-      delivered += ds.delivered;
-      deadLettered += ds.deadLettered;
-      inFlight += ds.inFlightTriggers;
-      replayed += ds.replayed;
-    }
-    return {
+    const t: DispatchTotals = {
       triggersOffered: this.triggersOffered,
       triggersUnrouted: this.triggersUnrouted,
       badRecords: this.badRecords,
-      offered,
-      delivered,
-      deadLettered,
-      inFlight,
-      replayed,
+      offered: 0,
+      recovered: 0,
+      delivered: 0,
+      replayed: 0,
+      final: 0,
+      deadLettered: 0,
+      inFlight: 0,
     };
+    for (const ds of this.downstreams) {
+      t.offered += ds.offered;
+      t.recovered += ds.recovered;
+      t.delivered += ds.delivered;
+      t.replayed += ds.replayed;
+      t.final += ds.final;
+      t.deadLettered += ds.deadLettered;
+      t.inFlight += ds.inFlightTriggers;
+    }
+    return t;
   }
 
   /** Index of the downstream named `name` (-1 when none). */
@@ -327,48 +486,52 @@ export class Dispatcher implements DeadLetterTarget {
     return this.downstreams.findIndex((d) => d.name === name);
   }
 
-  /** True when no downstream has live work queued or in flight and the dead-letter ring is empty. */
+  /** True when no downstream holds anything (memory, backlog, sink calls); the dead-letter ring may wait for its flush. */
   get isIdle(): boolean {
     for (const ds of this.downstreams) if (!ds.isIdle) return false;
-    return this.deadLetterRing.depth === 0;
-  }
-
-  /** True when, beyond `isIdle`, no replay lane has records left to re-deliver. */
-  get isReplayDone(): boolean {
-    for (const ds of this.downstreams) if (ds.replay !== null && (ds.replay.depth > 0 || ds.replaySending > 0)) return false;
     return true;
   }
 
   /**
-   * Drains: pumps until every live trigger is delivered or dead-lettered and flushed. After `deadlineMs`, queued
-   * triggers are dead-lettered (reason DRAINING) and in-flight calls are awaited. Replay progress is committed.
+   * Drains: pumps until every downstream has delivered everything it holds (memory, backlog log, replay lane) or
+   * `deadlineMs` passes; then sends nothing new and waits for the calls in flight. Flushes the dead-letter ring and
+   * the backlog logs.
    */
   async drain(deadlineMs = 30_000, pollMs = 1): Promise<void> {
     const end = this.clock() + deadlineMs * 1e6;
-    let evacuated = false;
     for (;;) {
       const now = this.clock();
-      if (!evacuated && now >= end) {
-        for (const ds of this.downstreams) ds.evacuate(DeadLetterReason.DRAINING, now);
-        evacuated = true;
-      }
       this.pump(now);
-      let busy = false;
-      for (const ds of this.downstreams) if (ds.queue.size > 0 || ds.sendingTriggers > 0 || ds.limiter.inflight > 0) busy = true;
-      if (!busy) break;
+      if (this.isIdle) break;
+      if (now >= end) {
+        for (const ds of this.downstreams) ds.stopped = true;
+        let sending = false;
+        for (const ds of this.downstreams) if (ds.limiter.inflight > 0) sending = true;
+        if (!sending) break;
+      }
       await new Promise((r) => setTimeout(r, pollMs));
     }
     this.flush();
-    for (const ds of this.downstreams) ds.replay?.commit(true);
+    this.flushBacklogs();
+    for (const ds of this.downstreams) ds.deadLetterFile?.sync();
     this.publishMetrics();
   }
 
-  /** Drains, then closes the dead-letter files and every sink. */
+  /**
+   * Drains, then leaves what is still held durably for the next start (pending files; the backlog logs and the
+   * dead-letter files keep theirs), and closes the files and every sink.
+   */
   async close(deadlineMs = 30_000): Promise<void> {
     if (this.closed) return;
     await this.drain(deadlineMs);
     this.closed = true;
-    for (const f of this.files) f.close();
+    this.downstreams.forEach((ds, d) => {
+      carryOver(ds, this.directories[d]!, this.codec);
+      this.carriedOver[d] = ds.inFlightTriggers;
+      ds.backlog?.close();
+      ds.deadLetterFile?.close();
+    });
+    this.publishMetrics();
     for (const ds of this.downstreams) await ds.sink.close();
   }
 
@@ -385,8 +548,9 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_OFFERED_F64] = ds.offered;
       m[b + DS_DELIVERED_F64] = ds.delivered;
       m[b + DS_DEAD_LETTERED_F64] = ds.deadLettered;
+      for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) m[b + DS_DEAD_LETTERED_BY_REASON_F64 + r] = ds.deadLetteredByReason[r]!;
       m[b + DS_IN_FLIGHT_TRIGGERS_F64] = ds.inFlightTriggers;
-      m[b + DS_QUEUE_DEPTH_F64] = ds.queue.size;
+      m[b + DS_QUEUE_DEPTH_F64] = ds.queuedTriggers;
       m[b + DS_REJECTED_F64] = l.rejected;
       m[b + DS_DROPPED_F64] = l.dropped;
       m[b + DS_IGNORED_F64] = l.ignored;
@@ -396,9 +560,18 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_CREDITS_F64] = ds.credits.enabled ? ds.credits.remaining : NaN;
       m[b + DS_BREAKER_STATE_F64] = ds.breaker.state;
       m[b + DS_BREAKER_OPENS_F64] = ds.breaker.opens;
-      m[b + DS_DEAD_LETTER_DEPTH_F64] = ds.deadLetterDepth;
+      m[b + DS_DEAD_LETTER_DEPTH_F64] = ds.parked;
       m[b + DS_REPLAYED_F64] = ds.replayed;
+      m[b + DS_REPLAY_REJECTED_F64] = ds.replayRejected;
       m[b + DS_PAUSES_F64] = ds.pauses;
+      m[b + DS_SPILLED_F64] = ds.spilled;
+      m[b + DS_BACKLOG_RECORDS_F64] = ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding;
+      m[b + DS_BACKLOG_BYTES_F64] = ds.backlog === null ? 0 : ds.backlog.liveBytes;
+      m[b + DS_RECOVERED_F64] = ds.recovered;
+      m[b + DS_CARRIED_OVER_F64] = this.carriedOver[d]!;
+      m[b + DS_SENDING_F64] = ds.sendingTriggers;
+      m[b + DS_BACKPRESSURE_WAITS_F64] = ds.backpressureWaits;
+      m[b + DS_FINAL_F64] = ds.final;
       m[b + DS_RTT_SUM_NS_F64] = l.rttSumNs;
       m[b + DS_RTT_COUNT_F64] = l.rttCount;
       for (let k = 0; k < DS_RTT_BUCKET_COUNT; k++) m[b + DS_RTT_BUCKETS_F64 + k] = l.rttBuckets[k]!;

@@ -1,31 +1,70 @@
 /**
- * One downstream, sharing nothing with any other: its limiter (+ static safety cap), bounded COMPLIANCE-first queue,
- * optional credit window, circuit breaker, Retry-After pause, sink, and replay lane. Dispatcher thread only.
+ * One downstream, sharing nothing with any other: its limiter (+ static safety cap), its memory of per-device FIFOs
+ * (DeviceQueues), its backlog log on disk, optional credit window, circuit breaker, Retry-After pause, sink and replay
+ * lane. Dispatcher thread only.
  *
- * Flow: `accept` queues a routed trigger (or dead-letters it when the breaker is open or the queue is full).
- * `pump` expires old triggers, then while the breaker, the pause, the credits and the limiter allow, takes a permit
- * and sends one batch: live triggers first, and replayed ones only when the live queue is empty. The permit is taken
- * immediately before the sink call, so the RTT covers the downstream interaction only. A completion releases the
- * permit with exactly one of success / dropped / ignore, feeds the breaker, and pumps again.
+ * Delivery contract, per downstream:
+ * - Order: a device's triggers are sent in the order they arrived, and a batch with triggers of a device is never in
+ *   flight beside another with triggers of the same device; a failed batch goes back to the front of its devices'
+ *   FIFOs. Memory first, then the backlog log: when memory is full (or a device already has many triggers queued
+ *   while memory is half full) a trigger is appended to the log, and so is every later trigger of that device until
+ *   the log has given its triggers back, so a device's pending triggers are always "in memory, then in the log".
+ * - Who goes next: see DeviceQueues (COMPLIANCE devices as a whole, then devices without a backlog, then backlogged
+ *   devices in turn, then the replay lane).
+ * - Dead letters: a trigger the downstream refuses for good (4xx) or that outlives `maxQueueAgeMs` is dead-lettered
+ *   for good (dead-letter file, status FINAL) and its device goes on. A trigger whose attempts all failed is
+ *   dead-lettered as undeliverable and parked at the front of its device's FIFO: the dead-letter file holds it
+ *   (PENDING) and the replay lane re-sends it behind all live traffic; the device's later triggers wait behind it.
+ *   With `replay: false` it is dead-lettered for good instead.
+ * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
+ *   failed delivery up to 1 s), an exhausted credit window or a full limiter only hold triggers back. A failure while
+ *   the breaker judges the downstream down uses up no attempt. A downstream that keeps up never sees a dead letter.
+ *
+ * Accounting: `offered + recovered = delivered + replayed + final + inFlightTriggers` at every pump, where
+ * `inFlightTriggers` counts triggers in memory (queued, parked, being sent) and in the backlog log.
  */
-import { DeadLetterReason, DREC_ATTEMPTS_I32, DREC_ORDINAL_F64, DREC_REASON_I32, DREC_STRIDE_BYTES, DREC_STRIDE_F64, DREC_STRIDE_I32, DREC_TIME_NS_F64 } from '../shm/layout.js';
+import {
+  DeadLetterReason,
+  DeadLetterStatus,
+  DREC_ATTEMPTS_I32,
+  DREC_DLQ_POS_F64,
+  DREC_FENCE_HANDLE_I32,
+  DREC_FLAGS_I32,
+  DREC_LOG_ORDINAL_F64,
+  DREC_REASON_I32,
+  DREC_STRIDE_F64,
+  DREC_STRIDE_I32,
+  DREC_TIME_NS_F64,
+  DrecFlag,
+  Lane,
+  TRG_ADMIT_TIME_NS_F64,
+  TRG_DEVICE_SLOT_I32,
+} from '../shm/layout.js';
 import type { ClockNs } from '../shm/clock.js';
+import type { BacklogLog } from '../durable/backlog-log.js';
+import { LOAD_NONE, LOAD_SKIPPED } from '../durable/backlog-log.js';
+import type { DeadLetterFile } from '../durable/dead-letter-file.js';
+import type { TriggerResolver } from '../durable/trigger-codec.js';
 import { BreakerState, CircuitBreaker, type BreakerOptions } from './breaker.js';
 import { CreditWindow } from './credits.js';
-import type { ReplayLane } from './dead-letter/replay-lane.js';
+import { DeviceQueues } from './device-queues.js';
 import { Limiter, NO_PERMIT } from './limiter.js';
 import { GradientLimit } from './limits/gradient-limit.js';
 import type { Limit } from './limits/limit.js';
-import { copyTrigger } from './record.js';
+import { copyTrigger, laneOf } from './record.js';
 import type { Subscription } from './router.js';
 import { classifyResult, Outcome, type Sink, type SinkResult } from './sinks/sink.js';
-import { TriggerBatch } from './sinks/trigger-batch.js';
-import { TriggerQueue } from './trigger-queue.js';
+import { TriggerBatch, type BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';
+
+/** First backoff after a failed delivery, ns. */
+export const RETRY_BACKOFF_FIRST_NS = 10e6;
+/** Longest backoff after repeated failed deliveries, ns. */
+export const RETRY_BACKOFF_MAX_NS = 1e9;
 
 /** Configuration of one downstream. */
 export interface DownstreamOptions {
-  /** Unique name (metric label, dead-letter file name). */
+  /** Unique name (metric label, directory name of its durable files). */
   name: string;
   /** Transport. */
   sink: Sink;
@@ -35,43 +74,62 @@ export interface DownstreamOptions {
   limit?: Limit;
   /** Static safety cap on requests in flight, above the adaptive limit. Default 256. */
   safetyCap?: number;
-  /** Queue slots. Default 4096. */
+  /** Triggers held in memory (queued, being sent, parked). Default 16384. */
   queueCapacitySlots?: number;
-  /** Queue slots only COMPLIANCE triggers may use. Default 5% of the queue. */
+  /** Memory slots only COMPLIANCE triggers may use. Default 5% of the memory. */
   reservedComplianceSlots?: number;
   /** Triggers per sink call. Default 32. */
   maxBatchTriggers?: number;
-  /** Delivery attempts per trigger before it is dead-lettered. Default 3. */
+  /** Attempts per trigger before it is dead-lettered as undeliverable. Default 3. */
   maxAttempts?: number;
-  /** A trigger queued longer than this is dead-lettered as expired, ms. Default 60000. */
+  /** A trigger this long after its ping's admission is dead-lettered as expired instead of sent, ms (absent: never). */
   maxQueueAgeMs?: number;
   /** Initial credit window (absent: no credit flow control). */
   credits?: number;
   /** Circuit-breaker options. */
   breaker?: Partial<BreakerOptions>;
-  /** Re-deliver dead-lettered triggers behind live traffic. Default true. */
+  /** Park undeliverable triggers for the replay lane (true, default) or dead-letter them for good (false). */
   replay?: boolean;
-  /** Records the replay lane holds in memory. Default 256. */
-  replayWindowRecords?: number;
 }
 
-/** Where a downstream puts what it cannot deliver (the dispatcher's dead-letter ring). */
+/** Where a downstream puts dead letters (the dispatcher's dead-letter ring, flushed to each downstream's file). */
 export interface DeadLetterTarget {
-  /** Puts a trigger record with its reason; must not fail (flushes when its ring is full). Allocation-free. */
-  deadLetter(
-    srcF64: Float64Array,
-    srcI32: Int32Array,
-    baseF64: number,
-    baseI32: number,
-    downstreamIndex: number,
-    reason: number,
-    attempts: number,
-    nowNs: number,
-  ): void;
+  /**
+   * Copies the record into the ring with `status` (a parked one also with its memory slot, so the flush can tell
+   * the slot where its copy went); returns the ring index. Flushes first when the ring is full. Allocation-free.
+   */
+  deadLetter(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number;
+  /** Changes the status of ring entry `index` before its flush (the parked trigger was re-delivered or refused). */
+  setRingStatus(index: number, status: number): void;
 }
 
-/** Called after every delivered batch (live or replay), before the batch is reused. */
+/** Called after every delivered batch, before the batch is reused. */
 export type DeliveredHook = (downstreamIndex: number, batch: TriggerBatch, nowNs: number) => void;
+
+/** What a downstream gets from its dispatcher. */
+export interface DownstreamContext {
+  /** Monotonic clock, ns. */
+  clock: ClockNs;
+  /** Device slots. */
+  maxDevices: number;
+  /** Names for the sinks' batches. */
+  names: BatchNames;
+  /** The dead-letter ring. */
+  deadLetters: DeadLetterTarget;
+  /** The downstream's backlog log (null: memory only, and a full memory holds the trigger rings back). */
+  backlog: BacklogLog | null;
+  /** The downstream's dead-letter file (null: dead letters are only counted). */
+  deadLetterFile: DeadLetterFile | null;
+  /** Resolves records of earlier runs. */
+  resolver: TriggerResolver | null;
+  /** Called after every delivered batch. */
+  onDelivered?: DeliveredHook | undefined;
+  /**
+   * Records the held time of each delivered trigger (admission to the hand-over of the attempt that succeeded), and
+   * whether it was a re-delivered dead letter; null: not recorded. Must not allocate.
+   */
+  onHeld: ((heldNs: number, replayed: boolean) => void) | null;
+}
 
 /** One downstream (see the module comment). */
 export class Downstream {
@@ -87,136 +145,242 @@ export class Downstream {
   readonly breaker: CircuitBreaker;
   /** Credit window. */
   readonly credits: CreditWindow;
-  /** Live queue. */
-  readonly queue: TriggerQueue;
-  /** Replay lane (null when replay is off). */
-  readonly replay: ReplayLane | null;
+  /** Memory: per-device FIFOs over record slots. */
+  readonly queues: DeviceQueues;
+  /** Backlog log (null: memory only). */
+  readonly backlog: BacklogLog | null;
+  /** Dead-letter file (null: dead letters only counted). */
+  readonly deadLetterFile: DeadLetterFile | null;
   /** Triggers per sink call. */
   readonly maxBatchTriggers: number;
+  /** Triggers one device contributes to a batch while others wait. */
+  readonly quantum: number;
   /** Attempts per trigger. */
   readonly maxAttempts: number;
-  /** Max queue age, ns. */
-  readonly maxQueueAgeNs: number;
+  /** Max age since admission, ns (Infinity: none). */
+  readonly maxAgeNs: number;
+  /** Park undeliverable triggers for replay. */
+  readonly replayEnabled: boolean;
 
-  /** Trigger deliveries offered (accepted for accounting). */
+  /** Triggers routed here by this run. */
   offered = 0;
-  /** Triggers delivered live. */
+  /** Triggers of earlier runs taken over at start. */
+  recovered = 0;
+  /** Triggers delivered that were never dead-lettered. */
   delivered = 0;
-  /** Triggers dead-lettered and durably flushed (the dispatcher counts them at flush). */
-  deadLettered = 0;
-  /** Triggers in the dead-letter ring awaiting a flush. */
-  pendingFlush = 0;
-  /** Live triggers inside sink calls. */
-  sendingTriggers = 0;
-  /** Replayed triggers inside sink calls. */
-  replaySending = 0;
-  /** Dead-lettered triggers re-delivered. */
+  /** Dead letters re-delivered by the replay lane. */
   replayed = 0;
-  /** Replayed triggers the downstream rejected for good (4xx): not retried. */
+  /** Triggers settled without delivery: final dead letters (and records no device of this run could take). */
+  final = 0;
+  /** Dead-letter events by reason (a parked trigger later refused counts under both reasons). */
+  readonly deadLetteredByReason = new Float64Array(3);
+  /** Parked dead letters later refused for good by the replay lane. */
   replayRejected = 0;
+  /** Triggers appended to the backlog log. */
+  spilled = 0;
+  /** Triggers inside sink calls. */
+  sendingTriggers = 0;
+  /** Triggers parked in the replay lane. */
+  parked = 0;
   /** Retry-After pauses honoured. */
   pauses = 0;
   /** Pump passes that found work waiting and no permit. */
   rejectedPasses = 0;
-  /** Dead-lettered by reason. */
-  readonly deadLetteredByReason = new Float64Array(8);
-  /** No sends before this time (Retry-After), ns. */
+  /** Trigger records the dispatcher held back because neither memory nor the log could take them. */
+  backpressureWaits = 0;
+  /** Triggers of the pending file taken over at start and not settled yet (the file goes when this reaches 0). */
+  frontOutstanding = 0;
+  /** No sends before this time (Retry-After, or the backoff after a failure), ns. */
   pausedUntilNs = 0;
+  /** Failed deliveries since the last success (the retry backoff grows with it). */
+  consecutiveFailures = 0;
+  /** Set by the dispatcher past its drain deadline: nothing new is sent. */
+  stopped = false;
 
-  private readonly clock: ClockNs;
-  private readonly dlq: DeadLetterTarget;
-  private readonly onDelivered: DeliveredHook | undefined;
+  private readonly ctx: DownstreamContext;
   private readonly batches: TriggerBatch[];
   private readonly permits: Float64Array;
   private readonly onResult: ((r: SinkResult) => void)[];
   private readonly onThrow: ((e: unknown) => void)[];
+  private readonly scratchF64: Float64Array;
+  private readonly scratchI32: Int32Array;
   private pumping = false;
+  /** Called when frontOutstanding reaches 0 (the dispatcher removes the pending file). */
+  onFrontSettled: (() => void) | null = null;
 
-  /** Validates the options; `replay` is the lane over this downstream's dead-letter file (or null). */
-  constructor(
-    index: number,
-    options: DownstreamOptions,
-    clock: ClockNs,
-    dlq: DeadLetterTarget,
-    replay: ReplayLane | null,
-    onDelivered: DeliveredHook | undefined,
-  ) {
+  /** Validates the options; `frontSlots` extra memory slots hold triggers carried over from an earlier run. */
+  constructor(index: number, options: DownstreamOptions, ctx: DownstreamContext, frontSlots = 0) {
     if (typeof options.name !== 'string' || options.name.length === 0) throw new RangeError('downstream name must be a non-empty string');
     this.index = index;
     this.name = options.name;
     this.sink = options.sink;
-    this.clock = clock;
-    this.dlq = dlq;
-    this.onDelivered = onDelivered;
-    this.replay = replay;
+    this.ctx = ctx;
+    this.backlog = ctx.backlog;
+    this.deadLetterFile = ctx.deadLetterFile;
     const safetyCap = options.safetyCap ?? 256;
     this.limiter = new Limiter(options.limit ?? new GradientLimit(), safetyCap);
     this.breaker = new CircuitBreaker(options.breaker);
     this.credits = new CreditWindow(options.credits);
-    const cap = options.queueCapacitySlots ?? 4096;
-    this.queue = new TriggerQueue(cap, options.reservedComplianceSlots ?? Math.floor(cap * 0.05));
+    const cap = checkNumber(`${this.name}.queueCapacitySlots`, options.queueCapacitySlots ?? 16384, 1, 1 << 22, true);
+    const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
+    this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices);
     this.maxBatchTriggers = checkNumber(`${this.name}.maxBatchTriggers`, options.maxBatchTriggers ?? 32, 1, 4096, true);
+    this.quantum = Math.max(1, Math.floor(this.maxBatchTriggers / 4));
     this.maxAttempts = checkNumber(`${this.name}.maxAttempts`, options.maxAttempts ?? 3, 1, 100, true);
-    this.maxQueueAgeNs = checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs ?? 60_000, 1, 8.64e7) * 1e6;
+    this.maxAgeNs = options.maxQueueAgeMs === undefined ? Infinity : checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs, 1, 8.64e7) * 1e6;
+    this.replayEnabled = options.replay !== false;
     const slots = this.limiter.slotCount;
-    const buf = new ArrayBuffer(slots * this.maxBatchTriggers * DREC_STRIDE_BYTES);
-    const f64 = new Float64Array(buf);
-    const i32 = new Int32Array(buf);
     this.batches = [];
     this.onResult = [];
     this.onThrow = [];
     this.permits = new Float64Array(slots).fill(NO_PERMIT);
     for (let s = 0; s < slots; s++) {
-      const b = new TriggerBatch(f64, i32, s * this.maxBatchTriggers, this.maxBatchTriggers);
+      const b = new TriggerBatch(this.queues.f64, this.queues.i32, this.maxBatchTriggers, ctx.names);
       b.downstreamIndex = index;
       this.batches.push(b);
       // One completion handler per permit slot, made once: a send allocates no closure of ours.
       this.onResult.push((r: SinkResult) => this.complete(s, r));
       this.onThrow.push(() => this.complete(s, { status: 0, error: 'network' }));
     }
+    const scratch = new ArrayBuffer(DREC_STRIDE_F64 * 8);
+    this.scratchF64 = new Float64Array(scratch);
+    this.scratchI32 = new Int32Array(scratch);
   }
 
-  /** Triggers in flight for accounting: queued, inside sink calls, or awaiting the dead-letter flush. */
+  /** Triggers not settled: in memory (queued, parked, being sent) or in the backlog log. */
   get inFlightTriggers(): number {
-    return this.queue.size + this.sendingTriggers + this.pendingFlush;
+    return this.queues.used + (this.backlog === null ? 0 : this.backlog.unread);
   }
 
-  /** True when nothing of this downstream is queued or being sent (replay aside). */
+  /** Triggers held in memory and not being sent. */
+  get queuedTriggers(): number {
+    return this.queues.used - this.sendingTriggers;
+  }
+
+  /** True when nothing of this downstream is pending (memory, log, sink calls). */
   get isIdle(): boolean {
-    return this.queue.size === 0 && this.sendingTriggers === 0 && this.limiter.inflight === 0;
+    return this.inFlightTriggers === 0 && this.limiter.inflight === 0;
   }
 
-  /** Dead-letter depth: awaiting the flush plus on file not yet re-delivered. */
-  get deadLetterDepth(): number {
-    return this.pendingFlush + (this.replay === null ? 0 : this.replay.depth);
+  /** Dead-lettered triggers by reason, summed. */
+  get deadLettered(): number {
+    return this.deadLetteredByReason[0]! + this.deadLetteredByReason[1]! + this.deadLetteredByReason[2]!;
   }
 
-  /** Accepts a routed trigger record: queue it, or dead-letter it (breaker open, queue full). Allocation-free. */
-  accept(srcF64: Float64Array, srcI32: Int32Array, baseF64: number, baseI32: number, nowNs: number): void {
+  /** True when a trigger of `device` in `lane` goes to the backlog log rather than memory. */
+  private spills(device: number, lane: number): boolean {
+    const q = this.queues;
+    if (q.fileOnly[device]! > 0 || !q.hasRoom(lane)) return true;
+    // Half full: a device with a quantum queued already has a backlog; it waits in the log, not in scarce memory.
+    return q.used * 2 >= q.capacitySlots && q.queuedOf(device) >= this.quantum;
+  }
+
+  /**
+   * True when a trigger of `device` in `lane` cannot be taken now (it would go to the log and the log is full, or
+   * there is no log and memory is full): the dispatcher then leaves it in its trigger ring. Allocation-free.
+   */
+  wouldBlock(device: number, lane: number): boolean {
+    if (!this.spills(device, lane)) return false;
+    if (this.backlog !== null && !this.backlog.isFull) return false;
+    // No room in the log: memory may still take it when the device has nothing in the log.
+    return !(this.queues.fileOnly[device] === 0 && this.queues.hasRoom(lane));
+  }
+
+  /**
+   * Accepts a routed trigger record (TRG_* cells at the given bases) named by fence handle `handle`: into memory, or
+   * into the backlog log (see `spills`). The caller checked `wouldBlock`. Allocation-free.
+   */
+  accept(srcF64: Float64Array, srcI32: Int32Array, baseF64: number, baseI32: number, handle: number, nowNs: number): void {
     this.offered++;
-    if (this.breaker.isBlocking(nowNs)) {
-      this.toDeadLetter(srcF64, srcI32, baseF64, baseI32, DeadLetterReason.BREAKER_OPEN, 0, nowNs);
+    const device = srcI32[baseI32 + TRG_DEVICE_SLOT_I32]!;
+    const lane = laneOf(srcI32, baseI32);
+    const q = this.queues;
+    if (this.spills(device, lane) && this.backlog !== null && !this.backlog.isFull) {
+      const f = this.scratchF64;
+      const i = this.scratchI32;
+      copyTrigger(srcF64, srcI32, baseF64, baseI32, f, i, 0, 0);
+      i[DREC_FENCE_HANDLE_I32] = handle;
+      i[DREC_REASON_I32] = -1;
+      i[DREC_ATTEMPTS_I32] = 0;
+      this.backlog.append(f, i, 0, 0);
+      q.fileOnly[device] = q.fileOnly[device]! + 1;
+      this.spilled++;
       return;
     }
-    if (!this.queue.push(srcF64, srcI32, baseF64, baseI32, nowNs, 0)) {
-      this.toDeadLetter(srcF64, srcI32, baseF64, baseI32, DeadLetterReason.QUEUE_FULL, 0, nowNs);
+    const slot = q.allocate(lane);
+    if (slot < 0) throw new Error(`downstream ${this.name}: accept without room (wouldBlock was not asked)`);
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    copyTrigger(srcF64, srcI32, baseF64, baseI32, q.f64, q.i32, f, i);
+    q.i32[i + DREC_FENCE_HANDLE_I32] = handle;
+    this.initBookkeeping(slot, nowNs);
+    q.append(device, slot);
+  }
+
+  /**
+   * Takes a trigger carried over from an earlier run (pending file, or a PENDING dead letter at `dlqPosition`) into
+   * memory, in front of everything that arrives later. The record's cells are already in `slot`'s place of the
+   * caller's scratch (f64, i32 at 0). Start-up only.
+   */
+  acceptCarriedOver(f64: Float64Array, i32: Int32Array, device: number, dlqPosition: number, nowNs: number): void {
+    const q = this.queues;
+    const slot = q.allocate(Lane.COMPLIANCE);
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    for (let k = 0; k < DREC_STRIDE_F64; k++) q.f64[f + k] = f64[k]!;
+    for (let k = 0; k < DREC_STRIDE_I32; k++) q.i32[i + k] = i32[k]!;
+    q.f64[f + DREC_TIME_NS_F64] = nowNs;
+    q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
+    q.f64[f + DREC_DLQ_POS_F64] = dlqPosition;
+    q.i32[i + DREC_FLAGS_I32] = DrecFlag.FRONT;
+    if (dlqPosition >= 0) {
+      // A dead letter still waiting for its replay: it stays parked.
+      if (q.i32[i + DREC_REASON_I32]! < 0) q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
+      this.parked++;
+    }
+    this.frontOutstanding++;
+    this.recovered++;
+    q.append(device, slot);
+  }
+
+  /** Loads triggers back from the backlog log while memory is less than half full (up to three quarters). */
+  loadBacklog(nowNs: number): void {
+    const log = this.backlog;
+    const q = this.queues;
+    if (log === null || log.unread === 0 || q.used * 2 >= q.capacitySlots) return;
+    while (q.used * 4 < q.capacitySlots * 3) {
+      const slot = q.allocate(Lane.TRANSITION);
+      if (slot < 0) return;
+      const device = log.loadNext(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, this.ctx.resolver);
+      if (device === LOAD_NONE) {
+        q.release(slot);
+        return;
+      }
+      if (device === LOAD_SKIPPED) {
+        // A record of an earlier run naming a device this run cannot: settled as lost (counted).
+        q.release(slot);
+        this.final++;
+        continue;
+      }
+      const i = slot * DREC_STRIDE_I32;
+      q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = nowNs;
+      q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
+      q.i32[i + DREC_FLAGS_I32] = 0;
+      q.fileOnly[device] = q.fileOnly[device]! - 1;
+      q.append(device, slot);
     }
   }
 
-  /** Expires, drains an open breaker's queue to the dead-letter ring, and sends what the controls allow. */
+  /** Loads from the backlog, then sends what the breaker, pause, credits and limiter allow. */
   pump(nowNs: number): void {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      this.expire(nowNs);
-      if (this.breaker.isBlocking(nowNs)) {
-        this.evacuate(DeadLetterReason.BREAKER_OPEN, nowNs);
-        return;
-      }
-      if (nowNs < this.pausedUntilNs) return;
+      this.loadBacklog(nowNs);
+      if (this.stopped || this.breaker.isBlocking(nowNs) || nowNs < this.pausedUntilNs) return;
+      const q = this.queues;
       for (;;) {
-        const live = this.queue.size > 0;
-        if (!live && (this.replay === null || this.replay.nextPending() < 0)) return;
+        if (!q.anyReady) return;
         if (this.credits.remaining <= 0) return;
         if (!this.limiter.hasPermit()) {
           this.rejectedPasses++;
@@ -232,17 +396,19 @@ export class Downstream {
         }
         const slot = this.limiter.slotOf(permit);
         const batch = this.batches[slot]!;
-        const max = Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining);
         batch.count = 0;
-        batch.replay = !live;
-        if (live) this.fillLive(batch, max);
-        else this.fillReplay(batch, max);
+        this.fill(batch, Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining), nowNs);
+        if (batch.count === 0) {
+          // Everything it looked at had expired.
+          this.limiter.releaseIgnore(permit);
+          this.breaker.onIgnored();
+          continue;
+        }
         this.credits.take(batch.count);
-        if (live) this.sendingTriggers += batch.count;
-        else this.replaySending += batch.count;
+        this.sendingTriggers += batch.count;
         this.permits[slot] = permit;
         // The permit's clock starts here, right before the downstream call.
-        batch.sentAtNs = this.clock();
+        batch.sentAtNs = this.ctx.clock();
         this.limiter.restart(permit, batch.sentAtNs);
         let p: Promise<SinkResult>;
         try {
@@ -257,75 +423,41 @@ export class Downstream {
     }
   }
 
-  /** Moves every queued trigger to the dead-letter ring with `reason` (breaker open, drain deadline). */
-  evacuate(reason: number, nowNs: number): void {
-    for (;;) {
-      const slot = this.queue.popSlot();
-      if (slot < 0) return;
-      const q = this.queue;
-      this.toDeadLetter(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, reason, q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!, nowNs);
-      q.freeSlot(slot);
-    }
-  }
-
-  private expire(nowNs: number): void {
-    const cutoff = nowNs - this.maxQueueAgeNs;
-    if (!(this.queue.oldestTimeNs() <= cutoff)) return;
-    const q = this.queue;
-    for (let c = 0; c < 2; c++) {
-      for (;;) {
-        // Each class is FIFO: stop at the first head young enough.
-        const slot = q.popExpiredSlot(c, cutoff);
+  /**
+   * Fills `batch` with up to `max` triggers: ready devices in list order, `quantum` triggers each while other
+   * devices wait (all it has when it is the last one), each device then busy until the batch completes.
+   */
+  private fill(batch: TriggerBatch, max: number, nowNs: number): void {
+    const q = this.queues;
+    const i32 = q.i32;
+    while (batch.count < max) {
+      const device = q.nextReady();
+      if (device < 0) return;
+      const take = q.anyReady ? Math.min(this.quantum, max - batch.count) : max - batch.count;
+      let n = 0;
+      while (n < take) {
+        const slot = q.headOf(device);
         if (slot < 0) break;
-        this.toDeadLetter(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, DeadLetterReason.EXPIRED, q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!, nowNs);
-        q.freeSlot(slot);
+        if (nowNs - q.f64[slot * DREC_STRIDE_F64 + TRG_ADMIT_TIME_NS_F64]! > this.maxAgeNs) {
+          q.popHead(device);
+          this.deadLetterFinal(slot, DeadLetterReason.EXPIRED, nowNs);
+          continue;
+        }
+        q.popHead(device);
+        i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!++;
+        batch.add(slot);
+        n++;
       }
+      if (n > 0) q.setBusy(device, true);
+      else q.relist(device, false);
     }
   }
 
-  private fillLive(batch: TriggerBatch, max: number): void {
-    const q = this.queue;
-    while (batch.count < max) {
-      const slot = q.popSlot();
-      if (slot < 0) return;
-      const sf = slot * DREC_STRIDE_F64;
-      const si = slot * DREC_STRIDE_I32;
-      const df = batch.recordF64(batch.count);
-      const di = batch.recordI32(batch.count);
-      copyTrigger(q.f64, q.i32, sf, si, batch.f64, batch.i32, df, di);
-      batch.f64[df + DREC_TIME_NS_F64] = q.f64[sf + DREC_TIME_NS_F64]!;
-      batch.f64[df + DREC_ORDINAL_F64] = -1;
-      batch.i32[di + DREC_REASON_I32] = -1;
-      batch.i32[di + DREC_ATTEMPTS_I32] = q.i32[si + DREC_ATTEMPTS_I32]! + 1;
-      q.freeSlot(slot);
-      batch.count++;
-    }
-  }
-
-  private fillReplay(batch: TriggerBatch, max: number): void {
-    const r = this.replay!;
-    while (batch.count < max) {
-      const idx = r.nextPending();
-      if (idx < 0) return;
-      const sf = r.baseF64(idx);
-      const si = r.baseI32(idx);
-      const df = batch.recordF64(batch.count);
-      const di = batch.recordI32(batch.count);
-      copyTrigger(r.f64, r.i32, sf, si, batch.f64, batch.i32, df, di);
-      batch.f64[df + DREC_TIME_NS_F64] = r.f64[sf + DREC_TIME_NS_F64]!;
-      batch.f64[df + DREC_ORDINAL_F64] = idx;
-      batch.i32[di + DREC_REASON_I32] = r.i32[si + DREC_REASON_I32]!;
-      batch.i32[di + DREC_ATTEMPTS_I32] = r.i32[si + DREC_ATTEMPTS_I32]! + 1;
-      r.markSending(idx);
-      batch.count++;
-    }
-  }
-
-  private complete(slot: number, result: SinkResult): void {
-    const nowNs = this.clock();
-    const permit = this.permits[slot]!;
-    this.permits[slot] = NO_PERMIT;
-    const batch = this.batches[slot]!;
+  private complete(permitSlot: number, result: SinkResult): void {
+    const nowNs = this.ctx.clock();
+    const permit = this.permits[permitSlot]!;
+    this.permits[permitSlot] = NO_PERMIT;
+    const batch = this.batches[permitSlot]!;
     const outcome = classifyResult(result);
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
@@ -350,63 +482,170 @@ export class Downstream {
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
       this.pauses++;
     }
+    if (outcome === Outcome.OK) {
+      this.consecutiveFailures = 0;
+    } else if (outcome !== Outcome.REJECTED && !pause) {
+      // Back off before sending again: 10 ms, doubling per consecutive failure, at most 1 s. A downstream that just
+      // died then sees a few requests, not a burst of retries that uses up every trigger's attempts before the
+      // breaker has seen enough to open.
+      this.consecutiveFailures++;
+      const until = nowNs + Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
+      if (until > this.pausedUntilNs) this.pausedUntilNs = until;
+    }
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count);
     if (result.credits !== undefined) this.credits.advertise(result.credits);
-    if (batch.replay) this.completeReplay(batch, outcome);
-    else this.completeLive(batch, outcome, nowNs);
-    if (outcome === Outcome.OK && this.onDelivered !== undefined) this.onDelivered(this.index, batch, nowNs);
+    this.sendingTriggers -= batch.count;
+    if (outcome === Outcome.OK) {
+      this.completeDelivered(batch);
+      if (this.ctx.onDelivered !== undefined) this.ctx.onDelivered(this.index, batch, nowNs);
+    } else if (outcome === Outcome.REJECTED) {
+      this.completeRejected(batch, nowNs);
+    } else {
+      this.completeFailed(batch, nowNs);
+    }
+    // The replay lane's status changes are durable before any later trigger of those devices is sent.
+    this.deadLetterFile?.sync();
     batch.count = 0;
     this.pump(nowNs);
   }
 
-  private completeLive(batch: TriggerBatch, outcome: Outcome, nowNs: number): void {
-    const n = batch.count;
-    this.sendingTriggers -= n;
-    if (outcome === Outcome.OK) {
-      this.delivered += n;
-      return;
-    }
-    const reason = outcome === Outcome.REJECTED ? DeadLetterReason.REJECTED : DeadLetterReason.UNDELIVERABLE;
-    const retry = outcome !== Outcome.REJECTED && this.breaker.state === BreakerState.CLOSED;
-    // Back to the front in reverse order, so the batch keeps its order.
-    for (let i = n - 1; i >= 0; i--) {
-      const f = batch.recordF64(i);
-      const k = batch.recordI32(i);
-      const attempts = batch.i32[k + DREC_ATTEMPTS_I32]!;
-      if (retry && attempts < this.maxAttempts && this.queue.pushFront(batch.f64, batch.i32, f, k, batch.f64[f + DREC_TIME_NS_F64]!, attempts)) continue;
-      this.toDeadLetter(batch.f64, batch.i32, f, k, reason, attempts, nowNs);
-    }
-  }
-
-  private completeReplay(batch: TriggerBatch, outcome: Outcome): void {
-    const r = this.replay!;
-    const n = batch.count;
-    this.replaySending -= n;
-    for (let i = 0; i < n; i++) {
-      const idx = batch.ordinal(i);
-      if (outcome === Outcome.OK) {
+  private completeDelivered(batch: TriggerBatch): void {
+    const q = this.queues;
+    const onHeld = this.ctx.onHeld;
+    for (let k = 0; k < batch.count; k++) {
+      const slot = batch.slots[k]!;
+      const f = slot * DREC_STRIDE_F64;
+      const replayed = q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0;
+      // Held time runs from admission to the hand-over of the attempt that succeeded.
+      if (onHeld !== null) onHeld(batch.sentAtNs - q.f64[f + TRG_ADMIT_TIME_NS_F64]!, replayed);
+      if (replayed) {
         this.replayed++;
-        r.markDone(idx);
-      } else if (outcome === Outcome.REJECTED) {
-        this.replayRejected++;
-        r.markDone(idx);
+        this.parked--;
       } else {
-        r.markFailed(idx);
+        this.delivered++;
       }
+      this.settle(slot, DeadLetterStatus.RESOLVED);
+    }
+    this.releaseDevices(batch);
+  }
+
+  private completeRejected(batch: TriggerBatch, nowNs: number): void {
+    for (let k = 0; k < batch.count; k++) this.deadLetterFinal(batch.slots[k]!, DeadLetterReason.REJECTED, nowNs);
+    this.releaseDevices(batch);
+  }
+
+  /**
+   * A failed batch: back to the front of each device's FIFO, in order; a device whose first trigger ran out of
+   * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe) a
+   * failure is the downstream's, not the trigger's: it uses up no attempt.
+   */
+  private completeFailed(batch: TriggerBatch, nowNs: number): void {
+    const q = this.queues;
+    const counts = this.breaker.state === BreakerState.CLOSED;
+    for (let k = batch.count - 1; k >= 0; k--) {
+      const slot = batch.slots[k]!;
+      if (!counts) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
+      q.prepend(q.i32[slot * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!, slot);
+    }
+    for (let k = 0; k < batch.count; k++) {
+      const device = q.i32[batch.slots[k]! * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!;
+      if (!q.isBusy(device)) continue;
+      for (;;) {
+        const head = q.headOf(device);
+        const hi = head * DREC_STRIDE_I32;
+        if (head < 0 || q.i32[hi + DREC_REASON_I32]! >= 0 || q.i32[hi + DREC_ATTEMPTS_I32]! < this.maxAttempts) break;
+        if (this.replayEnabled) {
+          this.park(head, nowNs);
+          break;
+        }
+        q.popHead(device);
+        this.deadLetterFinal(head, DeadLetterReason.UNDELIVERABLE, nowNs);
+      }
+      q.setBusy(device, false);
     }
   }
 
-  private toDeadLetter(
-    srcF64: Float64Array,
-    srcI32: Int32Array,
-    baseF64: number,
-    baseI32: number,
-    reason: number,
-    attempts: number,
-    nowNs: number,
-  ): void {
-    this.pendingFlush++;
-    this.deadLetteredByReason[reason] = this.deadLetteredByReason[reason]! + 1;
-    this.dlq.deadLetter(srcF64, srcI32, baseF64, baseI32, this.index, reason, attempts, nowNs);
+  private releaseDevices(batch: TriggerBatch): void {
+    const q = this.queues;
+    for (let k = 0; k < batch.count; k++) {
+      const device = q.i32[batch.slots[k]! * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!;
+      if (q.isBusy(device)) q.setBusy(device, false);
+    }
+  }
+
+  /**
+   * Dead-letters the trigger in `slot` as undeliverable and leaves it parked at the front of its device's FIFO: its
+   * copy goes to the dead-letter file as PENDING (ownership of a record loaded from the log moves to that file).
+   */
+  private park(slot: number, nowNs: number): void {
+    const q = this.queues;
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
+    this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
+    this.parked++;
+    const ord = q.f64[f + DREC_LOG_ORDINAL_F64]!;
+    if (ord >= 0 && this.backlog !== null) this.backlog.markDone(ord);
+    q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
+    if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
+    const ring = this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.PENDING, slot, nowNs);
+    q.f64[f + DREC_DLQ_POS_F64] = -2 - ring;
+  }
+
+  /** Dead-letters the trigger in `slot` for good with `reason` and frees its slot (it was popped already). */
+  private deadLetterFinal(slot: number, reason: number, nowNs: number): void {
+    const q = this.queues;
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    this.deadLetteredByReason[reason]!++;
+    this.final++;
+    const wasParked = q.i32[i + DREC_REASON_I32]! >= 0;
+    if (wasParked) {
+      this.parked--;
+      if (reason === DeadLetterReason.REJECTED) this.replayRejected++;
+    }
+    if (q.f64[f + DREC_DLQ_POS_F64]! === -1) {
+      // No copy in the dead-letter file yet: write one, final.
+      q.i32[i + DREC_REASON_I32] = reason;
+      this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.FINAL, -1, nowNs);
+    }
+    this.settle(slot, DeadLetterStatus.FINAL);
+  }
+
+  /** A trigger leaves memory for good: its log record is done, its dead-letter copy gets `status`, its slot is freed. */
+  private settle(slot: number, status: number): void {
+    const q = this.queues;
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    const ord = q.f64[f + DREC_LOG_ORDINAL_F64]!;
+    if (ord >= 0 && this.backlog !== null) this.backlog.markDone(ord);
+    const dlq = q.f64[f + DREC_DLQ_POS_F64]!;
+    if (dlq >= 0) this.deadLetterFile?.setStatus(dlq, status);
+    else if (dlq <= -2) this.ctx.deadLetters.setRingStatus(-2 - dlq, status);
+    if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
+    q.release(slot);
+  }
+
+  private settleFront(i: number): void {
+    this.queues.i32[i + DREC_FLAGS_I32] = this.queues.i32[i + DREC_FLAGS_I32]! & ~DrecFlag.FRONT;
+    if (--this.frontOutstanding === 0 && this.onFrontSettled !== null) this.onFrontSettled();
+  }
+
+  /** The dead-letter flush wrote ring entry `ringIndex` (a parked trigger in `slot`) at `position` of the file. */
+  onParkedFlushed(slot: number, ringIndex: number, position: number): void {
+    const f = slot * DREC_STRIDE_F64;
+    if (this.queues.f64[f + DREC_DLQ_POS_F64] === -2 - ringIndex) this.queues.f64[f + DREC_DLQ_POS_F64] = position;
+  }
+
+  private initBookkeeping(slot: number, nowNs: number): void {
+    const q = this.queues;
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
+    q.f64[f + DREC_TIME_NS_F64] = nowNs;
+    q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
+    q.f64[f + DREC_DLQ_POS_F64] = -1;
+    q.i32[i + DREC_REASON_I32] = -1;
+    q.i32[i + DREC_ATTEMPTS_I32] = 0;
+    q.i32[i + DREC_FLAGS_I32] = 0;
   }
 }

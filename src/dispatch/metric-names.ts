@@ -13,13 +13,17 @@ import {
   DISP_FLUSH_SUM_NS_F64,
   DISP_TRIGGERS_OFFERED_F64,
   DISP_TRIGGERS_UNROUTED_F64,
+  DS_BACKLOG_BYTES_F64,
+  DS_BACKLOG_RECORDS_F64,
+  DS_BACKPRESSURE_WAITS_F64,
   DS_BREAKER_OPENS_F64,
   DS_BREAKER_STATE_F64,
+  DS_CARRIED_OVER_F64,
   DS_CREDITS_F64,
   DS_DEAD_LETTER_DEPTH_F64,
-  DS_DEAD_LETTERED_F64,
   DS_DELIVERED_F64,
   DS_DROPPED_F64,
+  DS_FINAL_F64,
   DS_IGNORED_F64,
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
@@ -29,9 +33,13 @@ import {
   DS_OFFERED_F64,
   DS_PAUSES_F64,
   DS_QUEUE_DEPTH_F64,
+  DS_RECOVERED_F64,
   DS_REJECTED_F64,
+  DS_REPLAY_REJECTED_F64,
   DS_REPLAYED_F64,
   DS_RTT_MIN_NS_F64,
+  DS_SENDING_F64,
+  DS_SPILLED_F64,
   DS_SUCCEEDED_F64,
 } from '../shm/layout.js';
 
@@ -46,6 +54,8 @@ export const METRIC_INFLIGHT = 'geofence_dispatch_inflight_requests';
 export const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
 /** RTT histogram (buckets DS_RTT_BUCKET_BOUNDS_MS / 1000; cells are per bucket, make them cumulative). */
 export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
+/** Dead letters by downstream and reason (registered by the wiring from the by-reason cells). */
+export const METRIC_DEAD_LETTERED = 'geofence_dispatch_dead_lettered_total';
 /** Longest flush. */
 export const METRIC_FLUSH_MAX_SECONDS = 'geofence_dispatch_dead_letter_flush_max_seconds';
 
@@ -68,11 +78,18 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
   { name: METRIC_LIMIT, type: 'gauge', help: 'Current concurrency limit (after the static safety cap).', cell: DS_LIMIT_F64, scale: 1 },
   { name: METRIC_INFLIGHT, type: 'gauge', help: 'Requests in flight to the downstream.', cell: DS_INFLIGHT_F64, scale: 1 },
   { name: METRIC_RTT_MIN_SECONDS, type: 'gauge', help: "The limit's reference (minimum) round-trip time.", cell: DS_RTT_MIN_NS_F64, scale: 1e-9 },
-  { name: 'geofence_dispatch_offered_total', type: 'counter', help: 'Trigger deliveries offered to the downstream.', cell: DS_OFFERED_F64, scale: 1 },
-  { name: 'geofence_dispatch_delivered_total', type: 'counter', help: 'Triggers delivered from the live lane.', cell: DS_DELIVERED_F64, scale: 1 },
-  { name: 'geofence_dispatch_dead_lettered_total', type: 'counter', help: 'Triggers dead-lettered and durably flushed.', cell: DS_DEAD_LETTERED_F64, scale: 1 },
-  { name: 'geofence_dispatch_in_flight_triggers', type: 'gauge', help: 'Triggers queued, being sent, or awaiting the dead-letter flush.', cell: DS_IN_FLIGHT_TRIGGERS_F64, scale: 1 },
-  { name: 'geofence_dispatch_queue_depth', type: 'gauge', help: 'Triggers in the live queue.', cell: DS_QUEUE_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_offered_total', type: 'counter', help: 'Triggers routed to the downstream.', cell: DS_OFFERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_recovered_total', type: 'counter', help: 'Triggers of earlier runs taken over at start (pending file, replay lane, backlog log).', cell: DS_RECOVERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_delivered_total', type: 'counter', help: 'Triggers delivered that were never dead-lettered.', cell: DS_DELIVERED_F64, scale: 1 },
+  { name: 'geofence_dispatch_final_total', type: 'counter', help: 'Triggers settled without delivery (final dead letters).', cell: DS_FINAL_F64, scale: 1 },
+  { name: 'geofence_dispatch_pending_triggers', type: 'gauge', help: 'Triggers not settled: in memory (queued, parked, being sent) or in the backlog log.', cell: DS_IN_FLIGHT_TRIGGERS_F64, scale: 1 },
+  { name: 'geofence_dispatch_queue_depth', type: 'gauge', help: 'Triggers held in memory and not being sent.', cell: DS_QUEUE_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_sending_triggers', type: 'gauge', help: 'Triggers inside calls to the downstream.', cell: DS_SENDING_F64, scale: 1 },
+  { name: 'geofence_dispatch_spilled_total', type: 'counter', help: 'Triggers written to the backlog log (in per-device order) because memory could not take them.', cell: DS_SPILLED_F64, scale: 1 },
+  { name: 'geofence_dispatch_backlog_records', type: 'gauge', help: 'Records of the backlog log not yet delivered.', cell: DS_BACKLOG_RECORDS_F64, scale: 1 },
+  { name: 'geofence_dispatch_backlog_bytes', type: 'gauge', help: 'Bytes of the backlog log.', cell: DS_BACKLOG_BYTES_F64, scale: 1 },
+  { name: 'geofence_dispatch_carried_over_triggers', type: 'gauge', help: 'Triggers left in the state directory for the next start when the router closed.', cell: DS_CARRIED_OVER_F64, scale: 1 },
+  { name: 'geofence_dispatch_backpressure_waits_total', type: 'counter', help: 'Times a trigger record was held in its ring because memory and backlog log were full.', cell: DS_BACKPRESSURE_WAITS_F64, scale: 1 },
   { name: 'geofence_dispatch_rejected_total', type: 'counter', help: 'Permit acquisitions refused by the limiter.', cell: DS_REJECTED_F64, scale: 1 },
   { name: 'geofence_dispatch_dropped_total', type: 'counter', help: 'Requests released as loss (error, timeout, 429/503).', cell: DS_DROPPED_F64, scale: 1 },
   { name: 'geofence_dispatch_ignored_total', type: 'counter', help: 'Requests released without a sample.', cell: DS_IGNORED_F64, scale: 1 },
@@ -82,8 +99,9 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
   { name: 'geofence_dispatch_credits_remaining', type: 'gauge', help: 'Credits left in the credit window (NaN: no window).', cell: DS_CREDITS_F64, scale: 1 },
   { name: 'geofence_dispatch_breaker_state', type: 'gauge', help: 'Circuit breaker state: 0 closed, 1 open, 2 half-open.', cell: DS_BREAKER_STATE_F64, scale: 1 },
   { name: 'geofence_dispatch_breaker_opens_total', type: 'counter', help: 'Times the circuit breaker opened.', cell: DS_BREAKER_OPENS_F64, scale: 1 },
-  { name: 'geofence_dispatch_dead_letter_depth', type: 'gauge', help: 'Dead-lettered triggers not yet re-delivered.', cell: DS_DEAD_LETTER_DEPTH_F64, scale: 1 },
-  { name: 'geofence_dispatch_replayed_total', type: 'counter', help: 'Dead-lettered triggers re-delivered by the replay lane.', cell: DS_REPLAYED_F64, scale: 1 },
+  { name: 'geofence_dispatch_replay_lane_triggers', type: 'gauge', help: 'Dead letters waiting in the replay lane (their devices wait behind them).', cell: DS_DEAD_LETTER_DEPTH_F64, scale: 1 },
+  { name: 'geofence_dispatch_replayed_total', type: 'counter', help: 'Dead letters re-delivered by the replay lane.', cell: DS_REPLAYED_F64, scale: 1 },
+  { name: 'geofence_dispatch_replay_rejected_total', type: 'counter', help: 'Dead letters the replay lane found refused for good.', cell: DS_REPLAY_REJECTED_F64, scale: 1 },
   { name: 'geofence_dispatch_retry_after_pauses_total', type: 'counter', help: 'Retry-After pauses honoured.', cell: DS_PAUSES_F64, scale: 1 },
 ];
 

@@ -1,6 +1,6 @@
 /**
- * Copying trigger records between the trigger rings and the dispatcher's 96-byte dispatch records (queue slots,
- * batch buffers, dead-letter ring). Copies Float64 cells 0..5 as doubles and Int32 cells 12..15 as integers: the
+ * Copying trigger records from the trigger rings into the dispatcher's 128-byte dispatch records (memory slots, the
+ * dead-letter ring). Copies Float64 cells 0..5 as doubles and Int32 cells 12..15 as integers: the
  * integer cells are never moved through a double (that could canonicalise a NaN bit pattern). Allocation-free.
  */
 import {
@@ -31,25 +31,4 @@ export function copyTrigger(
 /** Lane (bits 28..29 of the fence cell) of the trigger record whose Int32 base is `baseI32`. */
 export function laneOf(i32: Int32Array, baseI32: number): number {
   return (i32[baseI32 + TRG_FENCE_INDEX_I32]! >>> TRG_LANE_SHIFT) & 3;
-}
-
-/** FNV-1a over Int32 cells [baseI32, baseI32 + count): the dead-letter file's record checksum. */
-export function checksumI32(i32: Int32Array, baseI32: number, count: number): number {
-  let h = 0x811c9dc5 | 0;
-  for (let k = 0; k < count; k++) {
-    const v = i32[baseI32 + k]!;
-    // Four bytes per cell, little end first, like the file's bytes.
-    h = Math.imul(h ^ (v & 0xff), 0x01000193);
-    h = Math.imul(h ^ ((v >>> 8) & 0xff), 0x01000193);
-    h = Math.imul(h ^ ((v >>> 16) & 0xff), 0x01000193);
-    h = Math.imul(h ^ (v >>> 24), 0x01000193);
-  }
-  return h;
-}
-
-/** 32-bit FNV-1a hash of a string's UTF-16 code units (names a downstream inside its dead-letter file). */
-export function hashName(name: string): number {
-  let h = 0x811c9dc5 | 0;
-  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
-  return h;
 }

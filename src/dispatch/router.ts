@@ -2,13 +2,12 @@
  * Subscriptions and routing: which downstreams a trigger record goes to.
  *
  * A downstream subscribes by fence ids and/or fence tags (none: every fence), trigger types (none: all) and lanes
- * (none: all). `route` answers with a bit mask of downstreams (bit d = downstream d; at most 31). Per fence-store
- * generation, the fence part of the answer is cached in an Int32Array indexed by fence index, filled the first time a
- * fence is seen (that first sight asks the namer for the fence's id and tags, and allocates); every later `route` is
- * a few array reads and allocates nothing.
+ * (none: all). `route` answers with a bit mask of downstreams (bit d = downstream d; at most 31). The fence part of
+ * the answer is cached per fence-catalog handle, computed the first time a fence is seen (allocates then); every
+ * later `route` is a few array reads and allocates nothing.
  */
 import { LANE_COUNT, TRIGGER_TYPE_COUNT, type Lane, type TriggerType } from '../shm/layout.js';
-import type { TriggerNamer } from './sinks/format.js';
+import type { FenceCatalog } from './fence-catalog.js';
 
 /** Most downstreams one dispatcher routes to (bits of a positive Int32 mask). */
 export const MAX_DOWNSTREAMS = 31;
@@ -25,8 +24,6 @@ export interface Subscription {
   lanes?: readonly Lane[];
 }
 
-/** Generations whose fence tables are kept (older ones are dropped when a new one appears). */
-const KEPT_GENERATIONS = 4;
 /** Cached value meaning "not computed yet". */
 const UNKNOWN = -1;
 
@@ -38,17 +35,16 @@ export class TriggerRouter {
   private readonly anyFenceMask: number;
   private readonly typeMasks = new Int32Array(TRIGGER_TYPE_COUNT);
   private readonly laneMasks = new Int32Array(LANE_COUNT);
-  private readonly tables = new Map<number, Int32Array>();
-  private lastGeneration = NaN;
-  private lastTable: Int32Array = new Int32Array(0);
-  private readonly namer: TriggerNamer;
+  /** Fence part of the answer by fence handle. */
+  private fenceMasks = new Int32Array(64).fill(UNKNOWN);
+  private readonly catalog: FenceCatalog;
 
-  /** One subscription per downstream (undefined: everything). */
-  constructor(subscriptions: readonly (Subscription | undefined)[], namer: TriggerNamer) {
+  /** One subscription per downstream (undefined: everything); fences are named through `catalog`. */
+  constructor(subscriptions: readonly (Subscription | undefined)[], catalog: FenceCatalog) {
     if (subscriptions.length > MAX_DOWNSTREAMS) {
       throw new RangeError(`downstreams must number at most ${MAX_DOWNSTREAMS}, got ${subscriptions.length}`);
     }
-    this.namer = namer;
+    this.catalog = catalog;
     this.fenceIdSets = [];
     this.tagSets = [];
     let anyFence = 0;
@@ -69,50 +65,32 @@ export class TriggerRouter {
     this.anyFenceMask = anyFence;
   }
 
-  /** Mask of downstreams subscribed to a trigger of `type` in `lane` on fence (`generation`, `fenceIndex`). */
-  route(type: number, lane: number, generation: number, fenceIndex: number): number {
+  /** Mask of downstreams subscribed to a trigger of `type` in `lane` on the fence with catalog handle `handle`. */
+  route(type: number, lane: number, handle: number): number {
     const byKind = this.typeMasks[type]! & this.laneMasks[lane]!;
     if (byKind === 0) return 0;
     const filtered = byKind & ~this.anyFenceMask;
     if (filtered === 0) return byKind;
-    return (byKind & this.anyFenceMask) | (filtered & this.fenceMask(generation, fenceIndex));
+    return (byKind & this.anyFenceMask) | (filtered & this.fenceMask(handle));
   }
 
-  private fenceMask(generation: number, fenceIndex: number): number {
-    let table = this.lastTable;
-    if (generation !== this.lastGeneration) {
-      table = this.tables.get(generation) ?? this.newTable(generation, fenceIndex + 1);
-      this.lastGeneration = generation;
-      this.lastTable = table;
+  private fenceMask(handle: number): number {
+    if (handle >= this.fenceMasks.length) {
+      const grown = new Int32Array(Math.max(handle + 1, this.fenceMasks.length * 2)).fill(UNKNOWN);
+      grown.set(this.fenceMasks);
+      this.fenceMasks = grown;
     }
-    if (fenceIndex >= table.length) {
-      const grown = new Int32Array(Math.max(fenceIndex + 1, table.length * 2)).fill(UNKNOWN);
-      grown.set(table);
-      this.tables.set(generation, grown);
-      this.lastTable = table = grown;
-    }
-    let m = table[fenceIndex]!;
+    let m = this.fenceMasks[handle]!;
     if (m === UNKNOWN) {
-      m = this.compute(generation, fenceIndex);
-      table[fenceIndex] = m;
+      m = this.compute(handle);
+      this.fenceMasks[handle] = m;
     }
     return m;
   }
 
-  private newTable(generation: number, size: number): Int32Array {
-    if (this.tables.size >= KEPT_GENERATIONS) {
-      let oldest = Infinity;
-      for (const g of this.tables.keys()) if (g < oldest) oldest = g;
-      this.tables.delete(oldest);
-    }
-    const t = new Int32Array(Math.max(64, size)).fill(UNKNOWN);
-    this.tables.set(generation, t);
-    return t;
-  }
-
-  private compute(generation: number, fenceIndex: number): number {
-    const id = this.namer.fenceId(generation, fenceIndex);
-    const tags = this.namer.fenceTags(generation, fenceIndex);
+  private compute(handle: number): number {
+    const id = this.catalog.id(handle);
+    const tags = this.catalog.tags(handle);
     let m = 0;
     for (let d = 0; d < this.fenceIdSets.length; d++) {
       const ids = this.fenceIdSets[d]!;

@@ -3,8 +3,8 @@
  *
  * Accepted: a FeatureCollection whose features are Polygon or MultiPolygon (with holes), or Point with a `radius` in
  * metres (a circle). Properties: `id` (required, non-empty string or finite number, unique), `compliance` (boolean),
- * `dwellMs`, `exitBufferM`, `minInsideMs`, `minOutsideMs` (non-negative finite numbers), `tags` (array of strings).
- * Unknown properties are ignored.
+ * `dwellMs`, `exitBufferM`, `minInsideMs`, `minOutsideMs` (non-negative finite numbers), `tags` (at most MAX_TAGS
+ * strings of at most MAX_TAG_CHARS characters: they travel with every trigger and into every durable record). Unknown properties are ignored.
  *
  * Not supported (rejected with a reason): rings crossing the antimeridian (a ring may not span more than 180 degrees
  * of longitude: split such a fence at 180), circles centred beyond 85 degrees of latitude or wider than
@@ -24,6 +24,11 @@ import {
   Q_X,
   Q_Y,
 } from './geometry.js';
+
+/** Most tags a fence may carry. */
+export const MAX_TAGS = 32;
+/** Longest tag, characters. */
+export const MAX_TAG_CHARS = 128;
 
 /** One validation problem: the feature's index in `features` (-1 for the collection itself) and what is wrong. */
 export interface FenceProblem {
@@ -226,8 +231,15 @@ function parseFeature(feature: unknown, problems: string[]): ParsedFence | null 
   const rawTags = props['tags'];
   let tags: string[] = [];
   if (rawTags !== undefined) {
-    if (Array.isArray(rawTags) && rawTags.every((t) => typeof t === 'string')) tags = rawTags as string[];
-    else problems.push(`tags must be an array of strings, got ${describe(rawTags)}`);
+    if (
+      Array.isArray(rawTags) &&
+      rawTags.length <= MAX_TAGS &&
+      rawTags.every((t) => typeof t === 'string' && t.length > 0 && t.length <= MAX_TAG_CHARS)
+    ) {
+      tags = rawTags as string[];
+    } else {
+      problems.push(`tags must be an array of at most ${MAX_TAGS} non-empty strings of at most ${MAX_TAG_CHARS} characters, got ${describe(rawTags)}`);
+    }
   }
 
   const geometry = feature['geometry'];

@@ -3,7 +3,8 @@
  * device from its slot.
  *
  * Slots are assigned in order of first appearance, 0, 1, 2, ..., and never reused while the process runs (per-device
- * state in shared memory is indexed by slot). When every slot is taken, a new device is rejected (REGISTRY_FULL,
+ * state in shared memory is indexed by slot); devices restored from the state directory take the first slots before
+ * the ingest thread starts (`preregisterDevices`). When every slot is taken, a new device is rejected (REGISTRY_FULL,
  * counted by the caller); devices already known keep working.
  *
  * Shard of a device (so each device's pings stay in one ring, in order): a 32-bit hash of the id, computed once at
@@ -22,6 +23,7 @@ import {
   DEVID_MAGIC_I32,
   DEVID_MAX_DEVICES_I32,
   DEVID_MAX_ID_BYTES,
+  DEVID_OWNER_I32,
   DEVID_VERSION_I32,
   LAYOUT_VERSION,
   devIdBytesByteOffset,
@@ -85,6 +87,50 @@ class IdTableViews {
     this.bytesOffset = devIdBytesByteOffset(this.maxDevices);
     this.bytes = Buffer.from(sab, this.bytesOffset, this.maxDevices * this.idBytesPerSlot);
   }
+}
+
+/** The id bytes of a string slot, as a view starting at the slot (its length is idBytesOf). */
+function idBytesView(v: IdTableViews, slot: number): Uint8Array {
+  return v.bytes.subarray(slot * v.idBytesPerSlot, (slot + 1) * v.idBytesPerSlot);
+}
+
+/** UTF-8 byte length of a string slot's id (0 for a numeric or empty slot). */
+function idBytesOf(v: IdTableViews, slot: number): number {
+  const meta = Atomics.load(v.meta, slot);
+  return (meta & ~DEVID_LENGTH_MASK) === DEVID_KIND_STRING ? meta & DEVID_LENGTH_MASK : 0;
+}
+
+/**
+ * Registers `ids` in slots 0 .. ids.length - 1 of an unused id table (main thread, before any thread wraps it): the
+ * devices a restart restores. Throws a RangeError naming the problem (a duplicate, an id too long, too many).
+ */
+export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (string | number)[]): void {
+  const v = new IdTableViews(idTable);
+  if (Atomics.load(v.header, DEVID_COUNT_I32) !== 0 || Atomics.load(v.header, DEVID_OWNER_I32) !== 0) {
+    throw new RangeError('device id table is already in use');
+  }
+  if (ids.length > v.maxDevices) {
+    throw new RangeError(`the state directory holds ${ids.length} devices but options.maxDevices is ${v.maxDevices}`);
+  }
+  const seen = new Set<string | number>();
+  ids.forEach((id, slot) => {
+    if (seen.has(id)) throw new RangeError(`device id ${JSON.stringify(id)} is listed twice`);
+    seen.add(id);
+    if (typeof id === 'number') {
+      if (!(Number.isSafeInteger(id) && id >= 0)) throw new RangeError(`device id ${id} is not an unsigned safe integer`);
+      v.numbers[slot] = id;
+      Atomics.store(v.meta, slot, DEVID_KIND_NUMBER);
+    } else {
+      const byteLength = Buffer.byteLength(id, 'utf8');
+      if (byteLength === 0 || byteLength > v.idBytesPerSlot) {
+        throw new RangeError(`device id ${JSON.stringify(id)} does not fit options.idBytesPerSlot (${v.idBytesPerSlot} bytes)`);
+      }
+      v.bytes.write(id, slot * v.idBytesPerSlot, byteLength, 'utf8');
+      v.numbers[slot] = -1;
+      Atomics.store(v.meta, slot, DEVID_KIND_STRING | byteLength);
+    }
+  });
+  Atomics.store(v.header, DEVID_COUNT_I32, ids.length);
 }
 
 /** 32-bit FNV-1a over `bytes[start, end)`. */
@@ -156,8 +202,17 @@ export class DeviceRegistry {
     this.shardOfSlot = new Uint16Array(this.maxDevices);
     this.anchorLat = new Float64Array(this.maxDevices).fill(Number.NaN);
     this.anchorLon = new Float64Array(this.maxDevices).fill(Number.NaN);
+    if (Atomics.compareExchange(this.table.header, DEVID_OWNER_I32, 0, 1) !== 0) {
+      throw new RangeError('device id table is already in use by another registry');
+    }
+    // Devices registered before the ingest thread started (restored from the state directory) keep their slots.
     this.count = Atomics.load(this.table.header, DEVID_COUNT_I32);
-    if (this.count !== 0) throw new RangeError('device id table is already in use by another registry');
+    const reader = new DeviceIdReader(idTable);
+    for (let slot = 0; slot < this.count; slot++) {
+      const id = reader.deviceIdOf(slot)!;
+      this.ids.set(id, slot);
+      this.shardOfSlot[slot] = shardOfHash(typeof id === 'number' ? hashNumericId(id) : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)), shards);
+    }
   }
 
   /** Devices registered. */
@@ -232,6 +287,28 @@ export class DeviceIdReader {
   /** Slots published so far. */
   deviceCount(): number {
     return Atomics.load(this.table.header, DEVID_COUNT_I32);
+  }
+
+  /** True when the device in `slot` has a numeric id (an unsigned integer). */
+  isNumeric(slot: number): boolean {
+    return Atomics.load(this.table.meta, slot) === DEVID_KIND_NUMBER;
+  }
+
+  /** The numeric id of the device in `slot` (meaningful when `isNumeric`). Allocation-free. */
+  numericId(slot: number): number {
+    return this.table.numbers[slot]!;
+  }
+
+  /**
+   * Copies the UTF-8 bytes of the string id of the device in `slot` to `dst` at `at`; returns the byte count (0 for a
+   * numeric id or an unpublished slot). Allocation-free: encoders of durable records use it.
+   */
+  copyIdBytes(slot: number, dst: Uint8Array, at: number): number {
+    const t = this.table;
+    const n = idBytesOf(t, slot);
+    const from = slot * t.idBytesPerSlot;
+    for (let k = 0; k < n; k++) dst[at + k] = t.bytes[from + k]!;
+    return n;
   }
 
   /** The id of the device in `slot`, or undefined when the slot is not (yet) published. */

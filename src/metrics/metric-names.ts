@@ -38,4 +38,11 @@ export const MetricNames = {
   FENCE_RELOADS: 'geofence_fence_reloads_total',
   FENCE_RELOADS_FAILED: 'geofence_fence_reloads_failed_total',
   HELD_TIME_SECONDS: 'geofence_held_time_seconds',
+  REPLAY_HELD_TIME_SECONDS: 'geofence_replay_held_time_seconds',
+  CHECKPOINTS: 'geofence_checkpoints_total',
+  CHECKPOINT_FAILURES: 'geofence_checkpoint_failures_total',
+  CHECKPOINT_DURATION_SECONDS: 'geofence_checkpoint_last_duration_seconds',
+  CHECKPOINT_PAUSE_SECONDS: 'geofence_checkpoint_last_pause_seconds',
+  CHECKPOINT_BYTES: 'geofence_checkpoint_last_bytes',
+  CHECKPOINT_DEVICES: 'geofence_checkpoint_last_devices',
 } as const;

@@ -42,7 +42,10 @@ import {
   CNT_STALE_F64,
   CNT_TRIGGER_RING_WAITS_F64,
   CNT_TRIGGERS_F64,
+  DEAD_LETTER_REASON_COUNT,
+  DEAD_LETTER_REASON_NAMES,
   DS_BLOCK_F64,
+  DS_DEAD_LETTERED_BY_REASON_F64,
   DS_RTT_BUCKET_BOUNDS_MS,
   DS_RTT_BUCKETS_F64,
   DS_RTT_COUNT_F64,
@@ -51,8 +54,15 @@ import {
   HELD_COUNT_F64,
   HELD_SUM_NS_F64,
   PST_BATCHED_PINGS_F64,
+  PST_CHECKPOINT_BYTES_F64,
+  PST_CHECKPOINT_DEVICES_F64,
+  PST_CHECKPOINT_FAILURES_F64,
+  PST_CHECKPOINT_LAST_NS_F64,
+  PST_CHECKPOINT_PAUSE_NS_F64,
+  PST_CHECKPOINTS_F64,
   PST_HELD_BASE_F64,
   PST_LOST_PINGS_F64,
+  PST_REPLAY_HELD_BASE_F64,
   PST_RELOADS_F64,
   PST_RELOADS_FAILED_F64,
   PST_TASKS_COMPLETED_F64,
@@ -61,7 +71,7 @@ import {
   TRIGGER_TYPE_COUNT,
   TRIGGER_TYPE_NAMES,
 } from '../shm/layout.js';
-import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTERED, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
@@ -218,6 +228,13 @@ export class RouterMetrics {
         if (m.type === 'counter') this.addSharedCounter(m.name, m.help, [DOWNSTREAM_LABEL], series);
         else this.addSharedGauge(m.name, m.help, [DOWNSTREAM_LABEL], series);
       }
+      const byReason: SharedSeries[] = [];
+      names.forEach((n, d) => {
+        for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
+          byReason.push({ labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_REASON_NAMES[r]! }, read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTERED_BY_REASON_F64 + r]! });
+        }
+      });
+      this.addSharedCounter(METRIC_DEAD_LETTERED, 'Triggers dead-lettered, by reason: rejected (refused for good), expired, undeliverable (every attempt failed; waits in the replay lane).', [DOWNSTREAM_LABEL, 'reason'], byReason);
       const bounds = DS_RTT_BUCKET_BOUNDS_MS.map((ms) => ms / 1000);
       this.addSharedHistogram(
         METRIC_RTT_SECONDS,
@@ -246,8 +263,8 @@ export class RouterMetrics {
       if (type === 'counter') this.addSharedCounter(name, help, [], series);
       else this.addSharedGauge(name, help, [], series);
     }
-    const h = PST_HELD_BASE_F64;
-    this.addSharedHistogram(MetricNames.HELD_TIME_SECONDS, 'Time from admission to hand-over to a downstream, per live trigger.', [
+    for (const [cell, name, help, scale] of PIPELINE_SCALED_GAUGES) this.addSharedGauge(name, help, [], [{ labels: {}, read: () => f[cell]! * scale }]);
+    const held = (h: number) => [
       {
         labels: {},
         bounds: HELD_BUCKET_BOUNDS_S,
@@ -255,7 +272,13 @@ export class RouterMetrics {
         sum: () => f[h + HELD_SUM_NS_F64]! / 1e9,
         count: () => f[h + HELD_COUNT_F64]!,
       },
-    ]);
+    ];
+    this.addSharedHistogram(
+      MetricNames.HELD_TIME_SECONDS,
+      'Time from admission to the hand-over (of the attempt that succeeded) to a downstream, per delivered trigger that was never dead-lettered.',
+      held(PST_HELD_BASE_F64),
+    );
+    this.addSharedHistogram(MetricNames.REPLAY_HELD_TIME_SECONDS, 'Time from admission to the hand-over that delivered it, per dead letter re-delivered by the replay lane.', held(PST_REPLAY_HELD_BASE_F64));
   }
 
   /** The Prometheus text exposition. */
@@ -331,4 +354,14 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [PST_LOST_PINGS_F64, MetricNames.LOST_PINGS, 'Admitted pings released unprocessed because their task failed.', 'counter'],
   [PST_RELOADS_F64, MetricNames.FENCE_RELOADS, 'Fence reloads completed.', 'counter'],
   [PST_RELOADS_FAILED_F64, MetricNames.FENCE_RELOADS_FAILED, 'Fence reloads refused (the old fences kept serving).', 'counter'],
+  [PST_CHECKPOINTS_F64, MetricNames.CHECKPOINTS, 'Device-state checkpoints written.', 'counter'],
+  [PST_CHECKPOINT_FAILURES_F64, MetricNames.CHECKPOINT_FAILURES, 'Device-state checkpoints that failed (the previous one stayed in force).', 'counter'],
+];
+
+/** Pipeline stats exported as gauges scaled from ns (cell, name, help, scale). */
+const PIPELINE_SCALED_GAUGES: readonly [number, string, string, number][] = [
+  [PST_CHECKPOINT_LAST_NS_F64, MetricNames.CHECKPOINT_DURATION_SECONDS, 'Duration of the last checkpoint (pause, copy, encode, write, fsync).', 1e-9],
+  [PST_CHECKPOINT_PAUSE_NS_F64, MetricNames.CHECKPOINT_PAUSE_SECONDS, 'How long the last checkpoint paused containment.', 1e-9],
+  [PST_CHECKPOINT_BYTES_F64, MetricNames.CHECKPOINT_BYTES, 'Size of the last checkpoint file.', 1],
+  [PST_CHECKPOINT_DEVICES_F64, MetricNames.CHECKPOINT_DEVICES, 'Devices in the last checkpoint.', 1],
 ];

@@ -1,7 +1,7 @@
 /**
  * The dispatcher thread's wiring: naming triggers from the shared device id table and the fence stores of every
- * generation still referenced, the held-time probe in front of each sink, the bridge to callbacks that live on the
- * main thread, and building Dispatcher downstream options from the router's serialisable downstream specs.
+ * generation still referenced, the held-time recorder, the bridge to callbacks that live on the main thread, and
+ * building Dispatcher downstream options from the router's serialisable downstream specs.
  */
 import type { MessagePort } from 'node:worker_threads';
 import { DeviceIdReader } from '../ingest/device-registry.js';
@@ -15,7 +15,6 @@ import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
-import type { ClockNs } from '../shm/clock.js';
 import { LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
 import { recordHeldTime } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
@@ -46,99 +45,99 @@ export interface DownstreamSpec {
   maxQueueAgeMs?: number;
   maxAttempts?: number;
   replay?: boolean;
+  backlogMaxBytes?: number;
 }
 
-/** Names devices and fences for the dispatcher (subscriptions and payloads). */
+/** Fences of a generation known by name only (the fences a restored checkpoint named that the fences file lost). */
+export interface NamesOnlyGeneration {
+  /** Generation number (not one of the fence store's). */
+  generation: number;
+  /** Fence ids by index. */
+  ids: string[];
+  /** Fence tags by index. */
+  tags: string[][];
+}
+
+/** Names devices and fences for the dispatcher (subscriptions, payloads, durable records). */
 export class PipelineNamer implements TriggerNamer {
   private readonly ids: DeviceIdReader;
   /** Fence stores by generation, kept while triggers may name them. */
   readonly stores = new Map<number, FenceStore>();
+  /** Generations known by name only. */
+  readonly namesOnly = new Map<number, NamesOnlyGeneration>();
 
   constructor(idTable: SharedArrayBuffer) {
     this.ids = new DeviceIdReader(idTable);
   }
 
-  /** The device's id as a string (`slot-<n>` if the slot were not published, which the pipeline never does). */
-  deviceId(slot: number): string {
-    const id = this.ids.deviceIdOf(slot);
-    return id === undefined ? `slot-${slot}` : typeof id === 'string' ? id : String(id);
+  /** The device's id as it sent it (`slot-<n>` if the slot were not published, which the pipeline never does). */
+  deviceId(slot: number): string | number {
+    return this.ids.deviceIdOf(slot) ?? `slot-${slot}`;
   }
 
-  /** The fence's id; `fence-<generation>-<index>` once that generation's store has been dropped. */
-  fenceId(generation: number, index: number): string {
+  /** True when the device's id is an unsigned integer. */
+  isNumeric(slot: number): boolean {
+    return this.ids.isNumeric(slot);
+  }
+
+  /** The numeric id. */
+  numericId(slot: number): number {
+    return this.ids.numericId(slot);
+  }
+
+  /** Copies the UTF-8 bytes of a string id. */
+  copyIdBytes(slot: number, dst: Uint8Array, at: number): number {
+    return this.ids.copyIdBytes(slot, dst, at);
+  }
+
+  /** The fence's id, or undefined once that generation is gone. */
+  fenceId(generation: number, index: number): string | undefined {
     const s = this.stores.get(generation);
-    return s !== undefined && index < s.fenceCount ? s.fenceId(index) : `fence-${generation}-${index}`;
+    if (s !== undefined) return index < s.fenceCount ? s.fenceId(index) : undefined;
+    return this.namesOnly.get(generation)?.ids[index];
   }
 
-  /** The fence's tags ([] once its generation has been dropped). */
+  /** The fence's tags ([] once its generation is gone). */
   fenceTags(generation: number, index: number): readonly string[] {
     const s = this.stores.get(generation);
-    return s !== undefined && index < s.fenceCount ? s.tags(index) : [];
-  }
-
-  /** Trigger object of record `i` of a batch (callback payloads). */
-  triggerOf(batch: TriggerBatch, i: number): Trigger {
-    const gen = batch.generation(i);
-    const fence = batch.fenceIndex(i);
-    return {
-      type: TRIGGER_TYPE_NAMES[batch.type(i)]!,
-      deviceId: this.deviceId(batch.deviceSlot(i)),
-      fenceId: this.fenceId(gen, fence),
-      tags: this.fenceTags(gen, fence),
-      lane: LANE_NAMES[batch.lane(i)]!,
-      lat: batch.lat(i),
-      lon: batch.lon(i),
-      eventTimeMs: batch.eventTimeMs(i),
-      seq: batch.seq(i),
-      insideMs: batch.insideMs(i),
-      replay: batch.replay,
-    };
+    if (s !== undefined) return index < s.fenceCount ? s.tags(index) : [];
+    return this.namesOnly.get(generation)?.tags[index] ?? [];
   }
 }
 
+/** Trigger object of record `i` of a batch (callback payloads). */
+export function triggerOf(batch: TriggerBatch, i: number): Trigger {
+  return {
+    type: TRIGGER_TYPE_NAMES[batch.type(i)]!,
+    deviceId: batch.deviceId(i),
+    fenceId: batch.fenceId(i),
+    tags: batch.tags(i),
+    lane: LANE_NAMES[batch.lane(i)]!,
+    lat: batch.lat(i),
+    lon: batch.lon(i),
+    eventTimeMs: batch.eventTimeMs(i),
+    seq: batch.seq(i),
+    insideMs: batch.insideMs(i),
+    replay: batch.replay(i),
+  };
+}
+
 /**
- * Records the held time (admission -> handed to this sink) of each live trigger on its first attempt, then calls the
- * inner sink. Allocation-free apart from the inner sink.
+ * The held-time recorder of the dispatcher: triggers delivered without a dead letter into the held-time block,
+ * re-delivered dead letters into the replay block. Allocation-free.
  */
-export class HeldTimeSink implements Sink {
-  private readonly inner: Sink;
-  private readonly cells: Float64Array;
-  private readonly base: number;
-  private readonly clock: ClockNs;
-
-  constructor(inner: Sink, cells: Float64Array, base: number, clock: ClockNs) {
-    this.inner = inner;
-    this.cells = cells;
-    this.base = base;
-    this.clock = clock;
-  }
-
-  deliver(batch: TriggerBatch): Promise<SinkResult> {
-    if (!batch.replay) {
-      const now = this.clock();
-      for (let i = 0; i < batch.count; i++) {
-        // Retries would count the same trigger twice.
-        if (batch.attempts(i) === 1) recordHeldTime(this.cells, this.base, now - batch.admitTimeNs(i));
-      }
-    }
-    return this.inner.deliver(batch);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close();
-  }
+export function heldTimeRecorder(cells: Float64Array, liveBase: number, replayBase: number): (heldNs: number, replayed: boolean) => void {
+  return (heldNs, replayed) => recordHeldTime(cells, replayed ? replayBase : liveBase, heldNs);
 }
 
 /** Dispatcher-thread end of the callback bridge: posts each batch to the main thread and awaits its answer. */
 export class CallbackBridge {
   private readonly port: MessagePort;
-  private readonly namer: PipelineNamer;
   private readonly pending = new Map<number, (r: SinkResult) => void>();
   private nextId = 1;
 
-  constructor(port: MessagePort, namer: PipelineNamer) {
+  constructor(port: MessagePort) {
     this.port = port;
-    this.namer = namer;
     port.on('message', (a: CallbackAnswer) => {
       const resolve = this.pending.get(a.id);
       if (resolve === undefined) return;
@@ -152,7 +151,7 @@ export class CallbackBridge {
     return {
       deliver: (batch) => {
         const triggers: Trigger[] = new Array<Trigger>(batch.count);
-        for (let i = 0; i < batch.count; i++) triggers[i] = this.namer.triggerOf(batch, i);
+        for (let i = 0; i < batch.count; i++) triggers[i] = triggerOf(batch, i);
         const id = this.nextId++;
         const call: CallbackCall = { id, downstream, triggers };
         return new Promise<SinkResult>((resolve) => {
@@ -187,26 +186,19 @@ function limitOf(choice: string | number | undefined, gradient: Partial<Gradient
   }
 }
 
-/** Builds the Dispatcher's downstream options from the specs, wrapping each sink in the held-time probe. */
-export function buildDownstreams(
-  specs: readonly DownstreamSpec[],
-  namer: PipelineNamer,
-  bridge: CallbackBridge | null,
-  heldCells: Float64Array,
-  heldBase: number,
-  clock: ClockNs,
-): DispatchDownstreamOptions[] {
+/** Builds the Dispatcher's downstream options from the specs. */
+export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: CallbackBridge | null): (DispatchDownstreamOptions & { backlogMaxBytes?: number })[] {
   return specs.map((s, i) => {
     let sink: Sink;
     if (s.kind === 'webhook') {
-      sink = new WebhookSink(s.timeoutMs === undefined ? { url: s.url! } : { url: s.url!, timeoutMs: s.timeoutMs }, namer);
+      sink = new WebhookSink(s.timeoutMs === undefined ? { url: s.url! } : { url: s.url!, timeoutMs: s.timeoutMs });
     } else if (s.kind === 'ndjson') {
-      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path! }, namer);
+      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path! });
     } else {
       if (bridge === null) throw new Error(`downstream ${s.name}: callback downstream without a bridge`);
       sink = bridge.sinkFor(i);
     }
-    const o: DispatchDownstreamOptions = { name: s.name, sink: new HeldTimeSink(sink, heldCells, heldBase, clock) };
+    const o: DispatchDownstreamOptions & { backlogMaxBytes?: number } = { name: s.name, sink };
     if (s.subscription !== undefined) {
       const sub: Subscription = {};
       if (s.subscription.fenceIds !== undefined) sub.fenceIds = s.subscription.fenceIds;
@@ -222,6 +214,7 @@ export function buildDownstreams(
     if (s.maxQueueAgeMs !== undefined) o.maxQueueAgeMs = s.maxQueueAgeMs;
     if (s.maxAttempts !== undefined) o.maxAttempts = s.maxAttempts;
     if (s.replay !== undefined) o.replay = s.replay;
+    if (s.backlogMaxBytes !== undefined) o.backlogMaxBytes = s.backlogMaxBytes;
     return o;
   });
 }

@@ -8,10 +8,9 @@
  * Retry-After pauses). Producers notify only when the flag is up.
  */
 import { LOOKUP_ONLY_STORE } from './store-views.js';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { Dispatcher } from '../dispatch/dispatcher.js';
+import { Dispatcher, OFFER_BLOCKED } from '../dispatch/dispatcher.js';
+import { DeviceIdReader } from '../ingest/device-registry.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { nowNs } from '../shm/clock.js';
@@ -21,10 +20,11 @@ import {
   DISP_TRIGGERS_OFFERED_F64,
   DISP_TRIGGERS_UNROUTED_F64,
   PST_HELD_BASE_F64,
+  PST_REPLAY_HELD_BASE_F64,
   RingKind,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
-import { buildDownstreams, CallbackBridge, PipelineNamer, type DownstreamSpec } from './dispatch-wiring.js';
+import { buildDownstreams, CallbackBridge, heldTimeRecorder, PipelineNamer, type DownstreamSpec, type NamesOnlyGeneration } from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
 import type { DispatcherRequest, ThreadEvent } from './messages.js';
 
@@ -36,10 +36,14 @@ export interface DispatcherThreadData {
   fences: FenceStoreDescriptor;
   /** Downstreams. */
   downstreams: DownstreamSpec[];
-  /** Dead-letter directory (null: one under the temp directory for this process). */
-  deadLetterDir: string | null;
+  /** Directory of the downstreams' durable files (backlog logs, dead-letter files, pending files). */
+  downstreamsDir: string;
+  /** Device slots. */
+  maxDevices: number;
   /** Dead-letter ring records. */
   deadLetterCapacityRecords: number;
+  /** Fences a restored checkpoint named that the fences file no longer has (their EXITs name them). */
+  namesOnly: NamesOnlyGeneration | null;
   /** Port of the callback bridge (null when no downstream is a callback). */
   bridgePort: MessagePort | null;
 }
@@ -73,39 +77,57 @@ async function main(): Promise<void> {
   const namer = new PipelineNamer(m.idTable);
   let currentGeneration = d.fences.generation;
   namer.stores.set(currentGeneration, FenceStore.open(d.fences, LOOKUP_ONLY_STORE));
-  const bridge = d.bridgePort === null ? null : new CallbackBridge(d.bridgePort, namer);
+  if (d.namesOnly !== null) namer.namesOnly.set(d.namesOnly.generation, d.namesOnly);
+  const bridge = d.bridgePort === null ? null : new CallbackBridge(d.bridgePort);
   const metrics = new Float64Array(m.dispatchMetrics);
+  // Devices of earlier runs were registered before this thread started: their slots by id, for durable records.
+  const ids = new DeviceIdReader(m.idTable);
+  const slotById = new Map<string | number, number>();
+  for (let slot = 0, n = ids.deviceCount(); slot < n; slot++) slotById.set(ids.deviceIdOf(slot)!, slot);
   const dispatcher =
     d.downstreams.length === 0
       ? null
       : new Dispatcher({
-          downstreams: buildDownstreams(d.downstreams, namer, bridge, statsCells, PST_HELD_BASE_F64, nowNs),
-          deadLetterDir: d.deadLetterDir ?? join(tmpdir(), `geofence-router-${process.pid}-dead-letters`),
+          downstreams: buildDownstreams(d.downstreams, bridge),
+          stateDir: d.downstreamsDir,
           namer,
+          maxDevices: d.maxDevices,
+          deviceSlotOf: (id) => slotById.get(id) ?? -1,
           deadLetterCapacityRecords: d.deadLetterCapacityRecords,
           flushBatchRecords: Math.min(256, d.deadLetterCapacityRecords),
           metricsBuffer: m.dispatchMetrics,
+          onHeld: heldTimeRecorder(statsCells, PST_HELD_BASE_F64, PST_REPLAY_HELD_BASE_F64),
+          log: (line) => post({ type: 'log', line }),
         });
   // With no downstream every trigger is unrouted: count it in the dispatcher-wide cells (block 0).
   let unrouted = 0;
 
+  /** Set by a scan that left records in a ring because a downstream could take nothing more. */
+  let blocked = false;
+
   /** Offers every published record of every ring and releases them; returns how many. */
   const scan = (): number => {
     let total = 0;
+    blocked = false;
     for (let r = 0; r < rings.length; r++) {
       const ring = rings[r]!;
       const n = ring.available();
       if (n === 0) continue;
       if (dispatcher !== null) {
-        for (let k = 0; k < n; k++) {
+        let k = 0;
+        for (; k < n; k++) {
           const slot = ring.readSlot(k);
-          dispatcher.offer(ring.f64, ring.i32, slot * ring.strideF64, slot * ring.strideI32);
+          // A downstream that can take nothing more (memory and backlog log full): leave the rest in the ring.
+          if (dispatcher.offer(ring.f64, ring.i32, slot * ring.strideF64, slot * ring.strideI32) === OFFER_BLOCKED) break;
         }
+        ring.release(k);
+        total += k;
+        if (k < n) blocked = true;
       } else {
         unrouted += n;
+        ring.release(n);
+        total += n;
       }
-      ring.release(n);
-      total += n;
     }
     if (dispatcher === null && total > 0) {
       metrics[DISP_TRIGGERS_OFFERED_F64] = unrouted;
@@ -128,7 +150,10 @@ async function main(): Promise<void> {
     if (namer.stores.size <= 2) return;
     const idle = (dispatcher === null || dispatcher.isIdle) && ringsEmpty();
     for (const g of [...namer.stores.keys()]) {
-      if (g < currentGeneration - 1 && (idle || namer.stores.size > KEPT_GENERATIONS)) namer.stores.delete(g);
+      if (g < currentGeneration - 1 && (idle || namer.stores.size > KEPT_GENERATIONS)) {
+        namer.stores.delete(g);
+        dispatcher?.catalog.forgetGeneration(g);
+      }
     }
   };
 
@@ -143,6 +168,11 @@ async function main(): Promise<void> {
       const seen = Atomics.load(i32, CTL_DISPATCH_DOORBELL_I32);
       const n = scan();
       dispatcher?.pump(nowNs());
+      if (blocked) {
+        // Held back: let deliveries complete (and free memory) before looking at the rings again.
+        await new Promise((r) => setTimeout(r, BUSY_WAIT_MS));
+        continue;
+      }
       if (n > 0) {
         // Yield to the event loop now and then (sink completions, HTTP sockets, messages) even under steady load.
         if (++passes % 8 === 0) await new Promise((r) => setImmediate(r));
@@ -165,7 +195,11 @@ async function main(): Promise<void> {
   };
 
   const waitRingsEmpty = async (): Promise<void> => {
-    while (!ringsEmpty()) await new Promise((r) => setTimeout(r, 1));
+    while (!ringsEmpty()) {
+      // The loop may be held back by a full downstream; pumping here lets its deliveries make room.
+      dispatcher?.pump(nowNs());
+      await new Promise((r) => setTimeout(r, 1));
+    }
   };
 
   parentPort!.on('message', (msg: DispatcherRequest) => {

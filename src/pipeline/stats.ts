@@ -16,24 +16,44 @@ import {
   CNT_TRIGGERS_F64,
   DISP_TRIGGERS_OFFERED_F64,
   DISP_TRIGGERS_UNROUTED_F64,
+  DEAD_LETTER_REASON_COUNT,
+  DEAD_LETTER_REASON_NAMES,
+  DS_BACKLOG_BYTES_F64,
+  DS_BACKLOG_RECORDS_F64,
+  DS_BACKPRESSURE_WAITS_F64,
   DS_BLOCK_F64,
   DS_BREAKER_STATE_F64,
+  DS_CARRIED_OVER_F64,
+  DS_DEAD_LETTER_DEPTH_F64,
+  DS_DEAD_LETTERED_BY_REASON_F64,
   DS_DEAD_LETTERED_F64,
   DS_DELIVERED_F64,
+  DS_FINAL_F64,
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
   DS_LIMIT_F64,
   DS_OFFERED_F64,
   DS_QUEUE_DEPTH_F64,
+  DS_RECOVERED_F64,
+  DS_REPLAYED_F64,
   DS_RTT_MIN_NS_F64,
+  DS_SENDING_F64,
+  DS_SPILLED_F64,
   ING_ACCEPTED_F64,
   ING_DEVICES_F64,
   ING_FRAMES_F64,
   ING_REJECTED_F64,
   LANE_COUNT,
   LANE_NAMES,
+  PST_CHECKPOINT_BYTES_F64,
+  PST_CHECKPOINT_DEVICES_F64,
+  PST_CHECKPOINT_FAILURES_F64,
+  PST_CHECKPOINT_LAST_NS_F64,
+  PST_CHECKPOINT_PAUSE_NS_F64,
+  PST_CHECKPOINTS_F64,
   PST_HELD_BASE_F64,
   PST_LOST_PINGS_F64,
+  PST_REPLAY_HELD_BASE_F64,
   PST_RELOADS_F64,
   PST_TASKS_COMPLETED_F64,
   REJECT_REASON_COUNT,
@@ -52,7 +72,10 @@ export type PerLane = Record<(typeof LANE_NAMES)[number], number>;
 /** Counts per trigger type. */
 export type PerTriggerType = Record<(typeof TRIGGER_TYPE_NAMES)[number], number>;
 
-/** One downstream's control-loop signals. */
+/** Dead letters by reason. */
+export type PerDeadLetterReason = Record<(typeof DEAD_LETTER_REASON_NAMES)[number], number>;
+
+/** One downstream's control-loop signals and delivery accounting. */
 export interface DownstreamStats {
   /** Name. */
   name: string;
@@ -64,16 +87,38 @@ export interface DownstreamStats {
   rttMinMs: number;
   /** Breaker state: "closed" / "open" / "half_open". */
   breakerState: string;
-  /** Triggers in its live queue. */
+  /** Triggers held in memory, not being sent. */
   queueDepth: number;
-  /** Trigger deliveries offered to it. */
+  /** Triggers inside sink calls. */
+  sending: number;
+  /** Triggers routed to it by this run. */
   offered: number;
-  /** Delivered. */
+  /** Triggers of earlier runs taken over at start. */
+  recovered: number;
+  /** Delivered, never dead-lettered. */
   delivered: number;
-  /** Dead-lettered (durably flushed). */
+  /** Dead letters re-delivered by the replay lane. */
+  replayed: number;
+  /** Dead-letter events (a parked trigger later refused counts under both reasons). */
   deadLettered: number;
-  /** Queued, being sent, or awaiting the dead-letter flush. */
+  /** Dead-letter events by reason. */
+  deadLetteredByReason: PerDeadLetterReason;
+  /** Settled without delivery (final dead letters). */
+  final: number;
+  /** Not settled: in memory (queued, parked, being sent) or in the backlog log. */
   inFlight: number;
+  /** Dead letters waiting in the replay lane. */
+  parked: number;
+  /** Triggers written to the backlog log by this run. */
+  spilled: number;
+  /** Records in the backlog log not yet delivered. */
+  backlogRecords: number;
+  /** Bytes of the backlog log. */
+  backlogBytes: number;
+  /** Left durably for the next start at close. */
+  carriedOver: number;
+  /** Trigger records held back because memory and backlog were full. */
+  backpressureWaits: number;
 }
 
 /** A snapshot of the router's counters. */
@@ -114,12 +159,22 @@ export interface RouterStats {
   unrouted: number;
   /** Trigger deliveries offered to downstreams (one per subscribed downstream). */
   deliveriesOffered: number;
-  /** Delivered. */
+  /** Taken over from earlier runs at start, summed over downstreams. */
+  recovered: number;
+  /** Delivered without a dead letter. */
   delivered: number;
-  /** Dead-lettered and durably flushed. */
+  /** Dead letters re-delivered. */
+  replayed: number;
+  /** Dead-letter events. */
   deadLettered: number;
-  /** Deliveries queued, being sent, or awaiting the dead-letter flush. */
+  /** Dead-letter events by reason. */
+  deadLetteredByReason: PerDeadLetterReason;
+  /** Settled without delivery (final dead letters). */
+  final: number;
+  /** Not settled: in memory or in a backlog log (`deliveriesOffered + recovered = delivered + replayed + final + inFlight`). */
   inFlight: number;
+  /** Left durably for the next start at close. */
+  carriedOver: number;
   /** Per downstream. */
   downstreams: DownstreamStats[];
   /** Held time (admission -> handed to a downstream) P50 / P99 / max, ms (NaN before the first trigger). */
@@ -128,6 +183,16 @@ export interface RouterStats {
   heldTimeMaxMs: number;
   /** Held-time samples. */
   heldTimeSamples: number;
+  /** Held time of dead letters re-delivered by the replay lane, P99 ms, and their count. */
+  replayHeldTimeP99Ms: number;
+  replayHeldTimeSamples: number;
+  /** Device-state checkpoints written, failed; the last one's duration, containment pause, size and devices. */
+  checkpoints: number;
+  checkpointFailures: number;
+  checkpointLastMs: number;
+  checkpointPauseMs: number;
+  checkpointBytes: number;
+  checkpointDevices: number;
   /**
    * Held-time histogram: samples per bucket (bucket i holds (bound(i-1), bound(i)], bounds growing 1.25x from 10 us;
    * the last bucket is the overflow), so two snapshots give the quantiles of the time between them
@@ -197,13 +262,18 @@ export function readRouterStats(v: StatsViews): RouterStats {
     triggersTotal += n;
   }
   const downstreams: DownstreamStats[] = [];
-  let deliveriesOffered = 0;
-  let delivered = 0;
-  let deadLettered = 0;
-  let inFlight = 0;
+  const sum = { offered: 0, recovered: 0, delivered: 0, replayed: 0, deadLettered: 0, final: 0, inFlight: 0, carriedOver: 0 };
+  const byReason = {} as PerDeadLetterReason;
+  for (const r of DEAD_LETTER_REASON_NAMES) byReason[r] = 0;
   v.downstreamNames.forEach((name, d) => {
     const b = d * DS_BLOCK_F64;
     const c = v.dispatch;
+    const reasons = {} as PerDeadLetterReason;
+    for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
+      const n = c[b + DS_DEAD_LETTERED_BY_REASON_F64 + r]!;
+      reasons[DEAD_LETTER_REASON_NAMES[r]!] = n;
+      byReason[DEAD_LETTER_REASON_NAMES[r]!] += n;
+    }
     const s: DownstreamStats = {
       name,
       limit: c[b + DS_LIMIT_F64]!,
@@ -211,15 +281,30 @@ export function readRouterStats(v: StatsViews): RouterStats {
       rttMinMs: c[b + DS_RTT_MIN_NS_F64]! / 1e6,
       breakerState: (BREAKER_STATE_NAMES as readonly string[])[c[b + DS_BREAKER_STATE_F64]!] ?? String(c[b + DS_BREAKER_STATE_F64]),
       queueDepth: c[b + DS_QUEUE_DEPTH_F64]!,
+      sending: c[b + DS_SENDING_F64]!,
       offered: c[b + DS_OFFERED_F64]!,
+      recovered: c[b + DS_RECOVERED_F64]!,
       delivered: c[b + DS_DELIVERED_F64]!,
+      replayed: c[b + DS_REPLAYED_F64]!,
       deadLettered: c[b + DS_DEAD_LETTERED_F64]!,
+      deadLetteredByReason: reasons,
+      final: c[b + DS_FINAL_F64]!,
       inFlight: c[b + DS_IN_FLIGHT_TRIGGERS_F64]!,
+      parked: c[b + DS_DEAD_LETTER_DEPTH_F64]!,
+      spilled: c[b + DS_SPILLED_F64]!,
+      backlogRecords: c[b + DS_BACKLOG_RECORDS_F64]!,
+      backlogBytes: c[b + DS_BACKLOG_BYTES_F64]!,
+      carriedOver: c[b + DS_CARRIED_OVER_F64]!,
+      backpressureWaits: c[b + DS_BACKPRESSURE_WAITS_F64]!,
     };
-    deliveriesOffered += s.offered;
-    delivered += s.delivered;
-    deadLettered += s.deadLettered;
-    inFlight += s.inFlight;
+    sum.offered += s.offered;
+    sum.recovered += s.recovered;
+    sum.delivered += s.delivered;
+    sum.replayed += s.replayed;
+    sum.deadLettered += s.deadLettered;
+    sum.final += s.final;
+    sum.inFlight += s.inFlight;
+    sum.carriedOver += s.carriedOver;
     downstreams.push(s);
   });
   const g = v.downstreamNames.length * DS_BLOCK_F64;
@@ -243,16 +328,29 @@ export function readRouterStats(v: StatsViews): RouterStats {
     triggersTotal,
     triggersDispatched: v.dispatch[g + DISP_TRIGGERS_OFFERED_F64]!,
     unrouted: v.dispatch[g + DISP_TRIGGERS_UNROUTED_F64]!,
-    deliveriesOffered,
-    delivered,
-    deadLettered,
-    inFlight,
+    deliveriesOffered: sum.offered,
+    recovered: sum.recovered,
+    delivered: sum.delivered,
+    replayed: sum.replayed,
+    deadLettered: sum.deadLettered,
+    deadLetteredByReason: byReason,
+    final: sum.final,
+    inFlight: sum.inFlight,
+    carriedOver: sum.carriedOver,
     downstreams,
     heldTimeP50Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.5),
     heldTimeP99Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.99),
     heldTimeMaxMs: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 1),
     heldTimeSamples: v.stats[PST_HELD_BASE_F64 + HELD_COUNT_F64]!,
     heldTimeBucketCounts: heldBucketCounts(v.stats, PST_HELD_BASE_F64),
+    replayHeldTimeP99Ms: heldQuantileMs(v.stats, PST_REPLAY_HELD_BASE_F64, 0.99),
+    replayHeldTimeSamples: v.stats[PST_REPLAY_HELD_BASE_F64 + HELD_COUNT_F64]!,
+    checkpoints: v.stats[PST_CHECKPOINTS_F64]!,
+    checkpointFailures: v.stats[PST_CHECKPOINT_FAILURES_F64]!,
+    checkpointLastMs: v.stats[PST_CHECKPOINT_LAST_NS_F64]! / 1e6,
+    checkpointPauseMs: v.stats[PST_CHECKPOINT_PAUSE_NS_F64]! / 1e6,
+    checkpointBytes: v.stats[PST_CHECKPOINT_BYTES_F64]!,
+    checkpointDevices: v.stats[PST_CHECKPOINT_DEVICES_F64]!,
     tasks: v.stats[PST_TASKS_COMPLETED_F64]!,
     reloads: v.stats[PST_RELOADS_F64]!,
     fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),

@@ -7,8 +7,8 @@ import type { LANE_NAMES, TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 export interface Trigger {
   /** Trigger type. */
   type: (typeof TRIGGER_TYPE_NAMES)[number];
-  /** The device's id as it sent it (a string, or an unsigned integer rendered as a string). */
-  deviceId: string;
+  /** The device's id as it sent it: a string, or an unsigned integer (so 42 and "42" are two devices). */
+  deviceId: string | number;
   /** The fence's id. */
   fenceId: string;
   /** The fence's tags. */
@@ -21,10 +21,13 @@ export interface Trigger {
   lon: number;
   /** Event time of that ping, epoch ms. */
   eventTimeMs: number;
-  /** The device's trigger sequence number: strictly increasing per device; receivers order and de-duplicate on it. */
+  /**
+   * The device's trigger sequence number: strictly increasing per device, across restarts too (with gaps: other
+   * downstreams' triggers, and a jump after an unclean stop). (deviceId, seq) names one trigger for good.
+   */
   seq: number;
   /** Milliseconds the device had been inside the fence (DWELL and EXIT; 0 otherwise). */
   insideMs: number;
-  /** True when the trigger is re-delivered from the dead-letter file. */
+  /** True when the trigger is a dead letter re-delivered by the replay lane (it failed every attempt before). */
   replay: boolean;
 }

@@ -17,7 +17,7 @@ export const CACHE_LINE_BYTES = 64;
 export const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 1;
+export const LAYOUT_VERSION = 2;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
@@ -545,8 +545,9 @@ export const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT
 export const PIPE_REGION_BYTES = PIPE_CONTROL_BYTES + ING_BLOCK_F64 * 8;
 
 /**
- * The PIPELINE STATS region (Float64 cells): the batching counters of the ingest thread on line 0, the reload
- * counters of the main thread on line 1, then the held-time histogram (admission -> handed to a downstream) written by
+ * The PIPELINE STATS region (Float64 cells): the batching counters of the ingest thread on line 0, the reload and
+ * checkpoint counters of the main thread on line 1, then two held-time histograms (admission -> handed to a
+ * downstream: triggers delivered without a dead letter, then dead letters re-delivered by the replay lane) written by
  * the dispatcher thread. Read at scrape time and by `Router.stats()`.
  */
 /** Containment tasks submitted to the pool (ingest thread). */
@@ -563,9 +564,21 @@ export const PST_LOST_PINGS_F64 = 4;
 export const PST_RELOADS_F64 = 8;
 /** Fence reloads refused (bad GeoJSON; the old store kept serving). Same line 1. */
 export const PST_RELOADS_FAILED_F64 = 9;
+/** Checkpoints of the device state written (main thread). Line 1. */
+export const PST_CHECKPOINTS_F64 = 10;
+/** Checkpoints that failed (the previous one stays in force). */
+export const PST_CHECKPOINT_FAILURES_F64 = 11;
+/** Duration of the last checkpoint (pause, copy, encode, write, fsync), ns. */
+export const PST_CHECKPOINT_LAST_NS_F64 = 12;
+/** How long the last checkpoint paused containment, ns. */
+export const PST_CHECKPOINT_PAUSE_NS_F64 = 13;
+/** Bytes of the last checkpoint file. */
+export const PST_CHECKPOINT_BYTES_F64 = 14;
+/** Devices in the last checkpoint. */
+export const PST_CHECKPOINT_DEVICES_F64 = 15;
 /** First cell of the held-time block (line 2): written by the dispatcher thread only. */
 export const PST_HELD_BASE_F64 = 16;
-/** Held-time samples (live triggers handed to a downstream on their first attempt). */
+/** Held-time samples (triggers delivered, timed to the hand-over of the attempt that succeeded). */
 export const HELD_COUNT_F64 = 0;
 /** Sum of the held times, ns. */
 export const HELD_SUM_NS_F64 = 1;
@@ -583,8 +596,10 @@ export const HELD_BOUNDED_BUCKETS = 64;
 export const HELD_BUCKET_COUNT = HELD_BOUNDED_BUCKETS + 1;
 /** Float64 cells of the held-time block, whole cache lines. */
 export const HELD_BLOCK_F64 = Math.ceil((HELD_BUCKETS_F64 + HELD_BUCKET_COUNT) / 8) * 8;
+/** First cell of the replay held-time block: dead letters re-delivered by the replay lane (same layout). */
+export const PST_REPLAY_HELD_BASE_F64 = PST_HELD_BASE_F64 + HELD_BLOCK_F64;
 /** Float64 cells of the pipeline stats region. */
-export const PST_REGION_F64 = PST_HELD_BASE_F64 + HELD_BLOCK_F64;
+export const PST_REGION_F64 = PST_REPLAY_HELD_BASE_F64 + HELD_BLOCK_F64;
 
 /** Magic number at DEVID_MAGIC_I32 identifying a device id table ("GRDV"). */
 export const DEVID_MAGIC = 0x47524456;
@@ -598,6 +613,8 @@ export const DEVID_MAX_DEVICES_I32 = 2;
 export const DEVID_ID_BYTES_I32 = 3;
 /** Slots published so far (slots 0 .. count-1 are valid); stored after the slot's meta word. */
 export const DEVID_COUNT_I32 = 4;
+/** 1 once the ingest thread's registry owns the table (a second registry is refused). */
+export const DEVID_OWNER_I32 = 5;
 /** Bytes of the header (one cache line). */
 export const DEVID_HEADER_BYTES = CACHE_LINE_BYTES;
 /** Meta word of a slot: 0 = empty; DEVID_KIND_STRING | byteLength; or DEVID_KIND_NUMBER. */
@@ -629,67 +646,87 @@ export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number): nu
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Dispatcher: dead-letter ring and per-downstream cells (section filled in with the dispatcher).
+// Dispatcher: per-downstream record slots, the dead-letter ring and the per-downstream metric cells.
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * Dispatch record: a trigger record plus the dispatcher's bookkeeping. One 96-byte stride is used for the
- * per-downstream queue slots, the in-flight batch buffers, the dead-letter ring and the dead-letter file, so a trigger
- * moves between them by copying cells. Float64 cells 0..5 and Int32 cells 12..15 hold the trigger record's cells at
- * the same indices as TRG_* (cells 6..7 as Float64 are the Int32 cells 12..15 and are never copied as doubles).
+ * Dispatch record: a trigger record plus the dispatcher's bookkeeping. One 128-byte stride is used for the
+ * per-downstream record slots (queued, being sent, or waiting for a replay) and the dead-letter ring, so a trigger
+ * moves between them by copying cells. Float64 cells 0..5 and Int32 cells 13..15 hold the trigger record's cells at
+ * the same indices as TRG_*; Int32 cell 12 holds the dispatcher's fence handle instead of the store generation, so a
+ * queued trigger names its fence whatever reloads happen before it is delivered.
  */
-export const DREC_STRIDE_BYTES = 96;
+export const DREC_STRIDE_BYTES = 128;
 /** Float64 cells per dispatch record. */
 export const DREC_STRIDE_F64 = DREC_STRIDE_BYTES / 8;
 /** Int32 cells per dispatch record. */
 export const DREC_STRIDE_I32 = DREC_STRIDE_BYTES / 4;
 /** Float64 trigger cells copied (TRG_LAT_F64 .. TRG_INSIDE_MS_F64). */
 export const DREC_TRIGGER_F64_COUNT = 6;
-/** First Int32 trigger cell copied (TRG_GENERATION_I32); cells 12..15 are copied. */
+/** First Int32 trigger cell copied (TRG_GENERATION_I32); cells 12..15 are copied, then cell 12 is replaced. */
 export const DREC_TRIGGER_I32_FIRST = 12;
 /** Int32 trigger cells copied. */
 export const DREC_TRIGGER_I32_COUNT = 4;
-/** Time the record entered its current place (queue: enqueue time; dead letter: dead-letter time), monotonic ns. */
+/** The fence's handle in the dispatcher's fence catalog (stable for the dispatcher's lifetime). Int32 cell 12. */
+export const DREC_FENCE_HANDLE_I32 = 12;
+/** Time the record entered its current place (slot: queued or loaded; dead-letter ring: dead-lettered), monotonic ns. */
 export const DREC_TIME_NS_F64 = 8;
-/** Ordinal: in the dead-letter file, the record's index in its downstream's file; -1 for live triggers. */
-export const DREC_ORDINAL_F64 = 9;
-/** Downstream index within the dispatcher. Int32 cell 20. */
-export const DREC_DOWNSTREAM_I32 = 20;
-/** Dead-letter reason (one of DeadLetterReason; -1 while live). Int32 cell 21. */
-export const DREC_REASON_I32 = 21;
-/** Delivery attempts made so far. Int32 cell 22. */
-export const DREC_ATTEMPTS_I32 = 22;
-/** FNV-1a checksum of Int32 cells 0..22, written when the record is flushed to the dead-letter file. Int32 cell 23. */
-export const DREC_CHECKSUM_I32 = 23;
+/** Ordinal of the record in its downstream's backlog log when it was loaded from there; -1 otherwise. */
+export const DREC_LOG_ORDINAL_F64 = 9;
+/**
+ * Where the record's dead-letter copy is: its byte offset in the dead-letter file, -1 when it has none, or
+ * `-2 - i` while the copy waits at index i of the dead-letter ring for the next flush.
+ */
+export const DREC_DLQ_POS_F64 = 10;
+/** Dead-letter reason (one of DeadLetterReason) once dead-lettered; -1 otherwise. Int32 cell 22. */
+export const DREC_REASON_I32 = 22;
+/** Delivery attempts made so far. Int32 cell 23. */
+export const DREC_ATTEMPTS_I32 = 23;
+/** DrecFlag bits. Int32 cell 24. */
+export const DREC_FLAGS_I32 = 24;
+/** Downstream index within the dispatcher (dead-letter ring entries). Int32 cell 25. */
+export const DREC_DOWNSTREAM_I32 = 25;
+/** Dead-letter ring entries: the slot of the parked record they copy (-1 for a final dead letter). Int32 cell 26. */
+export const DREC_SLOT_REF_I32 = 26;
+/** Dead-letter ring entries: one of DeadLetterStatus. Int32 cell 27. */
+export const DREC_DL_STATUS_I32 = 27;
+/** Dead-letter ring entries, during a flush: the entry's byte offset in the flush buffer. Float64 cell 14. */
+export const DREC_FLUSH_OFFSET_F64 = 14;
+
+/** Bits of DREC_FLAGS_I32. */
+export const DrecFlag = {
+  /** Carried over from an earlier run (a pending file or a dead letter awaiting replay): its file is kept until done. */
+  FRONT: 1,
+} as const;
 
 /** Why a trigger was dead-lettered. */
 export const DeadLetterReason = {
-  /** The downstream's bounded queue (or the part of it the lane may reach) was full. */
-  QUEUE_FULL: 0,
-  /** The trigger waited in the queue longer than the downstream's maximum queue age. */
+  /** The downstream refused it for good (a 4xx other than 429): kept in the dead-letter file, never re-sent. */
+  REJECTED: 0,
+  /** It waited longer than the downstream's maximum age (`maxQueueAgeMs`): kept in the file, never sent. */
   EXPIRED: 1,
-  /** Delivery failed on every allowed attempt (loss, timeout, refused connection). */
+  /**
+   * Every allowed attempt failed (loss, timeout, refused connection): it waits in the replay lane, behind live
+   * traffic, and its device's later triggers wait behind it; re-delivered when the downstream takes it.
+   */
   UNDELIVERABLE: 2,
-  /** The downstream's circuit breaker was open. */
-  BREAKER_OPEN: 3,
-  /** The downstream rejected the batch permanently (a 4xx other than 429). */
-  REJECTED: 4,
-  /** The dispatcher was draining past its deadline. */
-  DRAINING: 5,
 } as const;
 /** A DeadLetterReason value. */
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 /** Number of dead-letter reasons. */
-export const DEAD_LETTER_REASON_COUNT = 6;
-/** Dead-letter reason names indexed by value, for metric labels and NDJSON. */
-export const DEAD_LETTER_REASON_NAMES = [
-  'queue_full',
-  'expired',
-  'undeliverable',
-  'breaker_open',
-  'rejected',
-  'draining',
-] as const;
+export const DEAD_LETTER_REASON_COUNT = 3;
+/** Dead-letter reason names indexed by value, for metric labels and files. */
+export const DEAD_LETTER_REASON_NAMES = ['rejected', 'expired', 'undeliverable'] as const;
+
+/** State of a dead letter (ring entries and file records). */
+export const DeadLetterStatus = {
+  /** Waiting in the replay lane. */
+  PENDING: 0,
+  /** Re-delivered. */
+  RESOLVED: 1,
+  /** Final: never re-sent (rejected, expired). */
+  FINAL: 2,
+} as const;
 
 /** Upper bounds (ms) of the per-downstream RTT histogram buckets; one more bucket counts everything above. */
 export const DS_RTT_BUCKET_BOUNDS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] as const;
@@ -706,15 +743,15 @@ export const DS_LIMIT_F64 = 0;
 export const DS_INFLIGHT_F64 = 1;
 /** The limit's reference (minimum) RTT, ns; NaN when unknown. */
 export const DS_RTT_MIN_NS_F64 = 2;
-/** Trigger deliveries offered to this downstream (routed and accepted for accounting). */
+/** Triggers routed to this downstream by this run. */
 export const DS_OFFERED_F64 = 3;
-/** Triggers delivered (2xx) from the live lane. */
+/** Triggers delivered that were never dead-lettered (first try, retries, spilled or carried over). */
 export const DS_DELIVERED_F64 = 4;
-/** Triggers dead-lettered and durably flushed. */
+/** Times a trigger was dead-lettered (every reason; DS_DEAD_LETTERED_BY_REASON_F64 splits them). */
 export const DS_DEAD_LETTERED_F64 = 5;
-/** Triggers in flight: queued, being sent, or dead-lettered but not yet flushed. */
+/** Triggers not yet settled: queued, spilled, being sent, or waiting in the replay lane. */
 export const DS_IN_FLIGHT_TRIGGERS_F64 = 6;
-/** Triggers in the live queue. */
+/** Triggers held in memory (queued or loaded from the backlog, not being sent). */
 export const DS_QUEUE_DEPTH_F64 = 7;
 /** Acquire attempts refused by the limiter. */
 export const DS_REJECTED_F64 = 8;
@@ -734,9 +771,9 @@ export const DS_CREDITS_F64 = 14;
 export const DS_BREAKER_STATE_F64 = 15;
 /** Times the breaker opened. */
 export const DS_BREAKER_OPENS_F64 = 16;
-/** Dead-lettered records in the file not yet re-delivered by the replay lane. */
+/** Dead letters waiting in the replay lane. */
 export const DS_DEAD_LETTER_DEPTH_F64 = 17;
-/** Dead-lettered triggers re-delivered by the replay lane. */
+/** Dead letters re-delivered by the replay lane. */
 export const DS_REPLAYED_F64 = 18;
 /** Retry-After pauses honoured. */
 export const DS_PAUSES_F64 = 19;
@@ -746,8 +783,28 @@ export const DS_RTT_SUM_NS_F64 = 20;
 export const DS_RTT_COUNT_F64 = 21;
 /** RTT histogram: cells [DS_RTT_BUCKETS_F64 + i] count samples in bucket i (not cumulative). */
 export const DS_RTT_BUCKETS_F64 = 22;
+/** Dead-lettered by reason: cell DS_DEAD_LETTERED_BY_REASON_F64 + reason. */
+export const DS_DEAD_LETTERED_BY_REASON_F64 = DS_RTT_BUCKETS_F64 + DS_RTT_BUCKET_COUNT;
+/** Triggers written to the backlog log (spilled past the memory queue, in per-device order). */
+export const DS_SPILLED_F64 = DS_DEAD_LETTERED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
+/** Records in the backlog log not yet delivered. */
+export const DS_BACKLOG_RECORDS_F64 = DS_SPILLED_F64 + 1;
+/** Bytes of the backlog log's live segments. */
+export const DS_BACKLOG_BYTES_F64 = DS_SPILLED_F64 + 2;
+/** Triggers carried over from earlier runs at start (pending file, replay lane, backlog). */
+export const DS_RECOVERED_F64 = DS_SPILLED_F64 + 3;
+/** Triggers left durably for the next start when the dispatcher closed. */
+export const DS_CARRIED_OVER_F64 = DS_SPILLED_F64 + 4;
+/** Triggers inside sink calls. */
+export const DS_SENDING_F64 = DS_SPILLED_F64 + 5;
+/** Trigger records the dispatcher could not take because the backlog log was full (back-pressure waits). */
+export const DS_BACKPRESSURE_WAITS_F64 = DS_SPILLED_F64 + 6;
+/** Dead-lettered triggers the replay lane found refused for good (counted under `rejected` too). */
+export const DS_REPLAY_REJECTED_F64 = DS_SPILLED_F64 + 7;
+/** Triggers settled without delivery: final dead letters (refused, expired, undeliverable with replay off). */
+export const DS_FINAL_F64 = DS_SPILLED_F64 + 8;
 /** Float64 cells used by one downstream block. */
-export const DS_BLOCK_USED_F64 = DS_RTT_BUCKETS_F64 + DS_RTT_BUCKET_COUNT;
+export const DS_BLOCK_USED_F64 = DS_FINAL_F64 + 1;
 /** Float64 cells per downstream block, whole cache lines. */
 export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
 

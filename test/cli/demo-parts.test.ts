@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainedCleanly, formatStatusLine, formatSummary } from '../../src/cli/status.js';
+import { drainedCleanly, drainOutcome, formatStatusLine, formatSummary } from '../../src/cli/status.js';
 import { heldBucketBoundNs } from '../../src/pipeline/held-time.js';
 import { heldTimeWindow } from '../../src/pipeline/stats.js';
 import { HELD_BUCKET_COUNT } from '../../src/shm/layout.js';
 import { Fleet, mulberry32, type FleetPing } from '../../src/demo/fleet.js';
 import { SimulatedService } from '../../src/demo/simulated-service.js';
-import type { RouterStats } from '../../src/pipeline/stats.js';
+import type { DownstreamStats, RouterStats } from '../../src/pipeline/stats.js';
 
 test('the simulated service serves at most `capacity` batches at once, all of them, first come first served', async () => {
   const service = new SimulatedService({ capacity: 3, minServiceMs: 1, maxServiceMs: 3, driftPeriodMs: 50 }, () => performance.now(), mulberry32(1));
@@ -102,15 +102,28 @@ function stats(over: Partial<RouterStats>): RouterStats {
     triggersDispatched: 0,
     unrouted: 0,
     deliveriesOffered: 0,
+    recovered: 0,
     delivered: 0,
+    replayed: 0,
     deadLettered: 0,
+    deadLetteredByReason: { rejected: 0, expired: 0, undeliverable: 0 },
+    final: 0,
     inFlight: 0,
+    carriedOver: 0,
     downstreams: [],
     heldTimeP50Ms: Number.NaN,
     heldTimeP99Ms: Number.NaN,
     heldTimeMaxMs: Number.NaN,
     heldTimeSamples: 0,
     heldTimeBucketCounts: new Array<number>(HELD_BUCKET_COUNT).fill(0),
+    replayHeldTimeP99Ms: Number.NaN,
+    replayHeldTimeSamples: 0,
+    checkpoints: 0,
+    checkpointFailures: 0,
+    checkpointLastMs: 0,
+    checkpointPauseMs: 0,
+    checkpointBytes: 0,
+    checkpointDevices: 0,
     tasks: 0,
     reloads: 0,
     fenceOverflows: 0,
@@ -122,7 +135,29 @@ function stats(over: Partial<RouterStats>): RouterStats {
 
 test('the status line shows the rate since the previous snapshot, shed by lane, triggers, downstreams and P99', () => {
   const prev = stats({ accepted: 1000 });
-  const ds = { name: 'svc', limit: 12.4, inflight: 3, rttMinMs: 2, breakerState: 'closed', queueDepth: 0, offered: 9, delivered: 7, deadLettered: 1, inFlight: 1 };
+  const ds: DownstreamStats = {
+    name: 'svc',
+    limit: 12.4,
+    inflight: 3,
+    rttMinMs: 2,
+    breakerState: 'closed',
+    queueDepth: 0,
+    sending: 1,
+    offered: 9,
+    recovered: 0,
+    delivered: 7,
+    replayed: 0,
+    deadLettered: 1,
+    deadLetteredByReason: { rejected: 1, expired: 0, undeliverable: 0 },
+    final: 1,
+    inFlight: 1,
+    parked: 0,
+    spilled: 0,
+    backlogRecords: 2,
+    backlogBytes: 300,
+    carriedOver: 0,
+    backpressureWaits: 0,
+  };
   const cur = stats({
     accepted: 3000,
     shed: { idle: { rate_limited: 5, ring_full: 2 }, transition: { ring_full: 1 }, compliance: { ring_full: 0 } },
@@ -133,7 +168,7 @@ test('the status line shows the rate since the previous snapshot, shed by lane, 
   const line = formatStatusLine(prev, cur, 500, 2400);
   assert.equal(
     line,
-    't=2s ingest=4000/s shed(idle=7 transition=1 compliance=0) triggers(ENTER=4 EXIT=3 DWELL=2 CROSS=1) svc(limit=12 inflight=3 delivered=7 dead_lettered=1) held_p99=n/a held_p99_all=3.46ms',
+    't=2s ingest=4000/s shed(idle=7 transition=1 compliance=0) triggers(ENTER=4 EXIT=3 DWELL=2 CROSS=1) svc(limit=12 inflight=3 delivered=7 backlog=2 dead_lettered=1) held_p99=n/a held_p99_all=3.46ms',
   );
   assert.match(formatStatusLine(prev, stats({}), 1000, 1000), /held_p99=n\/a held_p99_all=n\/a$/);
 });
@@ -160,15 +195,30 @@ test("the status line's held_p99 is the last interval's, from the histogram's de
   assert.ok(Number.isNaN(heldTimeWindow(cur, cur).p99Ms));
 });
 
-test('the summary reports the accounting and says whether the drain was clean', () => {
-  const clean = { ...stats({ accepted: 10, admittedTotal: 10, processed: 10, triggersTotal: 4, delivered: 4 }), uptimeMs: 5000 };
+test('the summary reports the accounting, the state directory, and how the drain ended', () => {
+  const summary = (over: Partial<RouterStats>) => ({
+    ...stats({ accepted: 10, admittedTotal: 10, processed: 10, triggersTotal: 4, deliveriesOffered: 4, delivered: 4, ...over }),
+    uptimeMs: 5000,
+    stateDir: '/var/lib/geofence' as string | null,
+    checkpointIntervalMs: 5000,
+    lastCheckpointMs: 0,
+  });
+  const clean = summary({});
   const lines = formatSummary(clean, 120);
   assert.ok(drainedCleanly(clean));
+  assert.equal(drainOutcome(clean), 'delivered');
   assert.match(lines.join('\n'), /admitted=10 processed=10/);
+  assert.match(lines.join('\n'), /state {6}\/var\/lib\/geofence: checkpoint every 5\.0s/);
   assert.match(lines[lines.length - 1]!, /^drained cleanly/);
-  const short = { ...clean, processed: 9 };
-  assert.equal(drainedCleanly(short), false);
+  const short = summary({ processed: 9 });
+  assert.equal(drainOutcome(short), 'lost');
   assert.match(formatSummary(short, 1).at(-1)!, /^drain incomplete: admitted=10 processed=9/);
-  assert.equal(drainedCleanly({ ...clean, inFlight: 1 }), false);
-  assert.equal(drainedCleanly({ ...clean, lost: 1 }), false);
+  assert.equal(drainOutcome(summary({ lost: 1 })), 'lost');
+  // Dead letters and triggers kept for the next start are not losses, but not a clean delivery either.
+  const kept = summary({ delivered: 2, final: 1, carriedOver: 1, deadLettered: 1, deadLetteredByReason: { rejected: 1, expired: 0, undeliverable: 0 } });
+  assert.equal(drainOutcome(kept), 'kept');
+  assert.equal(drainedCleanly(kept), false);
+  assert.match(formatSummary(kept, 1).at(-1)!, /^drained, nothing lost: 1 triggers dead-lettered for good, 1 kept in the state directory/);
+  assert.match(formatSummary(kept, 1).join('\n'), /dead_lettered\(rejected=1 expired=0 undeliverable=0\)/);
+  assert.match(formatSummary({ ...clean, stateDir: null }, 1).join('\n'), /temporary directory \(removed\): nothing survives a restart/);
 });

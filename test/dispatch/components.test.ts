@@ -5,24 +5,27 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import {
   DeadLetterReason,
-  DREC_STRIDE_BYTES,
+  DeadLetterStatus,
+  DREC_REASON_I32,
   DREC_STRIDE_F64,
-  DREC_TIME_NS_F64,
+  DREC_STRIDE_I32,
   Lane,
   TRG_SEQ_F64,
   TriggerType,
 } from '../../src/shm/layout.js';
 import { BreakerState, CircuitBreaker } from '../../src/dispatch/breaker.js';
 import { CreditWindow } from '../../src/dispatch/credits.js';
-import { DeadLetterFile, DEAD_LETTER_FILE_HEADER_BYTES } from '../../src/dispatch/dead-letter/file.js';
-import { DeadLetterRing } from '../../src/dispatch/dead-letter/ring.js';
+import { DeviceQueues, ReadyList } from '../../src/dispatch/device-queues.js';
+import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { Limiter, NO_PERMIT } from '../../src/dispatch/limiter.js';
 import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
 import { TriggerRouter } from '../../src/dispatch/router.js';
+import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { parseRetryAfterMs } from '../../src/dispatch/sinks/webhook-sink.js';
-import { TriggerQueue } from '../../src/dispatch/trigger-queue.js';
-import type { TriggerNamer } from '../../src/dispatch/sinks/format.js';
-import { TriggerRecord } from './fixtures.js';
+import { DeadLetterFile } from '../../src/durable/dead-letter-file.js';
+import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
+import { readTriggerIdentity, recordLength, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
+import { dispatchRecord, namerIdentity, TriggerRecord } from './fixtures.js';
 
 const MS = 1e6;
 
@@ -110,83 +113,133 @@ test('credits: nothing past zero; acks and advertisements refill', () => {
   assert.equal(new CreditWindow(undefined).take(1000), 1000);
 });
 
-test('queue: COMPLIANCE served first, FIFO within a class, reserved slots only for COMPLIANCE', () => {
+/** Appends a trigger (seq, lane) of `device` to the queues; returns its slot. */
+function queueTrigger(q: DeviceQueues, r: TriggerRecord, device: number, seq: number, lane: number): number {
+  const slot = q.allocate(lane);
+  assert.ok(slot >= 0, `room for seq ${seq}`);
+  r.set(seq, TriggerType.ENTER, lane, 1, device);
+  for (let k = 0; k < 6; k++) q.f64[slot * DREC_STRIDE_F64 + k] = r.f64[k]!;
+  for (let k = 12; k < 16; k++) q.i32[slot * DREC_STRIDE_I32 + k] = r.i32[k]!;
+  q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32] = -1;
+  q.append(device, slot);
+  return slot;
+}
+
+const seqOf = (q: DeviceQueues, slot: number): number => q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!;
+
+test('device queues: FIFO per device, a busy device is never handed out, failed triggers go back to the front in order', () => {
   const r = new TriggerRecord();
-  const q2 = new TriggerQueue(8, 2);
-  for (let s = 1; s <= 6; s++) assert.equal(q2.push(r.set(s, 0, Lane.TRANSITION, 1, 1).f64, r.i32, 0, 0, s, 0), true);
-  assert.equal(q2.push(r.set(7, 0, Lane.TRANSITION, 1, 1).f64, r.i32, 0, 0, 7, 0), false, 'reserved slice refused');
-  assert.equal(q2.push(r.set(100, 0, Lane.COMPLIANCE, 1, 1).f64, r.i32, 0, 0, 8, 0), true);
-  assert.equal(q2.push(r.set(101, 0, Lane.COMPLIANCE, 1, 1).f64, r.i32, 0, 0, 9, 0), true);
-  assert.equal(q2.push(r.set(102, 0, Lane.COMPLIANCE, 1, 1).f64, r.i32, 0, 0, 10, 0), false, 'full');
+  const q = new DeviceQueues(16, 0, 8);
+  for (const s of [1, 2, 3]) queueTrigger(q, r, 5, s, Lane.TRANSITION);
+  assert.equal(q.nextReady(), 5);
+  const taken = [q.popHead(5), q.popHead(5)];
+  assert.deepEqual(taken.map((s) => seqOf(q, s)), [1, 2]);
+  q.setBusy(5, true);
+  queueTrigger(q, r, 5, 4, Lane.TRANSITION);
+  assert.equal(q.nextReady(), -1, 'busy: not ready although it has triggers queued');
+  // The batch failed: back to the front, last first, so the order is 1 2 3 4 again.
+  q.prepend(5, taken[1]!);
+  q.prepend(5, taken[0]!);
+  q.setBusy(5, false);
+  assert.equal(q.nextReady(), 5);
   const order: number[] = [];
-  for (;;) {
-    const slot = q2.popSlot();
-    if (slot < 0) break;
-    order.push(q2.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!);
-    assert.ok(q2.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! > 0);
-    q2.freeSlot(slot);
-  }
-  assert.deepEqual(order, [100, 101, 1, 2, 3, 4, 5, 6]);
+  for (let s = q.popHead(5); s >= 0; s = q.popHead(5)) order.push(seqOf(q, s));
+  assert.deepEqual(order, [1, 2, 3, 4]);
 });
 
-test('router: by fence id, tag, type and lane; unsubscribed downstreams get nothing', () => {
-  const namer: TriggerNamer = {
-    deviceId: (s) => `d${s}`,
-    fenceId: (g, i) => `g${g}f${i}`,
+test('device queues: a device with a COMPLIANCE trigger moves up as a whole; new devices before backlogged ones; replay last', () => {
+  const r = new TriggerRecord();
+  const q = new DeviceQueues(64, 4, 8);
+  // Device 1 has a backlog (it had triggers left after a batch): OLD.
+  queueTrigger(q, r, 1, 10, Lane.TRANSITION);
+  q.setBusy(q.nextReady(), true);
+  queueTrigger(q, r, 1, 11, Lane.TRANSITION);
+  q.setBusy(1, false);
+  assert.equal(q.listOfDevice(1), ReadyList.OLD);
+  // Device 2 gets its first trigger: NEW, served before device 1.
+  queueTrigger(q, r, 2, 20, Lane.TRANSITION);
+  assert.equal(q.listOfDevice(2), ReadyList.NEW);
+  // Device 3: a TRANSITION trigger, then a COMPLIANCE one: the device moves up with both, in order.
+  queueTrigger(q, r, 3, 30, Lane.TRANSITION);
+  queueTrigger(q, r, 3, 31, Lane.COMPLIANCE);
+  assert.equal(q.listOfDevice(3), ReadyList.COMPLIANCE);
+  // Device 4's first trigger is a parked dead letter: served only when nothing else is ready.
+  const parked = queueTrigger(q, r, 4, 40, Lane.TRANSITION);
+  q.i32[parked * DREC_STRIDE_I32 + DREC_REASON_I32] = 2;
+  q.relist(4, false);
+  assert.equal(q.listOfDevice(4), ReadyList.REPLAY);
+  const served: number[] = [];
+  for (let d = q.nextReady(); d >= 0; d = q.nextReady()) {
+    for (let s = q.popHead(d); s >= 0; s = q.popHead(d)) served.push(seqOf(q, s));
+  }
+  assert.deepEqual(served, [30, 31, 20, 10, 11, 40]);
+});
+
+test('device queues: the reserved slots are only for COMPLIANCE triggers', () => {
+  const r = new TriggerRecord();
+  const q = new DeviceQueues(8, 2, 4);
+  for (let s = 1; s <= 6; s++) queueTrigger(q, r, s & 3, s, Lane.TRANSITION);
+  assert.equal(q.hasRoom(Lane.TRANSITION), false, 'reserved slice refused');
+  assert.equal(q.allocate(Lane.TRANSITION), -1);
+  queueTrigger(q, r, 0, 100, Lane.COMPLIANCE);
+  queueTrigger(q, r, 1, 101, Lane.COMPLIANCE);
+  assert.equal(q.allocate(Lane.COMPLIANCE), -1, 'full');
+  assert.equal(q.used, 8);
+});
+
+test('router: by fence id, tag, type and lane through the fence catalog; unsubscribed downstreams get nothing', () => {
+  const catalog = new FenceCatalog({
+    fenceId: (g, i) => (i < 1000 ? `g${g}f${i}` : undefined),
     fenceTags: (_g, i) => (i % 2 === 0 ? ['compliance'] : []),
-  };
+  });
   const r = new TriggerRouter(
     [undefined, { fenceIds: ['g1f3'] }, { tags: ['compliance'] }, { types: [TriggerType.DWELL] }, { lanes: [Lane.COMPLIANCE] }],
-    namer,
+    catalog,
   );
-  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, 1, 3), 0b00001 | 0b00010);
-  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, 1, 4), 0b00001 | 0b00100);
-  assert.equal(r.route(TriggerType.DWELL, Lane.COMPLIANCE, 1, 5), 0b00001 | 0b01000 | 0b10000);
-  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, 2, 3), 0b00001, 'another generation, another id');
-  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, 1, 100_000), 0b00101, 'table grows');
+  const h = (g: number, i: number): number => catalog.handleOf(g, i);
+  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, h(1, 3)), 0b00001 | 0b00010);
+  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, h(1, 4)), 0b00001 | 0b00100);
+  assert.equal(r.route(TriggerType.DWELL, Lane.COMPLIANCE, h(1, 5)), 0b00001 | 0b01000 | 0b10000);
+  assert.equal(r.route(TriggerType.ENTER, Lane.TRANSITION, h(2, 3)), 0b00001, 'another generation, another id');
+  assert.equal(h(1, 3), catalog.intern('g1f3', []), 'one handle per identity, however it is reached');
+  assert.equal(h(1, 5000), -1, 'an index the names do not know');
+  assert.equal(catalog.json(h(1, 4)), '"fenceId":"g1f4","tags":["compliance"]');
 });
 
-test('dead-letter file: appends durably, recovers after reopen, cuts a torn tail, keeps the replay cursor', () => {
+test('dead-letter file: appends durably, reports PENDING records after reopen, rewrites a status, cuts a torn tail', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-'));
-  const ring = new DeadLetterRing(8);
+  const namer = new IndexNamer();
+  const catalog = new FenceCatalog(namer);
+  const codec = new TriggerCodec(7, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
   const r = new TriggerRecord();
-  for (let s = 1; s <= 5; s++) ring.put(r.set(s, 0, Lane.TRANSITION, 1, 1).f64, r.i32, 0, 0, 0, DeadLetterReason.UNDELIVERABLE, 1, s);
-  // Same gather the dispatcher's flush does: ordinals and checksums.
-  const f = new DeadLetterFile(dir, 'hook');
-  const i32 = ring.i32;
-  const f64 = ring.f64;
-  for (let k = 0; k < 5; k++) {
-    f64[k * 12 + 9] = k;
-    let h = 0x811c9dc5 | 0;
-    for (let c = 0; c < 23; c++) {
-      const v = i32[k * 24 + c]!;
-      for (let sh = 0; sh < 32; sh += 8) h = Math.imul(h ^ ((v >>> sh) & 0xff), 0x01000193);
-    }
-    i32[k * 24 + 23] = h;
+  const buf = new RecordBuffer(1 << 16);
+  let length = 0;
+  const dlq = new DeadLetterFile(dir, 'hook', null);
+  for (let s = 1; s <= 5; s++) {
+    r.set(s, TriggerType.EXIT, Lane.TRANSITION, 1, 3);
+    const rec = dispatchRecord(r, catalog.handleOf(1, s), DeadLetterReason.UNDELIVERABLE);
+    length += codec.encode(rec.f64, rec.i32, 0, 0, buf, length, buf.byteLength, s === 2 ? DeadLetterStatus.FINAL : DeadLetterStatus.PENDING);
   }
-  f.append(ring.bytes, 5);
-  f.writeCursor(2);
-  f.close();
+  const at = dlq.append(buf, length, 5);
+  assert.equal(at, FILE_HEADER_BYTES);
+  // Seq 1 was re-delivered; seq 2 was written final.
+  dlq.setStatus(at, DeadLetterStatus.RESOLVED);
+  assert.ok(recordLength(buf, 0, length) > 96);
+  dlq.close();
   // A crash mid-append: half a record at the end.
-  fs.appendFileSync(f.filePath, Buffer.alloc(DREC_STRIDE_BYTES / 2, 7));
-  const g = new DeadLetterFile(dir, 'hook');
-  assert.equal(g.recordCount, 5);
-  assert.equal(g.recoveredTornBytes, DREC_STRIDE_BYTES / 2);
-  assert.equal(g.replayCursor, 2);
-  assert.equal(fs.statSync(g.filePath).size, DEAD_LETTER_FILE_HEADER_BYTES + 5 * DREC_STRIDE_BYTES);
-  const back = new Uint8Array(DREC_STRIDE_BYTES * 5);
-  assert.equal(g.read(2, 10, back, 0), 3);
-  assert.equal(new Float64Array(back.buffer)[TRG_SEQ_F64], 3);
-  g.close();
-  // A corrupt record (bad checksum) ends the valid prefix.
-  const fd = fs.openSync(g.filePath, 'r+');
-  fs.writeSync(fd, Buffer.from([1, 2, 3, 4]), 0, 4, DEAD_LETTER_FILE_HEADER_BYTES + 3 * DREC_STRIDE_BYTES);
-  fs.closeSync(fd);
-  const h = new DeadLetterFile(dir, 'hook');
-  assert.equal(h.recordCount, 3);
-  h.close();
-  new DeadLetterFile(dir, 'a b').close();
-  assert.throws(() => new DeadLetterFile(dir, 'a_b'), /belongs to another downstream than a_b/);
+  fs.appendFileSync(dlq.filePath, Buffer.alloc(40, 7));
+  const pending: { seq: number; device: string | number; fence: string; position: number }[] = [];
+  const again = new DeadLetterFile(dir, 'hook', (b, a, position) => {
+    const who = readTriggerIdentity(b, a);
+    pending.push({ seq: who.seq, device: who.deviceId, fence: who.fenceId, position });
+  });
+  assert.equal(again.recoveredTornBytes, 40);
+  assert.equal(again.recordCount, 5);
+  assert.deepEqual(pending.map((p) => p.seq), [3, 4, 5], 'seq 1 resolved, seq 2 final: not pending');
+  assert.deepEqual([pending[0]!.device, pending[0]!.fence], ['device-3', 'fence-1-3'], 'ids, not slots');
+  again.close();
+  new DeadLetterFile(path.join(dir, 'x'), 'a b', null).close();
+  assert.throws(() => new DeadLetterFile(path.join(dir, 'x'), 'a_b', null), /belongs to another downstream than "a_b"/);
 });
 
 test('retry-after: seconds and HTTP dates', () => {
@@ -197,12 +250,12 @@ test('retry-after: seconds and HTTP dates', () => {
 
 test('downstream: a sink that measures the downstream where it runs (serviceNs) gives the limiter that, not the round trip', async () => {
   const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
-  const { IndexNamer } = await import('../../src/dispatch/sinks/format.js');
   let clockNs = 1e12;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-ns-'));
   const d = new Dispatcher({
-    deadLetterDir: dir,
+    stateDir: dir,
     namer: new IndexNamer(),
+    maxDevices: 64,
     clock: () => clockNs,
     downstreams: [
       {

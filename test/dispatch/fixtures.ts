@@ -4,7 +4,13 @@
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TriggerNamer } from '../../src/dispatch/sinks/format.js';
+import type { TriggerIdentitySource } from '../../src/durable/trigger-codec.js';
 import {
+  DREC_ATTEMPTS_I32,
+  DREC_FENCE_HANDLE_I32,
+  DREC_REASON_I32,
+  DREC_STRIDE_BYTES,
   TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
   TRG_EVENT_TIME_MS_F64,
@@ -42,6 +48,28 @@ export class TriggerRecord {
 }
 void TRIGGER_STRIDE_I32;
 
+/** A dispatch record (DREC_* layout) holding `r`'s trigger, named by fence handle `handle`, with `reason`. */
+export function dispatchRecord(r: TriggerRecord, handle: number, reason = -1, attempts = 0): { f64: Float64Array; i32: Int32Array } {
+  const buf = new ArrayBuffer(DREC_STRIDE_BYTES);
+  const f64 = new Float64Array(buf);
+  const i32 = new Int32Array(buf);
+  for (let k = 0; k < 6; k++) f64[k] = r.f64[k]!;
+  for (let k = 12; k < 16; k++) i32[k] = r.i32[k]!;
+  i32[DREC_FENCE_HANDLE_I32] = handle;
+  i32[DREC_REASON_I32] = reason;
+  i32[DREC_ATTEMPTS_I32] = attempts;
+  return { f64, i32 };
+}
+
+/** The device part of a trigger identity source, from a namer. */
+export function namerIdentity(namer: TriggerNamer): Pick<TriggerIdentitySource, 'isNumeric' | 'numericId' | 'copyIdBytes'> {
+  return {
+    isNumeric: (slot) => namer.isNumeric(slot),
+    numericId: (slot) => namer.numericId(slot),
+    copyIdBytes: (slot, dst, at) => namer.copyIdBytes(slot, dst, at),
+  };
+}
+
 /** Run-time settings of the capacity server. */
 export interface CapacitySettings {
   /** Concurrent workers; requests beyond them wait in FIFO order. */
@@ -74,6 +102,8 @@ export class CapacityServer {
   readonly liveSeqs = new Map<number, number>();
   /** seq -> times received by replay. */
   readonly replaySeqs = new Map<number, number>();
+  /** Every trigger received, in the order the server answered for it. */
+  readonly received: { deviceId: string | number; fenceId: string; seq: number; replay: boolean }[] = [];
   /** Queue waits of recent requests, ms, with their start times: [startMs, waitMs] pairs. */
   readonly waits: number[] = [];
   overloadWaitMs = Infinity;
@@ -147,10 +177,11 @@ export class CapacityServer {
         setTimeout(() => {
           this.busy--;
           if (server !== this.server) return; // killed meanwhile: the answer never left, nothing was delivered
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { seq: number; replay: boolean }[];
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { deviceId: string | number; fenceId: string; seq: number; replay: boolean }[];
           this.stats.requests++;
           this.stats.triggers += body.length;
           for (const t of body) {
+            this.received.push({ deviceId: t.deviceId, fenceId: t.fenceId, seq: t.seq, replay: t.replay });
             const m = t.replay ? this.replaySeqs : this.liveSeqs;
             m.set(t.seq, (m.get(t.seq) ?? 0) + 1);
           }

@@ -26,7 +26,7 @@ async function runPhase(d: Dispatcher, r: TriggerRecord, seq: { n: number }, ms:
   let count = 0;
   while (Date.now() < end) {
     // Saturate: the pipeline always has work, so the limiter is the binding constraint.
-    while (ds.queue.size < 200) d.offer(r.set(++seq.n, TriggerType.ENTER, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
+    while (ds.queuedTriggers < 200) d.offer(r.set(++seq.n, TriggerType.ENTER, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
     d.pump();
     if (Date.now() >= tailFrom) {
       sum += ds.limiter.limit;
@@ -43,12 +43,14 @@ test('gradient limit tracks a real HTTP downstream whose capacity and delay chan
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grad-http-'));
   const namer = new IndexNamer();
   const d = new Dispatcher({
-    deadLetterDir: dir,
+    stateDir: dir,
     namer,
+    maxDevices: 1024,
+    spill: false,
     downstreams: [
       {
         name: 'hook',
-        sink: new WebhookSink({ url: server.url, maxSockets: 256 }, namer),
+        sink: new WebhookSink({ url: server.url, maxSockets: 256 }),
         limit: new GradientLimit({ initialLimit: 4, minLimit: 2, maxLimit: 200 }),
         safetyCap: 200,
         maxBatchTriggers: 1,
@@ -89,12 +91,14 @@ test('gradient limit stays far below the cap when the downstream answers fast er
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grad-err-'));
   const namer = new IndexNamer();
   const d = new Dispatcher({
-    deadLetterDir: dir,
+    stateDir: dir,
     namer,
+    maxDevices: 1024,
+    spill: false,
     downstreams: [
       {
         name: 'failing',
-        sink: new WebhookSink({ url: server.url }, namer),
+        sink: new WebhookSink({ url: server.url }),
         limit: new GradientLimit({ initialLimit: 20, minLimit: 2, maxLimit: 400 }),
         safetyCap: 200,
         maxBatchTriggers: 1,
@@ -113,7 +117,7 @@ test('gradient limit stays far below the cap when the downstream answers fast er
     const ds = d.downstreams[0]!;
     const end = Date.now() + 1500;
     while (Date.now() < end) {
-      while (ds.queue.size < 200) d.offer(r.set(++seq.n, TriggerType.EXIT, Lane.TRANSITION, 1, 1).f64, r.i32, 0, 0);
+      while (ds.queuedTriggers < 200) d.offer(r.set(++seq.n, TriggerType.EXIT, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
       d.pump();
       peakLimit = Math.max(peakLimit, ds.limiter.limit);
       peakInflight = Math.max(peakInflight, ds.limiter.inflight);

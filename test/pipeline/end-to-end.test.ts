@@ -61,7 +61,7 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     poolSize: 2,
     ringCapacitySlots: 1024,
     maxDevices: 1000,
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-e2e-')) },
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-e2e-')),
     downstreams: [
       { name: 'hook', kind: 'webhook', url: http.url, limit: 1 },
       { name: 'cb', kind: 'callback', callback: (ts) => void called.push(...ts) },
@@ -114,7 +114,7 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
 
 test('metricsText and the admin server expose every part of the pipeline', async () => {
   const router = await createRouter({ fences: FENCES, listenHost: null, adminPort: 0, shards: 2, poolSize: 1, ringCapacitySlots: 256, maxDevices: 100, log: () => undefined,
-    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }], deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-m-')) } });
+    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }], stateDir: mkdtempSync(join(tmpdir(), 'gr-m-')) });
   try {
     for (const p of SCRIPT) router.ingest(frameOf(p));
     await router.drain();

@@ -29,10 +29,10 @@ test('bad GeoJSON is refused with the feature index and the reason', async () =>
 });
 
 test('a port already in use fails the start and leaves no thread behind', async () => {
-  const a = await createRouter({ listenHost: '127.0.0.1', listenPort: 0, adminHost: null, shards: 1, poolSize: 1, ringCapacitySlots: 64, maxDevices: 10 });
+  const a = await createRouter({ listenHost: '127.0.0.1', listenPort: 0, adminHost: null, shards: 1, poolSize: 1, ringCapacitySlots: 64, maxDevices: 10, stateDir: null });
   try {
     await assert.rejects(
-      createRouter({ listenHost: '127.0.0.1', listenPort: a.ingestPort!, adminHost: null, shards: 1, poolSize: 1, ringCapacitySlots: 64, maxDevices: 10 }),
+      createRouter({ listenHost: '127.0.0.1', listenPort: a.ingestPort!, adminHost: null, shards: 1, poolSize: 1, ringCapacitySlots: 64, maxDevices: 10, stateDir: null }),
       /ingest thread: .*EADDRINUSE/,
     );
   } finally {

@@ -44,7 +44,7 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     batchSize: 64,
     ringCapacitySlots: 65536,
     maxDevices: DEVICES,
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-ord-')) },
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-ord-')),
     downstreams: [{ name: 'cb', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 18, callback: (ts) => void got.push(...ts) }],
     log: () => undefined,
   });

@@ -26,7 +26,7 @@ test('bad frames and pings are rejected by reason over TCP and in-process while 
     maxDevices: 100,
     idBytesPerSlot: 16,
     ingest: { maxFrameBytes: 128 },
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-rej-')) },
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-rej-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
     log: () => undefined,
   });

@@ -24,7 +24,7 @@ test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSO
     poolSize: 1,
     ringCapacitySlots: 256,
     maxDevices: 100,
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-rl-')) },
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-rl-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
     log: () => undefined,
   });
@@ -80,7 +80,7 @@ test('after a reload, workers that did not get the new store ask for it, and eve
     poolSize: 3,
     ringCapacitySlots: 256,
     maxDevices: 100,
-    deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-rl2-')) },
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-rl2-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
     log: () => undefined,
   });

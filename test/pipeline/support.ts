@@ -74,9 +74,9 @@ export class TriggerServer {
   }
 }
 
-/** Triggers grouped by device, each group in arrival order. */
-export function byDevice(triggers: readonly Trigger[]): Map<string, Trigger[]> {
-  const m = new Map<string, Trigger[]>();
+/** Triggers grouped by device (42 and "42" apart), each group in arrival order. */
+export function byDevice(triggers: readonly Trigger[]): Map<string | number, Trigger[]> {
+  const m = new Map<string | number, Trigger[]>();
   for (const t of triggers) {
     let list = m.get(t.deviceId);
     if (list === undefined) m.set(t.deviceId, (list = []));
@@ -86,34 +86,40 @@ export function byDevice(triggers: readonly Trigger[]): Map<string, Trigger[]> {
 }
 
 /**
- * Checks per-device order: within each priority class (COMPLIANCE lane, other lanes) a device's triggers arrive with
- * strictly increasing seq (the dispatcher's queue serves COMPLIANCE first, so only the classes may interleave), and
- * per (device, fence) the sequence sorted by seq is a valid stay sequence (ENTER before EXIT, no EXIT without ENTER,
- * at most one DWELL per stay). Returns the first problem, or null.
+ * Checks per-device order as a receiver sees it: a device's triggers arrive with strictly increasing seq (whatever
+ * their lane: a device with a COMPLIANCE trigger waiting moves up as a whole), and sorted by seq they form valid
+ * stays per fence (ENTER before EXIT, no EXIT without ENTER, at most one DWELL per stay). Returns the first problem,
+ * or null.
  */
 export function orderProblem(triggers: readonly Trigger[]): string | null {
   for (const [device, list] of byDevice(triggers)) {
-    const lastSeq = [0, 0];
+    let lastSeq = -Infinity;
     for (const t of list) {
-      const c = t.lane === 'compliance' ? 0 : 1;
-      if (!(t.seq > lastSeq[c]!)) return `device ${device}: seq ${t.seq} after ${lastSeq[c]} in class ${c}`;
-      lastSeq[c] = t.seq;
+      if (!(t.seq > lastSeq)) return `device ${JSON.stringify(device)}: seq ${t.seq} arrived after ${lastSeq}`;
+      lastSeq = t.seq;
     }
-    const sorted = [...list].sort((a, b) => a.seq - b.seq);
-    const inside = new Map<string, { dwell: boolean }>();
-    for (const t of sorted) {
-      const stay = inside.get(t.fenceId);
-      if (t.type === 'ENTER') {
-        if (stay !== undefined) return `device ${device}: ENTER ${t.fenceId} while inside`;
-        inside.set(t.fenceId, { dwell: false });
-      } else if (t.type === 'EXIT') {
-        if (stay === undefined) return `device ${device}: EXIT ${t.fenceId} without ENTER`;
-        inside.delete(t.fenceId);
-      } else if (t.type === 'DWELL') {
-        if (stay === undefined) return `device ${device}: DWELL ${t.fenceId} outside`;
-        if (stay.dwell) return `device ${device}: second DWELL ${t.fenceId} in one stay`;
-        stay.dwell = true;
-      }
+    const stay = stayProblem(device, list);
+    if (stay !== null) return stay;
+  }
+  return null;
+}
+
+/** Checks that one device's triggers, in seq order, form valid stays per fence. */
+export function stayProblem(device: string | number, list: readonly Trigger[]): string | null {
+  const sorted = [...list].sort((a, b) => a.seq - b.seq);
+  const inside = new Map<string, { dwell: boolean }>();
+  for (const t of sorted) {
+    const stay = inside.get(t.fenceId);
+    if (t.type === 'ENTER') {
+      if (stay !== undefined) return `device ${JSON.stringify(device)}: ENTER ${t.fenceId} while inside`;
+      inside.set(t.fenceId, { dwell: false });
+    } else if (t.type === 'EXIT') {
+      if (stay === undefined) return `device ${JSON.stringify(device)}: EXIT ${t.fenceId} without ENTER`;
+      inside.delete(t.fenceId);
+    } else if (t.type === 'DWELL') {
+      if (stay === undefined) return `device ${JSON.stringify(device)}: DWELL ${t.fenceId} outside`;
+      if (stay.dwell) return `device ${JSON.stringify(device)}: second DWELL ${t.fenceId} in one stay`;
+      stay.dwell = true;
     }
   }
   return null;

@@ -23,7 +23,7 @@ for (const sharedStructures of [true, false]) {
       shards: 4,
       poolSize: 2,
       ingest: { sharedStructures },
-      deadLetter: { dir: mkdtempSync(join(tmpdir(), 'gr-warm-')) },
+      stateDir: mkdtempSync(join(tmpdir(), 'gr-warm-')),
       downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
       log: () => undefined,
     });

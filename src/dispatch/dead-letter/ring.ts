@@ -1,21 +1,20 @@
 /**
- * The dispatcher's dead-letter ring: preallocated dispatch records (DREC_* layout) holding triggers that were
- * refused, expired or undeliverable, with the reason, until the next batched flush to the durable files.
+ * The dispatcher's dead-letter ring: preallocated dispatch records (DREC_* layout) holding dead letters of every
+ * downstream, with their status (DeadLetterStatus) and, for a parked trigger, the memory slot it stays in, until the
+ * next batched flush writes them to the downstreams' dead-letter files.
  *
- * `put` copies a trigger in and allocates nothing. A flush empties the ring completely (see `DeadLetterStore`), so
- * the ring is a bump buffer between flushes. Runs on the dispatcher thread.
+ * `put` copies a trigger in and allocates nothing. A flush empties the ring completely, so the ring is a bump buffer
+ * between flushes. Dispatcher thread only.
  */
 import {
-  DREC_ATTEMPTS_I32,
+  DREC_DL_STATUS_I32,
   DREC_DOWNSTREAM_I32,
-  DREC_ORDINAL_F64,
-  DREC_REASON_I32,
+  DREC_SLOT_REF_I32,
   DREC_STRIDE_BYTES,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
   DREC_TIME_NS_F64,
 } from '../../shm/layout.js';
-import { copyTrigger } from '../record.js';
 import { checkNumber } from '../validate.js';
 
 /** Preallocated dead-letter ring (see the module comment). */
@@ -26,31 +25,21 @@ export class DeadLetterRing {
   readonly f64: Float64Array;
   /** Int32 view over the records. */
   readonly i32: Int32Array;
-  /** Byte view over the records. */
-  readonly bytes: Uint8Array;
   private count = 0;
   private firstPutNs = 0;
 
-  /** `capacityRecords` in [1, 2^20]. `buffer` may be supplied (e.g. a SharedArrayBuffer) of the right size. */
-  constructor(capacityRecords: number, buffer?: ArrayBufferLike) {
+  /** `capacityRecords` in [1, 2^20]. */
+  constructor(capacityRecords: number) {
     checkNumber('deadLetterCapacityRecords', capacityRecords, 1, 1 << 20, true);
-    const bytes = capacityRecords * DREC_STRIDE_BYTES;
-    const b = buffer ?? new ArrayBuffer(bytes);
-    if (b.byteLength !== bytes) throw new RangeError(`dead-letter buffer must be ${bytes} bytes, got ${b.byteLength}`);
+    const b = new ArrayBuffer(capacityRecords * DREC_STRIDE_BYTES);
     this.capacityRecords = capacityRecords;
     this.f64 = new Float64Array(b);
     this.i32 = new Int32Array(b);
-    this.bytes = new Uint8Array(b);
   }
 
   /** Records waiting for the next flush. */
   get depth(): number {
     return this.count;
-  }
-
-  /** True when no record fits until the next flush. */
-  get isFull(): boolean {
-    return this.count === this.capacityRecords;
   }
 
   /** Time of the oldest record waiting, ns (meaningless when empty). */
@@ -59,34 +48,38 @@ export class DeadLetterRing {
   }
 
   /**
-   * Copies a trigger record in with its downstream, reason and attempts, stamped `nowNs`. Returns false (nothing
-   * stored) when the ring is full: the caller flushes and puts again.
+   * Copies the dispatch record at (f64, i32, baseF64, baseI32) in with its downstream, status and memory slot
+   * (-1: none), stamped `nowNs`. Returns its index, or -1 (nothing stored) when the ring is full: the caller flushes
+   * and puts again.
    */
-  put(
-    srcF64: Float64Array,
-    srcI32: Int32Array,
-    baseF64: number,
-    baseI32: number,
-    downstreamIndex: number,
-    reason: number,
-    attempts: number,
-    nowNs: number,
-  ): boolean {
-    if (this.count === this.capacityRecords) return false;
-    const f = this.count * DREC_STRIDE_F64;
-    const i = this.count * DREC_STRIDE_I32;
-    copyTrigger(srcF64, srcI32, baseF64, baseI32, this.f64, this.i32, f, i);
+  put(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number {
+    if (this.count === this.capacityRecords) return -1;
+    const index = this.count;
+    const f = index * DREC_STRIDE_F64;
+    const i = index * DREC_STRIDE_I32;
+    for (let k = 0; k < DREC_STRIDE_F64; k++) this.f64[f + k] = f64[baseF64 + k]!;
+    // The Int32 cells past the Float64 cells' doubles: copy them as integers (never through a double).
+    for (let k = 12; k < DREC_STRIDE_I32; k++) this.i32[i + k] = i32[baseI32 + k]!;
     this.f64[f + DREC_TIME_NS_F64] = nowNs;
-    this.f64[f + DREC_ORDINAL_F64] = -1;
     this.i32[i + DREC_DOWNSTREAM_I32] = downstreamIndex;
-    this.i32[i + DREC_REASON_I32] = reason;
-    this.i32[i + DREC_ATTEMPTS_I32] = attempts;
+    this.i32[i + DREC_DL_STATUS_I32] = status;
+    this.i32[i + DREC_SLOT_REF_I32] = slotRef;
     if (this.count === 0) this.firstPutNs = nowNs;
     this.count++;
-    return true;
+    return index;
   }
 
-  /** Empties the ring (after a successful flush). */
+  /** Status of entry `index`. */
+  status(index: number): number {
+    return this.i32[index * DREC_STRIDE_I32 + DREC_DL_STATUS_I32]!;
+  }
+
+  /** Changes the status of entry `index`. */
+  setStatus(index: number, status: number): void {
+    this.i32[index * DREC_STRIDE_I32 + DREC_DL_STATUS_I32] = status;
+  }
+
+  /** Empties the ring (after a flush). */
   clear(): void {
     this.count = 0;
   }

@@ -1,25 +1,56 @@
 /**
- * JSON formatting of triggers for the NDJSON and webhook sinks, with names supplied by a `TriggerNamer` (implemented
- * by the wiring from the device registry and the fence store).
+ * Naming and JSON formatting of triggers: the `TriggerNamer` the dispatcher is given (device ids by slot, fences by
+ * store generation and index), a numbering namer for tests and benchmarks, and the JSON object every sink writes.
  */
 import { LANE_NAMES, TRIGGER_TYPE_NAMES } from '../../shm/layout.js';
+import type { FenceNames } from '../fence-catalog.js';
 import type { TriggerBatch } from './trigger-batch.js';
 
-/** Turns the dense numbers of a trigger record into the names receivers know. */
-export interface TriggerNamer {
-  /** The device's external id for a dense device slot. */
-  deviceId(slot: number): string;
-  /** The fence's id for a fence index within a fence-store generation. */
-  fenceId(generation: number, index: number): string;
-  /** The fence's tags (e.g. "compliance"). */
-  fenceTags(generation: number, index: number): readonly string[];
+/**
+ * Turns the dense numbers of a trigger record into the names receivers know. The device part is read by slot (and,
+ * for durable records, byte by byte without allocating); the fence part by store generation and index.
+ */
+export interface TriggerNamer extends FenceNames {
+  /** The device's id as it sent it: a string, or an unsigned integer. */
+  deviceId(slot: number): string | number;
+  /** True when the device's id is an unsigned integer. */
+  isNumeric(slot: number): boolean;
+  /** The numeric id (meaningful when `isNumeric`). */
+  numericId(slot: number): number;
+  /** Copies the UTF-8 bytes of a string id to `dst` at `at`; returns the count. Allocation-free. */
+  copyIdBytes(slot: number, dst: Uint8Array, at: number): number;
 }
 
-/** A namer that names by number (`device-<slot>`, `fence-<generation>-<index>`, no tags): tests and fallbacks. */
+const DEVICE_PREFIX = [0x64, 0x65, 0x76, 0x69, 0x63, 0x65, 0x2d]; // "device-"
+
+/**
+ * A namer that names by number: device slot s is the string `device-<s>`, fence i of generation g is `fence-<g>-<i>`
+ * with no tags. Tests and benchmarks.
+ */
 export class IndexNamer implements TriggerNamer {
   /** `device-<slot>`. */
   deviceId(slot: number): string {
     return `device-${slot}`;
+  }
+  /** Always false. */
+  isNumeric(_slot: number): boolean {
+    return false;
+  }
+  /** -1. */
+  numericId(_slot: number): number {
+    return -1;
+  }
+  /** The bytes of `device-<slot>`, written without allocating. */
+  copyIdBytes(slot: number, dst: Uint8Array, at: number): number {
+    for (let k = 0; k < DEVICE_PREFIX.length; k++) dst[at + k] = DEVICE_PREFIX[k]!;
+    let digits = 1;
+    for (let v = slot; v >= 10; v = Math.floor(v / 10)) digits++;
+    let v = slot;
+    for (let k = digits - 1; k >= 0; k--) {
+      dst[at + DEVICE_PREFIX.length + k] = 0x30 + (v % 10);
+      v = Math.floor(v / 10);
+    }
+    return DEVICE_PREFIX.length + digits;
   }
   /** `fence-<generation>-<index>`. */
   fenceId(generation: number, index: number): string {
@@ -32,30 +63,24 @@ export class IndexNamer implements TriggerNamer {
 }
 
 /**
- * JSON object of record `i`:
- * `{"type","deviceId","fenceId","tags","lane","lat","lon","eventTimeMs","seq","insideMs","replay"}`.
+ * JSON object of record `i`: `{"type","deviceId","fenceId","tags","lane","lat","lon","eventTimeMs","seq","insideMs",
+ * "replay"}`; `deviceId` is a JSON number for a numeric id and a string otherwise.
  */
-export function triggerJson(batch: TriggerBatch, i: number, namer: TriggerNamer): string {
-  const gen = batch.generation(i);
-  const fence = batch.fenceIndex(i);
-  return JSON.stringify({
-    type: TRIGGER_TYPE_NAMES[batch.type(i)] ?? String(batch.type(i)),
-    deviceId: namer.deviceId(batch.deviceSlot(i)),
-    fenceId: namer.fenceId(gen, fence),
-    tags: namer.fenceTags(gen, fence),
-    lane: LANE_NAMES[batch.lane(i)] ?? String(batch.lane(i)),
-    lat: batch.lat(i),
-    lon: batch.lon(i),
-    eventTimeMs: batch.eventTimeMs(i),
-    seq: batch.seq(i),
-    insideMs: batch.insideMs(i),
-    replay: batch.replay,
-  });
+export function triggerJson(batch: TriggerBatch, i: number): string {
+  const id = batch.deviceId(i);
+  return (
+    `{"type":"${TRIGGER_TYPE_NAMES[batch.type(i)] ?? String(batch.type(i))}"` +
+    `,"deviceId":${typeof id === 'number' ? String(id) : JSON.stringify(id)}` +
+    `,${batch.names.fenceJson(batch.fenceHandle(i))}` +
+    `,"lane":"${LANE_NAMES[batch.lane(i)] ?? String(batch.lane(i))}"` +
+    `,"lat":${batch.lat(i)},"lon":${batch.lon(i)},"eventTimeMs":${batch.eventTimeMs(i)}` +
+    `,"seq":${batch.seq(i)},"insideMs":${batch.insideMs(i)},"replay":${batch.replay(i) ? 'true' : 'false'}}`
+  );
 }
 
 /** JSON array of every record in the batch. */
-export function batchJson(batch: TriggerBatch, namer: TriggerNamer): string {
+export function batchJson(batch: TriggerBatch): string {
   let s = '[';
-  for (let i = 0; i < batch.count; i++) s += (i === 0 ? '' : ',') + triggerJson(batch, i, namer);
+  for (let i = 0; i < batch.count; i++) s += (i === 0 ? '' : ',') + triggerJson(batch, i);
   return s + ']';
 }

@@ -1,21 +1,18 @@
 /**
- * A batch of triggers handed to a sink: a view over preallocated dispatch records (DREC_* layout). The dispatcher
- * reuses each batch object for the permit slot it belongs to; a batch's contents stay valid until the promise
- * returned by `Sink.deliver` settles.
+ * A batch of triggers handed to a sink: a list of record slots of the downstream's memory (DREC_* layout) and the
+ * names of their devices and fences. The dispatcher reuses each batch object for the permit slot it belongs to; a
+ * batch's contents stay valid until the promise returned by `Sink.deliver` settles.
  */
 import {
   DREC_ATTEMPTS_I32,
-  DREC_ORDINAL_F64,
+  DREC_FENCE_HANDLE_I32,
   DREC_REASON_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
-  DREC_TIME_NS_F64,
   TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
   TRG_EVENT_TIME_MS_F64,
   TRG_FENCE_INDEX_I32,
-  TRG_FENCE_INDEX_MASK,
-  TRG_GENERATION_I32,
   TRG_INSIDE_MS_F64,
   TRG_LANE_SHIFT,
   TRG_LAT_F64,
@@ -24,44 +21,59 @@ import {
   TRG_TYPE_I32,
 } from '../../shm/layout.js';
 
+/** Names of the devices and fences a batch refers to (the dispatcher's device ids and fence catalog). */
+export interface BatchNames {
+  /** The device's id as it sent it: a string, or an unsigned integer. */
+  deviceId(slot: number): string | number;
+  /** The fence's id. */
+  fenceId(handle: number): string;
+  /** The fence's tags. */
+  fenceTags(handle: number): readonly string[];
+  /** The JSON members `"fenceId":...,"tags":[...]` of the fence. */
+  fenceJson(handle: number): string;
+}
+
 /** A batch of trigger records (see the module comment). */
 export class TriggerBatch {
-  /** Float64 view over the batch's records. */
+  /** Float64 view over the downstream's record slots. */
   readonly f64: Float64Array;
-  /** Int32 view over the batch's records. */
+  /** Int32 view over the downstream's record slots. */
   readonly i32: Int32Array;
-  /** Float64 index where record 0 starts. */
-  readonly baseF64: number;
-  /** Int32 index where record 0 starts. */
-  readonly baseI32: number;
+  /** Slots of the records, in delivery order. */
+  readonly slots: Int32Array;
   /** Records the batch can hold. */
   readonly capacity: number;
+  /** Names of devices and fences. */
+  readonly names: BatchNames;
   /** Records in the batch. */
   count = 0;
-  /** True when the batch comes from the replay lane (dead-lettered triggers re-delivered). */
-  replay = false;
   /** Index of the downstream the batch is for. */
   downstreamIndex = 0;
   /** When the sink call started (the permit's clock), ns: `nowNs - sentAtNs` in a delivered hook is the RTT. */
   sentAtNs = 0;
 
-  /** Wraps `capacity` records starting at record `firstRecord` of the views. */
-  constructor(f64: Float64Array, i32: Int32Array, firstRecord: number, capacity: number) {
+  /** A batch of up to `capacity` records over the views of a downstream's memory. */
+  constructor(f64: Float64Array, i32: Int32Array, capacity: number, names: BatchNames) {
     this.f64 = f64;
     this.i32 = i32;
-    this.baseF64 = firstRecord * DREC_STRIDE_F64;
-    this.baseI32 = firstRecord * DREC_STRIDE_I32;
     this.capacity = capacity;
+    this.slots = new Int32Array(capacity);
+    this.names = names;
+  }
+
+  /** Appends the record in `slot`. */
+  add(slot: number): void {
+    this.slots[this.count++] = slot;
   }
 
   /** Float64 base of record `i`. */
   recordF64(i: number): number {
-    return this.baseF64 + i * DREC_STRIDE_F64;
+    return this.slots[i]! * DREC_STRIDE_F64;
   }
 
   /** Int32 base of record `i`. */
   recordI32(i: number): number {
-    return this.baseI32 + i * DREC_STRIDE_I32;
+    return this.slots[i]! * DREC_STRIDE_I32;
   }
 
   /** Trigger type (TriggerType) of record `i`. */
@@ -69,19 +81,29 @@ export class TriggerBatch {
     return this.i32[this.recordI32(i) + TRG_TYPE_I32]!;
   }
 
-  /** Device slot of record `i`. */
+  /** Device slot of record `i` (this process's; not an identity). */
   deviceSlot(i: number): number {
     return this.i32[this.recordI32(i) + TRG_DEVICE_SLOT_I32]!;
   }
 
-  /** Fence-store generation of record `i`. */
-  generation(i: number): number {
-    return this.i32[this.recordI32(i) + TRG_GENERATION_I32]!;
+  /** The device id of record `i`, as the device sent it. */
+  deviceId(i: number): string | number {
+    return this.names.deviceId(this.deviceSlot(i));
   }
 
-  /** Fence index of record `i` (lane bits removed). */
-  fenceIndex(i: number): number {
-    return this.i32[this.recordI32(i) + TRG_FENCE_INDEX_I32]! & TRG_FENCE_INDEX_MASK;
+  /** Fence-catalog handle of record `i` (this process's; not an identity). */
+  fenceHandle(i: number): number {
+    return this.i32[this.recordI32(i) + DREC_FENCE_HANDLE_I32]!;
+  }
+
+  /** The fence id of record `i`. */
+  fenceId(i: number): string {
+    return this.names.fenceId(this.fenceHandle(i));
+  }
+
+  /** The fence tags of record `i`. */
+  tags(i: number): readonly string[] {
+    return this.names.fenceTags(this.fenceHandle(i));
   }
 
   /** Lane of record `i`. */
@@ -109,7 +131,7 @@ export class TriggerBatch {
     return this.f64[this.recordF64(i) + TRG_ADMIT_TIME_NS_F64]!;
   }
 
-  /** Per (device, fence) sequence number of record `i`. */
+  /** The device's trigger sequence number of record `i`. */
   seq(i: number): number {
     return this.f64[this.recordF64(i) + TRG_SEQ_F64]!;
   }
@@ -119,19 +141,14 @@ export class TriggerBatch {
     return this.f64[this.recordF64(i) + TRG_INSIDE_MS_F64]!;
   }
 
-  /** Time record `i` was queued (live) or dead-lettered (replay), ns. */
-  timeNs(i: number): number {
-    return this.f64[this.recordF64(i) + DREC_TIME_NS_F64]!;
-  }
-
-  /** Replay: index of record `i` in the dead-letter file; live: -1. */
-  ordinal(i: number): number {
-    return this.f64[this.recordF64(i) + DREC_ORDINAL_F64]!;
-  }
-
-  /** Replay: dead-letter reason of record `i`; live: -1. */
+  /** Dead-letter reason of record `i` (-1 when it was never dead-lettered). */
   reason(i: number): number {
     return this.i32[this.recordI32(i) + DREC_REASON_I32]!;
+  }
+
+  /** True when record `i` is a dead letter being re-delivered by the replay lane. */
+  replay(i: number): boolean {
+    return this.reason(i) >= 0;
   }
 
   /** Delivery attempts of record `i`, this one included. */

@@ -1,5 +1,5 @@
 import * as http from 'node:http';
-import { batchJson, type TriggerNamer } from './format.js';
+import { batchJson } from './format.js';
 import type { Sink, SinkResult } from './sink.js';
 import type { TriggerBatch } from './trigger-batch.js';
 import { checkNumber, withDefaults } from '../validate.js';
@@ -33,26 +33,24 @@ export const CREDIT_HEADER = 'x-credit-window';
  */
 export class WebhookSink implements Sink {
   private readonly options: WebhookSinkOptions;
-  private readonly namer: TriggerNamer;
   private readonly agent: http.Agent;
   private readonly target: URL;
 
   /** Validates the options; the URL must be http:. */
-  constructor(options: Partial<WebhookSinkOptions> & { url: string }, namer: TriggerNamer) {
+  constructor(options: Partial<WebhookSinkOptions> & { url: string }) {
     const o = withDefaults({ ...WEBHOOK_SINK_DEFAULTS, url: options.url }, options);
     const target = new URL(o.url);
     if (target.protocol !== 'http:') throw new RangeError(`options.url must be an http: URL, got ${o.url}`);
     checkNumber('options.timeoutMs', o.timeoutMs, 1, 3_600_000);
     checkNumber('options.maxSockets', o.maxSockets, 1, 65536, true);
     this.options = o;
-    this.namer = namer;
     this.target = target;
     this.agent = new http.Agent({ keepAlive: true, maxSockets: o.maxSockets });
   }
 
   /** POSTs the batch; never rejects. */
   deliver(batch: TriggerBatch): Promise<SinkResult> {
-    const body = batchJson(batch, this.namer);
+    const body = batchJson(batch);
     return new Promise<SinkResult>((resolve) => {
       let settled = false;
       const done = (r: SinkResult): void => {

@@ -1,0 +1,104 @@
+/**
+ * What one run of a downstream hands to the next, through its directory: at close, the triggers still in memory go
+ * to the pending file (the ones loaded from the backlog log stay there: its cursor has not passed them; parked dead
+ * letters stay in the dead-letter file as PENDING); at start, the pending file and the PENDING dead letters are taken
+ * back into memory in front of everything else, sorted by seq per device, and the backlog log's pending records are
+ * counted per device so that device's new triggers queue behind them.
+ *
+ * Dispatcher thread, at start and at close only (allocates freely).
+ */
+import {
+  DREC_DLQ_POS_F64,
+  DREC_LOG_ORDINAL_F64,
+  DREC_STRIDE_F64,
+  DREC_STRIDE_I32,
+  TRG_SEQ_F64,
+} from '../shm/layout.js';
+import { scanPendingFile, writePendingFile } from '../durable/pending-file.js';
+import { TREC_MAX_BYTES, TREC_SEQ_F64 } from '../durable/file-layout.js';
+import { RecordBuffer, type TriggerCodec, type TriggerResolver } from '../durable/trigger-codec.js';
+import type { Downstream } from './downstream.js';
+
+/** A record carried over from an earlier run, copied out of its file. */
+export interface CarriedRecord {
+  /** The record's bytes (in their own aligned buffer, at 0). */
+  buf: RecordBuffer;
+  /** Its position in the dead-letter file (a PENDING dead letter), or -1 (the pending file). */
+  dlqPosition: number;
+  /** Its seq (the sort key within a device). */
+  seq: number;
+}
+
+/** Copies the record at `at` of `buf` (of `length` bytes) into a buffer of its own. */
+export function copyRecord(buf: RecordBuffer, at: number, length: number, dlqPosition: number, seq: number): CarriedRecord {
+  const own = new RecordBuffer(length);
+  own.bytes.set(buf.bytes.subarray(at, at + length));
+  return { buf: own, dlqPosition, seq };
+}
+
+/** Reads the pending file of `dir` into carried records. */
+export function readPendingRecords(dir: string, downstreamName: string): CarriedRecord[] {
+  const out: CarriedRecord[] = [];
+  scanPendingFile(dir, downstreamName, (buf, at, _pos, length) => out.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)));
+  return out;
+}
+
+/**
+ * Takes carried records into `ds`'s memory: sorted by seq (stable, so per device in seq order), one per (device,
+ * seq) (a trigger in both files is taken once), each decoded through `codec` and `resolver`. Returns how many were
+ * taken and how many named a device this run cannot resolve (dropped, counted by the caller).
+ */
+export function takeOver(ds: Downstream, records: CarriedRecord[], codec: TriggerCodec, resolver: TriggerResolver, nowNs: number): { taken: number; unresolved: number } {
+  records.sort((a, b) => a.seq - b.seq);
+  const scratch = new ArrayBuffer(DREC_STRIDE_F64 * 8);
+  const f64 = new Float64Array(scratch);
+  const i32 = new Int32Array(scratch);
+  const seen = new Set<string>();
+  let taken = 0;
+  let unresolved = 0;
+  for (const r of records) {
+    f64.fill(0);
+    const device = codec.decode(r.buf, 0, f64, i32, 0, 0, resolver);
+    if (device < 0) {
+      unresolved++;
+      continue;
+    }
+    const key = `${device}:${f64[TRG_SEQ_F64]!}`;
+    if (seen.has(key)) {
+      // The same trigger in both files (a crash between writing one and settling the other): once is enough. Its
+      // dead-letter copy, if that is the duplicate, stays PENDING; the next start settles it the same way.
+      continue;
+    }
+    seen.add(key);
+    ds.acceptCarriedOver(f64, i32, device, r.dlqPosition, nowNs);
+    taken++;
+  }
+  return { taken, unresolved };
+}
+
+/**
+ * Writes the triggers `ds` still holds in memory that no other file holds (not loaded from the backlog log, not
+ * parked in the dead-letter file) to its pending file in per-device FIFO order, replacing the old one (removing it
+ * when there are none). Returns how many were written.
+ */
+export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): number {
+  const q = ds.queues;
+  let buf = new RecordBuffer(1 << 20);
+  let length = 0;
+  let written = 0;
+  for (let device = 0; device < q.maxDevices; device++) {
+    for (let slot = q.headOf(device); slot >= 0; slot = q.nextInFifo(slot)) {
+      const f = slot * DREC_STRIDE_F64;
+      if (q.f64[f + DREC_LOG_ORDINAL_F64]! >= 0 || q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
+      if (length + TREC_MAX_BYTES > buf.byteLength) {
+        const grown = new RecordBuffer(buf.byteLength * 2);
+        grown.bytes.set(buf.bytes.subarray(0, length));
+        buf = grown;
+      }
+      length += codec.encode(q.f64, q.i32, f, slot * DREC_STRIDE_I32, buf, length, buf.byteLength, 0);
+      written++;
+    }
+  }
+  writePendingFile(dir, ds.name, buf, length);
+  return written;
+}

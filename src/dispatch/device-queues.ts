@@ -1,0 +1,253 @@
+/**
+ * One downstream's memory: preallocated dispatch-record slots (DREC_* layout), one FIFO of slots per device, and the
+ * ready lists that say which device is served next.
+ *
+ * Order: a device's triggers leave in the order they entered (failed ones go back to the front, in order), and a
+ * device is never handed out while it is busy (a batch with its triggers is in flight). So two requests in flight to
+ * one downstream never carry triggers of the same device, and a receiver sees each device's triggers in seq order.
+ *
+ * Who goes next: a device with queued triggers and nothing in flight is on exactly one ready list, served in order
+ * COMPLIANCE (it has a compliance trigger queued: the device moves up as a whole, its earlier triggers first), NEW (it
+ * had nothing queued until its latest trigger: a device without a backlog never waits behind one that has one), OLD
+ * (it still had triggers after its last batch: round robin among backlogged devices), and REPLAY (its first trigger
+ * is a dead letter waiting for re-delivery: behind all live traffic).
+ *
+ * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
+ * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
+ */
+import { DREC_REASON_I32, DREC_STRIDE_BYTES, DREC_STRIDE_I32, Lane, TRG_FENCE_INDEX_I32, TRG_LANE_SHIFT } from '../shm/layout.js';
+import { checkNumber } from './validate.js';
+
+/** Ready lists, in the order they are served. */
+export const ReadyList = {
+  /** Devices with a COMPLIANCE trigger queued. */
+  COMPLIANCE: 0,
+  /** Devices whose queue was empty until their latest trigger. */
+  NEW: 1,
+  /** Devices that still had triggers after their last batch. */
+  OLD: 2,
+  /** Devices whose first trigger is a dead letter awaiting re-delivery (served only when no other device is ready). */
+  REPLAY: 3,
+} as const;
+/** Number of ready lists. */
+export const READY_LIST_COUNT = 4;
+
+const NIL = -1;
+
+/** Per-device FIFOs over preallocated record slots (see the module comment). */
+export class DeviceQueues {
+  /** Record slots in all. */
+  readonly capacitySlots: number;
+  /** Free slots only COMPLIANCE triggers may take. */
+  readonly reservedSlots: number;
+  /** Device slots the queues are indexed by. */
+  readonly maxDevices: number;
+  /** Float64 view over the record slots (slot s starts at s * DREC_STRIDE_F64). */
+  readonly f64: Float64Array;
+  /** Int32 view over the record slots (slot s starts at s * DREC_STRIDE_I32). */
+  readonly i32: Int32Array;
+  /** Triggers of each device in the downstream's backlog log, not loaded yet (kept by the owner). */
+  readonly fileOnly: Int32Array;
+
+  private readonly slotNext: Int32Array;
+  private readonly freeSlots: Int32Array;
+  private freeTop: number;
+  private readonly head: Int32Array;
+  private readonly tail: Int32Array;
+  private readonly queued: Int32Array;
+  private readonly complianceQueued: Int32Array;
+  private readonly busy: Uint8Array;
+  private readonly listOf: Int8Array;
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
+  private readonly listHead = new Int32Array(READY_LIST_COUNT).fill(NIL);
+  private readonly listTail = new Int32Array(READY_LIST_COUNT).fill(NIL);
+  private readonly listSize = new Int32Array(READY_LIST_COUNT);
+
+  /** `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]. */
+  constructor(capacitySlots: number, reservedSlots: number, maxDevices: number) {
+    checkNumber('queueCapacitySlots', capacitySlots, 1, 1 << 22, true);
+    checkNumber('reservedComplianceSlots', reservedSlots, 0, capacitySlots - 1, true);
+    checkNumber('maxDevices', maxDevices, 1, 1 << 26, true);
+    this.capacitySlots = capacitySlots;
+    this.reservedSlots = reservedSlots;
+    this.maxDevices = maxDevices;
+    const buffer = new ArrayBuffer(capacitySlots * DREC_STRIDE_BYTES);
+    this.f64 = new Float64Array(buffer);
+    this.i32 = new Int32Array(buffer);
+    this.slotNext = new Int32Array(capacitySlots).fill(NIL);
+    this.freeSlots = new Int32Array(capacitySlots);
+    for (let i = 0; i < capacitySlots; i++) this.freeSlots[i] = capacitySlots - 1 - i;
+    this.freeTop = capacitySlots;
+    this.head = new Int32Array(maxDevices).fill(NIL);
+    this.tail = new Int32Array(maxDevices).fill(NIL);
+    this.fileOnly = new Int32Array(maxDevices);
+    this.queued = new Int32Array(maxDevices);
+    this.complianceQueued = new Int32Array(maxDevices);
+    this.busy = new Uint8Array(maxDevices);
+    this.listOf = new Int8Array(maxDevices).fill(NIL);
+    this.prev = new Int32Array(maxDevices).fill(NIL);
+    this.next = new Int32Array(maxDevices).fill(NIL);
+  }
+
+  /** Slots in use (queued, in flight, or waiting for a replay). */
+  get used(): number {
+    return this.capacitySlots - this.freeTop;
+  }
+
+  /** True when a trigger of `lane` would find a slot. */
+  hasRoom(lane: number): boolean {
+    return lane === Lane.COMPLIANCE ? this.freeTop > 0 : this.freeTop > this.reservedSlots;
+  }
+
+  /** Takes a free slot for a trigger of `lane`, or -1 when its part of the memory is full. */
+  allocate(lane: number): number {
+    if (!this.hasRoom(lane)) return NIL;
+    return this.freeSlots[--this.freeTop]!;
+  }
+
+  /** Gives a slot back (its trigger left memory). */
+  release(slot: number): void {
+    this.freeSlots[this.freeTop++] = slot;
+  }
+
+  /** Triggers of `device` queued (in memory and not in flight). */
+  queuedOf(device: number): number {
+    return this.queued[device]!;
+  }
+
+  /** Slot of the first queued trigger of `device`, or -1. */
+  headOf(device: number): number {
+    return this.head[device]!;
+  }
+
+  /** Slot after `slot` in its device's FIFO, or -1. */
+  nextInFifo(slot: number): number {
+    return this.slotNext[slot]!;
+  }
+
+  /** True while a batch with triggers of `device` is in flight. */
+  isBusy(device: number): boolean {
+    return this.busy[device] === 1;
+  }
+
+  /** Ready list `device` is on, or -1. */
+  listOfDevice(device: number): number {
+    return this.listOf[device]!;
+  }
+
+  /** Devices on ready list `list`. */
+  readyCount(list: number): number {
+    return this.listSize[list]!;
+  }
+
+  /** True when some device is ready on any list. */
+  get anyReady(): boolean {
+    return this.listSize[0]! + this.listSize[1]! + this.listSize[2]! + this.listSize[3]! > 0;
+  }
+
+  /** Queues `slot` (a new trigger of `device`) at the back of the device's FIFO and lists the device if it is idle. */
+  append(device: number, slot: number): void {
+    const wasEmpty = this.queued[device] === 0;
+    this.slotNext[slot] = NIL;
+    if (this.tail[device] === NIL) this.head[device] = slot;
+    else this.slotNext[this.tail[device]!] = slot;
+    this.tail[device] = slot;
+    this.count(device, slot, 1);
+    this.relist(device, wasEmpty);
+  }
+
+  /** Puts `slot` back at the front of the device's FIFO (a failed batch, its triggers in reverse order). */
+  prepend(device: number, slot: number): void {
+    this.slotNext[slot] = this.head[device]!;
+    if (this.head[device] === NIL) this.tail[device] = slot;
+    this.head[device] = slot;
+    this.count(device, slot, 1);
+    this.relist(device, false);
+  }
+
+  /** Removes and returns the first queued slot of `device` (-1 when none); the slot stays in use. */
+  popHead(device: number): number {
+    const slot = this.head[device]!;
+    if (slot === NIL) return NIL;
+    this.head[device] = this.slotNext[slot]!;
+    if (this.head[device] === NIL) this.tail[device] = NIL;
+    this.slotNext[slot] = NIL;
+    this.count(device, slot, -1);
+    return slot;
+  }
+
+  /** Marks `device` busy (a batch with its triggers is in flight) or idle again, and relists it. */
+  setBusy(device: number, busy: boolean): void {
+    this.busy[device] = busy ? 1 : 0;
+    this.relist(device, false);
+  }
+
+  /**
+   * Takes the next ready device off its list (COMPLIANCE, NEW, OLD, then REPLAY), or -1 when none is ready. The caller
+   * takes triggers from it and marks it busy, or relists it.
+   */
+  nextReady(): number {
+    for (let l = 0; l < READY_LIST_COUNT; l++) {
+      const d = this.listHead[l]!;
+      if (d !== NIL) {
+        this.unlink(d);
+        return d;
+      }
+    }
+    return NIL;
+  }
+
+  /**
+   * Puts `device` on the list its state calls for (or takes it off when it is busy or has nothing queued). `fresh`:
+   * its queue was empty until now (NEW rather than OLD). Keeps its place when its list does not change.
+   */
+  relist(device: number, fresh: boolean): void {
+    if (this.busy[device] === 1 || this.queued[device] === 0) {
+      this.unlink(device);
+      return;
+    }
+    const current = this.listOf[device]!;
+    let want: number;
+    if (this.i32[this.head[device]! * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0) want = ReadyList.REPLAY;
+    else if (this.complianceQueued[device]! > 0) want = ReadyList.COMPLIANCE;
+    else if (fresh || current === ReadyList.NEW) want = ReadyList.NEW;
+    else want = ReadyList.OLD;
+    if (current === want) return;
+    this.unlink(device);
+    this.link(device, want);
+  }
+
+  private count(device: number, slot: number, delta: number): void {
+    this.queued[device] = this.queued[device]! + delta;
+    if (((this.i32[slot * DREC_STRIDE_I32 + TRG_FENCE_INDEX_I32]! >>> TRG_LANE_SHIFT) & 3) === Lane.COMPLIANCE) {
+      this.complianceQueued[device] = this.complianceQueued[device]! + delta;
+    }
+  }
+
+  private link(device: number, list: number): void {
+    const t = this.listTail[list]!;
+    this.prev[device] = t;
+    this.next[device] = NIL;
+    if (t === NIL) this.listHead[list] = device;
+    else this.next[t] = device;
+    this.listTail[list] = device;
+    this.listOf[device] = list;
+    this.listSize[list] = this.listSize[list]! + 1;
+  }
+
+  private unlink(device: number): void {
+    const list = this.listOf[device]!;
+    if (list === NIL) return;
+    const p = this.prev[device]!;
+    const n = this.next[device]!;
+    if (p === NIL) this.listHead[list] = n;
+    else this.next[p] = n;
+    if (n === NIL) this.listTail[list] = p;
+    else this.prev[n] = p;
+    this.prev[device] = NIL;
+    this.next[device] = NIL;
+    this.listOf[device] = NIL;
+    this.listSize[list] = this.listSize[list]! - 1;
+  }
+}

@@ -1,0 +1,466 @@
+/**
+ * One downstream's backlog log: the durable, append-only overflow of its per-device queues.
+ *
+ * A trigger the downstream's memory cannot take goes here (and so does every later trigger of the same device until
+ * the log has given its records back), so a device's pending triggers are always "the ones in memory, then the ones
+ * in the log", in seq order. Records are trigger records with ids (see trigger-codec.ts), appended through a write
+ * buffer flushed with one write and one fdatasync; segments of `segmentMaxBytes` are named
+ * `backlog-<segment>.log`. Loading reads records back in file order into memory slots (records still in the write
+ * buffer are read from there, without forcing a flush); each loaded record gets an ordinal, and the durable cursor (`backlog.cursor`) moves over the prefix of loaded records that are done (delivered,
+ * or handed to the dead-letter file). A crash therefore re-delivers at most the records loaded after the last commit
+ * (the same triggers, with the same seq) and loses only what was still in the write buffer.
+ *
+ * Dispatcher thread only. `append`, `loadNext`, `markDone` allocate nothing; `flush` and `commit` do file I/O.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { DREC_LOG_ORDINAL_F64 } from '../shm/layout.js';
+import { checkFileHeader, writeFileHeader } from './file-header.js';
+import {
+  BACKLOG_MAGIC,
+  checksumWords,
+  CURSOR_BYTES,
+  CURSOR_CHECKSUM_W,
+  CURSOR_OFFSET_F64,
+  CURSOR_SEGMENT_F64,
+  FILE_HEADER_BYTES,
+  TREC_MAX_BYTES,
+} from './file-layout.js';
+import { readFully, syncDir, writeFully } from './fs-util.js';
+import { scanRecords, type RecordVisitor } from './record-scan.js';
+import { RecordBuffer, recordIsValid, recordLength, type TriggerCodec, type TriggerResolver } from './trigger-codec.js';
+
+/** Options of BacklogLog. */
+export interface BacklogLogOptions {
+  /** The downstream's directory (created if absent). */
+  dir: string;
+  /** The downstream's name (checked against every segment's header). */
+  downstreamName: string;
+  /** Encodes and decodes records (this run's id and ids). */
+  codec: TriggerCodec;
+  /** Most bytes of live segments plus the write buffer; past it `append` refuses. */
+  maxBytes: number;
+  /** A segment is closed once it reaches this size. Default 64 MiB. */
+  segmentMaxBytes?: number;
+  /** Bytes of the write buffer and of the read buffer each. Default 1 MiB. */
+  bufferBytes?: number;
+  /** Loaded records that may wait for delivery at once (the done window). Default 65536. */
+  windowRecords?: number;
+  /** Called at open for each record past the cursor (the backlog an earlier run left). */
+  onPending?: RecordVisitor;
+}
+
+/** `loadNext` result: nothing left to load (or the done window is full). */
+export const LOAD_NONE = -2;
+/** `loadNext` result: a record whose device this run cannot name was skipped (counted in `unresolvable`). */
+export const LOAD_SKIPPED = -1;
+
+const SEGMENT_PREFIX = 'backlog-';
+const SEGMENT_SUFFIX = '.log';
+const CURSOR_FILE = 'backlog.cursor';
+
+/** Name of segment `n`. */
+export function segmentFileName(n: number): string {
+  return `${SEGMENT_PREFIX}${String(n).padStart(12, '0')}${SEGMENT_SUFFIX}`;
+}
+
+/** Segment numbers present in `dir`, ascending. */
+export function listSegments(dir: string): number[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const n of names) {
+    if (!n.startsWith(SEGMENT_PREFIX) || !n.endsWith(SEGMENT_SUFFIX)) continue;
+    const v = Number(n.slice(SEGMENT_PREFIX.length, -SEGMENT_SUFFIX.length));
+    if (Number.isSafeInteger(v) && v > 0) out.push(v);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Reads the durable cursor of `dir`: [segment, offset], or null when absent or damaged. */
+export function readCursor(dir: string): [number, number] | null {
+  const buf = new RecordBuffer(CURSOR_BYTES);
+  let fd = -1;
+  try {
+    fd = fs.openSync(path.join(dir, CURSOR_FILE), 'r');
+    if (readFully(fd, buf.bytes, 0, CURSOR_BYTES, 0) < CURSOR_BYTES) return null;
+  } catch {
+    return null;
+  } finally {
+    if (fd >= 0) fs.closeSync(fd);
+  }
+  if (checksumWords(buf.i32, 0, CURSOR_CHECKSUM_W) !== buf.i32[CURSOR_CHECKSUM_W]) return null;
+  return [buf.f64[CURSOR_SEGMENT_F64 >> 3]!, buf.f64[CURSOR_OFFSET_F64 >> 3]!];
+}
+
+/**
+ * Visits every pending record of the backlog in `dir` (from its cursor to the end, read-only; stops at a torn tail).
+ * The main thread uses it at start to learn which devices the backlog names. Returns the records visited.
+ */
+export function scanBacklog(dir: string, downstreamName: string, visit: RecordVisitor): number {
+  const segments = listSegments(dir);
+  if (segments.length === 0) return 0;
+  const cursor = readCursor(dir) ?? [segments[0]!, FILE_HEADER_BYTES];
+  const buf = new RecordBuffer(Math.max(1 << 20, 2 * TREC_MAX_BYTES));
+  let records = 0;
+  for (const seg of segments) {
+    if (seg < cursor[0]) continue;
+    const file = path.join(dir, segmentFileName(seg));
+    const fd = fs.openSync(file, 'r');
+    try {
+      checkFileHeader(fd, file, BACKLOG_MAGIC, downstreamName);
+      records += scanRecords(fd, seg === cursor[0] ? Math.max(FILE_HEADER_BYTES, cursor[1]) : FILE_HEADER_BYTES, buf, visit).records;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return records;
+}
+
+/** A downstream's backlog log (see the module comment). */
+export class BacklogLog {
+  /** Directory of the segments. */
+  readonly dir: string;
+  /** Records written by this run. */
+  appended = 0;
+  /** Records of earlier runs found past the cursor at open. */
+  readonly recovered: number;
+  /** Records loaded whose device this run could not name (skipped). */
+  unresolvable = 0;
+  /** Corrupt records met while loading (the rest of their segment is skipped). */
+  corrupt = 0;
+  /** Bytes cut from a torn tail at open. */
+  readonly recoveredTornBytes: number;
+
+  private readonly name: string;
+  private readonly codec: TriggerCodec;
+  private readonly maxBytes: number;
+  private readonly segmentMaxBytes: number;
+  private readonly wbuf: RecordBuffer;
+  private wlen = 0;
+  private readonly rbuf: RecordBuffer;
+  /** Segment and file position of the bytes held in rbuf: [rbufPos, rbufPos + rbufLen) of segment rbufSeg. */
+  private rbufSeg = -1;
+  private rbufPos = 0;
+  private rbufLen = 0;
+  /** Flushed bytes of every live segment, by segment number, and their sum. */
+  private readonly segmentBytes = new Map<number, number>();
+  private segmentsTotalBytes = 0;
+  private writeSeg: number;
+  private writeFd: number;
+  private readSeg: number;
+  private readOff: number;
+  private readFd = -1;
+  private readFdSeg = -1;
+  /** Records appended (or recovered) and not loaded. */
+  private unreadCount: number;
+  /** Done window over loaded ordinals [doneOrd, loadOrd). */
+  private readonly windowRecords: number;
+  private readonly winSeg: Float64Array;
+  private readonly winOff: Float64Array;
+  private readonly winDone: Uint8Array;
+  private doneOrd = 0;
+  private loadOrd = 0;
+  /** The cursor last made durable. */
+  private durableSeg: number;
+  private durableOff: number;
+  private readonly cursorFd: number;
+  private readonly cursorBuf = new RecordBuffer(CURSOR_BYTES);
+  private closed = false;
+
+  /** Opens (creating if needed) the backlog in `options.dir`: cuts a torn tail, reads the cursor, counts what is pending. */
+  constructor(options: BacklogLogOptions) {
+    this.dir = options.dir;
+    this.name = options.downstreamName;
+    this.codec = options.codec;
+    this.maxBytes = options.maxBytes;
+    this.segmentMaxBytes = options.segmentMaxBytes ?? 64 * 1024 * 1024;
+    const bufferBytes = Math.max(options.bufferBytes ?? 1 << 20, 2 * TREC_MAX_BYTES);
+    this.wbuf = new RecordBuffer(bufferBytes);
+    this.rbuf = new RecordBuffer(bufferBytes);
+    this.windowRecords = options.windowRecords ?? 65536;
+    this.winSeg = new Float64Array(this.windowRecords);
+    this.winOff = new Float64Array(this.windowRecords);
+    this.winDone = new Uint8Array(this.windowRecords);
+    fs.mkdirSync(this.dir, { recursive: true });
+    let segments = listSegments(this.dir);
+    if (segments.length === 0) {
+      const first = fs.openSync(path.join(this.dir, segmentFileName(1)), 'w+');
+      writeFileHeader(first, BACKLOG_MAGIC, this.name, 1);
+      fs.fdatasyncSync(first);
+      fs.closeSync(first);
+      syncDir(this.dir);
+      segments = [1];
+    }
+    const last = segments[segments.length - 1]!;
+    // Only the last segment can have a torn tail (earlier ones were closed after a flush).
+    const lastFile = path.join(this.dir, segmentFileName(last));
+    const fd = fs.openSync(lastFile, 'r+');
+    checkFileHeader(fd, lastFile, BACKLOG_MAGIC, this.name);
+    const size = fs.fstatSync(fd).size;
+    const valid = scanRecords(fd, FILE_HEADER_BYTES, this.rbuf, null, size).validEnd;
+    this.recoveredTornBytes = size - valid;
+    if (valid !== size) {
+      fs.ftruncateSync(fd, valid);
+      fs.fdatasyncSync(fd);
+    }
+    this.writeSeg = last;
+    this.writeFd = fd;
+    for (const s of segments) this.setSegmentBytes(s, s === last ? valid : fs.statSync(path.join(this.dir, segmentFileName(s))).size);
+    let cursor = readCursor(this.dir) ?? [segments[0]!, FILE_HEADER_BYTES];
+    if (cursor[0] < segments[0]! || cursor[0] > last) cursor = [segments[0]!, FILE_HEADER_BYTES];
+    cursor[1] = Math.min(Math.max(cursor[1], FILE_HEADER_BYTES), this.segmentBytes.get(cursor[0]) ?? FILE_HEADER_BYTES);
+    this.readSeg = cursor[0];
+    this.readOff = cursor[1];
+    this.durableSeg = cursor[0];
+    this.durableOff = cursor[1];
+    const cursorPath = path.join(this.dir, CURSOR_FILE);
+    const existed = fs.existsSync(cursorPath);
+    this.cursorFd = fs.openSync(cursorPath, existed ? 'r+' : 'w+');
+    if (!existed) {
+      this.writeCursorFile(this.durableSeg, this.durableOff);
+      syncDir(this.dir);
+    }
+    // Segments wholly before the cursor are done.
+    for (const s of segments) if (s < this.readSeg) this.deleteSegment(s);
+    let pending = 0;
+    for (const s of segments) {
+      if (s < this.readSeg) continue;
+      const file = path.join(this.dir, segmentFileName(s));
+      const sfd = s === last ? this.writeFd : fs.openSync(file, 'r');
+      try {
+        if (s !== last) checkFileHeader(sfd, file, BACKLOG_MAGIC, this.name);
+        pending += scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!).records;
+      } finally {
+        if (s !== last) fs.closeSync(sfd);
+      }
+    }
+    this.recovered = pending;
+    this.unreadCount = pending;
+  }
+
+  /** Records appended or recovered and not loaded yet. */
+  get unread(): number {
+    return this.unreadCount;
+  }
+
+  /** Loaded records not yet done. */
+  get loadedOutstanding(): number {
+    return this.loadOrd - this.doneOrd;
+  }
+
+  /** Bytes of the live segments plus the write buffer. */
+  get liveBytes(): number {
+    return this.segmentsTotalBytes + this.wlen;
+  }
+
+  /** True when an append would pass `maxBytes`. */
+  get isFull(): boolean {
+    return this.liveBytes + TREC_MAX_BYTES > this.maxBytes;
+  }
+
+  /** Bytes waiting in the write buffer. */
+  get buffered(): number {
+    return this.wlen;
+  }
+
+  /**
+   * Appends the dispatch record at (f64, i32, baseF64, baseI32) (flushing first when the buffer is full). Returns
+   * false, storing nothing, when the log is full. The record is durable after the next `flush`. Allocation-free.
+   */
+  append(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number): boolean {
+    if (this.isFull) return false;
+    let n = this.codec.encode(f64, i32, baseF64, baseI32, this.wbuf, this.wlen, this.wbuf.byteLength, 0);
+    if (n === 0) {
+      this.flush();
+      n = this.codec.encode(f64, i32, baseF64, baseI32, this.wbuf, 0, this.wbuf.byteLength, 0);
+    }
+    this.wlen += n;
+    this.appended++;
+    this.unreadCount++;
+    return true;
+  }
+
+  /** Writes the buffered records with one write and one fdatasync, then starts a new segment when this one is full. */
+  flush(): void {
+    if (this.wlen === 0) return;
+    const end = this.segmentBytes.get(this.writeSeg)!;
+    writeFully(this.writeFd, this.wbuf.bytes, 0, this.wlen, end);
+    fs.fdatasyncSync(this.writeFd);
+    const size = end + this.wlen;
+    this.setSegmentBytes(this.writeSeg, size);
+    this.wlen = 0;
+    if (size >= this.segmentMaxBytes) {
+      fs.closeSync(this.writeFd);
+      if (this.readFdSeg === this.writeSeg) this.closeReadFd();
+      this.createSegment(this.writeSeg + 1);
+    }
+  }
+
+  /**
+   * Loads the next record into the dispatch record at (f64, i32, baseF64, baseI32), setting its DREC_LOG_ORDINAL_F64.
+   * Returns the device slot, LOAD_SKIPPED (a record this run cannot name: skipped and counted, its ordinal done), or
+   * LOAD_NONE (nothing left, or the done window is full). Allocation-free for records of this run.
+   */
+  loadNext(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, resolver: TriggerResolver | null): number {
+    if (this.unreadCount === 0 || this.loadOrd - this.doneOrd >= this.windowRecords) return LOAD_NONE;
+    for (;;) {
+      const segEnd = this.segmentBytes.get(this.readSeg)!;
+      let buf = this.rbuf;
+      let at: number;
+      let end: number;
+      if (this.readOff >= segEnd) {
+        if (this.readSeg !== this.writeSeg) {
+          this.readSeg++;
+          this.readOff = FILE_HEADER_BYTES;
+          continue;
+        }
+        // Not written yet: read it from the write buffer (its position is where the next flush puts it).
+        at = this.readOff - segEnd;
+        if (at >= this.wlen) return LOAD_NONE;
+        buf = this.wbuf;
+        end = this.wlen;
+      } else {
+        at = this.bufferRecordAt(this.readSeg, this.readOff, segEnd);
+        end = this.rbufLen;
+      }
+      const length = at < 0 ? 0 : recordLength(buf, at, end);
+      if (at < 0 || !recordIsValid(buf, at, length, end)) {
+        // A damaged record inside a closed segment: skip the rest of the segment rather than stop for good.
+        this.corrupt++;
+        this.readOff = segEnd;
+        continue;
+      }
+      const ord = this.loadOrd++;
+      const w = ord % this.windowRecords;
+      this.winSeg[w] = this.readSeg;
+      this.winOff[w] = this.readOff;
+      this.winDone[w] = 0;
+      this.readOff += length;
+      this.unreadCount--;
+      const slot = this.codec.decode(buf, at, f64, i32, baseF64, baseI32, resolver);
+      f64[baseF64 + DREC_LOG_ORDINAL_F64] = ord;
+      if (slot < 0) {
+        this.unresolvable++;
+        this.markDone(ord);
+        return LOAD_SKIPPED;
+      }
+      return slot;
+    }
+  }
+
+  /** Marks a loaded record done (delivered, or now owned by the dead-letter file). Allocation-free. */
+  markDone(ordinal: number): void {
+    if (ordinal < this.doneOrd || ordinal >= this.loadOrd) return;
+    this.winDone[ordinal % this.windowRecords] = 1;
+    while (this.doneOrd < this.loadOrd && this.winDone[this.doneOrd % this.windowRecords] === 1) {
+      this.winDone[this.doneOrd % this.windowRecords] = 0;
+      this.doneOrd++;
+    }
+  }
+
+  /**
+   * Makes the cursor durable when it moved (one 32-byte write and an fdatasync), then deletes the segments wholly
+   * before it. Call after `flush` so the cursor never points past durable bytes.
+   */
+  commit(): void {
+    let seg: number;
+    let off: number;
+    if (this.doneOrd < this.loadOrd) {
+      const w = this.doneOrd % this.windowRecords;
+      seg = this.winSeg[w]!;
+      off = this.winOff[w]!;
+    } else {
+      seg = this.readSeg;
+      off = this.readOff;
+    }
+    if (seg === this.durableSeg && off === this.durableOff) return;
+    this.writeCursorFile(seg, off);
+    const from = this.durableSeg;
+    this.durableSeg = seg;
+    this.durableOff = off;
+    for (let s = from; s < seg; s++) if (s !== this.writeSeg) this.deleteSegment(s);
+  }
+
+  /** Flushes, commits and closes the files. */
+  close(): void {
+    if (this.closed) return;
+    this.flush();
+    this.commit();
+    this.closed = true;
+    fs.closeSync(this.writeFd);
+    this.closeReadFd();
+    fs.closeSync(this.cursorFd);
+  }
+
+  /** Makes the record at (seg, off) readable in rbuf; returns its offset there (-1 when it cannot be read). */
+  private bufferRecordAt(seg: number, off: number, segEnd: number): number {
+    if (seg === this.rbufSeg && off >= this.rbufPos && off + 8 <= this.rbufPos + this.rbufLen) {
+      const at = off - this.rbufPos;
+      const length = recordLength(this.rbuf, at, this.rbufLen);
+      if (length > 0 && at + length <= this.rbufLen) return at;
+    }
+    const fd = this.fdFor(seg);
+    const want = Math.min(this.rbuf.byteLength, segEnd - off);
+    this.rbufLen = readFully(fd, this.rbuf.bytes, 0, want, off);
+    this.rbufSeg = seg;
+    this.rbufPos = off;
+    return this.rbufLen >= 8 ? 0 : -1;
+  }
+
+  private fdFor(seg: number): number {
+    if (seg === this.writeSeg) return this.writeFd;
+    if (this.readFdSeg !== seg) {
+      this.closeReadFd();
+      this.readFd = fs.openSync(path.join(this.dir, segmentFileName(seg)), 'r');
+      this.readFdSeg = seg;
+    }
+    return this.readFd;
+  }
+
+  private closeReadFd(): void {
+    if (this.readFd >= 0) fs.closeSync(this.readFd);
+    this.readFd = -1;
+    this.readFdSeg = -1;
+  }
+
+  private createSegment(n: number): void {
+    const fd = fs.openSync(path.join(this.dir, segmentFileName(n)), 'w+');
+    writeFileHeader(fd, BACKLOG_MAGIC, this.name, n);
+    fs.fdatasyncSync(fd);
+    syncDir(this.dir);
+    this.writeSeg = n;
+    this.writeFd = fd;
+    this.setSegmentBytes(n, FILE_HEADER_BYTES);
+  }
+
+  private setSegmentBytes(n: number, bytes: number): void {
+    this.segmentsTotalBytes += bytes - (this.segmentBytes.get(n) ?? 0);
+    this.segmentBytes.set(n, bytes);
+  }
+
+  private deleteSegment(n: number): void {
+    if (this.readFdSeg === n) this.closeReadFd();
+    if (this.rbufSeg === n) this.rbufSeg = -1;
+    this.segmentsTotalBytes -= this.segmentBytes.get(n) ?? 0;
+    this.segmentBytes.delete(n);
+    try {
+      fs.unlinkSync(path.join(this.dir, segmentFileName(n)));
+    } catch {
+      // Already gone.
+    }
+  }
+
+  private writeCursorFile(seg: number, off: number): void {
+    const b = this.cursorBuf;
+    b.f64[CURSOR_SEGMENT_F64 >> 3] = seg;
+    b.f64[CURSOR_OFFSET_F64 >> 3] = off;
+    b.i32[CURSOR_CHECKSUM_W] = checksumWords(b.i32, 0, CURSOR_CHECKSUM_W);
+    writeFully(this.cursorFd, b.bytes, 0, CURSOR_BYTES, 0);
+    fs.fdatasyncSync(this.cursorFd);
+  }
+}

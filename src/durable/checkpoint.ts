@@ -1,0 +1,409 @@
+/**
+ * Device-state checkpoints (CKPT_* in file-layout.ts): a copy of the per-device containment state, taken while
+ * containment is paused, written by device id and fence id so a restart with other slots, a reordered fences file or
+ * removed fences restores the same stays.
+ *
+ * What a checkpoint holds per device: the last accepted ping (time and position), the last trigger seq, and each
+ * fence entry (fence id, EntryState bits: pending / inside / dwell fired, stay start, pending start). What it holds
+ * overall: when it was captured, its number, the seq floor, and the pings and triggers the writing run had
+ * processed and produced by then.
+ *
+ * The seq floor: every trigger issued after a checkpoint has a seq above the floor the checkpoint records. After a
+ * clean stop the floor stays and each device continues from its own last seq. After an unclean stop the restart
+ * raises the floor to `max(floor, highest seq in the checkpoint) + SEQ_EPOCH`, and every device continues from the
+ * floor: a device can issue at most SEQ_EPOCH - 1 triggers between two checkpoints (about 4.3 billion), so no seq
+ * issued after the checkpoint that was lost can come again. The restart writes a checkpoint with the new floor
+ * before any trigger is issued.
+ *
+ * Main thread. Capturing allocates nothing per device once the scratch exists; encoding and decoding allocate.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { DeviceIdReader } from '../ingest/device-registry.js';
+import type { DeviceState } from '../fences/device-state.js';
+import type { FenceStore } from '../fences/store.js';
+import {
+  DEV_ENTRY_COUNT_I32,
+  DEV_GENERATION_I32,
+  DEV_HAS_LAST_I32,
+  DEV_LAST_EVENT_MS_F64,
+  DEV_LAST_LAT_F64,
+  DEV_LAST_LON_F64,
+  DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
+  DEV_TRIGGER_SEQ_F64,
+  ENTRY_FENCE_I32,
+  ENTRY_PENDING_MS_F64,
+  ENTRY_SINCE_MS_F64,
+  ENTRY_STATE_I32,
+  ENTRY_STRIDE_F64,
+  ENTRY_STRIDE_I32,
+} from '../shm/layout.js';
+import {
+  align8,
+  CHECKPOINT_MAGIC,
+  checksumWords,
+  CKPT_CAPTURED_MS_F64,
+  CKPT_CHECKSUM_W,
+  CKPT_DEV_ENTRIES_U16,
+  CKPT_DEV_HAS_LAST_U8,
+  CKPT_DEV_ID_BYTES_U16,
+  CKPT_DEV_KIND_U8,
+  CKPT_DEV_LAST_EVENT_MS_F64,
+  CKPT_DEV_LAST_LAT_F64,
+  CKPT_DEV_LAST_LON_F64,
+  CKPT_DEV_NUMERIC_ID_F64,
+  CKPT_DEV_SEQ_F64,
+  CKPT_DEVICE_COUNT_W,
+  CKPT_DEVICE_HEAD_BYTES,
+  CKPT_ENTRY_BYTES,
+  CKPT_ENTRY_FENCE_U32,
+  CKPT_ENTRY_PENDING_MS_F64,
+  CKPT_ENTRY_SINCE_MS_F64,
+  CKPT_ENTRY_STATE_U32,
+  CKPT_FENCE_COMPLIANCE,
+  CKPT_FENCE_COUNT_W,
+  CKPT_FENCE_HEAD_BYTES,
+  CKPT_FLAG_CLEAN,
+  CKPT_FLAGS_W,
+  CKPT_HEADER_BYTES,
+  CKPT_MAGIC_W,
+  CKPT_NUMBER_F64,
+  CKPT_PINGS_PROCESSED_F64,
+  CKPT_SEQ_FLOOR_F64,
+  CKPT_TOTAL_BYTES_W,
+  CKPT_TRIGGERS_PRODUCED_F64,
+  CKPT_VERSION_W,
+  FILE_LAYOUT_VERSION,
+  TREC_ID_NUMBER,
+  TREC_ID_STRING,
+} from './file-layout.js';
+import { readFully, replaceFileDurably, syncDir } from './fs-util.js';
+import { RecordBuffer } from './trigger-codec.js';
+
+/** The gap an unclean stop puts between the seqs before and after it (see the module comment). */
+export const SEQ_EPOCH = 2 ** 32;
+
+/** File name of the current checkpoint in the state directory. */
+export const CHECKPOINT_FILE = 'checkpoint.bin';
+/** File name of the previous checkpoint (kept in case the current one is unreadable). */
+export const PREVIOUS_CHECKPOINT_FILE = 'checkpoint.prev';
+
+/** Per-device state copied out of shared memory while containment was paused (slots 0 .. count-1). */
+export class DeviceStateCopy {
+  /** Devices copied. */
+  count = 0;
+  /** Fence-store generation the entries refer to (the store in force at the capture). */
+  generation = 0;
+  /** Wall time of the capture, epoch ms. */
+  capturedMs = 0;
+  /** Per-device Float64 records (DEV_*_F64). */
+  devF64: Float64Array;
+  /** Per-device Int32 records (DEV_*_I32). */
+  devI32: Int32Array;
+  /** Entries of device d are [entryStart[d], entryStart[d + 1]) of the compact entry arrays. */
+  entryStart: Int32Array;
+  /** Compact entries (ENTRY_*_F64). */
+  entryF64: Float64Array;
+  /** Compact entries (ENTRY_*_I32). */
+  entryI32: Int32Array;
+
+  /** Scratch for up to `maxDevices` devices (grows its entry arrays when needed). */
+  constructor(maxDevices: number) {
+    this.devF64 = new Float64Array(maxDevices * DEV_STRIDE_F64);
+    this.devI32 = new Int32Array(maxDevices * DEV_STRIDE_I32);
+    this.entryStart = new Int32Array(maxDevices + 1);
+    this.entryF64 = new Float64Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_F64);
+    this.entryI32 = new Int32Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_I32);
+  }
+
+  /**
+   * Copies slots [0, count) of `state` (call while no worker writes it: containment paused or stopped). Allocates
+   * only to grow the entry arrays.
+   */
+  capture(state: DeviceState, count: number, generation: number): void {
+    this.count = count;
+    this.generation = generation;
+    this.capturedMs = Date.now();
+    this.devF64.set(state.devF64.subarray(0, count * DEV_STRIDE_F64));
+    this.devI32.set(state.devI32.subarray(0, count * DEV_STRIDE_I32));
+    let e = 0;
+    for (let d = 0; d < count; d++) {
+      this.entryStart[d] = e;
+      const n = state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
+      if (n === 0) continue;
+      if ((e + n) * ENTRY_STRIDE_I32 > this.entryI32.length) this.grow(e + n);
+      const from = d * state.maxFences;
+      this.entryF64.set(state.entryF64.subarray(from * ENTRY_STRIDE_F64, (from + n) * ENTRY_STRIDE_F64), e * ENTRY_STRIDE_F64);
+      this.entryI32.set(state.entryI32.subarray(from * ENTRY_STRIDE_I32, (from + n) * ENTRY_STRIDE_I32), e * ENTRY_STRIDE_I32);
+      e += n;
+    }
+    this.entryStart[count] = e;
+  }
+
+  private grow(entries: number): void {
+    const n = Math.max(entries, (this.entryI32.length / ENTRY_STRIDE_I32) * 2);
+    const f = new Float64Array(n * ENTRY_STRIDE_F64);
+    f.set(this.entryF64);
+    const i = new Int32Array(n * ENTRY_STRIDE_I32);
+    i.set(this.entryI32);
+    this.entryF64 = f;
+    this.entryI32 = i;
+  }
+}
+
+/** What a checkpoint says besides the devices. */
+export interface CheckpointMeta {
+  /** Floor of every seq issued after it. */
+  seqFloor: number;
+  /** Its number (one more than the previous checkpoint of the directory). */
+  number: number;
+  /** Pings processed by the writing run at the capture. */
+  pingsProcessed: number;
+  /** Triggers produced by the writing run at the capture. */
+  triggersProduced: number;
+  /** Written at a clean stop. */
+  clean: boolean;
+}
+
+/** A fence named by a checkpoint. */
+export interface CheckpointFence {
+  /** Id. */
+  id: string;
+  /** Tags. */
+  tags: string[];
+  /** A compliance fence. */
+  compliance: boolean;
+}
+
+/** One fence entry of a device. */
+export interface CheckpointEntry {
+  /** Index into the checkpoint's fence table. */
+  fence: number;
+  /** EntryState bits. */
+  state: number;
+  /** Stay start, epoch ms. */
+  sinceMs: number;
+  /** Pending-transition start, epoch ms. */
+  pendingMs: number;
+}
+
+/** One device of a checkpoint. */
+export interface CheckpointDevice {
+  /** Device id as it sent it. */
+  id: string | number;
+  /** It had an accepted ping. */
+  hasLast: boolean;
+  /** Last accepted ping's event time, epoch ms. */
+  lastEventMs: number;
+  /** Last latitude. */
+  lastLat: number;
+  /** Last longitude. */
+  lastLon: number;
+  /** Last trigger seq issued. */
+  seq: number;
+  /** Fence entries. */
+  entries: CheckpointEntry[];
+}
+
+/** A decoded checkpoint. */
+export interface Checkpoint extends CheckpointMeta {
+  /** Wall time of the capture, epoch ms. */
+  capturedMs: number;
+  /** Fences the entries name. */
+  fences: CheckpointFence[];
+  /** Devices. */
+  devices: CheckpointDevice[];
+  /** Bytes of the file. */
+  byteLength: number;
+}
+
+/**
+ * Encodes a captured copy: devices by id (read from `ids`), entries by fence id (read from `store`, which must be
+ * the generation the copy was captured on; entries of a device still on another generation are left out).
+ */
+export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, store: FenceStore, meta: CheckpointMeta): Uint8Array {
+  const fenceTable = new Int32Array(Math.max(1, store.fenceCount)).fill(-1);
+  const fences: number[] = [];
+  let size = CKPT_HEADER_BYTES;
+  const idBytes = new Int32Array(copy.count);
+  const entryCounts = new Int32Array(copy.count);
+  const scratchId = new Uint8Array(1024);
+  // An entry is kept when its device is on the captured generation and it names a fence of the store.
+  const kept = (d: number, e: number): boolean => {
+    const f = copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!;
+    return copy.devI32[d * DEV_STRIDE_I32 + DEV_GENERATION_I32] === copy.generation && f >= 0 && f < store.fenceCount;
+  };
+  for (let d = 0; d < copy.count; d++) {
+    idBytes[d] = ids.isNumeric(d) ? 0 : ids.copyIdBytes(d, scratchId, 0);
+    for (let e = copy.entryStart[d]!; e < copy.entryStart[d + 1]!; e++) {
+      if (!kept(d, e)) continue;
+      entryCounts[d]!++;
+      const f = copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!;
+      if (fenceTable[f] === -1) {
+        fenceTable[f] = fences.length;
+        fences.push(f);
+      }
+    }
+    size += CKPT_DEVICE_HEAD_BYTES + align8(idBytes[d]!) + entryCounts[d]! * CKPT_ENTRY_BYTES;
+  }
+  const encoder = new TextEncoder();
+  const fenceBytes = fences.map((f) => ({ id: encoder.encode(store.fenceId(f)), tags: encoder.encode(JSON.stringify(store.tags(f))), compliance: store.isCompliance(f) }));
+  for (const fb of fenceBytes) size += CKPT_FENCE_HEAD_BYTES + align8(fb.id.length + fb.tags.length);
+  const out = new RecordBuffer(size);
+  const b = out.bytes;
+  const u16 = out.u16;
+  const i32 = out.i32;
+  const f64 = out.f64;
+  i32[CKPT_MAGIC_W] = CHECKPOINT_MAGIC;
+  i32[CKPT_VERSION_W] = FILE_LAYOUT_VERSION;
+  i32[CKPT_FLAGS_W] = meta.clean ? CKPT_FLAG_CLEAN : 0;
+  f64[CKPT_CAPTURED_MS_F64 >> 3] = copy.capturedMs;
+  f64[CKPT_SEQ_FLOOR_F64 >> 3] = meta.seqFloor;
+  f64[CKPT_NUMBER_F64 >> 3] = meta.number;
+  f64[CKPT_PINGS_PROCESSED_F64 >> 3] = meta.pingsProcessed;
+  f64[CKPT_TRIGGERS_PRODUCED_F64 >> 3] = meta.triggersProduced;
+  i32[CKPT_DEVICE_COUNT_W] = copy.count;
+  i32[CKPT_FENCE_COUNT_W] = fences.length;
+  i32[CKPT_TOTAL_BYTES_W] = size;
+  let p = CKPT_HEADER_BYTES;
+  for (const fb of fenceBytes) {
+    u16[p >> 1] = fb.id.length;
+    u16[(p >> 1) + 1] = fb.compliance ? CKPT_FENCE_COMPLIANCE : 0;
+    i32[(p >> 2) + 1] = fb.tags.length;
+    b.set(fb.id, p + CKPT_FENCE_HEAD_BYTES);
+    b.set(fb.tags, p + CKPT_FENCE_HEAD_BYTES + fb.id.length);
+    p += CKPT_FENCE_HEAD_BYTES + align8(fb.id.length + fb.tags.length);
+  }
+  for (let d = 0; d < copy.count; d++) {
+    const df = d * DEV_STRIDE_F64;
+    const di = d * DEV_STRIDE_I32;
+    const numeric = ids.isNumeric(d);
+    b[p + CKPT_DEV_KIND_U8] = numeric ? TREC_ID_NUMBER : TREC_ID_STRING;
+    b[p + CKPT_DEV_HAS_LAST_U8] = copy.devI32[di + DEV_HAS_LAST_I32] === 1 ? 1 : 0;
+    u16[(p + CKPT_DEV_ID_BYTES_U16) >> 1] = idBytes[d]!;
+    u16[(p + CKPT_DEV_ENTRIES_U16) >> 1] = entryCounts[d]!;
+    f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3] = numeric ? ids.numericId(d) : -1;
+    f64[(p + CKPT_DEV_LAST_EVENT_MS_F64) >> 3] = copy.devF64[df + DEV_LAST_EVENT_MS_F64]!;
+    f64[(p + CKPT_DEV_LAST_LAT_F64) >> 3] = copy.devF64[df + DEV_LAST_LAT_F64]!;
+    f64[(p + CKPT_DEV_LAST_LON_F64) >> 3] = copy.devF64[df + DEV_LAST_LON_F64]!;
+    f64[(p + CKPT_DEV_SEQ_F64) >> 3] = copy.devF64[df + DEV_TRIGGER_SEQ_F64]!;
+    p += CKPT_DEVICE_HEAD_BYTES;
+    if (!numeric) ids.copyIdBytes(d, b, p);
+    p += align8(idBytes[d]!);
+    for (let e = copy.entryStart[d]!; e < copy.entryStart[d + 1]!; e++) {
+      if (!kept(d, e)) continue;
+      const f = copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!;
+      i32[(p + CKPT_ENTRY_FENCE_U32) >> 2] = fenceTable[f]!;
+      i32[(p + CKPT_ENTRY_STATE_U32) >> 2] = copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32]!;
+      f64[(p + CKPT_ENTRY_SINCE_MS_F64) >> 3] = copy.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64]!;
+      f64[(p + CKPT_ENTRY_PENDING_MS_F64) >> 3] = copy.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_PENDING_MS_F64]!;
+      p += CKPT_ENTRY_BYTES;
+    }
+  }
+  i32[CKPT_TOTAL_BYTES_W] = p;
+  i32[CKPT_CHECKSUM_W] = checksumWords(i32, 4, p >> 2);
+  return b.subarray(0, p);
+}
+
+/** Decodes a checkpoint file's bytes; throws an Error naming `file` when they are not a whole, valid checkpoint. */
+export function decodeCheckpoint(bytes: Uint8Array, file: string): Checkpoint {
+  if (bytes.length < CKPT_HEADER_BYTES || (bytes.length & 7) !== 0) throw new Error(`${file}: not a checkpoint (size ${bytes.length})`);
+  const buf = new RecordBuffer(bytes.length);
+  buf.bytes.set(bytes);
+  const { i32, f64, u16 } = buf;
+  const b = buf.bytes;
+  if (i32[CKPT_MAGIC_W] !== CHECKPOINT_MAGIC) throw new Error(`${file}: not a checkpoint (bad magic)`);
+  if (i32[CKPT_VERSION_W] !== FILE_LAYOUT_VERSION) throw new Error(`${file}: checkpoint layout version ${String(i32[CKPT_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`);
+  if (i32[CKPT_TOTAL_BYTES_W] !== bytes.length || checksumWords(i32, 4, bytes.length >> 2) !== i32[CKPT_CHECKSUM_W]) {
+    throw new Error(`${file}: checkpoint is damaged (length or checksum)`);
+  }
+  const text = Buffer.from(b.buffer, b.byteOffset, b.length);
+  const fences: CheckpointFence[] = [];
+  let p = CKPT_HEADER_BYTES;
+  for (let k = 0; k < i32[CKPT_FENCE_COUNT_W]!; k++) {
+    const idLen = u16[p >> 1]!;
+    const flags = u16[(p >> 1) + 1]!;
+    const tagsLen = i32[(p >> 2) + 1]!;
+    const at = p + CKPT_FENCE_HEAD_BYTES;
+    fences.push({
+      id: text.toString('utf8', at, at + idLen),
+      tags: tagsLen === 0 ? [] : (JSON.parse(text.toString('utf8', at + idLen, at + idLen + tagsLen)) as string[]),
+      compliance: (flags & CKPT_FENCE_COMPLIANCE) !== 0,
+    });
+    p += CKPT_FENCE_HEAD_BYTES + align8(idLen + tagsLen);
+  }
+  const devices: CheckpointDevice[] = [];
+  for (let k = 0; k < i32[CKPT_DEVICE_COUNT_W]!; k++) {
+    const idLen = u16[(p + CKPT_DEV_ID_BYTES_U16) >> 1]!;
+    const n = u16[(p + CKPT_DEV_ENTRIES_U16) >> 1]!;
+    const numeric = b[p + CKPT_DEV_KIND_U8] === TREC_ID_NUMBER;
+    const dev: CheckpointDevice = {
+      id: numeric ? f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3]! : text.toString('utf8', p + CKPT_DEVICE_HEAD_BYTES, p + CKPT_DEVICE_HEAD_BYTES + idLen),
+      hasLast: b[p + CKPT_DEV_HAS_LAST_U8] === 1,
+      lastEventMs: f64[(p + CKPT_DEV_LAST_EVENT_MS_F64) >> 3]!,
+      lastLat: f64[(p + CKPT_DEV_LAST_LAT_F64) >> 3]!,
+      lastLon: f64[(p + CKPT_DEV_LAST_LON_F64) >> 3]!,
+      seq: f64[(p + CKPT_DEV_SEQ_F64) >> 3]!,
+      entries: [],
+    };
+    p += CKPT_DEVICE_HEAD_BYTES + align8(idLen);
+    for (let e = 0; e < n; e++) {
+      dev.entries.push({
+        fence: i32[(p + CKPT_ENTRY_FENCE_U32) >> 2]!,
+        state: i32[(p + CKPT_ENTRY_STATE_U32) >> 2]!,
+        sinceMs: f64[(p + CKPT_ENTRY_SINCE_MS_F64) >> 3]!,
+        pendingMs: f64[(p + CKPT_ENTRY_PENDING_MS_F64) >> 3]!,
+      });
+      p += CKPT_ENTRY_BYTES;
+    }
+    devices.push(dev);
+  }
+  return {
+    capturedMs: f64[CKPT_CAPTURED_MS_F64 >> 3]!,
+    seqFloor: f64[CKPT_SEQ_FLOOR_F64 >> 3]!,
+    number: f64[CKPT_NUMBER_F64 >> 3]!,
+    pingsProcessed: f64[CKPT_PINGS_PROCESSED_F64 >> 3]!,
+    triggersProduced: f64[CKPT_TRIGGERS_PRODUCED_F64 >> 3]!,
+    clean: (i32[CKPT_FLAGS_W]! & CKPT_FLAG_CLEAN) !== 0,
+    fences,
+    devices,
+    byteLength: bytes.length,
+  };
+}
+
+/**
+ * Reads the newest readable checkpoint of `dir` (the current one, else the previous one). Returns null when there is
+ * none; `problems` collects why a file was passed over.
+ */
+export function readLatestCheckpoint(dir: string, problems: string[] = []): Checkpoint | null {
+  for (const name of [CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE]) {
+    const file = path.join(dir, name);
+    if (!fs.existsSync(file)) continue;
+    try {
+      const fd = fs.openSync(file, 'r');
+      let bytes: Uint8Array;
+      try {
+        const size = fs.fstatSync(fd).size;
+        bytes = new Uint8Array(size);
+        readFully(fd, bytes, 0, size, 0);
+      } finally {
+        fs.closeSync(fd);
+      }
+      return decodeCheckpoint(bytes, file);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  return null;
+}
+
+/** Makes `bytes` the current checkpoint of `dir` (the current one becomes the previous one); durable on return. */
+export function writeCheckpointFile(dir: string, bytes: Uint8Array): void {
+  const current = path.join(dir, CHECKPOINT_FILE);
+  if (fs.existsSync(current)) {
+    fs.renameSync(current, path.join(dir, PREVIOUS_CHECKPOINT_FILE));
+    syncDir(dir);
+  }
+  replaceFileDurably(current, bytes);
+}

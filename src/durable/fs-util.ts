@@ -1,0 +1,69 @@
+/**
+ * Small synchronous file helpers shared by the durable stores (dispatcher thread and main thread): whole writes and
+ * reads at a position, directory fsync, and a crash-safe whole-file replace.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+/** Writes `length` bytes of `bytes` from `offset` at file position `position`, looping over short writes. */
+export function writeFully(fd: number, bytes: Uint8Array, offset: number, length: number, position: number): void {
+  let done = 0;
+  while (done < length) done += fs.writeSync(fd, bytes, offset + done, length - done, position + done);
+}
+
+/** Reads up to `length` bytes at `position` into `bytes` from `offset`; returns the bytes read (less at the end). */
+export function readFully(fd: number, bytes: Uint8Array, offset: number, length: number, position: number): number {
+  let done = 0;
+  while (done < length) {
+    const n = fs.readSync(fd, bytes, offset + done, length - done, position + done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done;
+}
+
+/** fsyncs a directory so entries created, renamed or removed in it are durable (best effort where unsupported). */
+export function syncDir(dir: string): void {
+  let fd = -1;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    // Some platforms cannot fsync a directory; the files' own fsyncs still hold their data.
+  } finally {
+    if (fd >= 0) fs.closeSync(fd);
+  }
+}
+
+/**
+ * Replaces `file` with `bytes` so that a crash leaves either the old or the new content: write a temporary file
+ * beside it, fsync it, rename it over the old one, fsync the directory.
+ */
+export function replaceFileDurably(file: string, bytes: Uint8Array): void {
+  const tmp = `${file}.tmp`;
+  const fd = fs.openSync(tmp, 'w');
+  try {
+    writeFully(fd, bytes, 0, bytes.length, 0);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, file);
+  syncDir(path.dirname(file));
+}
+
+/** Removes a file if it exists and makes the removal durable. */
+export function removeDurably(file: string): void {
+  try {
+    fs.unlinkSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  syncDir(path.dirname(file));
+}
+
+/** A name safe as a file name: characters outside `A-Za-z0-9._-` become `_`. */
+export function safeFileName(name: string): string {
+  return name.replace(/[^A-Za-z0-9._-]/g, '_');
+}

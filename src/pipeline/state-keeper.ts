@@ -1,0 +1,422 @@
+/**
+ * The router's durable device state (main thread): restoring it at start, checkpointing it while running and at a
+ * clean stop, and the progress mark that tells a restart how much an unclean stop lost.
+ *
+ * Start (`StateKeeper.restore`, before any thread runs): read the newest readable checkpoint; register its devices in
+ * the id table (slots 0, 1, ...) followed by every device the downstreams' durable files still name; write their
+ * state into shared memory by fence id against the fences now in force (an entry on a fence that is gone is dropped,
+ * and a device that was inside it gets an EXIT, written once the dispatcher runs: `writeRestoreExits`); set every
+ * device's seq from the seq floor (see src/durable/checkpoint.ts); then write a checkpoint at once, so the new floor is
+ * durable before the first trigger.
+ *
+ * Running: every `checkpointIntervalMs` containment is paused (the batches in flight finish), the device state is
+ * copied (a few milliseconds at 100,000 devices), containment resumes, and the copy is encoded and written (temporary
+ * file, fsync, rename). A crash therefore loses at most the device state of the last interval: after it, devices may
+ * repeat an ENTER or DWELL of that interval (with new seqs), never reuse a seq.
+ */
+import * as fs from 'node:fs';
+import type { RouterOptions } from '../config/options.js';
+import { scanBacklog } from '../durable/backlog-log.js';
+import {
+  DeviceStateCopy,
+  encodeCheckpoint,
+  readLatestCheckpoint,
+  SEQ_EPOCH,
+  writeCheckpointFile,
+  type Checkpoint,
+} from '../durable/checkpoint.js';
+import { scanDeadLetters } from '../durable/dead-letter-file.js';
+import {
+  checksumWords,
+  PROG_CHECKPOINT_NUMBER_F64,
+  PROG_CHECKSUM_W,
+  PROG_MAGIC_W,
+  PROG_PINGS_PROCESSED_F64,
+  PROG_RUN_START_MS_F64,
+  PROG_TRIGGERS_F64,
+  PROG_TRIGGERS_IN_MEMORY_F64,
+  PROG_WALL_MS_F64,
+  PROGRESS_BYTES,
+  PROGRESS_MAGIC,
+} from '../durable/file-layout.js';
+import { readFully, safeFileName, writeFully } from '../durable/fs-util.js';
+import { scanPendingFile } from '../durable/pending-file.js';
+import type { StateDirectory } from '../durable/state-dir.js';
+import { readTriggerIdentity, RecordBuffer } from '../durable/trigger-codec.js';
+import { DeviceState, publishComplianceCount } from '../fences/device-state.js';
+import type { FenceStore } from '../fences/store.js';
+import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from '../fences/trigger-writer.js';
+import { DeviceIdReader, preregisterDevices } from '../ingest/device-registry.js';
+import { nowNs } from '../shm/clock.js';
+import {
+  DEV_ENTRY_COUNT_I32,
+  DEV_GENERATION_I32,
+  DEV_HAS_LAST_I32,
+  DEV_LAST_EVENT_MS_F64,
+  DEV_LAST_LAT_F64,
+  DEV_LAST_LON_F64,
+  DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
+  DEV_TRIGGER_SEQ_F64,
+  ENTRY_FENCE_I32,
+  ENTRY_PENDING_MS_F64,
+  ENTRY_SINCE_MS_F64,
+  ENTRY_STATE_I32,
+  ENTRY_STRIDE_F64,
+  ENTRY_STRIDE_I32,
+  EntryState,
+  FENCE_FLAG_COMPLIANCE,
+  FENCE_FLAGS_I32,
+  FENCE_STRIDE_I32,
+  Lane,
+  PST_CHECKPOINT_BYTES_F64,
+  PST_CHECKPOINT_DEVICES_F64,
+  PST_CHECKPOINT_FAILURES_F64,
+  PST_CHECKPOINT_LAST_NS_F64,
+  PST_CHECKPOINT_PAUSE_NS_F64,
+  PST_CHECKPOINTS_F64,
+  TriggerType,
+} from '../shm/layout.js';
+import type { SpscRing } from '../shm/ring.js';
+import type { NamesOnlyGeneration } from './dispatch-wiring.js';
+import type { PipelineMemory } from './memory.js';
+
+/** Generation number of the fences a checkpoint names that the fences file no longer has. */
+export const RESTORED_NAMES_GENERATION = 0;
+/** How often the progress mark is rewritten, ms. */
+export const PROGRESS_INTERVAL_MS = 200;
+/** File name of the progress mark. */
+const PROGRESS_FILE = 'progress';
+
+/** What a start found in the state directory and did about it. */
+export interface RecoveryReport {
+  /** The state directory. */
+  stateDir: string;
+  /** How the previous run ended: 'none' (a new directory), 'clean', or 'unclean' (killed, crashed, power lost). */
+  previousStop: 'none' | 'clean' | 'unclean';
+  /** Pid of the previous run when it stopped uncleanly (null when unknown). */
+  previousPid: number | null;
+  /** The checkpoint restored (null: none). */
+  checkpoint: { number: number; capturedMs: number; devices: number; byteLength: number } | null;
+  /** Devices restored from it. */
+  restoredDevices: number;
+  /** Further devices registered because the downstreams' durable files name them. */
+  devicesFromDurableTriggers: number;
+  /** EXIT triggers for fences that are gone from the fences file while a device was inside. */
+  removedFenceExits: number;
+  /** Floor of the seqs this run issues. */
+  seqFloor: number;
+  /** After an unclean stop, what it lost (from the last progress mark; null when there is none). */
+  lost: {
+    /** Time between the checkpoint's capture and the last progress mark, ms (at most about the checkpoint interval). */
+    stateWindowMs: number;
+    /** Pings the previous run processed after the checkpoint (their device state is lost). */
+    pingsAfterCheckpoint: number;
+    /** Triggers it produced after the checkpoint. */
+    triggersAfterCheckpoint: number;
+    /** Triggers its dispatcher held in memory at the mark (queued or being sent; not in a durable file). */
+    triggersInMemory: number;
+  } | null;
+  /** Files passed over and why. */
+  problems: string[];
+}
+
+/** Counts the progress mark reads from the running router. */
+export interface ProgressCounts {
+  /** Pings processed by containment. */
+  pingsProcessed: number;
+  /** Triggers produced. */
+  triggers: number;
+  /** Triggers the dispatcher holds in memory only. */
+  triggersInMemory: number;
+}
+
+/** One removed-fence EXIT to write once the dispatcher runs. */
+interface RestoreExit {
+  slot: number;
+  fence: number;
+  compliance: boolean;
+  seq: number;
+  eventTimeMs: number;
+  lat: number;
+  lon: number;
+  insideMs: number;
+}
+
+/** The router's durable device state (see the module comment). */
+export class StateKeeper {
+  /** What the start found. */
+  readonly report: RecoveryReport;
+  /** Fences named only by the restored checkpoint (their removed-fence EXITs name them), or null. */
+  readonly namesOnly: NamesOnlyGeneration | null;
+  private readonly dir: StateDirectory;
+  private readonly memory: PipelineMemory;
+  private readonly state: DeviceState;
+  private readonly ids: DeviceIdReader;
+  private readonly stats: Float64Array;
+  private readonly copy: DeviceStateCopy;
+  private readonly exits: RestoreExit[];
+  private seqFloor: number;
+  private number: number;
+  private readonly runStartMs = Date.now();
+  private progressFd = -1;
+  private readonly progressBuf = new RecordBuffer(PROGRESS_BYTES);
+  /** Wall time of the last checkpoint written, epoch ms. */
+  lastCheckpointMs = 0;
+
+  private constructor(dir: StateDirectory, memory: PipelineMemory, report: RecoveryReport, namesOnly: NamesOnlyGeneration | null, exits: RestoreExit[], checkpointNumber: number) {
+    this.dir = dir;
+    this.memory = memory;
+    this.state = DeviceState.open(memory.deviceState);
+    this.ids = new DeviceIdReader(memory.idTable);
+    this.stats = new Float64Array(memory.stats);
+    this.copy = new DeviceStateCopy(memory.deviceState.maxDevices);
+    this.report = report;
+    this.namesOnly = namesOnly;
+    this.exits = exits;
+    this.seqFloor = report.seqFloor;
+    this.number = checkpointNumber;
+  }
+
+  /**
+   * Restores what `dir` holds into freshly allocated `memory` (no thread may run yet) against the fences of `store`;
+   * see the module comment. Throws a RangeError when the directory names more devices than `options.maxDevices`.
+   */
+  static restore(dir: StateDirectory, memory: PipelineMemory, store: FenceStore, options: RouterOptions): StateKeeper {
+    const problems: string[] = [];
+    const cp = readLatestCheckpoint(dir.dir, problems);
+    const previousStop = dir.previousStop === 'clean' && cp !== null && !cp.clean ? 'unclean' : dir.previousStop;
+    let floor = cp?.seqFloor ?? 0;
+    if (previousStop === 'unclean') {
+      let highest = floor;
+      for (const d of cp?.devices ?? []) if (d.seq > highest) highest = d.seq;
+      floor = highest + SEQ_EPOCH;
+    }
+    // Devices: the checkpoint's first, then those only the downstreams' durable files name.
+    const ids: (string | number)[] = (cp?.devices ?? []).map((d) => d.id);
+    const known = new Set<string | number>(ids);
+    for (const d of options.downstreams) {
+      const ddir = `${dir.downstreamsDir}/${safeFileName(d.name)}`;
+      if (!fs.existsSync(ddir)) continue;
+      const note = (buf: RecordBuffer, at: number): void => {
+        const id = readTriggerIdentity(buf, at).deviceId;
+        if (known.has(id)) return;
+        known.add(id);
+        ids.push(id);
+      };
+      try {
+        scanPendingFile(ddir, d.name, note);
+        scanDeadLetters(ddir, d.name, note);
+        scanBacklog(ddir, d.name, note);
+      } catch (err) {
+        throw new Error(`state directory ${dir.dir}, downstream ${d.name}: ${(err as Error).message}`);
+      }
+    }
+    preregisterDevices(memory.idTable, ids);
+    const state = DeviceState.open(memory.deviceState);
+    // Every slot starts at the floor; restored devices below overwrite theirs after a clean stop.
+    for (let slot = 0; slot < state.maxDevices; slot++) state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
+    const { exits, namesOnly } = cp === null ? { exits: [], namesOnly: null } : restoreDevices(cp, state, store, previousStop === 'unclean' ? floor : -Infinity);
+    const report: RecoveryReport = {
+      stateDir: dir.dir,
+      previousStop,
+      previousPid: dir.previousPid,
+      checkpoint: cp === null ? null : { number: cp.number, capturedMs: cp.capturedMs, devices: cp.devices.length, byteLength: cp.byteLength },
+      restoredDevices: cp?.devices.length ?? 0,
+      devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
+      removedFenceExits: exits.length,
+      seqFloor: floor,
+      lost: previousStop === 'unclean' && cp !== null ? lostSince(dir, cp) : null,
+      problems,
+    };
+    return new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
+  }
+
+  /** Lines describing the recovery, for the log (none after a clean stop of a quiet directory). */
+  describe(checkpointIntervalMs: number): string[] {
+    const r = this.report;
+    const lines: string[] = [];
+    for (const p of r.problems) lines.push(`state directory ${r.stateDir}: passed over ${p}`);
+    if (r.previousStop === 'unclean') {
+      const cp = r.checkpoint;
+      lines.push(
+        `state directory ${r.stateDir}: the previous run${r.previousPid === null ? '' : ` (pid ${r.previousPid})`} stopped without a clean shutdown; ` +
+          (cp === null ? 'no checkpoint to restore' : `restored checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.devices} devices)`),
+      );
+      if (r.lost !== null) {
+        lines.push(
+          `  lost: the device state of the last ${Math.round(r.lost.stateWindowMs)} ms before the stop (checkpoint interval ${checkpointIntervalMs} ms): ` +
+            `${r.lost.pingsAfterCheckpoint} pings processed and ${r.lost.triggersAfterCheckpoint} triggers produced after the checkpoint ` +
+            `(devices may repeat an ENTER or DWELL of that time, under new seqs); ${r.lost.triggersInMemory} triggers held only in memory at the last mark`,
+        );
+      }
+      lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
+    } else if (r.restoredDevices > 0) {
+      lines.push(`state directory ${r.stateDir}: restored ${r.restoredDevices} devices from checkpoint #${r.checkpoint!.number} (clean stop)`);
+    }
+    if (r.devicesFromDurableTriggers > 0) lines.push(`  ${r.devicesFromDurableTriggers} more devices are named by triggers waiting in the downstreams' files`);
+    if (r.removedFenceExits > 0) lines.push(`  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`);
+    return lines;
+  }
+
+  /**
+   * Writes the removed-fence EXITs into the control trigger ring (main thread is its producer; blocks while it is
+   * full) and returns how many. Call once the dispatcher runs and before any ping is processed.
+   */
+  writeRestoreExits(control: SpscRing, counters: Float64Array, counterBase: number): number {
+    const rec = new Float64Array(REC_CELLS);
+    for (const x of this.exits) {
+      rec[REC_LAT] = x.lat;
+      rec[REC_LON] = x.lon;
+      rec[REC_EVENT_TIME_MS] = x.eventTimeMs;
+      rec[REC_ADMIT_TIME_NS] = nowNs();
+      rec[REC_SEQ] = x.seq;
+      rec[REC_INSIDE_MS] = x.insideMs;
+      writeTrigger(control, counters, counterBase, TriggerType.EXIT, RESTORED_NAMES_GENERATION, x.slot, x.fence, x.compliance ? Lane.COMPLIANCE : Lane.TRANSITION, rec);
+    }
+    control.publish();
+    return this.exits.length;
+  }
+
+  /**
+   * Writes a checkpoint: `pause` stops containment (resolves when no batch is in flight), the state is copied,
+   * `resume` restarts it, then the copy is encoded and written durably. `clean` marks the last one of a clean stop.
+   */
+  async checkpoint(store: FenceStore, counts: ProgressCounts, pause: (() => Promise<void>) | null, resume: (() => Promise<void>) | null, clean = false): Promise<void> {
+    const t0 = nowNs();
+    try {
+      let pausedNs = 0;
+      if (pause !== null) await pause();
+      const p0 = nowNs();
+      try {
+        this.copy.capture(this.state, this.ids.deviceCount(), store.generation);
+      } finally {
+        pausedNs = nowNs() - p0;
+        if (resume !== null) await resume();
+      }
+      const bytes = encodeCheckpoint(this.copy, this.ids, store, {
+        seqFloor: this.seqFloor,
+        number: this.number + 1,
+        pingsProcessed: counts.pingsProcessed,
+        triggersProduced: counts.triggers,
+        clean,
+      });
+      writeCheckpointFile(this.dir.dir, bytes);
+      this.number++;
+      this.lastCheckpointMs = this.copy.capturedMs;
+      const s = this.stats;
+      s[PST_CHECKPOINTS_F64]!++;
+      s[PST_CHECKPOINT_LAST_NS_F64] = nowNs() - t0;
+      s[PST_CHECKPOINT_PAUSE_NS_F64] = pausedNs;
+      s[PST_CHECKPOINT_BYTES_F64] = bytes.length;
+      s[PST_CHECKPOINT_DEVICES_F64] = this.copy.count;
+    } catch (err) {
+      this.stats[PST_CHECKPOINT_FAILURES_F64]!++;
+      throw err;
+    }
+  }
+
+  /** Rewrites the progress mark (no fsync: it has to survive a process crash only). */
+  markProgress(counts: ProgressCounts): void {
+    if (this.progressFd < 0) this.progressFd = fs.openSync(this.dir.file(PROGRESS_FILE), 'w');
+    const b = this.progressBuf;
+    b.i32[PROG_MAGIC_W] = PROGRESS_MAGIC;
+    b.f64[PROG_WALL_MS_F64 >> 3] = Date.now();
+    b.f64[PROG_PINGS_PROCESSED_F64 >> 3] = counts.pingsProcessed;
+    b.f64[PROG_TRIGGERS_F64 >> 3] = counts.triggers;
+    b.f64[PROG_TRIGGERS_IN_MEMORY_F64 >> 3] = counts.triggersInMemory;
+    b.f64[PROG_CHECKPOINT_NUMBER_F64 >> 3] = this.number;
+    b.f64[PROG_RUN_START_MS_F64 >> 3] = this.runStartMs;
+    b.i32[PROG_CHECKSUM_W] = checksumWords(b.i32, 4, PROGRESS_BYTES >> 2);
+    writeFully(this.progressFd, b.bytes, 0, PROGRESS_BYTES, 0);
+  }
+
+  /** Closes the progress mark. */
+  close(): void {
+    if (this.progressFd >= 0) fs.closeSync(this.progressFd);
+    this.progressFd = -1;
+  }
+
+  /** Memory regions the keeper reads (for tests). */
+  get regions(): PipelineMemory {
+    return this.memory;
+  }
+}
+
+/**
+ * Writes the checkpoint's devices into `state` (slot k = device k, as preregistered) against `store`; an entry on a
+ * fence `store` lacks is dropped (an EXIT for a device that was inside it). `floorSeq` > -Infinity: every device's seq
+ * becomes that floor (an unclean stop); otherwise each continues from its own.
+ */
+function restoreDevices(cp: Checkpoint, state: DeviceState, store: FenceStore, floorSeq: number): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null } {
+  const toStore = cp.fences.map((f) => store.indexOfId(f.id));
+  const exits: RestoreExit[] = [];
+  cp.devices.forEach((dev, slot) => {
+    const df = slot * DEV_STRIDE_F64;
+    const di = slot * DEV_STRIDE_I32;
+    let seq = floorSeq > -Infinity ? floorSeq : dev.seq;
+    state.devF64[df + DEV_LAST_EVENT_MS_F64] = dev.hasLast ? dev.lastEventMs : -Infinity;
+    state.devF64[df + DEV_LAST_LAT_F64] = dev.lastLat;
+    state.devF64[df + DEV_LAST_LON_F64] = dev.lastLon;
+    state.devI32[di + DEV_HAS_LAST_I32] = dev.hasLast ? 1 : 0;
+    state.devI32[di + DEV_GENERATION_I32] = store.generation;
+    let n = 0;
+    for (const e of dev.entries) {
+      const f = toStore[e.fence] ?? -1;
+      if (f < 0) {
+        if ((e.state & EntryState.INSIDE) !== 0) {
+          exits.push({
+            slot,
+            fence: e.fence,
+            compliance: cp.fences[e.fence]?.compliance ?? false,
+            seq: ++seq,
+            eventTimeMs: dev.lastEventMs,
+            lat: dev.lastLat,
+            lon: dev.lastLon,
+            insideMs: dev.lastEventMs - e.sinceMs,
+          });
+        }
+        continue;
+      }
+      if (n === state.maxFences) continue;
+      const base = slot * state.maxFences + n;
+      state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = f;
+      state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = e.state;
+      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = e.sinceMs;
+      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_PENDING_MS_F64] = e.pendingMs;
+      n++;
+    }
+    state.devI32[di + DEV_ENTRY_COUNT_I32] = n;
+    state.devF64[df + DEV_TRIGGER_SEQ_F64] = seq;
+    publishComplianceCount(state, slot, store.fenceI32, FENCE_STRIDE_I32, FENCE_FLAGS_I32, FENCE_FLAG_COMPLIANCE);
+  });
+  const namesOnly =
+    exits.length === 0
+      ? null
+      : { generation: RESTORED_NAMES_GENERATION, ids: cp.fences.map((f) => f.id), tags: cp.fences.map((f) => f.tags) };
+  return { exits, namesOnly };
+}
+
+/** What the progress mark says happened after checkpoint `cp` (null when there is no readable mark). */
+function lostSince(dir: StateDirectory, cp: Checkpoint): RecoveryReport['lost'] {
+  const b = new RecordBuffer(PROGRESS_BYTES);
+  let fd = -1;
+  try {
+    fd = fs.openSync(dir.file(PROGRESS_FILE), 'r');
+    if (readFully(fd, b.bytes, 0, PROGRESS_BYTES, 0) < PROGRESS_BYTES) return null;
+  } catch {
+    return null;
+  } finally {
+    if (fd >= 0) fs.closeSync(fd);
+  }
+  if (b.i32[PROG_MAGIC_W] !== PROGRESS_MAGIC || checksumWords(b.i32, 4, PROGRESS_BYTES >> 2) !== b.i32[PROG_CHECKSUM_W]) return null;
+  // A mark written before this checkpoint (or by another run) says nothing about what came after it.
+  if (b.f64[PROG_CHECKPOINT_NUMBER_F64 >> 3] !== cp.number) return null;
+  const wallMs = b.f64[PROG_WALL_MS_F64 >> 3]!;
+  return {
+    stateWindowMs: Math.max(0, wallMs - cp.capturedMs),
+    pingsAfterCheckpoint: Math.max(0, b.f64[PROG_PINGS_PROCESSED_F64 >> 3]! - cp.pingsProcessed),
+    triggersAfterCheckpoint: Math.max(0, b.f64[PROG_TRIGGERS_F64 >> 3]! - cp.triggersProduced),
+    triggersInMemory: b.f64[PROG_TRIGGERS_IN_MEMORY_F64 >> 3]!,
+  };
+}
