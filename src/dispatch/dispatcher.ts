@@ -176,6 +176,8 @@ export class Dispatcher implements DeadLetterTarget {
   readonly deadLetterRing: DeadLetterRing;
   /** Interned fence identities. */
   readonly catalog: FenceCatalog;
+  /** Cell 0: the time of the current pass over the trigger rings, ns (set by the caller; stamped on offered records). */
+  readonly passTime = new Float64Array(1);
   /** Directory of each downstream's durable files. */
   readonly directories: readonly string[];
   private readonly router: TriggerRouter;
@@ -235,6 +237,7 @@ export class Dispatcher implements DeadLetterTarget {
     this.metrics = new Float64Array(mb, 0, cells);
     this.dispBase = n * DS_BLOCK_F64;
     this.lastDurableFlushNs = this.clock();
+    this.passTime[0] = this.lastDurableFlushNs;
 
     const namer = options.namer;
     const catalog = new FenceCatalog(namer);
@@ -285,6 +288,7 @@ export class Dispatcher implements DeadLetterTarget {
         o,
         {
           clock: this.clock,
+          passTime: this.passTime,
           maxDevices: options.maxDevices,
           names: batchNames,
           deadLetters: this,
@@ -324,8 +328,10 @@ export class Dispatcher implements DeadLetterTarget {
   /**
    * Offers one trigger record (TRG_* layout at the given bases of the two views, e.g. a trigger ring's slot).
    * Returns the number of downstreams it was routed to, -1 when the record is malformed (counted in `badRecords`),
-   * or OFFER_BLOCKED when a downstream cannot take it now (nothing happened: offer it again later). Allocation-free
-   * (except the first time a fence is seen).
+   * or OFFER_BLOCKED when a downstream cannot take it now (nothing happened: offer it again later). The time
+   * stamped on accepted records is `passTime[0]`, which the caller sets once per pass over its rings (a clock read
+   * allocates, and so does a double handed to a call that is not inlined). Allocation-free (except the first time a
+   * fence is seen).
    */
   offer(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number): number {
     const type = i32[baseI32 + TRG_TYPE_I32]!;
@@ -357,12 +363,11 @@ export class Dispatcher implements DeadLetterTarget {
       }
     }
     this.triggersOffered++;
-    const now = this.clock();
     let routed = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       // One bit per subscribed downstream.
       if ((mask & (1 << d)) === 0) continue;
-      this.downstreams[d]!.accept(f64, i32, baseF64, baseI32, handle, now);
+      this.downstreams[d]!.accept(f64, i32, baseF64, baseI32, handle);
       routed++;
     }
     return routed;
@@ -370,6 +375,7 @@ export class Dispatcher implements DeadLetterTarget {
 
   /** Runs every downstream's control loop, flushes the dead-letter ring and the backlog logs when due, publishes metrics. */
   pump(nowNs: number = this.clock()): void {
+    this.passTime[0] = nowNs;
     for (let d = 0; d < this.downstreams.length; d++) this.downstreams[d]!.pump(nowNs);
     const ring = this.deadLetterRing;
     if (ring.depth > 0 && (ring.depth >= this.flushBatchRecords || nowNs - ring.oldestPutNs >= this.flushIntervalNs)) this.flush();

@@ -110,6 +110,8 @@ export type DeliveredHook = (downstreamIndex: number, batch: TriggerBatch, nowNs
 export interface DownstreamContext {
   /** Monotonic clock, ns. */
   clock: ClockNs;
+  /** Cell 0: the time of the dispatcher's current pass, ns (what `accept` stamps). */
+  passTime: Float64Array;
   /** Device slots. */
   maxDevices: number;
   /** Names for the sinks' batches. */
@@ -288,9 +290,10 @@ export class Downstream {
 
   /**
    * Accepts a routed trigger record (TRG_* cells at the given bases) named by fence handle `handle`: into memory, or
-   * into the backlog log (see `spills`). The caller checked `wouldBlock`. Allocation-free.
+   * into the backlog log (see `spills`), stamped with the dispatcher's pass time. The caller checked `wouldBlock`.
+   * Allocation-free.
    */
-  accept(srcF64: Float64Array, srcI32: Int32Array, baseF64: number, baseI32: number, handle: number, nowNs: number): void {
+  accept(srcF64: Float64Array, srcI32: Int32Array, baseF64: number, baseI32: number, handle: number): void {
     this.offered++;
     const device = srcI32[baseI32 + TRG_DEVICE_SLOT_I32]!;
     const lane = laneOf(srcI32, baseI32);
@@ -313,7 +316,7 @@ export class Downstream {
     const i = slot * DREC_STRIDE_I32;
     copyTrigger(srcF64, srcI32, baseF64, baseI32, q.f64, q.i32, f, i);
     q.i32[i + DREC_FENCE_HANDLE_I32] = handle;
-    this.initBookkeeping(slot, nowNs);
+    this.initBookkeeping(slot);
     q.append(device, slot);
   }
 
@@ -637,11 +640,11 @@ export class Downstream {
     if (this.queues.f64[f + DREC_DLQ_POS_F64] === -2 - ringIndex) this.queues.f64[f + DREC_DLQ_POS_F64] = position;
   }
 
-  private initBookkeeping(slot: number, nowNs: number): void {
+  private initBookkeeping(slot: number): void {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
-    q.f64[f + DREC_TIME_NS_F64] = nowNs;
+    q.f64[f + DREC_TIME_NS_F64] = this.ctx.passTime[0]!;
     q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
     q.f64[f + DREC_DLQ_POS_F64] = -1;
     q.i32[i + DREC_REASON_I32] = -1;

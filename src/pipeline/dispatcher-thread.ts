@@ -109,6 +109,7 @@ async function main(): Promise<void> {
   const scan = (): number => {
     let total = 0;
     blocked = false;
+    if (dispatcher !== null) dispatcher.passTime[0] = nowNs();
     for (let r = 0; r < rings.length; r++) {
       const ring = rings[r]!;
       const n = ring.available();

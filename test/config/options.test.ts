@@ -101,7 +101,7 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
   assert.equal(r.demo, true);
   assert.equal(r.overrides.listenHost, null);
   assert.equal(r.overrides.adminHost, null);
-  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--dead-letter-dir', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
+  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--state-dir', '--checkpoint-interval-ms', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });

@@ -107,6 +107,7 @@ test('spill path: backlog log append, load back and done allocate nothing per tr
     },
     BLOCK * 16,
   );
+  while (log.loadNext(dstF64, dstI32, 0, 0, null) !== LOAD_NONE) log.markDone(dstF64[9]!);
   log.close();
   assertNoAllocation(report, 'BacklogLog append + loadNext + markDone');
   assert.ok(sink > 0);
@@ -129,6 +130,7 @@ test('dispatcher offer: validation, fence handle, routing and the per-device que
   let sink = 0;
   const report = await measureAllocations(ITERATIONS, (i) => {
     r.set(i, i & 3, i % 7 === 0 ? Lane.COMPLIANCE : Lane.TRANSITION, i & 63, (i * 31) % 4096);
+    d.passTime[0] = 1e12 + i;
     sink += d.offer(r.f64, r.i32, 0, 0);
     // Stand in for deliveries: every 64 offers, settle everything queued (the sinks are never called here).
     if ((i & 63) === 63) {

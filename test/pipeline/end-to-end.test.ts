@@ -18,12 +18,14 @@ const FENCES = {
 };
 
 // d1 passes through A, then through the compliance fence C; 42 (a numeric id) stays in A long enough to DWELL;
-// d3 jumps across A in one ping (CROSS).
+// d3 jumps across A in one ping (CROSS); "42" (a string id: another device than 42) jumps across A too.
 const SCRIPT: ScriptedPing[] = [
   { id: 'd1', eastM: -200, northM: 0, dtMs: 0 },
   { id: 42, eastM: 0, northM: -200, dtMs: 0 },
   { id: 'd3', eastM: -200, northM: 0, dtMs: 0 },
+  { id: '42', eastM: 0, northM: 200, dtMs: 0 },
   { id: 'd1', eastM: 0, northM: 0, dtMs: 1000 },
+  { id: '42', eastM: 0, northM: -200, dtMs: 1000 },
   { id: 42, eastM: 0, northM: 0, dtMs: 1000 },
   { id: 'd3', eastM: 200, northM: 0, dtMs: 1000 },
   { id: 'd1', eastM: 200, northM: 0, dtMs: 2000 },
@@ -34,16 +36,18 @@ const SCRIPT: ScriptedPing[] = [
   { id: 42, eastM: 0, northM: 300, dtMs: 4000 },
 ];
 
+/** Expected triggers per device, keyed by the device id as JSON (42 and "42" apart). */
 const EXPECTED: Record<string, string[]> = {
-  d1: ['ENTER A', 'EXIT A', 'ENTER C', 'EXIT C'],
+  '"d1"': ['ENTER A', 'EXIT A', 'ENTER C', 'EXIT C'],
   '42': ['ENTER A', 'DWELL A', 'EXIT A'],
-  d3: ['CROSS A'],
+  '"42"': ['CROSS A'],
+  '"d3"': ['CROSS A'],
 };
 
 function asExpected(triggers: readonly Trigger[]): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const [device, list] of byDevice(triggers)) {
-    out[device] = [...list].sort((a, b) => a.seq - b.seq).map((t) => `${t.type} ${t.fenceId}`);
+    out[JSON.stringify(device)] = [...list].sort((a, b) => a.seq - b.seq).map((t) => `${t.type} ${t.fenceId}`);
   }
   return out;
 }
@@ -80,30 +84,33 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     assert.equal(orderProblem(http.received), null);
     // Lanes: the compliance fence's triggers travel in the COMPLIANCE lane, EXIT included.
     for (const t of called) if (t.fenceId === 'C') assert.equal(t.lane, 'compliance', `${t.type} C`);
-    const c42 = called.find((t) => t.deviceId === '42' && t.type === 'DWELL')!;
+    const c42 = called.find((t) => t.deviceId === 42 && t.type === 'DWELL')!;
     assert.ok(c42.insideMs >= 1500);
+    // 42 and "42" are two devices, and the receiver can tell them apart: a JSON number and a JSON string.
+    assert.deepEqual(http.rawDeviceIds.filter((id) => id.startsWith('42') || id.startsWith('"42"')).sort(), ['"42"', '42', '42', '42']);
+    assert.deepEqual(called.filter((t) => t.deviceId === '42').map((t) => t.seq), [1], 'each device its own seq');
     assert.deepEqual(called.find((t) => t.fenceId === 'C')!.tags, ['port']);
 
     // Accounting after close.
     assert.equal(summary.accepted, SCRIPT.length);
     assert.equal(summary.admittedTotal, SCRIPT.length);
     assert.equal(summary.processed, summary.admittedTotal);
-    assert.equal(summary.triggersTotal, 8);
-    assert.deepEqual(summary.triggers, { ENTER: 3, EXIT: 3, DWELL: 1, CROSS: 1 });
+    assert.equal(summary.triggersTotal, 9);
+    assert.deepEqual(summary.triggers, { ENTER: 3, EXIT: 3, DWELL: 1, CROSS: 2 });
     assert.equal(summary.triggersDispatched, summary.triggersTotal);
-    assert.equal(summary.deliveriesOffered, 16);
-    assert.equal(summary.delivered + summary.deadLettered, summary.deliveriesOffered);
-    assert.equal(summary.delivered, 16);
+    assert.equal(summary.deliveriesOffered, 18);
+    assert.equal(summary.delivered, 18);
+    assert.equal(summary.deadLettered, 0);
     assert.equal(summary.inFlight, 0);
-    assert.equal(summary.heldTimeSamples, 16);
+    assert.equal(summary.heldTimeSamples, 18);
     assert.ok(summary.heldTimeP99Ms >= summary.heldTimeP50Ms);
     // The histogram in the snapshot holds every sample (what status lines take windows of).
-    assert.equal(summary.heldTimeBucketCounts.reduce((a, b) => a + b, 0), 16);
+    assert.equal(summary.heldTimeBucketCounts.reduce((a, b) => a + b, 0), 18);
     assert.deepEqual(
       summary.downstreams.map((d) => [d.name, d.delivered, d.queueDepth, d.breakerState]),
       [
-        ['hook', 8, 0, 'closed'],
-        ['cb', 8, 0, 'closed'],
+        ['hook', 9, 0, 'closed'],
+        ['cb', 9, 0, 'closed'],
       ],
     );
   } finally {
@@ -121,17 +128,22 @@ test('metricsText and the admin server expose every part of the pipeline', async
     const res = await fetch(`http://127.0.0.1:${router.adminPort}/metrics`);
     assert.equal(res.status, 200);
     const text = await res.text();
-    assert.ok((await router.metricsText()).includes('geofence_ingest_accepted_total 12'));
+    assert.ok((await router.metricsText()).includes(`geofence_ingest_accepted_total ${SCRIPT.length}`));
     for (const needle of [
-      'geofence_ingest_accepted_total 12',
+      `geofence_ingest_accepted_total ${SCRIPT.length}`,
       'geofence_pings_admitted_total{lane="compliance"}',
-      'geofence_pings_processed_total 12',
+      `geofence_pings_processed_total ${SCRIPT.length}`,
       'geofence_triggers_total{type="ENTER"} 3',
-      'geofence_dispatch_delivered_total{downstream="cb"} 8',
+      'geofence_dispatch_delivered_total{downstream="cb"} 9',
       'geofence_dispatch_concurrency_limit{downstream="cb"}',
-      'geofence_held_time_seconds_count 8',
-      'geofence_held_time_seconds_bucket{le="+Inf"} 8',
+      'geofence_held_time_seconds_count 9',
+      'geofence_held_time_seconds_bucket{le="+Inf"} 9',
       'geofence_dispatch_request_duration_seconds_count{downstream="cb"}',
+      'geofence_dispatch_dead_lettered_total{downstream="cb",reason="undeliverable"} 0',
+      'geofence_dispatch_pending_triggers{downstream="cb"} 0',
+      'geofence_dispatch_spilled_total{downstream="cb"} 0',
+      'geofence_replay_held_time_seconds_count 0',
+      'geofence_checkpoints_total 1',
     ]) {
       assert.ok(text.includes(needle), `metrics lack ${needle}`);
     }

@@ -42,6 +42,8 @@ export async function sendOverTcp(port: number, bytes: Buffer, pieceBytes = 37):
 /** A real HTTP server on 127.0.0.1 collecting the JSON arrays POSTed to it, in arrival order. */
 export class TriggerServer {
   readonly received: Trigger[] = [];
+  /** The `deviceId` of every received trigger as it appeared in the JSON text (`42` and `"42"` apart). */
+  readonly rawDeviceIds: string[] = [];
   private server: Server | null = null;
   port = 0;
 
@@ -52,6 +54,7 @@ export class TriggerServer {
       req.on('data', (c: string) => (body += c));
       req.on('end', () => {
         for (const t of JSON.parse(body) as Trigger[]) this.received.push(t);
+        for (const m of body.matchAll(/"deviceId":("(?:[^"\\]|\\.)*"|[0-9]+)/g)) this.rawDeviceIds.push(m[1]!);
         res.writeHead(200, { 'content-length': 0 });
         res.end();
       });
