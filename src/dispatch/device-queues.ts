@@ -8,9 +8,11 @@
  *
  * Who goes next: a device with queued triggers and nothing in flight is on exactly one ready list, served in order
  * COMPLIANCE (it has a compliance trigger queued: the device moves up as a whole, its earlier triggers first), NEW (it
- * had nothing queued until its latest trigger: a device without a backlog never waits behind one that has one), OLD
- * (it still had triggers after its last batch: round robin among backlogged devices), and REPLAY (its first trigger
- * is a dead letter waiting for re-delivery: behind all live traffic).
+ * had nothing pending, in memory, in flight or in the backlog log, for at least `newDeviceIdleNs` before its latest
+ * trigger arrived: a device without a backlog never waits behind devices that have one), OLD (every other device:
+ * round robin among devices that keep the downstream busy), and REPLAY (its first trigger is a dead letter waiting
+ * for re-delivery: behind all live traffic). A device whose triggers come faster than it is served is never NEW, so a
+ * backlog cannot pass itself off as new traffic by emptying its queue at each turn.
  *
  * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
  * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
@@ -60,12 +62,21 @@ export class DeviceQueues {
   private readonly listOf: Int8Array;
   private readonly prev: Int32Array;
   private readonly next: Int32Array;
+  /** Time each device last had nothing pending (its queue emptied with nothing in flight), ns; -Infinity: never seen. */
+  private readonly idleSinceNs: Float64Array;
+  /** Cell 0: the current time, ns (the owner keeps it current; a double passed in a call would be boxed). */
+  private readonly now: Float64Array;
+  /** How long a device must have had nothing pending for its next trigger to make it NEW, ns. */
+  private readonly newDeviceIdleNs: number;
   private readonly listHead = new Int32Array(READY_LIST_COUNT).fill(NIL);
   private readonly listTail = new Int32Array(READY_LIST_COUNT).fill(NIL);
   private readonly listSize = new Int32Array(READY_LIST_COUNT);
 
-  /** `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]. */
-  constructor(capacitySlots: number, reservedSlots: number, maxDevices: number) {
+  /**
+   * `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]; `now` a cell the
+   * owner keeps at the current time (ns); `newDeviceIdleNs` (default 1 s) see the module comment.
+   */
+  constructor(capacitySlots: number, reservedSlots: number, maxDevices: number, now: Float64Array = new Float64Array(1), newDeviceIdleNs = 1e9) {
     checkNumber('queueCapacitySlots', capacitySlots, 1, 1 << 22, true);
     checkNumber('reservedComplianceSlots', reservedSlots, 0, capacitySlots - 1, true);
     checkNumber('maxDevices', maxDevices, 1, 1 << 26, true);
@@ -88,6 +99,9 @@ export class DeviceQueues {
     this.listOf = new Int8Array(maxDevices).fill(NIL);
     this.prev = new Int32Array(maxDevices).fill(NIL);
     this.next = new Int32Array(maxDevices).fill(NIL);
+    this.idleSinceNs = new Float64Array(maxDevices).fill(-Infinity);
+    this.now = now;
+    this.newDeviceIdleNs = newDeviceIdleNs;
   }
 
   /** Slots in use (queued, in flight, or waiting for a replay). */
@@ -146,15 +160,24 @@ export class DeviceQueues {
     return this.listSize[0]! + this.listSize[1]! + this.listSize[2]! + this.listSize[3]! > 0;
   }
 
-  /** Queues `slot` (a new trigger of `device`) at the back of the device's FIFO and lists the device if it is idle. */
-  append(device: number, slot: number): void {
-    const wasEmpty = this.queued[device] === 0;
+  /**
+   * Queues `slot` (a trigger of `device`) at the back of the device's FIFO and lists the device if it is idle.
+   * `arriving`: a trigger that just arrived (not one loaded back from the backlog log); it makes a device that has had
+   * nothing pending for `newDeviceIdleNs` NEW.
+   */
+  append(device: number, slot: number, arriving = true): void {
+    const fresh =
+      arriving &&
+      this.queued[device] === 0 &&
+      this.fileOnly[device] === 0 &&
+      this.busy[device] === 0 &&
+      this.now[0]! - this.idleSinceNs[device]! >= this.newDeviceIdleNs;
     this.slotNext[slot] = NIL;
     if (this.tail[device] === NIL) this.head[device] = slot;
     else this.slotNext[this.tail[device]!] = slot;
     this.tail[device] = slot;
     this.count(device, slot, 1);
-    this.relist(device, wasEmpty);
+    this.relist(device, fresh);
   }
 
   /** Puts `slot` back at the front of the device's FIFO (a failed batch, its triggers in reverse order). */
@@ -180,6 +203,8 @@ export class DeviceQueues {
   /** Marks `device` busy (a batch with its triggers is in flight) or idle again, and relists it. */
   setBusy(device: number, busy: boolean): void {
     this.busy[device] = busy ? 1 : 0;
+    // Nothing left pending: from now on it is idle.
+    if (!busy && this.queued[device] === 0 && this.fileOnly[device] === 0) this.idleSinceNs[device] = this.now[0]!;
     this.relist(device, false);
   }
 

@@ -6,9 +6,9 @@
  * Delivery contract, per downstream:
  * - Order: a device's triggers are sent in the order they arrived, and a batch with triggers of a device is never in
  *   flight beside another with triggers of the same device; a failed batch goes back to the front of its devices'
- *   FIFOs. Memory first, then the backlog log: when memory is full (or a device already has many triggers queued
- *   while memory is half full) a trigger is appended to the log, and so is every later trigger of that device until
- *   the log has given its triggers back, so a device's pending triggers are always "in memory, then in the log".
+ *   FIFOs. Memory first, then the backlog log: when memory is full (or, past half full, when the device already has a
+ *   trigger waiting) a trigger is appended to the log, and so is every later trigger of that device until the log
+ *   has given its triggers back, so a device's pending triggers are always "in memory, then in the log".
  * - Who goes next: see DeviceQueues (COMPLIANCE devices as a whole, then devices without a backlog, then backlogged
  *   devices in turn, then the replay lane).
  * - Dead letters: a trigger the downstream refuses for good (4xx) or that outlives `maxQueueAgeMs` is dead-lettered
@@ -225,7 +225,7 @@ export class Downstream {
     this.credits = new CreditWindow(options.credits);
     const cap = checkNumber(`${this.name}.queueCapacitySlots`, options.queueCapacitySlots ?? 16384, 1, 1 << 22, true);
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
-    this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices);
+    this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
     this.maxBatchTriggers = checkNumber(`${this.name}.maxBatchTriggers`, options.maxBatchTriggers ?? 32, 1, 4096, true);
     this.quantum = Math.max(1, Math.floor(this.maxBatchTriggers / 4));
     this.maxAttempts = checkNumber(`${this.name}.maxAttempts`, options.maxAttempts ?? 3, 1, 100, true);
@@ -273,8 +273,9 @@ export class Downstream {
   private spills(device: number, lane: number): boolean {
     const q = this.queues;
     if (q.fileOnly[device]! > 0 || !q.hasRoom(lane)) return true;
-    // Half full: a device with a quantum queued already has a backlog; it waits in the log, not in scarce memory.
-    return q.used * 2 >= q.capacitySlots && q.queuedOf(device) >= this.quantum;
+    // Past half full, memory is kept for devices with nothing queued: a device that already waits has a backlog, and
+    // its next trigger waits in the log, so a backlog of some devices never takes the room of devices without one.
+    return q.used * 2 >= q.capacitySlots && q.queuedOf(device) > 0;
   }
 
   /**
@@ -370,7 +371,7 @@ export class Downstream {
       q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
       q.i32[i + DREC_FLAGS_I32] = 0;
       q.fileOnly[device] = q.fileOnly[device]! - 1;
-      q.append(device, slot);
+      q.append(device, slot, false);
     }
   }
 
@@ -458,6 +459,8 @@ export class Downstream {
 
   private complete(permitSlot: number, result: SinkResult): void {
     const nowNs = this.ctx.clock();
+    // The latest time known on this thread: what the queues read when a device goes idle.
+    this.ctx.passTime[0] = nowNs;
     const permit = this.permits[permitSlot]!;
     this.permits[permitSlot] = NO_PERMIT;
     const batch = this.batches[permitSlot]!;
