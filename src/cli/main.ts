@@ -38,6 +38,18 @@ interface ServeHooks {
   summaryLines(): string[];
 }
 
+/**
+ * Stop signals received so far. The handlers are installed before the router starts, so a signal that arrives while
+ * it starts (or between its start and `serve`) drains it instead of killing the process.
+ */
+const early: { signal: NodeJS.Signals | null; onSignal: ((signal: NodeJS.Signals) => void) | null } = { signal: null, onSignal: null };
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (early.onSignal !== null) early.onSignal(signal);
+    else early.signal ??= signal;
+  });
+}
+
 /** Serves until a stop signal (or hooks.autoStop), then drains, prints the summary and returns the exit code. */
 function serve(router: Router, hooks: ServeHooks): Promise<number> {
   return new Promise((resolve) => {
@@ -74,8 +86,8 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
       process.exit(EXIT_FAILURE);
     };
     process.on('SIGHUP', onHup);
-    process.on('SIGINT', onStopSignal);
-    process.on('SIGTERM', onStopSignal);
+    early.onSignal = onStopSignal;
+    if (early.signal !== null) onStopSignal(early.signal);
     hooks.autoStop?.then((reason) => {
       if (stoppingSinceMs < 0) void stop(reason);
     });

@@ -1,5 +1,8 @@
 /** Test support for the command line: runs the built binary as a real child process and collects its output. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Path of the built binary (dist/src/cli/main.js). */
@@ -14,8 +17,12 @@ export class CliProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private readonly waiters: Array<() => void> = [];
 
-  constructor(args: readonly string[], timeoutMs = 30_000) {
-    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /**
+   * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
+   * directory of one run never meets another's).
+   */
+  constructor(args: readonly string[], timeoutMs = 30_000, cwd = mkdtempSync(join(tmpdir(), 'gr-cli-'))) {
+    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd });
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.stdout += s;
       this.wake();
