@@ -499,6 +499,14 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
+   * The router is draining: the backlog logs take what the trigger rings still hold whatever their cap (the rings
+   * hold a bounded amount), so no record is left behind when the process ends.
+   */
+  beginDrain(): void {
+    for (const ds of this.downstreams) if (ds.backlog !== null) ds.backlog.ignoreCap = true;
+  }
+
+  /**
    * Drains: pumps until every downstream has delivered everything it holds (memory, backlog log, replay lane) or
    * `deadlineMs` passes; then sends nothing new and waits for the calls in flight. Flushes the dead-letter ring and
    * the backlog logs.

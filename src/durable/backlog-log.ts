@@ -131,7 +131,7 @@ export class BacklogLog {
   readonly recovered: number;
   /** Records loaded whose device this run could not name (skipped). */
   unresolvable = 0;
-  /** Corrupt records met while loading (the rest of their segment is skipped). */
+  /** Records lost to a damaged record met while loading (the rest of its segment is skipped). */
   corrupt = 0;
   /** Bytes cut from a torn tail at open. */
   readonly recoveredTornBytes: number;
@@ -142,11 +142,15 @@ export class BacklogLog {
   private readonly segmentMaxBytes: number;
   private readonly wbuf: RecordBuffer;
   private wlen = 0;
+  /** Records in the write buffer. */
+  private wcount = 0;
   private readonly rbuf: RecordBuffer;
   /** Segment and file position of the bytes held in rbuf: [rbufPos, rbufPos + rbufLen) of segment rbufSeg. */
   private rbufSeg = -1;
   private rbufPos = 0;
   private rbufLen = 0;
+  /** Records not yet loaded in each live segment (written or in the write buffer), by segment number. */
+  private readonly segmentUnread = new Map<number, number>();
   /** Flushed bytes of every live segment, by segment number, and their sum. */
   private readonly segmentBytes = new Map<number, number>();
   private segmentsTotalBytes = 0;
@@ -234,7 +238,9 @@ export class BacklogLog {
       const sfd = s === last ? this.writeFd : fs.openSync(file, 'r');
       try {
         if (s !== last) checkFileHeader(sfd, file, BACKLOG_MAGIC, this.name);
-        pending += scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!).records;
+        const n = scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!).records;
+        this.segmentUnread.set(s, n);
+        pending += n;
       } finally {
         if (s !== last) fs.closeSync(sfd);
       }
@@ -258,9 +264,15 @@ export class BacklogLog {
     return this.segmentsTotalBytes + this.wlen;
   }
 
+  /**
+   * Set while the router drains: the cap no longer applies, so what the trigger rings still hold (a bounded amount)
+   * is kept on disk rather than left in the rings when the process ends.
+   */
+  ignoreCap = false;
+
   /** True when an append would pass `maxBytes`. */
   get isFull(): boolean {
-    return this.liveBytes + TREC_MAX_BYTES > this.maxBytes;
+    return !this.ignoreCap && this.liveBytes + TREC_MAX_BYTES > this.maxBytes;
   }
 
   /** Bytes waiting in the write buffer. */
@@ -280,8 +292,10 @@ export class BacklogLog {
       n = this.codec.encode(f64, i32, baseF64, baseI32, this.wbuf, 0, this.wbuf.byteLength, 0);
     }
     this.wlen += n;
+    this.wcount++;
     this.appended++;
     this.unreadCount++;
+    this.segmentUnread.set(this.writeSeg, (this.segmentUnread.get(this.writeSeg) ?? 0) + 1);
     return true;
   }
 
@@ -294,6 +308,7 @@ export class BacklogLog {
     const size = end + this.wlen;
     this.setSegmentBytes(this.writeSeg, size);
     this.wlen = 0;
+    this.wcount = 0;
     if (size >= this.segmentMaxBytes) {
       fs.closeSync(this.writeFd);
       if (this.readFdSeg === this.writeSeg) this.closeReadFd();
@@ -330,8 +345,13 @@ export class BacklogLog {
       }
       const length = at < 0 ? 0 : recordLength(buf, at, end);
       if (at < 0 || !recordIsValid(buf, at, length, end)) {
-        // A damaged record inside a closed segment: skip the rest of the segment rather than stop for good.
-        this.corrupt++;
+        // A damaged record inside a written segment: skip the rest of the segment rather than stop for good (the
+        // records skipped are counted in `corrupt`). The write buffer is never damaged.
+        const buffered = this.readSeg === this.writeSeg ? this.wcount : 0;
+        const skipped = (this.segmentUnread.get(this.readSeg) ?? 0) - buffered;
+        this.corrupt += skipped;
+        this.unreadCount -= skipped;
+        this.segmentUnread.set(this.readSeg, buffered);
         this.readOff = segEnd;
         continue;
       }
@@ -342,6 +362,7 @@ export class BacklogLog {
       this.winDone[w] = 0;
       this.readOff += length;
       this.unreadCount--;
+      this.segmentUnread.set(this.readSeg, this.segmentUnread.get(this.readSeg)! - 1);
       const slot = this.codec.decode(buf, at, f64, i32, baseF64, baseI32, resolver);
       f64[baseF64 + DREC_LOG_ORDINAL_F64] = ord;
       if (slot < 0) {
@@ -446,6 +467,7 @@ export class BacklogLog {
   private deleteSegment(n: number): void {
     if (this.readFdSeg === n) this.closeReadFd();
     if (this.rbufSeg === n) this.rbufSeg = -1;
+    this.segmentUnread.delete(n);
     this.segmentsTotalBytes -= this.segmentBytes.get(n) ?? 0;
     this.segmentBytes.delete(n);
     try {

@@ -222,6 +222,7 @@ async function main(): Promise<void> {
       case 'drain':
         reply(
           (async () => {
+            dispatcher?.beginDrain();
             await waitRingsEmpty();
             if (dispatcher !== null) await dispatcher.drain(msg.deadlineMs);
           })(),
@@ -230,6 +231,7 @@ async function main(): Promise<void> {
       case 'close':
         reply(
           (async () => {
+            dispatcher?.beginDrain();
             await waitRingsEmpty();
             stopping = true;
             Atomics.notify(i32, CTL_DISPATCH_DOORBELL_I32);

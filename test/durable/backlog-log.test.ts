@@ -1,0 +1,166 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Lane, TRG_SEQ_F64, TriggerType } from '../../src/shm/layout.js';
+import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
+import { IndexNamer } from '../../src/dispatch/sinks/format.js';
+import { BacklogLog, listSegments, LOAD_NONE, LOAD_SKIPPED, readCursor, scanBacklog, segmentFileName } from '../../src/durable/backlog-log.js';
+import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
+import { readTriggerIdentity, TriggerCodec, type TriggerResolver } from '../../src/durable/trigger-codec.js';
+import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
+
+function setup(runId: number): { codec: TriggerCodec; catalog: FenceCatalog } {
+  const namer = new IndexNamer();
+  const catalog = new FenceCatalog(namer);
+  const codec = new TriggerCodec(runId, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
+  return { codec, catalog };
+}
+
+function open(dir: string, codec: TriggerCodec, extra: Partial<ConstructorParameters<typeof BacklogLog>[0]> = {}): BacklogLog {
+  return new BacklogLog({ dir, downstreamName: 'hook', codec, maxBytes: 1 << 30, ...extra });
+}
+
+/** Appends triggers seq 1..n of device (seq % 7) on fence (1, seq % 5). */
+function appendAll(log: BacklogLog, catalog: FenceCatalog, from: number, to: number): void {
+  const r = new TriggerRecord();
+  for (let seq = from; seq <= to; seq++) {
+    const rec = dispatchRecord(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, seq % 7), catalog.handleOf(1, seq % 5));
+    assert.equal(log.append(rec.f64, rec.i32, 0, 0), true);
+  }
+}
+
+/** Loads everything loadable; returns the seqs in load order (marking each done unless `keep` says otherwise). */
+function loadAll(log: BacklogLog, resolver: TriggerResolver | null, keep: (seq: number) => boolean = () => false): number[] {
+  const out: number[] = [];
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  for (;;) {
+    const device = log.loadNext(rec.f64, rec.i32, 0, 0, resolver);
+    if (device === LOAD_NONE) return out;
+    if (device === LOAD_SKIPPED) continue;
+    out.push(rec.f64[TRG_SEQ_F64]!);
+    if (!keep(rec.f64[TRG_SEQ_F64]!)) log.markDone(rec.f64[9]!);
+  }
+}
+
+test('backlog log: records come back in order, from the write buffer too; the cursor moves over the done prefix only', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 100);
+  assert.equal(log.unread, 100);
+  assert.equal(log.buffered > 0, true, 'not written yet');
+  // Seq 40 stays undelivered: the durable cursor cannot pass it.
+  assert.deepEqual(loadAll(log, null, (s) => s === 40), Array.from({ length: 100 }, (_, i) => i + 1));
+  assert.equal(log.unread, 0);
+  assert.equal(log.loadedOutstanding, 61);
+  log.flush();
+  log.commit();
+  log.close();
+  // A restart re-reads from the first undelivered record (seq 40) on: what a crash would re-deliver.
+  const again = open(dir, setup(2).codec);
+  assert.equal(again.recovered, 61);
+  const resolver: TriggerResolver = { deviceSlot: (id) => Number(String(id).slice(7)), fenceHandle: (id, tags) => catalog.intern(id, tags) };
+  assert.deepEqual(loadAll(again, resolver), Array.from({ length: 61 }, (_, i) => i + 40));
+  again.close();
+  const third = open(dir, setup(3).codec);
+  assert.equal(third.recovered, 0, 'all done: nothing left');
+  third.close();
+});
+
+test('backlog log: segments roll at their size and are deleted once the cursor passes them; a torn tail is cut', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-seg-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec, { segmentMaxBytes: 8192, bufferBytes: 64 * 1024 });
+  appendAll(log, catalog, 1, 300);
+  log.flush();
+  const segments = listSegments(dir);
+  assert.ok(segments.length >= 1);
+  appendAll(log, catalog, 301, 600);
+  log.flush();
+  assert.ok(listSegments(dir).length > segments.length, `rolled: ${listSegments(dir).join(',')}`);
+  const seen: number[] = [];
+  assert.equal(scanBacklog(dir, 'hook', (buf, at) => seen.push(readTriggerIdentity(buf, at).seq)), 600);
+  assert.deepEqual(seen.slice(0, 3), [1, 2, 3]);
+  assert.equal(loadAll(log, null).length, 600);
+  log.flush();
+  log.commit();
+  assert.ok(listSegments(dir).length <= 2, `consumed segments deleted: ${listSegments(dir).join(',')}`);
+  appendAll(log, catalog, 601, 610);
+  log.close();
+  // A crash mid-write: half a record at the end of the last segment.
+  const last = path.join(dir, segmentFileName(listSegments(dir).at(-1)!));
+  fs.appendFileSync(last, Buffer.alloc(50, 9));
+  const again = open(dir, setup(2).codec);
+  assert.equal(again.recoveredTornBytes, 50);
+  assert.equal(again.recovered, 10);
+  again.close();
+  assert.ok(readCursor(dir) !== null);
+});
+
+test('backlog log: damage in the last segment is cut like a torn tail; later appends load', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-bad-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 20);
+  log.flush();
+  log.close();
+  // Damage the 11th record's bytes on disk.
+  const file = path.join(dir, segmentFileName(1));
+  const bytes = fs.readFileSync(file);
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; k < 10; k++) at += bytes.readInt32LE(at);
+  const fd = fs.openSync(file, 'r+');
+  fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 50);
+  fs.closeSync(fd);
+  const same = setup(1);
+  const again = open(dir, same.codec, {});
+  assert.equal(again.recovered, 10, 'the scan stops at the damage');
+  assert.deepEqual(loadAll(again, null), Array.from({ length: 10 }, (_, i) => i + 1));
+  appendAll(again, same.catalog, 21, 25);
+  assert.deepEqual(loadAll(again, null), [21, 22, 23, 24, 25]);
+  assert.equal(again.unread, 0);
+  again.close();
+});
+
+test('backlog log: the cap refuses appends, and a drain lifts it', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-cap-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec, { maxBytes: 1 << 20, bufferBytes: 64 * 1024 });
+  const r = new TriggerRecord();
+  const rec = dispatchRecord(r.set(1, TriggerType.ENTER, Lane.TRANSITION, 1, 1), catalog.handleOf(1, 1));
+  let n = 0;
+  while (log.append(rec.f64, rec.i32, 0, 0)) n++;
+  assert.ok(n > 1000 && log.isFull, `${n} appended before the cap`);
+  log.ignoreCap = true;
+  assert.equal(log.append(rec.f64, rec.i32, 0, 0), true);
+  log.close();
+});
+
+test('backlog log: a damaged record in a closed segment skips the rest of that segment; the next segments still load', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-bad2-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec, { segmentMaxBytes: 4096, bufferBytes: 64 * 1024 });
+  // Flush in small steps so the first segment closes after about 4 KiB.
+  for (let from = 1; from <= 200; from += 10) {
+    appendAll(log, catalog, from, from + 9);
+    log.flush();
+  }
+  log.close();
+  assert.ok(listSegments(dir).length >= 3);
+  const file = path.join(dir, segmentFileName(listSegments(dir)[0]!));
+  const bytes = fs.readFileSync(file);
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; k < 5; k++) at += bytes.readInt32LE(at);
+  const fd = fs.openSync(file, 'r+');
+  fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 50);
+  fs.closeSync(fd);
+  const same = setup(1);
+  const again = open(dir, same.codec);
+  const loaded = loadAll(again, null);
+  assert.deepEqual(loaded.slice(0, 5), [1, 2, 3, 4, 5]);
+  assert.ok(loaded.length < 200 && loaded.at(-1) === 200, `the first segment's rest is skipped, the others load (${loaded.length})`);
+  assert.equal(again.unread, 0);
+  again.close();
+});

@@ -1,0 +1,158 @@
+/**
+ * The state directory's lock, the device-state checkpoint format, and the restore: by device id and fence id, the
+ * seq floor after clean and unclean stops, EXITs for fences that are gone.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import {
+  DEV_ENTRY_COUNT_I32,
+  DEV_GENERATION_I32,
+  DEV_HAS_LAST_I32,
+  DEV_LAST_EVENT_MS_F64,
+  DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
+  DEV_TRIGGER_SEQ_F64,
+  ENTRY_FENCE_I32,
+  ENTRY_SINCE_MS_F64,
+  ENTRY_STATE_I32,
+  ENTRY_STRIDE_F64,
+  ENTRY_STRIDE_I32,
+  EntryState,
+  RingKind,
+} from '../../src/shm/layout.js';
+import { DeviceState } from '../../src/fences/device-state.js';
+import { buildFenceStore, FenceStore, parseFences } from '../../src/fences/index.js';
+import { DeviceIdReader, preregisterDevices } from '../../src/ingest/device-registry.js';
+import { allocatePipelineMemory } from '../../src/pipeline/memory.js';
+import { StateKeeper } from '../../src/pipeline/state-keeper.js';
+import { resolveRouterOptions } from '../../src/config/options.js';
+import { CHECKPOINT_FILE, decodeCheckpoint, DeviceStateCopy, encodeCheckpoint, readLatestCheckpoint, SEQ_EPOCH, writeCheckpointFile } from '../../src/durable/checkpoint.js';
+import { StateDirectory, StateDirectoryInUseError } from '../../src/durable/state-dir.js';
+import { SpscRing } from '../../src/shm/ring.js';
+import { collection, readTrigger, square } from '../fences/helpers.js';
+
+function tmp(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+test('state directory: one process at a time; a lock left by a dead process means an unclean stop', () => {
+  const dir = path.join(tmp('state-lock-'), 'state');
+  const a = StateDirectory.open(dir);
+  assert.equal(a.previousStop, 'none');
+  assert.throws(() => StateDirectory.open(dir), (err: unknown) => err instanceof StateDirectoryInUseError && err.message.includes(dir) && err.message.includes(String(process.pid)));
+  a.release();
+  fs.writeFileSync(path.join(dir, CHECKPOINT_FILE), 'x');
+  const b = StateDirectory.open(dir);
+  assert.equal(b.previousStop, 'clean', 'no lock left and a checkpoint there');
+  b.release();
+  // A lock whose owner has exited: taken over, and reported.
+  const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  fs.writeFileSync(path.join(dir, 'LOCK'), JSON.stringify({ pid: Number(dead.stdout), startTicks: null }));
+  const c = StateDirectory.open(dir);
+  assert.equal(c.previousStop, 'unclean');
+  assert.equal(c.previousPid, Number(dead.stdout));
+  c.release();
+  const file = path.join(tmp('state-file-'), 'a-file');
+  fs.writeFileSync(file, 'not a directory');
+  assert.throws(() => StateDirectory.open(path.join(file, 'state')), (err: unknown) => (err as Error).message.startsWith(`state directory ${path.join(file, 'state')}: `));
+});
+
+/** A store of `ids` (squares along a row), generation `generation`. */
+function store(ids: string[], generation = 1): FenceStore {
+  return FenceStore.open(buildFenceStore(parseFences(collection(...ids.map((id, i) => square(id, i * 500, 0, 100, id === 'C' ? { compliance: true, tags: ['port'] } : {})))), generation));
+}
+
+/** Memory with devices `ids`, each inside fence index `f` (INSIDE, DWELL fired for the first), last seq `seq`. */
+function memoryWith(ids: (string | number)[], s: FenceStore, fenceOf: (i: number) => number, seq: (i: number) => number) {
+  const memory = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 16, idBytesPerSlot: 32, maxFencesPerDevice: 4, downstreams: 1 });
+  preregisterDevices(memory.idTable, ids);
+  const state = DeviceState.open(memory.deviceState);
+  ids.forEach((_, d) => {
+    state.devF64[d * DEV_STRIDE_F64 + DEV_LAST_EVENT_MS_F64] = 5000 + d;
+    state.devF64[d * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seq(d);
+    state.devI32[d * DEV_STRIDE_I32 + DEV_HAS_LAST_I32] = 1;
+    state.devI32[d * DEV_STRIDE_I32 + DEV_GENERATION_I32] = s.generation;
+    state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32] = 1;
+    const e = d * state.maxFences;
+    state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = fenceOf(d);
+    state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = EntryState.INSIDE | (d === 0 ? EntryState.DWELL_FIRED : 0);
+    state.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = 1000;
+  });
+  return { memory, state };
+}
+
+test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a damaged file falls back to the previous one', () => {
+  const s = store(['A', 'B', 'C']);
+  const ids = ['truck-1', 42, '42'];
+  const { memory, state } = memoryWith(ids, s, (d) => d, (d) => 10 + d);
+  const copy = new DeviceStateCopy(16);
+  copy.capture(state, 3, s.generation);
+  const bytes = encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), s, { seqFloor: 0, number: 7, pingsProcessed: 123, triggersProduced: 45, clean: true });
+  const cp = decodeCheckpoint(bytes, 'x');
+  assert.deepEqual(cp.devices.map((d) => d.id), ['truck-1', 42, '42']);
+  assert.deepEqual(cp.devices.map((d) => d.seq), [10, 11, 12]);
+  assert.deepEqual(cp.devices.map((d) => cp.fences[d.entries[0]!.fence]!.id), ['A', 'B', 'C']);
+  assert.equal(cp.devices[0]!.entries[0]!.state, EntryState.INSIDE | EntryState.DWELL_FIRED);
+  assert.deepEqual(cp.fences.find((f) => f.id === 'C'), { id: 'C', tags: ['port'], compliance: true });
+  assert.equal(cp.clean, true);
+  assert.equal(cp.number, 7);
+  const dir = tmp('ckpt-');
+  writeCheckpointFile(dir, bytes);
+  writeCheckpointFile(dir, bytes.slice(0, bytes.length - 8));
+  assert.throws(() => decodeCheckpoint(fs.readFileSync(path.join(dir, CHECKPOINT_FILE)), 'cur'), /cur: checkpoint is damaged/);
+  const problems: string[] = [];
+  const back = readLatestCheckpoint(dir, problems);
+  assert.equal(back?.number, 7, 'the previous checkpoint serves');
+  assert.match(problems[0]!, /checkpoint\.bin: checkpoint is damaged/);
+});
+
+test('restore: after a clean stop seq continues; after an unclean one every device starts above a floor raised by 2^32; a device inside a fence that is gone gets an EXIT', () => {
+  const before = store(['A', 'B', 'C']);
+  const ids = ['d0', 'd1', 'd2'];
+  const { memory, state } = memoryWith(ids, before, (d) => d, (d) => 100 * (d + 1));
+  const copy = new DeviceStateCopy(16);
+  copy.capture(state, 3, before.generation);
+  const options = resolveRouterOptions({ stateDir: null });
+  for (const [stop, expectSeq] of [
+    ['clean', [100, 200, 300]],
+    ['unclean', [300 + SEQ_EPOCH, 300 + SEQ_EPOCH, 300 + SEQ_EPOCH]],
+  ] as const) {
+    const dir = path.join(tmp('restore-'), 'state');
+    fs.mkdirSync(dir, { recursive: true });
+    writeCheckpointFile(dir, encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), before, { seqFloor: 0, number: 3, pingsProcessed: 0, triggersProduced: 0, clean: true }));
+    if (stop === 'unclean') fs.writeFileSync(path.join(dir, 'LOCK'), JSON.stringify({ pid: 2 ** 22 + 12345, startTicks: null }));
+    const sd = StateDirectory.open(dir);
+    // The new fences file: B is gone, the others reordered.
+    const after = store(['C', 'A'], 1);
+    const fresh = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 16, idBytesPerSlot: 32, maxFencesPerDevice: 4, downstreams: 1 });
+    const keeper = StateKeeper.restore(sd, fresh, after, options);
+    assert.equal(keeper.report.previousStop, stop);
+    assert.equal(keeper.report.restoredDevices, 3);
+    const restored = DeviceState.open(fresh.deviceState);
+    const reader = new DeviceIdReader(fresh.idTable);
+    assert.deepEqual([0, 1, 2].map((d) => reader.deviceIdOf(d)), ids);
+    // d1 was inside B, which is gone: its EXIT takes the next seq, the others keep their stays under the new indices.
+    const seqs = [0, 1, 2].map((d) => restored.devF64[d * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!);
+    assert.deepEqual(seqs, [expectSeq[0], expectSeq[1] + 1, expectSeq[2]]);
+    assert.equal(restored.isInside(0, after.indexOfId('A')), true);
+    assert.equal(restored.entryStateOf(0, after.indexOfId('A')) & EntryState.DWELL_FIRED, EntryState.DWELL_FIRED, 'DWELL stays fired for the stay');
+    assert.equal(restored.entryCount(1), 0);
+    assert.equal(restored.isInside(2, after.indexOfId('C')), true);
+    assert.equal(restored.insideCompliance(2), true);
+    assert.equal(restored.devF64[5 * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64], keeper.report.seqFloor, 'a device not yet seen starts at the floor');
+    assert.equal(keeper.report.removedFenceExits, 1);
+    assert.deepEqual(keeper.namesOnly?.ids, ['A', 'B', 'C']);
+    const ring = SpscRing.wrap(fresh.triggerRings[1]!, RingKind.TRIGGER);
+    assert.equal(keeper.writeRestoreExits(ring, new Float64Array(fresh.containmentCounters), 0), 1);
+    const exit = readTrigger(ring, 0);
+    assert.equal(exit.type, 'EXIT');
+    assert.equal(exit.slot, 1);
+    assert.equal(keeper.namesOnly!.ids[exit.fence], 'B', 'named by the checkpoint, whose fences file lost it');
+    assert.equal(exit.seq, seqs[1]);
+    sd.release();
+  }
+});
