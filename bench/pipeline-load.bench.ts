@@ -1,6 +1,7 @@
 /**
  * End-to-end load: the load generator (its own process, msgpack over TCP at a set rate) against a router with 10,000
- * fences (seeded synthetic city) and an in-process callback downstream. For each rate: sustained accepted and
+ * fences (seeded synthetic city) and one downstream: an in-process callback (default), or with `--downstream webhook`
+ * a real local webhook (a receiver process of its own answering 200 at once) with the default downstream options. For each rate: sustained accepted and
  * processed events/s (medians of 250 ms samples while the generator runs), shed pings, and held time
  * (admission -> handed to the downstream) P50 / P99 / max (bucket upper bounds) from the router's histogram between
  * `--warmup-seconds` (default 1) after the router accepted its first ping and the end of the run (steady state), and
@@ -9,8 +10,11 @@
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--shards N] [--connections N] [--warmup-seconds S]
  *
- * Writes bench/out/pipeline-load.json. A rate "holds" when nothing was shed, every ping sent was processed, and the
- * held-time P99 is at most 10 ms.
+ * Writes bench/out/pipeline-load.json (pipeline-load-webhook.json with the webhook). A rate "holds" when nothing was
+ * shed, every ping sent was processed, and the held-time P99 is at most 10 ms. With the webhook it also reports the
+ * triggers delivered per second while the generator ran (median of 250 ms samples), the live share (triggers
+ * delivered without passing through the backlog log), the spilled triggers, and how long after the generator stopped
+ * the last trigger was delivered.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -29,6 +33,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '4' },
     devices: { type: 'string', default: '10000' },
     'warmup-seconds': { type: 'string', default: '1' },
+    downstream: { type: 'string', default: 'callback' },
     // Per-thread CPU (router threads from /proc/self/task, the generator from /proc/<pid>/stat) over the steady window.
     'thread-cpu': { type: 'boolean', default: false },
   },
@@ -37,6 +42,34 @@ const rates = values.rates!.split(',').map(Number);
 const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
+const webhook = values.downstream === 'webhook';
+if (!webhook && values.downstream !== 'callback') throw new RangeError(`--downstream must be callback or webhook, got ${values.downstream}`);
+
+/** The receiver process (webhook runs only) and its port. */
+async function startReceiver(): Promise<{ port: number; count: () => Promise<{ triggers: number }>; stop: () => void }> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/webhook-receiver.js', import.meta.url))], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines: ((line: string) => void)[] = [];
+  let buf = '';
+  child.stdout.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      lines.shift()?.(line);
+    }
+  });
+  const next = (): Promise<string> => new Promise((resolve) => lines.push(resolve));
+  const port = (JSON.parse(await next()) as { port: number }).port;
+  return {
+    port,
+    count: async () => {
+      const p = next();
+      child.stdin.write('count\n');
+      return JSON.parse(await p) as { triggers: number };
+    },
+    stop: () => child.stdin.end(),
+  };
+}
 
 /** One number per thread of `pid` ('self' for this process), read from `/proc/<pid>/task/<tid>/<file>`. */
 function perThread(pid: string, file: string, read: (text: string) => number): Map<string, number> {
@@ -81,6 +114,7 @@ function median(xs: number[]): number {
 
 async function runRate(rate: number): Promise<Record<string, unknown>> {
   let delivered = 0;
+  const receiver = webhook ? await startReceiver() : null;
   const tidsBefore = new Set(threadTicks('self').keys());
   const router = await createRouter({
     fences,
@@ -93,7 +127,10 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     maxDevices: 50_000,
     ingest: { sharedStructures: values.encoding === 'shared' },
     stateDir: null,
-    downstreams: [{ name: 'sink', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 16, callback: (ts) => void (delivered += ts.length) }],
+    downstreams:
+      receiver === null
+        ? [{ name: 'sink', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 16, callback: (ts) => void (delivered += ts.length) }]
+        : [{ name: 'hook', kind: 'webhook', url: `http://127.0.0.1:${receiver.port}/hook` }],
     log: () => undefined,
   });
   const script = fileURLToPath(new URL('./loadgen/loadgen.js', import.meta.url));
@@ -126,6 +163,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   let warmTaken = false;
   const accepted: number[] = [];
   const processed: number[] = [];
+  const deliveredPerSec: number[] = [];
   let last = router.stats();
   let lastT = performance.now();
   let ticks = 0;
@@ -155,6 +193,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     if (s.accepted > 0 && last.accepted > 0) {
       accepted.push((s.accepted - last.accepted) / dt);
       processed.push((s.processed - last.processed) / dt);
+      deliveredPerSec.push((s.delivered - last.delivered) / dt);
     }
     if (warmTaken) {
       genLast = genTicks() || genLast;
@@ -190,9 +229,19 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     threadCpu.router = `${(((routerTicks + other) / CLK_TCK / windowS) * 100).toFixed(0)}% ${(((routerTicks + other) / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
   }
   const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
+  const generatorDoneMs = performance.now();
   const deadline = Date.now() + 10_000;
   while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // Every trigger delivered (the backlog drained): how long after the generator stopped.
+  const deliveredBy = Date.now() + 120_000;
+  while (router.stats().delivered < router.stats().triggersTotal && Date.now() < deliveredBy) await new Promise((r) => setTimeout(r, 20));
+  const lastDeliveredAfterMs = performance.now() - generatorDoneMs;
   const s = await router.close();
+  if (receiver !== null) {
+    delivered = (await receiver.count()).triggers;
+    receiver.stop();
+  }
+  const hook = s.downstreams[0]!;
   return {
     targetPerSec: rate,
     generatorPerSec: gen.achievedPerSec,
@@ -205,6 +254,16 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     rejected: s.rejectedTotal,
     triggers: s.triggersTotal,
     delivered,
+    ...(webhook
+      ? {
+          medianDeliveredPerSec: Math.round(median(deliveredPerSec)),
+          spilled: hook.spilled,
+          liveShare: Number((1 - hook.spilled / Math.max(1, hook.delivered)).toFixed(4)),
+          deadLettered: hook.deadLettered,
+          lastDeliveredAfterGeneratorMs: Math.round(lastDeliveredAfterMs),
+          limitAtEnd: hook.limit,
+        }
+      : {}),
     steadyHeldP50Ms: Number(steady.p50Ms.toFixed(3)),
     steadyHeldP99Ms: Number(steady.p99Ms.toFixed(3)),
     steadyHeldMaxMs: Number(steady.maxMs.toFixed(3)),
@@ -224,6 +283,6 @@ for (const rate of rates) rows.push(await runRate(rate));
 console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
 writeFileSync(
-  new URL('../../bench/out/pipeline-load.json', import.meta.url),
-  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, rows }, null, 2)}\n`,
+  new URL(`../../bench/out/pipeline-load${webhook ? '-webhook' : ''}.json`, import.meta.url),
+  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, downstream: values.downstream, rows }, null, 2)}\n`,
 );
