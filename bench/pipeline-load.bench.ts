@@ -9,6 +9,7 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--shards N] [--connections N] [--warmup-seconds S]
+ *       [--downstream webhook] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
  *
  * Writes bench/out/pipeline-load.json (pipeline-load-webhook.json with the webhook). A rate "holds" when nothing was
  * shed, every ping sent was processed, and the held-time P99 is at most 10 ms. With the webhook it also reports the
@@ -34,6 +35,9 @@ const { values } = parseArgs({
     devices: { type: 'string', default: '10000' },
     'warmup-seconds': { type: 'string', default: '1' },
     downstream: { type: 'string', default: 'callback' },
+    // Passed to the generator: event time per ping of a device (0: the wall clock) and the fleet's radius.
+    'event-step-ms': { type: 'string', default: '0' },
+    'radius-m': { type: 'string', default: '15000' },
     // Per-thread CPU (router threads from /proc/self/task, the generator from /proc/<pid>/stat) over the steady window.
     'thread-cpu': { type: 'boolean', default: false },
   },
@@ -137,7 +141,8 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   const child = spawn(
     process.execPath,
     [script, '--port', String(router.ingestPort), '--rate', String(rate), '--seconds', String(seconds), '--encoding', values.encoding!,
-      '--connections', values.connections!, '--devices', values.devices!],
+      '--connections', values.connections!, '--devices', values.devices!, '--event-step-ms', values['event-step-ms']!, '--radius-m', values['radius-m']!,
+      '--bound-m', values['radius-m']!],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   // Threads the router started (ingest, dispatcher, pool workers), in creation order (tid order), plus main.
@@ -272,6 +277,9 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     heldMaxMs: Number(s.heldTimeMaxMs.toFixed(1)),
     coldSecondsHeldP99Ms: coldSecondsP99.map((v) => Number(v.toFixed(1))),
     perSecondHeldP99Ms: perSecondP99.map((v) => Number(v.toFixed(1))),
+    checkpoints: s.checkpoints,
+    lastCheckpointPauseMs: Number(s.checkpointPauseMs.toFixed(2)),
+    lastCheckpointMs: Number(s.checkpointLastMs.toFixed(2)),
     loadAvg1: Number(loadavg()[0]!.toFixed(2)),
     ...(values['thread-cpu'] ? { threadCpu } : {}),
     holds: s.shedTotal === 0 && s.processed === gen.sent && steady.p99Ms <= 10,
@@ -284,5 +292,5 @@ console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL(`../../bench/out/pipeline-load${webhook ? '-webhook' : ''}.json`, import.meta.url),
-  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, downstream: values.downstream, rows }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, downstream: values.downstream, eventStepMs: values['event-step-ms'], radiusM: values['radius-m'], rows }, null, 2)}\n`,
 );

@@ -4,7 +4,10 @@
  *
  *   node dist/bench/loadgen/loadgen.js --port 7070 --rate 500000 --seconds 30 --devices 10000 --connections 8
  *
- * Devices are assigned to connections by index, so each device's pings travel in order on one connection. Pacing:
+ * Devices are assigned to connections by index, so each device's pings travel in order on one connection. Event
+ * time follows the wall clock, or with `--event-step-ms S` advances S per ping of a device (a fleet seen through sparse
+ * pings: hops of speed x S, which cross fences between pings and give a trigger-rich workload); `--radius-m` and
+ * `--bound-m` keep the fleet within the city. Pacing:
  * every tick the generator encodes (directly, see encode.ts) and sends what the rate says is due, at most 50 ms worth; when a socket's send buffer is full it waits for
  * 'drain' instead of buffering without bound, and the summary reports the rate actually achieved.
  */
@@ -24,6 +27,9 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     encoding: { type: 'string', default: 'maps' },
     'tick-ms': { type: 'string', default: '2' },
+    'event-step-ms': { type: 'string', default: '0' },
+    'radius-m': { type: 'string', default: '15000' },
+    'bound-m': { type: 'string', default: '0' },
   },
 });
 
@@ -41,6 +47,9 @@ const connections = Math.floor(positive('connections', values.connections));
 const seed = Math.floor(Number(values.seed));
 const tickMs = positive('tick-ms', values['tick-ms']);
 const encoding = values.encoding!;
+const eventStepMs = Number(values['event-step-ms']);
+const radiusM = positive('radius-m', values['radius-m']);
+const boundM = Number(values['bound-m']);
 if (!['maps', 'records', 'shared'].includes(encoding)) throw new RangeError(`--encoding must be maps, records or shared, got ${encoding}`);
 
 
@@ -53,7 +62,8 @@ function open(): Promise<Socket> {
 
 async function main(): Promise<void> {
   const sockets = await Promise.all(Array.from({ length: connections }, () => open()));
-  const fleet = new Fleet({ devices, seed });
+  const fleet = new Fleet({ devices, seed, radiusM, boundRadiusM: boundM > 0 ? boundM : Infinity, parkedFraction: eventStepMs > 0 ? 0 : 1 / 3 });
+  const rounds = new Float64Array(devices);
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 0 };
   // One send buffer per connection per tick, sized for the most pings a tick can carry.
   const perTickMax = Math.ceil((ratePerSec * Math.max(tickMs, 50)) / 1000) + 1;
@@ -77,8 +87,9 @@ async function main(): Promise<void> {
     }
     const n = Math.min(due, perTickMax);
     for (let k = 0; k < n; k++) {
-      const conn = fleet.nextDevice % connections;
-      fleet.next(ping, epochStart + (now - startMs));
+      const device = fleet.nextDevice;
+      const conn = device % connections;
+      fleet.next(ping, eventStepMs > 0 ? epochStart + ++rounds[device]! * eventStepMs : epochStart + (now - startMs));
       pendingLen[conn] = encodePingInto(pending[conn]!, pendingLen[conn]!, ping, encoding as LoadEncoding);
     }
     sent += n;

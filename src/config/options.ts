@@ -43,7 +43,7 @@ interface DownstreamBase {
   gradient?: Partial<GradientLimitOptions>;
   /** Static safety cap on requests in flight, [1, 4096] (default 256). */
   safetyCap?: number;
-  /** Triggers per delivery (batch), [1, 4096] (default 32). */
+  /** Triggers per delivery (batch) at most, [1, 4096] (default 128; a batch holds what is waiting, up to this). */
   maxBatchTriggers?: number;
   /** Triggers held in memory, [1, 2^22] (default 16384); more wait in order in the backlog log. */
   queueCapacitySlots?: number;

@@ -78,7 +78,7 @@ export interface DownstreamOptions {
   queueCapacitySlots?: number;
   /** Memory slots only COMPLIANCE triggers may use. Default 5% of the memory. */
   reservedComplianceSlots?: number;
-  /** Triggers per sink call. Default 32. */
+  /** Triggers per sink call at most (a batch takes what is waiting, up to this). Default 128. */
   maxBatchTriggers?: number;
   /** Attempts per trigger before it is dead-lettered as undeliverable. Default 3. */
   maxAttempts?: number;
@@ -226,7 +226,7 @@ export class Downstream {
     const cap = checkNumber(`${this.name}.queueCapacitySlots`, options.queueCapacitySlots ?? 16384, 1, 1 << 22, true);
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
-    this.maxBatchTriggers = checkNumber(`${this.name}.maxBatchTriggers`, options.maxBatchTriggers ?? 32, 1, 4096, true);
+    this.maxBatchTriggers = checkNumber(`${this.name}.maxBatchTriggers`, options.maxBatchTriggers ?? 128, 1, 4096, true);
     this.quantum = Math.max(1, Math.floor(this.maxBatchTriggers / 4));
     this.maxAttempts = checkNumber(`${this.name}.maxAttempts`, options.maxAttempts ?? 3, 1, 100, true);
     this.maxAgeNs = options.maxQueueAgeMs === undefined ? Infinity : checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs, 1, 8.64e7) * 1e6;

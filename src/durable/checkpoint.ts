@@ -128,14 +128,20 @@ export class DeviceStateCopy {
     this.devF64.set(state.devF64.subarray(0, count * DEV_STRIDE_F64));
     this.devI32.set(state.devI32.subarray(0, count * DEV_STRIDE_I32));
     let e = 0;
+    const srcF64 = state.entryF64;
+    const srcI32 = state.entryI32;
     for (let d = 0; d < count; d++) {
       this.entryStart[d] = e;
       const n = state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
       if (n === 0) continue;
       if ((e + n) * ENTRY_STRIDE_I32 > this.entryI32.length) this.grow(e + n);
-      const from = d * state.maxFences;
-      this.entryF64.set(state.entryF64.subarray(from * ENTRY_STRIDE_F64, (from + n) * ENTRY_STRIDE_F64), e * ENTRY_STRIDE_F64);
-      this.entryI32.set(state.entryI32.subarray(from * ENTRY_STRIDE_I32, (from + n) * ENTRY_STRIDE_I32), e * ENTRY_STRIDE_I32);
+      // A few cells per device: a plain loop beats making subarray views to copy them.
+      const fromF = d * state.maxFences * ENTRY_STRIDE_F64;
+      const fromI = d * state.maxFences * ENTRY_STRIDE_I32;
+      const dstF = this.entryF64;
+      const dstI = this.entryI32;
+      for (let k = 0; k < n * ENTRY_STRIDE_F64; k++) dstF[e * ENTRY_STRIDE_F64 + k] = srcF64[fromF + k]!;
+      for (let k = 0; k < n * ENTRY_STRIDE_I32; k++) dstI[e * ENTRY_STRIDE_I32 + k] = srcI32[fromI + k]!;
       e += n;
     }
     this.entryStart[count] = e;

@@ -285,15 +285,15 @@ export class StateKeeper {
   async checkpoint(store: FenceStore, counts: ProgressCounts, pause: (() => Promise<void>) | null, resume: (() => Promise<void>) | null, clean = false): Promise<void> {
     const t0 = nowNs();
     try {
-      let pausedNs = 0;
-      if (pause !== null) await pause();
+      // The pause: from asking containment to stop (its batches in flight finish) to its resumption.
       const p0 = nowNs();
+      if (pause !== null) await pause();
       try {
         this.copy.capture(this.state, this.ids.deviceCount(), store.generation);
       } finally {
-        pausedNs = nowNs() - p0;
         if (resume !== null) await resume();
       }
+      const pausedNs = nowNs() - p0;
       const bytes = encodeCheckpoint(this.copy, this.ids, store, {
         seqFloor: this.seqFloor,
         number: this.number + 1,

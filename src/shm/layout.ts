@@ -570,7 +570,7 @@ export const PST_CHECKPOINTS_F64 = 10;
 export const PST_CHECKPOINT_FAILURES_F64 = 11;
 /** Duration of the last checkpoint (pause, copy, encode, write, fsync), ns. */
 export const PST_CHECKPOINT_LAST_NS_F64 = 12;
-/** How long the last checkpoint paused containment, ns. */
+/** How long the last checkpoint paused containment (pause request to resumption, the copy included), ns. */
 export const PST_CHECKPOINT_PAUSE_NS_F64 = 13;
 /** Bytes of the last checkpoint file. */
 export const PST_CHECKPOINT_BYTES_F64 = 14;

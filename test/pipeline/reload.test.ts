@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter, FenceValidationError } from '../../src/index.js';
 import type { Trigger } from '../../src/pipeline/trigger.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { frameOf, orderProblem, square, waitFor } from './support.js';
 
 const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', features });
@@ -102,6 +103,51 @@ test('after a reload, workers that did not get the new store ask for it, and eve
     assert.ok(got.every((t) => t.fenceId === 'B'));
     assert.equal(orderProblem(got), null);
   } finally {
+    await router.close();
+  }
+});
+
+test('triggers queued across reloads keep their fence ids and their per-device order when the downstream catches up', async () => {
+  const got: Trigger[] = [];
+  let open: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (open = r));
+  const router = await createRouter({
+    fences: fc(square('A', 0, 0, 50, { tags: ['a'] }), square('B', 1000, 0, 50, { compliance: true, tags: ['b'] })),
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    stateDir: null,
+    // A downstream that holds every batch until the gate opens: everything queues meanwhile.
+    downstreams: [{ name: 'slow', kind: 'callback', callback: async (ts) => {
+      await gate;
+      got.push(...ts);
+    } }],
+    log: () => undefined,
+  });
+  try {
+    for (let d = 0; d < 20; d++) {
+      router.ingest(frameOf({ id: `d${d}`, eastM: -300, northM: 0, dtMs: 0 }));
+      router.ingest(frameOf({ id: `d${d}`, eastM: d % 2 === 0 ? 0 : 1000, northM: 0, dtMs: 1000 }));
+    }
+    await waitFor(() => router.stats().triggersTotal === 20, 10_000, 'the ENTERs');
+    // Reload twice while nothing is delivered: B goes (its devices get an EXIT), A moves index, C arrives.
+    await router.reloadFences(fc(square('C', 2000, 0, 50), square('A', 0, 0, 50, { tags: ['a'] })));
+    await router.reloadFences(fc(square('A', 0, 0, 50, { tags: ['a'] }), square('C', 2000, 0, 50)));
+    for (let d = 0; d < 20; d++) router.ingest(frameOf({ id: `d${d}`, eastM: 2000, northM: 0, dtMs: 2000 }));
+    await waitFor(() => router.stats().triggersTotal === 20 + 10 + 10 + 20, 10_000, 'EXITs and ENTERs after the reloads');
+    open();
+    const s = await router.close();
+    assert.equal(s.delivered, 60);
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
+    for (let d = 0; d < 20; d++) {
+      const mine = got.filter((t) => t.deviceId === `d${d}`).map((t) => `${t.type} ${t.fenceId} [${t.tags.join()}]`);
+      assert.deepEqual(mine, d % 2 === 0 ? ['ENTER A [a]', 'EXIT A [a]', 'ENTER C []'] : ['ENTER B [b]', 'EXIT B [b]', 'ENTER C []'], `d${d}`);
+    }
+  } finally {
+    open();
     await router.close();
   }
 });

@@ -7,14 +7,17 @@
  * between flushes. Dispatcher thread only.
  */
 import {
+  DREC_ATTEMPTS_I32,
   DREC_DL_STATUS_I32,
   DREC_DOWNSTREAM_I32,
+  DREC_REASON_I32,
   DREC_SLOT_REF_I32,
   DREC_STRIDE_BYTES,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
   DREC_TIME_NS_F64,
 } from '../../shm/layout.js';
+import { copyTrigger } from '../record.js';
 import { checkNumber } from '../validate.js';
 
 /** Preallocated dead-letter ring (see the module comment). */
@@ -57,9 +60,10 @@ export class DeadLetterRing {
     const index = this.count;
     const f = index * DREC_STRIDE_F64;
     const i = index * DREC_STRIDE_I32;
-    for (let k = 0; k < DREC_STRIDE_F64; k++) this.f64[f + k] = f64[baseF64 + k]!;
-    // The Int32 cells past the Float64 cells' doubles: copy them as integers (never through a double).
-    for (let k = 12; k < DREC_STRIDE_I32; k++) this.i32[i + k] = i32[baseI32 + k]!;
+    // The trigger's cells (its fence handle in Int32 cell 12), then the reason and attempts its file record keeps.
+    copyTrigger(f64, i32, baseF64, baseI32, this.f64, this.i32, f, i);
+    this.i32[i + DREC_REASON_I32] = i32[baseI32 + DREC_REASON_I32]!;
+    this.i32[i + DREC_ATTEMPTS_I32] = i32[baseI32 + DREC_ATTEMPTS_I32]!;
     this.f64[f + DREC_TIME_NS_F64] = nowNs;
     this.i32[i + DREC_DOWNSTREAM_I32] = downstreamIndex;
     this.i32[i + DREC_DL_STATUS_I32] = status;
