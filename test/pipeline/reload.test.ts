@@ -129,14 +129,17 @@ test('triggers queued across reloads keep their fence ids and their per-device o
   });
   try {
     for (let d = 0; d < 20; d++) {
-      router.ingest(frameOf({ id: `d${d}`, eastM: -300, northM: 0, dtMs: 0 }));
-      router.ingest(frameOf({ id: `d${d}`, eastM: d % 2 === 0 ? 0 : 1000, northM: 0, dtMs: 1000 }));
+      // From 300 m south of A (even devices) or of B (odd ones), into it.
+      const east = d % 2 === 0 ? 0 : 1000;
+      router.ingest(frameOf({ id: `d${d}`, eastM: east, northM: -300, dtMs: 0 }));
+      router.ingest(frameOf({ id: `d${d}`, eastM: east, northM: 0, dtMs: 1000 }));
     }
     await waitFor(() => router.stats().triggersTotal === 20, 10_000, 'the ENTERs');
     // Reload twice while nothing is delivered: B goes (its devices get an EXIT), A moves index, C arrives.
-    await router.reloadFences(fc(square('C', 2000, 0, 50), square('A', 0, 0, 50, { tags: ['a'] })));
-    await router.reloadFences(fc(square('A', 0, 0, 50, { tags: ['a'] }), square('C', 2000, 0, 50)));
-    for (let d = 0; d < 20; d++) router.ingest(frameOf({ id: `d${d}`, eastM: 2000, northM: 0, dtMs: 2000 }));
+    await router.reloadFences(fc(square('C', 2000, 300, 50), square('A', 0, 0, 50, { tags: ['a'] })));
+    await router.reloadFences(fc(square('A', 0, 0, 50, { tags: ['a'] }), square('C', 2000, 300, 50)));
+    // Then up north into C, 300 m north of the row (no fence on the way).
+    for (let d = 0; d < 20; d++) router.ingest(frameOf({ id: `d${d}`, eastM: 2000, northM: 300, dtMs: 2000 }));
     await waitFor(() => router.stats().triggersTotal === 20 + 10 + 10 + 20, 10_000, 'EXITs and ENTERs after the reloads');
     open();
     const s = await router.close();
