@@ -220,7 +220,7 @@ class PipelineRouter implements Router {
   private progressCounts(): { pingsProcessed: number; triggers: number; triggersInMemory: number } {
     const s = this.stats();
     let inMemory = 0;
-    for (const d of s.downstreams) inMemory += d.queueDepth + d.sending;
+    for (const d of s.downstreams) inMemory += d.memoryOnly;
     return { pingsProcessed: s.processed, triggers: s.triggersTotal, triggersInMemory: inMemory };
   }
 
@@ -293,6 +293,9 @@ class PipelineRouter implements Router {
         }
       });
     }
+    // The restored state (with its seq floor and the restore's EXIT seqs) is durable before any trigger is issued; the
+    // checkpoint's number names this run in the durable trigger records (it rises with every start).
+    await this.keeper.checkpoint(this.store, this.progressCounts(), null, null);
     const dispatcherData: DispatcherThreadData = {
       memory: m,
       fences: this.store.descriptor,
@@ -301,6 +304,7 @@ class PipelineRouter implements Router {
       maxDevices: o.maxDevices,
       deadLetterCapacityRecords: o.deadLetter.capacityRecords,
       namesOnly: this.keeper.namesOnly,
+      runId: this.keeper.checkpointNumber | 0,
       bridgePort,
     };
     const noop = (): void => undefined;
@@ -313,8 +317,6 @@ class PipelineRouter implements Router {
       noop,
     );
     await this.dispatcherThread.started;
-    // The restored state is durable (with its seq floor) before any trigger is issued.
-    await this.keeper.checkpoint(this.store, this.progressCounts(), null, null);
     // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
     if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
       this.pipeline.ringDispatcher();

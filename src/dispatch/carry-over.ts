@@ -1,15 +1,15 @@
 /**
- * What one run of a downstream hands to the next, through its directory: at close, the triggers still in memory go
- * to the pending file (the ones loaded from the backlog log stay there: its cursor has not passed them; parked dead
- * letters stay in the dead-letter file as PENDING); at start, the pending file and the PENDING dead letters are taken
- * back into memory in front of everything else, sorted by seq per device, and the backlog log's pending records are
- * counted per device so that device's new triggers queue behind them.
+ * What one run of a downstream hands to the next, through its directory: at close, every trigger still in memory goes
+ * to the pending file, in per-device FIFO order (those loaded from the backlog log too; then the log's cursor passes
+ * them), except parked dead letters, which stay in the dead-letter file as PENDING; at start, the pending file and the
+ * PENDING dead letters are taken back into memory in front of everything else, sorted by seq per device, and the
+ * backlog log's pending records are counted per device so that device's new triggers queue behind them. A device's
+ * pending triggers so stay "memory, then the log" across the restart.
  *
  * Dispatcher thread, at start and at close only (allocates freely).
  */
 import {
   DREC_DLQ_POS_F64,
-  DREC_LOG_ORDINAL_F64,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
   TRG_SEQ_F64,
@@ -49,7 +49,9 @@ export function readPendingRecords(dir: string, downstreamName: string): Carried
  * taken and how many named a device this run cannot resolve (dropped, counted by the caller).
  */
 export function takeOver(ds: Downstream, records: CarriedRecord[], codec: TriggerCodec, resolver: TriggerResolver, nowNs: number): { taken: number; unresolved: number } {
-  records.sort((a, b) => a.seq - b.seq);
+  // By seq; of two copies of one trigger (a crash between writing one file and settling the other) the dead-letter
+  // copy comes first and is the one kept: settling it settles its file record.
+  records.sort((a, b) => a.seq - b.seq || (b.dlqPosition >= 0 ? 1 : 0) - (a.dlqPosition >= 0 ? 1 : 0));
   const scratch = new ArrayBuffer(DREC_STRIDE_F64 * 8);
   const f64 = new Float64Array(scratch);
   const i32 = new Int32Array(scratch);
@@ -64,11 +66,7 @@ export function takeOver(ds: Downstream, records: CarriedRecord[], codec: Trigge
       continue;
     }
     const key = `${device}:${f64[TRG_SEQ_F64]!}`;
-    if (seen.has(key)) {
-      // The same trigger in both files (a crash between writing one and settling the other): once is enough. Its
-      // dead-letter copy, if that is the duplicate, stays PENDING; the next start settles it the same way.
-      continue;
-    }
+    if (seen.has(key)) continue;
     seen.add(key);
     ds.acceptCarriedOver(f64, i32, device, r.dlqPosition, nowNs);
     taken++;
@@ -77,9 +75,9 @@ export function takeOver(ds: Downstream, records: CarriedRecord[], codec: Trigge
 }
 
 /**
- * Writes the triggers `ds` still holds in memory that no other file holds (not loaded from the backlog log, not
- * parked in the dead-letter file) to its pending file in per-device FIFO order, replacing the old one (removing it
- * when there are none). Returns how many were written.
+ * Writes every trigger `ds` still holds in memory, except parked dead letters (the dead-letter file holds those), to
+ * its pending file in per-device FIFO order, replacing the old one (removing it when there are none), durably. The
+ * caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written.
  */
 export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): number {
   const q = ds.queues;
@@ -89,7 +87,7 @@ export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): num
   for (let device = 0; device < q.maxDevices; device++) {
     for (let slot = q.headOf(device); slot >= 0; slot = q.nextInFifo(slot)) {
       const f = slot * DREC_STRIDE_F64;
-      if (q.f64[f + DREC_LOG_ORDINAL_F64]! >= 0 || q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
+      if (q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
       if (length + TREC_MAX_BYTES > buf.byteLength) {
         const grown = new RecordBuffer(buf.byteLength * 2);
         grown.bytes.set(buf.bytes.subarray(0, length));

@@ -50,6 +50,7 @@ import {
   DS_LIMIT_DECREASES_F64,
   DS_LIMIT_F64,
   DS_LIMIT_INCREASES_F64,
+  DS_MEMORY_ONLY_F64,
   DS_OFFERED_F64,
   DS_PAUSES_F64,
   DS_QUEUE_DEPTH_F64,
@@ -121,8 +122,8 @@ export interface DispatcherOptions {
   clock?: ClockNs;
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
-  /** Records each delivered trigger's held time (must not allocate). */
-  onHeld?: (heldNs: number, replayed: boolean) => void;
+  /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
+  onHeld?: (held: Float64Array, replayed: boolean) => void;
   /** Where metric cells live (e.g. a SharedArrayBuffer read at scrape time); default a private buffer. */
   metricsBuffer?: ArrayBufferLike;
   /** This run's id in durable records (default random). */
@@ -206,6 +207,8 @@ export class Dispatcher implements DeadLetterTarget {
   flushMaxNs = 0;
   /** Triggers left durably for the next start by `close`, per downstream. */
   readonly carriedOver: number[];
+  /** Per downstream: every trigger taken over from the pending file is settled; remove it at the next flush. */
+  private readonly pendingFileSettled: boolean[] = [];
 
   /** Validates options, opens every downstream's durable files and takes over what an earlier run left. */
   constructor(options: DispatcherOptions) {
@@ -244,7 +247,7 @@ export class Dispatcher implements DeadLetterTarget {
     this.catalog = catalog;
     const identity: TriggerIdentitySource = {
       isNumeric: (slot) => namer.isNumeric(slot),
-      numericId: (slot) => namer.numericId(slot),
+      copyNumericId: (slot, dst, index) => namer.copyNumericId(slot, dst, index),
       copyIdBytes: (slot, dst, at) => namer.copyIdBytes(slot, dst, at),
       fenceIdBytes: (h) => catalog.idBytes(h),
       fenceTagsBytes: (h) => catalog.tagsBytes(h),
@@ -302,9 +305,11 @@ export class Dispatcher implements DeadLetterTarget {
       );
       for (const [slot, count] of fileOnly) ds.queues.fileOnly[slot] = count;
       const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog;
-      ds.recovered += backlogRecovered;
+      this.pendingFileSettled.push(false);
+      // Records naming a device this run does not know stay counted here and settle as lost when loaded.
+      ds.recovered += backlog === null ? 0 : backlog.recovered;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
-      if (taken.taken > 0) ds.onFrontSettled = () => removePendingFile(dir);
+      if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
       const lost = taken.unresolved + unresolvedBacklog;
       if (taken.taken + backlogRecovered > 0 || lost > 0) {
         log(
@@ -386,12 +391,22 @@ export class Dispatcher implements DeadLetterTarget {
     this.publishMetrics();
   }
 
-  /** Writes what the backlog logs buffer and commits their cursors. */
+  /**
+   * Writes what the backlog logs buffer and commits their cursors, after flushing the dead-letter ring: a record whose
+   * ownership moved to the dead-letter file (parked, or settled for good) is written there before the cursor passes
+   * it. Pending files whose triggers are all settled are removed after that flush too.
+   */
   flushBacklogs(): void {
+    this.flush();
     for (const ds of this.downstreams) {
       if (ds.backlog === null) continue;
       ds.backlog.flush();
       ds.backlog.commit();
+    }
+    for (let d = 0; d < this.downstreams.length; d++) {
+      if (!this.pendingFileSettled[d]) continue;
+      this.pendingFileSettled[d] = false;
+      removePendingFile(this.directories[d]!);
     }
   }
 
@@ -517,7 +532,10 @@ export class Dispatcher implements DeadLetterTarget {
       const now = this.clock();
       this.pump(now);
       if (this.isIdle) break;
-      if (now >= end) {
+      // A second drain after the first's deadline (close after drain) does not wait out another deadline.
+      let allStopped = true;
+      for (const ds of this.downstreams) if (!ds.stopped) allStopped = false;
+      if (now >= end || allStopped) {
         for (const ds of this.downstreams) ds.stopped = true;
         let sending = false;
         for (const ds of this.downstreams) if (ds.limiter.inflight > 0) sending = true;
@@ -540,7 +558,9 @@ export class Dispatcher implements DeadLetterTarget {
     await this.drain(deadlineMs);
     this.closed = true;
     this.downstreams.forEach((ds, d) => {
+      // The pending file first (durably), then the log's cursor may pass what it now holds.
       carryOver(ds, this.directories[d]!, this.codec);
+      ds.backlog?.releaseLoaded();
       this.carriedOver[d] = ds.inFlightTriggers;
       ds.backlog?.close();
       ds.deadLetterFile?.close();
@@ -586,6 +606,7 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_SENDING_F64] = ds.sendingTriggers;
       m[b + DS_BACKPRESSURE_WAITS_F64] = ds.backpressureWaits;
       m[b + DS_FINAL_F64] = ds.final;
+      m[b + DS_MEMORY_ONLY_F64] = ds.memoryOnly;
       m[b + DS_RTT_SUM_NS_F64] = l.rttSumNs;
       m[b + DS_RTT_COUNT_F64] = l.rttCount;
       for (let k = 0; k < DS_RTT_BUCKET_COUNT; k++) m[b + DS_RTT_BUCKETS_F64 + k] = l.rttBuckets[k]!;

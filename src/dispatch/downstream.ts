@@ -127,10 +127,10 @@ export interface DownstreamContext {
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook | undefined;
   /**
-   * Records the held time of each delivered trigger (admission to the hand-over of the attempt that succeeded), and
-   * whether it was a re-delivered dead letter; null: not recorded. Must not allocate.
+   * Records the held time of each delivered trigger (admission to the hand-over of the attempt that succeeded), found
+   * in `held[0]` (ns), and whether it was a re-delivered dead letter; null: not recorded. Must not allocate.
    */
-  onHeld: ((heldNs: number, replayed: boolean) => void) | null;
+  onHeld: ((held: Float64Array, replayed: boolean) => void) | null;
 }
 
 /** One downstream (see the module comment). */
@@ -198,6 +198,12 @@ export class Downstream {
   consecutiveFailures = 0;
   /** Set by the dispatcher past its drain deadline: nothing new is sent. */
   stopped = false;
+  /** The backlog log's damaged-record count already settled into `final`. */
+  private corruptSeen = 0;
+  /** Cell 0: a held time on its way to the recorder. */
+  private readonly heldCell = new Float64Array(1);
+  /** Triggers in memory that no durable file holds (a crash would lose them). */
+  memoryOnly = 0;
 
   private readonly ctx: DownstreamContext;
   private readonly batches: TriggerBatch[];
@@ -318,6 +324,7 @@ export class Downstream {
     copyTrigger(srcF64, srcI32, baseF64, baseI32, q.f64, q.i32, f, i);
     q.i32[i + DREC_FENCE_HANDLE_I32] = handle;
     this.initBookkeeping(slot);
+    this.memoryOnly++;
     q.append(device, slot);
   }
 
@@ -356,6 +363,11 @@ export class Downstream {
       const slot = q.allocate(Lane.TRANSITION);
       if (slot < 0) return;
       const device = log.loadNext(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, this.ctx.resolver);
+      if (log.corrupt !== this.corruptSeen) {
+        // Records of a damaged segment were skipped: settled as lost (counted).
+        this.final += log.corrupt - this.corruptSeen;
+        this.corruptSeen = log.corrupt;
+      }
       if (device === LOAD_NONE) {
         q.release(slot);
         return;
@@ -408,6 +420,8 @@ export class Downstream {
           this.breaker.onIgnored();
           continue;
         }
+        // A dead letter settled while filling (expired) is durable before its device's next triggers leave.
+        this.deadLetterFile?.sync();
         this.credits.take(batch.count);
         this.sendingTriggers += batch.count;
         this.permits[slot] = permit;
@@ -522,8 +536,11 @@ export class Downstream {
       const slot = batch.slots[k]!;
       const f = slot * DREC_STRIDE_F64;
       const replayed = q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0;
-      // Held time runs from admission to the hand-over of the attempt that succeeded.
-      if (onHeld !== null) onHeld(batch.sentAtNs - q.f64[f + TRG_ADMIT_TIME_NS_F64]!, replayed);
+      // Held time runs from admission to the hand-over of the attempt that succeeded (handed over in a cell).
+      if (onHeld !== null) {
+        this.heldCell[0] = batch.sentAtNs - q.f64[f + TRG_ADMIT_TIME_NS_F64]!;
+        onHeld(this.heldCell, replayed);
+      }
       if (replayed) {
         this.replayed++;
         this.parked--;
@@ -587,15 +604,35 @@ export class Downstream {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
+    // Its copy goes to the dead-letter file (with the next flush of the ring).
+    if (this.isMemoryOnly(slot)) this.memoryOnly--;
     q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
     this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
     this.parked++;
-    const ord = q.f64[f + DREC_LOG_ORDINAL_F64]!;
-    if (ord >= 0 && this.backlog !== null) this.backlog.markDone(ord);
-    q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
     if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
     const ring = this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.PENDING, slot, nowNs);
     q.f64[f + DREC_DLQ_POS_F64] = -2 - ring;
+    // The device may wait here for long: its records loaded from the backlog log (the parked one and those behind it)
+    // stop holding the log's cursor back. The dead-letter file owns the parked one; the others are memory's now, like
+    // any trigger in memory (the pending file at close; lost in a crash).
+    if (this.backlog === null) return;
+    for (let s = slot; s >= 0; s = q.nextInFifo(s)) {
+      const ord = q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
+      if (ord < 0) continue;
+      this.backlog.markDone(ord);
+      q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
+      if (s !== slot && this.isMemoryOnly(s)) this.memoryOnly++;
+    }
+  }
+
+  /** True when no durable file holds the trigger in `slot` (not loaded from the log, no dead-letter copy, not carried over). */
+  private isMemoryOnly(slot: number): boolean {
+    const q = this.queues;
+    return (
+      q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! < 0 &&
+      q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64]! === -1 &&
+      (q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! & DrecFlag.FRONT) === 0
+    );
   }
 
   /** Dead-letters the trigger in `slot` for good with `reason` and frees its slot (it was popped already). */
@@ -623,6 +660,7 @@ export class Downstream {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
+    if (this.isMemoryOnly(slot)) this.memoryOnly--;
     const ord = q.f64[f + DREC_LOG_ORDINAL_F64]!;
     if (ord >= 0 && this.backlog !== null) this.backlog.markDone(ord);
     const dlq = q.f64[f + DREC_DLQ_POS_F64]!;

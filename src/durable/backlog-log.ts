@@ -6,9 +6,15 @@
  * in the log", in seq order. Records are trigger records with ids (see trigger-codec.ts), appended through a write
  * buffer flushed with one write and one fdatasync; segments of `segmentMaxBytes` are named
  * `backlog-<segment>.log`. Loading reads records back in file order into memory slots (records still in the write
- * buffer are read from there, without forcing a flush); each loaded record gets an ordinal, and the durable cursor (`backlog.cursor`) moves over the prefix of loaded records that are done (delivered,
- * or handed to the dead-letter file). A crash therefore re-delivers at most the records loaded after the last commit
- * (the same triggers, with the same seq) and loses only what was still in the write buffer.
+ * buffer are read from there, without forcing a flush); each loaded record gets an ordinal, and the durable cursor
+ * (`backlog.cursor`) moves over the prefix of loaded records that are done: delivered, settled for good, or owned by
+ * another file (a parked dead letter and the triggers of its device behind it; at close, the pending file, which then
+ * holds every undelivered trigger of memory in order: `releaseLoaded`). The dispatcher flushes its dead-letter ring
+ * before it commits the cursor, so the cursor never passes a record whose new owner has not written it yet.
+ *
+ * After a crash the log gives back what its durable cursor had not passed: a record delivered after the last commit
+ * (or after an older record that was still waiting) comes again, with the same seq; what was still in the write buffer
+ * is lost with the rest of memory.
  *
  * Dispatcher thread only. `append`, `loadNext`, `markDone` allocate nothing; `flush` and `commit` do file I/O.
  */
@@ -44,11 +50,15 @@ export interface BacklogLogOptions {
   segmentMaxBytes?: number;
   /** Bytes of the write buffer and of the read buffer each. Default 1 MiB. */
   bufferBytes?: number;
-  /** Loaded records that may wait for delivery at once (the done window). Default 65536. */
+  /** Loaded records that may wait for delivery at once (the done window), a power of two. Default 65536. */
   windowRecords?: number;
   /** Called at open for each record past the cursor (the backlog an earlier run left). */
   onPending?: RecordVisitor;
 }
+
+/** Loaded ordinals count modulo this (they stay small integers, so passing one around never boxes a double). */
+const ORDINAL_MODULUS = 1 << 30;
+const ORDINAL_MASK = ORDINAL_MODULUS - 1;
 
 /** `loadNext` result: nothing left to load (or the done window is full). */
 export const LOAD_NONE = -2;
@@ -112,6 +122,8 @@ export function scanBacklog(dir: string, downstreamName: string, visit: RecordVi
     const file = path.join(dir, segmentFileName(seg));
     const fd = fs.openSync(file, 'r');
     try {
+      // A segment whose creation a crash cut short holds nothing.
+      if (fs.fstatSync(fd).size < FILE_HEADER_BYTES) continue;
       checkFileHeader(fd, file, BACKLOG_MAGIC, downstreamName);
       records += scanRecords(fd, seg === cursor[0] ? Math.max(FILE_HEADER_BYTES, cursor[1]) : FILE_HEADER_BYTES, buf, visit).records;
     } finally {
@@ -162,7 +174,7 @@ export class BacklogLog {
   private readFdSeg = -1;
   /** Records appended (or recovered) and not loaded. */
   private unreadCount: number;
-  /** Done window over loaded ordinals [doneOrd, loadOrd). */
+  /** Done window over loaded ordinals [doneOrd, loadOrd), counted modulo ORDINAL_MODULUS. */
   private readonly windowRecords: number;
   private readonly winSeg: Float64Array;
   private readonly winOff: Float64Array;
@@ -187,6 +199,9 @@ export class BacklogLog {
     this.wbuf = new RecordBuffer(bufferBytes);
     this.rbuf = new RecordBuffer(bufferBytes);
     this.windowRecords = options.windowRecords ?? 65536;
+    if ((this.windowRecords & (this.windowRecords - 1)) !== 0 || this.windowRecords > ORDINAL_MODULUS) {
+      throw new RangeError(`windowRecords must be a power of two up to 2^30, got ${this.windowRecords}`);
+    }
     this.winSeg = new Float64Array(this.windowRecords);
     this.winOff = new Float64Array(this.windowRecords);
     this.winDone = new Uint8Array(this.windowRecords);
@@ -204,6 +219,12 @@ export class BacklogLog {
     // Only the last segment can have a torn tail (earlier ones were closed after a flush).
     const lastFile = path.join(this.dir, segmentFileName(last));
     const fd = fs.openSync(lastFile, 'r+');
+    if (fs.fstatSync(fd).size < FILE_HEADER_BYTES) {
+      // Created by a run that stopped before its header was written: an empty segment.
+      fs.ftruncateSync(fd, 0);
+      writeFileHeader(fd, BACKLOG_MAGIC, this.name, last);
+      fs.fdatasyncSync(fd);
+    }
     checkFileHeader(fd, lastFile, BACKLOG_MAGIC, this.name);
     const size = fs.fstatSync(fd).size;
     const valid = scanRecords(fd, FILE_HEADER_BYTES, this.rbuf, null, size).validEnd;
@@ -214,7 +235,7 @@ export class BacklogLog {
     }
     this.writeSeg = last;
     this.writeFd = fd;
-    for (const s of segments) this.setSegmentBytes(s, s === last ? valid : fs.statSync(path.join(this.dir, segmentFileName(s))).size);
+    for (const s of segments) this.setSegmentBytes(s, s === last ? valid : Math.max(FILE_HEADER_BYTES, fs.statSync(path.join(this.dir, segmentFileName(s))).size));
     let cursor = readCursor(this.dir) ?? [segments[0]!, FILE_HEADER_BYTES];
     if (cursor[0] < segments[0]! || cursor[0] > last) cursor = [segments[0]!, FILE_HEADER_BYTES];
     cursor[1] = Math.min(Math.max(cursor[1], FILE_HEADER_BYTES), this.segmentBytes.get(cursor[0]) ?? FILE_HEADER_BYTES);
@@ -237,6 +258,7 @@ export class BacklogLog {
       const file = path.join(this.dir, segmentFileName(s));
       const sfd = s === last ? this.writeFd : fs.openSync(file, 'r');
       try {
+        if (s !== last && fs.fstatSync(sfd).size < FILE_HEADER_BYTES) continue;
         if (s !== last) checkFileHeader(sfd, file, BACKLOG_MAGIC, this.name);
         const n = scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!).records;
         this.segmentUnread.set(s, n);
@@ -256,7 +278,7 @@ export class BacklogLog {
 
   /** Loaded records not yet done. */
   get loadedOutstanding(): number {
-    return this.loadOrd - this.doneOrd;
+    return (this.loadOrd - this.doneOrd) & ORDINAL_MASK;
   }
 
   /** Bytes of the live segments plus the write buffer. */
@@ -322,7 +344,7 @@ export class BacklogLog {
    * LOAD_NONE (nothing left, or the done window is full). Allocation-free for records of this run.
    */
   loadNext(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, resolver: TriggerResolver | null): number {
-    if (this.unreadCount === 0 || this.loadOrd - this.doneOrd >= this.windowRecords) return LOAD_NONE;
+    if (this.unreadCount === 0 || ((this.loadOrd - this.doneOrd) & ORDINAL_MASK) >= this.windowRecords) return LOAD_NONE;
     for (;;) {
       const segEnd = this.segmentBytes.get(this.readSeg)!;
       let buf = this.rbuf;
@@ -355,8 +377,9 @@ export class BacklogLog {
         this.readOff = segEnd;
         continue;
       }
-      const ord = this.loadOrd++;
-      const w = ord % this.windowRecords;
+      const ord = this.loadOrd;
+      this.loadOrd = (ord + 1) & ORDINAL_MASK;
+      const w = ord & (this.windowRecords - 1);
       this.winSeg[w] = this.readSeg;
       this.winOff[w] = this.readOff;
       this.winDone[w] = 0;
@@ -374,13 +397,27 @@ export class BacklogLog {
     }
   }
 
-  /** Marks a loaded record done (delivered, or now owned by the dead-letter file). Allocation-free. */
+  /** Marks a loaded record done (delivered, or now owned by another file). Allocation-free. */
   markDone(ordinal: number): void {
-    if (ordinal < this.doneOrd || ordinal >= this.loadOrd) return;
-    this.winDone[ordinal % this.windowRecords] = 1;
-    while (this.doneOrd < this.loadOrd && this.winDone[this.doneOrd % this.windowRecords] === 1) {
-      this.winDone[this.doneOrd % this.windowRecords] = 0;
-      this.doneOrd++;
+    const outstanding = (this.loadOrd - this.doneOrd) & ORDINAL_MASK;
+    if (((ordinal - this.doneOrd) & ORDINAL_MASK) >= outstanding) return;
+    const mask = this.windowRecords - 1;
+    this.winDone[ordinal & mask] = 1;
+    while (this.doneOrd !== this.loadOrd && this.winDone[this.doneOrd & mask] === 1) {
+      this.winDone[this.doneOrd & mask] = 0;
+      this.doneOrd = (this.doneOrd + 1) & ORDINAL_MASK;
+    }
+  }
+
+  /**
+   * Every loaded record is now owned by another file (the pending file written at close holds the ones still
+   * undelivered): the cursor may pass them all. Call `commit` after it.
+   */
+  releaseLoaded(): void {
+    const mask = this.windowRecords - 1;
+    while (this.doneOrd !== this.loadOrd) {
+      this.winDone[this.doneOrd & mask] = 0;
+      this.doneOrd = (this.doneOrd + 1) & ORDINAL_MASK;
     }
   }
 
@@ -391,8 +428,8 @@ export class BacklogLog {
   commit(): void {
     let seg: number;
     let off: number;
-    if (this.doneOrd < this.loadOrd) {
-      const w = this.doneOrd % this.windowRecords;
+    if (this.doneOrd !== this.loadOrd) {
+      const w = this.doneOrd & (this.windowRecords - 1);
       seg = this.winSeg[w]!;
       off = this.winOff[w]!;
     } else {

@@ -94,7 +94,10 @@ export const TREC_ID_STRING = 1;
 export const TREC_ID_NUMBER = 2;
 /** TREC_REASON_U8 of a record that was never dead-lettered. */
 export const TREC_NO_REASON = 255;
-/** Largest trigger record: the head, a 1024-byte device id, a 256-character fence id and 32 tags of 128 characters. */
+/**
+ * Largest trigger record, with room to spare: the head (96), a device id (at most 1024 UTF-8 bytes), a fence id (256
+ * characters, at most 1024 bytes) and the tags (at most 8192 bytes of JSON, checked when fences are parsed).
+ */
 export const TREC_MAX_BYTES = 16 * 1024;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -205,7 +208,7 @@ export const PROG_WALL_MS_F64 = 16;
 export const PROG_PINGS_PROCESSED_F64 = 24;
 /** Triggers produced by the run so far. */
 export const PROG_TRIGGERS_F64 = 32;
-/** Triggers held in memory by the dispatcher (queued, being sent, waiting for the dead-letter flush). */
+/** Triggers the dispatcher held in memory that no durable file held (what a crash loses of them). */
 export const PROG_TRIGGERS_IN_MEMORY_F64 = 40;
 /** Number of the last checkpoint written. */
 export const PROG_CHECKPOINT_NUMBER_F64 = 48;

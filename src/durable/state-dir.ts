@@ -55,7 +55,9 @@ function processStartTicks(pid: number): string | null {
 
 /** True when the process that wrote `owner` is still running (same pid and, where known, same start time). */
 function ownerAlive(owner: LockOwner): boolean {
-  if (owner.pid === process.pid) return true;
+  // This very process (a second router on the same directory), unless the pid was reused across a restart (a container
+  // often gives its one process the same pid every time): then the start time differs.
+  if (owner.pid === process.pid) return owner.startTicks === null || owner.startTicks === processStartTicks(process.pid);
   try {
     process.kill(owner.pid, 0);
   } catch (err) {

@@ -87,8 +87,8 @@ export class RecordBuffer {
 export interface TriggerIdentitySource {
   /** True when the device's id is an unsigned integer. */
   isNumeric(slot: number): boolean;
-  /** The numeric id. */
-  numericId(slot: number): number;
+  /** Writes the numeric id into `dst[index]` (a double handed back from a call could be boxed). */
+  copyNumericId(slot: number, dst: Float64Array, index: number): void;
   /** Copies the UTF-8 bytes of a string id to `dst` at `at`; returns the count. */
   copyIdBytes(slot: number, dst: Uint8Array, at: number): number;
   /** UTF-8 bytes of the fence's id. */
@@ -171,6 +171,8 @@ export class TriggerCodec {
     for (let k = 0; k < tags.length; k++) bytes[p + k] = tags[k]!;
     p += tags.length;
     const total = align8(p - at);
+    // Parsing bounds ids and tags well inside the limit; a record past it would not read back.
+    if (total > TREC_MAX_BYTES) throw new RangeError(`trigger record of ${total} bytes exceeds ${TREC_MAX_BYTES}`);
     // Zero the padding so the checksum is reproducible.
     for (let k = p; k < at + total; k++) bytes[k] = 0;
     const w = at >> 2;
@@ -197,7 +199,8 @@ export class TriggerCodec {
     d64[c + (TREC_SEQ_F64 >> 3)] = f64[baseF64 + TRG_SEQ_F64]!;
     d64[c + (TREC_INSIDE_MS_F64 >> 3)] = f64[baseF64 + TRG_INSIDE_MS_F64]!;
     d64[c + (TREC_ADMIT_WALL_MS_F64 >> 3)] = f64[baseF64 + TRG_ADMIT_TIME_NS_F64]! / 1e6 + this.wallOffsetMs;
-    d64[c + (TREC_NUMERIC_ID_F64 >> 3)] = numeric ? ids.numericId(slot) : -1;
+    if (numeric) ids.copyNumericId(slot, d64, c + (TREC_NUMERIC_ID_F64 >> 3));
+    else d64[c + (TREC_NUMERIC_ID_F64 >> 3)] = -1;
     d32[w + TREC_CHECKSUM_W] = checksumWords(d32, w + TREC_CHECKSUM_FROM_W, w + (total >> 2));
     return total;
   }

@@ -29,6 +29,8 @@ import {
 export const MAX_TAGS = 32;
 /** Longest tag, characters. */
 export const MAX_TAG_CHARS = 128;
+/** Most bytes a fence's tags may take as JSON (they travel in every durable trigger record). */
+export const MAX_TAGS_JSON_BYTES = 8192;
 
 /** One validation problem: the feature's index in `features` (-1 for the collection itself) and what is wrong. */
 export interface FenceProblem {
@@ -237,6 +239,8 @@ function parseFeature(feature: unknown, problems: string[]): ParsedFence | null 
       rawTags.every((t) => typeof t === 'string' && t.length > 0 && t.length <= MAX_TAG_CHARS)
     ) {
       tags = rawTags as string[];
+      const bytes = Buffer.byteLength(JSON.stringify(tags), 'utf8');
+      if (bytes > MAX_TAGS_JSON_BYTES) problems.push(`tags take ${bytes} bytes as JSON; at most ${MAX_TAGS_JSON_BYTES}`);
     } else {
       problems.push(`tags must be an array of at most ${MAX_TAGS} non-empty strings of at most ${MAX_TAG_CHARS} characters, got ${describe(rawTags)}`);
     }

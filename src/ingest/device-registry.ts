@@ -294,9 +294,14 @@ export class DeviceIdReader {
     return Atomics.load(this.table.meta, slot) === DEVID_KIND_NUMBER;
   }
 
-  /** The numeric id of the device in `slot` (meaningful when `isNumeric`). Allocation-free. */
+  /** The numeric id of the device in `slot` (meaningful when `isNumeric`). */
   numericId(slot: number): number {
     return this.table.numbers[slot]!;
+  }
+
+  /** Writes the numeric id of the device in `slot` into `dst[index]`. Allocation-free (no double crosses a call). */
+  copyNumericId(slot: number, dst: Float64Array, index: number): void {
+    dst[index] = this.table.numbers[slot]!;
   }
 
   /**

@@ -16,7 +16,7 @@ import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
 import { LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
-import { recordHeldTime } from './held-time.js';
+import { recordHeldTimeFrom } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
 import type { Trigger } from './trigger.js';
 
@@ -80,9 +80,9 @@ export class PipelineNamer implements TriggerNamer {
     return this.ids.isNumeric(slot);
   }
 
-  /** The numeric id. */
-  numericId(slot: number): number {
-    return this.ids.numericId(slot);
+  /** Writes the numeric id into `dst[index]`. */
+  copyNumericId(slot: number, dst: Float64Array, index: number): void {
+    this.ids.copyNumericId(slot, dst, index);
   }
 
   /** Copies the UTF-8 bytes of a string id. */
@@ -123,11 +123,11 @@ export function triggerOf(batch: TriggerBatch, i: number): Trigger {
 }
 
 /**
- * The held-time recorder of the dispatcher: triggers delivered without a dead letter into the held-time block,
- * re-delivered dead letters into the replay block. Allocation-free.
+ * The held-time recorder of the dispatcher: the held time in `held[0]`, into the held-time block (triggers delivered
+ * without a dead letter) or the replay block (re-delivered dead letters). Allocation-free.
  */
-export function heldTimeRecorder(cells: Float64Array, liveBase: number, replayBase: number): (heldNs: number, replayed: boolean) => void {
-  return (heldNs, replayed) => recordHeldTime(cells, replayed ? replayBase : liveBase, heldNs);
+export function heldTimeRecorder(cells: Float64Array, liveBase: number, replayBase: number): (held: Float64Array, replayed: boolean) => void {
+  return (held, replayed) => recordHeldTimeFrom(cells, replayed ? replayBase : liveBase, held);
 }
 
 /** Dispatcher-thread end of the callback bridge: posts each batch to the main thread and awaits its answer. */

@@ -44,6 +44,8 @@ export interface DispatcherThreadData {
   deadLetterCapacityRecords: number;
   /** Fences a restored checkpoint named that the fences file no longer has (their EXITs name them). */
   namesOnly: NamesOnlyGeneration | null;
+  /** This run's id in durable trigger records (different from every earlier run's on the same state directory). */
+  runId: number;
   /** Port of the callback bridge (null when no downstream is a callback). */
   bridgePort: MessagePort | null;
 }
@@ -93,6 +95,7 @@ async function main(): Promise<void> {
           namer,
           maxDevices: d.maxDevices,
           deviceSlotOf: (id) => slotById.get(id) ?? -1,
+          runId: d.runId,
           deadLetterCapacityRecords: d.deadLetterCapacityRecords,
           flushBatchRecords: Math.min(256, d.deadLetterCapacityRecords),
           metricsBuffer: m.dispatchMetrics,

@@ -33,9 +33,10 @@ export function heldBucketOf(heldNs: number): number {
   return i > HELD_BOUNDED_BUCKETS ? HELD_BOUNDED_BUCKETS : i;
 }
 
-/** Records one held time into the block at `base` (dispatcher thread). Allocation-free. */
-export function recordHeldTime(cells: Float64Array, base: number, heldNs: number): void {
-  const v = heldNs > 0 ? heldNs : 0;
+/** Records the held time in `held[0]` (ns) into the block at `base` (dispatcher thread). Allocation-free. */
+export function recordHeldTimeFrom(cells: Float64Array, base: number, held: Float64Array): void {
+  const h = held[0]!;
+  const v = h > 0 ? h : 0;
   cells[base + HELD_COUNT_F64]!++;
   cells[base + HELD_SUM_NS_F64]! += v;
   if (v > cells[base + HELD_MAX_NS_F64]!) cells[base + HELD_MAX_NS_F64] = v;

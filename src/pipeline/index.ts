@@ -9,6 +9,6 @@
  */
 export { allocatePipelineMemory, CONTROL_TRIGGER_RING_SLOTS, type PipelineMemory, type PipelineMemorySpec } from './memory.js';
 export { readRouterStats, type RouterStats, type DownstreamStats, type PerLane, type PerTriggerType, type StatsViews } from './stats.js';
-export { heldBucketBoundNs, heldBucketOf, heldQuantileMs, recordHeldTime, HELD_BUCKET_BOUNDS_S } from './held-time.js';
+export { heldBucketBoundNs, heldBucketOf, heldQuantileMs, recordHeldTimeFrom, HELD_BUCKET_BOUNDS_S } from './held-time.js';
 export type { Trigger } from './trigger.js';
 export type { ContainmentTask } from './containment-thread.js';

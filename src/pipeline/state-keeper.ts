@@ -114,7 +114,7 @@ export interface RecoveryReport {
     pingsAfterCheckpoint: number;
     /** Triggers it produced after the checkpoint. */
     triggersAfterCheckpoint: number;
-    /** Triggers its dispatcher held in memory at the mark (queued or being sent; not in a durable file). */
+    /** Triggers its dispatcher held in memory at the mark that no durable file held. */
     triggersInMemory: number;
   } | null;
   /** Files passed over and why. */
@@ -127,7 +127,7 @@ export interface ProgressCounts {
   pingsProcessed: number;
   /** Triggers produced. */
   triggers: number;
-  /** Triggers the dispatcher holds in memory only. */
+  /** Triggers the dispatcher holds in memory that no durable file holds. */
   triggersInMemory: number;
 }
 
@@ -185,6 +185,12 @@ export class StateKeeper {
   static restore(dir: StateDirectory, memory: PipelineMemory, store: FenceStore, options: RouterOptions): StateKeeper {
     const problems: string[] = [];
     const cp = readLatestCheckpoint(dir.dir, problems);
+    if (cp === null && problems.length > 0) {
+      // Without the state, seqs cannot be shown to continue: refuse rather than risk reusing (deviceId, seq).
+      throw new Error(
+        `state directory ${dir.dir}: no readable checkpoint (${problems.join('; ')}); restore one from a backup, or move the directory aside to start afresh`,
+      );
+    }
     const previousStop = dir.previousStop === 'clean' && cp !== null && !cp.clean ? 'unclean' : dir.previousStop;
     let floor = cp?.seqFloor ?? 0;
     if (previousStop === 'unclean') {
@@ -335,6 +341,11 @@ export class StateKeeper {
   close(): void {
     if (this.progressFd >= 0) fs.closeSync(this.progressFd);
     this.progressFd = -1;
+  }
+
+  /** Number of the last checkpoint written (rises with every checkpoint of the directory, hence with every start). */
+  get checkpointNumber(): number {
+    return this.number;
   }
 
   /** Memory regions the keeper reads (for tests). */

@@ -32,6 +32,7 @@ import {
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
   DS_LIMIT_F64,
+  DS_MEMORY_ONLY_F64,
   DS_OFFERED_F64,
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
@@ -119,6 +120,8 @@ export interface DownstreamStats {
   carriedOver: number;
   /** Trigger records held back because memory and backlog were full. */
   backpressureWaits: number;
+  /** Triggers in memory that no durable file holds (a crash would lose them). */
+  memoryOnly: number;
 }
 
 /** A snapshot of the router's counters. */
@@ -296,6 +299,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
       backlogBytes: c[b + DS_BACKLOG_BYTES_F64]!,
       carriedOver: c[b + DS_CARRIED_OVER_F64]!,
       backpressureWaits: c[b + DS_BACKPRESSURE_WAITS_F64]!,
+      memoryOnly: c[b + DS_MEMORY_ONLY_F64]!,
     };
     sum.offered += s.offered;
     sum.recovered += s.recovered;

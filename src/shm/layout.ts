@@ -803,8 +803,10 @@ export const DS_BACKPRESSURE_WAITS_F64 = DS_SPILLED_F64 + 6;
 export const DS_REPLAY_REJECTED_F64 = DS_SPILLED_F64 + 7;
 /** Triggers settled without delivery: final dead letters (refused, expired, undeliverable with replay off). */
 export const DS_FINAL_F64 = DS_SPILLED_F64 + 8;
+/** Triggers in memory that no durable file holds (what a crash would lose of this downstream). */
+export const DS_MEMORY_ONLY_F64 = DS_SPILLED_F64 + 9;
 /** Float64 cells used by one downstream block. */
-export const DS_BLOCK_USED_F64 = DS_FINAL_F64 + 1;
+export const DS_BLOCK_USED_F64 = DS_MEMORY_ONLY_F64 + 1;
 /** Float64 cells per downstream block, whole cache lines. */
 export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
 

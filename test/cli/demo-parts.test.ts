@@ -157,6 +157,7 @@ test('the status line shows the rate since the previous snapshot, shed by lane, 
     backlogBytes: 300,
     carriedOver: 0,
     backpressureWaits: 0,
+    memoryOnly: 0,
   };
   const cur = stats({
     accepted: 3000,

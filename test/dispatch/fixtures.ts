@@ -62,10 +62,10 @@ export function dispatchRecord(r: TriggerRecord, handle: number, reason = -1, at
 }
 
 /** The device part of a trigger identity source, from a namer. */
-export function namerIdentity(namer: TriggerNamer): Pick<TriggerIdentitySource, 'isNumeric' | 'numericId' | 'copyIdBytes'> {
+export function namerIdentity(namer: TriggerNamer): Pick<TriggerIdentitySource, 'isNumeric' | 'copyNumericId' | 'copyIdBytes'> {
   return {
     isNumeric: (slot) => namer.isNumeric(slot),
-    numericId: (slot) => namer.numericId(slot),
+    copyNumericId: (slot, dst, index) => namer.copyNumericId(slot, dst, index),
     copyIdBytes: (slot, dst, at) => namer.copyIdBytes(slot, dst, at),
   };
 }

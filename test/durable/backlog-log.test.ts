@@ -164,3 +164,20 @@ test('backlog log: a damaged record in a closed segment skips the rest of that s
   assert.equal(again.unread, 0);
   again.close();
 });
+
+test('backlog log: a segment whose creation a crash cut short (no whole header) is taken as empty', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-short-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 5);
+  log.close();
+  fs.writeFileSync(path.join(dir, segmentFileName(2)), Buffer.alloc(10));
+  let seen = 0;
+  assert.equal(scanBacklog(dir, 'hook', () => seen++), 5);
+  const next = setup(2);
+  const again = open(dir, next.codec);
+  assert.equal(again.recovered, 5);
+  appendAll(again, next.catalog, 6, 8);
+  assert.equal(loadAll(again, { deviceSlot: () => 1, fenceHandle: (id, tags) => next.catalog.intern(id, tags) }).length, 8);
+  again.close();
+});

@@ -56,6 +56,11 @@ test('state directory: one process at a time; a lock left by a dead process mean
   assert.equal(c.previousStop, 'unclean');
   assert.equal(c.previousPid, Number(dead.stdout));
   c.release();
+  // Our own pid with another start time: a restart that got the same pid (a container's), not a live owner.
+  fs.writeFileSync(path.join(dir, 'LOCK'), JSON.stringify({ pid: process.pid, startTicks: 'earlier' }));
+  const e = StateDirectory.open(dir);
+  assert.equal(e.previousStop, 'unclean');
+  e.release();
   const file = path.join(tmp('state-file-'), 'a-file');
   fs.writeFileSync(file, 'not a directory');
   assert.throws(() => StateDirectory.open(path.join(file, 'state')), (err: unknown) => (err as Error).message.startsWith(`state directory ${path.join(file, 'state')}: `));
@@ -84,6 +89,16 @@ function memoryWith(ids: (string | number)[], s: FenceStore, fenceOf: (i: number
   });
   return { memory, state };
 }
+
+test('a state directory whose checkpoints are all unreadable is refused, naming it (seqs could not be shown to continue)', () => {
+  const dir = path.join(tmp('state-bad-'), 'state');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, CHECKPOINT_FILE), Buffer.alloc(64, 1));
+  const sd = StateDirectory.open(dir);
+  const memory = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 4, idBytesPerSlot: 8, maxFencesPerDevice: 2, downstreams: 1 });
+  assert.throws(() => StateKeeper.restore(sd, memory, store(['A']), resolveRouterOptions({ stateDir: null })), new RegExp(`state directory ${dir}: no readable checkpoint`));
+  sd.release();
+});
 
 test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a damaged file falls back to the previous one', () => {
   const s = store(['A', 'B', 'C']);

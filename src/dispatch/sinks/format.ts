@@ -15,8 +15,8 @@ export interface TriggerNamer extends FenceNames {
   deviceId(slot: number): string | number;
   /** True when the device's id is an unsigned integer. */
   isNumeric(slot: number): boolean;
-  /** The numeric id (meaningful when `isNumeric`). */
-  numericId(slot: number): number;
+  /** Writes the numeric id (meaningful when `isNumeric`) into `dst[index]`. Allocation-free. */
+  copyNumericId(slot: number, dst: Float64Array, index: number): void;
   /** Copies the UTF-8 bytes of a string id to `dst` at `at`; returns the count. Allocation-free. */
   copyIdBytes(slot: number, dst: Uint8Array, at: number): number;
 }
@@ -36,9 +36,9 @@ export class IndexNamer implements TriggerNamer {
   isNumeric(_slot: number): boolean {
     return false;
   }
-  /** -1. */
-  numericId(_slot: number): number {
-    return -1;
+  /** Writes -1 (no numeric ids). */
+  copyNumericId(_slot: number, dst: Float64Array, index: number): void {
+    dst[index] = -1;
   }
   /** The bytes of `device-<slot>`, written without allocating. */
   copyIdBytes(slot: number, dst: Uint8Array, at: number): number {
