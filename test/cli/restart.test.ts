@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -76,52 +75,27 @@ test('(a) SIGTERM, then a restart on the same state directory: no second ENTER, 
   }
 });
 
-/** A webhook that refuses (500) every batch holding a trigger of a device in `failing`, and records all it saw. */
-class FlakyHook {
-  readonly accepted: Trigger[] = [];
+/** A webhook that refuses (500) every batch holding a trigger of a device in `failing`, and records what it refused. */
+class FlakyHook extends TriggerServer {
   readonly refusedTimes = new Map<string, number>();
   readonly refused = new Map<string, Trigger>();
   failing = new Set<string>();
-  private server: Server | null = null;
-  port = 0;
 
-  async start(): Promise<void> {
-    const server = createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (body += c));
-      req.on('end', () => {
-        const batch = JSON.parse(body) as Trigger[];
-        if (batch.some((t) => this.failing.has(String(t.deviceId)))) {
-          for (const t of batch) {
-            const key = `${String(t.deviceId)}/${t.seq}`;
-            this.refusedTimes.set(key, (this.refusedTimes.get(key) ?? 0) + 1);
-            this.refused.set(key, t);
-          }
-          res.writeHead(500, { 'content-length': 0 });
-          res.end();
-          return;
-        }
-        this.accepted.push(...batch);
-        res.writeHead(200, { 'content-length': 0 });
-        res.end();
-      });
+  constructor() {
+    super((batch) => {
+      if (!batch.some((t) => this.failing.has(String(t.deviceId)))) return 200;
+      for (const t of batch) {
+        const key = `${String(t.deviceId)}/${t.seq}`;
+        this.refusedTimes.set(key, (this.refusedTimes.get(key) ?? 0) + 1);
+        this.refused.set(key, t);
+      }
+      return 500;
     });
-    this.server = server;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const a = server.address();
-    this.port = a !== null && typeof a === 'object' ? a.port : 0;
   }
 
-  get url(): string {
-    return `http://127.0.0.1:${this.port}/hook`;
-  }
-
-  async stop(): Promise<void> {
-    const s = this.server;
-    if (s === null) return;
-    s.closeAllConnections();
-    await new Promise<void>((resolve) => s.close(() => resolve()));
+  /** What was received (answered 200). */
+  get accepted(): Trigger[] {
+    return this.received;
   }
 }
 

@@ -8,7 +8,6 @@
  * fence every 10 s (one trigger per 10 s). The receiver serves one request at a time at a fixed cost per trigger.
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,9 +15,8 @@ import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { at, square } from './support.js';
+import { at, square, TriggerServer } from './support.js';
 
 const HEAVY = 1000;
 const LIGHT = 1000;
@@ -28,47 +26,18 @@ const PITCH_M = 50;
 const SLOW_MS = 30_000;
 const AFTER_MS = 4_000;
 
-/** A webhook that serves one request at a time, `costMs` per trigger; records arrival time per trigger. */
-class MeteredReceiver {
-  readonly received: Trigger[] = [];
-  readonly arrivedMs: number[] = [];
+/** A webhook that serves one request at a time, `costMs` per trigger. */
+class MeteredReceiver extends TriggerServer {
   costMs = 0;
-  private server: Server | null = null;
   private busyUntil = 0;
-  port = 0;
 
-  async start(): Promise<void> {
-    const server = createServer((req, res) => {
-      let body = '';
-      req.setEncoding('utf8');
-      req.on('data', (c: string) => (body += c));
-      req.on('end', () => {
-        const batch = JSON.parse(body) as Trigger[];
-        // One worker: this request starts when the previous one is done.
-        const start = Math.max(Date.now(), this.busyUntil);
-        this.busyUntil = start + batch.length * this.costMs;
-        setTimeout(() => {
-          const now = Date.now();
-          for (const t of batch) {
-            this.received.push(t);
-            this.arrivedMs.push(now);
-          }
-          res.writeHead(200, { 'content-length': 0 });
-          res.end();
-        }, this.busyUntil - Date.now());
-      });
+  constructor() {
+    super((batch) => {
+      // One worker: this request starts when the previous one is done.
+      const start = Math.max(Date.now(), this.busyUntil);
+      this.busyUntil = start + batch.length * this.costMs;
+      return new Promise((resolve) => setTimeout(() => resolve(200), this.busyUntil - Date.now()));
     });
-    this.server = server;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const a = server.address();
-    this.port = a !== null && typeof a === 'object' ? a.port : 0;
-  }
-
-  async stop(): Promise<void> {
-    const s = this.server;
-    if (s === null) return;
-    s.closeAllConnections();
-    await new Promise<void>((resolve) => s.close(() => resolve()));
   }
 }
 
@@ -90,7 +59,7 @@ test('a receiver at a third of the trigger rate for 30 s, then fast: devices wit
     listenPort: 0,
     adminHost: null,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-slow-')),
-    downstreams: [{ name: 'hook', kind: 'webhook', url: `http://127.0.0.1:${receiver.port}/t` }],
+    downstreams: [{ name: 'hook', kind: 'webhook', url: receiver.url }],
     log: () => undefined,
   });
   const socket: Socket = connect({ host: '127.0.0.1', port: router.ingestPort! });
@@ -152,7 +121,7 @@ test('a receiver at a third of the trigger rate for 30 s, then fast: devices wit
   const heavyWait: number[] = [];
   receiver.received.forEach((t, k) => {
     if (t.eventTimeMs - t0 > SLOW_MS - 5000 || t.eventTimeMs - t0 < 10_000) return;
-    const wait = receiver.arrivedMs[k]! - t.eventTimeMs;
+    const wait = receiver.receivedAtMs[k]! - t.eventTimeMs;
     (String(t.deviceId).startsWith('light-') ? lightWait : heavyWait).push(wait);
   });
   const light = p99(lightWait);

@@ -39,13 +39,30 @@ export async function sendOverTcp(port: number, bytes: Buffer, pieceBytes = 37):
   await new Promise<void>((resolve) => socket.end(resolve));
 }
 
-/** A real HTTP server on 127.0.0.1 collecting the JSON arrays POSTed to it, in arrival order. */
+/**
+ * Decides a webhook's answer to one batch: an HTTP status (2xx: the batch is received), or a promise of one (the
+ * answer waits for it).
+ */
+export type BatchAnswer = (batch: Trigger[]) => number | Promise<number>;
+
+/**
+ * A real HTTP server on 127.0.0.1 collecting the JSON arrays POSTed to it, in the order it answered them: by default
+ * every batch is received at once (200); `answer` can delay, refuse or fail batches.
+ */
 export class TriggerServer {
+  /** Triggers of the batches answered 2xx, in answer order. */
   readonly received: Trigger[] = [];
+  /** Wall time each received trigger's batch was answered, epoch ms (parallel to `received`). */
+  readonly receivedAtMs: number[] = [];
   /** The `deviceId` of every received trigger as it appeared in the JSON text (`42` and `"42"` apart). */
   readonly rawDeviceIds: string[] = [];
+  private readonly answer: BatchAnswer;
   private server: Server | null = null;
   port = 0;
+
+  constructor(answer: BatchAnswer = () => 200) {
+    this.answer = answer;
+  }
 
   async start(): Promise<void> {
     const server = createServer((req, res) => {
@@ -53,10 +70,19 @@ export class TriggerServer {
       req.setEncoding('utf8');
       req.on('data', (c: string) => (body += c));
       req.on('end', () => {
-        for (const t of JSON.parse(body) as Trigger[]) this.received.push(t);
-        for (const m of body.matchAll(/"deviceId":("(?:[^"\\]|\\.)*"|[0-9]+)/g)) this.rawDeviceIds.push(m[1]!);
-        res.writeHead(200, { 'content-length': 0 });
-        res.end();
+        const batch = JSON.parse(body) as Trigger[];
+        void Promise.resolve(this.answer(batch)).then((status) => {
+          if (status >= 200 && status < 300) {
+            const now = Date.now();
+            for (const t of batch) {
+              this.received.push(t);
+              this.receivedAtMs.push(now);
+            }
+            for (const m of body.matchAll(/"deviceId":("(?:[^"\\]|\\.)*"|[0-9]+)/g)) this.rawDeviceIds.push(m[1]!);
+          }
+          res.writeHead(status, { 'content-length': 0 });
+          res.end();
+        });
       });
     });
     this.server = server;
