@@ -77,7 +77,9 @@ test('spill path: backlog log append, load back and done allocate nothing per tr
   const catalog = new FenceCatalog(namer);
   for (let f = 0; f < 8; f++) catalog.handleOf(1, f);
   const codec = new TriggerCodec(1, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
-  const log = new BacklogLog({ dir, downstreamName: 'alloc', codec, maxBytes: 1 << 30, segmentMaxBytes: 32 << 20 });
+  // File I/O (a write and an fdatasync per buffer-full, a read per buffer-full loaded back) allocates a little per
+  // call in Node's fs layer; a large buffer keeps those calls rare, so what is measured is the per-trigger path.
+  const log = new BacklogLog({ dir, downstreamName: 'alloc', codec, maxBytes: 1 << 30, segmentMaxBytes: 64 << 20, bufferBytes: 8 << 20 });
   const r = new TriggerRecord();
   const recs = Array.from({ length: 8 }, (_, f) => dispatchRecord(r.set(f, TriggerType.CROSS, Lane.TRANSITION, f, f * 13), catalog.handleOf(1, f)));
   const dst = new ArrayBuffer(DREC_STRIDE_F64 * 8);
