@@ -144,6 +144,7 @@ test('(b) kill -9 under load, then a restart with the fences reordered: no (devi
     assert.match(r2.p.stderr, /stopped without a clean shutdown/);
     const lost = /lost: the device state of the last (\d+) ms before the stop \(checkpoint interval (\d+) ms\): (\d+) pings processed and (\d+) triggers produced after the checkpoint/.exec(r2.p.stderr);
     assert.ok(lost !== null, r2.p.stderr);
+    console.log(`kill -9: ${lost[0]}; ${deadLetters.length} dead letters to replay`);
     assert.equal(Number(lost[2]), CHECKPOINT_MS);
     assert.ok(Number(lost[1]) <= CHECKPOINT_MS + 400, `the lost window fits the interval: ${lost[1]} ms`);
     assert.match(r2.p.stderr, /seq continues above \d+/);

@@ -56,6 +56,10 @@ test('200,000 pings over TCP at 50,000/s: webhook, NDJSON and callback with defa
     assert.equal(summary.carriedOver, 0);
     assert.equal(summary.deliveriesOffered, 3 * total);
     assert.equal(summary.delivered, 3 * total, 'every trigger delivered to each of the three');
+    console.log(
+      `200,000 pings sent at ${Math.round(achieved)}/s: ${total} triggers (${summary.triggers.CROSS} CROSS), delivered ${summary.delivered} ` +
+        `(webhook / ndjson / callback spilled ${summary.downstreams.map((d) => d.spilled).join(' / ')}), dead letters ${summary.deadLettered}, held P99 ${summary.heldTimeP99Ms.toFixed(1)} ms`,
+    );
     const file = readFileSync(ndjsonPath, 'utf8')
       .split('\n')
       .filter((l) => l.length > 0)
