@@ -71,6 +71,8 @@ export class DeviceQueues {
   private readonly listHead = new Int32Array(READY_LIST_COUNT).fill(NIL);
   private readonly listTail = new Int32Array(READY_LIST_COUNT).fill(NIL);
   private readonly listSize = new Int32Array(READY_LIST_COUNT);
+  /** The list the device last returned by `nextReady` was on. */
+  lastTakenList: number = ReadyList.OLD;
 
   /**
    * `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]; `now` a cell the
@@ -157,7 +159,12 @@ export class DeviceQueues {
 
   /** True when some device is ready on any list. */
   get anyReady(): boolean {
-    return this.listSize[0]! + this.listSize[1]! + this.listSize[2]! + this.listSize[3]! > 0;
+    return this.readyDevices > 0;
+  }
+
+  /** Devices ready on all lists together. */
+  get readyDevices(): number {
+    return this.listSize[0]! + this.listSize[1]! + this.listSize[2]! + this.listSize[3]!;
   }
 
   /**
@@ -217,6 +224,7 @@ export class DeviceQueues {
       const d = this.listHead[l]!;
       if (d !== NIL) {
         this.unlink(d);
+        this.lastTakenList = l;
         return d;
       }
     }

@@ -47,7 +47,7 @@ import type { DeadLetterFile } from '../durable/dead-letter-file.js';
 import type { TriggerResolver } from '../durable/trigger-codec.js';
 import { BreakerState, CircuitBreaker, type BreakerOptions } from './breaker.js';
 import { CreditWindow } from './credits.js';
-import { DeviceQueues } from './device-queues.js';
+import { DeviceQueues, ReadyList } from './device-queues.js';
 import { Limiter, NO_PERMIT } from './limiter.js';
 import { GradientLimit } from './limits/gradient-limit.js';
 import type { Limit } from './limits/limit.js';
@@ -155,7 +155,7 @@ export class Downstream {
   readonly deadLetterFile: DeadLetterFile | null;
   /** Triggers per sink call. */
   readonly maxBatchTriggers: number;
-  /** Triggers one device contributes to a batch while others wait. */
+  /** Most triggers one device contributes to a batch while others wait (see `fill`). */
   readonly quantum: number;
   /** Attempts per trigger. */
   readonly maxAttempts: number;
@@ -442,8 +442,11 @@ export class Downstream {
   }
 
   /**
-   * Fills `batch` with up to `max` triggers: ready devices in list order, `quantum` triggers each while other
-   * devices wait (all it has when it is the last one), each device then busy until the batch completes.
+   * Fills `batch` with up to `max` triggers: ready devices in list order, each device then busy until the batch
+   * completes. A device takes its share of the room left among the devices ready with it (at least one trigger, at
+   * most `quantum`; all it has when it is the last one), so a round over many devices with a backlog is one trigger
+   * each and a device that joins the round waits about one trigger per busy device, not their whole backlogs. A
+   * device with a COMPLIANCE trigger queued takes as much as fits: its compliance trigger should leave now.
    */
   private fill(batch: TriggerBatch, max: number, nowNs: number): void {
     const q = this.queues;
@@ -451,7 +454,10 @@ export class Downstream {
     while (batch.count < max) {
       const device = q.nextReady();
       if (device < 0) return;
-      const take = q.anyReady ? Math.min(this.quantum, max - batch.count) : max - batch.count;
+      const room = max - batch.count;
+      const others = q.readyDevices;
+      const take =
+        others === 0 || q.lastTakenList === ReadyList.COMPLIANCE ? room : Math.min(this.quantum, Math.max(1, Math.floor(room / (others + 1))));
       let n = 0;
       while (n < take) {
         const slot = q.headOf(device);

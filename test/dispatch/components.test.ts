@@ -285,3 +285,68 @@ test('downstream: a sink that measures the downstream where it runs (serviceNs) 
   assert.equal(limiter.rttMinNs, 2e6, 'RTT-min is the service time, not the 50 ms round trip');
   await d.close(1000);
 });
+
+test('downstream: devices with a backlog share a batch (one trigger each when many wait); a device with a COMPLIANCE trigger sends what fits at once', async () => {
+  const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'share-'));
+  const batches: { device: number; seq: number }[][] = [];
+  const waiting: (() => void)[] = [];
+  const d = new Dispatcher({
+    stateDir: dir,
+    namer: new IndexNamer(),
+    maxDevices: 256,
+    downstreams: [
+      {
+        name: 'held',
+        // Records each batch and answers it when the test says so.
+        sink: {
+          deliver: (batch) => {
+            const seen: { device: number; seq: number }[] = [];
+            for (let k = 0; k < batch.count; k++) seen.push({ device: batch.deviceSlot(k), seq: batch.seq(k) });
+            batches.push(seen);
+            return new Promise((resolve) => waiting.push(() => resolve({ status: 200 })));
+          },
+          close: async () => undefined,
+        },
+        limit: new FixedLimit(1),
+        maxBatchTriggers: 16,
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  // 100 devices with 20 triggers each, offered device by device; device 200: 10 TRANSITION triggers, then one COMPLIANCE.
+  for (let dev = 0; dev < 100; dev++) for (let s = 1; s <= 20; s++) d.offer(r.set(s, TriggerType.CROSS, Lane.TRANSITION, 1, dev).f64, r.i32, 0, 0);
+  for (let s = 1; s <= 10; s++) d.offer(r.set(s, TriggerType.CROSS, Lane.TRANSITION, 1, 200).f64, r.i32, 0, 0);
+  d.offer(r.set(11, TriggerType.ENTER, Lane.COMPLIANCE, 1, 200).f64, r.i32, 0, 0);
+  const total = 100 * 20 + 11;
+  let delivered = 0;
+  while (delivered < total) {
+    d.pump();
+    await new Promise((resolve) => setImmediate(resolve));
+    const answer = waiting.shift();
+    if (answer === undefined) continue;
+    delivered += batches[batches.length - 1]!.length;
+    answer();
+  }
+  await d.close(1000);
+  // The compliance device left first (after the batch already in flight), all 11 of its triggers in one batch.
+  const complianceBatch = batches.findIndex((b) => b.some((t) => t.device === 200));
+  assert.ok(complianceBatch <= 1, `the device with a COMPLIANCE trigger went first: batch ${complianceBatch}`);
+  assert.deepEqual(
+    batches[complianceBatch]!.filter((t) => t.device === 200).map((t) => t.seq),
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+    'its earlier triggers and the compliance one, in one batch',
+  );
+  // With 100 devices waiting, each batch takes one trigger per device: the first 100 triggers after the compliance
+  // batch come from 100 different devices (a device joining the round waits about one trigger per waiting device).
+  const after = batches.slice(complianceBatch + 1).flat().filter((t) => t.device !== 200);
+  const firstRound = new Set(after.slice(0, 96).map((t) => t.device));
+  assert.ok(firstRound.size >= 90, `one trigger per device per turn: ${firstRound.size} devices in the first 96 triggers`);
+  // Per-device order and each trigger once.
+  const lastSeq = new Map<number, number>();
+  for (const t of batches.flat()) {
+    assert.ok(t.seq > (lastSeq.get(t.device) ?? 0), `device ${t.device}: seq ${t.seq} after ${lastSeq.get(t.device)}`);
+    lastSeq.set(t.device, t.seq);
+  }
+  assert.equal(batches.flat().length, total);
+});

@@ -41,9 +41,9 @@ class MeteredReceiver extends TriggerServer {
   }
 }
 
-function p99(xs: number[]): number {
+function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(0.99 * s.length))] ?? Number.NaN;
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 }
 
 test('a receiver at a third of the trigger rate for 30 s, then fast: devices without a backlog keep flowing; afterwards every trigger once, in per-device order, no dead letter', async () => {
@@ -68,6 +68,8 @@ test('a receiver at a third of the trigger rate for 30 s, then fast: devices wit
   const stepOf = (ms: number): number => Math.floor(ms / 1000);
   let sentSteps = 0;
   let pings = 0;
+  /** Wall time each second's pings were written, by step. */
+  const sentAtMs: number[] = [];
   /** Sends the pings of second `k`: every device once. */
   const sendStep = (k: number): void => {
     const ts = t0 + k * 1000;
@@ -85,6 +87,7 @@ test('a receiver at a third of the trigger rate for 30 s, then fast: devices wit
       const [lat, lon] = at((i % 40) * 200 + (inside ? 0 : 80), 5000 + Math.floor(i / 40) * 200);
       frames.push(pack({ id: `light-${i}`, lat, lon, ts, speed: 1.2 }));
     }
+    sentAtMs[k] = Date.now();
     socket.write(Buffer.concat(frames));
     pings += HEAVY + LIGHT;
   };
@@ -116,18 +119,55 @@ test('a receiver at a third of the trigger rate for 30 s, then fast: devices wit
   assert.equal(receiver.received.length, summary.triggersTotal);
 
   // During the slow phase, once every device has been seen (a device's first trigger counts as one without a
-  // backlog): what light devices waited versus heavy ones (event time is the ping's send time).
+  // backlog): a light trigger "overtakes" a heavy trigger from an earlier second that the receiver got after it.
+  // Delivery in arrival order across devices would let a light trigger overtake nothing; per-device queues let it
+  // pass the whole heavy backlog. Waits (receipt minus the wall time its ping was written) are printed, not
+  // asserted: they depend on how busy the machine is.
+  const stepOfTrigger = (eventTimeMs: number): number => Math.round((eventTimeMs - t0) / 1000);
+  const firstStep = 10;
+  const lastStep = Math.floor((SLOW_MS - 5000) / 1000);
+  const heavyLaterByStep = new Array<number>(sentSteps + 1).fill(0);
+  const overtaken: number[] = [];
   const lightWait: number[] = [];
   const heavyWait: number[] = [];
-  receiver.received.forEach((t, k) => {
-    if (t.eventTimeMs - t0 > SLOW_MS - 5000 || t.eventTimeMs - t0 < 10_000) return;
-    const wait = receiver.receivedAtMs[k]! - t.eventTimeMs;
-    (String(t.deviceId).startsWith('light-') ? lightWait : heavyWait).push(wait);
+  for (let k = receiver.received.length - 1; k >= 0; k--) {
+    const t = receiver.received[k]!;
+    const step = stepOfTrigger(t.eventTimeMs);
+    const heavyDevice = !String(t.deviceId).startsWith('light-');
+    if (heavyDevice) heavyLaterByStep[step]!++;
+    if (step < firstStep || step > lastStep) continue;
+    const wait = receiver.receivedAtMs[k]! - sentAtMs[step]!;
+    if (heavyDevice) {
+      heavyWait.push(wait);
+      continue;
+    }
+    lightWait.push(wait);
+    let passed = 0;
+    for (let s = 0; s < step; s++) passed += heavyLaterByStep[s]!;
+    overtaken.push(passed);
+  }
+  const flowing = overtaken.filter((n) => n >= 100).length;
+  // And none waited like a backlog: a light trigger that a younger heavy trigger (from a later second) overtook was
+  // treated as one (it waited its turn behind the heavy devices' backlogs, which are seconds deep).
+  let newestHeavyStep = -1;
+  let treatedAsBacklog = 0;
+  receiver.received.forEach((t) => {
+    const step = stepOfTrigger(t.eventTimeMs);
+    if (!String(t.deviceId).startsWith('light-')) newestHeavyStep = Math.max(newestHeavyStep, step);
+    else if (step >= firstStep && step <= lastStep && newestHeavyStep > step) treatedAsBacklog++;
   });
-  const light = p99(lightWait);
-  const heavy = p99(heavyWait);
-  console.log(`slow receiver: light devices ${lightWait.length} triggers, wait P99 ${light} ms; heavy devices ${heavyWait.length} triggers, wait P99 ${heavy} ms; spilled ${hook.spilled}`);
+  console.log(
+    `slow receiver: ${lightWait.length} light triggers in the slow phase, ${flowing} of them passed 100 or more older heavy triggers ` +
+      `(median ${quantile(overtaken, 0.5)} passed); wait P50/P99 light ${quantile(lightWait, 0.5)}/${quantile(lightWait, 0.99)} ms, ` +
+      `heavy ${quantile(heavyWait, 0.5)}/${quantile(heavyWait, 0.99)} ms; spilled ${hook.spilled}; ${treatedAsBacklog} light triggers overtaken by younger heavy ones`,
+  );
   assert.ok(lightWait.length > 1000, `light devices triggered during the slow phase: ${lightWait.length}`);
-  assert.ok(heavy > 5000, `heavy devices built a backlog: wait P99 ${heavy} ms`);
-  assert.ok(light < 2500, `devices without a backlog kept flowing: wait P99 ${light} ms (heavy ${heavy} ms)`);
+  assert.ok(
+    flowing >= 0.9 * overtaken.length,
+    `devices without a backlog passed the heavy backlog: ${flowing} of ${overtaken.length} light triggers passed 100 or more older heavy triggers`,
+  );
+  assert.ok(
+    treatedAsBacklog <= 0.01 * overtaken.length,
+    `devices without a backlog did not wait behind it: ${treatedAsBacklog} of ${overtaken.length} light triggers were overtaken by younger heavy triggers`,
+  );
 });
