@@ -31,7 +31,7 @@ import {
   devIdNumbersByteOffset,
   devIdRegionBytes,
 } from '../shm/layout.js';
-import type { PingFields } from './ping-fields.js';
+import { PF_NUMERIC_ID_F64, type PingFields } from './ping-fields.js';
 
 /** Largest `maxDevices` accepted (Int32 slots, and a region that stays allocatable). */
 export const MAX_DEVICES_LIMIT = 1 << 24;
@@ -169,9 +169,75 @@ export function shardOfId(id: string | number, shards: number): number {
   return shardOfHash(fnv1a32(bytes, 0, bytes.length), shards);
 }
 
+/** Buckets a NumericIdIndex starts with (a power of two). */
+const NUMERIC_INDEX_INITIAL_BUCKETS = 64;
+
 /**
- * Ingest-side registry (ingest thread only): id -> slot map, shard per slot, and the per-slot motion anchor the
- * lane classifier uses. Publishes each new slot to the shared id table before its first ping leaves the thread.
+ * Numeric id -> slot (ingest thread): open addressing with linear probing over a Float64Array of ids and an Int32Array
+ * of slots (-1: empty), kept at most half full. The lookup reads the id from a Float64Array cell and compares doubles,
+ * so an id never becomes a tagged value on the way: a Map keyed by numbers needs the id boxed into a heap number
+ * whenever it comes from a double field (a decoded object whose ids were all past the small-integer range).
+ * Ids are integers in [0, 2^53 - 1], compared exactly.
+ */
+class NumericIdIndex {
+  private keys = new Float64Array(NUMERIC_INDEX_INITIAL_BUCKETS);
+  private slots = new Int32Array(NUMERIC_INDEX_INITIAL_BUCKETS).fill(-1);
+  private mask = NUMERIC_INDEX_INITIAL_BUCKETS - 1;
+  private count = 0;
+
+  /** Slot of the id in `cells[cell]`, or -1. Allocation-free. */
+  find(cells: Float64Array, cell: number): number {
+    const id = cells[cell]!;
+    const keys = this.keys;
+    const slots = this.slots;
+    const mask = this.mask;
+    // hashNumericId's mixing, written out here so the id never crosses a call as an argument (which could box it).
+    let h = (id % 0x100000000) ^ Math.imul(Math.floor(id / 0x100000000), 0x9e3779b1);
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    for (let b = h & mask; ; b = (b + 1) & mask) {
+      const slot = slots[b]!;
+      // Never full (at most half), so an empty bucket ends every probe.
+      if (slot < 0) return -1;
+      if (keys[b] === id) return slot;
+    }
+  }
+
+  /** Adds an id that is not in the index yet (registration: may allocate to grow). */
+  insert(id: number, slot: number): void {
+    if ((this.count + 1) * 2 > this.keys.length) this.grow();
+    this.place(id, slot);
+    this.count++;
+  }
+
+  private place(id: number, slot: number): void {
+    const mask = this.mask;
+    for (let b = hashNumericId(id) & mask; ; b = (b + 1) & mask) {
+      if (this.slots[b]! < 0) {
+        this.keys[b] = id;
+        this.slots[b] = slot;
+        return;
+      }
+    }
+  }
+
+  private grow(): void {
+    const oldKeys = this.keys;
+    const oldSlots = this.slots;
+    this.keys = new Float64Array(oldKeys.length * 2);
+    this.slots = new Int32Array(oldKeys.length * 2).fill(-1);
+    this.mask = oldKeys.length * 2 - 1;
+    for (let b = 0; b < oldKeys.length; b++) if (oldSlots[b]! >= 0) this.place(oldKeys[b]!, oldSlots[b]!);
+  }
+}
+
+/**
+ * Ingest-side registry (ingest thread only): id -> slot maps (string ids in a Map, numeric ids in a NumericIdIndex),
+ * shard per slot, and the per-slot motion anchor the lane classifier uses. Publishes each new slot to the shared id
+ * table before its first ping leaves the thread.
  */
 export class DeviceRegistry {
   /** Number of shards devices are spread over. */
@@ -186,7 +252,10 @@ export class DeviceRegistry {
   readonly anchorLat: Float64Array;
   /** Longitude of the motion anchor. */
   readonly anchorLon: Float64Array;
-  private readonly ids = new Map<string | number, number>();
+  private readonly stringIds = new Map<string, number>();
+  private readonly numericIds = new NumericIdIndex();
+  /** One cell to look a numeric id up from `lookup` (the index reads ids from cells). */
+  private readonly lookupCell = new Float64Array(1);
   private readonly table: IdTableViews;
   private count = 0;
 
@@ -210,7 +279,8 @@ export class DeviceRegistry {
     const reader = new DeviceIdReader(idTable);
     for (let slot = 0; slot < this.count; slot++) {
       const id = reader.deviceIdOf(slot)!;
-      this.ids.set(id, slot);
+      if (typeof id === 'number') this.numericIds.insert(id, slot);
+      else this.stringIds.set(id, slot);
       this.shardOfSlot[slot] = shardOfHash(typeof id === 'number' ? hashNumericId(id) : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)), shards);
     }
   }
@@ -222,17 +292,23 @@ export class DeviceRegistry {
 
   /** Slot of a known id, or -1. */
   lookup(id: string | number): number {
-    return this.ids.get(id) ?? -1;
+    if (typeof id === 'string') return this.stringIds.get(id) ?? -1;
+    this.lookupCell[0] = id;
+    return this.numericIds.find(this.lookupCell, 0);
   }
 
   /**
    * Slot of the ping's device, registering it when new. Returns the slot, SLOT_REGISTRY_FULL or SLOT_ID_TOO_LONG.
-   * Allocation-free for known devices; a registration adds one Map entry.
+   * Allocation-free for known devices; a registration adds one entry to a map or the numeric index.
    */
   slotOf(fields: PingFields): number {
-    // The id as decoded, kept tagged: a numeric id is never re-boxed for the lookup.
+    if (fields.idIsNumber) {
+      // Looked up from its cell: the id stays an unboxed double all the way.
+      const known = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
+      return known >= 0 ? known : this.register(fields.values[PF_NUMERIC_ID_F64]!);
+    }
     const key = fields.idKey;
-    const known = this.ids.get(key);
+    const known = this.stringIds.get(key);
     if (known !== undefined) return known;
     return this.register(key);
   }
@@ -262,7 +338,8 @@ export class DeviceRegistry {
     Atomics.store(t.meta, slot, meta);
     this.count = slot + 1;
     Atomics.store(t.header, DEVID_COUNT_I32, this.count);
-    this.ids.set(id, slot);
+    if (typeof id === 'number') this.numericIds.insert(id, slot);
+    else this.stringIds.set(id, slot);
     return slot;
   }
 }

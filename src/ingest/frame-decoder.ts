@@ -61,9 +61,13 @@ export class FrameDecoder {
   constructor(options: FrameDecoderOptions) {
     this.options = options;
     this.walker = new FrameWalker(options.sharedStructures);
+    // uint64 / int64 values come back as numbers, not msgpackr's default BigInt: encoders other than msgpackr
+    // (Python's, Go's, C's, @msgpack/msgpack) write an epoch-ms `ts` or an IMEI-like id wider than 32 bits that way,
+    // and a BigInt would both fail validation and allocate. The conversion rounds once (hi * 2^32 + lo), so every
+    // value up to 2^53 - 1 is exact and every larger one becomes >= 2^53, which id validation rejects.
     this.unpackr = options.sharedStructures
-      ? new Unpackr({ structures: telemetrySharedStructures(), mapsAsObjects: true })
-      : new Unpackr({ useRecords: false, mapsAsObjects: true });
+      ? new Unpackr({ structures: telemetrySharedStructures(), mapsAsObjects: true, int64AsType: 'number' })
+      : new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number' });
   }
 
   /**

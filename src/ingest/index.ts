@@ -12,6 +12,7 @@ export { FrameDecoder, FrameStream, isStructuralReject, type FrameDecoderOptions
 export * from './device-registry.js';
 export * from './lane-classifier.js';
 export * from './reject-log.js';
+export * from './reject-detail.js';
 export * from './pipeline-region.js';
 export * from './ingest-edge.js';
 export * from './telemetry-record.js';

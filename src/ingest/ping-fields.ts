@@ -32,8 +32,10 @@ export const PF_HEADING_DEG_F64 = 4;
 export const PF_ACCURACY_M_F64 = 5;
 /** Cell of `PingFields.values`: admission time, ns on the cross-thread clock (set by the admission step). */
 export const PF_ADMIT_TIME_NS_F64 = 6;
+/** Cell of `PingFields.values`: the numeric device id, an integer in [0, 2^53 - 1] (when `idIsNumber`). */
+export const PF_NUMERIC_ID_F64 = 7;
 /** Cells in `PingFields.values`. */
-export const PF_VALUE_COUNT = 7;
+export const PF_VALUE_COUNT = 8;
 
 /**
  * One ping's fields. The ingest edge owns one instance and overwrites it for every ping: consumers must copy what
@@ -47,13 +49,14 @@ export const PF_VALUE_COUNT = 7;
 export class PingFields {
   /** The ping's doubles, by PF_* cell. */
   readonly values = new Float64Array(PF_VALUE_COUNT).fill(Number.NaN);
-  /** True when the id is an unsigned integer, false when a string. */
+  /** True when the id is an unsigned integer (at most 2^53 - 1, in `values[PF_NUMERIC_ID_F64]`), false for a string. */
   idIsNumber = false;
   /**
-   * The id exactly as decoded (a string, or a number that is kept tagged: never a double field, so using it as a
-   * Map key never boxes it again). Starts as a string so V8 never gives this field a double representation.
+   * The string id exactly as decoded (meaningful when `idIsNumber` is false). A numeric id lives in its cell instead:
+   * a decoder that only ever sees ids past the small-integer range stores them in a double field of the decoded
+   * object, and reading one into a tagged field or a Map key would box it into a new heap number per ping.
    */
-  idKey: string | number = '';
+  idKey = '';
   /** Lane the device asked for (a Lane value), or -1 when absent. */
   explicitLane = -1;
   /** Dense device slot (set by the registry step). */
@@ -63,9 +66,9 @@ export class PingFields {
   /** Lane decided by classification (set by the classification step). */
   lane: Lane = Lane.TRANSITION;
 
-  /** The id as a registry key. */
+  /** The device id: the string, or the number (boxes it: tests and cold code). */
   id(): string | number {
-    return this.idKey;
+    return this.idIsNumber ? this.values[PF_NUMERIC_ID_F64]! : this.idKey;
   }
 
   /** Latitude, WGS84 degrees. */
@@ -101,7 +104,7 @@ export class PingFields {
 
 /** A ping as an embedding application pushes it (same keys and meaning as on the wire). */
 export interface TelemetryPoint {
-  /** Device id: non-empty string or unsigned safe integer. */
+  /** Device id: non-empty string or unsigned integer, at most 2^53 - 1 (Number.MAX_SAFE_INTEGER). */
   id: string | number;
   /** Latitude, WGS84 degrees. */
   lat: number;
@@ -150,6 +153,9 @@ export function keyMaskOfObject(value: object): number {
  * Validates a decoded telemetry object whose keys are `keyMask` into `out`. Returns PING_VALID or the RejectReason.
  * Allocation-free: the doubles go straight from the decoded object into `out.values`. Optional keys holding `null` /
  * `undefined` count as absent.
+ *
+ * Numbers are taken whatever MessagePack type carried them (any integer width, float32, float64): the frame decoder
+ * hands every one over as a JS number, so only the value is checked here, never its encoding.
  */
 export function validatePingInto(value: object, keyMask: number, limits: PingLimits, out: PingFields): number {
   const v = value as LooseTelemetry;
@@ -161,9 +167,11 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
     out.idIsNumber = false;
     out.idKey = id;
   } else if (typeof id === 'number') {
+    // A uint64 id above 2^53 - 1 arrives rounded to 2^53 or more (see FrameDecoder), never to a smaller neighbour,
+    // so this one test rejects it rather than merging it with another device; negative and fractional ids too.
     if (!Number.isSafeInteger(id) || id < 0) return RejectReason.INVALID_ID;
     out.idIsNumber = true;
-    out.idKey = id;
+    out.values[PF_NUMERIC_ID_F64] = id;
   } else {
     return RejectReason.INVALID_ID;
   }

@@ -3,6 +3,7 @@
  * of rejections suppressed since the last line. The clock is injected; nothing is allocated unless a line is written.
  */
 import { REJECT_REASON_COUNT, REJECT_REASON_NAMES, type RejectReason } from '../shm/layout.js';
+import { describeValueReject } from './reject-detail.js';
 
 /** Where log lines go. */
 export type LogLine = (line: string) => void;
@@ -34,7 +35,8 @@ export class RejectLog {
 
   /**
    * Notes one rejection; writes a line when the reason's interval has passed. `buf[start, end)` are the frame's
-   * bytes (the first 32 are shown in hex); `source` names where they came from.
+   * bytes (the first 32 are shown in hex); `source` names where they came from. A line for a value reject also says
+   * which value and why ("id 9007199254740993 is above 2^53-1"), read again from the frame's bytes.
    */
   note(reason: RejectReason, source: string, buf: Uint8Array | null, start: number, end: number): void {
     const now = this.nowMs();
@@ -46,6 +48,9 @@ export class RejectLog {
     this.lastLineMs[reason] = now;
     this.suppressed[reason] = 0;
     let line = `ingest: rejected ${REJECT_REASON_NAMES[reason]} from ${source}`;
+    // Described only here, once per written line: the decode it takes never runs for a suppressed reject.
+    const detail = buf === null ? null : describeValueReject(reason, buf, start, end);
+    if (detail !== null) line += `: ${detail}`;
     if (buf !== null && end > start) {
       const shown = Math.min(end - start, 32);
       line += ` (first bytes: ${Buffer.from(buf.buffer, buf.byteOffset + start, shown).toString('hex')}${shown < end - start ? '...' : ''})`;

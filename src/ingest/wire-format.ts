@@ -4,11 +4,30 @@
  * A telemetry stream is a sequence of concatenated MessagePack values with no length prefix; each value (a "frame")
  * is one ping. Two encodings of a frame are accepted:
  *
- * 1. A plain map (fixmap, map16 or map32) whose keys are strings from TELEMETRY_KEYS, each at most once:
- *    `id` (non-empty string of at most `idBytesPerSlot` UTF-8 bytes, or unsigned safe integer; `42` and `"42"` are
- *    different devices), `lat` / `lon` (WGS84 degrees), `ts` (epoch ms), optional `speed` (m/s), `heading`
- *    (degrees clockwise from north, [0, 360]), `accuracy` (m), `lane` ("idle" | "transition" | "compliance" or 0-2).
- *    A `nil` optional value counts as absent. Values are scalars: a map, array or extension value is rejected.
+ * 1. A plain map (fixmap, map16 or map32) whose keys are strings (fixstr, str8/16/32) from TELEMETRY_KEYS, each at
+ *    most once. What each key accepts, in a map or a record alike ("a number" is any MessagePack integer: positive /
+ *    negative fixint, uint8/16/32/64, int8/16/32/64, or a float32 / float64; its value counts, never the width its
+ *    encoder chose, so every conforming encoder in its default settings is understood):
+ *
+ *    | key        | accepted MessagePack types         | range / units                          | otherwise          |
+ *    |------------|------------------------------------|----------------------------------------|--------------------|
+ *    | `id`       | str (non-empty, at most            | device id; `42` and `"42"` are         | invalid_id,        |
+ *    |            | `idBytesPerSlot` UTF-8 bytes), or  | different devices                      | id_too_long,       |
+ *    |            | a number that is an integer in     |                                        | missing_id         |
+ *    |            | [0, 2^53 - 1]                      |                                        |                    |
+ *    | `lat`      | a number                           | WGS84 degrees, [-90, 90]               | invalid_lat        |
+ *    | `lon`      | a number                           | WGS84 degrees, [-180, 180]             | invalid_lon        |
+ *    | `ts`       | a number                           | epoch ms, [minTsMs, maxTsMs]           | invalid_ts         |
+ *    | `speed`    | a number, or nil / absent          | m/s, finite, >= 0                      | invalid_speed      |
+ *    | `heading`  | a number, or nil / absent          | degrees clockwise from north, [0, 360] | invalid_heading    |
+ *    | `accuracy` | a number, or nil / absent          | metres, finite, >= 0                   | invalid_accuracy   |
+ *    | `lane`     | str, a number, or nil / absent     | "idle" / "transition" / "compliance"   | invalid_lane       |
+ *    |            |                                    | or 0 / 1 / 2                           |                    |
+ *
+ *    `lat`, `lon` and `ts` are required. A numeric id above 2^53 - 1 (an encoder may write one as uint64) is rejected
+ *    rather than rounded onto another device's id; the reject log line quotes it exactly. A `nil` optional value
+ *    counts as absent. Values are scalars: a map, array or extension value is rejected (unsupported_value); bool,
+ *    bin and str where a number is expected fail the key's own check.
  * 2. A msgpackr record (`useRecords`), self-contained in the frame: an inline record definition
  *    (fixext1 type 0x72, structure id 0x40-0x7f, then the array of keys, then the values), as
  *    `new Packr({ useRecords: true }).pack(ping)` writes for every ping it packs separately.
