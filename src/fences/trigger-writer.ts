@@ -56,9 +56,15 @@ export function writeTrigger(
   if (triggers.freeSlots(1) < 1) {
     // Publish first: the dispatcher can only free slots for records it can see.
     triggers.publish();
-    counters[counterBase + CNT_TRIGGER_RING_WAITS_F64]!++;
-    while (triggers.waitForSpace(1, TRIGGER_RING_WAIT_MS) < 1) {
-      // Keep waiting: a full trigger ring pauses containment by design.
+    if (triggers.scratch) {
+      // Nobody reads a scratch ring: waiting would wait for ever (one warm-up batch of a dense city can write more
+      // triggers than the ring holds). Drop what it holds; the records were never meant to be read.
+      triggers.release(triggers.available());
+    } else {
+      counters[counterBase + CNT_TRIGGER_RING_WAITS_F64]!++;
+      while (triggers.waitForSpace(1, TRIGGER_RING_WAIT_MS) < 1) {
+        // Keep waiting: a full trigger ring pauses containment by design.
+      }
     }
   }
   const s = triggers.claim();

@@ -66,6 +66,11 @@ export class SpscRing {
   private cachedReadSeq: number;
   /** Producer side: records claimed but not yet published. */
   private pendingSlots = 0;
+  /**
+   * True for a ring with no consumer (a worker's warm-up writes triggers nobody reads): a producer that finds it full
+   * empties it instead of waiting for a consumer that does not exist. Set with `markScratch()`.
+   */
+  scratch = false;
 
   private constructor(buffer: SharedArrayBuffer, expectedKind?: RingKind) {
     if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError('ring buffer must be a SharedArrayBuffer');
@@ -146,6 +151,12 @@ export class SpscRing {
   refreshDepth(): number {
     this.cachedReadSeq = Atomics.load(this.header, RING_READ_SEQ_I32);
     return this.producerDepth();
+  }
+
+  /** Makes this a scratch ring (see `scratch`): a full ring is emptied by its producer, never waited on. */
+  markScratch(): this {
+    this.scratch = true;
+    return this;
   }
 
   /** Free slots for the producer, re-reading the consumer only when the cached view says fewer than `wantedSlots`. */
