@@ -47,7 +47,7 @@ const DEVICES = Number(values.devices);
 const REPEATS = Number(values.repeats);
 
 const store = FenceStore.open(buildFenceStore(parseFences(generateSyntheticCity({ seed: 3, fenceCount: 10_000 })), 1));
-const memory = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 16, downstreams: 1 });
+const memory = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 64, downstreams: 1 });
 preregisterDevices(memory.idTable, Array.from({ length: DEVICES }, (_, i) => (i % 4 === 0 ? 350_000_000_000_000 + i : `veh-${i.toString(36)}-${i}`)));
 const state = DeviceState.open(memory.deviceState);
 const rnd = mulberry32(9);
@@ -64,7 +64,7 @@ for (let d = 0; d < DEVICES; d++) {
   const n = Math.floor(rnd() * 4);
   state.devI32[di + DEV_ENTRY_COUNT_I32] = n;
   for (let k = 0; k < n; k++) {
-    const e = d * state.maxFences + k;
+    const e = state.entryIndex(d, k);
     state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = Math.floor(rnd() * store.fenceCount);
     state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = EntryState.INSIDE | (rnd() < 1 / 3 ? EntryState.DWELL_FIRED : 0);
     state.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = 1.76e12 - 60_000;
@@ -105,7 +105,7 @@ for (let k = 0; k < Math.min(REPEATS, 5); k++) {
   const stateDir = join(dir, `restore-${k}`);
   mkdirSync(stateDir, { recursive: true });
   writeCheckpointFile(stateDir, encodeCheckpoint(copy, ids, store, meta));
-  const fresh = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 16, downstreams: 1 });
+  const fresh = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 64, downstreams: 1 });
   const sd = StateDirectory.open(stateDir);
   const t0 = performance.now();
   const keeper = StateKeeper.restore(sd, fresh, store, resolveRouterOptions({ stateDir: null }));

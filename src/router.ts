@@ -32,23 +32,31 @@ import { RouterMetrics } from './metrics/router-metrics.js';
 import type { DispatcherThreadData } from './pipeline/dispatcher-thread.js';
 import type { IngestThreadData } from './pipeline/ingest-thread.js';
 import { allocatePipelineMemory, type PipelineMemory } from './pipeline/memory.js';
-import type { CallbackAnswer, CallbackCall, DispatcherRequest, IngestRequest } from './pipeline/messages.js';
+import type { CallbackAnswer, CallbackCall, DispatcherRequest, IngestRequest, LogLevel } from './pipeline/messages.js';
+import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from './pipeline/input-backlog.js';
 import { readRouterStats, type RouterStats } from './pipeline/stats.js';
 import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from './pipeline/state-keeper.js';
 import { downstreamSpecs, ThreadHandle } from './pipeline/threads.js';
 import { StateDirectory } from './durable/state-dir.js';
 import type { Trigger } from './pipeline/trigger.js';
 import { nowNs } from './shm/clock.js';
-import { CNT_BLOCK_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind } from './shm/layout.js';
+import { CNT_BLOCK_F64, CNT_FENCE_OVERFLOW_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, WDG_STALLED_I32, WDG_STRIDE_I32 } from './shm/layout.js';
 import { SpscRing } from './shm/ring.js';
 import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
+import { StartProgress } from './pipeline/start-progress.js';
+
+/** Least time between two log lines about untracked fences, ms. */
+const UNTRACKED_LOG_INTERVAL_MS = 10_000;
 
 /** Extra inputs of createRouter beyond the serialisable options. */
 export interface RouterExtras {
   /** Fences as a GeoJSON FeatureCollection object (instead of `fencesFile`). */
   fences?: unknown;
-  /** Where log lines of the pipeline threads go (default console.warn). */
-  log?: (line: string) => void;
+  /**
+   * Where log lines of the router go (default console.warn, and console.error for level 'error'). Level 'error' marks
+   * loss that must not go unnoticed: COMPLIANCE pings shed at the edge (at most one line a second, with the count).
+   */
+  log?: (line: string, level?: LogLevel) => void;
   /**
    * How long drain waits for deliveries, ms (default 30000); what is left then stays in the state directory and is
    * delivered by the next start.
@@ -88,10 +96,28 @@ export interface Router {
   readonly stateDir: string;
   /** What the start found in the state directory and did about it (restored devices, what an unclean stop lost). */
   readonly recovery: RecoveryReport;
-  /** Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). */
-  ingest(bytes: Uint8Array): void;
-  /** Ingests one decoded point (validated like a frame). */
-  push(point: TelemetryPoint): void;
+  /**
+   * Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). In-process
+   * input is back-pressured, never shed: the ingest thread feeds it only as fast as the telemetry rings take it and
+   * keeps the rest in call order. Returns false, as `Writable.write()` does, when the bytes posted and not yet fed
+   * reach `options.ingest.inputHighWaterBytes`: the call was taken, but the caller should stop and
+   * `await inputDrained()` before the next one. Ignoring it only grows the memory the backlog holds.
+   *
+   * @example
+   *   for (const chunk of chunks) if (!router.ingest(chunk)) await router.inputDrained();
+   */
+  ingest(bytes: Uint8Array): boolean;
+  /**
+   * Ingests one decoded point (validated like a frame), back-pressured like `ingest()`. Returns false when the points
+   * posted and not yet offered to admission reach `options.ingest.inputHighWaterPoints`: await `inputDrained()`.
+   */
+  push(point: TelemetryPoint): boolean;
+  /**
+   * Resolves when the in-process input in flight (`ingest()` bytes and `push()` points posted and not yet fed) is at
+   * or below half its high-water marks: at once when it already is, and when the router closes. What a caller awaits
+   * after `ingest()` or `push()` returned false.
+   */
+  inputDrained(): Promise<void>;
   /**
    * Replaces the fences. Rejects with FenceValidationError (feature index and reason) for bad GeoJSON and the old
    * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT.
@@ -129,7 +155,11 @@ class PipelineRouter implements Router {
   private readonly statsCells: Float64Array;
   private readonly views: Parameters<typeof readRouterStats>[0];
   private readonly metrics: RouterMetrics;
-  private readonly log: (line: string) => void;
+  private readonly log: (line: string, level?: LogLevel) => void;
+  /** In-process and stdin input posted to the ingest thread and not yet fed (shared cells). */
+  private readonly backlog: InputBacklog;
+  /** Resolvers of inputDrained() calls waiting for the in-process backlog. */
+  private drainedWaiters: (() => void)[] = [];
   private readonly drainDeadlineMs: number;
   private readonly startedAtMs = Date.now();
   private store: FenceStore;
@@ -149,6 +179,9 @@ class PipelineRouter implements Router {
   private readonly keeper: StateKeeper;
   private checkpointTimer: NodeJS.Timeout | null = null;
   private progressTimer: NodeJS.Timeout | null = null;
+  /** Untracked pings already logged, and when. */
+  private untrackedLogged = 0;
+  private untrackedLoggedAtMs = -Infinity;
   /** Set once the ingest thread ran: a failed start after it cannot be called clean. */
   private ingestStarted = false;
 
@@ -168,7 +201,7 @@ class PipelineRouter implements Router {
     this.store = store;
     this.ephemeral = options.stateDir === null;
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
-    this.log = extras.log ?? ((line) => console.warn(line));
+    this.log = extras.log ?? ((line, level) => (level === 'error' ? console.error(line) : console.warn(line)));
     this.drainDeadlineMs = extras.drainDeadlineMs ?? 30_000;
     this.memory = allocatePipelineMemory({
       shards: options.shards,
@@ -177,11 +210,13 @@ class PipelineRouter implements Router {
       maxDevices: options.maxDevices,
       idBytesPerSlot: options.idBytesPerSlot,
       maxFencesPerDevice: options.maxFencesPerDevice,
+      fenceEntriesPerDevice: options.fenceEntriesPerDevice,
       downstreams: options.downstreams.length,
     });
     const m = this.memory;
     this.pipeline = PipelineRegion.wrap(m.pipeline);
     this.pipeline.setFenceGeneration(store.generation);
+    this.backlog = new InputBacklog(this.pipeline, { bytes: options.ingest.inputHighWaterBytes, points: options.ingest.inputHighWaterPoints });
     this.state = DeviceState.open(m.deviceState);
     this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
@@ -206,6 +241,7 @@ class PipelineRouter implements Router {
       downstreamNames: options.downstreams.map((d) => d.name),
       pipelineStats: m.stats,
     });
+    this.metrics.addFenceTracking((n) => this.store.mostUntracked(n), () => this.state.poolChunksInUse(), this.state.poolChunks);
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
     try {
       this.keeper = StateKeeper.restore(this.dir, m, store, options);
@@ -251,10 +287,33 @@ class PipelineRouter implements Router {
       } catch (err) {
         this.log(`progress mark failed: ${(err as Error).message}`);
       }
+      this.reportUntracked();
     }, PROGRESS_INTERVAL_MS);
     // The embedding's process may end without closing the router; the timers do not keep it alive.
     this.checkpointTimer.unref();
     this.progressTimer.unref();
+  }
+
+  /** Untracked fence pings since the start (all shards and the reload block). */
+  untrackedPings(): number {
+    let n = 0;
+    for (let b = 0; b <= this.memory.shards; b++) n += this.containment[b * CNT_BLOCK_F64 + CNT_FENCE_OVERFLOW_F64]!;
+    return n;
+  }
+
+  /** Logs (at most every UNTRACKED_LOG_INTERVAL_MS) when devices were inside fences they could not track. */
+  private reportUntracked(): void {
+    const n = this.untrackedPings();
+    const nowMs = performance.now();
+    if (n === this.untrackedLogged || nowMs - this.untrackedLoggedAtMs < UNTRACKED_LOG_INTERVAL_MS) return;
+    const top = this.store.mostUntracked(5).map((u) => `${u.fenceId} (${u.pings})`).join(', ');
+    this.log(
+      `error: ${n - this.untrackedLogged} pings found a device inside a fence it could not track (no free entry: ` +
+        `maxFencesPerDevice ${this.options.maxFencesPerDevice}, pool ${this.state.poolChunksInUse()}/${this.state.poolChunks} chunks in use); ` +
+        `no trigger is written about those stays. Most affected fences: ${top}`,
+    );
+    this.untrackedLogged = n;
+    this.untrackedLoggedAtMs = nowMs;
   }
 
   private stopTimers(): void {
@@ -265,7 +324,7 @@ class PipelineRouter implements Router {
   }
 
   /** Starts the threads and the admin server. */
-  async start(): Promise<void> {
+  async start(progress: StartProgress | null = null): Promise<void> {
     const o = this.options;
     const m = this.memory;
     const callbacks = o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null));
@@ -295,6 +354,7 @@ class PipelineRouter implements Router {
     }
     // The restored state (with its seq floor and the restore's EXIT seqs) is durable before any trigger is issued; the
     // checkpoint's number names this run in the durable trigger records (it rises with every start).
+    progress?.phase('writing the first checkpoint');
     await this.keeper.checkpoint(this.store, this.progressCounts(), null, null);
     const dispatcherData: DispatcherThreadData = {
       memory: m,
@@ -316,6 +376,7 @@ class PipelineRouter implements Router {
       this.log,
       noop,
     );
+    progress?.phase('starting the dispatcher thread');
     await this.dispatcherThread.started;
     // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
     if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
@@ -338,6 +399,7 @@ class PipelineRouter implements Router {
       complianceMarginM: o.complianceMarginM,
       batchSize: o.batchSize,
       poolSize: o.poolSize,
+      containmentStallMs: o.containmentStallMs,
       inputFiles: o.inputs.filter((p) => p !== '-'),
       stdinForwarded: stdin,
     };
@@ -348,7 +410,9 @@ class PipelineRouter implements Router {
       'ingest thread',
       this.log,
       () => this.inputsDone(),
+      (which) => (which === 'input' ? this.onInputDrained() : this.onStdinDrained()),
     );
+    progress?.phase(`starting the ingest thread and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`);
     const port = await this.ingestThread.started;
     this.ingestStarted = true;
     this.ingestPort = o.listenHost === null ? null : port;
@@ -360,27 +424,73 @@ class PipelineRouter implements Router {
         port: o.adminPort,
         registry: this.metrics.registry,
         readiness: () => this.readiness(),
+        health: () => this.health(),
         reloadFences: () => this.reloadFencesFile(),
       });
+      progress?.phase('starting the admin server');
       await this.admin.start();
       this.adminPort = this.admin.port;
     }
   }
 
+  /**
+   * Forwards stdin to the ingest thread as a pausable source: stdin is paused while its bytes in flight (posted and not
+   * yet fed to the edge) are at or above `options.ingest.inputHighWaterBytes`, and resumed at half of it, so a fast
+   * pipe waits for the rings instead of being shed.
+   */
   private forwardStdin(): void {
     const post = (msg: IngestRequest, transfer: ArrayBuffer[] = []): void => this.ingestThread?.worker.postMessage(msg, transfer);
     this.stdinListener = (chunk: Buffer) => {
       const copy = Uint8Array.prototype.slice.call(chunk);
+      // Counted before it is posted, so the ingest thread never takes off bytes not yet counted.
+      const below = this.backlog.postStdin(copy.length);
       post({ type: 'stream-data', bytes: copy }, [copy.buffer as ArrayBuffer]);
+      if (!below) {
+        process.stdin.pause();
+        // Already drained between the add and the flag: no wake-up will come, go on at once.
+        if (this.backlog.awaitStdin()) process.stdin.resume();
+      }
     };
     process.stdin.on('data', this.stdinListener);
     process.stdin.once('end', () => post({ type: 'stream-end' }));
   }
 
+  /** The stdin backlog reached its low-water mark while stdin was paused. */
+  private onStdinDrained(): void {
+    if (this.stdinListener === null) return;
+    if (this.backlog.stdinDrained() || this.backlog.awaitStdin()) process.stdin.resume();
+  }
+
+  /** The in-process backlog reached its low-water marks while a caller waited. */
+  private onInputDrained(): void {
+    if (this.drainedWaiters.length === 0) return;
+    if (this.backlog.inputDrained() || this.backlog.awaitInput()) this.releaseDrainedWaiters();
+  }
+
+  private releaseDrainedWaiters(): void {
+    const waiters = this.drainedWaiters;
+    this.drainedWaiters = [];
+    for (const w of waiters) w();
+  }
+
   private readiness(): { ready: boolean; reason?: string } {
     if (this.drainPromise !== null) return { ready: false, reason: 'draining' };
     if (this.pipeline.ingestState() !== IngestState.RUNNING) return { ready: false, reason: 'ingest is not running' };
+    // An unhealthy router is not ready either: traffic for its stalled shards would only fill their rings.
+    const h = this.health();
+    if (!h.ready) return h;
     return { ready: true };
+  }
+
+  /** Liveness for /healthz: unhealthy while the containment watchdog holds a shard group as hung (WDG_STALLED_I32). */
+  private health(): { ready: boolean; reason?: string } {
+    const cells = new Int32Array(this.memory.watchdog);
+    let stalled = '';
+    for (let s = 0; s < this.memory.shards; s++) {
+      if (Atomics.load(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) stalled += stalled === '' ? `${s}` : `,${s}`;
+    }
+    if (stalled === '') return { ready: true };
+    return { ready: false, reason: `containment stalled on shards ${stalled} (task aborted by the watchdog, awaiting progress)` };
   }
 
   private post(msg: IngestRequest, transfer: ArrayBuffer[] = []): void {
@@ -388,15 +498,34 @@ class PipelineRouter implements Router {
     this.ingestThread.worker.postMessage(msg, transfer);
   }
 
-  ingest(bytes: Uint8Array): void {
+  ingest(bytes: Uint8Array): boolean {
     if (!(bytes instanceof Uint8Array)) throw new TypeError('ingest(bytes) takes a Uint8Array');
+    if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
+    if (this.backlog.inputBytes() + bytes.length > MAX_INPUT_BACKLOG_BYTES) {
+      throw new RangeError('ingest(): more than 2 GiB of input would be in flight; await inputDrained() when ingest() returns false');
+    }
     // Copy into a buffer of its own and move it: the caller may reuse theirs.
     const copy = Uint8Array.prototype.slice.call(bytes);
+    // Counted before it is posted, so the ingest thread never takes off bytes not yet counted.
+    const below = this.backlog.postInput(copy.length, 0);
     this.post({ type: 'ingest', bytes: copy }, [copy.buffer as ArrayBuffer]);
+    return below;
   }
 
-  push(point: TelemetryPoint): void {
+  push(point: TelemetryPoint): boolean {
+    if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
+    const below = this.backlog.postInput(0, 1);
     this.post({ type: 'push', point });
+    return below;
+  }
+
+  inputDrained(): Promise<void> {
+    if (this.ingestThread === null || this.closePromise !== null || this.backlog.inputDrained()) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.drainedWaiters.push(resolve);
+      // Only the first waiter raises the flag; a feed may have drained the backlog since the check above.
+      if (this.drainedWaiters.length === 1 && this.backlog.awaitInput()) this.releaseDrainedWaiters();
+    });
   }
 
   reloadFences(geojson: unknown): Promise<ReloadResult> {
@@ -454,7 +583,9 @@ class PipelineRouter implements Router {
   }
 
   stats(): RouterStats {
-    return readRouterStats(this.views);
+    const s = readRouterStats(this.views);
+    if (s.fenceOverflows > 0) s.untrackedFences = this.store.mostUntracked(5);
+    return s;
   }
 
   metricsText(): Promise<string> {
@@ -510,6 +641,8 @@ class PipelineRouter implements Router {
     this.stopTimers();
     if (this.stdinListener !== null) process.stdin.off('data', this.stdinListener);
     this.stdinListener = null;
+    // Nothing will be fed any more: a caller waiting for room must not wait forever.
+    this.releaseDrainedWaiters();
     await this.admin?.close();
     await this.ingestThread?.stop();
     await this.dispatcherThread?.stop();
@@ -555,26 +688,40 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   if (drainDeadlineMs !== undefined && !(Number.isFinite(drainDeadlineMs) && drainDeadlineMs >= 0)) {
     throw new RangeError(`options.drainDeadlineMs must be a finite number >= 0, got ${String(drainDeadlineMs)}`);
   }
-  let geojson: unknown = { type: 'FeatureCollection', features: [] };
-  if (fences !== undefined) geojson = fences;
-  else if (resolved.fencesFile !== null) {
-    try {
-      geojson = JSON.parse(readFileSync(resolved.fencesFile, 'utf8'));
-    } catch (err) {
-      throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
-    }
-  }
-  const store = FenceStore.open(buildFenceStore(parseFences(geojson), 1), LOOKUP_ONLY_STORE);
-  const extras: RouterExtras = {};
-  if (log !== undefined) extras.log = log;
-  if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;
   if (endianness() !== 'LE') throw new Error('the router needs a little-endian host (its durable files are little-endian)');
-  const router = new PipelineRouter(resolved, store, extras);
+  const progress = new StartProgress(log ?? ((line) => console.warn(line)));
+  let router: PipelineRouter | null = null;
   try {
-    await router.start();
+    let geojson: unknown = { type: 'FeatureCollection', features: [] };
+    if (fences !== undefined) geojson = fences;
+    else if (resolved.fencesFile !== null) {
+      progress.phase('reading the fences file');
+      try {
+        geojson = JSON.parse(readFileSync(resolved.fencesFile, 'utf8'));
+      } catch (err) {
+        throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
+      }
+    }
+    progress.phase('checking the fences');
+    const parsed = parseFences(geojson);
+    progress.phase(`indexing ${parsed.fences.length} fences`);
+    const store = FenceStore.open(buildFenceStore(parsed, 1), LOOKUP_ONLY_STORE);
+    const extras: RouterExtras = {};
+    if (log !== undefined) extras.log = log;
+    if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;
+    progress.phase('allocating memory and restoring device state');
+    router = new PipelineRouter(resolved, store, extras);
+    await router.start(progress);
   } catch (err) {
-    await router.abandon();
+    const where = progress.fail();
+    // Once threads are involved, where it failed is worth a line of its own (the error says why).
+    if (router !== null) {
+      log?.(where);
+      await router.abandon();
+    }
     throw err;
   }
+  const line = progress.finish();
+  if (log !== undefined) log(line);
   return router;
 }

@@ -1,7 +1,8 @@
 /**
  * The admin HTTP server (main thread), on 127.0.0.1 by default:
  * - GET /metrics: Prometheus text exposition of the registry (read from shared memory at scrape time);
- * - GET /healthz: 200 while the process serves requests (liveness);
+ * - GET /healthz: 200 while the process serves requests and the health function (if any) says healthy, else 503 with
+ *   its reason (liveness: e.g. a containment shard group declared hung by the watchdog);
  * - GET /readyz: 200 when the readiness function says ready, else 503 with its reason;
  * - POST /admin/reload-fences: runs the reload handler once at a time; 200 with its result as JSON, 409 while one
  *   runs, 500 with the error message when it fails.
@@ -27,6 +28,8 @@ export interface AdminServerOptions {
   registry: Registry;
   /** Readiness of the router. */
   readiness: () => Readiness | boolean;
+  /** Health of the router (same shape as readiness; `ready` reads "healthy"); absent: always healthy. */
+  health?: () => Readiness;
   /** Reloads the fences; its resolved value is returned as JSON. */
   reloadFences: () => Promise<unknown>;
 }
@@ -94,6 +97,8 @@ export class AdminServer {
     }
     if (path === '/healthz') {
       if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET');
+      const h = this.options.health?.();
+      if (h !== undefined && !h.ready) return send(res, 503, 'text/plain', `unhealthy${h.reason !== undefined ? `: ${h.reason}` : ''}\n`);
       return send(res, 200, 'text/plain', 'ok\n');
     }
     if (path === '/readyz') {

@@ -2,11 +2,13 @@
 /**
  * The `geofence-router` binary (main thread): options from the defaults, a JSON config file (--config) and flags;
  * --help; --demo runs the embedded demo. SIGHUP reloads the fences file (a bad file leaves the old fences serving);
- * SIGINT / SIGTERM drain the router, print a summary and exit 0 when the drain accounted for everything.
+ * SIGINT / SIGTERM drain the router, print a summary that lists everything not delivered, and exit.
  *
- * Exit codes: 0 clean drain, every trigger delivered (or --help); 1 start failure (bad GeoJSON, busy port, a state
- * directory in use) or something lost; 2 bad flags, config file or options; 3 nothing lost, but triggers were
- * dead-lettered or are kept in the state directory for the next start.
+ * Exit codes (EXIT_* of status.ts, listed in --help): 0 clean drain: nothing shed or rejected, every fence entry
+ * tracked, every trigger delivered (or --help); 3 drained with loss by design: pings shed or rejected, fence entries
+ * not tracked, triggers dead-lettered or kept in the state directory for the next start; 1 failure: the start failed
+ * (bad GeoJSON, busy port, a state directory in use) or the drain could not account for every admitted ping; 2 bad
+ * flags, config file or options.
  */
 import { parseCliArgs, HELP_TEXT, mergeOptionInputs, type CliRequest } from '../config/cli-args.js';
 import { loadConfigFile } from '../config/config-file.js';
@@ -14,14 +16,8 @@ import { resolveRouterOptions, type RouterOptionsInput } from '../config/options
 import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import { createRouter, type Router } from '../router.js';
-import { drainOutcome, formatSummary } from './status.js';
+import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from './status.js';
 
-/** Exit code of bad flags, config file or options. */
-const EXIT_USAGE = 2;
-/** Exit code of a failed start or an incomplete drain. */
-const EXIT_FAILURE = 1;
-/** Exit code of a drain that lost nothing but left triggers dead-lettered or kept for the next start. */
-const EXIT_KEPT = 3;
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;
 
@@ -68,8 +64,7 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
         const summary = await router.close();
         for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
         for (const line of hooks.summaryLines()) out(line);
-        const outcome = drainOutcome(summary);
-        resolve(outcome === 'delivered' ? 0 : outcome === 'kept' ? EXIT_KEPT : EXIT_FAILURE);
+        resolve(exitCodeOf(drainOutcome(summary)));
       } catch (e) {
         err(`close failed: ${(e as Error).stack ?? String(e)}`);
         resolve(EXIT_FAILURE);
@@ -103,7 +98,7 @@ function describeStartError(e: unknown, input: RouterOptionsInput): string {
 async function runPlain(input: RouterOptionsInput): Promise<number> {
   let router: Router;
   try {
-    router = await createRouter({ ...input, log: (line) => err(line) });
+    router = await createRouter({ ...input, log: (line, level) => err(level === 'error' ? `error: ${line}` : line) });
   } catch (e) {
     err(describeStartError(e, input));
     return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;

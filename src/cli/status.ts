@@ -41,25 +41,74 @@ export function formatStatusLine(previous: RouterStats, current: RouterStats, in
 }
 
 /** How a drain ended, from the final stats. */
-export type DrainOutcome = 'delivered' | 'kept' | 'lost';
+export type DrainOutcome = 'delivered' | 'kept' | 'dropped' | 'lost';
+
+/** Exit code of a clean drain: nothing shed, rejected or untracked, every trigger delivered. */
+export const EXIT_CLEAN = 0;
+/** Exit code of a failure: a start that failed, or a drain that could not account for every admitted ping. */
+export const EXIT_FAILURE = 1;
+/** Exit code of bad flags, config file or options. */
+export const EXIT_USAGE = 2;
+/**
+ * Exit code of a drain that accounted for everything but did not deliver everything, by design: pings shed or
+ * rejected, fence entries not tracked, triggers dead-lettered or kept in the state directory for the next start.
+ */
+export const EXIT_LOSS = 3;
 
 /**
- * `delivered`: every admitted ping processed and every trigger delivered. `kept`: nothing lost, but some triggers were
- * dead-lettered or are kept in the state directory for the next start. `lost`: an admitted ping was not processed.
+ * `delivered`: nothing shed or rejected, every fence entry tracked, every admitted ping processed and every trigger
+ * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
+ * entries or candidates were not tracked (overflows), or dead letters were dropped from storage (budget, age, disk),
+ * so triggers may be missing. `kept`: nothing of that, but some
+ * triggers were dead-lettered or are kept in the state directory for the next start. `lost`: an admitted ping was not
+ * processed.
  */
 export function drainOutcome(s: RouterStats): DrainOutcome {
   if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
+  if (s.shedTotal > 0 || s.rejectedTotal > 0 || s.fenceOverflows > 0 || s.candidateOverflows > 0 || droppedDeadLetters(s) > 0) return 'dropped';
   if (s.deadLettered > 0 || s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
   return 'delivered';
 }
 
-/** True when the drain accounted for everything: admitted = processed, none lost, every trigger delivered. */
+/** Dead letters dropped from storage (over its budget, too old, or not writable): their record of loss is gone. */
+function droppedDeadLetters(s: RouterStats): number {
+  const d = s.deadLetterDropped;
+  return d.over_budget + d.too_old + d.disk_error;
+}
+
+/** The exit code of a drain's outcome (see EXIT_*). */
+export function exitCodeOf(outcome: DrainOutcome): number {
+  return outcome === 'delivered' ? EXIT_CLEAN : outcome === 'lost' ? EXIT_FAILURE : EXIT_LOSS;
+}
+
+/** True when the drain accounted for everything and lost nothing: nothing shed, rejected or untracked, all delivered. */
 export function drainedCleanly(s: RouterStats): boolean {
   return drainOutcome(s) === 'delivered';
 }
 
+/** Shed pings by lane and reason, only the non-zero ones (`idle.rate_limited=3`), or "none". */
+function shedReasonsPart(s: RouterStats): string {
+  const parts: string[] = [];
+  for (const [lane, reasons] of Object.entries(s.shed)) {
+    for (const [reason, n] of Object.entries(reasons)) if ((n as number) > 0) parts.push(`${lane}.${reason}=${n as number}`);
+  }
+  return parts.length === 0 ? 'none' : parts.join(' ');
+}
+
+/** Rejections by reason (`invalid_lat=2`), or "none". */
+function rejectedReasonsPart(s: RouterStats): string {
+  const parts = Object.entries(s.rejected)
+    .filter(([, n]) => n > 0)
+    .map(([reason, n]) => `${reason}=${n}`);
+  return parts.length === 0 ? 'none' : parts.join(' ');
+}
+
 function reasonsPart(r: RouterStats['deadLetteredByReason']): string {
   return `dead_lettered(rejected=${r.rejected} expired=${r.expired} undeliverable=${r.undeliverable})`;
+}
+
+function droppedPart(r: RouterStats['deadLetterDropped']): string {
+  return `dead_letter_dropped(over_budget=${r.over_budget} too_old=${r.too_old} disk_error=${r.disk_error})`;
 }
 
 /** The summary printed after close(): one line per subject. */
@@ -67,14 +116,19 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
   const lines = [
     `summary: up ${(s.uptimeMs / 1000).toFixed(1)}s, drained in ${(drainMs / 1000).toFixed(2)}s`,
     `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}`,
-    `  shed       ${shedPart(s)} total=${s.shedTotal}`,
+    `  shed       ${shedPart(s)} total=${s.shedTotal} by_reason(${shedReasonsPart(s)})`,
+    `  rejected   total=${s.rejectedTotal} by_reason(${rejectedReasonsPart(s)})`,
+    `  tracking   fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows}` +
+      (s.untrackedFences.length > 0 ? ` untracked_fences(${s.untrackedFences.map((u) => `${u.fenceId}=${u.pings}`).join(' ')})` : ''),
     `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
-    `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)}`,
+    `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
+      `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors}`,
   ];
   for (const d of s.downstreams) {
     lines.push(
       `  ${d.name}  offered=${d.offered} recovered=${d.recovered} delivered=${d.delivered} replayed=${d.replayed} final=${d.final} kept=${d.carriedOver} ` +
-        `spilled=${d.spilled} ${reasonsPart(d.deadLetteredByReason)} limit=${Math.round(d.limit)}`,
+        `spilled=${d.spilled} ${reasonsPart(d.deadLetteredByReason)} limit=${Math.round(d.limit)} ${droppedPart(d.deadLetterDropped)} ` +
+        `dead_letter_bytes=${d.deadLetterBytes} write_errors=${d.durableWriteErrors} damaged=${d.damagedRecords}`,
     );
   }
   lines.push(`  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)} replayed_p99=${ms(s.replayHeldTimeP99Ms)}`);
@@ -87,10 +141,15 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
   const outcome = drainOutcome(s);
   lines.push(
     outcome === 'delivered'
-      ? 'drained cleanly: admitted = processed, every trigger delivered'
+      ? 'drained cleanly: nothing shed or rejected, admitted = processed, every trigger delivered'
       : outcome === 'kept'
         ? `drained, nothing lost: ${s.final} triggers dead-lettered for good, ${s.carriedOver} kept in the state directory for the next start`
-        : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
+        : outcome === 'dropped'
+          ? `drained with loss: shed=${s.shedTotal} (compliance=${shedOf(s, 'compliance')}) rejected=${s.rejectedTotal} ` +
+            `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} dead_lettered=${s.final} ` +
+            `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}: ` +
+            'triggers may be missing (by lane and reason above)'
+          : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
   );
   return lines;
 }

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config-file.js';
-import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
+import { OVERLOAD_POLICIES, resolveRouterOptions, type OverloadPolicy, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
 
 /** The demo's settings given by flags (absent: the demo's defaults). */
 export interface DemoFlags {
@@ -49,9 +49,22 @@ Demo (with --demo):
       --demo-fences N          synthetic-city fences (default 3000)
       --demo-seed N            seed of the city and the fleet (default 7)
 
-Signals: SIGHUP reloads the fences file; SIGINT / SIGTERM drain, print a summary and exit:
-0 every admitted ping processed and every trigger delivered; 3 the same, but some triggers were
-dead-lettered or are kept in the state directory for the next start; 1 something was lost.
+Signals: SIGHUP reloads the fences file; SIGINT / SIGTERM drain, print a summary and exit. With
+--no-listen and --input, the run drains by itself once every input has been read.
+
+Exit codes (the summary lists everything not delivered, by lane and reason):
+  0  drained cleanly: nothing shed or rejected, every fence entry tracked, every admitted ping
+     processed and every trigger delivered
+  3  drained, but something was not delivered by design: pings shed (by lane and reason) or
+     rejected (by reason), fence entries not tracked (fence_overflows), triggers dead-lettered,
+     or triggers kept in the state directory for the next start
+  1  failure: the start failed, or the drain could not account for every admitted ping
+  2  bad flags, config file or options
+
+Overload: files and stdin (--input) are read only as fast as the telemetry rings take them: they
+are paused, never shed. The TCP listener sheds by lane when a ring is full (a live stream cannot
+wait), or pauses the connection with --overload backpressure. A shed COMPLIANCE ping is logged as
+an error (at most one line a second, with the count).
 
 Telemetry and admin:
       --listen HOST:PORT       telemetry TCP listener (default 0.0.0.0:7070)
@@ -61,14 +74,18 @@ Telemetry and admin:
       --max-frame-bytes N      largest telemetry frame, bytes (default 1024)
       --shared-structures      accept msgpackr shared-structure records (all senders must use them)
       --max-connections N      simultaneous TCP connections (default 10000)
+      --overload MODE          when a ring is full, the TCP listener sheds by lane ("shed", default)
+                               or pauses the connection ("backpressure")
 
 Pipeline:
       --shards N               telemetry shards (default 8)
       --ring-capacity N        slots per telemetry ring, power of two (default 16384)
       --pool-size N            containment worker threads (default: cores - 1)
       --batch-size N           pings per containment batch at most (default 512)
+      --containment-stall-ms N abort a containment task that makes no progress for N ms (default 10000)
       --max-devices N          device slots (default 100000)
-      --max-fences-per-device N  fences a device can be inside at once (default 16)
+      --max-fences-per-device N  fences a device can be inside at once (default 64)
+      --fence-entries-per-device N  fence entries provisioned per device on average, 24 bytes each (default 32)
 
 Admission:
       --reserved-fraction F    ring share reserved for the COMPLIANCE lane, [0, 0.5] (default 0.05)
@@ -83,6 +100,10 @@ Fences and downstreams:
       --compliance-margin-m M  pings this close to a compliance fence's box travel as COMPLIANCE (default 100)
       --input FILE             replay a file of MessagePack frames, "-" for stdin (repeatable)
       --dead-letter-capacity N dead-letter ring records before a flush (default 4096)
+      --dead-letter-max-bytes N  dead letters kept on disk per downstream, bytes (default 268435456);
+                               the oldest past it are dropped, counted (over_budget) and logged
+      --dead-letter-max-age-ms N dead letters older than this are dropped, counted (too_old) and
+                               logged (default 604800000: 7 days)
 
 Durable state:
       --state-dir DIR          checkpoints, backlog logs and dead letters; one router at a time
@@ -105,12 +126,15 @@ const FLAGS = {
   'max-frame-bytes': { type: 'string' },
   'shared-structures': { type: 'boolean' },
   'max-connections': { type: 'string' },
+  overload: { type: 'string' },
   shards: { type: 'string' },
   'ring-capacity': { type: 'string' },
   'pool-size': { type: 'string' },
   'batch-size': { type: 'string' },
+  'containment-stall-ms': { type: 'string' },
   'max-devices': { type: 'string' },
   'max-fences-per-device': { type: 'string' },
+  'fence-entries-per-device': { type: 'string' },
   'reserved-fraction': { type: 'string' },
   'watermark-fraction': { type: 'string' },
   'idle-bucket-capacity': { type: 'string' },
@@ -122,6 +146,8 @@ const FLAGS = {
   input: { type: 'string', multiple: true },
   'dead-letter-dir': { type: 'string' },
   'dead-letter-capacity': { type: 'string' },
+  'dead-letter-max-bytes': { type: 'string' },
+  'dead-letter-max-age-ms': { type: 'string' },
   'state-dir': { type: 'string' },
   'checkpoint-interval-ms': { type: 'string' },
 } as const;
@@ -172,8 +198,10 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('ringCapacitySlots', number('ring-capacity', v['ring-capacity']));
   set('poolSize', number('pool-size', v['pool-size']));
   set('batchSize', number('batch-size', v['batch-size']));
+  set('containmentStallMs', number('containment-stall-ms', v['containment-stall-ms']));
   set('maxDevices', number('max-devices', v['max-devices']));
   set('maxFencesPerDevice', number('max-fences-per-device', v['max-fences-per-device']));
+  set('fenceEntriesPerDevice', number('fence-entries-per-device', v['fence-entries-per-device']));
   set('fencesFile', v.fences);
   set('complianceMarginM', number('compliance-margin-m', v['compliance-margin-m']));
   if (v.input !== undefined) o.inputs = v.input;
@@ -192,6 +220,12 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   const mc = number('max-connections', v['max-connections']);
   if (mc !== undefined) ingest.maxConnections = mc;
   if (v['shared-structures'] === true) ingest.sharedStructures = true;
+  if (v.overload !== undefined) {
+    if (!(OVERLOAD_POLICIES as readonly string[]).includes(v.overload)) {
+      throw new RangeError(`--overload must be "shed" or "backpressure", got ${JSON.stringify(v.overload)}`);
+    }
+    ingest.overload = v.overload as OverloadPolicy;
+  }
   if (Object.keys(ingest).length > 0) o.ingest = ingest;
   const deadLetter: NonNullable<RouterOptionsInput['deadLetter']> = {};
   if (v['dead-letter-dir'] !== undefined) {
@@ -201,6 +235,10 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('checkpointIntervalMs', number('checkpoint-interval-ms', v['checkpoint-interval-ms']));
   const dlc = number('dead-letter-capacity', v['dead-letter-capacity']);
   if (dlc !== undefined) deadLetter.capacityRecords = dlc;
+  const dlb = number('dead-letter-max-bytes', v['dead-letter-max-bytes']);
+  if (dlb !== undefined) deadLetter.maxBytesPerDownstream = dlb;
+  const dla = number('dead-letter-max-age-ms', v['dead-letter-max-age-ms']);
+  if (dla !== undefined) deadLetter.maxAgeMs = dla;
   if (Object.keys(deadLetter).length > 0) o.deadLetter = deadLetter;
   const downstreams: DownstreamOptions[] = [];
   (v.webhook ?? []).forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url }));

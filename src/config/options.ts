@@ -122,12 +122,46 @@ export interface IngestConfig {
   stationaryRadiusM: number;
   /** Minimum time between two log lines for the same reject reason, ms, >= 0. */
   rejectLogIntervalMs: number;
+  /**
+   * What the TCP listener does when a frame's telemetry ring has no room for it: 'shed' (default) drops pings by lane
+   * at the edge, counted and logged, as a live GPS stream cannot wait; 'backpressure' pauses the connection until the
+   * ring has room again, losing nothing (for senders that buffer, e.g. a relay replaying a log). Files, stdin and
+   * `ingest()` / `push()` are always back-pressured, whatever this says.
+   */
+  overload: OverloadPolicy;
+  /**
+   * High-water mark of the in-process input in flight, bytes, [1024, 2^30]: `ingest()` bytes (and, counted apart,
+   * forwarded stdin bytes) posted to the ingest thread and not yet fed to the edge. At or above it `ingest()` returns
+   * false and stdin is paused; `inputDrained()` resolves (and stdin resumes) at half of it.
+   */
+  inputHighWaterBytes: number;
+  /**
+   * High-water mark of the in-process points in flight, [1, 2^24]: `push()` points posted to the ingest thread and not
+   * yet offered to admission. At or above it `push()` returns false.
+   */
+  inputHighWaterPoints: number;
 }
+
+/** What a live source does when a telemetry ring has no room: shed by lane at the edge, or pause the source. */
+export type OverloadPolicy = 'shed' | 'backpressure';
+
+/** The overload policies, as options and flags name them. */
+export const OVERLOAD_POLICIES: readonly OverloadPolicy[] = ['shed', 'backpressure'];
 
 /** Dead letters. */
 export interface DeadLetterConfig {
   /** Records the dead-letter ring holds before a flush, [1, 2^20]. */
   capacityRecords: number;
+  /**
+   * Size budget of each downstream's dead letters on disk, bytes, [1 MiB, 2^53) (default 256 MiB). Past it the oldest
+   * dead letters are dropped, counted as `over_budget` and alarmed.
+   */
+  maxBytesPerDownstream: number;
+  /**
+   * Age budget of dead letters, ms, [1, 2^53) (default 7 days): older ones are dropped, counted as `too_old` and
+   * alarmed. A dropped dead letter that waited for replay is given up.
+   */
+  maxAgeMs: number;
 }
 
 /** Every option of the router. */
@@ -153,12 +187,28 @@ export interface RouterOptions {
    * published at `batchSize` claimed records, every 256 records and at the end of every read chunk.
    */
   batchSize: number;
+  /**
+   * Containment watchdog, ms, [100, 3600000] (default 10,000): a group whose task is in flight, whose shards have
+   * records waiting and whose task has begun no batch for this long (while its trigger rings have room) is declared
+   * hung; its task is aborted (the pool replaces the worker), the batch it held is dropped and counted as lost, and the
+   * group is resubmitted. /healthz answers 503 from detection until the replacement makes progress.
+   */
+  containmentStallMs: number;
   /** Device slots, [1, 2^24]. */
   maxDevices: number;
   /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
   idBytesPerSlot: number;
-  /** Fences a device can be inside at once, [1, 256]. */
+  /**
+   * Fences a device can be inside (or pending for) at once, [1, 256]: 8 held per device, the rest from a shared pool
+   * of maxDevices * 8 entries. Beyond it a fence is untracked for that stay (counted; no trigger about it).
+   */
   maxFencesPerDevice: number;
+  /**
+   * Fence entries provisioned per device on average, [1, 256]: 8 of its own plus a share of the shared overflow pool
+   * (maxDevices * (this - 8) entries, 24 bytes each). Raise it when the `fence_untracked` count grows with devices
+   * that are not each above maxFencesPerDevice.
+   */
+  fenceEntriesPerDevice: number;
   /** GeoJSON FeatureCollection of fences (null: start with none, or with `fences` given to createRouter). */
   fencesFile: string | null;
   /** A ping within this distance of a compliance fence's bounding box travels in the COMPLIANCE lane, m, [0, 100000]. */
@@ -205,14 +255,16 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   admission: Object.freeze({ reservedFraction: 0.05, watermarkFraction: 0.6, idleBucketCapacity: 1000, idleBucketRatePerSec: 10_000 }),
   poolSize: DEFAULT_POOL_SIZE,
   batchSize: 512,
+  containmentStallMs: 10_000,
   maxDevices: 100_000,
   idBytesPerSlot: 64,
-  maxFencesPerDevice: 16,
+  maxFencesPerDevice: 64,
+  fenceEntriesPerDevice: 32,
   fencesFile: null,
   complianceMarginM: 100,
   inputs: [],
   downstreams: [],
-  deadLetter: Object.freeze({ capacityRecords: 4096 }),
+  deadLetter: Object.freeze({ capacityRecords: 4096, maxBytesPerDownstream: 256 * 1024 * 1024, maxAgeMs: 7 * 24 * 3600 * 1000 }),
   stateDir: DEFAULT_STATE_DIR,
   checkpointIntervalMs: 5000,
   ingest: Object.freeze({
@@ -224,6 +276,9 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
     stationarySpeedMps: 0.5,
     stationaryRadiusM: 10,
     rejectLogIntervalMs: 10_000,
+    overload: 'shed',
+    inputHighWaterBytes: 1 << 20,
+    inputHighWaterPoints: 8192,
   }),
 }) as RouterOptions;
 
@@ -318,9 +373,11 @@ export function validateRouterOptions(o: RouterOptions): void {
   }
   int(o.poolSize, 'options.poolSize', 1, 256);
   int(o.batchSize, 'options.batchSize', 1, 65536);
+  int(o.containmentStallMs, 'options.containmentStallMs', 100, 3_600_000);
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
   int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
   int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 256);
+  int(o.fenceEntriesPerDevice, 'options.fenceEntriesPerDevice', 1, 256);
   pathOrNull(o.fencesFile, 'options.fencesFile');
   num(o.complianceMarginM, 'options.complianceMarginM', 0, 100_000, '[0, 100000]');
   if (!Array.isArray(o.inputs)) throw new RangeError(`options.inputs must be an array of file paths, got ${show(o.inputs)}`);
@@ -331,6 +388,8 @@ export function validateRouterOptions(o: RouterOptions): void {
   pathOrNull(o.stateDir, 'options.stateDir');
   int(o.checkpointIntervalMs, 'options.checkpointIntervalMs', 100, 86_400_000);
   int(o.deadLetter.capacityRecords, 'options.deadLetter.capacityRecords', 1, 1 << 20);
+  int(o.deadLetter.maxBytesPerDownstream, 'options.deadLetter.maxBytesPerDownstream', 1 << 20, Number.MAX_SAFE_INTEGER);
+  int(o.deadLetter.maxAgeMs, 'options.deadLetter.maxAgeMs', 1, Number.MAX_SAFE_INTEGER);
   const g = o.ingest;
   int(g.maxFrameBytes, 'options.ingest.maxFrameBytes', 16, 16 * 1024 * 1024);
   int(g.readChunkBytes, 'options.ingest.readChunkBytes', 256, 16 * 1024 * 1024);
@@ -340,6 +399,11 @@ export function validateRouterOptions(o: RouterOptions): void {
   num(g.stationarySpeedMps, 'options.ingest.stationarySpeedMps', 0, 100, '[0, 100]');
   num(g.stationaryRadiusM, 'options.ingest.stationaryRadiusM', 0, 10_000, '[0, 10000]');
   int(g.rejectLogIntervalMs, 'options.ingest.rejectLogIntervalMs', 0, 86_400_000);
+  if (!(OVERLOAD_POLICIES as readonly unknown[]).includes(g.overload)) {
+    throw new RangeError(`options.ingest.overload must be "shed" or "backpressure", got ${show(g.overload)}`);
+  }
+  int(g.inputHighWaterBytes, 'options.ingest.inputHighWaterBytes', 1024, 1 << 30);
+  int(g.inputHighWaterPoints, 'options.ingest.inputHighWaterPoints', 1, 1 << 24);
 }
 
 function validateDownstream(d: unknown, path: string, names: Set<string>): void {

@@ -114,7 +114,7 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
       { name: DEMO_AUDIT_NAME, kind: 'ndjson', path: auditPath, limit: 4, queueCapacitySlots: 1 << 15, subscribe: { types: ['ENTER', 'EXIT'] } },
     ];
     options.downstreams = [...(input.downstreams ?? []), ...demoDownstreams];
-    const router = await createRouter({ ...options, log: (line) => process.stderr.write(`${line}\n`) });
+    const router = await createRouter({ ...options, log: (line, level) => process.stderr.write(`${level === 'error' ? 'error: ' : ''}${line}\n`) });
     const b = syntheticCityBounds(city);
     const traffic = new DemoTraffic({
       devices: settings.devices,

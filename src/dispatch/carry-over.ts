@@ -9,11 +9,13 @@
  * Dispatcher thread, at start and at close only (allocates freely).
  */
 import {
+  DeadLetterStatus,
   DREC_DLQ_POS_F64,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
   TRG_SEQ_F64,
 } from '../shm/layout.js';
+import { errorText } from '../durable/fs-util.js';
 import { scanPendingFile, writePendingFile } from '../durable/pending-file.js';
 import { TREC_MAX_BYTES, TREC_SEQ_F64 } from '../durable/file-layout.js';
 import { RecordBuffer, type TriggerCodec, type TriggerResolver } from '../durable/trigger-codec.js';
@@ -46,7 +48,9 @@ export function readPendingRecords(dir: string, downstreamName: string): Carried
 /**
  * Takes carried records into `ds`'s memory: sorted by seq (stable, so per device in seq order), one per (device,
  * seq) (a trigger in both files is taken once), each decoded through `codec` and `resolver`. Returns how many were
- * taken and how many named a device this run cannot resolve (dropped, counted by the caller).
+ * taken and how many named a device this run cannot resolve (dropped, counted by the caller). A PENDING dead letter
+ * not taken is settled in its file (FINAL when its device is unknown, RESOLVED when it was a second copy), so it no
+ * longer holds its segment back from compaction.
  */
 export function takeOver(ds: Downstream, records: CarriedRecord[], codec: TriggerCodec, resolver: TriggerResolver, nowNs: number): { taken: number; unresolved: number } {
   // By seq; of two copies of one trigger (a crash between writing one file and settling the other) the dead-letter
@@ -63,10 +67,14 @@ export function takeOver(ds: Downstream, records: CarriedRecord[], codec: Trigge
     const device = codec.decode(r.buf, 0, f64, i32, 0, 0, resolver);
     if (device < 0) {
       unresolved++;
+      if (r.dlqPosition >= 0) ds.deadLetterFile?.setStatus(r.dlqPosition, DeadLetterStatus.FINAL);
       continue;
     }
     const key = `${device}:${f64[TRG_SEQ_F64]!}`;
-    if (seen.has(key)) continue;
+    if (seen.has(key)) {
+      if (r.dlqPosition >= 0) ds.deadLetterFile?.setStatus(r.dlqPosition, DeadLetterStatus.RESOLVED);
+      continue;
+    }
     seen.add(key);
     ds.acceptCarriedOver(f64, i32, device, r.dlqPosition, nowNs);
     taken++;
@@ -77,9 +85,10 @@ export function takeOver(ds: Downstream, records: CarriedRecord[], codec: Trigge
 /**
  * Writes every trigger `ds` still holds in memory, except parked dead letters (the dead-letter file holds those), to
  * its pending file in per-device FIFO order, replacing the old one (removing it when there are none), durably. The
- * caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written.
+ * caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written,
+ * and the error text when the file could not be written (those triggers are then not kept).
  */
-export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): number {
+export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): { written: number; error: string | null } {
   const q = ds.queues;
   let buf = new RecordBuffer(1 << 20);
   let length = 0;
@@ -97,6 +106,10 @@ export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): num
       written++;
     }
   }
-  writePendingFile(dir, ds.name, buf, length);
-  return written;
+  try {
+    writePendingFile(dir, ds.name, buf, length);
+  } catch (err) {
+    return { written, error: errorText(err) };
+  }
+  return { written, error: null };
 }

@@ -207,6 +207,28 @@ export class DeviceQueues {
     return slot;
   }
 
+  /**
+   * Takes `slot` out of `device`'s FIFO wherever it is (the slot stays in use) and relists the device; false when it
+   * is not there. Walks the FIFO: for rare events (a dead letter given up), not for the delivery path.
+   */
+  remove(device: number, slot: number): boolean {
+    let prev = NIL;
+    let s = this.head[device]!;
+    while (s !== NIL && s !== slot) {
+      prev = s;
+      s = this.slotNext[s]!;
+    }
+    if (s === NIL) return false;
+    const next = this.slotNext[s]!;
+    if (prev === NIL) this.head[device] = next;
+    else this.slotNext[prev] = next;
+    if (this.tail[device] === s) this.tail[device] = prev;
+    this.slotNext[s] = NIL;
+    this.count(device, s, -1);
+    this.relist(device, false);
+    return true;
+  }
+
   /** Marks `device` busy (a batch with its triggers is in flight) or idle again, and relists it. */
   setBusy(device: number, busy: boolean): void {
     this.busy[device] = busy ? 1 : 0;

@@ -9,17 +9,27 @@
  * upstream (internal hops block; only the ingest edge sheds).
  *
  * Accounting, per downstream (`Downstream`): `offered + recovered = delivered + replayed + final + inFlightTriggers`.
+ *
+ * Durable files never stop the loop: a write that fails (disk full, I/O error) is counted, alarmed (an error-level
+ * line at most every ALARM_INTERVAL_MS per downstream, with the counts) and retried after WRITE_RETRY_MS; the dead
+ * letters it could not write wait in the ring, and when the ring must make room the oldest of them are dropped
+ * (counted as `disk_error`). Every other downstream goes on. Dead-letter storage is kept within its size and age
+ * budgets (DeadLetterFile); what they drop is alarmed the same way.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
+  DEAD_LETTER_DROP_REASON_COUNT,
+  DEAD_LETTER_DROP_REASON_NAMES,
   DEAD_LETTER_REASON_COUNT,
+  DeadLetterDropReason,
   DeadLetterStatus,
   DISP_BAD_RECORDS_F64,
   DISP_BLOCK_F64,
   DISP_DEAD_LETTER_FLUSHED_F64,
   DISP_DEAD_LETTER_FLUSHES_F64,
   DISP_DEAD_LETTER_RING_DEPTH_F64,
+  DISP_DURABLE_FAILING_F64,
   DISP_FLUSH_MAX_NS_F64,
   DISP_FLUSH_SUM_NS_F64,
   DISP_TRIGGERS_OFFERED_F64,
@@ -38,11 +48,18 @@ import {
   DS_BREAKER_STATE_F64,
   DS_CARRIED_OVER_F64,
   DS_CREDITS_F64,
+  DS_CURSOR_DAMAGED_COPIES_F64,
+  DS_CURSOR_FALLBACKS_F64,
+  DS_DAMAGED_RECORDS_F64,
+  DS_DEAD_LETTER_BYTES_F64,
+  DS_DEAD_LETTER_DROPPED_F64,
   DS_DEAD_LETTER_DEPTH_F64,
   DS_DEAD_LETTERED_BY_REASON_F64,
   DS_DEAD_LETTERED_F64,
   DS_DELIVERED_F64,
   DS_DROPPED_F64,
+  DS_DURABLE_FAILING_F64,
+  DS_DURABLE_WRITE_ERRORS_F64,
   DS_FINAL_F64,
   DS_IGNORED_F64,
   DS_IN_FLIGHT_TRIGGERS_F64,
@@ -79,8 +96,8 @@ import {
 } from '../shm/layout.js';
 import { nowNs as defaultClock, type ClockNs } from '../shm/clock.js';
 import { BacklogLog } from '../durable/backlog-log.js';
-import { DeadLetterFile } from '../durable/dead-letter-file.js';
-import { TREC_MAX_BYTES } from '../durable/file-layout.js';
+import { DEFAULT_DEAD_LETTER_MAX_AGE_MS, DEFAULT_DEAD_LETTER_MAX_BYTES, DeadLetterFile, MIN_DEAD_LETTER_MAX_BYTES } from '../durable/dead-letter-file.js';
+import { encodeDeadLetterStatus, TREC_MAX_BYTES } from '../durable/file-layout.js';
 import { safeFileName } from '../durable/fs-util.js';
 import { removePendingFile } from '../durable/pending-file.js';
 import { readTriggerIdentity, RecordBuffer, TriggerCodec, type TriggerIdentitySource, type TriggerResolver } from '../durable/trigger-codec.js';
@@ -93,10 +110,20 @@ import type { TriggerNamer } from './sinks/format.js';
 import type { BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';
 
+/** A downstream with the sizes of its durable files (defaults: the dispatcher's). */
+export type DispatcherDownstreamOptions = DownstreamOptions & {
+  /** Cap of its backlog log, bytes, >= 1 MiB. */
+  backlogMaxBytes?: number;
+  /** Size budget of its dead letters on disk, bytes, >= 1 MiB. */
+  deadLetterMaxBytes?: number;
+  /** Age budget of its dead letters, ms, >= 1. */
+  deadLetterMaxAgeMs?: number;
+};
+
 /** Options of Dispatcher. */
 export interface DispatcherOptions {
   /** Downstreams, at most 31, unique names (and unique once made file names). */
-  downstreams: readonly (DownstreamOptions & { backlogMaxBytes?: number })[];
+  downstreams: readonly DispatcherDownstreamOptions[];
   /** Directory holding one directory per downstream (created if absent). */
   stateDir: string;
   /** Names devices (by slot) and fences (by store generation and index). */
@@ -113,6 +140,12 @@ export interface DispatcherOptions {
   flushIntervalMs?: number;
   /** Default size cap of each downstream's backlog log, bytes. Default 1 GiB. */
   backlogMaxBytes?: number;
+  /** Default size budget of each downstream's dead letters on disk, bytes (>= 1 MiB). Default 256 MiB. */
+  deadLetterMaxBytes?: number;
+  /** Default age budget of each downstream's dead letters, ms. Default 7 days. */
+  deadLetterMaxAgeMs?: number;
+  /** Wall clock, epoch ms (dead-letter ages). Default `Date.now`. */
+  wallClockMs?: () => number;
   /**
    * Keep a backlog log per downstream (default true). false: memory only, and a record that finds memory full is
    * refused with OFFER_BLOCKED (benchmarks of the control loop alone).
@@ -130,10 +163,23 @@ export interface DispatcherOptions {
   runId?: number;
   /** Where start-up recovery lines go (default nowhere). */
   log?: (line: string) => void;
+  /**
+   * Where error-level lines go: durable writes failing, dead letters dropped for a budget or a disk error, damaged
+   * records and cursors found at start (default `log`).
+   */
+  alarm?: (line: string) => void;
 }
+
+/** A downstream whose durable writes fail is tried again after this long, ms. */
+export const WRITE_RETRY_MS = 500;
+/** At most one alarm line per downstream this often, ms (each with the counts since the previous one). */
+export const ALARM_INTERVAL_MS = 10_000;
 
 /** `offer` result: a downstream cannot take the record now; leave it where it is and offer it again later. */
 export const OFFER_BLOCKED = -2;
+
+/** Counts an alarm keeps per downstream: write errors, then dead letters dropped by reason. */
+const ALARM_COUNTS = 1 + DEAD_LETTER_DROP_REASON_COUNT;
 
 /** Default cap of a backlog log, bytes. */
 export const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
@@ -190,6 +236,15 @@ export class Dispatcher implements DeadLetterTarget {
   private readonly dispBase: number;
   private lastDurableFlushNs: number;
   private closed = false;
+  private readonly log: (line: string) => void;
+  private readonly alarm: (line: string) => void;
+  /** Per downstream: no dead-letter write before this time, ns (after a failed one). */
+  private readonly retryWriteAtNs: Float64Array;
+  /** Per downstream: failed writes outside the files' own counts (pending file removal, pending file at close). */
+  private readonly otherWriteErrors: Float64Array;
+  /** Per downstream: when the last alarm line went out, ns, and the counts it reported (errors, then drops by reason). */
+  private readonly lastAlarmNs: Float64Array;
+  private readonly alarmedCounts: Float64Array;
 
   /** Trigger records consumed. */
   triggersOffered = 0;
@@ -234,6 +289,13 @@ export class Dispatcher implements DeadLetterTarget {
     this.flushIntervalNs = checkNumber('options.flushIntervalMs', options.flushIntervalMs ?? 50, 0, 3.6e6) * 1e6;
     const defaultBacklogMax = checkNumber('options.backlogMaxBytes', options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER, true);
     this.deadLetterRing = new DeadLetterRing(cap);
+    const defaultDlqMaxBytes = checkNumber('options.deadLetterMaxBytes', options.deadLetterMaxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES, MIN_DEAD_LETTER_MAX_BYTES, Number.MAX_SAFE_INTEGER, true);
+    const defaultDlqMaxAgeMs = checkNumber('options.deadLetterMaxAgeMs', options.deadLetterMaxAgeMs ?? DEFAULT_DEAD_LETTER_MAX_AGE_MS, 1, Number.MAX_SAFE_INTEGER, true);
+    const wallClockMs = options.wallClockMs ?? Date.now;
+    this.retryWriteAtNs = new Float64Array(n);
+    this.otherWriteErrors = new Float64Array(n);
+    this.lastAlarmNs = new Float64Array(n).fill(-Infinity);
+    this.alarmedCounts = new Float64Array(n * ALARM_COUNTS);
     const cells = metricsCells(n);
     const mb = options.metricsBuffer ?? new ArrayBuffer(cells * 8);
     if (mb.byteLength < cells * 8) throw new RangeError(`options.metricsBuffer must hold ${cells * 8} bytes, got ${mb.byteLength}`);
@@ -263,6 +325,8 @@ export class Dispatcher implements DeadLetterTarget {
       fenceJson: (h) => catalog.json(h),
     };
     const log = options.log ?? (() => undefined);
+    this.log = log;
+    this.alarm = options.alarm ?? log;
     fs.mkdirSync(path.resolve(options.stateDir), { recursive: true });
     const list: Downstream[] = [];
     const dirs: string[] = [];
@@ -272,7 +336,11 @@ export class Dispatcher implements DeadLetterTarget {
       dirs.push(dir);
       // What an earlier run left: the pending file, the PENDING dead letters, and the backlog log past its cursor.
       const carried: CarriedRecord[] = readPendingRecords(dir, o.name);
-      const dlq = new DeadLetterFile(dir, o.name, (buf, at, pos, length) => carried.push(copyRecord(buf, at, length, pos, readTriggerIdentity(buf, at).seq)));
+      const dlq = new DeadLetterFile(dir, o.name, (buf, at, pos, length) => carried.push(copyRecord(buf, at, length, pos, readTriggerIdentity(buf, at).seq)), {
+        maxBytes: checkNumber(`${o.name}.deadLetterMaxBytes`, o.deadLetterMaxBytes ?? defaultDlqMaxBytes, MIN_DEAD_LETTER_MAX_BYTES, Number.MAX_SAFE_INTEGER, true),
+        maxAgeMs: checkNumber(`${o.name}.deadLetterMaxAgeMs`, o.deadLetterMaxAgeMs ?? defaultDlqMaxAgeMs, 1, Number.MAX_SAFE_INTEGER, true),
+        wallClockMs,
+      });
       const fileOnly = new Map<number, number>();
       let unresolvedBacklog = 0;
       const backlog = options.spill === false ? null : new BacklogLog({
@@ -318,6 +386,8 @@ export class Dispatcher implements DeadLetterTarget {
             (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : ''),
         );
       }
+      this.reportOpenDamage(o.name, dlq, backlog);
+      dlq.sync();
       list.push(ds);
     });
     this.downstreams = list;
@@ -388,6 +458,11 @@ export class Dispatcher implements DeadLetterTarget {
       this.lastDurableFlushNs = nowNs;
       this.flushBacklogs();
     }
+    for (let d = 0; d < this.downstreams.length; d++) {
+      // Parked triggers whose dead-letter copies a flush just dropped (budgets) are given up here, at the pass level.
+      this.downstreams[d]!.processDrops();
+      this.checkAlarm(d, nowNs);
+    }
     this.publishMetrics();
   }
 
@@ -399,24 +474,65 @@ export class Dispatcher implements DeadLetterTarget {
   flushBacklogs(): void {
     this.flush();
     for (const ds of this.downstreams) {
-      if (ds.backlog === null) continue;
-      ds.backlog.flush();
-      ds.backlog.commit();
+      // A failed flush leaves its records buffered: the cursor waits for them (both count their own errors).
+      if (ds.backlog !== null && ds.backlog.flush()) ds.backlog.commit();
+      ds.deadLetterFile?.maintain();
     }
     for (let d = 0; d < this.downstreams.length; d++) {
       if (!this.pendingFileSettled[d]) continue;
-      this.pendingFileSettled[d] = false;
-      removePendingFile(this.directories[d]!);
+      try {
+        removePendingFile(this.directories[d]!);
+        this.pendingFileSettled[d] = false;
+      } catch {
+        // Tried again at the next flush; the next start would only find its triggers settled already (seq).
+        this.otherWriteErrors[d]!++;
+      }
     }
   }
 
-  /** DeadLetterTarget: puts a record in the ring, flushing first when the ring is full. Allocation-free. */
+  /**
+   * DeadLetterTarget: puts a record in the ring, flushing first when the ring is full. When the flush could not make
+   * room (every entry left waits for a downstream whose disk refuses writes), the oldest eighth of the ring is dropped,
+   * counted as `disk_error`. Allocation-free.
+   */
   deadLetter(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number {
     const ring = this.deadLetterRing;
     const index = ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
     if (index >= 0) return index;
     this.flush();
+    const again = ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
+    if (again >= 0) return again;
+    this.dropOldestRingEntries(Math.max(1, ring.capacityRecords >> 3));
     return ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
+  }
+
+  /**
+   * Drops the `count` oldest ring entries unwritten (counted as `disk_error` on their downstreams; a parked trigger
+   * among them stays parked, in memory only) and moves the rest to the front.
+   */
+  private dropOldestRingEntries(count: number): void {
+    const ring = this.deadLetterRing;
+    const depth = ring.depth;
+    const n = Math.min(count, depth);
+    for (let k = 0; k < n; k++) this.abandonRingEntry(k);
+    for (let k = n; k < depth; k++) {
+      ring.move(k, k - n);
+      const bi = (k - n) * DREC_STRIDE_I32;
+      const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+      if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) this.downstreams[ring.i32[bi + DREC_DOWNSTREAM_I32]!]!.onParkedRingMoved(slot, k, k - n);
+    }
+    ring.keep(depth - n);
+  }
+
+  /** Gives up ring entry `k` unwritten: counted as dropped (`disk_error`); its parked trigger, if any, stays in memory. */
+  private abandonRingEntry(k: number): void {
+    const ring = this.deadLetterRing;
+    const bi = k * DREC_STRIDE_I32;
+    const ds = this.downstreams[ring.i32[bi + DREC_DOWNSTREAM_I32]!]!;
+    const file = ds.deadLetterFile;
+    if (file !== null) file.droppedRecords[DeadLetterDropReason.DISK_ERROR]!++;
+    const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+    if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) ds.onParkedRingDropped(slot, k);
   }
 
   /** DeadLetterTarget: changes a ring entry's status before its flush. */
@@ -425,9 +541,10 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
-   * Writes every record of the dead-letter ring to its downstream's dead-letter file (one write and one fdatasync
-   * per buffer-full per file touched), tells each downstream where its parked triggers' copies went, then empties
-   * the ring.
+   * Writes the records of the dead-letter ring to their downstreams' dead-letter files (per file: room made within its
+   * budgets, then one write and one fdatasync per buffer-full), tells each downstream where its parked triggers'
+   * copies went, and keeps at the front of the ring, in order, the records of downstreams whose files refused the
+   * write (tried again after WRITE_RETRY_MS). Never throws for a file error.
    */
   flush(): void {
     const ring = this.deadLetterRing;
@@ -435,45 +552,169 @@ export class Dispatcher implements DeadLetterTarget {
     if (total === 0) return;
     const t0 = this.clock();
     const buf = this.flushBuf;
+    let written = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
       const file = ds.deadLetterFile;
+      if (file !== null && t0 < this.retryWriteAtNs[d]!) continue;
       let from = 0;
-      while (from < total) {
-        // Encode a buffer-full of this downstream's records, write it, then tell where each parked one went.
+      for (;;) {
+        while (from < total && ring.i32[from * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] !== d) from++;
+        if (from === total) break;
+        if (file === null) {
+          // No file: dead letters are only counted.
+          for (let k = from; k < total; k++) if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d) ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] = -1;
+          break;
+        }
+        if (!file.ensureRoom()) {
+          this.retryWriteAtNs[d] = t0 + WRITE_RETRY_MS * 1e6;
+          break;
+        }
+        // Encode what fits in the room the file has (its segment and its budget), write it, then tell where each
+        // parked one went.
+        const limit = Math.min(buf.byteLength, file.room);
         let length = 0;
         let count = 0;
+        let pending = 0;
+        let final = 0;
         let r = from;
         for (; r < total; r++) {
           const bi = r * DREC_STRIDE_I32;
           if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
-          const n = this.codec.encode(ring.f64, ring.i32, r * DREC_STRIDE_F64, bi, buf, length, buf.byteLength, ring.i32[bi + DREC_DL_STATUS_I32]!);
+          const status = ring.i32[bi + DREC_DL_STATUS_I32]!;
+          const n = this.codec.encode(ring.f64, ring.i32, r * DREC_STRIDE_F64, bi, buf, length, limit, encodeDeadLetterStatus(status));
           if (n === 0) break;
           // The record's offset in this buffer, kept until the file position is known.
           ring.f64[r * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64] = length;
           length += n;
           count++;
+          if (status === DeadLetterStatus.PENDING) pending++;
+          else if (status === DeadLetterStatus.FINAL) final++;
         }
-        if (count > 0 && file !== null) {
-          const base = file.append(buf, length, count);
-          for (let k = from; k < r; k++) {
-            const bi = k * DREC_STRIDE_I32;
-            if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
-            const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
-            if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) {
-              ds.onParkedFlushed(slot, k, base + ring.f64[k * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64]!);
-            }
+        const base = count === 0 ? -1 : file.append(buf, length, count, pending, final);
+        if (base < 0) {
+          this.retryWriteAtNs[d] = t0 + WRITE_RETRY_MS * 1e6;
+          break;
+        }
+        for (let k = from; k < r; k++) {
+          const bi = k * DREC_STRIDE_I32;
+          if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
+          const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+          if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) {
+            // Positions count 8-byte units from the first record's.
+            ds.onParkedFlushed(slot, k, base + ring.f64[k * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64]! / 8);
           }
+          ring.i32[bi + DREC_DOWNSTREAM_I32] = -1;
         }
+        written += count;
         from = r;
       }
     }
-    ring.clear();
+    // What was written leaves the ring; what was not moves to the front, in order.
+    let kept = 0;
+    for (let k = 0; k < total; k++) {
+      const bi = k * DREC_STRIDE_I32;
+      const d = ring.i32[bi + DREC_DOWNSTREAM_I32]!;
+      if (d < 0) continue;
+      if (k !== kept) {
+        ring.move(k, kept);
+        const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+        if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) this.downstreams[d]!.onParkedRingMoved(slot, k, kept);
+      }
+      kept++;
+    }
+    ring.keep(kept);
     const took = this.clock() - t0;
     this.flushes++;
-    this.flushedRecords += total;
+    this.flushedRecords += written;
     this.flushSumNs += took;
     if (took > this.flushMaxNs) this.flushMaxNs = took;
+  }
+
+  /** True while downstream `d`'s last durable write failed (dead-letter file or backlog log). */
+  durableFailing(d: number): boolean {
+    const ds = this.downstreams[d]!;
+    return (ds.deadLetterFile !== null && ds.deadLetterFile.failing) || (ds.backlog !== null && ds.backlog.failing);
+  }
+
+  /** Failed durable writes of downstream `d` so far (dead-letter file, backlog log, pending file). */
+  durableWriteErrors(d: number): number {
+    const ds = this.downstreams[d]!;
+    return (ds.deadLetterFile?.writeErrors ?? 0) + (ds.backlog?.writeErrors ?? 0) + this.otherWriteErrors[d]!;
+  }
+
+  /** Dead-letter records of downstream `d` dropped for `reason` (a DeadLetterDropReason) so far. */
+  deadLettersDropped(d: number, reason: number): number {
+    return this.downstreams[d]!.deadLetterFile?.droppedRecords[reason] ?? 0;
+  }
+
+  /**
+   * Sends an alarm line for downstream `d` when its write errors or dropped dead letters grew since the last one, at
+   * most every ALARM_INTERVAL_MS. Allocation-free unless it sends.
+   */
+  private checkAlarm(d: number, nowNs: number): void {
+    const c = this.alarmedCounts;
+    const b = d * ALARM_COUNTS;
+    let grew = this.durableWriteErrors(d) > c[b]!;
+    for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) if (this.deadLettersDropped(d, r) > c[b + 1 + r]!) grew = true;
+    if (!grew || nowNs - this.lastAlarmNs[d]! < ALARM_INTERVAL_MS * 1e6) return;
+    this.lastAlarmNs[d] = nowNs;
+    this.alarm(this.alarmLine(d));
+  }
+
+  /** The alarm line of downstream `d`: what grew since the last one, with the totals (allocates). */
+  private alarmLine(d: number): string {
+    const ds = this.downstreams[d]!;
+    const c = this.alarmedCounts;
+    const b = d * ALARM_COUNTS;
+    const parts: string[] = [];
+    const errors = this.durableWriteErrors(d);
+    if (errors > c[b]!) {
+      const last = ds.deadLetterFile?.lastError ?? ds.backlog?.lastError ?? 'error';
+      let waiting = 0;
+      const ring = this.deadLetterRing;
+      for (let k = 0; k < ring.depth; k++) if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d) waiting++;
+      parts.push(
+        `durable writes failing (${last}): ${errors - c[b]!} failed writes (${errors} in all), ${waiting} dead letters waiting in the ring ` +
+          `(${ring.depth}/${ring.capacityRecords}), retried every ${WRITE_RETRY_MS} ms; other downstreams are not affected`,
+      );
+      c[b] = errors;
+    }
+    const drops: string[] = [];
+    for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) {
+      const n = this.deadLettersDropped(d, r);
+      if (n > c[b + 1 + r]!) drops.push(`${DEAD_LETTER_DROP_REASON_NAMES[r]}=${n - c[b + 1 + r]!} (${n} in all)`);
+      c[b + 1 + r] = n;
+    }
+    if (drops.length > 0) {
+      const file = ds.deadLetterFile;
+      parts.push(
+        `dead letters dropped oldest first: ${drops.join(' ')}` +
+          (file === null ? '' : `; dead-letter storage ${file.byteLength} of ${file.maxBytes} bytes, max age ${file.maxAgeMs} ms`) +
+          (file !== null && file.droppedPending > 0 ? `; ${file.droppedPending} of them waited for replay: those triggers are given up` : ''),
+      );
+    }
+    return `downstream ${ds.name}: ${parts.join('; ')}`;
+  }
+
+  /** Start-up lines about damage found in downstream `name`'s durable files (error level: something was lost or re-sent). */
+  private reportOpenDamage(name: string, dlq: DeadLetterFile, backlog: BacklogLog | null): void {
+    if (dlq.damagedAtOpen > 0 || dlq.damagedStatuses > 0) {
+      this.alarm(
+        `downstream ${name}: dead-letter files damaged: ${dlq.damagedAtOpen} damaged records skipped (every record after them kept)` +
+          (dlq.damagedStatuses > 0 ? `, ${dlq.damagedStatuses} damaged status words read as waiting for replay (re-delivered; receivers de-duplicate by seq)` : ''),
+      );
+    }
+    if (backlog === null) return;
+    if (backlog.damagedAtOpen > 0) this.alarm(`downstream ${name}: backlog log damaged: ${backlog.damagedAtOpen} damaged records skipped (every record after them kept)`);
+    if (backlog.cursorFallback) {
+      this.alarm(
+        `downstream ${name}: backlog cursor damaged (no valid copy): the backlog log is read again from its oldest segment; ` +
+          `triggers delivered before are re-delivered with their seq (receivers de-duplicate by seq)`,
+      );
+    } else if (backlog.cursorDamagedCopies > 0) {
+      this.log(`downstream ${name}: one backlog cursor copy was damaged; the other (one commit older) serves, repaired`);
+    }
   }
 
   /** Sums of the accounting counters (allocates the result object). */
@@ -557,13 +798,33 @@ export class Dispatcher implements DeadLetterTarget {
     if (this.closed) return;
     await this.drain(deadlineMs);
     this.closed = true;
+    // One last try without waiting out a retry pause; what the disk still will not take is counted as dropped, and
+    // its parked triggers go to the pending file.
+    this.retryWriteAtNs.fill(0);
+    this.flush();
+    for (let k = 0; k < this.deadLetterRing.depth; k++) this.abandonRingEntry(k);
+    this.deadLetterRing.clear();
     this.downstreams.forEach((ds, d) => {
+      ds.processDrops();
       // The pending file first (durably), then the log's cursor may pass what it now holds.
-      carryOver(ds, this.directories[d]!, this.codec);
-      ds.backlog?.releaseLoaded();
-      this.carriedOver[d] = ds.inFlightTriggers;
+      const kept = carryOver(ds, this.directories[d]!, this.codec);
+      let lost = 0;
+      if (kept.error === null) {
+        ds.backlog?.releaseLoaded();
+      } else {
+        this.otherWriteErrors[d]!++;
+        lost += kept.written;
+      }
       ds.backlog?.close();
+      // Records still buffered after the log's last flush failed are not kept either.
+      if (ds.backlog !== null) lost += ds.backlog.bufferedRecords;
       ds.deadLetterFile?.close();
+      this.carriedOver[d] = ds.inFlightTriggers - lost;
+      if (lost > 0) {
+        if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
+        this.alarm(`downstream ${ds.name}: ${lost} triggers held at close could not be kept in the state directory (${kept.error ?? ds.backlog?.lastError ?? 'write failed'}): lost`);
+      }
+      this.checkAlarm(d, Infinity);
     });
     this.publishMetrics();
     for (const ds of this.downstreams) await ds.sink.close();
@@ -572,6 +833,7 @@ export class Dispatcher implements DeadLetterTarget {
   /** Writes every metric cell (allocation-free). */
   publishMetrics(): void {
     const m = this.metrics;
+    let durableFailing = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
       const b = d * DS_BLOCK_F64;
@@ -607,6 +869,16 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_BACKPRESSURE_WAITS_F64] = ds.backpressureWaits;
       m[b + DS_FINAL_F64] = ds.final;
       m[b + DS_MEMORY_ONLY_F64] = ds.memoryOnly;
+      const file = ds.deadLetterFile;
+      for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) m[b + DS_DEAD_LETTER_DROPPED_F64 + r] = file === null ? 0 : file.droppedRecords[r]!;
+      m[b + DS_DEAD_LETTER_BYTES_F64] = file === null ? 0 : file.byteLength;
+      m[b + DS_DURABLE_WRITE_ERRORS_F64] = this.durableWriteErrors(d);
+      m[b + DS_DAMAGED_RECORDS_F64] = (file === null ? 0 : file.damagedAtOpen) + (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
+      m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;
+      m[b + DS_CURSOR_FALLBACKS_F64] = ds.backlog !== null && ds.backlog.cursorFallback ? 1 : 0;
+      const failing = this.durableFailing(d);
+      m[b + DS_DURABLE_FAILING_F64] = failing ? 1 : 0;
+      if (failing) durableFailing++;
       m[b + DS_RTT_SUM_NS_F64] = l.rttSumNs;
       m[b + DS_RTT_COUNT_F64] = l.rttCount;
       for (let k = 0; k < DS_RTT_BUCKET_COUNT; k++) m[b + DS_RTT_BUCKETS_F64 + k] = l.rttBuckets[k]!;
@@ -620,5 +892,6 @@ export class Dispatcher implements DeadLetterTarget {
     m[g + DISP_DEAD_LETTER_FLUSHED_F64] = this.flushedRecords;
     m[g + DISP_FLUSH_SUM_NS_F64] = this.flushSumNs;
     m[g + DISP_FLUSH_MAX_NS_F64] = this.flushMaxNs;
+    m[g + DISP_DURABLE_FAILING_F64] = durableFailing;
   }
 }

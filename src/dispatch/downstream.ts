@@ -19,6 +19,9 @@
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), an exhausted credit window or a full limiter only hold triggers back. A failure while
  *   the breaker judges the downstream down uses up no attempt. A downstream that keeps up never sees a dead letter.
+ * - The dead-letter storage has a size and an age budget (DeadLetterFile): when it drops a segment that holds the
+ *   copies of parked triggers, those triggers are given up (settled for good, counted in `givenUp`) at the next pass,
+ *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
  *
  * Accounting: `offered + recovered = delivered + replayed + final + inFlightTriggers` at every pump, where
  * `inFlightTriggers` counts triggers in memory (queued, parked, being sent) and in the backlog log.
@@ -43,7 +46,7 @@ import {
 import type { ClockNs } from '../shm/clock.js';
 import type { BacklogLog } from '../durable/backlog-log.js';
 import { LOAD_NONE, LOAD_SKIPPED } from '../durable/backlog-log.js';
-import type { DeadLetterFile } from '../durable/dead-letter-file.js';
+import { MAX_DEAD_LETTER_SEGMENTS, positionSlot, type DeadLetterFile } from '../durable/dead-letter-file.js';
 import type { TriggerResolver } from '../durable/trigger-codec.js';
 import { BreakerState, CircuitBreaker, type BreakerOptions } from './breaker.js';
 import { CreditWindow } from './credits.js';
@@ -178,6 +181,8 @@ export class Downstream {
   readonly deadLetteredByReason = new Float64Array(3);
   /** Parked dead letters later refused for good by the replay lane. */
   replayRejected = 0;
+  /** Parked dead letters given up because the dead-letter storage dropped their copies (budgets). */
+  givenUp = 0;
   /** Triggers appended to the backlog log. */
   spilled = 0;
   /** Triggers inside sink calls. */
@@ -213,6 +218,9 @@ export class Downstream {
   private readonly scratchF64: Float64Array;
   private readonly scratchI32: Int32Array;
   private pumping = false;
+  /** Slots of dropped dead-letter segments whose parked triggers the next pass gives up (`processDrops`). */
+  private readonly dropSlots = new Int32Array(MAX_DEAD_LETTER_SEGMENTS);
+  private dropCount = 0;
   /** Called when frontOutstanding reaches 0 (the dispatcher removes the pending file). */
   onFrontSettled: (() => void) | null = null;
 
@@ -253,6 +261,9 @@ export class Downstream {
     const scratch = new ArrayBuffer(DREC_STRIDE_F64 * 8);
     this.scratchF64 = new Float64Array(scratch);
     this.scratchI32 = new Int32Array(scratch);
+    // Told from inside a flush (which may run inside this downstream's own bookkeeping): only noted here, and acted
+    // on at the next pump.
+    if (this.deadLetterFile !== null) this.deadLetterFile.onDrop = (slot) => this.noteDroppedSegment(slot);
   }
 
   /** Triggers not settled: in memory (queued, parked, being sent) or in the backlog log. */
@@ -290,7 +301,7 @@ export class Downstream {
    */
   wouldBlock(device: number, lane: number): boolean {
     if (!this.spills(device, lane)) return false;
-    if (this.backlog !== null && !this.backlog.isFull) return false;
+    if (this.backlog !== null && this.backlog.canAppend()) return false;
     // No room in the log: memory may still take it when the device has nothing in the log.
     return !(this.queues.fileOnly[device] === 0 && this.queues.hasRoom(lane));
   }
@@ -305,7 +316,7 @@ export class Downstream {
     const device = srcI32[baseI32 + TRG_DEVICE_SLOT_I32]!;
     const lane = laneOf(srcI32, baseI32);
     const q = this.queues;
-    if (this.spills(device, lane) && this.backlog !== null && !this.backlog.isFull) {
+    if (this.spills(device, lane) && this.backlog !== null && this.backlog.canAppend()) {
       const f = this.scratchF64;
       const i = this.scratchI32;
       copyTrigger(srcF64, srcI32, baseF64, baseI32, f, i, 0, 0);
@@ -387,11 +398,15 @@ export class Downstream {
     }
   }
 
-  /** Loads from the backlog, then sends what the breaker, pause, credits and limiter allow. */
+  /**
+   * Gives up the parked triggers of dropped dead-letter segments, loads from the backlog, then sends what the breaker,
+   * pause, credits and limiter allow.
+   */
   pump(nowNs: number): void {
     if (this.pumping) return;
     this.pumping = true;
     try {
+      if (this.dropCount > 0) this.processDrops();
       this.loadBacklog(nowNs);
       if (this.stopped || this.breaker.isBlocking(nowNs) || nowNs < this.pausedUntilNs) return;
       const q = this.queues;
@@ -573,6 +588,11 @@ export class Downstream {
     const counts = this.breaker.state === BreakerState.CLOSED;
     for (let k = batch.count - 1; k >= 0; k--) {
       const slot = batch.slots[k]!;
+      if ((q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! & DrecFlag.GIVE_UP) !== 0) {
+        // Its dead-letter copy was dropped while it was being sent (budgets): no second chance.
+        this.giveUp(slot);
+        continue;
+      }
       if (!counts) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
       q.prepend(q.i32[slot * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!, slot);
     }
@@ -685,6 +705,85 @@ export class Downstream {
   onParkedFlushed(slot: number, ringIndex: number, position: number): void {
     const f = slot * DREC_STRIDE_F64;
     if (this.queues.f64[f + DREC_DLQ_POS_F64] === -2 - ringIndex) this.queues.f64[f + DREC_DLQ_POS_F64] = position;
+  }
+
+  /** A flush that could not write ring entry `from` (a parked trigger in `slot`) kept it, as entry `to`. */
+  onParkedRingMoved(slot: number, from: number, to: number): void {
+    const f = slot * DREC_STRIDE_F64;
+    if (this.queues.f64[f + DREC_DLQ_POS_F64] === -2 - from) this.queues.f64[f + DREC_DLQ_POS_F64] = -2 - to;
+  }
+
+  /**
+   * The ring dropped entry `ringIndex` (a parked trigger in `slot`) unwritten (the disk refused it and the ring needed
+   * the room): the trigger stays parked, held in memory only (the pending file takes it at close).
+   */
+  onParkedRingDropped(slot: number, ringIndex: number): void {
+    const f = slot * DREC_STRIDE_F64;
+    if (this.queues.f64[f + DREC_DLQ_POS_F64] !== -2 - ringIndex) return;
+    this.queues.f64[f + DREC_DLQ_POS_F64] = -1;
+    if (this.isMemoryOnly(slot)) this.memoryOnly++;
+  }
+
+  /** DropListener of the dead-letter file (the file counts the reason): notes a dropped segment for `processDrops`. */
+  private noteDroppedSegment(slot: number): void {
+    this.dropSlots[this.dropCount++] = slot;
+  }
+
+  /** Gives up the parked triggers of every dropped dead-letter segment noted, and lets the file reuse the slots. */
+  processDrops(): void {
+    for (let k = 0; k < this.dropCount; k++) {
+      this.giveUpParkedIn(this.dropSlots[k]!);
+      this.deadLetterFile?.releaseSlot(this.dropSlots[k]!);
+    }
+    this.dropCount = 0;
+  }
+
+  /** Settles the parked trigger in `slot` (out of its FIFO already) for good: its dead-letter copy was dropped. */
+  private giveUp(slot: number): void {
+    const q = this.queues;
+    const i = slot * DREC_STRIDE_I32;
+    if (this.isMemoryOnly(slot)) this.memoryOnly--;
+    if (q.i32[i + DREC_REASON_I32]! >= 0) this.parked--;
+    this.final++;
+    this.givenUp++;
+    if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
+    q.release(slot);
+  }
+
+  /**
+   * Gives up every parked trigger whose dead-letter copy was in segment slot `fileSlot`: out of its device's FIFO,
+   * settled for good (`final`, `givenUp`). One inside a sink call keeps its chance: delivered, it counts as replayed;
+   * failed, it is given up then. Walks every device's FIFO: a rare event (a segment dropped for a budget).
+   */
+  private giveUpParkedIn(fileSlot: number): void {
+    const q = this.queues;
+    for (let device = 0; device < q.maxDevices; device++) {
+      for (let s = q.headOf(device); s >= 0; ) {
+        const next = q.nextInFifo(s);
+        const pos = q.f64[s * DREC_STRIDE_F64 + DREC_DLQ_POS_F64]!;
+        if (pos >= 0 && positionSlot(pos) === fileSlot) {
+          q.remove(device, s);
+          this.giveUp(s);
+        }
+        s = next;
+      }
+    }
+    for (let p = 0; p < this.batches.length; p++) {
+      if (this.permits[p] === NO_PERMIT) continue;
+      const b = this.batches[p]!;
+      for (let k = 0; k < b.count; k++) {
+        const slot = b.slots[k]!;
+        const f = slot * DREC_STRIDE_F64;
+        const pos = q.f64[f + DREC_DLQ_POS_F64]!;
+        if (pos >= 0 && positionSlot(pos) === fileSlot) {
+          // Its position must not outlive the segment (the slot may name another one soon): held in memory only, and
+          // given up when the call fails.
+          q.f64[f + DREC_DLQ_POS_F64] = -1;
+          q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32] = q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! | DrecFlag.GIVE_UP;
+          if (this.isMemoryOnly(slot)) this.memoryOnly++;
+        }
+      }
+    }
   }
 
   private initBookkeeping(slot: number): void {

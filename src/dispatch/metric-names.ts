@@ -9,6 +9,7 @@ import {
   DISP_DEAD_LETTER_FLUSHED_F64,
   DISP_DEAD_LETTER_FLUSHES_F64,
   DISP_DEAD_LETTER_RING_DEPTH_F64,
+  DISP_DURABLE_FAILING_F64,
   DISP_FLUSH_MAX_NS_F64,
   DISP_FLUSH_SUM_NS_F64,
   DISP_TRIGGERS_OFFERED_F64,
@@ -32,6 +33,12 @@ import {
   DS_LIMIT_INCREASES_F64,
   DS_MEMORY_ONLY_F64,
   DS_OFFERED_F64,
+  DS_CURSOR_DAMAGED_COPIES_F64,
+  DS_CURSOR_FALLBACKS_F64,
+  DS_DAMAGED_RECORDS_F64,
+  DS_DEAD_LETTER_BYTES_F64,
+  DS_DURABLE_FAILING_F64,
+  DS_DURABLE_WRITE_ERRORS_F64,
   DS_PAUSES_F64,
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
@@ -57,6 +64,8 @@ export const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
 export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
 /** Dead letters by downstream and reason (registered by the wiring from the by-reason cells). */
 export const METRIC_DEAD_LETTERED = 'geofence_dispatch_dead_lettered_total';
+/** Dead-letter records dropped by downstream and reason (registered by the wiring from the by-reason cells). */
+export const METRIC_DEAD_LETTER_DROPPED = 'geofence_dispatch_dead_letter_dropped_total';
 /** Longest flush. */
 export const METRIC_FLUSH_MAX_SECONDS = 'geofence_dispatch_dead_letter_flush_max_seconds';
 
@@ -105,6 +114,12 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
   { name: 'geofence_dispatch_replayed_total', type: 'counter', help: 'Dead letters re-delivered by the replay lane.', cell: DS_REPLAYED_F64, scale: 1 },
   { name: 'geofence_dispatch_replay_rejected_total', type: 'counter', help: 'Dead letters the replay lane found refused for good.', cell: DS_REPLAY_REJECTED_F64, scale: 1 },
   { name: 'geofence_dispatch_retry_after_pauses_total', type: 'counter', help: 'Retry-After pauses honoured.', cell: DS_PAUSES_F64, scale: 1 },
+  { name: 'geofence_dispatch_dead_letter_bytes', type: 'gauge', help: 'Bytes of the dead-letter files on disk (within deadLetter.maxBytesPerDownstream).', cell: DS_DEAD_LETTER_BYTES_F64, scale: 1 },
+  { name: 'geofence_dispatch_durable_write_errors_total', type: 'counter', help: 'Failed writes of the durable files (dead letters, backlog log, pending file): disk full, I/O error.', cell: DS_DURABLE_WRITE_ERRORS_F64, scale: 1 },
+  { name: 'geofence_dispatch_durable_write_failing', type: 'gauge', help: '1 while the last durable write failed (its dead letters wait in the ring), else 0.', cell: DS_DURABLE_FAILING_F64, scale: 1 },
+  { name: 'geofence_dispatch_damaged_records_total', type: 'counter', help: 'Damaged records skipped in the durable files (the records after them are kept).', cell: DS_DAMAGED_RECORDS_F64, scale: 1 },
+  { name: 'geofence_dispatch_backlog_cursor_damaged_copies_total', type: 'counter', help: 'Backlog cursor copies found damaged at start (the other copy served).', cell: DS_CURSOR_DAMAGED_COPIES_F64, scale: 1 },
+  { name: 'geofence_dispatch_backlog_cursor_fallbacks_total', type: 'counter', help: 'Starts with no valid backlog cursor copy: the log was read again from its start (re-delivery).', cell: DS_CURSOR_FALLBACKS_F64, scale: 1 },
 ];
 
 /** Dispatcher-wide metrics read from single cells (block starts at downstreams * DS_BLOCK_F64). */
@@ -117,4 +132,5 @@ export const DISPATCHER_CELL_METRICS: readonly CellMetric[] = [
   { name: 'geofence_dispatch_dead_letter_flushed_total', type: 'counter', help: 'Records written by dead-letter flushes.', cell: DISP_DEAD_LETTER_FLUSHED_F64, scale: 1 },
   { name: 'geofence_dispatch_dead_letter_flush_seconds_sum', type: 'counter', help: 'Total time spent flushing the dead-letter ring.', cell: DISP_FLUSH_SUM_NS_F64, scale: 1e-9 },
   { name: METRIC_FLUSH_MAX_SECONDS, type: 'gauge', help: 'Longest dead-letter flush.', cell: DISP_FLUSH_MAX_NS_F64, scale: 1e-9 },
+  { name: 'geofence_dispatch_durable_write_failing_downstreams', type: 'gauge', help: 'Downstreams whose last durable write failed.', cell: DISP_DURABLE_FAILING_F64, scale: 1 },
 ];

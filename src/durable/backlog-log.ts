@@ -27,13 +27,19 @@ import {
   checksumWords,
   CURSOR_BYTES,
   CURSOR_CHECKSUM_W,
+  CURSOR_COMMIT_F64,
+  CURSOR_COPIES,
+  CURSOR_FILE_BYTES,
+  CURSOR_LEGACY_CHECKSUM_W,
+  CURSOR_MAGIC,
+  CURSOR_MAGIC_W,
   CURSOR_OFFSET_F64,
   CURSOR_SEGMENT_F64,
   FILE_HEADER_BYTES,
   TREC_MAX_BYTES,
 } from './file-layout.js';
-import { readFully, syncDir, writeFully } from './fs-util.js';
-import { scanRecords, type RecordVisitor } from './record-scan.js';
+import { errorText, listNumberedFiles, numberedFileName, readFully, syncDir, writeFully } from './fs-util.js';
+import { findNextRecord, scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer, recordIsValid, recordLength, type TriggerCodec, type TriggerResolver } from './trigger-codec.js';
 
 /** Options of BacklogLog. */
@@ -71,40 +77,68 @@ const CURSOR_FILE = 'backlog.cursor';
 
 /** Name of segment `n`. */
 export function segmentFileName(n: number): string {
-  return `${SEGMENT_PREFIX}${String(n).padStart(12, '0')}${SEGMENT_SUFFIX}`;
+  return numberedFileName(SEGMENT_PREFIX, n, SEGMENT_SUFFIX);
 }
 
 /** Segment numbers present in `dir`, ascending. */
 export function listSegments(dir: string): number[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch {
-    return [];
-  }
-  const out: number[] = [];
-  for (const n of names) {
-    if (!n.startsWith(SEGMENT_PREFIX) || !n.endsWith(SEGMENT_SUFFIX)) continue;
-    const v = Number(n.slice(SEGMENT_PREFIX.length, -SEGMENT_SUFFIX.length));
-    if (Number.isSafeInteger(v) && v > 0) out.push(v);
-  }
-  return out.sort((a, b) => a - b);
+  return listNumberedFiles(dir, SEGMENT_PREFIX, SEGMENT_SUFFIX);
 }
 
-/** Reads the durable cursor of `dir`: [segment, offset], or null when absent or damaged. */
-export function readCursor(dir: string): [number, number] | null {
-  const buf = new RecordBuffer(CURSOR_BYTES);
+/** What reading the cursor file found. */
+export interface CursorRead {
+  /** [segment, offset] of the newest valid copy, or null when the file is absent or no copy is valid. */
+  cursor: [number, number] | null;
+  /** Commit number of that copy (0 for the single-copy form of an earlier layout). */
+  commit: number;
+  /** True when the file exists. */
+  exists: boolean;
+  /** Copies found damaged (torn, bad checksum or magic); 0 when the file is absent. */
+  damagedCopies: number;
+}
+
+/** Reads the cursor file of `dir`: both copies, the newest valid one wins (see CURSOR_* in file-layout.ts). */
+export function readCursorFile(dir: string): CursorRead {
+  const buf = new RecordBuffer(CURSOR_FILE_BYTES);
   let fd = -1;
+  let got: number;
   try {
     fd = fs.openSync(path.join(dir, CURSOR_FILE), 'r');
-    if (readFully(fd, buf.bytes, 0, CURSOR_BYTES, 0) < CURSOR_BYTES) return null;
+    got = readFully(fd, buf.bytes, 0, CURSOR_FILE_BYTES, 0);
   } catch {
-    return null;
+    return { cursor: null, commit: 0, exists: false, damagedCopies: 0 };
   } finally {
     if (fd >= 0) fs.closeSync(fd);
   }
-  if (checksumWords(buf.i32, 0, CURSOR_CHECKSUM_W) !== buf.i32[CURSOR_CHECKSUM_W]) return null;
-  return [buf.f64[CURSOR_SEGMENT_F64 >> 3]!, buf.f64[CURSOR_OFFSET_F64 >> 3]!];
+  const w = buf.i32;
+  // The single-copy form an earlier layout wrote: 32 bytes, checksum of words 0..3 in word 4.
+  if (got === CURSOR_BYTES && w[CURSOR_MAGIC_W] === 0 && checksumWords(w, 0, CURSOR_LEGACY_CHECKSUM_W) === w[CURSOR_LEGACY_CHECKSUM_W]) {
+    return { cursor: [buf.f64[CURSOR_SEGMENT_F64 >> 3]!, buf.f64[CURSOR_OFFSET_F64 >> 3]!], commit: 0, exists: true, damagedCopies: 0 };
+  }
+  let best = -1;
+  let damaged = 0;
+  for (let k = 0; k < CURSOR_COPIES; k++) {
+    const cw = (k * CURSOR_BYTES) >> 2;
+    const whole = got >= (k + 1) * CURSOR_BYTES;
+    if (!whole || w[cw + CURSOR_MAGIC_W] !== CURSOR_MAGIC || checksumWords(w, cw, cw + CURSOR_CHECKSUM_W) !== w[cw + CURSOR_CHECKSUM_W]) {
+      damaged++;
+      continue;
+    }
+    if (best < 0 || buf.f64[(cw >> 1) + (CURSOR_COMMIT_F64 >> 3)]! > buf.f64[((best * CURSOR_BYTES) >> 3) + (CURSOR_COMMIT_F64 >> 3)]!) best = k;
+  }
+  if (best < 0) return { cursor: null, commit: 0, exists: true, damagedCopies: damaged };
+  const c = (best * CURSOR_BYTES) >> 3;
+  return {
+    cursor: [buf.f64[c + (CURSOR_SEGMENT_F64 >> 3)]!, buf.f64[c + (CURSOR_OFFSET_F64 >> 3)]!],
+    commit: buf.f64[c + (CURSOR_COMMIT_F64 >> 3)]!,
+    exists: true,
+    damagedCopies: damaged,
+  };
+}
+
+/** Reads the durable cursor of `dir`: [segment, offset] of its newest valid copy, or null when absent or damaged. */
+export function readCursor(dir: string): [number, number] | null {
+  return readCursorFile(dir).cursor;
 }
 
 /**
@@ -143,10 +177,28 @@ export class BacklogLog {
   readonly recovered: number;
   /** Records loaded whose device this run could not name (skipped). */
   unresolvable = 0;
-  /** Records lost to a damaged record met while loading (the rest of its segment is skipped). */
+  /**
+   * Records settled as lost while loading: counted among the pending records, then found damaged on disk (the span is
+   * skipped up to the next valid record). The owner settles them (`final`).
+   */
   corrupt = 0;
+  /** Damaged spans found past the cursor at open (each at least one record, lost; not among `recovered`). */
+  readonly damagedAtOpen: number;
   /** Bytes cut from a torn tail at open. */
   readonly recoveredTornBytes: number;
+  /** Cursor copies found damaged at open (0, 1 or 2). */
+  readonly cursorDamagedCopies: number;
+  /**
+   * True when the cursor file existed but no copy of it was valid: the log is read again from its oldest segment (a
+   * re-delivery of what was already delivered, which receivers de-duplicate by seq, rather than a loss).
+   */
+  readonly cursorFallback: boolean;
+  /** Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`). */
+  writeErrors = 0;
+  /** The last write error, as text (null: none yet). */
+  lastError: string | null = null;
+  /** True while the last flush failed: the write buffer keeps what it could not write. */
+  private writeFailing = false;
 
   private readonly name: string;
   private readonly codec: TriggerCodec;
@@ -186,6 +238,8 @@ export class BacklogLog {
   private durableOff: number;
   private readonly cursorFd: number;
   private readonly cursorBuf = new RecordBuffer(CURSOR_BYTES);
+  /** Number of the last cursor commit written (copy `commitNumber & 1` holds it). */
+  private commitNumber: number;
   private closed = false;
 
   /** Opens (creating if needed) the backlog in `options.dir`: cuts a torn tail, reads the cursor, counts what is pending. */
@@ -236,23 +290,33 @@ export class BacklogLog {
     this.writeSeg = last;
     this.writeFd = fd;
     for (const s of segments) this.setSegmentBytes(s, s === last ? valid : Math.max(FILE_HEADER_BYTES, fs.statSync(path.join(this.dir, segmentFileName(s))).size));
-    let cursor = readCursor(this.dir) ?? [segments[0]!, FILE_HEADER_BYTES];
+    const read = readCursorFile(this.dir);
+    this.cursorDamagedCopies = read.damagedCopies;
+    // No valid copy of an existing cursor: read the log again from its start (re-delivery is what receivers
+    // de-duplicate; skipping would lose). The owner logs it.
+    this.cursorFallback = read.exists && read.cursor === null;
+    let cursor = read.cursor ?? [segments[0]!, FILE_HEADER_BYTES];
+    // A cursor one commit old may name a segment deleted since: its successors start where it ended.
     if (cursor[0] < segments[0]! || cursor[0] > last) cursor = [segments[0]!, FILE_HEADER_BYTES];
     cursor[1] = Math.min(Math.max(cursor[1], FILE_HEADER_BYTES), this.segmentBytes.get(cursor[0]) ?? FILE_HEADER_BYTES);
     this.readSeg = cursor[0];
     this.readOff = cursor[1];
     this.durableSeg = cursor[0];
     this.durableOff = cursor[1];
+    this.commitNumber = read.commit;
     const cursorPath = path.join(this.dir, CURSOR_FILE);
-    const existed = fs.existsSync(cursorPath);
-    this.cursorFd = fs.openSync(cursorPath, existed ? 'r+' : 'w+');
-    if (!existed) {
+    this.cursorFd = fs.openSync(cursorPath, read.exists ? 'r+' : 'w+');
+    if (!read.exists || read.commit === 0 || read.damagedCopies > 0) {
+      // Both copies valid from here on (a new file, the single-copy form, or a damaged copy): two commits of the
+      // cursor in use, each fsynced.
       this.writeCursorFile(this.durableSeg, this.durableOff);
-      syncDir(this.dir);
+      this.writeCursorFile(this.durableSeg, this.durableOff);
+      if (!read.exists) syncDir(this.dir);
     }
     // Segments wholly before the cursor are done.
     for (const s of segments) if (s < this.readSeg) this.deleteSegment(s);
     let pending = 0;
+    let damaged = 0;
     for (const s of segments) {
       if (s < this.readSeg) continue;
       const file = path.join(this.dir, segmentFileName(s));
@@ -260,15 +324,17 @@ export class BacklogLog {
       try {
         if (s !== last && fs.fstatSync(sfd).size < FILE_HEADER_BYTES) continue;
         if (s !== last) checkFileHeader(sfd, file, BACKLOG_MAGIC, this.name);
-        const n = scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!).records;
-        this.segmentUnread.set(s, n);
-        pending += n;
+        const scan = scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!);
+        this.segmentUnread.set(s, scan.records);
+        pending += scan.records;
+        damaged += scan.damagedSpans;
       } finally {
         if (s !== last) fs.closeSync(sfd);
       }
     }
     this.recovered = pending;
     this.unreadCount = pending;
+    this.damagedAtOpen = damaged;
   }
 
   /** Records appended or recovered and not loaded yet. */
@@ -292,14 +358,31 @@ export class BacklogLog {
    */
   ignoreCap = false;
 
-  /** True when an append would pass `maxBytes`. */
+  /** True when an append would pass `maxBytes`, or writes are failing and the write buffer has no room left. */
   get isFull(): boolean {
+    if (this.writeFailing && this.wlen + TREC_MAX_BYTES > this.wbuf.byteLength) return true;
     return !this.ignoreCap && this.liveBytes + TREC_MAX_BYTES > this.maxBytes;
+  }
+
+  /**
+   * True when `append` can take a record now: the log is not full, and the write buffer has room for the longest
+   * record (flushing it first when it has not: a flush that fails leaves the buffer as it was, and the answer false).
+   */
+  canAppend(): boolean {
+    if (this.isFull) return false;
+    if (this.wlen + TREC_MAX_BYTES <= this.wbuf.byteLength) return true;
+    this.flush();
+    return this.wlen + TREC_MAX_BYTES <= this.wbuf.byteLength;
   }
 
   /** Bytes waiting in the write buffer. */
   get buffered(): number {
     return this.wlen;
+  }
+
+  /** Records waiting in the write buffer. */
+  get bufferedRecords(): number {
+    return this.wcount;
   }
 
   /**
@@ -311,6 +394,8 @@ export class BacklogLog {
     let n = this.codec.encode(f64, i32, baseF64, baseI32, this.wbuf, this.wlen, this.wbuf.byteLength, 0);
     if (n === 0) {
       this.flush();
+      // A failed flush keeps the buffer: nothing is stored (the caller asked `canAppend`, so this is not reached).
+      if (this.wlen > 0) return false;
       n = this.codec.encode(f64, i32, baseF64, baseI32, this.wbuf, 0, this.wbuf.byteLength, 0);
     }
     this.wlen += n;
@@ -321,21 +406,40 @@ export class BacklogLog {
     return true;
   }
 
-  /** Writes the buffered records with one write and one fdatasync, then starts a new segment when this one is full. */
-  flush(): void {
-    if (this.wlen === 0) return;
+  /**
+   * Writes the buffered records with one write and one fdatasync, then starts a new segment when this one is full.
+   * Returns false when the write failed (disk full, I/O error: counted in `writeErrors`, the text in `lastError`): the
+   * buffer keeps its records and the next flush writes them again at the same place.
+   */
+  flush(): boolean {
+    if (this.wlen === 0) return true;
     const end = this.segmentBytes.get(this.writeSeg)!;
-    writeFully(this.writeFd, this.wbuf.bytes, 0, this.wlen, end);
-    fs.fdatasyncSync(this.writeFd);
+    try {
+      writeFully(this.writeFd, this.wbuf.bytes, 0, this.wlen, end);
+      fs.fdatasyncSync(this.writeFd);
+    } catch (err) {
+      this.noteWriteError(err);
+      this.writeFailing = true;
+      // Cut what part of the write landed, so the segment ends at its last whole flush (best effort).
+      try {
+        fs.ftruncateSync(this.writeFd, end);
+      } catch {
+        // The next flush writes over it from `end` anyway.
+      }
+      return false;
+    }
+    this.writeFailing = false;
     const size = end + this.wlen;
     this.setSegmentBytes(this.writeSeg, size);
     this.wlen = 0;
     this.wcount = 0;
-    if (size >= this.segmentMaxBytes) {
-      fs.closeSync(this.writeFd);
-      if (this.readFdSeg === this.writeSeg) this.closeReadFd();
-      this.createSegment(this.writeSeg + 1);
-    }
+    if (size >= this.segmentMaxBytes) this.rollSegment();
+    return true;
+  }
+
+  /** True while the last flush failed (its records wait in the write buffer). */
+  get failing(): boolean {
+    return this.writeFailing;
   }
 
   /**
@@ -352,6 +456,7 @@ export class BacklogLog {
       let end: number;
       if (this.readOff >= segEnd) {
         if (this.readSeg !== this.writeSeg) {
+          this.settleUnloadable();
           this.readSeg++;
           this.readOff = FILE_HEADER_BYTES;
           continue;
@@ -367,14 +472,13 @@ export class BacklogLog {
       }
       const length = at < 0 ? 0 : recordLength(buf, at, end);
       if (at < 0 || !recordIsValid(buf, at, length, end)) {
-        // A damaged record inside a written segment: skip the rest of the segment rather than stop for good (the
-        // records skipped are counted in `corrupt`). The write buffer is never damaged.
-        const buffered = this.readSeg === this.writeSeg ? this.wcount : 0;
-        const skipped = (this.segmentUnread.get(this.readSeg) ?? 0) - buffered;
-        this.corrupt += skipped;
-        this.unreadCount -= skipped;
-        this.segmentUnread.set(this.readSeg, buffered);
-        this.readOff = segEnd;
+        // A damaged record inside a written segment (the write buffer is never damaged): go on at the next record
+        // that verifies (see record-scan.ts). A span already damaged at open was never counted; records counted and
+        // found damaged only now are settled as lost when the segment ends (`settleUnloadable`).
+        const next = findNextRecord(this.fdFor(this.readSeg), this.readOff + 8, segEnd, this.rbuf);
+        this.rbufSeg = -1;
+        this.readOff = next < 0 ? segEnd : next;
+        if (next < 0) this.settleUnloadable();
         continue;
       }
       const ord = this.loadOrd;
@@ -395,6 +499,19 @@ export class BacklogLog {
       }
       return slot;
     }
+  }
+
+  /**
+   * The read position is past every written record of its segment: records still counted as unread there (beyond
+   * those in the write buffer) were damaged on disk after they were counted. They are settled as lost (`corrupt`).
+   */
+  private settleUnloadable(): void {
+    const buffered = this.readSeg === this.writeSeg ? this.wcount : 0;
+    const left = (this.segmentUnread.get(this.readSeg) ?? 0) - buffered;
+    if (left <= 0) return;
+    this.corrupt += left;
+    this.unreadCount -= left;
+    this.segmentUnread.set(this.readSeg, buffered);
   }
 
   /** Marks a loaded record done (delivered, or now owned by another file). Allocation-free. */
@@ -437,14 +554,20 @@ export class BacklogLog {
       off = this.readOff;
     }
     if (seg === this.durableSeg && off === this.durableOff) return;
-    this.writeCursorFile(seg, off);
+    try {
+      this.writeCursorFile(seg, off);
+    } catch (err) {
+      // The durable cursor stays where it was: a crash re-delivers a little more, nothing is lost.
+      this.noteWriteError(err);
+      return;
+    }
     const from = this.durableSeg;
     this.durableSeg = seg;
     this.durableOff = off;
     for (let s = from; s < seg; s++) if (s !== this.writeSeg) this.deleteSegment(s);
   }
 
-  /** Flushes, commits and closes the files. */
+  /** Flushes, commits and closes the files (a flush that fails leaves those records to the caller: see `buffered`). */
   close(): void {
     if (this.closed) return;
     this.flush();
@@ -486,14 +609,39 @@ export class BacklogLog {
     this.readFdSeg = -1;
   }
 
-  private createSegment(n: number): void {
-    const fd = fs.openSync(path.join(this.dir, segmentFileName(n)), 'w+');
-    writeFileHeader(fd, BACKLOG_MAGIC, this.name, n);
-    fs.fdatasyncSync(fd);
-    syncDir(this.dir);
+  /**
+   * Starts segment `writeSeg + 1`. When it cannot be created (disk full) the current segment stays the write segment,
+   * growing past its size, and the next flush tries again.
+   */
+  private rollSegment(): void {
+    const n = this.writeSeg + 1;
+    const file = path.join(this.dir, segmentFileName(n));
+    let fd = -1;
+    try {
+      fd = fs.openSync(file, 'w+');
+      writeFileHeader(fd, BACKLOG_MAGIC, this.name, n);
+      fs.fdatasyncSync(fd);
+      syncDir(this.dir);
+    } catch (err) {
+      this.noteWriteError(err);
+      if (fd >= 0) fs.closeSync(fd);
+      try {
+        fs.unlinkSync(file);
+      } catch {
+        // Never created.
+      }
+      return;
+    }
+    fs.closeSync(this.writeFd);
+    if (this.readFdSeg === this.writeSeg) this.closeReadFd();
     this.writeSeg = n;
     this.writeFd = fd;
     this.setSegmentBytes(n, FILE_HEADER_BYTES);
+  }
+
+  private noteWriteError(err: unknown): void {
+    this.writeErrors++;
+    this.lastError = errorText(err);
   }
 
   private setSegmentBytes(n: number, bytes: number): void {
@@ -514,12 +662,20 @@ export class BacklogLog {
     }
   }
 
+  /**
+   * Writes the next commit of the cursor into the copy the previous commit did not use, and fsyncs it: a write torn
+   * by a crash damages only that copy, and the other still holds the commit before.
+   */
   private writeCursorFile(seg: number, off: number): void {
     const b = this.cursorBuf;
+    const commit = this.commitNumber + 1;
     b.f64[CURSOR_SEGMENT_F64 >> 3] = seg;
     b.f64[CURSOR_OFFSET_F64 >> 3] = off;
+    b.f64[CURSOR_COMMIT_F64 >> 3] = commit;
+    b.i32[CURSOR_MAGIC_W] = CURSOR_MAGIC;
     b.i32[CURSOR_CHECKSUM_W] = checksumWords(b.i32, 0, CURSOR_CHECKSUM_W);
-    writeFully(this.cursorFd, b.bytes, 0, CURSOR_BYTES, 0);
+    writeFully(this.cursorFd, b.bytes, 0, CURSOR_BYTES, (commit % CURSOR_COPIES) * CURSOR_BYTES);
     fs.fdatasyncSync(this.cursorFd);
+    this.commitNumber = commit;
   }
 }

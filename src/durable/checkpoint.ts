@@ -135,14 +135,14 @@ export class DeviceStateCopy {
       const n = state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
       if (n === 0) continue;
       if ((e + n) * ENTRY_STRIDE_I32 > this.entryI32.length) this.grow(e + n);
-      // A few cells per device: a plain loop beats making subarray views to copy them.
-      const fromF = d * state.maxFences * ENTRY_STRIDE_F64;
-      const fromI = d * state.maxFences * ENTRY_STRIDE_I32;
+      // A few cells per entry: a plain loop beats making subarray views to copy them.
       const dstF = this.entryF64;
       const dstI = this.entryI32;
-      for (let k = 0; k < n * ENTRY_STRIDE_F64; k++) dstF[e * ENTRY_STRIDE_F64 + k] = srcF64[fromF + k]!;
-      for (let k = 0; k < n * ENTRY_STRIDE_I32; k++) dstI[e * ENTRY_STRIDE_I32 + k] = srcI32[fromI + k]!;
-      e += n;
+      for (let k = 0; k < n; k++, e++) {
+        const x = state.entryIndex(d, k);
+        for (let c = 0; c < ENTRY_STRIDE_F64; c++) dstF[e * ENTRY_STRIDE_F64 + c] = srcF64[x * ENTRY_STRIDE_F64 + c]!;
+        for (let c = 0; c < ENTRY_STRIDE_I32; c++) dstI[e * ENTRY_STRIDE_I32 + c] = srcI32[x * ENTRY_STRIDE_I32 + c]!;
+      }
     }
     this.entryStart[count] = e;
   }

@@ -48,7 +48,10 @@ export const TREC_HEAD_BYTES = 96;
 export const TREC_TOTAL_BYTES_W = 0;
 /** Checksum of words [TREC_CHECKSUM_FROM_W, total / 4). */
 export const TREC_CHECKSUM_W = 1;
-/** Dead-letter status (DeadLetterStatus), rewritten in place; outside the checksum. 0 in other files. */
+/**
+ * Dead-letter status word (encodeDeadLetterStatus below), rewritten in place; outside the checksum, it carries its own
+ * check. 0 in other files.
+ */
 export const TREC_STATUS_W = 2;
 /** First word covered by the checksum. */
 export const TREC_CHECKSUM_FROM_W = 3;
@@ -101,17 +104,59 @@ export const TREC_NO_REASON = 255;
 export const TREC_MAX_BYTES = 16 * 1024;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Backlog cursor: where the next undelivered record of the backlog log starts. 32 bytes, rewritten in place.
+// Backlog cursor: where the next undelivered record of the backlog log starts. Two copies of CURSOR_BYTES each, written
+// in turn (commit n goes to copy n & 1), each with its commit number, a magic and a checksum: a copy torn or damaged
+// leaves the other, one commit older, so a damaged cursor costs at most one commit interval of re-delivery, never the
+// whole log. A file of one bare 32-byte copy (checksum in word 4, no magic or commit number) is the form an earlier
+// layout wrote; it is still read.
 // ---------------------------------------------------------------------------------------------------------------
 
-/** Bytes of the cursor file. */
+/** Bytes of one cursor copy. */
 export const CURSOR_BYTES = 32;
+/** Copies of the cursor in the file (copy k at byte k * CURSOR_BYTES). */
+export const CURSOR_COPIES = 2;
+/** Bytes of the cursor file. */
+export const CURSOR_FILE_BYTES = CURSOR_BYTES * CURSOR_COPIES;
 /** Segment number of the cursor, Float64. */
 export const CURSOR_SEGMENT_F64 = 0;
 /** Byte offset in that segment, Float64. */
 export const CURSOR_OFFSET_F64 = 8;
-/** Word of the checksum of words 0..3. */
-export const CURSOR_CHECKSUM_W = 4;
+/** Commit number of the copy (rises with every commit; the higher valid copy wins), Float64. */
+export const CURSOR_COMMIT_F64 = 16;
+/** Word of the checksum of words 0 .. CURSOR_CHECKSUM_W - 1. */
+export const CURSOR_CHECKSUM_W = 6;
+/** Word of the magic. */
+export const CURSOR_MAGIC_W = 7;
+/** Magic of a cursor copy ("GRCU"). */
+export const CURSOR_MAGIC = 0x47524355;
+/** Word of the checksum (of words 0..3) in the single-copy form an earlier layout wrote. */
+export const CURSOR_LEGACY_CHECKSUM_W = 4;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Dead-letter status word (TREC_STATUS_W of a dead-letter record), rewritten in place and outside the record's
+// checksum, so it carries its own check: the status in byte 0, its complement in byte 1 and DL_STATUS_TAG in the
+// high half. One damaged byte never turns one valid status into another; a word that fails the check is reported as
+// damaged (and read as PENDING: a re-delivery, which receivers de-duplicate by seq, rather than a silent loss). The
+// bare values 0..2 an earlier layout wrote are still read.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** High half of an encoded dead-letter status word. */
+export const DL_STATUS_TAG = 0x4453;
+/** Status values a status word can hold (DeadLetterStatus: PENDING, RESOLVED, FINAL). */
+export const DL_STATUS_COUNT = 3;
+
+/** The status word of dead-letter status `status`. */
+export function encodeDeadLetterStatus(status: number): number {
+  return (DL_STATUS_TAG << 16) | ((~status & 0xff) << 8) | (status & 0xff);
+}
+
+/** The status a status word holds, or -1 when the word is damaged. */
+export function decodeDeadLetterStatus(word: number): number {
+  if (word >= 0 && word < DL_STATUS_COUNT) return word;
+  const s = word & 0xff;
+  if (word >>> 16 !== DL_STATUS_TAG || ((word >>> 8) & 0xff) !== (~s & 0xff) || s >= DL_STATUS_COUNT) return -1;
+  return s;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Checkpoint of the device state: a header, the table of the fences devices are inside (by id), then one record per

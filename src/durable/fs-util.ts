@@ -67,3 +67,32 @@ export function removeDurably(file: string): void {
 export function safeFileName(name: string): string {
   return name.replace(/[^A-Za-z0-9._-]/g, '_');
 }
+
+/** A short description of a failed file operation: the error code and message (`ENOSPC: no space left on device, write`). */
+export function errorText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e === null || typeof e !== 'object') return String(err);
+  return e.code !== undefined && !e.message.startsWith(e.code) ? `${e.code}: ${e.message}` : e.message;
+}
+
+/** Name of numbered file `n` of a series (`prefix` + 12-digit number + `suffix`: names sort as numbers). */
+export function numberedFileName(prefix: string, n: number, suffix: string): string {
+  return `${prefix}${String(n).padStart(12, '0')}${suffix}`;
+}
+
+/** Numbers (positive safe integers) of the files of a series in `dir`, ascending; none when `dir` cannot be read. */
+export function listNumberedFiles(dir: string, prefix: string, suffix: string): number[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const n of names) {
+    if (!n.startsWith(prefix) || !n.endsWith(suffix)) continue;
+    const v = Number(n.slice(prefix.length, -suffix.length));
+    if (Number.isSafeInteger(v) && v > 0) out.push(v);
+  }
+  return out.sort((a, b) => a - b);
+}

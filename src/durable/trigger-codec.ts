@@ -28,6 +28,7 @@ import {
 import {
   align8,
   checksumWords,
+  decodeDeadLetterStatus,
   TREC_ADMIT_WALL_MS_F64,
   TREC_ATTEMPTS_W,
   TREC_CHECKSUM_FROM_W,
@@ -269,7 +270,7 @@ export function statusByteOffset(at: number): number {
   return at + TREC_STATUS_W * 4;
 }
 
-/** Dead-letter status of the record at `at`. */
+/** Dead-letter status of the record at `at` (a DeadLetterStatus), or -1 when its status word is damaged. */
 export function recordStatus(src: RecordBuffer, at: number): number {
-  return src.i32[(at >> 2) + TREC_STATUS_W]!;
+  return decodeDeadLetterStatus(src.i32[(at >> 2) + TREC_STATUS_W]!);
 }

@@ -9,8 +9,10 @@
  *   PENDING_ENTER: still inside and t - since >= minInsideMs -> ENTER (then DWELL if already due); outside -> dropped,
  *   no trigger. INSIDE: counts as inside while within exitBufferM of the fence; inside -> DWELL once per stay when
  *   t - since >= dwellMs; outside -> EXIT at once, or after minOutsideMs of continuous outside pings (PENDING_EXIT);
- * - fences p is inside with no entry get one: ENTER at once when minInsideMs is 0, else PENDING_ENTER; with no free
- *   entry the fence is not tracked for this ping and CNT_FENCE_OVERFLOW counts it (tried again on the next ping);
+ * - fences p is inside with no entry get one: ENTER at once when minInsideMs is 0, else PENDING_ENTER. Entries beyond
+ *   the device's inline ones come from the shared overflow pool; with none free (maxFencesPerDevice reached, pool
+ *   empty) the fence is untracked: CNT_FENCE_OVERFLOW counts it, and nothing is written about it for the rest of that
+ *   stay (no late ENTER while the device stays inside, no CROSS when it leaves: DEV_UNTRACKED_I32);
  * - CROSS: a candidate fence with no entry, p outside, and the segment p0-p touching it (both pings outside).
  * Pings older than the device's last accepted ping are ignored and counted (equal times are processed).
  *
@@ -27,7 +29,9 @@ import {
   CNT_STALE_F64,
   DEV_ENTRY_COUNT_I32,
   DEV_GENERATION_I32,
+  DEV_CHUNK_COUNT_I32,
   DEV_HAS_LAST_I32,
+  DEV_UNTRACKED_I32,
   DEV_LAST_EVENT_MS_F64,
   DEV_LAST_LAT_F64,
   DEV_LAST_LON_F64,
@@ -199,8 +203,10 @@ export class ContainmentEngine {
       if (devI32[di + DEV_ENTRY_COUNT_I32] !== 0) {
         counters[cb + CNT_GENERATION_MISMATCH_F64]!++;
         devI32[di + DEV_ENTRY_COUNT_I32] = 0;
+        state.trimEntryCapacity(slot, 0);
         Atomics.store(devI32, di + DEV_COMPLIANCE_COUNT_I32, 0);
       }
+      devI32[di + DEV_UNTRACKED_I32] = 0;
       devI32[di + DEV_GENERATION_I32] = generation;
     }
     counters[cb + CNT_PROCESSED_F64]!++;
@@ -243,14 +249,14 @@ export class ContainmentEngine {
     // Existing entries first: their EXITs precede any ENTER of this ping.
     const entryF64 = state.entryF64;
     const entryI32 = state.entryI32;
-    const entryBase = slot * state.maxFences;
     const entryStamp = this.entryStamp;
     let entryCount = devI32[di + DEV_ENTRY_COUNT_I32]!;
     const entryCountBefore = entryCount;
     let written = 0;
     for (let e = 0; e < entryCount; ) {
-      const ei = (entryBase + e) * ENTRY_STRIDE_I32;
-      const ef = (entryBase + e) * ENTRY_STRIDE_F64;
+      const ex = state.entryIndex(slot, e);
+      const ei = ex * ENTRY_STRIDE_I32;
+      const ef = ex * ENTRY_STRIDE_F64;
       const f = entryI32[ei + ENTRY_FENCE_I32]!;
       const b = f * FENCE_STRIDE_F64;
       entryStamp[f] = stamp;
@@ -297,8 +303,9 @@ export class ContainmentEngine {
       if (remove) {
         // Swap the last entry in; re-examine index e.
         entryCount--;
-        const li = (entryBase + entryCount) * ENTRY_STRIDE_I32;
-        const lf = (entryBase + entryCount) * ENTRY_STRIDE_F64;
+        const lx = state.entryIndex(slot, entryCount);
+        const li = lx * ENTRY_STRIDE_I32;
+        const lf = lx * ENTRY_STRIDE_F64;
         entryI32[ei + ENTRY_FENCE_I32] = entryI32[li + ENTRY_FENCE_I32]!;
         entryI32[ei + ENTRY_STATE_I32] = entryI32[li + ENTRY_STATE_I32]!;
         entryF64[ef + ENTRY_SINCE_MS_F64] = entryF64[lf + ENTRY_SINCE_MS_F64]!;
@@ -309,16 +316,22 @@ export class ContainmentEngine {
       }
     }
 
-    // New fences the ping is inside.
+    // New fences the ping is inside. A device that was inside fences it could not track (no free entry) takes none of
+    // them up later while the stay goes on: an ENTER now would be late, and would be an ENTER the stay never had.
+    const wasUntracked = hasLast && devI32[di + DEV_UNTRACKED_I32] === 1;
+    let untracked = 0;
     for (let k = 0; k < insideCount; k++) {
       const f = insideList[k]!;
       if (entryStamp[f] === stamp) continue;
-      if (entryCount === state.maxFences) {
+      if ((wasUntracked && store.containsPreviousAt(f)) || !state.ensureEntryCapacity(slot, entryCount + 1)) {
         counters[cb + CNT_FENCE_OVERFLOW_F64]!++;
+        Atomics.add(store.untracked, f, 1);
+        untracked = 1;
         continue;
       }
-      const ei = (entryBase + entryCount) * ENTRY_STRIDE_I32;
-      const ef = (entryBase + entryCount) * ENTRY_STRIDE_F64;
+      const ex = state.entryIndex(slot, entryCount);
+      const ei = ex * ENTRY_STRIDE_I32;
+      const ef = ex * ENTRY_STRIDE_F64;
       entryCount++;
       entryI32[ei + ENTRY_FENCE_I32] = f;
       entryF64[ef + ENTRY_SINCE_MS_F64] = t;
@@ -347,6 +360,8 @@ export class ContainmentEngine {
         const f = cands[k]!;
         // Inside now, or inside / pending at the previous ping: not a pass-through.
         if (insideStamp[f] === stamp || entryStamp[f] === stamp) continue;
+        // Leaving a fence it was inside untracked: nothing is said about that fence.
+        if (wasUntracked && store.containsPreviousAt(f)) continue;
         if (store.segmentTouchesAt(f)) {
           written++;
           rec[REC_INSIDE_MS] = 0;
@@ -356,6 +371,8 @@ export class ContainmentEngine {
     }
 
     devI32[di + DEV_ENTRY_COUNT_I32] = entryCount;
+    devI32[di + DEV_UNTRACKED_I32] = untracked;
+    if (devI32[di + DEV_CHUNK_COUNT_I32] !== 0) state.trimEntryCapacity(slot, entryCount);
     if (entryCount !== 0 || entryCountBefore !== 0) {
       publishComplianceCount(state, slot, fenceI32, FENCE_STRIDE_I32, FENCE_FLAGS_I32, FENCE_FLAG_COMPLIANCE);
     }

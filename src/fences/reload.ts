@@ -87,10 +87,10 @@ export function reloadDeviceState(
     const df = slot * DEV_STRIDE_F64;
     if (state.devI32[di + DEV_GENERATION_I32] !== oldGen) continue;
     let count = state.devI32[di + DEV_ENTRY_COUNT_I32]!;
-    const base = slot * state.maxFences;
     for (let e = 0; e < count; ) {
-      const ei = (base + e) * ENTRY_STRIDE_I32;
-      const ef = (base + e) * ENTRY_STRIDE_F64;
+      const ex = state.entryIndex(slot, e);
+      const ei = ex * ENTRY_STRIDE_I32;
+      const ef = ex * ENTRY_STRIDE_F64;
       const oldIndex = state.entryI32[ei + ENTRY_FENCE_I32]!;
       const newIndex = oldToNew[oldIndex]!;
       if (newIndex >= 0) {
@@ -112,14 +112,16 @@ export function reloadDeviceState(
       }
       // Swap the last entry in and re-examine index e.
       count--;
-      const li = (base + count) * ENTRY_STRIDE_I32;
-      const lf = (base + count) * ENTRY_STRIDE_F64;
+      const lx = state.entryIndex(slot, count);
+      const li = lx * ENTRY_STRIDE_I32;
+      const lf = lx * ENTRY_STRIDE_F64;
       state.entryI32[ei + ENTRY_FENCE_I32] = state.entryI32[li + ENTRY_FENCE_I32]!;
       state.entryI32[ei + ENTRY_STATE_I32] = state.entryI32[li + ENTRY_STATE_I32]!;
       state.entryF64[ef + ENTRY_SINCE_MS_F64] = state.entryF64[lf + ENTRY_SINCE_MS_F64]!;
       state.entryF64[ef + ENTRY_PENDING_MS_F64] = state.entryF64[lf + ENTRY_PENDING_MS_F64]!;
     }
     state.devI32[di + DEV_ENTRY_COUNT_I32] = count;
+    state.trimEntryCapacity(slot, count);
     state.devI32[di + DEV_GENERATION_I32] = newGen;
     publishComplianceCount(state, slot, newStore.fenceI32, FENCE_STRIDE_I32, FENCE_FLAGS_I32, FENCE_FLAG_COMPLIANCE);
   }

@@ -57,7 +57,9 @@ import {
   Q_LIMIT_M,
   Q_MIN_X,
   Q_X,
+  Q_X0,
   Q_Y,
+  Q_Y0,
   RAD_PER_DEG,
   ringsWithinM,
   segmentTouchesCircle,
@@ -79,6 +81,11 @@ export interface FenceStoreDescriptor {
   readonly indexBuffer: SharedArrayBuffer | null;
   /** flatbush index over compliance fence boxes (null when there are none). */
   readonly complianceIndexBuffer: SharedArrayBuffer | null;
+  /**
+   * Per fence (Int32, Atomics.add): pings that found a device inside it with no free entry to track it (this
+   * generation's count; see CNT_FENCE_OVERFLOW_F64 for the router's total).
+   */
+  readonly untrackedBuffer: SharedArrayBuffer;
 }
 
 /** Options of buildFenceStore. */
@@ -190,6 +197,7 @@ export function buildFenceStore(parsed: ParsedFences, generation: number, option
     storeBuffer,
     indexBuffer: index === null ? null : (index.data as SharedArrayBuffer),
     complianceIndexBuffer: complianceIndex === null ? null : (complianceIndex.data as SharedArrayBuffer),
+    untrackedBuffer: new SharedArrayBuffer(Math.max(1, fenceCount) * 4),
   };
 }
 
@@ -211,6 +219,8 @@ export class FenceStore {
   readonly ringOffsets: Int32Array;
   /** Packed vertices (x, y pairs). */
   readonly vertices: Float64Array;
+  /** Per fence: pings that found a device inside it untracked (Atomics.add by the engine; read with Atomics.load). */
+  readonly untracked: Int32Array;
   /**
    * This thread's query scratch (geometry.ts Q_* cells): hot callers write the point, segment and box here and call
    * the `...At` methods, which take no double arguments (doubles crossing a non-inlined call are boxed).
@@ -254,6 +264,7 @@ export class FenceStore {
     this.fenceI32 = new Int32Array(d.storeBuffer, s.fenceI32Byte, fenceCount * FENCE_STRIDE_I32);
     this.ringOffsets = new Int32Array(d.storeBuffer, s.ringOffsetsByte, ringCount + 1);
     this.vertices = new Float64Array(d.storeBuffer, s.verticesByte, vertexCount * VERTEX_STRIDE_F64);
+    this.untracked = new Int32Array(d.untrackedBuffer, 0, Math.max(1, fenceCount));
     // TextDecoder refuses views over shared memory: copy the blob once.
     const metaCopy = new Uint8Array(metaBytes);
     metaCopy.set(new Uint8Array(d.storeBuffer, s.metaByte, metaBytes));
@@ -332,6 +343,20 @@ export class FenceStore {
     return this.tree === null ? 0 : this.tree.searchBoxInto(this.q, Q_MIN_X, out);
   }
 
+  /**
+   * The fences with the most untracked pings in this generation, most first (at most `limit`; only fences with some).
+   * Cold path (metrics scrape, summary, log): allocates.
+   */
+  mostUntracked(limit: number): { fenceId: string; pings: number }[] {
+    const out: { fenceId: string; pings: number }[] = [];
+    for (let f = 0; f < this.fenceCount; f++) {
+      const n = Atomics.load(this.untracked, f);
+      if (n > 0) out.push({ fenceId: this.ids[f]!, pings: n });
+    }
+    out.sort((a, b) => b.pings - a.pings || (a.fenceId < b.fenceId ? -1 : 1));
+    return out.slice(0, limit);
+  }
+
   /** Exact containment of (lat, lon) in fence `index` under the boundary rule in geometry.ts (see containsAt). */
   contains(index: number, lat: number, lon: number): boolean {
     this.q[Q_X] = lon;
@@ -355,6 +380,22 @@ export class FenceStore {
     const bands = this.bands;
     if (bands !== null) return bands.containsAt(index, q);
     return containsRings(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, q);
+  }
+
+  /**
+   * Exact containment of the previous point, (q[Q_Y0], q[Q_X0]), in fence `index`; q is left as it was.
+   * Allocation-free.
+   */
+  containsPreviousAt(index: number): boolean {
+    const q = this.q;
+    const x = q[Q_X]!;
+    const y = q[Q_Y]!;
+    q[Q_X] = q[Q_X0]!;
+    q[Q_Y] = q[Q_Y0]!;
+    const inside = this.containsAt(index);
+    q[Q_X] = x;
+    q[Q_Y] = y;
+    return inside;
   }
 
   /**

@@ -140,6 +140,32 @@ export class LaneAdmission {
     return this.admitTimed(lane);
   }
 
+  /**
+   * admitAt() for a ping of a pausable source (file, stdin, in-process, a TCP connection that waits): the same lane
+   * limits and draining, but never the IDLE token bucket, which protects the ring from a live source that cannot be
+   * slowed; a pausable source is slowed instead (see src/ingest/backpressure.ts, which feeds it only what fits, so
+   * this sheds nothing unless draining). Counted like admitAt(). Allocates nothing.
+   */
+  admitPausableAt(lane: Lane, timeCells: Float64Array, cellIndex: number): number {
+    this.nowCell[0] = timeCells[cellIndex]!;
+    const counters = this.counters;
+    const base = this.base;
+    const ring = this.ring;
+    counters[base + ADM_OFFERED_F64 + lane]++;
+    let reason: ShedReason = SHED_DRAINING;
+    if (!this.draining) {
+      const limitSlots = lane === LANE_COMPLIANCE ? this.capacitySlots : this.sharedSlots;
+      // The cached depth only overstates: re-read the consumer's position before shedding.
+      if (ring.producerDepth() < limitSlots || ring.refreshDepth() < limitSlots) {
+        counters[base + ADM_ADMITTED_F64 + lane]++;
+        return ring.claim();
+      }
+      reason = SHED_RING_FULL;
+    }
+    counters[base + ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]++;
+    return -1 - reason;
+  }
+
   /** Starts (true) or stops (false) draining: while draining every offered ping is shed as DRAINING. */
   setDraining(draining: boolean): void {
     this.draining = draining;

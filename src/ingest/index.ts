@@ -19,3 +19,5 @@ export * from './telemetry-record.js';
 export * from './sources/source.js';
 export * from './sources/tcp-source.js';
 export * from './sources/stream-source.js';
+export * from './backpressure.js';
+export * from './shed-alarm.js';

@@ -24,6 +24,7 @@ import { advanceMotionAnchor, classifyLane, type LanePredicates, type Stationary
 import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
 import type { PipelineRegion } from './pipeline-region.js';
 import type { RejectLog } from './reject-log.js';
+import { PausableFeed, RoomWaiter, UNBOUNDED_ROOM, type PausableFeedHooks } from './backpressure.js';
 
 /** Receives every accepted ping (slot, shard and lane filled in). `fields` is reused: copy before returning. */
 export interface PingSink {
@@ -154,6 +155,8 @@ export class IngestEdge {
   private readonly log: RejectLog;
   private readonly inProcess: EdgeStream;
   private readonly pushFields = new PingFields();
+  /** Retries the waiting feeds of this edge (one timer for all of them). */
+  readonly feedWaiter = new RoomWaiter();
 
   constructor(
     options: Partial<IngestEdgeOptions>,
@@ -178,6 +181,15 @@ export class IngestEdge {
   /** Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines. */
   openStream(name: string): IngestStream {
     return new EdgeStream(this, name, this.decoder, this.options.readChunkBytes);
+  }
+
+  /**
+   * Opens a byte stream for a pausable source (file, stdin, a TCP connection that waits): a PausableFeed that hands
+   * the edge only what the rings behind it can take and tells the source when to pause and resume (see
+   * backpressure.ts). This edge has no rings behind it, so its feeds never wait; the pipeline's edge overrides this.
+   */
+  openFeed(name: string, hooks: PausableFeedHooks = {}): PausableFeed {
+    return new PausableFeed(this.openStream(name), UNBOUNDED_ROOM, this.feedWaiter, hooks);
   }
 
   /**

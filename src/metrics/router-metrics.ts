@@ -42,9 +42,12 @@ import {
   CNT_STALE_F64,
   CNT_TRIGGER_RING_WAITS_F64,
   CNT_TRIGGERS_F64,
+  DEAD_LETTER_DROP_REASON_COUNT,
+  DEAD_LETTER_DROP_REASON_NAMES,
   DEAD_LETTER_REASON_COUNT,
   DEAD_LETTER_REASON_NAMES,
   DS_BLOCK_F64,
+  DS_DEAD_LETTER_DROPPED_F64,
   DS_DEAD_LETTERED_BY_REASON_F64,
   DS_RTT_BUCKET_BOUNDS_MS,
   DS_RTT_BUCKETS_F64,
@@ -62,6 +65,9 @@ import {
   PST_CHECKPOINTS_F64,
   PST_HELD_BASE_F64,
   PST_LOST_PINGS_F64,
+  PST_LOST_PINGS_HUNG_F64,
+  PST_STALLED_GROUPS_F64,
+  PST_TASKS_ABORTED_F64,
   PST_REPLAY_HELD_BASE_F64,
   PST_RELOADS_F64,
   PST_RELOADS_FAILED_F64,
@@ -71,7 +77,7 @@ import {
   TRIGGER_TYPE_COUNT,
   TRIGGER_TYPE_NAMES,
 } from '../shm/layout.js';
-import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTERED, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTER_DROPPED, METRIC_DEAD_LETTERED, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
@@ -120,6 +126,9 @@ export interface SharedHistogramSource {
   count(): number;
 }
 
+/** Fences named in the untracked-pings gauge at most (a label per fence: bounded on purpose). */
+export const UNTRACKED_FENCES_SHOWN = 20;
+
 /** The router's registry plus helpers to add shared-memory series. */
 export class RouterMetrics {
   /** The registry `/metrics` serves. */
@@ -148,6 +157,25 @@ export class RouterMetrics {
       this.addSharedGauge(MetricNames.RING_DEPTH, 'Records published and not yet consumed, per ring.', ['ring', 'shard'], rings);
       this.addSharedGauge(MetricNames.RING_CAPACITY, 'Record slots per ring.', ['ring', 'shard'], capacities);
     }
+  }
+
+  /**
+   * Adds the fence-tracking series: untracked pings of the `UNTRACKED_FENCES_SHOWN` fences with the most in the current
+   * fence generation (by fence id), and the shared entry pool's use. Read at scrape time.
+   */
+  addFenceTracking(mostUntracked: (limit: number) => { fenceId: string; pings: number }[], poolUsedChunks: () => number, poolChunks: number): void {
+    new Gauge({
+      name: MetricNames.FENCES_UNTRACKED,
+      help: `Pings that found a device inside this fence untracked (no free entry), this fence generation; the ${UNTRACKED_FENCES_SHOWN} fences with the most.`,
+      labelNames: ['fence_id'],
+      registers: [this.registry],
+      collect(this: Gauge) {
+        this.reset();
+        for (const u of mostUntracked(UNTRACKED_FENCES_SHOWN)) this.set({ fence_id: u.fenceId }, u.pings);
+      },
+    });
+    this.addSharedGauge(MetricNames.FENCE_ENTRY_POOL_USED, 'Chunks of the shared fence entry pool in use.', [], [{ labels: {}, read: poolUsedChunks }]);
+    this.addSharedGauge(MetricNames.FENCE_ENTRY_POOL_CAPACITY, 'Chunks in the shared fence entry pool (8 entries each).', [], [{ labels: {}, read: () => poolChunks }]);
   }
 
   /** Adds a counter whose series are read from shared memory at scrape time. */
@@ -235,6 +263,13 @@ export class RouterMetrics {
         }
       });
       this.addSharedCounter(METRIC_DEAD_LETTERED, 'Triggers dead-lettered, by reason: rejected (refused for good), expired, undeliverable (every attempt failed; waits in the replay lane).', [DOWNSTREAM_LABEL, 'reason'], byReason);
+      const dropped: SharedSeries[] = [];
+      names.forEach((n, d) => {
+        for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) {
+          dropped.push({ labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_DROP_REASON_NAMES[r]! }, read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTER_DROPPED_F64 + r]! });
+        }
+      });
+      this.addSharedCounter(METRIC_DEAD_LETTER_DROPPED, 'Dead-letter records dropped from storage, oldest first, by reason: over_budget (deadLetter.maxBytesPerDownstream), too_old (deadLetter.maxAgeMs), disk_error (could not be written).', [DOWNSTREAM_LABEL, 'reason'], dropped);
       const bounds = DS_RTT_BUCKET_BOUNDS_MS.map((ms) => ms / 1000);
       this.addSharedHistogram(
         METRIC_RTT_SECONDS,
@@ -338,7 +373,7 @@ const CONTAINMENT_COUNTERS: readonly [string, string, number][] = [
   [MetricNames.PINGS_PROCESSED, 'Pings processed by the containment state machine.', CNT_PROCESSED_F64],
   [MetricNames.PINGS_STALE, 'Pings ignored by containment as older than the device\'s last ping.', CNT_STALE_F64],
   [MetricNames.PINGS_INVALID_AT_CONTAINMENT, 'Pings ignored by containment as out of range.', CNT_INVALID_F64],
-  [MetricNames.FENCE_ENTRY_OVERFLOWS, 'Times a device was inside more fences than it has entries for.', CNT_FENCE_OVERFLOW_F64],
+  [MetricNames.FENCE_ENTRY_OVERFLOWS, 'Pings that found a device inside a fence it had no free entry for (the fence is untracked for that stay).', CNT_FENCE_OVERFLOW_F64],
   [MetricNames.CANDIDATE_OVERFLOWS, 'Queries with more candidates than the scratch array holds.', CNT_CANDIDATE_OVERFLOW_F64],
   [MetricNames.GENERATION_MISMATCHES, 'Devices whose state referred to another fence generation (entries dropped).', CNT_GENERATION_MISMATCH_F64],
   [MetricNames.EXACT_TESTS, 'Exact point-in-fence tests run.', CNT_EXACT_TESTS_F64],
@@ -351,7 +386,10 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [PST_TASKS_COMPLETED_F64, MetricNames.TASKS_COMPLETED, 'Containment tasks completed.', 'counter'],
   [PST_BATCHED_PINGS_F64, MetricNames.BATCHED_PINGS, 'Pings carried by completed containment tasks.', 'counter'],
   [PST_TASKS_FAILED_F64, MetricNames.TASKS_FAILED, 'Containment tasks that failed.', 'counter'],
-  [PST_LOST_PINGS_F64, MetricNames.LOST_PINGS, 'Admitted pings released unprocessed because their task failed.', 'counter'],
+  [PST_LOST_PINGS_F64, MetricNames.LOST_PINGS, 'Admitted pings released unprocessed because their task failed or was aborted as hung.', 'counter'],
+  [PST_TASKS_ABORTED_F64, MetricNames.TASKS_ABORTED, 'Containment tasks aborted by the watchdog (no progress with records waiting).', 'counter'],
+  [PST_LOST_PINGS_HUNG_F64, MetricNames.LOST_PINGS_HUNG, 'Pings dropped with the batch a hung task held (part of the lost pings).', 'counter'],
+  [PST_STALLED_GROUPS_F64, MetricNames.STALLED_GROUPS, 'Shard groups declared hung by the containment watchdog and not yet making progress again.', 'gauge'],
   [PST_RELOADS_F64, MetricNames.FENCE_RELOADS, 'Fence reloads completed.', 'counter'],
   [PST_RELOADS_FAILED_F64, MetricNames.FENCE_RELOADS_FAILED, 'Fence reloads refused (the old fences kept serving).', 'counter'],
   [PST_CHECKPOINTS_F64, MetricNames.CHECKPOINTS, 'Device-state checkpoints written.', 'counter'],

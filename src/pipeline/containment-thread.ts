@@ -12,13 +12,16 @@
  * Before the router starts, each worker runs `warmUp` (warm-up.ts): the engine over synthetic pings on scratch state.
  * The worker opens the rings, counters and device state once (from workerData) and each fence-store generation once
  * (cached), runs ContainmentEngine.processBatch, releases the telemetry records and rings the dispatcher's doorbell.
+ * Before each batch it publishes a heartbeat in its group's watchdog cells (WDG_*: the batch it holds, then a batch
+ * count), which the ingest thread's watchdog reads to tell a hung task from a busy one (ShardScheduler.checkStalls).
  */
-import { workerData } from 'node:worker_threads';
+import { threadId, workerData } from 'node:worker_threads';
 import { ContainmentEngine } from '../fences/engine.js';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import { DeviceIdReader } from '../ingest/device-registry.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
-import { CNT_BLOCK_F64, RingKind } from '../shm/layout.js';
+import { CNT_BLOCK_F64, RingKind, TEL_DEVICE_SLOT_I32, WDG_HELD_COUNT_I32, WDG_HELD_SHARD_I32, WDG_PROGRESS_I32, WDG_STRIDE_I32, WDG_THREAD_ID_I32 } from '../shm/layout.js';
 import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
 import type { PipelineMemory } from './memory.js';
@@ -77,6 +80,8 @@ let triggers: SpscRing[] = [];
 let pipeline: PipelineRegion | null = null;
 let counters: Float64Array = new Float64Array(0);
 let state: DeviceState | null = null;
+let watchdog: Int32Array = new Int32Array(0);
+let idReader: DeviceIdReader | null = null;
 if (data !== null && data !== undefined && data.memory !== undefined) {
   const m = data.memory;
   telemetry = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
@@ -84,6 +89,63 @@ if (data !== null && data !== undefined && data.memory !== undefined) {
   pipeline = PipelineRegion.wrap(m.pipeline);
   counters = new Float64Array(m.containmentCounters);
   state = DeviceState.open(m.deviceState);
+  watchdog = new Int32Array(m.watchdog);
+  idReader = new DeviceIdReader(m.idTable);
+}
+
+/** Environment variable of the drill hook (see `parseFaultInjection`). */
+export const FAULT_INJECT_ENV = 'GEOFENCE_FAULT_INJECT';
+/** Drill hook mode: off (the production case). */
+export const FAULT_NONE = 0;
+/** Hang for ever (parked, no CPU burnt): a hung task, for the watchdog drill. */
+export const FAULT_HANG = 1;
+/** Throw (a failed task, for the failure-path drill). */
+export const FAULT_THROW = 2;
+
+/**
+ * Parses the drill hook's value: `hang-on-device:<numericId>` or `throw-on-device:<numericId>`. Returns null when
+ * the value is absent or empty (the production case); throws on anything else, so a mistyped drill does not pass
+ * silently.
+ */
+export function parseFaultInjection(value: string | undefined): { mode: number; deviceId: number } | null {
+  if (value === undefined || value === '') return null;
+  const m = /^(hang|throw)-on-device:(-?\d+)$/.exec(value);
+  if (m === null) throw new Error(`${FAULT_INJECT_ENV} must be hang-on-device:<numericId> or throw-on-device:<numericId>, got ${JSON.stringify(value)}`);
+  return { mode: m[1] === 'hang' ? FAULT_HANG : FAULT_THROW, deviceId: Number(m[2]) };
+}
+
+/**
+ * DRILL HOOK, off by default. `GEOFENCE_FAULT_INJECT` (read once, when the worker starts; pool workers inherit the
+ * process environment) makes the first containment batch that holds a ping of that numeric device id, in any worker
+ * of the pool that meets it first, process the pings before it and then hang (until the worker is terminated) or throw: a
+ * real hang or failure inside a real pool worker, for the watchdog and failure-path tests. It fires once per worker
+ * (each replacement worker reads the variable again, so a drill that must fire once per router arms a device whose
+ * ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed before the armed
+ * one are counted lost too. Unset, the hot path pays one integer test per batch.
+ */
+const fault = parseFaultInjection(process.env[FAULT_INJECT_ENV]);
+let faultMode = fault === null ? FAULT_NONE : fault.mode;
+const faultDeviceId = fault === null ? 0 : fault.deviceId;
+
+/** Drill only: index in the batch of the armed device's first ping, or -1. Reads the id table per record. */
+function faultIndexIn(tel: SpscRing, fromSeq: number, count: number): number {
+  const reader = idReader!;
+  for (let k = 0; k < count; k++) {
+    const slot = tel.i32[tel.slotOf((fromSeq + k) | 0) * tel.strideI32 + TEL_DEVICE_SLOT_I32]!;
+    if (slot >= 0 && reader.isNumeric(slot) && reader.numericId(slot) === faultDeviceId) return k;
+  }
+  return -1;
+}
+
+/** Drill only: processes the pings before the armed device's, then hangs or throws. */
+function fireFault(e: ContainmentEngine, tel: SpscRing, fromSeq: number, before: number, trig: SpscRing): never {
+  const mode = faultMode;
+  faultMode = FAULT_NONE;
+  if (before > 0) e.processBatch(tel, fromSeq, before, trig);
+  if (mode === FAULT_THROW) throw new Error(`drill: ${FAULT_INJECT_ENV} threw on device ${faultDeviceId}`);
+  // Why Atomics.wait on a private cell: a hang that burns no CPU, and that only worker termination ends.
+  const never = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) Atomics.wait(never, 0, 0);
 }
 const stores = new Map<number, FenceStore>();
 let engine: ContainmentEngine | null = null;
@@ -130,6 +192,9 @@ export default function runContainmentTask(task: ContainmentTask): number {
       throw new Error(`shard ${shards[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`);
     }
   }
+  // Group g's cells are in shard g's block, and shard g is the group's first shard (ShardScheduler's grouping).
+  const wb = shards[0]! * WDG_STRIDE_I32;
+  Atomics.store(watchdog, wb + WDG_THREAD_ID_I32, threadId);
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
   const lingerNs = task.lingerMs * 1e6;
@@ -148,8 +213,17 @@ export default function runContainmentTask(task: ContainmentTask): number {
       if (available === 0) continue;
       const count = available < task.batchRecords ? available : task.batchRecords;
       engine.useCounterBlock(shard * CNT_BLOCK_F64);
+      // Heartbeat: say which batch is held before touching it, then count the batch (the store the watchdog reads).
+      watchdog[wb + WDG_HELD_SHARD_I32] = shard;
+      watchdog[wb + WDG_HELD_COUNT_I32] = count;
+      Atomics.store(watchdog, wb + WDG_PROGRESS_I32, (watchdog[wb + WDG_PROGRESS_I32]! + 1) | 0);
+      if (faultMode !== FAULT_NONE) {
+        const at = faultIndexIn(tel, tel.readSeq(), count);
+        if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[shard]!);
+      }
       const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
       tel.release(count);
+      watchdog[wb + WDG_HELD_SHARD_I32] = -1;
       pass += count;
       passWritten += written;
     }

@@ -8,7 +8,7 @@ import { DeviceIdReader } from '../ingest/device-registry.js';
 import type { FenceStore } from '../fences/store.js';
 import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../dispatch/limits/index.js';
 import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
-import type { DownstreamOptions as DispatchDownstreamOptions } from '../dispatch/downstream.js';
+import type { DispatcherDownstreamOptions } from '../dispatch/dispatcher.js';
 import type { Subscription } from '../dispatch/router.js';
 import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
 import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
@@ -46,6 +46,10 @@ export interface DownstreamSpec {
   maxAttempts?: number;
   replay?: boolean;
   backlogMaxBytes?: number;
+  /** Size budget of its dead letters on disk, bytes. */
+  deadLetterMaxBytes?: number;
+  /** Age budget of its dead letters, ms. */
+  deadLetterMaxAgeMs?: number;
 }
 
 /** Fences of a generation known by name only (the fences a restored checkpoint named that the fences file lost). */
@@ -187,7 +191,7 @@ function limitOf(choice: string | number | undefined, gradient: Partial<Gradient
 }
 
 /** Builds the Dispatcher's downstream options from the specs. */
-export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: CallbackBridge | null): (DispatchDownstreamOptions & { backlogMaxBytes?: number })[] {
+export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: CallbackBridge | null): DispatcherDownstreamOptions[] {
   return specs.map((s, i) => {
     let sink: Sink;
     if (s.kind === 'webhook') {
@@ -198,7 +202,7 @@ export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: Callb
       if (bridge === null) throw new Error(`downstream ${s.name}: callback downstream without a bridge`);
       sink = bridge.sinkFor(i);
     }
-    const o: DispatchDownstreamOptions & { backlogMaxBytes?: number } = { name: s.name, sink };
+    const o: DispatcherDownstreamOptions = { name: s.name, sink };
     if (s.subscription !== undefined) {
       const sub: Subscription = {};
       if (s.subscription.fenceIds !== undefined) sub.fenceIds = s.subscription.fenceIds;
@@ -215,6 +219,8 @@ export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: Callb
     if (s.maxAttempts !== undefined) o.maxAttempts = s.maxAttempts;
     if (s.replay !== undefined) o.replay = s.replay;
     if (s.backlogMaxBytes !== undefined) o.backlogMaxBytes = s.backlogMaxBytes;
+    if (s.deadLetterMaxBytes !== undefined) o.deadLetterMaxBytes = s.deadLetterMaxBytes;
+    if (s.deadLetterMaxAgeMs !== undefined) o.deadLetterMaxAgeMs = s.deadLetterMaxAgeMs;
     return o;
   });
 }

@@ -6,6 +6,10 @@
  * bridge): the loop reads the doorbell, scans the rings, and when it found nothing raises the sleeping flag, re-checks
  * the doorbell, and waits for it to change or for a short timeout (the control loop's timers: expiry, flushes,
  * Retry-After pauses). Producers notify only when the flag is up.
+ *
+ * The loop never stops on an error: the durable files report their own failures (counted, alarmed by the
+ * Dispatcher), and anything else thrown by a pass is logged as an error (at most one line every ERROR_LOG_INTERVAL_MS,
+ * with the count) and the loop goes on. A drain or close waits for the trigger rings to empty at most its deadline.
  */
 import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
@@ -63,6 +67,8 @@ const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 const BUSY_WAIT_MS = 2;
 /** Wait when idle, ms (the doorbell wakes it sooner). */
 const IDLE_WAIT_MS = 50;
+/** At most one line about a failed pass this often, ms. */
+const ERROR_LOG_INTERVAL_MS = 10_000;
 /** Store generations kept for naming (the current one and the ones triggers in flight may still name). */
 const KEPT_GENERATIONS = 8;
 
@@ -101,6 +107,7 @@ async function main(): Promise<void> {
           metricsBuffer: m.dispatchMetrics,
           onHeld: heldTimeRecorder(statsCells, PST_HELD_BASE_F64, PST_REPLAY_HELD_BASE_F64),
           log: (line) => post({ type: 'log', line }),
+          alarm: (line) => post({ type: 'log', line, level: 'error' }),
         });
   // With no downstream every trigger is unrouted: count it in the dispatcher-wide cells (block 0).
   let unrouted = 0;
@@ -166,12 +173,39 @@ async function main(): Promise<void> {
   const loopDone = new Promise<void>((r) => (stopped = r));
   const i32 = pipeline.i32;
 
+  let passErrors = 0;
+  let lastErrorLogMs = -Infinity;
+  /** Logs an error thrown by a pass (rate-limited, with the count) instead of letting it end the loop. */
+  const passFailed = (err: unknown): void => {
+    passErrors++;
+    const now = Date.now();
+    if (now - lastErrorLogMs < ERROR_LOG_INTERVAL_MS) return;
+    lastErrorLogMs = now;
+    const text = err instanceof Error ? err.stack ?? err.message : String(err);
+    post({ type: 'log', line: `dispatcher thread: a pass failed (${passErrors} so far), the loop goes on: ${text}`, level: 'error' });
+  };
+
   const loop = async (): Promise<void> => {
+    try {
+      await loopPasses();
+    } finally {
+      stopped();
+    }
+  };
+
+  const loopPasses = async (): Promise<void> => {
     let passes = 0;
     while (!stopping) {
       const seen = Atomics.load(i32, CTL_DISPATCH_DOORBELL_I32);
-      const n = scan();
-      dispatcher?.pump(nowNs());
+      let n = 0;
+      try {
+        n = scan();
+        dispatcher?.pump(nowNs());
+      } catch (err) {
+        passFailed(err);
+        await new Promise((r) => setTimeout(r, BUSY_WAIT_MS));
+        continue;
+      }
       if (blocked) {
         // Held back: let deliveries complete (and free memory) before looking at the rings again.
         await new Promise((r) => setTimeout(r, BUSY_WAIT_MS));
@@ -195,13 +229,27 @@ async function main(): Promise<void> {
       // Let completions and messages run between waits.
       await new Promise((r) => setImmediate(r));
     }
-    stopped();
   };
 
-  const waitRingsEmpty = async (): Promise<void> => {
+  /**
+   * Waits for the trigger rings to empty, at most `deadlineMs` (a downstream whose memory and backlog log can take
+   * nothing, e.g. its disk is full, must not hold a shutdown forever): what is left is logged as not dispatched.
+   */
+  const waitRingsEmpty = async (deadlineMs: number): Promise<void> => {
+    const end = Date.now() + deadlineMs;
     while (!ringsEmpty()) {
+      if (Date.now() >= end) {
+        let left = 0;
+        for (const r of rings) left += r.available();
+        post({ type: 'log', line: `dispatcher thread: ${left} triggers left in the trigger rings at the drain deadline (no downstream could take them): not delivered`, level: 'error' });
+        return;
+      }
       // The loop may be held back by a full downstream; pumping here lets its deliveries make room.
-      dispatcher?.pump(nowNs());
+      try {
+        dispatcher?.pump(nowNs());
+      } catch (err) {
+        passFailed(err);
+      }
       await new Promise((r) => setTimeout(r, 1));
     }
   };
@@ -226,7 +274,7 @@ async function main(): Promise<void> {
         reply(
           (async () => {
             dispatcher?.beginDrain();
-            await waitRingsEmpty();
+            await waitRingsEmpty(msg.deadlineMs);
             if (dispatcher !== null) await dispatcher.drain(msg.deadlineMs);
           })(),
         );
@@ -235,7 +283,7 @@ async function main(): Promise<void> {
         reply(
           (async () => {
             dispatcher?.beginDrain();
-            await waitRingsEmpty();
+            await waitRingsEmpty(msg.deadlineMs);
             stopping = true;
             Atomics.notify(i32, CTL_DISPATCH_DOORBELL_I32);
             await loopDone;

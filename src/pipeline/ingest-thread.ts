@@ -14,7 +14,6 @@ import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
-import type { IngestStream } from '../ingest/ingest-edge.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
@@ -23,12 +22,16 @@ import { nowNs } from '../shm/clock.js';
 import { ADM_BLOCK_F64, FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, IngestState, RingKind } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask, ContainmentWorkerData } from './containment-thread.js';
-import { AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
+import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
+import { InProcessInput } from './in-process-input.js';
+import { InputBacklog } from './input-backlog.js';
+import { COMPLIANCE_ALARM_INTERVAL_MS, ComplianceShedAlarm } from '../ingest/shed-alarm.js';
+import type { PausableFeed } from '../ingest/backpressure.js';
 import { allocatePipelineMemory, type PipelineMemory } from './memory.js';
 import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../demo/encode.js';
 import { Fleet, type FleetPing } from '../demo/fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
-import { ShardScheduler } from './shard-scheduler.js';
+import { ShardScheduler, WATCHDOG_INTERVAL_MS, type WatchdogSettings } from './shard-scheduler.js';
 import type { WarmUpTask } from './warm-up.js';
 
 /** What the ingest thread needs (structured-clone safe). */
@@ -51,6 +54,12 @@ export interface IngestThreadData {
     stationarySpeedMps: number;
     stationaryRadiusM: number;
     rejectLogIntervalMs: number;
+    /** The TCP listener's overload policy (pausable sources always wait). */
+    overload: 'shed' | 'backpressure';
+    /** High-water mark of in-process and of forwarded stdin bytes in flight (see input-backlog.ts). */
+    inputHighWaterBytes: number;
+    /** High-water mark of in-process points in flight. */
+    inputHighWaterPoints: number;
   };
   /** Admission options (LaneAdmission's names). */
   admission: { reservedFraction: number; watermarkFraction: number; idleBucketCapacity: number; idleBucketRatePerSecond: number };
@@ -60,6 +69,8 @@ export interface IngestThreadData {
   batchSize: number;
   /** Containment worker threads. */
   poolSize: number;
+  /** Containment watchdog: a group without progress for this long (records waiting) is aborted and resubmitted, ms. */
+  containmentStallMs: number;
   /** Replay files (stdin is forwarded by the main thread). */
   inputFiles: string[];
   /** True when the main thread forwards stdin as stream-data messages. */
@@ -87,14 +98,29 @@ interface IngestPath {
   predicates: StorePredicates;
   sink: AdmissionSink;
   edge: PipelineEdge;
+  room: AdmissionRoom;
 }
 
 /** Wires the ingest path over `m` (the router's regions, or scratch ones for the warm-up). */
-function buildIngestPath(m: PipelineMemory, d: IngestThreadData, pool: Piscina<ContainmentTask, number>, log: (line: string) => void): IngestPath {
+function buildIngestPath(
+  m: PipelineMemory,
+  d: IngestThreadData,
+  pool: Piscina<ContainmentTask, number>,
+  log: (line: string) => void,
+  watched: boolean,
+): IngestPath {
   const stats = new Float64Array(m.stats);
   const state = DeviceState.open(m.deviceState);
   const rings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
-  const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log);
+  // The scratch path of the warm-up runs no task, so it needs no watchdog.
+  const watchdog: WatchdogSettings | null = watched
+    ? {
+        cells: new Int32Array(m.watchdog),
+        stallMs: d.containmentStallMs,
+        triggerRings: m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER)),
+      }
+    : null;
+  const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log, watchdog);
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map((ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0));
@@ -112,8 +138,9 @@ function buildIngestPath(m: PipelineMemory, d: IngestThreadData, pool: Piscina<C
     },
     { pipeline: PipelineRegion.wrap(m.pipeline), registry, predicates, sink, log: rejectLog },
   );
-  edge.attach(scheduler, sink);
-  return { scheduler, admissions, predicates, sink, edge };
+  const room = new AdmissionRoom(admissions);
+  edge.attach(scheduler, sink, room);
+  return { scheduler, admissions, predicates, sink, edge, room };
 }
 
 /**
@@ -132,7 +159,7 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
     maxFencesPerDevice: 16,
     downstreams: 1,
   });
-  const path = buildIngestPath(scratch, d, pool, () => undefined);
+  const path = buildIngestPath(scratch, d, pool, () => undefined, false);
   void path.scheduler.pause();
   const rings = path.scheduler.rings;
   // The fleet walks around the first fence, so classification meets fences and the compliance boxes.
@@ -181,30 +208,71 @@ async function main(): Promise<void> {
     stricterFIFO: true,
     workerData: poolData,
   });
-  const log = (line: string): void => post({ type: 'log', line });
-  const { scheduler, admissions, predicates, sink, edge } = buildIngestPath(m, d, pool, log);
+  const logError = (line: string): void => post({ type: 'log', line, level: 'error' });
+  // Why listen: Piscina emits 'error' for a worker that fails with no task on it; unheard, it would end this thread.
+  pool.on('error', (err: unknown) => logError(`containment pool: ${err instanceof Error ? err.message : String(err)}`));
+  const { scheduler, admissions, predicates, sink, edge, room } = buildIngestPath(m, d, pool, logError, true);
+  const watchdogTimer = setInterval(() => scheduler.checkStalls(Date.now()), WATCHDOG_INTERVAL_MS);
+  watchdogTimer.unref();
   const rings = scheduler.rings;
+  const backlog = new InputBacklog(pipeline, { bytes: d.ingest.inputHighWaterBytes, points: d.ingest.inputHighWaterPoints });
+  const inProcess = new InProcessInput({
+    edge,
+    sink,
+    scheduler,
+    room,
+    waiter: edge.feedWaiter,
+    backlog,
+    wake: () => post({ type: 'input-drained', which: 'input' }),
+  });
+  const alarm = new ComplianceShedAlarm({
+    admissionCounters: new Float64Array(m.admissionCounters),
+    shards: m.shards,
+    nowMs: () => Date.now(),
+    write: (line) => post({ type: 'log', line, level: 'error' }),
+  });
+  const alarmTimer = setInterval(() => alarm.check(), COMPLIANCE_ALARM_INTERVAL_MS);
+  alarmTimer.unref();
 
   const tcp =
     d.listenHost === null
       ? null
-      : new TcpSource({ host: d.listenHost, port: d.listenPort, maxConnections: d.ingest.maxConnections, idleTimeoutMs: d.ingest.idleTimeoutMs });
+      : new TcpSource({
+          host: d.listenHost,
+          port: d.listenPort,
+          maxConnections: d.ingest.maxConnections,
+          idleTimeoutMs: d.ingest.idleTimeoutMs,
+          overload: d.ingest.overload,
+        });
   const files: ReadableSource[] = d.inputFiles.map((p) => fileSource(p, d.ingest.readChunkBytes));
-  let stdinStream: IngestStream | null = d.stdinForwarded ? edge.openStream('stdin') : null;
+  // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes
+  // are fed as a pausable source's, and every byte fed is taken off the backlog.
+  let stdinFeed: PausableFeed | null = d.stdinForwarded
+    ? edge.openFeed('stdin', {
+        onFed: (bytes) => {
+          if (backlog.fedStdin(bytes)) post({ type: 'input-drained', which: 'stdin' });
+        },
+      })
+    : null;
   let stdinDone: Promise<void> = Promise.resolve();
   let stdinEnded: () => void = () => undefined;
-  if (stdinStream !== null) stdinDone = new Promise((r) => (stdinEnded = r));
+  if (stdinFeed !== null) stdinDone = new Promise((r) => (stdinEnded = r));
+  const endStdin = async (): Promise<void> => {
+    const feed = stdinFeed;
+    if (feed === null) return;
+    stdinFeed = null;
+    await feed.end();
+    stdinEnded();
+  };
 
   const drain = async (): Promise<void> => {
     pipeline.setIngestState(IngestState.DRAINING);
-    // Stop taking input: partial frames of closed connections count as truncated.
+    // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
+    // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
     await Promise.all(files.map((f) => f.stop()));
-    if (stdinStream !== null) {
-      stdinStream.end();
-      stdinStream = null;
-      stdinEnded();
-    }
+    await endStdin();
+    await inProcess.idle();
     for (const a of admissions) a.setDraining(true);
     scheduler.setDraining();
     // Empty the rings: publish what is claimed and keep submitting until nothing is left or in flight.
@@ -216,27 +284,24 @@ async function main(): Promise<void> {
       await new Promise((r) => setImmediate(r));
     }
     pipeline.setIngestState(IngestState.STOPPED);
+    // Anything shed in COMPLIANCE up to the end is reported before the router's summary.
+    alarm.check();
   };
 
   parentPort!.on('message', (msg: IngestRequest) => {
     switch (msg.type) {
       case 'ingest':
-        sink.tick();
-        edge.ingest(msg.bytes);
-        scheduler.flush();
+        inProcess.ingest(msg.bytes);
         return;
       case 'push':
-        sink.tick();
-        edge.push(msg.point);
-        scheduler.flush();
+        inProcess.push(msg.point);
         return;
       case 'stream-data':
-        stdinStream?.write(msg.bytes);
+        // The feed keeps what the rings cannot take yet; the main thread stops reading stdin on the backlog.
+        stdinFeed?.write(msg.bytes);
         return;
       case 'stream-end':
-        stdinStream?.end();
-        stdinStream = null;
-        stdinEnded();
+        void endStdin();
         return;
       case 'pause':
         scheduler.pause().then(() => post({ type: 'reply', id: msg.id }));
@@ -257,6 +322,9 @@ async function main(): Promise<void> {
         );
         return;
       case 'close':
+        clearInterval(alarmTimer);
+        clearInterval(watchdogTimer);
+        edge.feedWaiter.close();
         pool.destroy().then(
           () => {
             post({ type: 'reply', id: msg.id });

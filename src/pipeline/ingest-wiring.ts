@@ -1,12 +1,13 @@
 /**
  * The ingest thread's wiring of the edge to admission and the rings: lane predicates over the current fence store and
- * the shared device state, the PingSink that admits and writes each ping, and an edge whose streams flush the
- * shards' batches at the end of every read chunk.
+ * the shared device state, the PingSink that admits and writes each ping, the room the rings offer pausable sources,
+ * and an edge whose streams flush the shards' batches at the end of every read chunk.
  */
 import type { DeviceState } from '../fences/device-state.js';
 import { Q_LIMIT_M, Q_X, Q_Y } from '../fences/geometry.js';
 import type { FenceStore } from '../fences/store.js';
 import type { LaneAdmission } from '../ingest/admission.js';
+import { PausableFeed, UNBOUNDED_ROOM, type PausableFeedHooks, type RingRoom } from '../ingest/backpressure.js';
 import { IngestEdge, type IngestStream, type PingSink } from '../ingest/ingest-edge.js';
 import type { LanePredicates } from '../ingest/lane-classifier.js';
 import { PF_ADMIT_TIME_NS_F64, PF_LAT_F64, PF_LON_F64, type PingFields } from '../ingest/ping-fields.js';
@@ -83,6 +84,11 @@ export class StorePredicates implements LanePredicates {
 export class AdmissionSink implements PingSink {
   /** Admission time of the chunk being decoded, ns on the cross-thread clock (set by `tick()`). */
   readonly clockNs = new Float64Array(1);
+  /**
+   * True while the pings offered come from a pausable source (set around each fed piece and pushed point): they are
+   * admitted with `admitPausableAt` (never rate-limited; the feed sized the piece to fit).
+   */
+  pausable = false;
   private readonly admissions: readonly LaneAdmission[];
   private readonly scheduler: ShardScheduler;
   private readonly predicates: StorePredicates;
@@ -103,7 +109,9 @@ export class AdmissionSink implements PingSink {
     const admission = this.admissions[shard]!;
     const values = fields.values;
     values[PF_ADMIT_TIME_NS_F64] = this.clockNs[0]!;
-    const slot = admission.admitAt(fields.lane, values, PF_ADMIT_TIME_NS_F64);
+    const slot = this.pausable
+      ? admission.admitPausableAt(fields.lane, values, PF_ADMIT_TIME_NS_F64)
+      : admission.admitAt(fields.lane, values, PF_ADMIT_TIME_NS_F64);
     // Shed: admission counted it by lane and reason.
     if (slot < 0) return;
     const ring = admission.ring;
@@ -113,18 +121,66 @@ export class AdmissionSink implements PingSink {
   }
 }
 
-/** A stream that flushes the shards' batches after every chunk it is given. */
+/**
+ * The room the telemetry rings offer pausable sources (see src/ingest/backpressure.ts): none while the fullest ring
+ * is at or above the admission watermark (the part above it stays for the live sources sharing the rings), else up to
+ * the lower lanes' limit (capacity minus the COMPLIANCE reserve) of the fullest ring. Unlimited while draining:
+ * admission sheds everything as DRAINING then, and a feed must not wait for room that draining makes irrelevant.
+ * Reads each ring's consumer position (one atomic load per shard); allocation-free.
+ */
+export class AdmissionRoom implements RingRoom {
+  private readonly admissions: readonly LaneAdmission[];
+  /** Depth of the fullest ring at and above which pausable sources wait. */
+  readonly pauseSlots: number;
+  /** Depth no pausable ping may reach: the lower lanes' limit. */
+  readonly limitSlots: number;
+  private lastMaxDepth = 0;
+
+  /** The room in front of `admissions` (one per shard, all over rings of one capacity). */
+  constructor(admissions: readonly LaneAdmission[]) {
+    if (admissions.length === 0) throw new RangeError('admissions must not be empty');
+    this.admissions = admissions;
+    const a = admissions[0]!;
+    this.limitSlots = a.sharedSlots;
+    this.pauseSlots = Math.min(a.watermarkSlots, a.sharedSlots);
+  }
+
+  /** See RingRoom.pings: 0 while the fullest ring is at or above the watermark, else the room to the lanes' limit. */
+  pings(): number {
+    const admissions = this.admissions;
+    if (admissions[0]!.isDraining()) return Number.MAX_SAFE_INTEGER;
+    let max = 0;
+    for (let s = 0; s < admissions.length; s++) {
+      const d = admissions[s]!.ring.refreshDepth();
+      if (d > max) max = d;
+    }
+    this.lastMaxDepth = max;
+    return max >= this.pauseSlots ? 0 : this.limitSlots - max;
+  }
+
+  /** See RingRoom.empty. */
+  empty(): boolean {
+    return this.lastMaxDepth === 0;
+  }
+}
+
+/**
+ * A stream that flushes the shards' batches after every chunk it is given; a pausable one offers its pings as a
+ * pausable source's (see AdmissionSink.pausable).
+ */
 class FlushingStream implements IngestStream {
   readonly name: string;
   private readonly inner: IngestStream;
   private readonly scheduler: ShardScheduler;
   private readonly sink: AdmissionSink;
+  private readonly pausable: boolean;
 
-  constructor(inner: IngestStream, scheduler: ShardScheduler, sink: AdmissionSink) {
+  constructor(inner: IngestStream, scheduler: ShardScheduler, sink: AdmissionSink, pausable: boolean) {
     this.inner = inner;
     this.name = inner.name;
     this.scheduler = scheduler;
     this.sink = sink;
+    this.pausable = pausable;
   }
 
   get bufferedBytes(): number {
@@ -132,33 +188,63 @@ class FlushingStream implements IngestStream {
   }
 
   write(chunk: Uint8Array): void {
-    this.sink.tick();
-    this.inner.write(chunk);
+    const sink = this.sink;
+    sink.tick();
+    sink.pausable = this.pausable;
+    try {
+      this.inner.write(chunk);
+    } finally {
+      sink.pausable = false;
+    }
     this.scheduler.flush();
   }
 
   end(): void {
-    this.sink.tick();
-    this.inner.end();
+    const sink = this.sink;
+    sink.tick();
+    sink.pausable = this.pausable;
+    try {
+      this.inner.end();
+    } finally {
+      sink.pausable = false;
+    }
     this.scheduler.flush();
   }
 }
 
-/** The ingest edge of the pipeline: every stream it opens flushes at the end of each read chunk. */
+/**
+ * The ingest edge of the pipeline: every stream it opens flushes at the end of each read chunk, and its feeds (for
+ * pausable sources) wait for room in the telemetry rings.
+ */
 export class PipelineEdge extends IngestEdge {
   private scheduler: ShardScheduler | null = null;
   private admissionSink: AdmissionSink | null = null;
+  private room: RingRoom = UNBOUNDED_ROOM;
 
-  /** Attaches the scheduler and the sink (after construction: both are built around the edge's registry). */
-  attach(scheduler: ShardScheduler, sink: AdmissionSink): void {
+  /** Attaches the scheduler, the sink and the rings' room (after construction: they are built around the registry). */
+  attach(scheduler: ShardScheduler, sink: AdmissionSink, room: RingRoom): void {
     this.scheduler = scheduler;
     this.admissionSink = sink;
+    this.room = room;
+  }
+
+  /** The room pausable sources are fed by. */
+  get ringRoom(): RingRoom {
+    return this.room;
   }
 
   override openStream(name: string): IngestStream {
+    return this.open(name, false);
+  }
+
+  override openFeed(name: string, hooks: PausableFeedHooks = {}): PausableFeed {
+    return new PausableFeed(this.open(name, true), this.room, this.feedWaiter, hooks);
+  }
+
+  private open(name: string, pausable: boolean): IngestStream {
     const inner = super.openStream(name);
     return this.scheduler === null || this.admissionSink === null
       ? inner
-      : new FlushingStream(inner, this.scheduler, this.admissionSink);
+      : new FlushingStream(inner, this.scheduler, this.admissionSink, pausable);
   }
 }

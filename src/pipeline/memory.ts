@@ -6,7 +6,7 @@ import { metricsCells } from '../dispatch/dispatcher.js';
 import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { allocateDeviceIdTable } from '../ingest/device-registry.js';
 import { allocatePipelineRegion } from '../ingest/pipeline-region.js';
-import { CNT_BLOCK_F64, PST_REGION_F64, RingKind, TRIGGER_STRIDE_BYTES } from '../shm/layout.js';
+import { CNT_BLOCK_F64, PST_REGION_F64, RingKind, TRIGGER_STRIDE_BYTES, watchdogRegionBytes, WDG_HELD_SHARD_I32, WDG_STRIDE_I32 } from '../shm/layout.js';
 import { allocateAdmissionCounters, allocateCounterRegion, allocateRingRegion, allocateTelemetryRing } from '../shm/regions.js';
 
 /** Slots of the control trigger ring (the main thread's: EXIT triggers written by a fence reload). */
@@ -37,6 +37,8 @@ export interface PipelineMemory {
   readonly deviceState: DeviceStateDescriptor;
   /** Dispatcher metric cells (DS_* blocks, then the DISP_* block). */
   readonly dispatchMetrics: SharedArrayBuffer;
+  /** Containment watchdog cells (WDG_*, one block per shard): task heartbeats, held batches, stalled flags. */
+  readonly watchdog: SharedArrayBuffer;
 }
 
 /** What to allocate. */
@@ -53,6 +55,8 @@ export interface PipelineMemorySpec {
   idBytesPerSlot: number;
   /** Fence entries per device. */
   maxFencesPerDevice: number;
+  /** Fence entries provisioned per device on average (inline plus pool share; default 32). */
+  fenceEntriesPerDevice?: number;
   /** Downstreams of the dispatcher. */
   downstreams: number;
 }
@@ -75,7 +79,16 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     triggerRings,
     admissionCounters: allocateAdmissionCounters(spec.shards),
     containmentCounters: allocateCounterRegion(spec.shards + 1, CNT_BLOCK_F64),
-    deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice),
+    deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, { entriesPerDevice: spec.fenceEntriesPerDevice ?? 32 }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
+    watchdog: allocateWatchdogRegion(spec.shards),
   };
+}
+
+/** Allocates the containment watchdog region: no batch held in any block. */
+export function allocateWatchdogRegion(shards: number): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(watchdogRegionBytes(shards));
+  const cells = new Int32Array(sab);
+  for (let s = 0; s < shards; s++) cells[s * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+  return sab;
 }

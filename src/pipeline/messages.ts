@@ -1,6 +1,7 @@
 /**
  * Messages between the main thread and the pipeline threads, and a small request/reply helper. Control traffic
- * only (start, pause, resume, drain, close, embedding input): no message is sent per event except `push`.
+ * only (start, pause, resume, drain, close, embedding input, backlog wake-ups): no message is sent per event except
+ * `push`.
  */
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
@@ -28,7 +29,16 @@ export type ThreadEvent =
   | { type: 'failed'; error: string }
   | { type: 'reply'; id: number; error?: string }
   | { type: 'inputs-done' }
-  | { type: 'log'; line: string };
+  /**
+   * The in-process input backlog (`which: 'input'`) or the forwarded stdin backlog (`'stdin'`) reached its low-water
+   * mark while the main thread waited for it (see input-backlog.ts): one per wait.
+   */
+  | { type: 'input-drained'; which: 'input' | 'stdin' }
+  /** A log line; `level` 'error' for loss that must not go unnoticed (a shed COMPLIANCE ping). */
+  | { type: 'log'; line: string; level?: LogLevel };
+
+/** Severity of a log line: 'info' (default) or 'error'. */
+export type LogLevel = 'info' | 'error';
 
 /** Dispatcher thread -> main, over the callback bridge: one batch for the callback of downstream `downstream`. */
 export interface CallbackCall {

@@ -11,10 +11,27 @@
  * A shard's ring is published when its claimed-but-unpublished records reach `batchSize`, every
  * PUBLISH_EVERY_RECORDS records within a read chunk, and at the end of every read chunk (`flush`), so a record never waits for more traffic; its group is submitted then if it is idle, or the
  * moment its task answers.
+ * A task that fails (its worker threw or exited) or that the watchdog aborts as hung (`checkStalls`) costs the group
+ * only the batch it held: that batch is dropped and counted lost with its reason, and the group is resubmitted.
  */
 import type { Piscina } from 'piscina';
 import type { FenceStoreDescriptor } from '../fences/store.js';
-import { PST_BATCHED_PINGS_F64, PST_LOST_PINGS_F64, PST_TASKS_COMPLETED_F64, PST_TASKS_FAILED_F64, PST_TASKS_SUBMITTED_F64 } from '../shm/layout.js';
+import {
+  PST_BATCHED_PINGS_F64,
+  PST_LOST_PINGS_F64,
+  PST_LOST_PINGS_HUNG_F64,
+  PST_STALLED_GROUPS_F64,
+  PST_TASKS_ABORTED_F64,
+  PST_TASKS_COMPLETED_F64,
+  PST_TASKS_FAILED_F64,
+  PST_TASKS_SUBMITTED_F64,
+  WDG_HELD_COUNT_I32,
+  WDG_HELD_SHARD_I32,
+  WDG_PROGRESS_I32,
+  WDG_STALLED_I32,
+  WDG_STRIDE_I32,
+  WDG_THREAD_ID_I32,
+} from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, CONTROL_RUN, NEEDS_STORE, type ContainmentTask } from './containment-thread.js';
 
@@ -33,6 +50,28 @@ export const TASK_MAX_MS = 60_000;
  * pause of the ingest thread (a GC, a host that deschedules it) without ending the task under load.
  */
 export const TASK_LINGER_MS = 100;
+
+/** How often the ingest thread runs the containment watchdog (`ShardScheduler.checkStalls`), ms. */
+export const WATCHDOG_INTERVAL_MS = 250;
+
+/**
+ * Trigger-ring fill at or above which a group without progress counts as held back by the dispatcher, not hung: a
+ * full trigger ring pauses containment by design (trigger-writer.ts), and a slow downstream must not get workers killed.
+ */
+export const WATCHDOG_BACKPRESSURE_FILL = 0.9;
+
+/** A watchdog check this long after the previous one finds the clock untrustworthy (see `checkStalls`), ms. */
+export const WATCHDOG_LATE_MS = 4 * WATCHDOG_INTERVAL_MS;
+
+/** The containment watchdog's settings and surroundings (ShardScheduler). */
+export interface WatchdogSettings {
+  /** The WDG_* cells (memory.watchdog). */
+  cells: Int32Array;
+  /** A group without progress for this long, with records waiting and room in its trigger rings, is hung, ms. */
+  stallMs: number;
+  /** The shards' trigger rings (read only: their fill tells backpressure from a hang). */
+  triggerRings: readonly SpscRing[];
+}
 
 
 /** Per-shard batching and task submission. Ingest thread only. */
@@ -65,6 +104,21 @@ export class ShardScheduler {
   /** Cell 0: CONTROL_* for every running task (shared with the pool workers; read at each pass and linger step). */
   private readonly control = new Int32Array(new SharedArrayBuffer(4));
   private readonly onError: (message: string) => void;
+  private readonly wd: WatchdogSettings | null;
+  /** Per group: abort controller of the task in flight (the watchdog's handle on it). */
+  private readonly controllers: (AbortController | null)[];
+  /** Per group: the heartbeat seen last, and when it last moved (or the group last had nothing to do), ms. */
+  private readonly seenProgress: Int32Array;
+  private readonly movedAtMs: Float64Array;
+  /** Per group: 1 from the watchdog's abort until the aborted task's worker has exited and the group is handed back. */
+  private readonly aborting: Uint8Array;
+  /** Per group: 1 while declared hung; the heartbeat at detection (any later batch clears it). */
+  private readonly stalled: Uint8Array;
+  private readonly stalledProgress: Int32Array;
+  /** Per group: resolves when the aborted task's worker has exited (only then is the ingest thread the consumer). */
+  private readonly exited: (Promise<void> | null)[];
+  /** When `checkStalls` last ran, ms (0: never). */
+  private lastCheckMs = 0;
 
   constructor(
     pool: Piscina<ContainmentTask, number>,
@@ -74,6 +128,7 @@ export class ShardScheduler {
     stats: Float64Array,
     fences: FenceStoreDescriptor,
     onError: (message: string) => void,
+    watchdog: WatchdogSettings | null = null,
   ) {
     this.pool = pool;
     this.rings = rings;
@@ -92,6 +147,92 @@ export class ShardScheduler {
     this.submittedFrom = new Int32Array(rings.length);
     this.dirty = new Uint8Array(rings.length);
     this.dirtyList = new Int32Array(rings.length);
+    this.wd = watchdog;
+    this.controllers = new Array<AbortController | null>(this.groups).fill(null);
+    this.seenProgress = new Int32Array(this.groups);
+    this.movedAtMs = new Float64Array(this.groups);
+    this.aborting = new Uint8Array(this.groups);
+    this.stalled = new Uint8Array(this.groups);
+    this.stalledProgress = new Int32Array(this.groups);
+    this.exited = new Array<Promise<void> | null>(this.groups).fill(null);
+  }
+
+  /**
+   * The containment watchdog (ingest thread, every WATCHDOG_INTERVAL_MS). A group is declared hung when its task is
+   * in flight, its shards have records waiting, its trigger rings are below WATCHDOG_BACKPRESSURE_FILL, and its
+   * heartbeat (WDG_PROGRESS_I32, one store per batch begun) has not moved for `stallMs`. Then: an error is logged
+   * naming the shards and the time without progress, PST_TASKS_ABORTED_F64 counts it, the group's shards are flagged
+   * stalled (/healthz answers 503), and the task is aborted: Piscina rejects it at once and terminates its worker
+   * (starting a replacement). The group is handed back only once that worker has exited, so two consumers never
+   * touch a ring; then the batch the task held is dropped (see `complete`) and the group is resubmitted. The stalled
+   * flag clears when the group's heartbeat moves again (its replacement began a batch) or it has nothing left to do.
+   */
+  checkStalls(nowMs: number): void {
+    const wd = this.wd;
+    if (wd === null) return;
+    const cells = wd.cells;
+    // A check that comes late means this thread (or the whole host) was not running: the workers were likely held
+    // too, so time without progress before now proves nothing. Start every group's clock again.
+    const late = this.lastCheckMs > 0 && nowMs - this.lastCheckMs > WATCHDOG_LATE_MS;
+    this.lastCheckMs = nowMs;
+    for (let g = 0; g < this.groups; g++) {
+      const progress = Atomics.load(cells, g * WDG_STRIDE_I32 + WDG_PROGRESS_I32);
+      const waiting = this.waitingIn(g);
+      if (this.stalled[g] !== 0 && this.aborting[g] === 0 && (progress !== this.stalledProgress[g] || (waiting === 0 && this.inFlight[g] === 0))) {
+        this.setStalled(g, 0);
+      }
+      if (late || progress !== this.seenProgress[g] || this.inFlight[g] === 0 || this.aborting[g] !== 0 || waiting === 0 || this.backpressured(g)) {
+        this.seenProgress[g] = progress;
+        this.movedAtMs[g] = nowMs;
+        continue;
+      }
+      const stuckMs = nowMs - this.movedAtMs[g]!;
+      if (stuckMs >= wd.stallMs) this.abortHung(g, progress, stuckMs, nowMs);
+    }
+  }
+
+  private waitingIn(group: number): number {
+    let n = 0;
+    for (const s of this.groupShards[group]!) n += this.rings[s]!.available();
+    return n;
+  }
+
+  private backpressured(group: number): boolean {
+    const trig = this.wd!.triggerRings;
+    for (const s of this.groupShards[group]!) if (trig[s]!.fill() >= WATCHDOG_BACKPRESSURE_FILL) return true;
+    return false;
+  }
+
+  private setStalled(group: number, on: 0 | 1): void {
+    if (this.stalled[group] === on) return;
+    this.stalled[group] = on;
+    this.stats[PST_STALLED_GROUPS_F64]! += on === 1 ? 1 : -1;
+    const cells = this.wd!.cells;
+    for (const s of this.groupShards[group]!) Atomics.store(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32, on);
+  }
+
+  private abortHung(group: number, progress: number, stuckMs: number, nowMs: number): void {
+    const controller = this.controllers[group];
+    if (controller === null || controller === undefined) return;
+    const cells = this.wd!.cells;
+    const tid = Atomics.load(cells, group * WDG_STRIDE_I32 + WDG_THREAD_ID_I32);
+    if (tid === 0) {
+      // The task has not started on a worker yet (a replacement worker still loading): not a containment hang.
+      this.movedAtMs[group] = nowMs;
+      return;
+    }
+    const worker = this.pool.threads.find((w) => w.threadId === tid);
+    // Why wait for 'exit': Piscina rejects the task before its worker is gone; until then it could still write.
+    this.exited[group] = worker === undefined ? Promise.resolve() : new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    this.aborting[group] = 1;
+    this.stalledProgress[group] = progress;
+    this.setStalled(group, 1);
+    this.stats[PST_TASKS_ABORTED_F64]!++;
+    this.onError(
+      `containment watchdog: the task for shards ${this.groupShards[group]!.join(',')} made no progress for ${Math.round(stuckMs)} ms ` +
+        `with ${this.waitingIn(group)} records waiting; aborting it (its worker is replaced, the batch it held is dropped)`,
+    );
+    controller.abort(new Error(`containment task made no progress for ${Math.round(stuckMs)} ms`));
   }
 
   /** Tasks in flight. */
@@ -201,9 +342,26 @@ export class ShardScheduler {
     this.inFlight[group] = 1;
     this.inFlightCount++;
     this.stats[PST_TASKS_SUBMITTED_F64]!++;
-    this.pool.run(task).then(
+    if (this.wd !== null) {
+      // The task stores its worker's threadId when it starts; 0 until then (see abortHung).
+      this.wd.cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+      Atomics.store(this.wd.cells, group * WDG_STRIDE_I32 + WDG_THREAD_ID_I32, 0);
+    }
+    const controller = this.wd !== null ? new AbortController() : null;
+    this.controllers[group] = controller;
+    this.pool.run(task, controller !== null ? { signal: controller.signal } : {}).then(
       (consumed) => this.complete(group, consumed, false),
       (err: unknown) => {
+        const exited = this.exited[group];
+        if (this.aborting[group] !== 0 && exited !== null && exited !== undefined) {
+          // Aborted by the watchdog (already logged): take the group back once the worker is gone.
+          void exited.then(() => {
+            this.exited[group] = null;
+            this.complete(group, 0, true);
+            this.aborting[group] = 0;
+          });
+          return;
+        }
         this.onError(`containment task for shards ${shards.join(',')} failed: ${err instanceof Error ? err.message : String(err)}`);
         this.complete(group, 0, true);
       },
@@ -216,20 +374,37 @@ export class ShardScheduler {
       this.sendStore[group] = 1;
       consumed = 0;
     }
+    this.controllers[group] = null;
     if (failed) {
-      // The worker may have released part of its work: take the consumer role (the pool's answer orders us after it)
-      // and drop what is left, per shard, of the records that were there when the task was submitted.
+      // The worker is gone or done (the pool's answer, or its exit, orders us after it): take the consumer role.
       let lost = 0;
-      for (const s of this.groupShards[group]!) {
-        const ring = this.rings[s]!;
-        const left = (this.submittedFrom[s]! + this.submittedCount[s]! - ring.readSeq()) | 0;
-        if (left > 0) {
-          ring.release(left);
-          lost += left;
+      const cells = this.wd !== null ? this.wd.cells : null;
+      const heldShard = cells !== null ? cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32]! : -1;
+      if (cells !== null && heldShard >= 0) {
+        // The task died inside a batch: drop that batch only (it may hold the ping that hangs or throws, and some of
+        // its pings may have updated device state already, so running them again could repeat a CROSS). Every other
+        // record stays for the resubmitted task.
+        lost = cells[group * WDG_STRIDE_I32 + WDG_HELD_COUNT_I32]!;
+        this.rings[heldShard]!.release(lost);
+        cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+      } else {
+        // Failed outside a batch (at its start, or between batches): drop, per shard, what is left of the records that
+        // were there when it was submitted, so a task that fails at its start cannot fail for ever.
+        for (const s of this.groupShards[group]!) {
+          const ring = this.rings[s]!;
+          const left = (this.submittedFrom[s]! + this.submittedCount[s]! - ring.readSeq()) | 0;
+          if (left > 0) {
+            ring.release(left);
+            lost += left;
+          }
         }
       }
-      this.stats[PST_TASKS_FAILED_F64]!++;
+      if (this.aborting[group] !== 0) this.stats[PST_LOST_PINGS_HUNG_F64]! += lost;
+      else this.stats[PST_TASKS_FAILED_F64]!++;
       this.stats[PST_LOST_PINGS_F64]! += lost;
+      if (lost > 0) {
+        this.onError(`containment task for shards ${this.groupShards[group]!.join(',')}: ${lost} pings dropped unprocessed (reason: ${this.aborting[group] !== 0 ? 'hung' : 'failed'})`);
+      }
     } else {
       this.stats[PST_TASKS_COMPLETED_F64]!++;
       this.stats[PST_BATCHED_PINGS_F64]! += consumed;

@@ -389,8 +389,9 @@ function restoreDevices(cp: Checkpoint, state: DeviceState, store: FenceStore, f
         }
         continue;
       }
-      if (n === state.maxFences) continue;
-      const base = slot * state.maxFences + n;
+      // A checkpoint from a router with a higher bound (or a fuller pool): the rest are not tracked, as at run time.
+      if (!state.ensureEntryCapacity(slot, n + 1)) continue;
+      const base = state.entryIndex(slot, n);
       state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = f;
       state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = e.state;
       state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = e.sinceMs;

@@ -16,8 +16,18 @@ import {
   CNT_TRIGGERS_F64,
   DISP_TRIGGERS_OFFERED_F64,
   DISP_TRIGGERS_UNROUTED_F64,
+  DEAD_LETTER_DROP_REASON_COUNT,
+  DEAD_LETTER_DROP_REASON_NAMES,
   DEAD_LETTER_REASON_COUNT,
   DEAD_LETTER_REASON_NAMES,
+  DISP_DURABLE_FAILING_F64,
+  DS_CURSOR_DAMAGED_COPIES_F64,
+  DS_CURSOR_FALLBACKS_F64,
+  DS_DAMAGED_RECORDS_F64,
+  DS_DEAD_LETTER_BYTES_F64,
+  DS_DEAD_LETTER_DROPPED_F64,
+  DS_DURABLE_FAILING_F64,
+  DS_DURABLE_WRITE_ERRORS_F64,
   DS_BACKLOG_BYTES_F64,
   DS_BACKLOG_RECORDS_F64,
   DS_BACKPRESSURE_WAITS_F64,
@@ -76,6 +86,9 @@ export type PerTriggerType = Record<(typeof TRIGGER_TYPE_NAMES)[number], number>
 /** Dead letters by reason. */
 export type PerDeadLetterReason = Record<(typeof DEAD_LETTER_REASON_NAMES)[number], number>;
 
+/** Dead-letter records dropped from storage, by reason (over_budget, too_old, disk_error). */
+export type PerDeadLetterDropReason = Record<(typeof DEAD_LETTER_DROP_REASON_NAMES)[number], number>;
+
 /** One downstream's control-loop signals and delivery accounting. */
 export interface DownstreamStats {
   /** Name. */
@@ -122,6 +135,19 @@ export interface DownstreamStats {
   backpressureWaits: number;
   /** Triggers in memory that no durable file holds (a crash would lose them). */
   memoryOnly: number;
+  /** Dead-letter records dropped from storage, by reason (a dropped one that waited for replay took its trigger). */
+  deadLetterDropped: PerDeadLetterDropReason;
+  /** Bytes of its dead-letter files on disk. */
+  deadLetterBytes: number;
+  /** Failed writes of its durable files (dead letters, backlog log, pending file). */
+  durableWriteErrors: number;
+  /** True while its last durable write failed. */
+  durableFailing: boolean;
+  /** Damaged records skipped in its durable files. */
+  damagedRecords: number;
+  /** Backlog cursor copies found damaged at start, and starts with no valid copy (the log read again from its start). */
+  cursorDamagedCopies: number;
+  cursorFallbacks: number;
 }
 
 /** A snapshot of the router's counters. */
@@ -178,6 +204,12 @@ export interface RouterStats {
   inFlight: number;
   /** Left durably for the next start at close. */
   carriedOver: number;
+  /** Dead-letter records dropped from storage, by reason, summed over downstreams. */
+  deadLetterDropped: PerDeadLetterDropReason;
+  /** Failed durable writes, summed over downstreams. */
+  durableWriteErrors: number;
+  /** Downstreams whose last durable write failed. */
+  durableFailingDownstreams: number;
   /** Per downstream. */
   downstreams: DownstreamStats[];
   /** Held time (admission -> handed to a downstream) P50 / P99 / max, ms (NaN before the first trigger). */
@@ -210,6 +242,8 @@ export interface RouterStats {
   fenceOverflows: number;
   candidateOverflows: number;
   generationMismatches: number;
+  /** The fences with the most untracked pings in the current fence generation, most first (at most 5). */
+  untrackedFences: { fenceId: string; pings: number }[];
 }
 
 /** Shared views the stats are read from. */
@@ -268,6 +302,9 @@ export function readRouterStats(v: StatsViews): RouterStats {
   const sum = { offered: 0, recovered: 0, delivered: 0, replayed: 0, deadLettered: 0, final: 0, inFlight: 0, carriedOver: 0 };
   const byReason = {} as PerDeadLetterReason;
   for (const r of DEAD_LETTER_REASON_NAMES) byReason[r] = 0;
+  const droppedSum = {} as PerDeadLetterDropReason;
+  for (const r of DEAD_LETTER_DROP_REASON_NAMES) droppedSum[r] = 0;
+  let durableWriteErrors = 0;
   v.downstreamNames.forEach((name, d) => {
     const b = d * DS_BLOCK_F64;
     const c = v.dispatch;
@@ -276,6 +313,12 @@ export function readRouterStats(v: StatsViews): RouterStats {
       const n = c[b + DS_DEAD_LETTERED_BY_REASON_F64 + r]!;
       reasons[DEAD_LETTER_REASON_NAMES[r]!] = n;
       byReason[DEAD_LETTER_REASON_NAMES[r]!] += n;
+    }
+    const dropped = {} as PerDeadLetterDropReason;
+    for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) {
+      const n = c[b + DS_DEAD_LETTER_DROPPED_F64 + r]!;
+      dropped[DEAD_LETTER_DROP_REASON_NAMES[r]!] = n;
+      droppedSum[DEAD_LETTER_DROP_REASON_NAMES[r]!] += n;
     }
     const s: DownstreamStats = {
       name,
@@ -300,7 +343,15 @@ export function readRouterStats(v: StatsViews): RouterStats {
       carriedOver: c[b + DS_CARRIED_OVER_F64]!,
       backpressureWaits: c[b + DS_BACKPRESSURE_WAITS_F64]!,
       memoryOnly: c[b + DS_MEMORY_ONLY_F64]!,
+      deadLetterDropped: dropped,
+      deadLetterBytes: c[b + DS_DEAD_LETTER_BYTES_F64]!,
+      durableWriteErrors: c[b + DS_DURABLE_WRITE_ERRORS_F64]!,
+      durableFailing: c[b + DS_DURABLE_FAILING_F64]! > 0,
+      damagedRecords: c[b + DS_DAMAGED_RECORDS_F64]!,
+      cursorDamagedCopies: c[b + DS_CURSOR_DAMAGED_COPIES_F64]!,
+      cursorFallbacks: c[b + DS_CURSOR_FALLBACKS_F64]!,
     };
+    durableWriteErrors += s.durableWriteErrors;
     sum.offered += s.offered;
     sum.recovered += s.recovered;
     sum.delivered += s.delivered;
@@ -341,6 +392,9 @@ export function readRouterStats(v: StatsViews): RouterStats {
     final: sum.final,
     inFlight: sum.inFlight,
     carriedOver: sum.carriedOver,
+    deadLetterDropped: droppedSum,
+    durableWriteErrors,
+    durableFailingDownstreams: v.dispatch[g + DISP_DURABLE_FAILING_F64]!,
     downstreams,
     heldTimeP50Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.5),
     heldTimeP99Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.99),
@@ -360,6 +414,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),
     candidateOverflows: cntSum(CNT_CANDIDATE_OVERFLOW_F64),
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
+    untrackedFences: [],
   };
 }
 

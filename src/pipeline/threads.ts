@@ -6,7 +6,7 @@ import { Worker, type MessagePort } from 'node:worker_threads';
 import type { RouterOptions } from '../config/options.js';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { DownstreamSpec } from './dispatch-wiring.js';
-import { Requester, type ThreadEvent } from './messages.js';
+import { Requester, type LogLevel, type ThreadEvent } from './messages.js';
 
 /** A pipeline thread and its request channel. */
 export class ThreadHandle {
@@ -15,8 +15,19 @@ export class ThreadHandle {
   readonly started: Promise<number>;
   private exited = false;
 
-  /** Starts the thread; `started` resolves with the port it reports (or rejects when it fails to start). */
-  constructor(url: URL, data: unknown, transfer: MessagePort[], name: string, log: (line: string) => void, onInputsDone: () => void) {
+  /**
+   * Starts the thread; `started` resolves with the port it reports (or rejects when it fails to start). `onDrained`
+   * receives the thread's backlog wake-ups ('input-drained' events).
+   */
+  constructor(
+    url: URL,
+    data: unknown,
+    transfer: MessagePort[],
+    name: string,
+    log: (line: string, level?: LogLevel) => void,
+    onInputsDone: () => void,
+    onDrained: (which: 'input' | 'stdin') => void = () => undefined,
+  ) {
     this.worker = new Worker(url, { workerData: data, transferList: transfer, name });
     this.requests = new Requester(this.worker, name);
     this.started = new Promise((resolve, reject) => {
@@ -24,8 +35,9 @@ export class ThreadHandle {
         if (e.type === 'started') resolve(e.port);
         else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
         else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
-        else if (e.type === 'log') log(e.line);
+        else if (e.type === 'log') log(e.line, e.level);
         else if (e.type === 'inputs-done') onInputsDone();
+        else if (e.type === 'input-drained') onDrained(e.which);
       });
       this.worker.on('error', (err) => {
         log(`${name} failed: ${err.stack ?? err.message}`);
@@ -73,6 +85,9 @@ export function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
     if (d.maxAttempts !== undefined) s.maxAttempts = d.maxAttempts;
     if (d.replay !== undefined) s.replay = d.replay;
     if (d.backlogMaxBytes !== undefined) s.backlogMaxBytes = d.backlogMaxBytes;
+    // The dead-letter budgets are router-wide options, applied to each downstream.
+    s.deadLetterMaxBytes = o.deadLetter.maxBytesPerDownstream;
+    s.deadLetterMaxAgeMs = o.deadLetter.maxAgeMs;
     return s;
   });
 }

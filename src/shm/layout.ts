@@ -17,7 +17,7 @@ export const CACHE_LINE_BYTES = 64;
 export const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
@@ -306,10 +306,22 @@ export const DSTATE_MAGIC_I32 = 0;
 export const DSTATE_VERSION_I32 = 1;
 /** Number of device slots. */
 export const DSTATE_MAX_DEVICES_I32 = 2;
-/** Fence entries per device (simultaneous fences a device can be in or pending for). */
+/** Fence entries per device at most (simultaneous fences a device can be in or pending for): inline plus pool. */
 export const DSTATE_MAX_FENCES_I32 = 3;
+/** Entries each device holds inline (its own, always there). */
+export const DSTATE_INLINE_FENCES_I32 = 4;
+/** Chunks of ENTRY_CHUNK_ENTRIES entries in the shared overflow pool. */
+export const DSTATE_POOL_CHUNKS_I32 = 5;
+/** Overflow pool lock: 0 free, 1 held (Atomics.compareExchange; held for a few array writes). */
+export const DSTATE_POOL_LOCK_I32 = 6;
+/** Overflow pool free list head: chunk id + 1, 0 when the pool is exhausted. Under the lock. */
+export const DSTATE_POOL_FREE_HEAD_I32 = 7;
+/** Overflow pool chunks in use (read by metrics with Atomics.load). Under the lock. */
+export const DSTATE_POOL_USED_I32 = 8;
 /** Header bytes: one cache line. */
 export const DSTATE_HEADER_BYTES = CACHE_LINE_BYTES;
+/** Entries per overflow pool chunk. */
+export const ENTRY_CHUNK_ENTRIES = 8;
 
 /** Per-device Float64 record. */
 export const DEV_STRIDE_F64 = 4;
@@ -323,7 +335,7 @@ export const DEV_LAST_LON_F64 = 2;
 export const DEV_TRIGGER_SEQ_F64 = 3;
 
 /** Per-device Int32 record. */
-export const DEV_STRIDE_I32 = 4;
+export const DEV_STRIDE_I32 = 6;
 /** Number of fence entries in use. */
 export const DEV_ENTRY_COUNT_I32 = 0;
 /** Fence-store generation the device's entries refer to. */
@@ -332,8 +344,19 @@ export const DEV_GENERATION_I32 = 1;
 export const DEV_COMPLIANCE_COUNT_I32 = 2;
 /** 1 once the device has an accepted ping (last position valid). */
 export const DEV_HAS_LAST_I32 = 3;
+/**
+ * 1 when the device's last ping was inside a fence it had no free entry for (untracked): its next ping must not take
+ * such a fence for a new stay (no late ENTER) nor its leaving for a CROSS.
+ */
+export const DEV_UNTRACKED_I32 = 4;
+/** Overflow pool chunks the device holds (their ids in the chunk table, in entry order). */
+export const DEV_CHUNK_COUNT_I32 = 5;
 
-/** Per-entry Float64 record (maxFences entries per device, contiguous). */
+/**
+ * Per-entry Float64 record. Device d's entries 0 .. inline-1 are entries d * inline + e; its entry e >= inline lives
+ * in overflow chunk table[d][(e - inline) / ENTRY_CHUNK_ENTRIES] at maxDevices * inline + chunk * ENTRY_CHUNK_ENTRIES +
+ * (e - inline) % ENTRY_CHUNK_ENTRIES (see DeviceState.entryIndex).
+ */
 export const ENTRY_STRIDE_F64 = 2;
 /** Time the stay began, epoch ms: first ping seen inside (also while ENTER is pending). */
 export const ENTRY_SINCE_MS_F64 = 0;
@@ -365,23 +388,34 @@ export interface DeviceStateSections {
   deviceF64Byte: number;
   /** Start of the per-device Int32 records. */
   deviceI32Byte: number;
-  /** Start of the per-entry Float64 records (device d's entries start at d * maxFences). */
+  /** Start of the per-entry Float64 records (inline entries of every device, then the pool's chunks). */
   entryF64Byte: number;
   /** Start of the per-entry Int32 records. */
   entryI32Byte: number;
+  /** Start of the chunk table: chunksPerDevice Int32 chunk ids per device. */
+  chunkTableByte: number;
+  /** Start of the pool's free-list links: one Int32 per chunk (next free chunk id + 1, 0 at the end). */
+  poolNextByte: number;
+  /** Overflow chunks a device can hold: ceil((maxFences - inline) / ENTRY_CHUNK_ENTRIES). */
+  chunksPerDevice: number;
+  /** Entries in all: maxDevices * inline + poolChunks * ENTRY_CHUNK_ENTRIES. */
+  entries: number;
   /** Total bytes of the region. */
   totalBytes: number;
 }
 
 /** Computes the sections of a device state region. */
-export function deviceStateSections(maxDevices: number, maxFencesPerDevice: number): DeviceStateSections {
-  const entries = maxDevices * maxFencesPerDevice;
+export function deviceStateSections(maxDevices: number, maxFencesPerDevice: number, inlineFences: number, poolChunks: number): DeviceStateSections {
+  const entries = maxDevices * inlineFences + poolChunks * ENTRY_CHUNK_ENTRIES;
+  const chunksPerDevice = Math.ceil(Math.max(0, maxFencesPerDevice - inlineFences) / ENTRY_CHUNK_ENTRIES);
   const deviceF64Byte = DSTATE_HEADER_BYTES;
   const entryF64Byte = deviceF64Byte + maxDevices * DEV_STRIDE_F64 * 8;
   const deviceI32Byte = entryF64Byte + entries * ENTRY_STRIDE_F64 * 8;
   const entryI32Byte = deviceI32Byte + maxDevices * DEV_STRIDE_I32 * 4;
-  const totalBytes = Math.ceil((entryI32Byte + entries * ENTRY_STRIDE_I32 * 4) / 8) * 8;
-  return { deviceF64Byte, deviceI32Byte, entryF64Byte, entryI32Byte, totalBytes };
+  const chunkTableByte = entryI32Byte + entries * ENTRY_STRIDE_I32 * 4;
+  const poolNextByte = chunkTableByte + maxDevices * chunksPerDevice * 4;
+  const totalBytes = Math.ceil((poolNextByte + poolChunks * 4) / 8) * 8;
+  return { deviceF64Byte, deviceI32Byte, entryF64Byte, entryI32Byte, chunkTableByte, poolNextByte, chunksPerDevice, entries, totalBytes };
 }
 
 // Containment counters: one block per shard, written by the worker running that shard's batch (at most one at a time),
@@ -395,7 +429,10 @@ export const CNT_TRIGGERS_F64 = 1;
 export const CNT_STALE_F64 = CNT_TRIGGERS_F64 + TRIGGER_TYPE_COUNT;
 /** Pings with an out-of-range slot or coordinate: ignored. */
 export const CNT_INVALID_F64 = CNT_STALE_F64 + 1;
-/** Times a device was inside a fence with no free entry (maxFencesPerDevice reached): not tracked that ping. */
+/**
+ * Pings that found the device inside a fence it had no free entry for (maxFencesPerDevice reached or the overflow
+ * pool empty): that fence is not tracked for the stay, and no trigger is written about it.
+ */
 export const CNT_FENCE_OVERFLOW_F64 = CNT_INVALID_F64 + 1;
 /** Times a query had more candidates than the scratch array holds (the rest were not tested). */
 export const CNT_CANDIDATE_OVERFLOW_F64 = CNT_FENCE_OVERFLOW_F64 + 1;
@@ -442,8 +479,22 @@ export const CTL_DISPATCH_SLEEPING_I32 = CTL_DISPATCH_DOORBELL_I32 + 1;
 export const CTL_INGEST_STATE_I32 = CACHE_LINE_I32 * 4;
 /** Bound TCP port of the ingest listener (0 until bound); written by the ingest thread. Same line 4. */
 export const CTL_INGEST_PORT_I32 = CTL_INGEST_STATE_I32 + 1;
+/**
+ * Bytes of `ingest()` calls posted to the ingest thread and not yet fed to the edge: the main thread `Atomics.add`s
+ * when it posts, the ingest thread `Atomics.sub`s as it feeds (see src/pipeline/input-backlog.ts). Line 5, with the
+ * other input backlog cells: each is touched once per message or read piece, never per ping.
+ */
+export const CTL_INPUT_BYTES_I32 = CACHE_LINE_I32 * 5;
+/** Points of `push()` calls posted to the ingest thread and not yet offered to admission. Same line 5. */
+export const CTL_INPUT_POINTS_I32 = CTL_INPUT_BYTES_I32 + 1;
+/** 1 while the main thread waits for the in-process backlog to fall to its low-water mark. Same line 5. */
+export const CTL_INPUT_WAITING_I32 = CTL_INPUT_BYTES_I32 + 2;
+/** Bytes of stdin forwarded to the ingest thread and not yet fed to the edge. Same line 5. */
+export const CTL_STDIN_BYTES_I32 = CTL_INPUT_BYTES_I32 + 3;
+/** 1 while stdin is paused, waiting for its forwarded backlog to fall to its low-water mark. Same line 5. */
+export const CTL_STDIN_WAITING_I32 = CTL_INPUT_BYTES_I32 + 4;
 /** Bytes of control lines before the ingest counter block. */
-export const PIPE_CONTROL_BYTES = CACHE_LINE_BYTES * 5;
+export const PIPE_CONTROL_BYTES = CACHE_LINE_BYTES * 6;
 
 /** Lifecycle of the ingest thread as published in CTL_INGEST_STATE_I32. */
 export const IngestState = {
@@ -556,10 +607,16 @@ export const PST_TASKS_SUBMITTED_F64 = 0;
 export const PST_TASKS_COMPLETED_F64 = 1;
 /** Pings carried by completed tasks (ingest thread). */
 export const PST_BATCHED_PINGS_F64 = 2;
-/** Containment tasks that failed (the worker threw); their pings are counted in PST_LOST_PINGS_F64. */
+/** Containment tasks that failed (the worker threw or exited; watchdog aborts count in PST_TASKS_ABORTED_F64); their lost pings in PST_LOST_PINGS_F64. */
 export const PST_TASKS_FAILED_F64 = 3;
-/** Pings of failed tasks, released unprocessed (ingest thread). */
+/** Pings of failed or aborted tasks, released unprocessed (ingest thread); the watchdog's share is PST_LOST_PINGS_HUNG_F64. */
 export const PST_LOST_PINGS_F64 = 4;
+/** Containment tasks aborted by the watchdog because they made no progress (ingest thread). Same line 0. */
+export const PST_TASKS_ABORTED_F64 = 5;
+/** Shard groups currently declared hung by the watchdog (a gauge; ingest thread). Same line 0. */
+export const PST_STALLED_GROUPS_F64 = 6;
+/** Pings dropped with a hung task's batch (reason "hung"), included in PST_LOST_PINGS_F64 (ingest thread). */
+export const PST_LOST_PINGS_HUNG_F64 = 7;
 /** Fence reloads completed (main thread). Line 1. */
 export const PST_RELOADS_F64 = 8;
 /** Fence reloads refused (bad GeoJSON; the old store kept serving). Same line 1. */
@@ -674,8 +731,9 @@ export const DREC_TIME_NS_F64 = 8;
 /** Ordinal of the record in its downstream's backlog log when it was loaded from there; -1 otherwise. */
 export const DREC_LOG_ORDINAL_F64 = 9;
 /**
- * Where the record's dead-letter copy is: its byte offset in the dead-letter file, -1 when it has none, or
- * `-2 - i` while the copy waits at index i of the dead-letter ring for the next flush.
+ * Where the record's dead-letter copy is: its position in the downstream's dead-letter storage (segment slot and
+ * offset, see src/durable/dead-letter-file.ts), -1 when it has none, or `-2 - i` while the copy waits at index i of
+ * the dead-letter ring for the next flush.
  */
 export const DREC_DLQ_POS_F64 = 10;
 /** Dead-letter reason (one of DeadLetterReason) once dead-lettered; -1 otherwise. Int32 cell 22. */
@@ -697,13 +755,15 @@ export const DREC_FLUSH_OFFSET_F64 = 14;
 export const DrecFlag = {
   /** Carried over from an earlier run (a pending file or a dead letter awaiting replay): its file is kept until done. */
   FRONT: 1,
+  /** A parked trigger inside a sink call when its dead-letter copy was dropped (budgets): given up if the call fails. */
+  GIVE_UP: 2,
 } as const;
 
 /** Why a trigger was dead-lettered. */
 export const DeadLetterReason = {
-  /** The downstream refused it for good (a 4xx other than 429): kept in the dead-letter file, never re-sent. */
+  /** The downstream refused it for good (a 4xx other than 429): kept in the dead-letter files (within their budgets), never re-sent. */
   REJECTED: 0,
-  /** It waited longer than the downstream's maximum age (`maxQueueAgeMs`): kept in the file, never sent. */
+  /** It waited longer than the downstream's maximum age (`maxQueueAgeMs`): kept in the files (within their budgets), never sent. */
   EXPIRED: 1,
   /**
    * Every allowed attempt failed (loss, timeout, refused connection): it waits in the replay lane, behind live
@@ -717,6 +777,24 @@ export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetter
 export const DEAD_LETTER_REASON_COUNT = 3;
 /** Dead-letter reason names indexed by value, for metric labels and files. */
 export const DEAD_LETTER_REASON_NAMES = ['rejected', 'expired', 'undeliverable'] as const;
+
+/**
+ * Why dead-letter records were dropped from a downstream's dead-letter storage (oldest first), each counted: the
+ * storage reached its size budget, the records outlived its age budget, or the disk refused them (the ring had to
+ * make room while writes failed). A dropped record that waited for replay takes its trigger with it.
+ */
+export const DeadLetterDropReason = {
+  /** The storage reached `deadLetter.maxBytesPerDownstream`. */
+  OVER_BUDGET: 0,
+  /** Older than `deadLetter.maxAgeMs`. */
+  TOO_OLD: 1,
+  /** Could not be written (disk full, I/O error) and the dead-letter ring needed the room. */
+  DISK_ERROR: 2,
+} as const;
+/** Number of drop reasons. */
+export const DEAD_LETTER_DROP_REASON_COUNT = 3;
+/** Drop reason names indexed by value, for metric labels and the summary. */
+export const DEAD_LETTER_DROP_REASON_NAMES = ['over_budget', 'too_old', 'disk_error'] as const;
 
 /** State of a dead letter (ring entries and file records). */
 export const DeadLetterStatus = {
@@ -805,8 +883,22 @@ export const DS_REPLAY_REJECTED_F64 = DS_SPILLED_F64 + 7;
 export const DS_FINAL_F64 = DS_SPILLED_F64 + 8;
 /** Triggers in memory that no durable file holds (what a crash would lose of this downstream). */
 export const DS_MEMORY_ONLY_F64 = DS_SPILLED_F64 + 9;
+/** Dead-letter records dropped, by DeadLetterDropReason: cell DS_DEAD_LETTER_DROPPED_F64 + reason. */
+export const DS_DEAD_LETTER_DROPPED_F64 = DS_MEMORY_ONLY_F64 + 1;
+/** Bytes of the dead-letter files on disk. */
+export const DS_DEAD_LETTER_BYTES_F64 = DS_DEAD_LETTER_DROPPED_F64 + DEAD_LETTER_DROP_REASON_COUNT;
+/** Failed writes, fsyncs and file creations of the downstream's durable files (dead letters and backlog log). */
+export const DS_DURABLE_WRITE_ERRORS_F64 = DS_DEAD_LETTER_BYTES_F64 + 1;
+/** Damaged records skipped in the downstream's durable files (each a span of at least one record). */
+export const DS_DAMAGED_RECORDS_F64 = DS_DEAD_LETTER_BYTES_F64 + 2;
+/** Backlog cursor copies found damaged at start (the other copy, one commit older, served). */
+export const DS_CURSOR_DAMAGED_COPIES_F64 = DS_DEAD_LETTER_BYTES_F64 + 3;
+/** Backlog cursors with no valid copy at start: the log was read again from its oldest segment (re-delivery). */
+export const DS_CURSOR_FALLBACKS_F64 = DS_DEAD_LETTER_BYTES_F64 + 4;
+/** 1 while the downstream's last durable write failed (its dead letters wait in the ring), else 0. */
+export const DS_DURABLE_FAILING_F64 = DS_DEAD_LETTER_BYTES_F64 + 5;
 /** Float64 cells used by one downstream block. */
-export const DS_BLOCK_USED_F64 = DS_MEMORY_ONLY_F64 + 1;
+export const DS_BLOCK_USED_F64 = DS_DURABLE_FAILING_F64 + 1;
 /** Float64 cells per downstream block, whole cache lines. */
 export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
 
@@ -827,5 +919,32 @@ export const DISP_DEAD_LETTER_FLUSHED_F64 = 5;
 export const DISP_FLUSH_SUM_NS_F64 = 6;
 /** Longest dead-letter flush, ns. */
 export const DISP_FLUSH_MAX_NS_F64 = 7;
+/** Downstreams whose last durable write failed (0 when every downstream's files take writes). */
+export const DISP_DURABLE_FAILING_F64 = 8;
 /** Float64 cells of the dispatcher-wide block. */
-export const DISP_BLOCK_F64 = 8;
+export const DISP_BLOCK_F64 = 9;
+
+/**
+ * The CONTAINMENT WATCHDOG region (Int32 cells): one 64-byte block per shard. Shard g is always in group g (shard s
+ * belongs to group s % groups, and groups <= shards), so the cells of group g's running task live in block g; the
+ * STALLED cell is per shard. Written by the pool worker running the group's task (progress, held batch, thread id)
+ * and by the ingest thread (stalled flags, reset of the held batch at submit); read by the ingest thread's watchdog
+ * and by the main thread's /healthz.
+ */
+/** Int32 cells per shard block (one cache line, so two groups' heartbeats never share a line). */
+export const WDG_STRIDE_I32 = 16;
+/** Batches begun by the group's tasks, wrapping (one Atomics.store per batch): the heartbeat the watchdog reads. */
+export const WDG_PROGRESS_I32 = 0;
+/** Shard whose batch the group's task holds (read, not yet released), or -1 between batches. */
+export const WDG_HELD_SHARD_I32 = 1;
+/** Records of that held batch. */
+export const WDG_HELD_COUNT_I32 = 2;
+/** threadId of the pool worker running the group's task (stored at task start). */
+export const WDG_THREAD_ID_I32 = 3;
+/** 1 while this shard's group is declared hung (detection until its replacement task begins a batch), else 0. */
+export const WDG_STALLED_I32 = 4;
+
+/** Bytes of the watchdog region for `shards` shards. */
+export function watchdogRegionBytes(shards: number): number {
+  return shards * WDG_STRIDE_I32 * 4;
+}

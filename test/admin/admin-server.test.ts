@@ -116,6 +116,21 @@ test('POST /admin/reload-fences runs the handler once at a time and reports its 
   assert.equal(reloads, 2);
 });
 
+test('/healthz answers 503 with the health function\'s reason while it says unhealthy', async () => {
+  let health = { ready: false, reason: 'containment stalled on shards 1,3' };
+  const s = new AdminServer({ port: 0, registry: metrics.registry, readiness: () => true, health: () => health, reloadFences: async () => null });
+  await s.start();
+  try {
+    const res = await fetch(`http://127.0.0.1:${s.port}/healthz`);
+    assert.equal(res.status, 503);
+    assert.equal(await res.text(), 'unhealthy: containment stalled on shards 1,3\n');
+    health = { ready: true, reason: '' };
+    assert.equal((await fetch(`http://127.0.0.1:${s.port}/healthz`)).status, 200);
+  } finally {
+    await s.close();
+  }
+});
+
 test('the admin server binds 127.0.0.1 by default and refuses a bad port', () => {
   const s = new AdminServer({ registry: metrics.registry, readiness: () => true, reloadFences: async () => null });
   assert.equal((s as unknown as { options: { host: string } }).options.host, '127.0.0.1');

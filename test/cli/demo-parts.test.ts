@@ -110,6 +110,9 @@ function stats(over: Partial<RouterStats>): RouterStats {
     final: 0,
     inFlight: 0,
     carriedOver: 0,
+    deadLetterDropped: { over_budget: 0, too_old: 0, disk_error: 0 },
+    durableWriteErrors: 0,
+    durableFailingDownstreams: 0,
     downstreams: [],
     heldTimeP50Ms: Number.NaN,
     heldTimeP99Ms: Number.NaN,
@@ -129,6 +132,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     fenceOverflows: 0,
     candidateOverflows: 0,
     generationMismatches: 0,
+    untrackedFences: [],
   };
   return { ...base, ...over };
 }
@@ -158,6 +162,13 @@ test('the status line shows the rate since the previous snapshot, shed by lane, 
     carriedOver: 0,
     backpressureWaits: 0,
     memoryOnly: 0,
+    deadLetterDropped: { over_budget: 0, too_old: 0, disk_error: 0 },
+    deadLetterBytes: 0,
+    durableWriteErrors: 0,
+    durableFailing: false,
+    damagedRecords: 0,
+    cursorDamagedCopies: 0,
+    cursorFallbacks: 0,
   };
   const cur = stats({
     accepted: 3000,

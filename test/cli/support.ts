@@ -1,6 +1,6 @@
 /** Test support for the command line: runs the built binary as a real child process and collects its output. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { createReadStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,10 +19,11 @@ export class CliProcess {
 
   /**
    * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
-   * directory of one run never meets another's).
+   * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin.
    */
-  constructor(args: readonly string[], timeoutMs = 30_000, cwd = mkdtempSync(join(tmpdir(), 'gr-cli-'))) {
-    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd });
+  constructor(args: readonly string[], timeoutMs = 30_000, cwd = mkdtempSync(join(tmpdir(), 'gr-cli-')), stdinPath: string | null = null) {
+    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: [stdinPath === null ? 'ignore' : 'pipe', 'pipe', 'pipe'], cwd });
+    if (stdinPath !== null) createReadStream(stdinPath).pipe(this.child.stdin!);
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.stdout += s;
       this.wake();

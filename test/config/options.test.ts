@@ -30,6 +30,7 @@ test('bad options fail with the option and its range named', () => {
     [{ admission: { idleBucketRatePerSec: -1 } }, /options\.admission\.idleBucketRatePerSec must be a number in \[0, 1e9\]/],
     [{ admission: { reservedFraction: 0.5, watermarkFraction: 0.6 } }, /watermarkFraction \+ options\.admission\.reservedFraction must be <= 1/],
     [{ poolSize: 1.5 }, /options\.poolSize must be an integer in \[1, 256\], got 1\.5/],
+    [{ containmentStallMs: 50 }, /options\.containmentStallMs must be an integer in \[100, 3600000\], got 50/],
     [{ listenPort: 70000 }, /options\.listenPort must be an integer in \[0, 65535\]/],
     [{ adminHost: '' }, /options\.adminHost must be a host name or address, or null/],
     [{ deadLetter: { capacityRecords: 0 } }, /options\.deadLetter\.capacityRecords must be an integer in \[1, 1048576\]/],
@@ -80,6 +81,7 @@ test('config file then flags: flags override, nested objects merge, relative pat
 });
 
 test('bad flags and bad files are named', () => {
+  assert.equal(optionsFromCli(parseCliArgs(['--containment-stall-ms', '2500'])).containmentStallMs, 2500);
   assert.throws(() => parseCliArgs(['--shards', 'many']), /--shards must be a number, got "many"/);
   assert.throws(() => parseCliArgs(['--listen', '7070']), /--listen must be HOST:PORT/);
   assert.throws(() => parseCliArgs(['--frobnicate']), /Unknown option '--frobnicate'.*see --help/);
@@ -101,7 +103,7 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
   assert.equal(r.demo, true);
   assert.equal(r.overrides.listenHost, null);
   assert.equal(r.overrides.adminHost, null);
-  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--state-dir', '--checkpoint-interval-ms', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
+  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--containment-stall-ms', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--state-dir', '--checkpoint-interval-ms', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });
@@ -120,4 +122,18 @@ test('gradient limit tuning per downstream: accepted, and bad names, values or a
   assert.throws(() => bad({ fastDecreaseRttRatio: 0.5 }), /downstreams\[0\]\.gradient: options\.fastDecreaseRttRatio/);
   assert.throws(() => bad({ minLimit: 2 }, 'aimd'), /gradient applies only with limit 'gradient'/);
   assert.throws(() => bad(7), /gradient must be an object/);
+});
+
+test('dead-letter budgets: defaults, flags, and out-of-range values named', () => {
+  const o = resolveRouterOptions({});
+  assert.equal(o.deadLetter.maxBytesPerDownstream, 256 * 1024 * 1024);
+  assert.equal(o.deadLetter.maxAgeMs, 7 * 24 * 3600 * 1000);
+  const flags = parseCliArgs(['--dead-letter-max-bytes', '4194304', '--dead-letter-max-age-ms', '60000']).overrides;
+  assert.deepEqual(flags.deadLetter, { maxBytesPerDownstream: 4194304, maxAgeMs: 60000 });
+  const merged = resolveRouterOptions(flags);
+  assert.equal(merged.deadLetter.capacityRecords, 4096, 'the other dead-letter options keep their defaults');
+  assert.throws(() => resolveRouterOptions({ deadLetter: { maxBytesPerDownstream: 1000 } }), /options\.deadLetter\.maxBytesPerDownstream must be an integer in \[1048576, /);
+  assert.throws(() => resolveRouterOptions({ deadLetter: { maxAgeMs: 0 } }), /options\.deadLetter\.maxAgeMs must be an integer in \[1, /);
+  assert.match(HELP_TEXT, /--dead-letter-max-bytes N/);
+  assert.match(HELP_TEXT, /--dead-letter-max-age-ms N/);
 });

@@ -22,7 +22,7 @@ import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
 import { TriggerRouter } from '../../src/dispatch/router.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { parseRetryAfterMs } from '../../src/dispatch/sinks/webhook-sink.js';
-import { DeadLetterFile } from '../../src/durable/dead-letter-file.js';
+import { DeadLetterFile, positionOffset } from '../../src/durable/dead-letter-file.js';
 import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 import { readTriggerIdentity, recordLength, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
 import { dispatchRecord, namerIdentity, TriggerRecord } from './fixtures.js';
@@ -220,8 +220,9 @@ test('dead-letter file: appends durably, reports PENDING records after reopen, r
     const rec = dispatchRecord(r, catalog.handleOf(1, s), DeadLetterReason.UNDELIVERABLE);
     length += codec.encode(rec.f64, rec.i32, 0, 0, buf, length, buf.byteLength, s === 2 ? DeadLetterStatus.FINAL : DeadLetterStatus.PENDING);
   }
-  const at = dlq.append(buf, length, 5);
-  assert.equal(at, FILE_HEADER_BYTES);
+  assert.equal(dlq.ensureRoom(), true);
+  const at = dlq.append(buf, length, 5, 4, 1);
+  assert.equal(positionOffset(at), FILE_HEADER_BYTES);
   // Seq 1 was re-delivered; seq 2 was written final.
   dlq.setStatus(at, DeadLetterStatus.RESOLVED);
   assert.ok(recordLength(buf, 0, length) > 96);

@@ -3,12 +3,13 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Lane, TRG_SEQ_F64, TriggerType } from '../../src/shm/layout.js';
+import { DS_CURSOR_DAMAGED_COPIES_F64, DS_CURSOR_FALLBACKS_F64, Lane, TRG_SEQ_F64, TriggerType } from '../../src/shm/layout.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { BacklogLog, listSegments, LOAD_NONE, LOAD_SKIPPED, readCursor, scanBacklog, segmentFileName } from '../../src/durable/backlog-log.js';
-import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
-import { readTriggerIdentity, TriggerCodec, type TriggerResolver } from '../../src/durable/trigger-codec.js';
+import { checksumWords, CURSOR_BYTES, CURSOR_COMMIT_F64, CURSOR_OFFSET_F64, FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
+import { Dispatcher } from '../../src/dispatch/dispatcher.js';
+import { readTriggerIdentity, RecordBuffer, TriggerCodec, type TriggerResolver } from '../../src/durable/trigger-codec.js';
 import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
 
 function setup(runId: number): { codec: TriggerCodec; catalog: FenceCatalog } {
@@ -99,7 +100,7 @@ test('backlog log: segments roll at their size and are deleted once the cursor p
   assert.ok(readCursor(dir) !== null);
 });
 
-test('backlog log: damage in the last segment is cut like a torn tail; later appends load', () => {
+test('backlog log: damage in the last segment skips the damaged record only; later appends load', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-bad-'));
   const { codec, catalog } = setup(1);
   const log = open(dir, codec);
@@ -116,8 +117,9 @@ test('backlog log: damage in the last segment is cut like a torn tail; later app
   fs.closeSync(fd);
   const same = setup(1);
   const again = open(dir, same.codec, {});
-  assert.equal(again.recovered, 10, 'the scan stops at the damage');
-  assert.deepEqual(loadAll(again, null), Array.from({ length: 10 }, (_, i) => i + 1));
+  assert.equal(again.recovered, 19, 'the scan goes on past the damage');
+  assert.equal(again.damagedAtOpen, 1);
+  assert.deepEqual(loadAll(again, null), Array.from({ length: 20 }, (_, i) => i + 1).filter((s) => s !== 11));
   appendAll(again, same.catalog, 21, 25);
   assert.deepEqual(loadAll(again, null), [21, 22, 23, 24, 25]);
   assert.equal(again.unread, 0);
@@ -138,7 +140,7 @@ test('backlog log: the cap refuses appends, and a drain lifts it', () => {
   log.close();
 });
 
-test('backlog log: a damaged record in a closed segment skips the rest of that segment; the next segments still load', () => {
+test('backlog log: a damaged record in a closed segment is skipped alone; the records after it and the next segments load', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-bad2-'));
   const { codec, catalog } = setup(1);
   const log = open(dir, codec, { segmentMaxBytes: 4096, bufferBytes: 64 * 1024 });
@@ -159,8 +161,9 @@ test('backlog log: a damaged record in a closed segment skips the rest of that s
   const same = setup(1);
   const again = open(dir, same.codec);
   const loaded = loadAll(again, null);
-  assert.deepEqual(loaded.slice(0, 5), [1, 2, 3, 4, 5]);
-  assert.ok(loaded.length < 200 && loaded.at(-1) === 200, `the first segment's rest is skipped, the others load (${loaded.length})`);
+  assert.deepEqual(loaded, Array.from({ length: 200 }, (_, i) => i + 1).filter((s) => s !== 6), 'only the damaged record (seq 6) is missing');
+  assert.equal(again.damagedAtOpen, 1);
+  assert.equal(again.corrupt, 0, 'counted at open, not again when loading');
   assert.equal(again.unread, 0);
   again.close();
 });
@@ -180,4 +183,115 @@ test('backlog log: a segment whose creation a crash cut short (no whole header) 
   appendAll(again, next.catalog, 6, 8);
   assert.equal(loadAll(again, { deviceSlot: () => 1, fenceHandle: (id, tags) => next.catalog.intern(id, tags) }).length, 8);
   again.close();
+});
+
+/** The copy of the cursor file holding the newest commit (0 or 1), read from its bytes. */
+function newestCursorCopy(dir: string): number {
+  const b = fs.readFileSync(path.join(dir, 'backlog.cursor'));
+  return b.readDoubleLE(CURSOR_COMMIT_F64) > b.readDoubleLE(CURSOR_BYTES + CURSOR_COMMIT_F64) ? 0 : 1;
+}
+
+/** Flips a byte of cursor copy `copy`. */
+function damageCursorCopy(dir: string, copy: number): void {
+  const file = path.join(dir, 'backlog.cursor');
+  const b = fs.readFileSync(file);
+  b[copy * CURSOR_BYTES + CURSOR_OFFSET_F64 + 1]! ^= 0x40;
+  fs.writeFileSync(file, b);
+}
+
+/** A log of 5000 records, all delivered, the cursor committed after every 50 (100 commits). */
+function deliveredLog(dir: string): void {
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 5000);
+  log.flush();
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  for (let n = 0; n < 5000; n++) {
+    assert.ok(log.loadNext(rec.f64, rec.i32, 0, 0, null) >= 0);
+    log.markDone(rec.f64[9]!);
+    if ((n + 1) % 50 === 0) log.commit();
+  }
+  log.close();
+}
+
+test('backlog cursor: two checksummed copies; a damaged newest copy costs one commit of re-delivery (50 of 5000), and is repaired', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-cursor-'));
+  deliveredLog(dir);
+  assert.equal(open(dir, setup(2).codec).recovered, 0, 'all delivered');
+  damageCursorCopy(dir, newestCursorCopy(dir));
+  const again = open(dir, setup(3).codec);
+  assert.equal(again.cursorDamagedCopies, 1);
+  assert.equal(again.cursorFallback, false);
+  assert.equal(again.recovered, 50, 'the commit before: one commit interval comes again, not the log');
+  assert.deepEqual(loadAll(again, { deviceSlot: () => 0, fenceHandle: () => 0 }), Array.from({ length: 50 }, (_, i) => 4951 + i));
+  again.close();
+  const repaired = open(dir, setup(4).codec);
+  assert.equal(repaired.cursorDamagedCopies, 0, 'both copies valid again');
+  assert.equal(repaired.recovered, 0);
+  repaired.close();
+});
+
+test('backlog cursor: with no valid copy the log is read again from its start (re-delivery, never a skip), counted and logged by the dispatcher', async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-cursor2-'));
+  const dir = path.join(stateDir, 'hook');
+  deliveredLog(dir);
+  damageCursorCopy(dir, 0);
+  damageCursorCopy(dir, 1);
+  const alarms: string[] = [];
+  const seen: number[] = [];
+  const d = new Dispatcher({
+    stateDir,
+    namer: new IndexNamer(),
+    maxDevices: 8,
+    deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
+    downstreams: [
+      {
+        name: 'hook',
+        sink: {
+          deliver: async (b) => {
+            for (let i = 0; i < b.count; i++) seen.push(b.seq(i));
+            return { status: 200 };
+          },
+          close: async () => undefined,
+        },
+      },
+    ],
+    alarm: (line) => alarms.push(line),
+  });
+  const ds = d.downstreams[0]!;
+  assert.equal(ds.backlog!.cursorFallback, true);
+  assert.equal(ds.recovered, 5000, 'everything comes again: receivers de-duplicate by seq');
+  assert.match(alarms.join('\n'), /hook: backlog cursor damaged \(no valid copy\): the backlog log is read again from its oldest segment/);
+  assert.equal(d.metrics[DS_CURSOR_FALLBACKS_F64], 1);
+  assert.equal(d.metrics[DS_CURSOR_DAMAGED_COPIES_F64], 2);
+  const end = Date.now() + 10_000;
+  while (!d.isIdle && Date.now() < end) {
+    d.pump();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  assert.equal(seen.length, 5000);
+  await d.close(100);
+});
+
+test('backlog cursor: the single-copy form an earlier layout wrote is read', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-cursor3-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 100);
+  log.close();
+  // The old form: [segment, offset] and a checksum of words 0..3 in word 4, 32 bytes; the cursor past 40 records.
+  const bytes = fs.readFileSync(path.join(dir, segmentFileName(1)));
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; k < 40; k++) at += bytes.readInt32LE(at);
+  const old = new RecordBuffer(CURSOR_BYTES);
+  old.f64[0] = 1;
+  old.f64[1] = at;
+  old.i32[4] = checksumWords(old.i32, 0, 4);
+  fs.writeFileSync(path.join(dir, 'backlog.cursor'), old.bytes);
+  assert.deepEqual(readCursor(dir), [1, at]);
+  const again = open(dir, setup(2).codec);
+  assert.equal(again.recovered, 60);
+  again.close();
+  assert.deepEqual(readCursor(dir), [1, at], 'rewritten in the two-copy form, same place');
+  assert.equal(fs.statSync(path.join(dir, 'backlog.cursor')).size, 2 * CURSOR_BYTES);
 });

@@ -100,7 +100,8 @@ test('trigger records, the backlog log and the dead-letter file keep the id, for
   assert.deepEqual(fromBacklog, IDS);
   // The dead-letter file, reopened.
   const dlq = new DeadLetterFile(path.join(dir, 'dlq'), 'hook', null);
-  dlq.append(buf, length, IDS.length);
+  dlq.ensureRoom();
+  dlq.append(buf, length, IDS.length, IDS.length, 0);
   dlq.close();
   const fromDlq: (string | number)[] = [];
   new DeadLetterFile(path.join(dir, 'dlq'), 'hook', (b, at) => void fromDlq.push(readTriggerIdentity(b, at).deviceId)).close();

@@ -82,7 +82,7 @@ function memoryWith(ids: (string | number)[], s: FenceStore, fenceOf: (i: number
     state.devI32[d * DEV_STRIDE_I32 + DEV_HAS_LAST_I32] = 1;
     state.devI32[d * DEV_STRIDE_I32 + DEV_GENERATION_I32] = s.generation;
     state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32] = 1;
-    const e = d * state.maxFences;
+    const e = state.entryIndex(d, 0);
     state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = fenceOf(d);
     state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = EntryState.INSIDE | (d === 0 ? EntryState.DWELL_FIRED : 0);
     state.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = 1000;

@@ -18,6 +18,7 @@ import { SpscRing } from '../../src/shm/ring.js';
 import { Q_LIMIT_M, Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_Y } from '../../src/fences/geometry.js';
 import {
   CNT_BLOCK_F64,
+  CNT_FENCE_OVERFLOW_F64,
   CNT_PROCESSED_F64,
   CNT_STALE_F64,
   CNT_TRIGGERS_F64,
@@ -29,8 +30,9 @@ import {
   TEL_LAT_F64,
   TEL_LON_F64,
   TELEMETRY_STRIDE_BYTES,
+  TriggerType,
 } from '../../src/shm/layout.js';
-import { triggerRing } from './helpers.js';
+import { at, collection, square, triggerRing } from './helpers.js';
 
 /**
  * Measured iterations per measureAllocations call. V8's memory reducer runs a full GC on a timer (about 8 s after
@@ -120,4 +122,38 @@ test(`query + exact test + state update allocate nothing over ${RUNS} x ${ITERAT
   // The walk must actually exercise the state machine.
   for (let t = 0; t < 4; t++) assert.ok(counters[CNT_TRIGGERS_F64 + t]! > 100, `trigger type ${t}: ${counters[CNT_TRIGGERS_F64 + t]}`);
   assert.ok(hits > 0);
+});
+
+test(`many overlapping fences: pool chunks taken and given back, untracked stays, allocate nothing over ${RUNS} x ${ITERATIONS_PER_RUN} pings`, async () => {
+  // 40 nested squares: at the centre a device is inside all 40 (more than its bound of 32), at 250 m inside 25, at
+  // 700 m inside none. The pool holds 64 chunks for 64 devices that each want 3: it runs dry, too.
+  const fences = Array.from({ length: 40 }, (_, i) => square(`n${i}`, 0, 0, 100 + 10 * i));
+  const store = FenceStore.open(buildFenceStore(parseFences(collection(...fences)), 1));
+  const state = DeviceState.open(allocateDeviceState(64, 32, { overflowPoolEntries: 64 * 8 }));
+  const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
+  const engine = new ContainmentEngine(store, state, counters, 0);
+  const triggers = triggerRing(4096);
+  const xs = [0, 250, 700];
+  const lat = new Float64Array(3);
+  const lon = new Float64Array(3);
+  for (let k = 0; k < 3; k++) [lat[k], lon[k]] = at(xs[k]!, 0);
+  let nowMs = 0;
+  let offset = 0;
+  const body = (j: number): void => {
+    const i = j + offset;
+    const k = ((i >> 6) + (i & 63)) % 3;
+    engine.processPing(i & 63, lat[k]!, lon[k]!, (nowMs += 10), i, 1, triggers);
+    triggers.release(triggers.available());
+  };
+  for (let run = 0; run < RUNS; run++) {
+    const report = await measureAllocations(ITERATIONS_PER_RUN, body, run === 0 ? 1_000_000 : 50_000);
+    offset += ITERATIONS_PER_RUN;
+    assert.equal(report.gcCount, 0, `run ${run}: GCs: ${report.gcCount}`);
+    assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: new space grew ${report.newSpaceGrowthBytes}`);
+    assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: old space grew ${report.oldSpaceGrowthBytes}`);
+  }
+  // Both the pool path and the untracked path ran.
+  assert.ok(counters[CNT_FENCE_OVERFLOW_F64]! > 100_000, `untracked ${counters[CNT_FENCE_OVERFLOW_F64]}`);
+  assert.ok(counters[CNT_TRIGGERS_F64 + TriggerType.ENTER]! > 1_000_000);
+  assert.ok(state.poolChunksInUse() <= state.poolChunks);
 });

@@ -61,3 +61,28 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
   assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL) > transitionRingFull, 'ring full path');
   assert.ok(admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING) > complianceDraining, 'draining path');
 });
+
+test('admitPausableAt (pausable sources) allocates nothing, admitted, ring full and draining', async () => {
+  const ring = SpscRing.wrap(allocateTelemetryRing(1024, 0.05));
+  const counters = new Float64Array(allocateAdmissionCounters(1));
+  const admission = new LaneAdmission(ring, counters, 0, DEFAULT_ADMISSION_OPTIONS, 0);
+  const time = new Float64Array(1);
+  const iterations = 4_000_000;
+  const body = (i: number): void => {
+    admission.setDraining((i & 0xffff) > 0xf000);
+    time[0] = 1e15 + i * 250;
+    const lane = (mix32(i + 5) % 3) as Lane;
+    const slot = admission.admitPausableAt(lane, time, 0);
+    if (slot >= 0) ring.f64[slot * ring.strideF64 + TEL_LAT_F64] = 52;
+    if ((i & 31) === 31) ring.publish();
+    if ((i & 63) === 63) ring.release(Math.min(ring.available(), (i >> 6) & 63));
+  };
+  await measureAllocations(iterations, body, 1_000_000);
+  const ringFull = admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL);
+  const report = await measureAllocations(iterations, body, 1_000_000);
+  assert.equal(report.gcCount, 0, `GC events during ${iterations} admissions`);
+  assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `new space grew ${report.newSpaceGrowthBytes} bytes`);
+  assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `old space grew ${report.oldSpaceGrowthBytes} bytes`);
+  assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL) > ringFull, 'ring full path');
+  assert.equal(admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED), 0, 'never rate limited');
+});

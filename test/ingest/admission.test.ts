@@ -87,3 +87,22 @@ test('while draining every lane is shed as DRAINING and counted; stopping the dr
   admission.setDraining(false);
   assert.ok(admission.admit(Lane.COMPLIANCE, T0) >= 0);
 });
+
+test('a pausable source is never rate limited: same lane limits and draining, counted like admit()', () => {
+  const { ring, admission } = setup(64, { idleBucketCapacity: 1, idleBucketRatePerSecond: 0 });
+  const time = new Float64Array([T0]);
+  // IDLE past the watermark with an empty bucket: admitted all the way to the lower lanes' limit.
+  for (let i = 0; i < 60; i++) assert.ok(admission.admitPausableAt(Lane.IDLE, time, 0) >= 0, `admit ${i}`);
+  assert.equal(admission.admitPausableAt(Lane.IDLE, time, 0), -1 - ShedReason.RING_FULL);
+  assert.equal(admission.admitPausableAt(Lane.TRANSITION, time, 0), -1 - ShedReason.RING_FULL);
+  assert.ok(admission.admitPausableAt(Lane.COMPLIANCE, time, 0) >= 0, 'COMPLIANCE may use the reserved slice');
+  assert.equal(admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED), 0);
+  assert.equal(admission.offered(Lane.IDLE), 61);
+  assert.equal(admission.admitted(Lane.IDLE), 60);
+  // A stale cached consumer position is re-read before shedding.
+  ring.publish();
+  ring.release(ring.available());
+  assert.ok(admission.admitPausableAt(Lane.TRANSITION, time, 0) >= 0);
+  admission.setDraining(true);
+  assert.equal(admission.admitPausableAt(Lane.COMPLIANCE, time, 0), -1 - ShedReason.DRAINING);
+});

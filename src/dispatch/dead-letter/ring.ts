@@ -3,8 +3,9 @@
  * downstream, with their status (DeadLetterStatus) and, for a parked trigger, the memory slot it stays in, until the
  * next batched flush writes them to the downstreams' dead-letter files.
  *
- * `put` copies a trigger in and allocates nothing. A flush empties the ring completely, so the ring is a bump buffer
- * between flushes. Dispatcher thread only.
+ * `put` copies a trigger in and allocates nothing. A flush writes every entry it can and keeps the others (those of
+ * a downstream whose dead-letter files refuse writes) at the front, in order (`move`, `keep`), so the ring is a bump
+ * buffer between flushes. Dispatcher thread only.
  */
 import {
   DREC_ATTEMPTS_I32,
@@ -86,5 +87,17 @@ export class DeadLetterRing {
   /** Empties the ring (after a flush). */
   clear(): void {
     this.count = 0;
+  }
+
+  /** Copies entry `from` over entry `to` (to <= from), while the caller compacts the ring. Allocation-free. */
+  move(from: number, to: number): void {
+    if (from === to) return;
+    this.f64.copyWithin(to * DREC_STRIDE_F64, from * DREC_STRIDE_F64, (from + 1) * DREC_STRIDE_F64);
+  }
+
+  /** Keeps the first `count` entries (the caller moved those to keep to the front, in order) and drops the rest. */
+  keep(count: number): void {
+    this.count = count;
+    if (count > 0) this.firstPutNs = this.f64[DREC_TIME_NS_F64]!;
   }
 }

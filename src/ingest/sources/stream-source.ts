@@ -1,6 +1,7 @@
 /**
- * Replay of a byte stream (ingest thread): stdin, a file of concatenated frames, or any Readable. The readable is
- * consumed as fast as it delivers; the edge sheds by lane as it would for live traffic.
+ * Replay of a byte stream (ingest thread): stdin, a file of concatenated frames, or any Readable. A replay can wait,
+ * so it is back-pressured, never shed: its bytes go through a PausableFeed (see ../backpressure.ts), and when a
+ * frame's ring has no room the Readable is paused with the unfed bytes kept, and resumed once they are fed.
  */
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
@@ -20,20 +21,22 @@ export class ReadableSource implements TelemetrySource {
     this.open = open;
   }
 
-  /** Starts reading; `finished` resolves when the stream has ended. */
+  /** Starts reading; `finished` resolves when the stream has ended and every byte read has been fed. */
   start(edge: IngestEdge): Promise<void> {
     const readable = this.open();
     this.readable = readable;
-    const stream = edge.openStream(this.name);
+    const feed = edge.openFeed(this.name, { onResume: () => readable.resume() });
     this.done = new Promise((resolve) => {
       let ended = false;
       const finish = (): void => {
         if (ended) return;
         ended = true;
-        stream.end();
-        resolve();
+        // Bytes read before the end (or a stop) are fed before the stream ends: what was read is never dropped.
+        void feed.end().then(resolve);
       };
-      readable.on('data', (chunk: Buffer | string) => stream.write(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+      readable.on('data', (chunk: Buffer | string) => {
+        if (!feed.write(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) readable.pause();
+      });
       readable.once('end', finish);
       readable.once('close', finish);
       readable.once('error', finish);
@@ -46,6 +49,7 @@ export class ReadableSource implements TelemetrySource {
     return this.done;
   }
 
+  /** Stops reading; resolves once the bytes already read have been fed and the stream has ended. */
   stop(): Promise<void> {
     this.readable?.destroy();
     return this.done;

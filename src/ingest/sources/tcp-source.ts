@@ -1,10 +1,13 @@
 /**
  * TCP telemetry listener (ingest thread): many connections, one framing stream each.
  *
- * Backpressure: sockets are never paused because rings fill (the edge sheds by lane; a live GPS stream cannot be
- * paused). Buffered bytes per connection are bounded by the stream's fixed accumulation buffer (maxFrameBytes +
- * readChunkBytes) since every 'data' chunk is decoded synchronously; connections beyond `maxConnections` are refused
- * and counted. Idle connections are closed after `idleTimeoutMs`.
+ * Overload policy (`overload`): with 'shed' (the default) sockets are never paused because rings fill: the edge
+ * sheds by lane (a live GPS stream cannot be paused), and buffered bytes per connection are bounded by the stream's
+ * fixed accumulation buffer (maxFrameBytes + readChunkBytes) since every 'data' chunk is decoded synchronously. With
+ * 'backpressure' each connection goes through a PausableFeed (see ../backpressure.ts): when a frame's ring has no
+ * room the socket is paused with the unfed part of its chunk kept (so TCP flow control slows the sender), and resumed
+ * once it is fed; nothing is shed. Connections beyond `maxConnections` are refused and counted. Idle connections are
+ * closed after `idleTimeoutMs` (a connection the router paused is not idle).
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { ING_CONNECTIONS_CLOSED_F64, ING_CONNECTIONS_OPENED_F64, ING_CONNECTIONS_REFUSED_F64 } from '../../shm/layout.js';
@@ -21,6 +24,8 @@ export interface TcpSourceOptions {
   maxConnections: number;
   /** A connection with no data for this long is closed, ms (0: never). */
   idleTimeoutMs: number;
+  /** When a frame's ring has no room: 'shed' by lane at the edge, or pause the connection ('backpressure'). */
+  overload: 'shed' | 'backpressure';
 }
 
 /** Defaults of the TCP source. */
@@ -29,6 +34,7 @@ export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
   port: 7070,
   maxConnections: 10_000,
   idleTimeoutMs: 0,
+  overload: 'shed',
 };
 
 /** Validates TCP source options; throws naming the option and its range. */
@@ -39,6 +45,9 @@ export function validateTcpSourceOptions(o: TcpSourceOptions, prefix = 'options'
     throw new RangeError(`${prefix}.maxConnections must be an integer in [1, 1000000], got ${String(o.maxConnections)}`);
   }
   if (!Number.isInteger(o.idleTimeoutMs) || o.idleTimeoutMs < 0) throw new RangeError(`${prefix}.idleTimeoutMs must be an integer >= 0, got ${String(o.idleTimeoutMs)}`);
+  if (o.overload !== 'shed' && o.overload !== 'backpressure') {
+    throw new RangeError(`${prefix}.overload must be "shed" or "backpressure", got ${String(o.overload)}`);
+  }
 }
 
 /** The TCP listener source. */
@@ -47,6 +56,8 @@ export class TcpSource implements TelemetrySource {
   private readonly options: TcpSourceOptions;
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
+  /** Per open connection: resolves once its stream has ended (its kept bytes fed, with 'backpressure'). */
+  private readonly closing = new Map<Socket, Promise<void>>();
   private boundPort = 0;
 
   constructor(options: Partial<TcpSourceOptions> = {}) {
@@ -74,18 +85,41 @@ export class TcpSource implements TelemetrySource {
       }
       counters[ING_CONNECTIONS_OPENED_F64]!++;
       this.sockets.add(socket);
-      const stream = edge.openStream(`tcp ${String(socket.remoteAddress)}:${String(socket.remotePort)}`);
-      if (this.options.idleTimeoutMs > 0) {
-        socket.setTimeout(this.options.idleTimeoutMs, () => socket.destroy());
+      const name = `tcp ${String(socket.remoteAddress)}:${String(socket.remotePort)}`;
+      const idleMs = this.options.idleTimeoutMs;
+      if (idleMs > 0) socket.setTimeout(idleMs, () => socket.destroy());
+      let ended: () => void = () => undefined;
+      this.closing.set(socket, new Promise<void>((resolve) => (ended = resolve)));
+      const closed = (): void => {
+        this.sockets.delete(socket);
+        this.closing.delete(socket);
+        counters[ING_CONNECTIONS_CLOSED_F64]!++;
+        ended();
+      };
+      if (this.options.overload === 'backpressure') {
+        const feed = edge.openFeed(name, {
+          onResume: () => {
+            if (idleMs > 0) socket.setTimeout(idleMs);
+            socket.resume();
+          },
+        });
+        socket.on('data', (chunk: Buffer) => {
+          if (feed.write(chunk)) return;
+          // Waiting for the rings is not idleness: the idle clock stops while the router holds the connection.
+          if (idleMs > 0) socket.setTimeout(0);
+          socket.pause();
+        });
+        socket.on('close', () => void feed.end().then(closed));
+      } else {
+        const stream = edge.openStream(name);
+        socket.on('data', (chunk: Buffer) => stream.write(chunk));
+        socket.on('close', () => {
+          stream.end();
+          closed();
+        });
       }
-      socket.on('data', (chunk: Buffer) => stream.write(chunk));
       socket.on('error', () => {
         // A reset connection ends like a closed one; 'close' follows.
-      });
-      socket.on('close', () => {
-        stream.end();
-        this.sockets.delete(socket);
-        counters[ING_CONNECTIONS_CLOSED_F64]!++;
       });
     });
     this.server = server;
@@ -100,14 +134,17 @@ export class TcpSource implements TelemetrySource {
     });
   }
 
-  /** Stops listening and closes every connection (their partial frames count as truncated); resolves when all closed. */
+  /**
+   * Stops listening and closes every connection (their partial frames count as truncated; with 'backpressure' the
+   * bytes already received are fed first); resolves when all have ended.
+   */
   stop(): Promise<void> {
     const server = this.server;
     if (server === null) return Promise.resolve();
     this.server = null;
     const closing: Promise<void>[] = [new Promise((resolve) => server.close(() => resolve()))];
     for (const s of this.sockets) {
-      closing.push(new Promise((resolve) => s.once('close', () => resolve())));
+      closing.push(this.closing.get(s) ?? Promise.resolve());
       s.destroy();
     }
     return Promise.all(closing).then(() => undefined);
