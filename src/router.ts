@@ -479,6 +479,9 @@ class PipelineRouter implements Router {
     // An unhealthy router is not ready either: traffic for its stalled shards would only fill their rings.
     const h = this.health();
     if (!h.ready) return h;
+    // Durable writes failing (a full disk): delivery goes on, but dead letters and backlogs cannot be kept.
+    const failing = this.stats().durableFailingDownstreams;
+    if (failing > 0) return { ready: false, reason: `durable writes failing for ${failing} downstream${failing === 1 ? '' : 's'} (see the log)` };
     return { ready: true };
   }
 

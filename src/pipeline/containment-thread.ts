@@ -101,23 +101,28 @@ export const FAULT_NONE = 0;
 export const FAULT_HANG = 1;
 /** Throw (a failed task, for the failure-path drill). */
 export const FAULT_THROW = 2;
+/** End the worker thread mid-batch (`process.exit` in a worker ends that thread only): a worker lost mid-task. */
+export const FAULT_EXIT = 3;
 
 /**
- * Parses the drill hook's value: `hang-on-device:<numericId>` or `throw-on-device:<numericId>`. Returns null when
+ * Parses the drill hook's value: `hang-on-device:<numericId>`, `throw-on-device:<numericId>` or
+ * `exit-on-device:<numericId>`. Returns null when
  * the value is absent or empty (the production case); throws on anything else, so a mistyped drill does not pass
  * silently.
  */
 export function parseFaultInjection(value: string | undefined): { mode: number; deviceId: number } | null {
   if (value === undefined || value === '') return null;
-  const m = /^(hang|throw)-on-device:(-?\d+)$/.exec(value);
-  if (m === null) throw new Error(`${FAULT_INJECT_ENV} must be hang-on-device:<numericId> or throw-on-device:<numericId>, got ${JSON.stringify(value)}`);
-  return { mode: m[1] === 'hang' ? FAULT_HANG : FAULT_THROW, deviceId: Number(m[2]) };
+  const m = /^(hang|throw|exit)-on-device:(-?\d+)$/.exec(value);
+  if (m === null) {
+    throw new Error(`${FAULT_INJECT_ENV} must be hang-on-device:<numericId>, throw-on-device:<numericId> or exit-on-device:<numericId>, got ${JSON.stringify(value)}`);
+  }
+  return { mode: m[1] === 'hang' ? FAULT_HANG : m[1] === 'throw' ? FAULT_THROW : FAULT_EXIT, deviceId: Number(m[2]) };
 }
 
 /**
  * DRILL HOOK, off by default. `GEOFENCE_FAULT_INJECT` (read once, when the worker starts; pool workers inherit the
  * process environment) makes the first containment batch that holds a ping of that numeric device id, in any worker
- * of the pool that meets it first, process the pings before it and then hang (until the worker is terminated) or throw: a
+ * of the pool that meets it first, process the pings before it and then hang (until the worker is terminated), throw, or end the worker thread: a
  * real hang or failure inside a real pool worker, for the watchdog and failure-path tests. It fires once per worker
  * (each replacement worker reads the variable again, so a drill that must fire once per router arms a device whose
  * ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed before the armed
@@ -143,6 +148,7 @@ function fireFault(e: ContainmentEngine, tel: SpscRing, fromSeq: number, before:
   faultMode = FAULT_NONE;
   if (before > 0) e.processBatch(tel, fromSeq, before, trig);
   if (mode === FAULT_THROW) throw new Error(`drill: ${FAULT_INJECT_ENV} threw on device ${faultDeviceId}`);
+  if (mode === FAULT_EXIT) process.exit(1);
   // Why Atomics.wait on a private cell: a hang that burns no CPU, and that only worker termination ends.
   const never = new Int32Array(new SharedArrayBuffer(4));
   for (;;) Atomics.wait(never, 0, 0);

@@ -176,7 +176,7 @@ export interface RouterStats {
   processed: number;
   /** Of those, ignored as older than the device's last ping. */
   stale: number;
-  /** Pings lost because a containment task failed (0 unless a worker threw). */
+  /** Pings dropped with the batch of a containment task that threw, exited or hung (see the containment watchdog). */
   lost: number;
   /** Triggers produced per type (containment and reload EXITs). */
   triggers: PerTriggerType;

@@ -56,7 +56,7 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
       deadLetter: { maxBytesPerDownstream: 1024 * 1024 },
     }),
   );
-  const args = ['--config', config, '--fences', fences, '--state-dir', join(dir, 'state'), '--listen', '127.0.0.1:0', '--no-admin'];
+  const args = ['--config', config, '--fences', fences, '--state-dir', join(dir, 'state'), '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
   const child = spawn('bash', ['-c', `ulimit -f ${FILE_LIMIT_KIB} && exec "$0" "$@"`, process.execPath, MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
   let stdout = '';
   let stderr = '';
@@ -80,6 +80,17 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     const expected = DEVICES * (PINGS_PER_DEVICE - 1);
     await waitFor(() => good.received.length >= expected, 30_000, 'every trigger at the healthy downstream');
     await waitFor(() => /durable writes failing \(EFBIG/.test(stderr), 20_000, 'the alarm line');
+    // While its writes fail the router is not ready (delivery goes on; what it cannot keep is counted).
+    const adminPort = Number(/admin http:\/\/127\.0\.0\.1:(\d+)\//.exec(stderr)?.[1]);
+    assert.ok(adminPort > 0, stderr);
+    let readyz = '';
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && !readyz.startsWith('503')) {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`);
+      readyz = `${res.status} ${await res.text()}`;
+      if (!readyz.startsWith('503')) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.match(readyz, /^503 .*durable writes failing for 1 downstream/);
     const t0 = Date.now();
     child.kill('SIGTERM');
     const code = await exited;
