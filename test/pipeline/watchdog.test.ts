@@ -130,60 +130,35 @@ test('a hung containment task is aborted by the watchdog; /healthz is 503 meanwh
   }
 });
 
-test('a containment task that throws mid-batch loses only its batch, counted; the pipeline keeps going', async () => {
-  const BAD = 778;
-  const badShard = shardOfId(BAD, SHARDS);
-  const called: Trigger[] = [];
-  const router = await startRouter(`throw-on-device:${BAD}`, called);
-  try {
-    const before = [...devicesOn(badShard, 2, BAD), ...devicesOn(1 - badShard, 2, BAD)];
-    for (const p of walkThrough(before, 0)) router.ingest(frameOf(p));
-    await waitFor(() => called.length === 2 * before.length, 10_000, 'triggers before the throw');
-    router.ingest(frameOf({ id: BAD, eastM: 0, northM: 0, dtMs: 10_000 }));
-    await waitFor(() => router.stats().lost === 1, 5000, 'the thrown batch counted lost');
-    const after = [...devicesOn(badShard, 5, BAD).slice(2), ...devicesOn(1 - badShard, 5, BAD).slice(2)];
-    for (const p of walkThrough(after, 20_000)) router.ingest(frameOf(p));
-    await waitFor(() => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2), 10_000, 'triggers after the throw');
-    expectWalks(called, [...before, ...after]);
-    assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
-    const text = await router.metricsText();
-    assert.equal(metric(text, 'geofence_containment_tasks_failed_total'), 1);
-    assert.equal(metric(text, 'geofence_containment_lost_pings_total'), 1);
-    assert.equal(metric(text, 'geofence_containment_lost_pings_hung_total'), 0);
-    assert.equal(metric(text, 'geofence_containment_tasks_aborted_total'), 0);
-    const summary = await router.close();
-    assert.equal(summary.lost, 1);
-    assert.equal(summary.processed + summary.lost, summary.admittedTotal);
-  } finally {
-    await router.close();
-  }
-});
-
-test('a containment worker that ends mid-batch loses only its batch, counted; the pipeline keeps going', async () => {
-  const BAD = 779;
-  const badShard = shardOfId(BAD, SHARDS);
-  const called: Trigger[] = [];
-  const router = await startRouter(`exit-on-device:${BAD}`, called);
-  try {
-    const before = [...devicesOn(badShard, 2, BAD), ...devicesOn(1 - badShard, 2, BAD)];
-    for (const p of walkThrough(before, 0)) router.ingest(frameOf(p));
-    await waitFor(() => called.length === 2 * before.length, 10_000, 'triggers before the exit');
-    router.ingest(frameOf({ id: BAD, eastM: 0, northM: 0, dtMs: 10_000 }));
-    await waitFor(() => router.stats().lost === 1, 5000, 'the lost batch counted');
-    const after = [...devicesOn(badShard, 5, BAD).slice(2), ...devicesOn(1 - badShard, 5, BAD).slice(2)];
-    for (const p of walkThrough(after, 20_000)) router.ingest(frameOf(p));
-    await waitFor(() => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2), 10_000, 'triggers after the exit');
-    expectWalks(called, [...before, ...after]);
-    assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
-    const text = await router.metricsText();
-    assert.equal(metric(text, 'geofence_containment_tasks_failed_total'), 1);
-    assert.equal(metric(text, 'geofence_containment_lost_pings_total'), 1);
-    assert.equal(metric(text, 'geofence_containment_lost_pings_hung_total'), 0);
-    assert.equal(metric(text, 'geofence_containment_tasks_aborted_total'), 0);
-    const summary = await router.close();
-    assert.equal(summary.lost, 1);
-    assert.equal(summary.processed + summary.lost, summary.admittedTotal);
-  } finally {
-    await router.close();
-  }
-});
+for (const [mode, BAD, what] of [
+  ['throw', 778, 'a containment task that throws mid-batch'],
+  ['exit', 779, 'a containment worker that ends mid-batch'],
+] as const) {
+  test(`${what} loses only its batch, counted; the pipeline keeps going`, async () => {
+    const badShard = shardOfId(BAD, SHARDS);
+    const called: Trigger[] = [];
+    const router = await startRouter(`${mode}-on-device:${BAD}`, called);
+    try {
+      const before = [...devicesOn(badShard, 2, BAD), ...devicesOn(1 - badShard, 2, BAD)];
+      for (const p of walkThrough(before, 0)) router.ingest(frameOf(p));
+      await waitFor(() => called.length === 2 * before.length, 10_000, `triggers before the ${mode}`);
+      router.ingest(frameOf({ id: BAD, eastM: 0, northM: 0, dtMs: 10_000 }));
+      await waitFor(() => router.stats().lost === 1, 5000, 'the lost batch counted');
+      const after = [...devicesOn(badShard, 5, BAD).slice(2), ...devicesOn(1 - badShard, 5, BAD).slice(2)];
+      for (const p of walkThrough(after, 20_000)) router.ingest(frameOf(p));
+      await waitFor(() => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2), 10_000, `triggers after the ${mode}`);
+      expectWalks(called, [...before, ...after]);
+      assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
+      const text = await router.metricsText();
+      assert.equal(metric(text, 'geofence_containment_tasks_failed_total'), 1);
+      assert.equal(metric(text, 'geofence_containment_lost_pings_total'), 1);
+      assert.equal(metric(text, 'geofence_containment_lost_pings_hung_total'), 0);
+      assert.equal(metric(text, 'geofence_containment_tasks_aborted_total'), 0);
+      const summary = await router.close();
+      assert.equal(summary.lost, 1);
+      assert.equal(summary.processed + summary.lost, summary.admittedTotal);
+    } finally {
+      await router.close();
+    }
+  });
+}
