@@ -114,7 +114,10 @@ export interface IngestConfig {
   sharedStructures: boolean;
   /** Largest number of simultaneous TCP connections, [1, 1e6]. */
   maxConnections: number;
-  /** Close a TCP connection idle this long, ms (0 = never). */
+  /**
+   * Close a TCP connection that sent nothing for this long, ms (0 = never). Finite by default: a sender that died
+   * without closing (a gateway power-cycled, a NAT that dropped the flow) would otherwise hold a connection slot for ever.
+   */
   idleTimeoutMs: number;
   /** Speed below which a ping is stationary, m/s, [0, 100]. */
   stationarySpeedMps: number;
@@ -272,7 +275,7 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
     readChunkBytes: 65536,
     sharedStructures: false,
     maxConnections: 10_000,
-    idleTimeoutMs: 0,
+    idleTimeoutMs: 300_000,
     stationarySpeedMps: 0.5,
     stationaryRadiusM: 10,
     rejectLogIntervalMs: 10_000,

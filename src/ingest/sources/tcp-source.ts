@@ -33,7 +33,7 @@ export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
   host: '0.0.0.0',
   port: 7070,
   maxConnections: 10_000,
-  idleTimeoutMs: 0,
+  idleTimeoutMs: 300_000,
   overload: 'shed',
 };
 
