@@ -176,7 +176,7 @@ test('a 10,000-fence city where devices are inside 20+ fences at once: with the 
     }
     if (over20) devicesOver20++;
   }
-  console.log(`# dense city: ${devices} devices x ${pings} pings, up to ${maxInside} fences at once, ${devicesOver20} devices inside 20+; ${compared} triggers, each as brute force expects; pool chunks in use at the end ${state.poolChunksInUse()} of ${state.poolChunks}`);
+  console.log(`dense city: ${devices} devices x ${pings} pings, up to ${maxInside} fences at once, ${devicesOver20} devices inside 20+; ${compared} triggers, each as brute force expects; pool chunks in use at the end ${state.poolChunksInUse()} of ${state.poolChunks}`);
   assert.equal(counters[CNT_FENCE_OVERFLOW_F64], 0, 'nothing untracked with the default bound');
   assert.ok(maxInside >= 30 && maxInside <= ROUTER_DEFAULTS.maxFencesPerDevice, `max fences at once ${maxInside}`);
   assert.ok(devicesOver20 >= devices / 2, `${devicesOver20} devices were inside 20+ fences`);
