@@ -60,13 +60,14 @@ export const EXIT_LOSS = 3;
  * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
  * entries or candidates were not tracked (overflows), or dead letters were dropped from storage (budget, age, disk),
  * so triggers may be missing. `kept`: nothing of that, but some
- * triggers were dead-lettered or are kept in the state directory for the next start. `lost`: an admitted ping was not
+ * triggers were dead-lettered for good or are kept in the state directory for the next start. `lost`: an admitted ping was not
  * processed.
  */
 export function drainOutcome(s: RouterStats): DrainOutcome {
   if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
   if (s.shedTotal > 0 || s.rejectedTotal > 0 || s.fenceOverflows > 0 || s.candidateOverflows > 0 || droppedDeadLetters(s) > 0) return 'dropped';
-  if (s.deadLettered > 0 || s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
+  // A dead letter the replay lane delivered later is delivered: only final ones and what waits for the next start count.
+  if (s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
   return 'delivered';
 }
 
