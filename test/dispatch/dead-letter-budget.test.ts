@@ -82,14 +82,16 @@ function assertAccounting(d: Dispatcher, label: string): void {
 }
 
 /** Records (PENDING + FINAL) kept in the dead-letter files of `dir` (opened read-write: call after close). */
-function keptRecords(dir: string): number {
-  const f = new DeadLetterFile(dir, path.basename(dir), null);
-  const n = f.pendingRecords + f.finalRecords;
-  f.close();
-  return n;
-}
-
-test('size budget: a downstream that refuses everything keeps at most maxBytes of dead letters on disk; the overflow is dropped oldest first, counted as over_budget and alarmed; the other downstream gets everything', async (t) => {
+/**
+ * A healthy webhook ('good') and one that refuses everything with 400 (`badName`, dead letters within 1 MiB), both
+ * real HTTP servers stopped after the test, behind one dispatcher over a fresh directory; alarms are collected.
+ */
+async function goodAndRefusing(
+  t: { after: (fn: () => Promise<void>) => void },
+  dirPrefix: string,
+  badName: string,
+  extra: Partial<DispatcherOptions> = {},
+): Promise<{ d: Dispatcher; dir: string; alarms: string[]; good: CapacityServer }> {
   const good = new CapacityServer({ workers: 16, serviceMs: 1 });
   const bad = new AnsweringServer(400);
   await good.start();
@@ -98,18 +100,30 @@ test('size budget: a downstream that refuses everything keeps at most maxBytes o
     await good.kill();
     await bad.stop();
   });
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-budget-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), dirPrefix));
   const alarms: string[] = [];
   const d = new Dispatcher(
     options(
       dir,
       [
         { name: 'good', sink: new WebhookSink({ url: good.url, timeoutMs: 5000 }), maxBatchTriggers: 128 },
-        { name: 'refuses', sink: new WebhookSink({ url: bad.url, timeoutMs: 5000 }), maxBatchTriggers: 128, deadLetterMaxBytes: MIB },
+        { name: badName, sink: new WebhookSink({ url: bad.url, timeoutMs: 5000 }), maxBatchTriggers: 128, deadLetterMaxBytes: MIB },
       ],
-      { alarm: (line) => alarms.push(line) },
+      { ...extra, alarm: (line) => alarms.push(line) },
     ),
   );
+  return { d, dir, alarms, good };
+}
+
+function keptRecords(dir: string): number {
+  const f = new DeadLetterFile(dir, path.basename(dir), null);
+  const n = f.pendingRecords + f.finalRecords;
+  f.close();
+  return n;
+}
+
+test('size budget: a downstream that refuses everything keeps at most maxBytes of dead letters on disk; the overflow is dropped oldest first, counted as over_budget and alarmed; the other downstream gets everything', async (t) => {
+  const { d, dir, alarms, good } = await goodAndRefusing(t, 'dlq-budget-', 'refuses');
   const r = new TriggerRecord();
   const seqs = new Int32Array(DEVICES);
   const TOTAL = 24_000;
@@ -191,26 +205,7 @@ test('age budget: dead letters older than maxAgeMs are dropped (too_old); a park
 
 test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other downstream gets everything, the loop goes on, errors and drops are counted and alarmed; writes resume when the disk does', async (t) => {
   assert.ok(fs.existsSync('/dev/full'), 'this test needs /dev/full, the device whose writes fail with ENOSPC (Linux)');
-  const good = new CapacityServer({ workers: 16, serviceMs: 1 });
-  const bad = new AnsweringServer(400);
-  await good.start();
-  await bad.start();
-  t.after(async () => {
-    await good.kill();
-    await bad.stop();
-  });
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-enospc-'));
-  const alarms: string[] = [];
-  const d = new Dispatcher(
-    options(
-      dir,
-      [
-        { name: 'good', sink: new WebhookSink({ url: good.url, timeoutMs: 5000 }), maxBatchTriggers: 128 },
-        { name: 'bad', sink: new WebhookSink({ url: bad.url, timeoutMs: 5000 }), maxBatchTriggers: 128, deadLetterMaxBytes: MIB },
-      ],
-      { deadLetterCapacityRecords: 1024, flushBatchRecords: 128, alarm: (line) => alarms.push(line) },
-    ),
-  );
+  const { d, dir, alarms } = await goodAndRefusing(t, 'dlq-enospc-', 'bad', { deadLetterCapacityRecords: 1024, flushBatchRecords: 128 });
   // The next segment of 'bad' (the first rolls at 128 KiB) is on a device that is always full.
   const next = path.join(dir, 'bad', deadLetterSegmentName(2));
   fs.symlinkSync('/dev/full', next);

@@ -9,32 +9,17 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encode } from '@msgpack/msgpack';
 import type { Unpackr } from 'msgpackr';
-import { RingKind, TELEMETRY_STRIDE_BYTES, TEL_DEVICE_SLOT_I32, TEL_EVENT_TIME_MS_F64 } from '../../src/shm/layout.js';
-import { allocateRingRegion } from '../../src/shm/regions.js';
-import { SpscRing } from '../../src/shm/ring.js';
+import { TEL_DEVICE_SLOT_I32, TEL_EVENT_TIME_MS_F64 } from '../../src/shm/layout.js';
 import { FrameDecoder } from '../../src/ingest/frame-decoder.js';
-import { PF_ADMIT_TIME_NS_F64, PingFields, validatePingInto, PING_VALID } from '../../src/ingest/ping-fields.js';
+import { PingFields, validatePingInto, PING_VALID } from '../../src/ingest/ping-fields.js';
 import { KeyBit } from '../../src/ingest/wire-format.js';
-import { writeTelemetryRecord } from '../../src/ingest/telemetry-record.js';
-import type { PingSink } from '../../src/ingest/ingest-edge.js';
 import { ALLOCATION_SLACK_BYTES, measureAllocations } from '../support/alloc-free.js';
-import { makeEdge } from './support.js';
+import { ringSinkEdge } from './support.js';
 
 const IMEI = 358_240_051_111_110;
 
 test('uint64 numeric ids and integer fields: validate + registry + classify + ring write allocate nothing per ping', async () => {
-  const ring = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
-  const sink: PingSink = {
-    offer(f) {
-      const s = ring.claim();
-      f.values[PF_ADMIT_TIME_NS_F64] = 1e15 + s;
-      writeTelemetryRecord(ring, s, f);
-      ring.publish();
-      ring.release(1);
-    },
-  };
-  const fx = makeEdge({}, { maxDevices: 2048 });
-  (fx.edge as unknown as { sink: PingSink }).sink = sink;
+  const { ring, fx } = ringSinkEdge();
   // Decoded by the decoder's own Unpackr (its settings, its object shapes) from frames @msgpack/msgpack wrote.
   const limits = { maxIdLength: 32, minTsMs: 0, maxTsMs: 4e12 };
   const unpackr = (new FrameDecoder({ maxFrameBytes: 1024, sharedStructures: false, limits }) as unknown as { unpackr: Unpackr }).unpackr;

@@ -2,7 +2,11 @@
  * Test support for the ingest edge: a real edge over real shared regions with a sink that copies each ping.
  */
 import { Packr } from 'msgpackr';
-import { Lane, type RejectReason, ING_REJECTED_F64 } from '../../src/shm/layout.js';
+import { Lane, type RejectReason, ING_REJECTED_F64, RingKind, TELEMETRY_STRIDE_BYTES } from '../../src/shm/layout.js';
+import { allocateRingRegion } from '../../src/shm/regions.js';
+import { SpscRing } from '../../src/shm/ring.js';
+import { PF_ADMIT_TIME_NS_F64 } from '../../src/ingest/ping-fields.js';
+import { writeTelemetryRecord } from '../../src/ingest/telemetry-record.js';
 import { allocateDeviceIdTable, DeviceRegistry } from '../../src/ingest/device-registry.js';
 import { IngestEdge, type IngestEdgeOptions, type PingSink } from '../../src/ingest/ingest-edge.js';
 import { NO_COMPLIANCE, type LanePredicates } from '../../src/ingest/lane-classifier.js';
@@ -69,4 +73,24 @@ export function ping(id: string | number, i: number, extra: Record<string, unkno
 /** Concatenates buffers. */
 export function concat(parts: Uint8Array[]): Buffer {
   return Buffer.concat(parts);
+}
+
+/**
+ * An edge (2,048 device slots) whose sink writes every ping into a 1,024-slot telemetry ring and consumes it at once
+ * (standing in for admission and the pool), with a double admission time handed over in its cell as admission does.
+ */
+export function ringSinkEdge(): { ring: SpscRing; fx: ReturnType<typeof makeEdge> } {
+  const ring = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const sink: PingSink = {
+    offer(f) {
+      const s = ring.claim();
+      f.values[PF_ADMIT_TIME_NS_F64] = 1e15 + s;
+      writeTelemetryRecord(ring, s, f);
+      ring.publish();
+      ring.release(1);
+    },
+  };
+  const fx = makeEdge({}, { maxDevices: 2048 });
+  (fx.edge as unknown as { sink: PingSink }).sink = sink;
+  return { ring, fx };
 }
