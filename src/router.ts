@@ -400,6 +400,8 @@ class PipelineRouter implements Router {
       batchSize: o.batchSize,
       poolSize: o.poolSize,
       containmentStallMs: o.containmentStallMs,
+      deviceIdleTimeoutMs: o.deviceIdleTimeoutMs,
+      exitOnExpiry: o.deviceExpiry === 'exit',
       inputFiles: o.inputs.filter((p) => p !== '-'),
       stdinForwarded: stdin,
     };

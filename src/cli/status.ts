@@ -117,6 +117,8 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
   const lines = [
     `summary: up ${(s.uptimeMs / 1000).toFixed(1)}s, drained in ${(drainMs / 1000).toFixed(2)}s`,
     `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}`,
+    `  devices    in_use=${s.devices} expired=${s.deviceLifecycle.expired} revived=${s.deviceLifecycle.revived} slots_freed=${s.deviceLifecycle.freed} ` +
+      `slots_reused=${s.deviceLifecycle.reused} expiry_exits=${s.deviceLifecycle.expiryExits}`,
     `  shed       ${shedPart(s)} total=${s.shedTotal} by_reason(${shedReasonsPart(s)})`,
     `  rejected   total=${s.rejectedTotal} by_reason(${rejectedReasonsPart(s)})`,
     `  tracking   fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows}` +

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config-file.js';
-import { OVERLOAD_POLICIES, resolveRouterOptions, type OverloadPolicy, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
+import { DEVICE_EXPIRY_MODES, OVERLOAD_POLICIES, resolveRouterOptions, type DeviceExpiryMode, type OverloadPolicy, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
 
 /** The demo's settings given by flags (absent: the demo's defaults). */
 export interface DemoFlags {
@@ -84,6 +84,10 @@ Pipeline:
       --batch-size N           pings per containment batch at most (default 512)
       --containment-stall-ms N abort a containment task that makes no progress for N ms (default 10000)
       --max-devices N          device slots (default 100000)
+      --device-idle-timeout-ms N  a device without a ping for N ms is expired and its slot reused
+                               (default 86400000: a day; 0: never)
+      --device-expiry MODE     an expired device inside fences gets an EXIT per fence marked
+                               "reason":"expired" ("exit", default) or nothing ("silent")
       --max-fences-per-device N  fences a device can be inside at once (default 64)
       --fence-entries-per-device N  fence entries provisioned per device on average, 24 bytes each (default 32)
 
@@ -133,6 +137,8 @@ const FLAGS = {
   'batch-size': { type: 'string' },
   'containment-stall-ms': { type: 'string' },
   'max-devices': { type: 'string' },
+  'device-idle-timeout-ms': { type: 'string' },
+  'device-expiry': { type: 'string' },
   'max-fences-per-device': { type: 'string' },
   'fence-entries-per-device': { type: 'string' },
   'reserved-fraction': { type: 'string' },
@@ -200,6 +206,13 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('batchSize', number('batch-size', v['batch-size']));
   set('containmentStallMs', number('containment-stall-ms', v['containment-stall-ms']));
   set('maxDevices', number('max-devices', v['max-devices']));
+  set('deviceIdleTimeoutMs', number('device-idle-timeout-ms', v['device-idle-timeout-ms']));
+  if (v['device-expiry'] !== undefined) {
+    if (!(DEVICE_EXPIRY_MODES as readonly string[]).includes(v['device-expiry'])) {
+      throw new RangeError(`--device-expiry must be "exit" or "silent", got ${JSON.stringify(v['device-expiry'])}`);
+    }
+    o.deviceExpiry = v['device-expiry'] as DeviceExpiryMode;
+  }
   set('maxFencesPerDevice', number('max-fences-per-device', v['max-fences-per-device']));
   set('fenceEntriesPerDevice', number('fence-entries-per-device', v['fence-entries-per-device']));
   set('fencesFile', v.fences);

@@ -151,6 +151,11 @@ export type OverloadPolicy = 'shed' | 'backpressure';
 /** The overload policies, as options and flags name them. */
 export const OVERLOAD_POLICIES: readonly OverloadPolicy[] = ['shed', 'backpressure'];
 
+/** What a device's expiry says about the fences it is inside (see RouterOptions.deviceExpiry). */
+export type DeviceExpiryMode = 'exit' | 'silent';
+/** The accepted `deviceExpiry` values. */
+export const DEVICE_EXPIRY_MODES: readonly DeviceExpiryMode[] = ['exit', 'silent'];
+
 /** Dead letters. */
 export interface DeadLetterConfig {
   /** Records the dead-letter ring holds before a flush, [1, 2^20]. */
@@ -199,6 +204,17 @@ export interface RouterOptions {
   containmentStallMs: number;
   /** Device slots, [1, 2^24]. */
   maxDevices: number;
+  /**
+   * A device without a ping for this long is expired, ms, 0 or [100, 3.1536e10] (default 86,400,000: a day; 0:
+   * never): its stays end (see `deviceExpiry`) and its slot is reused by a new device once every downstream has
+   * settled its triggers. A device that sends again continues as a new stay, its seq above every seq it had.
+   */
+  deviceIdleTimeoutMs: number;
+  /**
+   * What an expiry says about the fences the device is inside: "exit" (default) an EXIT per fence, at its last
+   * position and time, with `"reason":"expired"`; "silent" nothing.
+   */
+  deviceExpiry: DeviceExpiryMode;
   /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
   idBytesPerSlot: number;
   /**
@@ -260,6 +276,8 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   batchSize: 512,
   containmentStallMs: 10_000,
   maxDevices: 100_000,
+  deviceIdleTimeoutMs: 86_400_000,
+  deviceExpiry: 'exit',
   idBytesPerSlot: 64,
   maxFencesPerDevice: 64,
   fenceEntriesPerDevice: 32,
@@ -378,6 +396,10 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.batchSize, 'options.batchSize', 1, 65536);
   int(o.containmentStallMs, 'options.containmentStallMs', 100, 3_600_000);
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
+  if (o.deviceIdleTimeoutMs !== 0) int(o.deviceIdleTimeoutMs, 'options.deviceIdleTimeoutMs (0 or a value in range)', 100, 31_536_000_000);
+  if (!(DEVICE_EXPIRY_MODES as readonly unknown[]).includes(o.deviceExpiry)) {
+    throw new RangeError(`options.deviceExpiry must be one of ${DEVICE_EXPIRY_MODES.map((m) => JSON.stringify(m)).join(', ')}, got ${show(o.deviceExpiry)}`);
+  }
   int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
   int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 256);
   int(o.fenceEntriesPerDevice, 'options.fenceEntriesPerDevice', 1, 256);

@@ -448,6 +448,18 @@ export class Dispatcher implements DeadLetterTarget {
     return routed;
   }
 
+  /**
+   * True when no downstream holds anything of device `device`: nothing queued or parked in memory, nothing in flight,
+   * nothing in its backlog log. An expired device's slot is freed only then. Allocation-free.
+   */
+  deviceSettled(device: number): boolean {
+    for (let d = 0; d < this.downstreams.length; d++) {
+      const q = this.downstreams[d]!.queues;
+      if (q.queuedOf(device) !== 0 || q.fileOnly[device] !== 0 || q.isBusy(device)) return false;
+    }
+    return true;
+  }
+
   /** Runs every downstream's control loop, flushes the dead-letter ring and the backlog logs when due, publishes metrics. */
   pump(nowNs: number = this.clock()): void {
     this.passTime[0] = nowNs;

@@ -23,6 +23,7 @@ import type { DeviceIdReader } from '../ingest/device-registry.js';
 import type { DeviceState } from '../fences/device-state.js';
 import type { FenceStore } from '../fences/store.js';
 import {
+  DeviceLife,
   DEV_ENTRY_COUNT_I32,
   DEV_GENERATION_I32,
   DEV_HAS_LAST_I32,
@@ -107,6 +108,10 @@ export class DeviceStateCopy {
   entryF64: Float64Array;
   /** Compact entries (ENTRY_*_I32). */
   entryI32: Int32Array;
+  /** Per device: 1 when it was ACTIVE at the capture (an expired device is not checkpointed). */
+  live: Uint8Array;
+  /** Per device: its slot's registration generation at the capture (a slot reused since is left out; -1: unchecked). */
+  slotGeneration: Int32Array;
 
   /** Scratch for up to `maxDevices` devices (grows its entry arrays when needed). */
   constructor(maxDevices: number) {
@@ -115,14 +120,21 @@ export class DeviceStateCopy {
     this.entryStart = new Int32Array(maxDevices + 1);
     this.entryF64 = new Float64Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_F64);
     this.entryI32 = new Int32Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_I32);
+    this.live = new Uint8Array(maxDevices).fill(1);
+    this.slotGeneration = new Int32Array(maxDevices).fill(-1);
   }
 
   /**
-   * Copies slots [0, count) of `state` (call while no worker writes it: containment paused or stopped). Allocates
-   * only to grow the entry arrays.
+   * Copies slots [0, count) of `state` (call while no worker writes it: containment paused or stopped), with each
+   * slot's life and generation from `ids` (without it every slot counts as live). Allocates only to grow the entry
+   * arrays.
    */
-  capture(state: DeviceState, count: number, generation: number): void {
+  capture(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null = null): void {
     this.count = count;
+    for (let d = 0; d < count; d++) {
+      this.slotGeneration[d] = ids === null ? -1 : ids.generationOf(d);
+      this.live[d] = ids === null || ids.lifeStateOf(d) === DeviceLife.ACTIVE ? 1 : 0;
+    }
     this.generation = generation;
     this.capturedMs = Date.now();
     this.devF64.set(state.devF64.subarray(0, count * DEV_STRIDE_F64));
@@ -226,7 +238,9 @@ export interface Checkpoint extends CheckpointMeta {
 
 /**
  * Encodes a captured copy: devices by id (read from `ids`), entries by fence id (read from `store`, which must be
- * the generation the copy was captured on; entries of a device still on another generation are left out).
+ * the generation the copy was captured on; entries of a device still on another generation are left out). Devices that
+ * were not ACTIVE at the capture (expired), or whose slot took a new device since, are left out, and the seq floor
+ * written is raised above their seqs.
  */
 export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, store: FenceStore, meta: CheckpointMeta): Uint8Array {
   const fenceTable = new Int32Array(Math.max(1, store.fenceCount)).fill(-1);
@@ -234,14 +248,45 @@ export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, sto
   let size = CKPT_HEADER_BYTES;
   const idBytes = new Int32Array(copy.count);
   const entryCounts = new Int32Array(copy.count);
-  const scratchId = new Uint8Array(1024);
+  // Ids are copied once, then checked against the slot's generation: a slot freed and reused by another device
+  // after the capture (its bytes may be rewritten meanwhile) leaves its device out.
+  const numericIds = new Float64Array(copy.count);
+  const idOffsets = new Int32Array(copy.count + 1);
+  let idScratch = new Uint8Array(4096);
+  let devices = 0;
   // An entry is kept when its device is on the captured generation and it names a fence of the store.
   const kept = (d: number, e: number): boolean => {
     const f = copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!;
     return copy.devI32[d * DEV_STRIDE_I32 + DEV_GENERATION_I32] === copy.generation && f >= 0 && f < store.fenceCount;
   };
+  const live = new Uint8Array(copy.count);
+  // An expired device left out may come back after a restart as a new registration: the floor stays above its seq.
+  let seqFloor = meta.seqFloor;
+  const leftOut = (d: number): void => {
+    const seq = copy.devF64[d * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+    if (seq > seqFloor) seqFloor = seq;
+  };
   for (let d = 0; d < copy.count; d++) {
-    idBytes[d] = ids.isNumeric(d) ? 0 : ids.copyIdBytes(d, scratchId, 0);
+    idOffsets[d + 1] = idOffsets[d]!;
+    if (copy.live[d] === 0) {
+      leftOut(d);
+      continue;
+    }
+    if (idScratch.length - idOffsets[d]! < 1024) {
+      const grown = new Uint8Array(idScratch.length * 2);
+      grown.set(idScratch);
+      idScratch = grown;
+    }
+    const numeric = ids.isNumeric(d);
+    numericIds[d] = numeric ? ids.numericId(d) : -1;
+    idBytes[d] = numeric ? 0 : ids.copyIdBytes(d, idScratch, idOffsets[d]!);
+    if (copy.slotGeneration[d] !== -1 && ids.generationOf(d) !== copy.slotGeneration[d]) {
+      leftOut(d);
+      continue;
+    }
+    idOffsets[d + 1] = idOffsets[d]! + idBytes[d]!;
+    live[d] = 1;
+    devices++;
     for (let e = copy.entryStart[d]!; e < copy.entryStart[d + 1]!; e++) {
       if (!kept(d, e)) continue;
       entryCounts[d]!++;
@@ -265,11 +310,11 @@ export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, sto
   i32[CKPT_VERSION_W] = FILE_LAYOUT_VERSION;
   i32[CKPT_FLAGS_W] = meta.clean ? CKPT_FLAG_CLEAN : 0;
   f64[CKPT_CAPTURED_MS_F64 >> 3] = copy.capturedMs;
-  f64[CKPT_SEQ_FLOOR_F64 >> 3] = meta.seqFloor;
+  f64[CKPT_SEQ_FLOOR_F64 >> 3] = seqFloor;
   f64[CKPT_NUMBER_F64 >> 3] = meta.number;
   f64[CKPT_PINGS_PROCESSED_F64 >> 3] = meta.pingsProcessed;
   f64[CKPT_TRIGGERS_PRODUCED_F64 >> 3] = meta.triggersProduced;
-  i32[CKPT_DEVICE_COUNT_W] = copy.count;
+  i32[CKPT_DEVICE_COUNT_W] = devices;
   i32[CKPT_FENCE_COUNT_W] = fences.length;
   i32[CKPT_TOTAL_BYTES_W] = size;
   let p = CKPT_HEADER_BYTES;
@@ -282,20 +327,21 @@ export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, sto
     p += CKPT_FENCE_HEAD_BYTES + align8(fb.id.length + fb.tags.length);
   }
   for (let d = 0; d < copy.count; d++) {
+    if (live[d] === 0) continue;
     const df = d * DEV_STRIDE_F64;
     const di = d * DEV_STRIDE_I32;
-    const numeric = ids.isNumeric(d);
+    const numeric = numericIds[d]! >= 0;
     b[p + CKPT_DEV_KIND_U8] = numeric ? TREC_ID_NUMBER : TREC_ID_STRING;
     b[p + CKPT_DEV_HAS_LAST_U8] = copy.devI32[di + DEV_HAS_LAST_I32] === 1 ? 1 : 0;
     u16[(p + CKPT_DEV_ID_BYTES_U16) >> 1] = idBytes[d]!;
     u16[(p + CKPT_DEV_ENTRIES_U16) >> 1] = entryCounts[d]!;
-    f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3] = numeric ? ids.numericId(d) : -1;
+    f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3] = numericIds[d]!;
     f64[(p + CKPT_DEV_LAST_EVENT_MS_F64) >> 3] = copy.devF64[df + DEV_LAST_EVENT_MS_F64]!;
     f64[(p + CKPT_DEV_LAST_LAT_F64) >> 3] = copy.devF64[df + DEV_LAST_LAT_F64]!;
     f64[(p + CKPT_DEV_LAST_LON_F64) >> 3] = copy.devF64[df + DEV_LAST_LON_F64]!;
     f64[(p + CKPT_DEV_SEQ_F64) >> 3] = copy.devF64[df + DEV_TRIGGER_SEQ_F64]!;
     p += CKPT_DEVICE_HEAD_BYTES;
-    if (!numeric) ids.copyIdBytes(d, b, p);
+    if (!numeric) b.set(idScratch.subarray(idOffsets[d]!, idOffsets[d]! + idBytes[d]!), p);
     p += align8(idBytes[d]!);
     for (let e = copy.entryStart[d]!; e < copy.entryStart[d + 1]!; e++) {
       if (!kept(d, e)) continue;

@@ -183,7 +183,7 @@ export class TriggerCodec {
     d32[w + TREC_TOTAL_BYTES_W] = total;
     d32[w + TREC_STATUS_W] = status;
     bytes[at + TREC_TYPE_U8] = i32[baseI32 + TRG_TYPE_I32]!;
-    bytes[at + TREC_LANE_U8] = (i32[baseI32 + TRG_FENCE_INDEX_I32]! >>> TRG_LANE_SHIFT) & 3;
+    bytes[at + TREC_LANE_U8] = (i32[baseI32 + TRG_FENCE_INDEX_I32]! >>> TRG_LANE_SHIFT) & 7;
     const reason = i32[baseI32 + DREC_REASON_I32]!;
     bytes[at + TREC_REASON_U8] = reason < 0 ? TREC_NO_REASON : reason;
     bytes[at + TREC_ID_KIND_U8] = numeric ? TREC_ID_NUMBER : TREC_ID_STRING;

@@ -16,12 +16,19 @@
  * - CROSS: a candidate fence with no entry, p outside, and the segment p0-p touching it (both pings outside).
  * Pings older than the device's last accepted ping are ignored and counted (equal times are processed).
  *
+ * An expiry record (lane TEL_LANE_EXPIRE, written by the ingest thread for a device idle too long) ends the device's
+ * stays: one EXIT per fence it is inside, at its last position and time, marked expired (or none when the engine was
+ * built with `exitOnExpiry` false); its pending entries are dropped; its state is cleared (its seq is kept); and a
+ * retire marker (TRG_TYPE_RETIRE) follows its last trigger, so the dispatcher knows when it may free the slot.
+ *
  * Trigger sequence (TRG_SEQ_F64): one counter per device, incremented for each of its triggers; so it is strictly
  * increasing per (device, fence) (gaps where the device triggered on other fences), starts at 1, survives EXIT and
  * reloads, and needs no memory per (device, fence) pair.
  */
 import {
   CNT_EXACT_TESTS_F64,
+  CNT_EXPIRED_DEVICES_F64,
+  CNT_EXPIRY_EXITS_F64,
   CNT_FENCE_OVERFLOW_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
@@ -61,10 +68,13 @@ import {
   TEL_ADMIT_TIME_NS_F64,
   TEL_DEVICE_SLOT_I32,
   TEL_EVENT_TIME_MS_F64,
+  TEL_EXPIRE_EPOCH_F64,
+  TEL_LANE_EXPIRE,
   TEL_LANE_I32,
   TEL_LAT_F64,
   TEL_LON_F64,
   Lane,
+  TRG_TYPE_RETIRE,
   TriggerType,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -75,6 +85,14 @@ import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
 const LANE_TRANSITION = Lane.TRANSITION;
+/** Added to a trigger's lane: once shifted into the fence cell it is TRG_EXPIRED_FLAG. */
+const EXPIRED_LANE_BIT = 4;
+
+/** Engine settings. */
+export interface ContainmentEngineOptions {
+  /** A device that expires inside fences gets an EXIT for each, marked expired (true, the default), or none. */
+  exitOnExpiry?: boolean;
+}
 
 /** Per-thread containment engine over a fence store generation and the shared device state. */
 export class ContainmentEngine {
@@ -93,6 +111,7 @@ export class ContainmentEngine {
   private stamp = 0;
   /** The current ping and the trigger being written (REC_* cells): doubles never cross a call as arguments. */
   private readonly rec = new Float64Array(REC_CELLS);
+  private readonly exitOnExpiry: boolean;
 
   /**
    * @param store fence store generation to test against (see `useStore` for a swap)
@@ -100,7 +119,8 @@ export class ContainmentEngine {
    * @param counters shared containment counter region (Float64, CNT_* cells)
    * @param counterBaseF64 first cell of the counter block of the shard being processed (see `useCounterBlock`)
    */
-  constructor(store: FenceStore, state: DeviceState, counters: Float64Array, counterBaseF64: number) {
+  constructor(store: FenceStore, state: DeviceState, counters: Float64Array, counterBaseF64: number, options: ContainmentEngineOptions = {}) {
+    this.exitOnExpiry = options.exitOnExpiry ?? true;
     this.store = store;
     this.state = state;
     this.counters = counters;
@@ -156,7 +176,14 @@ export class ContainmentEngine {
       rec[REC_LON] = f64[bf + TEL_LON_F64]!;
       rec[REC_EVENT_TIME_MS] = f64[bf + TEL_EVENT_TIME_MS_F64]!;
       rec[REC_ADMIT_TIME_NS] = f64[bf + TEL_ADMIT_TIME_NS_F64]!;
-      written += this.step(i32[bi + TEL_DEVICE_SLOT_I32]!, i32[bi + TEL_LANE_I32]!, triggers);
+      const lane = i32[bi + TEL_LANE_I32]!;
+      if (lane === TEL_LANE_EXPIRE) {
+        // The epoch travels in a cell, like every double here.
+        rec[REC_SEQ] = f64[bf + TEL_EXPIRE_EPOCH_F64]!;
+        written += this.expire(i32[bi + TEL_DEVICE_SLOT_I32]!, triggers);
+        continue;
+      }
+      written += this.step(i32[bi + TEL_DEVICE_SLOT_I32]!, lane, triggers);
     }
     triggers.publish();
     return written;
@@ -172,6 +199,58 @@ export class ContainmentEngine {
     const n = this.step(slot, lane, triggers);
     triggers.publish();
     return n;
+  }
+
+  /**
+   * An expiry record for `slot` (its life epoch in rec[REC_SEQ]): EXITs marked expired for the fences it is inside
+   * (unless exitOnExpiry is off), state cleared (seq kept), then the retire marker. Returns the EXITs written.
+   */
+  private expire(slot: number, triggers: SpscRing): number {
+    const rec = this.rec;
+    const epoch = rec[REC_SEQ]! | 0;
+    const counters = this.counters;
+    const cb = this.counterBase;
+    const state = this.state;
+    if (!(slot >= 0 && slot < state.maxDevices)) {
+      counters[cb + CNT_INVALID_F64]!++;
+      return 0;
+    }
+    const store = this.store;
+    const devF64 = state.devF64;
+    const devI32 = state.devI32;
+    const df = slot * DEV_STRIDE_F64;
+    const di = slot * DEV_STRIDE_I32;
+    const entryCount = devI32[di + DEV_ENTRY_COUNT_I32]!;
+    let written = 0;
+    // Entries of another generation name other fences (a reload that skipped the device): nothing to say about them.
+    if (this.exitOnExpiry && entryCount > 0 && devI32[di + DEV_GENERATION_I32] === store.generation) {
+      const lastMs = devF64[df + DEV_LAST_EVENT_MS_F64]!;
+      rec[REC_LAT] = devF64[df + DEV_LAST_LAT_F64]!;
+      rec[REC_LON] = devF64[df + DEV_LAST_LON_F64]!;
+      rec[REC_EVENT_TIME_MS] = lastMs;
+      const entryF64 = state.entryF64;
+      const entryI32 = state.entryI32;
+      for (let e = 0; e < entryCount; e++) {
+        const ex = state.entryIndex(slot, e);
+        // A pending ENTER never became a stay: no EXIT for it.
+        if ((entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_STATE_I32]! & EntryState.INSIDE) === 0) continue;
+        rec[REC_INSIDE_MS] = lastMs - entryF64[ex * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64]!;
+        this.emit(TriggerType.EXIT, slot, entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!, EXPIRED_LANE_BIT, triggers);
+        written++;
+      }
+    }
+    devI32[di + DEV_ENTRY_COUNT_I32] = 0;
+    if (devI32[di + DEV_CHUNK_COUNT_I32] !== 0) state.trimEntryCapacity(slot, 0);
+    Atomics.store(devI32, di + DEV_COMPLIANCE_COUNT_I32, 0);
+    devI32[di + DEV_UNTRACKED_I32] = 0;
+    devI32[di + DEV_HAS_LAST_I32] = 0;
+    devF64[df + DEV_LAST_EVENT_MS_F64] = -Infinity;
+    counters[cb + CNT_EXPIRED_DEVICES_F64]!++;
+    counters[cb + CNT_EXPIRY_EXITS_F64]! += written;
+    rec[REC_SEQ] = epoch;
+    rec[REC_INSIDE_MS] = 0;
+    writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
+    return written;
   }
 
   /** One ping, read from this.rec; only integers and objects cross the call. */
@@ -388,12 +467,14 @@ export class ContainmentEngine {
    * The trigger's lane is its fence's class (COMPLIANCE for a compliance fence, TRANSITION otherwise), not the ping's:
    * every trigger of one (device, fence) then shares a dispatch priority, so none of them can overtake another in a
    * downstream queue (an ENTER from a TRANSITION ping and its EXIT from a COMPLIANCE ping would otherwise swap).
+   * `pingLane`'s EXPIRED_LANE_BIT, set only by expire(), marks the trigger expired.
    */
-  private emit(type: number, slot: number, fenceIndex: number, _pingLane: number, triggers: SpscRing): void {
+  private emit(type: number, slot: number, fenceIndex: number, pingLane: number, triggers: SpscRing): void {
     const rec = this.rec;
     rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
     const lane = this.store.isCompliance(fenceIndex) ? LANE_COMPLIANCE : LANE_TRANSITION;
-    writeTrigger(triggers, this.counters, this.counterBase, type, this.store.generation, slot, fenceIndex, lane, rec);
+    // A ping's lane is at most 2; EXPIRED_LANE_BIT comes only from expire().
+    writeTrigger(triggers, this.counters, this.counterBase, type, this.store.generation, slot, fenceIndex, lane | (pingLane & EXPIRED_LANE_BIT), rec);
   }
 
   private nextStamp(): number {

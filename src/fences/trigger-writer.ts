@@ -16,6 +16,7 @@ import {
   TRG_LON_F64,
   TRG_SEQ_F64,
   TRG_TYPE_I32,
+  TRG_TYPE_RETIRE,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 
@@ -39,7 +40,8 @@ export const TRIGGER_RING_WAIT_MS = 50;
 
 /**
  * Claims a slot (publishing what is pending and waiting for space first when the ring is full), fills the record and
- * counts the trigger. The record becomes visible at the caller's next `publish()`. The double fields come from `rec`
+ * counts the trigger (a retire marker, TRG_TYPE_RETIRE, is not counted). `lane` may carry bit 2 (TRG_EXPIRED_FLAG
+ * once shifted into the fence cell). The record becomes visible at the caller's next `publish()`. The double fields come from `rec`
  * (REC_* cells), not from arguments: doubles crossing a non-inlined call are boxed, an allocation per call.
  */
 export function writeTrigger(
@@ -82,5 +84,6 @@ export function writeTrigger(
   i32[i + TRG_TYPE_I32] = type;
   i32[i + TRG_DEVICE_SLOT_I32] = slot;
   i32[i + TRG_FENCE_INDEX_I32] = fenceIndex | (lane << TRG_LANE_SHIFT);
-  counters[counterBase + CNT_TRIGGERS_F64 + type]!++;
+  // A retire marker is not a trigger: counted by the caller as an expiry.
+  if (type !== TRG_TYPE_RETIRE) counters[counterBase + CNT_TRIGGERS_F64 + type]!++;
 }

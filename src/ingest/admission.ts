@@ -166,6 +166,19 @@ export class LaneAdmission {
     return -1 - reason;
   }
 
+  /**
+   * Claims a slot for a control record (a device expiry), not a ping: only while the ring is below both the IDLE
+   * watermark and the lower lanes' limit, so control records never take room pings under pressure need; -1 otherwise
+   * (and while draining). Counted nowhere; allocates nothing.
+   */
+  claimControl(): number {
+    if (this.draining) return -1;
+    const limitSlots = this.watermarkSlots < this.sharedSlots ? this.watermarkSlots : this.sharedSlots;
+    const ring = this.ring;
+    if (ring.producerDepth() < limitSlots || ring.refreshDepth() < limitSlots) return ring.claim();
+    return -1;
+  }
+
   /** Starts (true) or stops (false) draining: while draining every offered ping is shed as DRAINING. */
   setDraining(draining: boolean): void {
     this.draining = draining;

@@ -2,10 +2,12 @@
  * Dense device registry: device id -> slot on the ingest thread, and a shared id table so any thread can name a
  * device from its slot.
  *
- * Slots are assigned in order of first appearance, 0, 1, 2, ..., and never reused while the process runs (per-device
- * state in shared memory is indexed by slot); devices restored from the state directory take the first slots before
- * the ingest thread starts (`preregisterDevices`). When every slot is taken, a new device is rejected (REGISTRY_FULL,
- * counted by the caller); devices already known keep working.
+ * Slots are assigned in order of first appearance, 0, 1, 2, ...; devices restored from the state directory take the
+ * first slots before the ingest thread starts (`preregisterDevices`). A device idle for longer than the expiry time is
+ * expired (`sweep`) and, once every thread is done with it (see DeviceLife in shm/layout.ts), its slot is freed and
+ * reused by the next new device: the slot's generation is bumped, so a name cached for the old device is never taken
+ * for the new one. When every slot is taken and none is free, a new device is rejected (REGISTRY_FULL, counted by the
+ * caller); devices already known keep working.
  *
  * Shard of a device (so each device's pings stay in one ring, in order): a 32-bit hash of the id, computed once at
  * registration, scaled to the shard count: `shard = floor(hash * shards / 2^32)`. The hash is FNV-1a over the UTF-8
@@ -25,8 +27,14 @@ import {
   DEVID_MAX_ID_BYTES,
   DEVID_OWNER_I32,
   DEVID_VERSION_I32,
+  DEVICE_LIFE_EPOCH_MASK,
+  DEVICE_LIFE_EPOCH_SHIFT,
+  DEVICE_LIFE_STATE_MASK,
+  DeviceLife,
   LAYOUT_VERSION,
   devIdBytesByteOffset,
+  devIdGenerationByteOffset,
+  devIdLifeByteOffset,
   devIdMetaByteOffset,
   devIdNumbersByteOffset,
   devIdRegionBytes,
@@ -65,6 +73,10 @@ class IdTableViews {
   readonly header: Int32Array;
   readonly numbers: Float64Array;
   readonly meta: Int32Array;
+  /** Per slot: registrations into it so far (bumped before the meta word publishes a new id). */
+  readonly generation: Int32Array;
+  /** Per slot: its DeviceLife word. */
+  readonly life: Int32Array;
   readonly bytes: Buffer;
   readonly bytesOffset: number;
   readonly maxDevices: number;
@@ -84,6 +96,8 @@ class IdTableViews {
     }
     this.numbers = new Float64Array(sab, devIdNumbersByteOffset(), this.maxDevices);
     this.meta = new Int32Array(sab, devIdMetaByteOffset(this.maxDevices), this.maxDevices);
+    this.generation = new Int32Array(sab, devIdGenerationByteOffset(this.maxDevices), this.maxDevices);
+    this.life = new Int32Array(sab, devIdLifeByteOffset(this.maxDevices), this.maxDevices);
     this.bytesOffset = devIdBytesByteOffset(this.maxDevices);
     this.bytes = Buffer.from(sab, this.bytesOffset, this.maxDevices * this.idBytesPerSlot);
   }
@@ -213,6 +227,29 @@ class NumericIdIndex {
     this.count++;
   }
 
+  /** Removes an id (a freed slot's; not a hot path). Backward-shift deletion keeps every probe chain unbroken. */
+  remove(id: number): void {
+    const mask = this.mask;
+    let b = hashNumericId(id) & mask;
+    for (; ; b = (b + 1) & mask) {
+      if (this.slots[b]! < 0) return;
+      if (this.keys[b] === id) break;
+    }
+    this.slots[b] = -1;
+    this.count--;
+    let hole = b;
+    for (let j = (b + 1) & mask; this.slots[j]! >= 0; j = (j + 1) & mask) {
+      const home = hashNumericId(this.keys[j]!) & mask;
+      // The entry at j may fill the hole when the hole lies on its probe path (from its home bucket to j).
+      if (((j - home) & mask) >= ((j - hole) & mask)) {
+        this.keys[hole] = this.keys[j]!;
+        this.slots[hole] = this.slots[j]!;
+        this.slots[j] = -1;
+        hole = j;
+      }
+    }
+  }
+
   private place(id: number, slot: number): void {
     const mask = this.mask;
     for (let b = hashNumericId(id) & mask; ; b = (b + 1) & mask) {
@@ -234,10 +271,39 @@ class NumericIdIndex {
   }
 }
 
+/** What the registry's sweep asks of the ingest path (see DeviceRegistry.sweep). */
+export interface ExpiryPort {
+  /**
+   * Writes an expiry record for `slot` (shard `shard`, new life epoch `epoch`) into its shard's ring; false when the
+   * ring has no room (the sweep tries again next time).
+   */
+  expire(slot: number, shard: number, epoch: number): boolean;
+  /** The last trigger seq of the device that held the freed `slot` (read before the slot is reused). */
+  finalSeqOf(slot: number): number;
+  /** `slot` now holds a new device (reused): reset what the ingest path keeps per slot; `seqFloor` starts its seq. */
+  reused(slot: number, seqFloor: number): void;
+}
+
+/** Counts of the registry's lifecycle, for the ingest counters. */
+export interface RegistryLifeCounts {
+  /** Slots holding a device (not freed). */
+  occupied: number;
+  /** Devices expired. */
+  expired: number;
+  /** Expired devices that sent again before their slot was freed. */
+  revived: number;
+  /** Slots freed. */
+  freed: number;
+  /** Registrations into a freed slot. */
+  reused: number;
+  /** Highest final seq of a freed slot's device. */
+  freedSeqHigh: number;
+}
+
 /**
  * Ingest-side registry (ingest thread only): id -> slot maps (string ids in a Map, numeric ids in a NumericIdIndex),
- * shard per slot, and the per-slot motion anchor the lane classifier uses. Publishes each new slot to the shared id
- * table before its first ping leaves the thread.
+ * shard per slot, the per-slot motion anchor the lane classifier uses, and the slots' lifecycle (expiry by idleness,
+ * reuse of freed slots). Publishes each new slot to the shared id table before its first ping leaves the thread.
  */
 export class DeviceRegistry {
   /** Number of shards devices are spread over. */
@@ -252,11 +318,23 @@ export class DeviceRegistry {
   readonly anchorLat: Float64Array;
   /** Longitude of the motion anchor. */
   readonly anchorLon: Float64Array;
+  /** Lifecycle counts (read into the ingest counters). */
+  readonly life: RegistryLifeCounts = { occupied: 0, expired: 0, revived: 0, freed: 0, reused: 0, freedSeqHigh: -Infinity };
   private readonly stringIds = new Map<string, number>();
   private readonly numericIds = new NumericIdIndex();
   /** One cell to look a numeric id up from `lookup` (the index reads ids from cells). */
   private readonly lookupCell = new Float64Array(1);
   private readonly table: IdTableViews;
+  private readonly reader: DeviceIdReader;
+  /** Per slot: the sweep tick of the device's last ping. */
+  private readonly seenTick: Int32Array;
+  /** Per slot: 1 while the slot's id is in the maps (cleared when a freed slot is taken back). */
+  private readonly mapped: Uint8Array;
+  /** Freed slots taken back, ready for new devices (a stack). */
+  private readonly freeSlots: Int32Array;
+  private freeTop = 0;
+  private tick = 0;
+  private port: ExpiryPort | null = null;
   private count = 0;
 
   /** Wraps an allocated id table for the ingest thread; `shards` in [1, 65535]. */
@@ -271,22 +349,32 @@ export class DeviceRegistry {
     this.shardOfSlot = new Uint16Array(this.maxDevices);
     this.anchorLat = new Float64Array(this.maxDevices).fill(Number.NaN);
     this.anchorLon = new Float64Array(this.maxDevices).fill(Number.NaN);
+    this.seenTick = new Int32Array(this.maxDevices);
+    this.mapped = new Uint8Array(this.maxDevices);
+    this.freeSlots = new Int32Array(this.maxDevices);
     if (Atomics.compareExchange(this.table.header, DEVID_OWNER_I32, 0, 1) !== 0) {
       throw new RangeError('device id table is already in use by another registry');
     }
     // Devices registered before the ingest thread started (restored from the state directory) keep their slots.
     this.count = Atomics.load(this.table.header, DEVID_COUNT_I32);
-    const reader = new DeviceIdReader(idTable);
+    this.reader = new DeviceIdReader(idTable);
     for (let slot = 0; slot < this.count; slot++) {
-      const id = reader.deviceIdOf(slot)!;
+      const id = this.reader.deviceIdOf(slot)!;
       if (typeof id === 'number') this.numericIds.insert(id, slot);
       else this.stringIds.set(id, slot);
+      this.mapped[slot] = 1;
       this.shardOfSlot[slot] = shardOfHash(typeof id === 'number' ? hashNumericId(id) : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)), shards);
     }
+    this.life.occupied = this.count;
   }
 
-  /** Devices registered. */
+  /** Slots holding a device (registered and not freed). */
   get size(): number {
+    return this.life.occupied;
+  }
+
+  /** Slots ever published (the high-water mark: slots 0 .. this - 1 have held a device). */
+  get slotsUsed(): number {
     return this.count;
   }
 
@@ -302,22 +390,100 @@ export class DeviceRegistry {
    * Allocation-free for known devices; a registration adds one entry to a map or the numeric index.
    */
   slotOf(fields: PingFields): number {
+    let slot: number;
     if (fields.idIsNumber) {
       // Looked up from its cell: the id stays an unboxed double all the way.
-      const known = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
-      return known >= 0 ? known : this.register(fields.values[PF_NUMERIC_ID_F64]!);
+      slot = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
+      if (slot < 0) return this.register(fields.values[PF_NUMERIC_ID_F64]!);
+    } else {
+      const known = this.stringIds.get(fields.idKey);
+      if (known === undefined) return this.register(fields.idKey);
+      slot = known;
     }
-    const key = fields.idKey;
-    const known = this.stringIds.get(key);
-    if (known !== undefined) return known;
-    return this.register(key);
+    this.seenTick[slot] = this.tick;
+    if ((Atomics.load(this.table.life, slot) & DEVICE_LIFE_STATE_MASK) !== DeviceLife.ACTIVE) this.revive(slot);
+    return slot;
   }
 
-  /** Registers a new id (the caller has checked it is unknown). */
+  /**
+   * Sets the expiry machinery: `port` writes expiry records and resets reused slots. Without it (the default) devices
+   * never expire and slots are never reused.
+   */
+  setExpiryPort(port: ExpiryPort): void {
+    this.port = port;
+  }
+
+  /**
+   * One expiry pass (call it every `tickMs`): advances the tick; expires every ACTIVE device whose last ping is
+   * `idleTicks` ticks old or older (its expiry record written through the port; one whose ring is full waits for the
+   * next pass); takes back every slot the dispatcher has freed (the id leaves the maps, the slot joins the free
+   * list). Returns the devices expired by this pass.
+   */
+  sweep(idleTicks: number): number {
+    const port = this.port;
+    if (port === null) return 0;
+    const tick = ++this.tick;
+    const lifeWords = this.table.life;
+    let expired = 0;
+    for (let slot = 0; slot < this.count; slot++) {
+      if (this.mapped[slot] === 0) continue;
+      const word = Atomics.load(lifeWords, slot);
+      const state = word & DEVICE_LIFE_STATE_MASK;
+      if (state === DeviceLife.FREE) {
+        this.takeBack(slot);
+      } else if (state === DeviceLife.ACTIVE && tick - this.seenTick[slot]! >= idleTicks) {
+        const epoch = ((word >>> DEVICE_LIFE_EPOCH_SHIFT) + 1) & DEVICE_LIFE_EPOCH_MASK;
+        if (!port.expire(slot, this.shardOfSlot[slot]!, epoch)) continue;
+        // Only this thread moves a slot out of ACTIVE, and the dispatcher acts on RETIRING only once it has the
+        // marker the record above leads to: a plain store is enough.
+        Atomics.store(lifeWords, slot, (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING);
+        this.life.expired++;
+        expired++;
+      }
+    }
+    return expired;
+  }
+
+  /** A known device sent while RETIRING or FREE: it keeps its slot (and its seq), ACTIVE again. */
+  private revive(slot: number): void {
+    const lifeWords = this.table.life;
+    const word = Atomics.load(lifeWords, slot);
+    const epochBits = word & ~DEVICE_LIFE_STATE_MASK;
+    if ((word & DEVICE_LIFE_STATE_MASK) === DeviceLife.RETIRING) {
+      // Races the dispatcher's RETIRING -> FREE: whoever moves the word first wins; either way the slot is ours.
+      Atomics.compareExchange(lifeWords, slot, word, epochBits | DeviceLife.ACTIVE);
+    }
+    Atomics.store(lifeWords, slot, epochBits | DeviceLife.ACTIVE);
+    this.life.revived++;
+  }
+
+  /** A freed slot leaves the maps and joins the free list; the highest freed seq remembers its device's last seq. */
+  private takeBack(slot: number): void {
+    const id = this.reader.deviceIdOf(slot)!;
+    if (typeof id === 'number') this.numericIds.remove(id);
+    else this.stringIds.delete(id);
+    this.mapped[slot] = 0;
+    const seq = this.port!.finalSeqOf(slot);
+    if (seq > this.life.freedSeqHigh) this.life.freedSeqHigh = seq;
+    this.freeSlots[this.freeTop++] = slot;
+    this.life.freed++;
+    this.life.occupied--;
+  }
+
+  /** Registers a new id (the caller has checked it is unknown): a fresh slot, else a freed one. */
   private register(id: string | number): number {
     const t = this.table;
-    if (this.count >= t.maxDevices) return SLOT_REGISTRY_FULL;
-    const slot = this.count;
+    const fresh = this.count < t.maxDevices;
+    if (!fresh && this.freeTop === 0) return SLOT_REGISTRY_FULL;
+    let byteLength = 0;
+    if (typeof id !== 'number') {
+      byteLength = Buffer.byteLength(id, 'utf8');
+      if (byteLength > t.idBytesPerSlot) return SLOT_ID_TOO_LONG;
+    }
+    const slot = fresh ? this.count : this.freeSlots[--this.freeTop]!;
+    // The generation moves first: a reader that copies the id and sees the same generation before and after the copy
+    // (a checkpoint) has the bytes of one device, and a cached name of the old device is stale from here on.
+    Atomics.add(t.generation, slot, 1);
     let hash: number;
     let meta: number;
     if (typeof id === 'number') {
@@ -325,8 +491,6 @@ export class DeviceRegistry {
       hash = hashNumericId(id);
       meta = DEVID_KIND_NUMBER;
     } else {
-      const byteLength = Buffer.byteLength(id, 'utf8');
-      if (byteLength > t.idBytesPerSlot) return SLOT_ID_TOO_LONG;
       const at = slot * t.idBytesPerSlot;
       t.bytes.write(id, at, byteLength, 'utf8');
       hash = fnv1a32(t.bytes, at, at + byteLength);
@@ -334,10 +498,25 @@ export class DeviceRegistry {
       meta = DEVID_KIND_STRING | byteLength;
     }
     this.shardOfSlot[slot] = shardOfHash(hash, this.shards);
-    // Publish: the meta store releases the id bytes written above; the count store releases the meta word.
+    this.anchorLat[slot] = Number.NaN;
+    this.anchorLon[slot] = Number.NaN;
+    this.seenTick[slot] = this.tick;
+    this.mapped[slot] = 1;
+    if (!fresh) {
+      // A new device in an old slot starts above every seq a freed device had (it may be one of them, come back).
+      const floor = this.port!.finalSeqOf(slot);
+      this.port!.reused(slot, this.life.freedSeqHigh > floor ? this.life.freedSeqHigh : floor);
+      this.life.reused++;
+    }
+    // Publish: the meta store releases the id bytes written above; the life word makes it ACTIVE (same epoch); the
+    // count store releases the meta word.
     Atomics.store(t.meta, slot, meta);
-    this.count = slot + 1;
-    Atomics.store(t.header, DEVID_COUNT_I32, this.count);
+    Atomics.store(t.life, slot, Atomics.load(t.life, slot) & ~DEVICE_LIFE_STATE_MASK);
+    this.life.occupied++;
+    if (fresh) {
+      this.count = slot + 1;
+      Atomics.store(t.header, DEVID_COUNT_I32, this.count);
+    }
     if (typeof id === 'number') this.numericIds.insert(id, slot);
     else this.stringIds.set(id, slot);
     return slot;
@@ -349,11 +528,13 @@ const READER_CACHE_SLOTS = 4096;
 
 /**
  * Names devices from their slots on any thread (dispatcher, main). Reads the shared id table; a small
- * direct-mapped cache avoids decoding the same slot's bytes again (slots never change once published).
+ * direct-mapped cache avoids decoding the same slot's bytes again, checked against the slot's generation (a reused
+ * slot names its new device at once).
  */
 export class DeviceIdReader {
   private readonly table: IdTableViews;
   private readonly cachedSlot = new Int32Array(READER_CACHE_SLOTS).fill(-1);
+  private readonly cachedGeneration = new Int32Array(READER_CACHE_SLOTS);
   private readonly cachedId: (string | number)[] = new Array<string | number>(READER_CACHE_SLOTS).fill(0);
 
   /** Wraps a device id table allocated elsewhere. */
@@ -398,7 +579,8 @@ export class DeviceIdReader {
     const t = this.table;
     if (!(slot >= 0 && slot < t.maxDevices)) return undefined;
     const c = slot & (READER_CACHE_SLOTS - 1);
-    if (this.cachedSlot[c] === slot) return this.cachedId[c];
+    const generation = Atomics.load(t.generation, slot);
+    if (this.cachedSlot[c] === slot && this.cachedGeneration[c] === generation) return this.cachedId[c];
     const meta = Atomics.load(t.meta, slot);
     if (meta === 0) return undefined;
     let id: string | number;
@@ -409,7 +591,27 @@ export class DeviceIdReader {
       id = t.bytes.toString('utf8', at, at + (meta & DEVID_LENGTH_MASK));
     }
     this.cachedSlot[c] = slot;
+    this.cachedGeneration[c] = generation;
     this.cachedId[c] = id;
     return id;
+  }
+
+  /** Registrations into `slot` so far (changes when a freed slot takes a new device). */
+  generationOf(slot: number): number {
+    return Atomics.load(this.table.generation, slot);
+  }
+
+  /** The DeviceLife state of `slot` (ACTIVE, RETIRING or FREE). */
+  lifeStateOf(slot: number): number {
+    return Atomics.load(this.table.life, slot) & DEVICE_LIFE_STATE_MASK;
+  }
+
+  /**
+   * Frees `slot` after its expiry with life epoch `epoch` (dispatcher thread, once every downstream has settled the
+   * device's triggers): RETIRING(epoch) -> FREE(epoch). False when the device was revived (or expired again) since.
+   */
+  free(slot: number, epoch: number): boolean {
+    const retiring = (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING;
+    return Atomics.compareExchange(this.table.life, slot, retiring, (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.FREE) === retiring;
   }
 }

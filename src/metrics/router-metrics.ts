@@ -19,6 +19,10 @@ import {
   ING_CONNECTIONS_OPENED_F64,
   ING_CONNECTIONS_REFUSED_F64,
   ING_DEVICES_F64,
+  ING_DEVICES_EXPIRED_F64,
+  ING_DEVICES_REVIVED_F64,
+  ING_SLOTS_FREED_F64,
+  ING_SLOTS_REUSED_F64,
   ING_FRAMES_F64,
   ING_REJECTED_F64,
   ING_RESYNCS_F64,
@@ -36,6 +40,7 @@ import {
   CNT_CANDIDATE_OVERFLOW_F64,
   CNT_EXACT_TESTS_F64,
   CNT_FENCE_OVERFLOW_F64,
+  CNT_EXPIRY_EXITS_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
   CNT_PROCESSED_F64,
@@ -338,7 +343,11 @@ export class RouterMetrics {
     this.addSharedGauge(MetricNames.INGEST_OPEN_CONNECTIONS, 'Open telemetry TCP connections.', [], [
       { labels: {}, read: () => f[ING_CONNECTIONS_OPENED_F64]! - f[ING_CONNECTIONS_CLOSED_F64]! },
     ]);
-    this.addSharedGauge(MetricNames.DEVICES, 'Device slots in use.', [], one(ING_DEVICES_F64));
+    this.addSharedGauge(MetricNames.DEVICES, 'Device slots in use (registered devices not expired and freed).', [], one(ING_DEVICES_F64));
+    this.addSharedCounter(MetricNames.DEVICES_EXPIRED, 'Devices expired after deviceIdleTimeoutMs without a ping.', [], one(ING_DEVICES_EXPIRED_F64));
+    this.addSharedCounter(MetricNames.DEVICES_REVIVED, 'Expired devices that sent again before their slot was freed (same slot, seq continues).', [], one(ING_DEVICES_REVIVED_F64));
+    this.addSharedCounter(MetricNames.DEVICE_SLOTS_FREED, 'Slots of expired devices freed once every downstream had settled their triggers.', [], one(ING_SLOTS_FREED_F64));
+    this.addSharedCounter(MetricNames.DEVICE_SLOTS_REUSED, 'New devices registered into a freed slot.', [], one(ING_SLOTS_REUSED_F64));
     this.addSharedGauge(MetricNames.FENCE_GENERATION, 'Fence-store generation in force.', [], [{ labels: {}, read: () => Atomics.load(p.i32, CTL_FENCE_GENERATION_I32) }]);
     this.addSharedGauge(MetricNames.DRAINING, '1 while the router drains.', [], [{ labels: {}, read: () => Atomics.load(p.i32, CTL_DRAINING_I32) }]);
   }
@@ -378,6 +387,7 @@ const CONTAINMENT_COUNTERS: readonly [string, string, number][] = [
   [MetricNames.GENERATION_MISMATCHES, 'Devices whose state referred to another fence generation (entries dropped).', CNT_GENERATION_MISMATCH_F64],
   [MetricNames.EXACT_TESTS, 'Exact point-in-fence tests run.', CNT_EXACT_TESTS_F64],
   [MetricNames.TRIGGER_RING_WAITS, 'Times containment blocked on a full trigger ring.', CNT_TRIGGER_RING_WAITS_F64],
+  [MetricNames.EXPIRY_EXITS, 'EXIT triggers written because their device expired (counted under EXIT too).', CNT_EXPIRY_EXITS_F64],
 ];
 
 /** Pipeline stats exported (cell, name, help, type). */

@@ -111,7 +111,7 @@ export class PipelineNamer implements TriggerNamer {
 
 /** Trigger object of record `i` of a batch (callback payloads). */
 export function triggerOf(batch: TriggerBatch, i: number): Trigger {
-  return {
+  const t: Trigger = {
     type: TRIGGER_TYPE_NAMES[batch.type(i)]!,
     deviceId: batch.deviceId(i),
     fenceId: batch.fenceId(i),
@@ -124,6 +124,8 @@ export function triggerOf(batch: TriggerBatch, i: number): Trigger {
     insideMs: batch.insideMs(i),
     replay: batch.replay(i),
   };
+  if (batch.expired(i)) t.reason = 'expired';
+  return t;
 }
 
 /**

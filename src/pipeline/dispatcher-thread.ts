@@ -19,6 +19,10 @@ import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { nowNs } from '../shm/clock.js';
 import {
+  TRG_DEVICE_SLOT_I32,
+  TRG_SEQ_F64,
+  TRG_TYPE_I32,
+  TRG_TYPE_RETIRE,
   CTL_DISPATCH_DOORBELL_I32,
   CTL_DISPATCH_SLEEPING_I32,
   DISP_TRIGGERS_OFFERED_F64,
@@ -30,6 +34,7 @@ import {
 import { SpscRing } from '../shm/ring.js';
 import { buildDownstreams, CallbackBridge, heldTimeRecorder, PipelineNamer, type DownstreamSpec, type NamesOnlyGeneration } from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
+import { SlotRetirer } from './slot-retirer.js';
 import type { DispatcherRequest, ThreadEvent } from './messages.js';
 
 /** What the dispatcher thread needs (structured-clone safe; the bridge port is transferred). */
@@ -71,6 +76,8 @@ const IDLE_WAIT_MS = 50;
 const ERROR_LOG_INTERVAL_MS = 10_000;
 /** Store generations kept for naming (the current one and the ones triggers in flight may still name). */
 const KEPT_GENERATIONS = 8;
+/** Retire markers are checked at most this often while triggers flow, ns. */
+const RETIRE_PASS_NS = 20e6;
 
 function post(event: ThreadEvent): void {
   parentPort!.postMessage(event);
@@ -115,6 +122,15 @@ async function main(): Promise<void> {
   /** Set by a scan that left records in a ring because a downstream could take nothing more. */
   let blocked = false;
 
+  // Expired devices: their slots are freed once every downstream has settled their triggers (see slot-retirer.ts).
+  const retirer = new SlotRetirer(d.maxDevices, ids);
+  const settled = (slot: number): boolean => dispatcher === null || dispatcher.deviceSettled(slot);
+  const forget = (id: string | number | undefined): void => {
+    if (id !== undefined) slotById.delete(id);
+  };
+  /** Last retire pass, ns (a cell: no double is boxed per pass). */
+  const lastRetireNs = new Float64Array(1);
+
   /** Offers every published record of every ring and releases them; returns how many. */
   const scan = (): number => {
     let total = 0;
@@ -124,20 +140,31 @@ async function main(): Promise<void> {
       const ring = rings[r]!;
       const n = ring.available();
       if (n === 0) continue;
-      if (dispatcher !== null) {
-        let k = 0;
-        for (; k < n; k++) {
-          const slot = ring.readSlot(k);
-          // A downstream that can take nothing more (memory and backlog log full): leave the rest in the ring.
-          if (dispatcher.offer(ring.f64, ring.i32, slot * ring.strideF64, slot * ring.strideI32) === OFFER_BLOCKED) break;
+      let k = 0;
+      for (; k < n; k++) {
+        const slot = ring.readSlot(k);
+        const bi = slot * ring.strideI32;
+        if (ring.i32[bi + TRG_TYPE_I32] === TRG_TYPE_RETIRE) {
+          // Every trigger of the expired device is ahead of its marker: offered already.
+          retirer.note(ring.i32[bi + TRG_DEVICE_SLOT_I32]!, ring.f64[slot * ring.strideF64 + TRG_SEQ_F64]! | 0);
+          continue;
         }
-        ring.release(k);
-        total += k;
-        if (k < n) blocked = true;
-      } else {
-        unrouted += n;
-        ring.release(n);
-        total += n;
+        if (dispatcher === null) {
+          unrouted++;
+          continue;
+        }
+        // A downstream that can take nothing more (memory and backlog log full): leave the rest in the ring.
+        if (dispatcher.offer(ring.f64, ring.i32, slot * ring.strideF64, bi) === OFFER_BLOCKED) break;
+      }
+      ring.release(k);
+      total += k;
+      if (k < n) blocked = true;
+    }
+    if (retirer.waiting > 0) {
+      const t = dispatcher === null ? nowNs() : dispatcher.passTime[0]!;
+      if (dispatcher === null || t - lastRetireNs[0]! >= RETIRE_PASS_NS) {
+        lastRetireNs[0] = t;
+        retirer.pass(settled, forget);
       }
     }
     if (dispatcher === null && total > 0) {

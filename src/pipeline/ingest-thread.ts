@@ -14,6 +14,7 @@ import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
+import { DeviceExpiry } from './device-expiry.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
@@ -71,6 +72,10 @@ export interface IngestThreadData {
   poolSize: number;
   /** Containment watchdog: a group without progress for this long (records waiting) is aborted and resubmitted, ms. */
   containmentStallMs: number;
+  /** Devices without a ping for this long are expired and their slots reused, ms (0: never). */
+  deviceIdleTimeoutMs: number;
+  /** A device that expires inside fences gets an EXIT for each, marked expired (true), or none (false). */
+  exitOnExpiry: boolean;
   /** Replay files (stdin is forwarded by the main thread). */
   inputFiles: string[];
   /** True when the main thread forwards stdin as stream-data messages. */
@@ -99,6 +104,8 @@ interface IngestPath {
   sink: AdmissionSink;
   edge: PipelineEdge;
   room: AdmissionRoom;
+  registry: DeviceRegistry;
+  state: DeviceState;
 }
 
 /** Wires the ingest path over `m` (the router's regions, or scratch ones for the warm-up). */
@@ -140,7 +147,7 @@ function buildIngestPath(
   );
   const room = new AdmissionRoom(admissions);
   edge.attach(scheduler, sink, room);
-  return { scheduler, admissions, predicates, sink, edge, room };
+  return { scheduler, admissions, predicates, sink, edge, room, registry, state };
 }
 
 /**
@@ -198,7 +205,7 @@ async function main(): Promise<void> {
   const m = d.memory;
   const pipeline = PipelineRegion.wrap(m.pipeline);
   pipeline.setIngestState(IngestState.STARTING);
-  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences };
+  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences, exitOnExpiry: d.exitOnExpiry };
   const pool = new Piscina<ContainmentTask, number>({
     filename: new URL('./containment-thread.js', import.meta.url).href,
     minThreads: d.poolSize,
@@ -211,7 +218,11 @@ async function main(): Promise<void> {
   const logError = (line: string): void => post({ type: 'log', line, level: 'error' });
   // Why listen: Piscina emits 'error' for a worker that fails with no task on it; unheard, it would end this thread.
   pool.on('error', (err: unknown) => logError(`containment pool: ${err instanceof Error ? err.message : String(err)}`));
-  const { scheduler, admissions, predicates, sink, edge, room } = buildIngestPath(m, d, pool, logError, true);
+  const { scheduler, admissions, predicates, sink, edge, room, registry, state } = buildIngestPath(m, d, pool, logError, true);
+  const expiry =
+    d.deviceIdleTimeoutMs > 0
+      ? new DeviceExpiry({ registry, admissions, scheduler, state, predicates, counters: new Float64Array(m.pipeline) }, d.deviceIdleTimeoutMs)
+      : null;
   const watchdogTimer = setInterval(() => scheduler.checkStalls(Date.now()), WATCHDOG_INTERVAL_MS);
   watchdogTimer.unref();
   const rings = scheduler.rings;
@@ -267,6 +278,8 @@ async function main(): Promise<void> {
 
   const drain = async (): Promise<void> => {
     pipeline.setIngestState(IngestState.DRAINING);
+    // No device expires while the pipeline empties (its state stays in the checkpoint).
+    expiry?.stop();
     // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
     // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
@@ -348,6 +361,7 @@ async function main(): Promise<void> {
   for (const f of files) await f.start(edge);
   pipeline.setIngestPort(tcp?.port ?? 0);
   pipeline.setIngestState(IngestState.RUNNING);
+  expiry?.start();
   post({ type: 'started', port: tcp?.port ?? 0 });
   Promise.all([...files.map((f) => f.finished()), stdinDone]).then(() => post({ type: 'inputs-done' }));
 }

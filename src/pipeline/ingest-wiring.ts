@@ -49,6 +49,11 @@ export class StorePredicates implements LanePredicates {
     this.compliancePending = new Uint8Array(shardOfSlot.length);
   }
 
+  /** Forgets what was noted for `slot` (a freed slot taken by a new device). */
+  forgetSlot(slot: number): void {
+    this.compliancePending[slot] = 0;
+  }
+
   /** Notes that the device's ping just claimed in its shard's ring travels in the COMPLIANCE lane. */
   noteCompliance(slot: number, ring: SpscRing): void {
     this.complianceSeqAfter[slot] = (ring.writeSeq() + ring.pendingCount()) | 0;

@@ -58,6 +58,7 @@ import {
   DEV_STRIDE_F64,
   DEV_STRIDE_I32,
   DEV_TRIGGER_SEQ_F64,
+  ING_FREED_SEQ_HIGH_F64,
   ENTRY_FENCE_I32,
   ENTRY_PENDING_MS_F64,
   ENTRY_SINCE_MS_F64,
@@ -295,11 +296,14 @@ export class StateKeeper {
       const p0 = nowNs();
       if (pause !== null) await pause();
       try {
-        this.copy.capture(this.state, this.ids.deviceCount(), store.generation);
+        this.copy.capture(this.state, this.ids.deviceCount(), store.generation, this.ids);
       } finally {
         if (resume !== null) await resume();
       }
       const pausedNs = nowNs() - p0;
+      // Devices that expired and come back later start above every seq a freed slot's device had: so does the floor.
+      const freedSeqHigh = new Float64Array(this.memory.pipeline)[ING_FREED_SEQ_HIGH_F64]!;
+      if (freedSeqHigh > this.seqFloor) this.seqFloor = freedSeqHigh;
       const bytes = encodeCheckpoint(this.copy, this.ids, store, {
         seqFloor: this.seqFloor,
         number: this.number + 1,

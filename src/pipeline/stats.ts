@@ -9,6 +9,7 @@ import {
   CNT_BLOCK_F64,
   CNT_CANDIDATE_OVERFLOW_F64,
   CNT_FENCE_OVERFLOW_F64,
+  CNT_EXPIRY_EXITS_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
   CNT_PROCESSED_F64,
@@ -52,6 +53,10 @@ import {
   DS_SPILLED_F64,
   ING_ACCEPTED_F64,
   ING_DEVICES_F64,
+  ING_DEVICES_EXPIRED_F64,
+  ING_DEVICES_REVIVED_F64,
+  ING_SLOTS_FREED_F64,
+  ING_SLOTS_REUSED_F64,
   ING_FRAMES_F64,
   ING_REJECTED_F64,
   LANE_COUNT,
@@ -160,8 +165,10 @@ export interface RouterStats {
   rejected: Record<string, number>;
   /** Rejected in all. */
   rejectedTotal: number;
-  /** Devices registered. */
+  /** Device slots in use (registered devices not expired and freed). */
   devices: number;
+  /** Devices expired for idleness, revived before their slot was freed, slots freed, and slots reused. */
+  deviceLifecycle: { expired: number; revived: number; freed: number; reused: number; expiryExits: number };
   /** Pings offered to admission per lane. */
   offered: PerLane;
   /** Pings admitted per lane. */
@@ -370,6 +377,13 @@ export function readRouterStats(v: StatsViews): RouterStats {
     rejected,
     rejectedTotal,
     devices: v.pipeline[ING_DEVICES_F64]!,
+    deviceLifecycle: {
+      expired: v.pipeline[ING_DEVICES_EXPIRED_F64]!,
+      revived: v.pipeline[ING_DEVICES_REVIVED_F64]!,
+      freed: v.pipeline[ING_SLOTS_FREED_F64]!,
+      reused: v.pipeline[ING_SLOTS_REUSED_F64]!,
+      expiryExits: cntSum(CNT_EXPIRY_EXITS_F64),
+    },
     offered,
     admitted,
     shed,

@@ -30,4 +30,6 @@ export interface Trigger {
   insideMs: number;
   /** True when the trigger is a dead letter re-delivered by the replay lane (it failed every attempt before). */
   replay: boolean;
+  /** Present on an EXIT the router wrote because the device sent nothing for `deviceIdleTimeoutMs`: "expired". */
+  reason?: 'expired';
 }

@@ -94,6 +94,14 @@ export const TEL_DEVICE_SLOT_I32 = 14;
 /** Lane the ping was admitted in (one of Lane). Int32 cell 15 = bytes 60..63. */
 export const TEL_LANE_I32 = 15;
 
+/**
+ * TEL_LANE_I32 of an expiry record (not a ping): the ingest thread expired the device in TEL_DEVICE_SLOT_I32, whose
+ * life epoch is in TEL_EXPIRE_EPOCH_F64. Containment writes its EXITs (or none), clears it, and writes a retire marker.
+ */
+export const TEL_LANE_EXPIRE = 7;
+/** Cell of an expiry record holding the slot's new life epoch (the speed cell of a ping). */
+export const TEL_EXPIRE_EPOCH_F64 = 4;
+
 /** Priority lanes, lowest first: shedding starts at IDLE and never reaches COMPLIANCE while its slice has room. */
 export const Lane = {
   /** Stationary or otherwise low-value pings: shed first. */
@@ -145,6 +153,13 @@ export const TRG_DEVICE_SLOT_I32 = 14;
 export const TRG_FENCE_INDEX_I32 = 15;
 /** Lane of the trigger is stored in bits 28..29 of the fence cell; fence indices stay below 2^28. */
 export const TRG_LANE_SHIFT = 28;
+/** Bit 30 of the fence cell: an EXIT written because the device expired (its JSON says `"reason":"expired"`). */
+export const TRG_EXPIRED_FLAG = 1 << 30;
+/**
+ * TRG_TYPE_I32 of a retire marker (not a trigger): every trigger of the expired device in TRG_DEVICE_SLOT_I32 is
+ * ahead of it in the ring; TRG_SEQ_F64 holds the life epoch it retires. The dispatcher consumes it; no sink sees it.
+ */
+export const TRG_TYPE_RETIRE = 15;
 /** Mask extracting the fence index from TRG_FENCE_INDEX_I32. */
 export const TRG_FENCE_INDEX_MASK = (1 << TRG_LANE_SHIFT) - 1;
 
@@ -442,8 +457,12 @@ export const CNT_GENERATION_MISMATCH_F64 = CNT_CANDIDATE_OVERFLOW_F64 + 1;
 export const CNT_EXACT_TESTS_F64 = CNT_GENERATION_MISMATCH_F64 + 1;
 /** Times the trigger ring was full and the worker blocked for space. */
 export const CNT_TRIGGER_RING_WAITS_F64 = CNT_EXACT_TESTS_F64 + 1;
+/** Expiry records processed: devices expired (their state cleared, their slot handed back for reuse). */
+export const CNT_EXPIRED_DEVICES_F64 = CNT_TRIGGER_RING_WAITS_F64 + 1;
+/** EXIT triggers written because their device expired (counted under EXIT triggers too). */
+export const CNT_EXPIRY_EXITS_F64 = CNT_EXPIRED_DEVICES_F64 + 1;
 /** Float64 cells used by one containment counter block. */
-export const CNT_BLOCK_USED_F64 = CNT_TRIGGER_RING_WAITS_F64 + 1;
+export const CNT_BLOCK_USED_F64 = CNT_EXPIRY_EXITS_F64 + 1;
 /** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
 export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 
@@ -586,8 +605,21 @@ export const ING_CONNECTIONS_OPENED_F64 = ING_BASE_F64 + 5;
 export const ING_CONNECTIONS_CLOSED_F64 = ING_BASE_F64 + 6;
 /** TCP connections refused because the connection limit was reached. */
 export const ING_CONNECTIONS_REFUSED_F64 = ING_BASE_F64 + 7;
-/** Device slots in use (a gauge). */
+/** Device slots in use (a gauge): registered devices not yet expired and freed. */
 export const ING_DEVICES_F64 = ING_BASE_F64 + 8;
+/** Devices expired for idleness (an expiry record written for each). */
+export const ING_DEVICES_EXPIRED_F64 = ING_BASE_F64 + 9;
+/** Expired devices that sent again before their slot was freed (they keep their slot and seq). */
+export const ING_DEVICES_REVIVED_F64 = ING_BASE_F64 + 10;
+/** Slots freed after an expiry (every thread done with the old device). */
+export const ING_SLOTS_FREED_F64 = ING_BASE_F64 + 11;
+/** Registrations that reused a freed slot. */
+export const ING_SLOTS_REUSED_F64 = ING_BASE_F64 + 12;
+/**
+ * Highest trigger seq any freed slot's device had (a gauge): a device registered into a reused slot starts above it,
+ * and checkpoints keep the seq floor at or above it, so a device that comes back never reuses a (deviceId, seq).
+ */
+export const ING_FREED_SEQ_HIGH_F64 = ING_BASE_F64 + 13;
 /** Rejected frames and pings per reason: cells [ING_REJECTED_F64 + reason]. */
 export const ING_REJECTED_F64 = ING_BASE_F64 + 16;
 /** Float64 cells in the ingest counter block, rounded up to whole cache lines. */
@@ -693,10 +725,41 @@ export function devIdNumbersByteOffset(): number {
 export function devIdMetaByteOffset(maxDevices: number): number {
   return DEVID_HEADER_BYTES + maxDevices * 8;
 }
-/** Byte offset of the id bytes (idBytesPerSlot per slot), after the meta column rounded up to 8. */
-export function devIdBytesByteOffset(maxDevices: number): number {
+/** Byte offset of the generation column (Int32 per slot): bumped by each registration into the slot. */
+export function devIdGenerationByteOffset(maxDevices: number): number {
   return devIdMetaByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
 }
+/** Byte offset of the life column (Int32 per slot, a DeviceLife word), after the generation column. */
+export function devIdLifeByteOffset(maxDevices: number): number {
+  return devIdGenerationByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+/** Byte offset of the id bytes (idBytesPerSlot per slot), after the life column rounded up to 8. */
+export function devIdBytesByteOffset(maxDevices: number): number {
+  return devIdLifeByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+
+/**
+ * Life of a device slot, in its life word: `epoch << DEVICE_LIFE_EPOCH_SHIFT | state`. The ingest thread expires an
+ * idle ACTIVE device (RETIRING, epoch + 1) by writing an expiry record into its shard's ring; containment clears its
+ * state and writes a retire marker behind its last triggers; the dispatcher, once every downstream has settled that
+ * device's triggers, moves RETIRING(epoch) to FREE(epoch) with a compare-exchange; the ingest thread then forgets the
+ * id and reuses the slot. A device that sends while RETIRING is revived (ACTIVE, same epoch, same slot and seq), which
+ * makes the dispatcher's compare-exchange for that epoch fail.
+ */
+export const DeviceLife = {
+  /** Registered and in use. */
+  ACTIVE: 0,
+  /** Expired: its expiry record and retire marker are on their way. */
+  RETIRING: 1,
+  /** Every thread is done with the expired device: the ingest thread may reuse the slot. */
+  FREE: 2,
+} as const;
+/** Mask of the state bits of a life word. */
+export const DEVICE_LIFE_STATE_MASK = 3;
+/** Shift of the epoch in a life word (the epoch counts the slot's expiries, modulo 2^29). */
+export const DEVICE_LIFE_EPOCH_SHIFT = 2;
+/** Largest epoch before it wraps to 0. */
+export const DEVICE_LIFE_EPOCH_MASK = (1 << 29) - 1;
 /** Total bytes of a device id table region. */
 export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number): number {
   return devIdBytesByteOffset(maxDevices) + maxDevices * idBytesPerSlot;

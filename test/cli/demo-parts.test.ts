@@ -88,6 +88,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     rejected: {},
     rejectedTotal: 0,
     devices: 0,
+    deviceLifecycle: { expired: 0, revived: 0, freed: 0, reused: 0, expiryExits: 0 },
     offered: { idle: 0, transition: 0, compliance: 0 },
     admitted: { idle: 0, transition: 0, compliance: 0 },
     shed: { idle: { rate_limited: 0 }, transition: { ring_full: 0 }, compliance: { ring_full: 0 } },

@@ -64,7 +64,8 @@ export class IndexNamer implements TriggerNamer {
 
 /**
  * JSON object of record `i`: `{"type","deviceId","fenceId","tags","lane","lat","lon","eventTimeMs","seq","insideMs",
- * "replay"}`; `deviceId` is a JSON number for a numeric id and a string otherwise.
+ * "replay"}`, plus `"reason":"expired"` on an EXIT written because the device expired; `deviceId` is a JSON number
+ * for a numeric id and a string otherwise.
  */
 export function triggerJson(batch: TriggerBatch, i: number): string {
   const id = batch.deviceId(i);
@@ -74,7 +75,8 @@ export function triggerJson(batch: TriggerBatch, i: number): string {
     `,${batch.names.fenceJson(batch.fenceHandle(i))}` +
     `,"lane":"${LANE_NAMES[batch.lane(i)] ?? String(batch.lane(i))}"` +
     `,"lat":${batch.lat(i)},"lon":${batch.lon(i)},"eventTimeMs":${batch.eventTimeMs(i)}` +
-    `,"seq":${batch.seq(i)},"insideMs":${batch.insideMs(i)},"replay":${batch.replay(i) ? 'true' : 'false'}}`
+    `,"seq":${batch.seq(i)},"insideMs":${batch.insideMs(i)},"replay":${batch.replay(i) ? 'true' : 'false'}` +
+    (batch.expired(i) ? ',"reason":"expired"}' : '}')
   );
 }
 

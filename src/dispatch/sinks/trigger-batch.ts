@@ -14,6 +14,7 @@ import {
   TRG_EVENT_TIME_MS_F64,
   TRG_FENCE_INDEX_I32,
   TRG_INSIDE_MS_F64,
+  TRG_EXPIRED_FLAG,
   TRG_LANE_SHIFT,
   TRG_LAT_F64,
   TRG_LON_F64,
@@ -109,6 +110,11 @@ export class TriggerBatch {
   /** Lane of record `i`. */
   lane(i: number): number {
     return (this.i32[this.recordI32(i) + TRG_FENCE_INDEX_I32]! >>> TRG_LANE_SHIFT) & 3;
+  }
+
+  /** True when record `i` is an EXIT written because its device expired (TRG_EXPIRED_FLAG). */
+  expired(i: number): boolean {
+    return (this.i32[this.recordI32(i) + TRG_FENCE_INDEX_I32]! & TRG_EXPIRED_FLAG) !== 0;
   }
 
   /** Latitude of record `i`. */

@@ -1,0 +1,142 @@
+/**
+ * Device expiry on the ingest thread: a timer runs the registry's sweep, which expires devices idle for longer than
+ * `deviceIdleTimeoutMs` by writing an expiry record into the device's shard ring (in ping order: every ping admitted
+ * before it is processed first), takes back the slots the dispatcher has freed, and resets what the ingest path keeps
+ * per slot when a freed slot takes a new device. The slot's lifecycle is described at DeviceLife in shm/layout.ts.
+ */
+import type { DeviceState } from '../fences/device-state.js';
+import type { LaneAdmission } from '../ingest/admission.js';
+import type { DeviceRegistry, ExpiryPort } from '../ingest/device-registry.js';
+import { nowNs } from '../shm/clock.js';
+import {
+  DEV_STRIDE_F64,
+  DEV_TRIGGER_SEQ_F64,
+  ING_DEVICES_EXPIRED_F64,
+  ING_DEVICES_F64,
+  ING_DEVICES_REVIVED_F64,
+  ING_FREED_SEQ_HIGH_F64,
+  ING_SLOTS_FREED_F64,
+  ING_SLOTS_REUSED_F64,
+  TEL_ACCURACY_M_F64,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_EVENT_TIME_MS_F64,
+  TEL_EXPIRE_EPOCH_F64,
+  TEL_HEADING_DEG_F64,
+  TEL_LANE_EXPIRE,
+  TEL_LANE_I32,
+  TEL_LAT_F64,
+  TEL_LON_F64,
+} from '../shm/layout.js';
+import type { ShardScheduler } from './shard-scheduler.js';
+import type { StorePredicates } from './ingest-wiring.js';
+
+/** Shortest sweep period, ms. */
+const MIN_SWEEP_MS = 10;
+/** Longest sweep period, ms (expiry happens within one period of the timeout). */
+const MAX_SWEEP_MS = 1000;
+
+/** The sweep period for an idle timeout: an eighth of it, within [10 ms, 1 s]. */
+export function sweepPeriodMs(idleTimeoutMs: number): number {
+  return Math.min(MAX_SWEEP_MS, Math.max(MIN_SWEEP_MS, Math.floor(idleTimeoutMs / 8)));
+}
+
+/** What DeviceExpiry works on. */
+export interface DeviceExpiryDeps {
+  registry: DeviceRegistry;
+  admissions: readonly LaneAdmission[];
+  scheduler: ShardScheduler;
+  state: DeviceState;
+  predicates: StorePredicates;
+  /** The pipeline region's Float64 cells (ING_* counters). */
+  counters: Float64Array;
+}
+
+/** Expires idle devices and recycles their slots (ingest thread). See the module comment. */
+export class DeviceExpiry implements ExpiryPort {
+  /** Sweep period, ms. */
+  readonly periodMs: number;
+  /** Sweeps a device must stay idle through to expire. */
+  readonly idleTicks: number;
+  private readonly d: DeviceExpiryDeps;
+  private timer: ReturnType<typeof setInterval> | null = null;
+
+  /** Expiry after `idleTimeoutMs` (> 0) without a ping. */
+  constructor(deps: DeviceExpiryDeps, idleTimeoutMs: number) {
+    if (!(Number.isFinite(idleTimeoutMs) && idleTimeoutMs > 0)) {
+      throw new RangeError(`deviceIdleTimeoutMs must be a finite number > 0, got ${String(idleTimeoutMs)}`);
+    }
+    this.d = deps;
+    this.periodMs = sweepPeriodMs(idleTimeoutMs);
+    this.idleTicks = Math.ceil(idleTimeoutMs / this.periodMs);
+    deps.registry.setExpiryPort(this);
+  }
+
+  /** Starts the sweep timer. */
+  start(): void {
+    if (this.timer !== null) return;
+    this.timer = setInterval(() => this.sweep(), this.periodMs);
+    this.timer.unref();
+  }
+
+  /** Stops the sweep timer (a drain: no device expires while the pipeline empties). */
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** One sweep: expiries written are published and their shards submitted at once. */
+  sweep(): void {
+    const expired = this.d.registry.sweep(this.idleTicks);
+    if (expired > 0) this.d.scheduler.flush();
+    this.publishCounts();
+  }
+
+  /** See ExpiryPort.expire: the record goes into the ring only below its watermark (pings come first). */
+  expire(slot: number, shard: number, epoch: number): boolean {
+    const admission = this.d.admissions[shard]!;
+    const at = admission.claimControl();
+    if (at < 0) return false;
+    const ring = admission.ring;
+    const f = at * ring.strideF64;
+    const f64 = ring.f64;
+    f64[f + TEL_LAT_F64] = Number.NaN;
+    f64[f + TEL_LON_F64] = Number.NaN;
+    f64[f + TEL_EVENT_TIME_MS_F64] = Number.NaN;
+    f64[f + TEL_ADMIT_TIME_NS_F64] = nowNs();
+    f64[f + TEL_EXPIRE_EPOCH_F64] = epoch;
+    f64[f + TEL_HEADING_DEG_F64] = Number.NaN;
+    f64[f + TEL_ACCURACY_M_F64] = Number.NaN;
+    const i = at * ring.strideI32;
+    ring.i32[i + TEL_DEVICE_SLOT_I32] = slot;
+    ring.i32[i + TEL_LANE_I32] = TEL_LANE_EXPIRE;
+    this.d.scheduler.noteClaimed(shard, ring);
+    return true;
+  }
+
+  /** See ExpiryPort.finalSeqOf. */
+  finalSeqOf(slot: number): number {
+    return this.d.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+  }
+
+  /**
+   * See ExpiryPort.reused: no thread touches a freed slot's device state until its next record is published, so this
+   * thread may set the seq the new device continues from.
+   */
+  reused(slot: number, seqFloor: number): void {
+    this.d.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
+    this.d.predicates.forgetSlot(slot);
+  }
+
+  /** Copies the registry's lifecycle counts into the ingest counters. */
+  publishCounts(): void {
+    const c = this.d.counters;
+    const life = this.d.registry.life;
+    c[ING_DEVICES_F64] = life.occupied;
+    c[ING_DEVICES_EXPIRED_F64] = life.expired;
+    c[ING_DEVICES_REVIVED_F64] = life.revived;
+    c[ING_SLOTS_FREED_F64] = life.freed;
+    c[ING_SLOTS_REUSED_F64] = life.reused;
+    if (life.freedSeqHigh > -Infinity) c[ING_FREED_SEQ_HIGH_F64] = life.freedSeqHigh;
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Device lifecycle in the registry: idle devices expire through the port, a revived device keeps its slot, a freed
+ * slot is taken back and reused with a bumped generation (a cached name of the old device is never returned for the
+ * new one), numeric ids leave the open-addressing index without breaking other probe chains, and a reused slot's
+ * device starts above every seq a freed device had.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DeviceIdReader, DeviceRegistry, allocateDeviceIdTable, type ExpiryPort } from '../../src/ingest/device-registry.js';
+import { DeviceLife } from '../../src/shm/layout.js';
+import { PF_NUMERIC_ID_F64, type PingFields } from '../../src/ingest/ping-fields.js';
+
+/** A port that records expiries and keeps a seq per slot. */
+class Port implements ExpiryPort {
+  readonly expired: [number, number][] = [];
+  readonly seq = new Float64Array(64);
+  room = true;
+  expire(slot: number, _shard: number, epoch: number): boolean {
+    if (!this.room) return false;
+    this.expired.push([slot, epoch]);
+    return true;
+  }
+  finalSeqOf(slot: number): number {
+    return this.seq[slot]!;
+  }
+  reused(slot: number, seqFloor: number): void {
+    this.seq[slot] = seqFloor;
+  }
+}
+
+function fieldsOf(id: string | number): PingFields {
+  const values = new Float64Array(16);
+  if (typeof id === 'number') values[PF_NUMERIC_ID_F64] = id;
+  return { idIsNumber: typeof id === 'number', idKey: typeof id === 'string' ? id : '', values } as unknown as PingFields;
+}
+
+function setup(maxDevices: number): { reg: DeviceRegistry; ids: DeviceIdReader; port: Port } {
+  const table = allocateDeviceIdTable(maxDevices, 16);
+  const reg = new DeviceRegistry(table, 4);
+  const port = new Port();
+  reg.setExpiryPort(port);
+  return { reg, ids: new DeviceIdReader(table), port };
+}
+
+test('idle devices expire after the idle ticks; a device that sends again stays', () => {
+  const { reg, ids, port } = setup(8);
+  assert.equal(reg.slotOf(fieldsOf('a')), 0);
+  assert.equal(reg.slotOf(fieldsOf('b')), 1);
+  assert.equal(reg.sweep(3), 0);
+  reg.slotOf(fieldsOf('b'));
+  assert.equal(reg.sweep(3), 0);
+  assert.equal(reg.sweep(3), 1, 'a: idle for 3 ticks');
+  assert.deepEqual(port.expired, [[0, 1]]);
+  assert.equal(ids.lifeStateOf(0), DeviceLife.RETIRING);
+  assert.equal(ids.lifeStateOf(1), DeviceLife.ACTIVE);
+  // A ring without room: the expiry waits for the next sweep.
+  port.room = false;
+  assert.equal(reg.sweep(3), 0);
+  assert.equal(ids.lifeStateOf(1), DeviceLife.ACTIVE);
+});
+
+test('a revived device keeps its slot; the dispatcher cannot free it for the old epoch', () => {
+  const { reg, ids } = setup(4);
+  reg.slotOf(fieldsOf('a'));
+  reg.sweep(1);
+  reg.sweep(1);
+  assert.equal(ids.lifeStateOf(0), DeviceLife.RETIRING);
+  assert.equal(reg.slotOf(fieldsOf('a')), 0, 'same slot');
+  assert.equal(ids.lifeStateOf(0), DeviceLife.ACTIVE);
+  assert.equal(ids.free(0, 1), false, 'its retire marker is stale now');
+  assert.equal(reg.life.revived, 1);
+});
+
+test('a freed slot is taken back and reused: new generation, new name, seq above every freed device', () => {
+  const { reg, ids, port } = setup(2);
+  assert.equal(reg.slotOf(fieldsOf('old-a')), 0);
+  assert.equal(reg.slotOf(fieldsOf(123456789012345)), 1);
+  assert.equal(ids.deviceIdOf(0), 'old-a', 'cached by the reader');
+  port.seq[0] = 40;
+  port.seq[1] = 900;
+  reg.sweep(1);
+  reg.sweep(1);
+  assert.equal(reg.slotOf(fieldsOf('new')), -1, 'full until a slot is freed');
+  const gen0 = ids.generationOf(0);
+  assert.equal(ids.free(0, 1), true);
+  assert.equal(ids.free(1, 1), true);
+  reg.sweep(1000);
+  assert.equal(reg.life.freed, 2);
+  assert.equal(reg.lookup('old-a'), -1);
+  assert.equal(reg.lookup(123456789012345), -1);
+  const slot = reg.slotOf(fieldsOf('new'));
+  assert.ok(slot === 0 || slot === 1);
+  assert.notEqual(ids.generationOf(slot), slot === 0 ? gen0 : -1);
+  assert.equal(ids.deviceIdOf(slot), 'new', 'the reader does not return the cached old name');
+  assert.equal(port.seq[slot], 900, 'starts above the highest seq a freed device had');
+  assert.equal(ids.lifeStateOf(slot), DeviceLife.ACTIVE);
+  // The old numeric id comes back: a new registration, above its old seqs too.
+  const back = reg.slotOf(fieldsOf(123456789012345));
+  assert.ok(back >= 0 && back !== slot);
+  assert.ok(port.seq[back]! >= 900);
+  assert.equal(reg.life.reused, 2);
+  assert.equal(reg.size, 2);
+});
+
+test('numeric ids leave the index without breaking the probe chains of others', () => {
+  const { reg, ids } = setup(64);
+  const n = 60;
+  const idOf = (i: number): number => 2 ** 40 + i * 64;
+  for (let i = 0; i < n; i++) assert.equal(reg.slotOf(fieldsOf(idOf(i))), i);
+  // Expire and free every third device.
+  reg.sweep(1);
+  for (let i = 0; i < n; i++) if (i % 3 !== 0) reg.slotOf(fieldsOf(idOf(i)));
+  reg.sweep(1);
+  for (let i = 0; i < n; i += 3) assert.equal(ids.free(i, 1), true);
+  reg.sweep(1000);
+  for (let i = 0; i < n; i++) assert.equal(reg.lookup(idOf(i)), i % 3 === 0 ? -1 : i, `id ${i}`);
+});
