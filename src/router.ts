@@ -389,7 +389,15 @@ class PipelineRouter implements Router {
       fences: this.store.descriptor,
       listenHost: o.listenHost,
       listenPort: o.listenPort,
-      ingest: { ...o.ingest },
+      ingest: {
+        ...o.ingest,
+        flood: {
+          maxPingsPerSecPerConnection: o.ingest.maxPingsPerSecPerConnection,
+          maxNewDevicesPerSecPerConnection: o.ingest.maxNewDevicesPerSecPerConnection,
+          maxPingsPerSecPerAddress: o.ingest.maxPingsPerSecPerAddress,
+          maxNewDevicesPerSecPerAddress: o.ingest.maxNewDevicesPerSecPerAddress,
+        },
+      },
       admission: {
         reservedFraction: o.admission.reservedFraction,
         watermarkFraction: o.admission.watermarkFraction,
@@ -402,6 +410,7 @@ class PipelineRouter implements Router {
       containmentStallMs: o.containmentStallMs,
       deviceIdleTimeoutMs: o.deviceIdleTimeoutMs,
       exitOnExpiry: o.deviceExpiry === 'exit',
+      cross: { maxSpeedMps: o.crossMaxSpeedMps, maxGapMs: o.crossMaxGapMs, maxPerDevicePerSec: o.crossMaxPerDevicePerSec },
       inputFiles: o.inputs.filter((p) => p !== '-'),
       stdinForwarded: stdin,
     };

@@ -58,14 +58,14 @@ export const EXIT_LOSS = 3;
 /**
  * `delivered`: nothing shed or rejected, every fence entry tracked, every admitted ping processed and every trigger
  * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
- * entries or candidates were not tracked (overflows), or dead letters were dropped from storage (budget, age, disk),
+ * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, or dead letters were dropped from storage (budget, age, disk),
  * so triggers may be missing. `kept`: nothing of that, but some
  * triggers were dead-lettered for good or are kept in the state directory for the next start. `lost`: an admitted ping was not
  * processed.
  */
 export function drainOutcome(s: RouterStats): DrainOutcome {
   if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
-  if (s.shedTotal > 0 || s.rejectedTotal > 0 || s.fenceOverflows > 0 || s.candidateOverflows > 0 || droppedDeadLetters(s) > 0) return 'dropped';
+  if (s.shedTotal > 0 || s.rejectedTotal > 0 || s.fenceOverflows > 0 || s.candidateOverflows > 0 || s.crossOverBudget > 0 || droppedDeadLetters(s) > 0) return 'dropped';
   // A dead letter the replay lane delivered later is delivered: only final ones and what waits for the next start count.
   if (s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
   return 'delivered';
@@ -121,7 +121,8 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
       `slots_reused=${s.deviceLifecycle.reused} expiry_exits=${s.deviceLifecycle.expiryExits}`,
     `  shed       ${shedPart(s)} total=${s.shedTotal} by_reason(${shedReasonsPart(s)})`,
     `  rejected   total=${s.rejectedTotal} by_reason(${rejectedReasonsPart(s)})`,
-    `  tracking   fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows}` +
+    `  tracking   fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} ` +
+      `implausible_segments=${s.implausibleSegments} cross_over_budget=${s.crossOverBudget}` +
       (s.untrackedFences.length > 0 ? ` untracked_fences(${s.untrackedFences.map((u) => `${u.fenceId}=${u.pings}`).join(' ')})` : ''),
     `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
     `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
@@ -149,7 +150,7 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         ? `drained, nothing lost: ${s.final} triggers dead-lettered for good, ${s.carriedOver} kept in the state directory for the next start`
         : outcome === 'dropped'
           ? `drained with loss: shed=${s.shedTotal} (compliance=${shedOf(s, 'compliance')}) rejected=${s.rejectedTotal} ` +
-            `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} dead_lettered=${s.final} ` +
+            `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} cross_over_budget=${s.crossOverBudget} dead_lettered=${s.final} ` +
             `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}: ` +
             'triggers may be missing (by lane and reason above)'
           : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,

@@ -74,6 +74,10 @@ Telemetry and admin:
       --max-frame-bytes N      largest telemetry frame, bytes (default 1024)
       --shared-structures      accept msgpackr shared-structure records (all senders must use them)
       --max-connections N      simultaneous TCP connections (default 10000)
+      --max-pings-per-sec-per-connection N      flood limits of the TCP listener (default 0: none);
+      --max-new-devices-per-sec-per-connection N  what exceeds one is rejected and counted
+      --max-pings-per-sec-per-address N         (connection_rate, new_device_rate); every connection
+      --max-new-devices-per-sec-per-address N   from one address shares the address's budget
       --overload MODE          when a ring is full, the TCP listener sheds by lane ("shed", default)
                                or pauses the connection ("backpressure")
 
@@ -88,6 +92,11 @@ Pipeline:
                                (default 86400000: a day; 0: never)
       --device-expiry MODE     an expired device inside fences gets an EXIT per fence marked
                                "reason":"expired" ("exit", default) or nothing ("silent")
+      --cross-max-speed-mps N  no CROSS for a move faster than N m/s between two pings (default 250;
+                               0 turns the plausibility rule off)
+      --cross-max-gap-ms N     no CROSS across a gap between pings longer than N ms (default 3600000; 0: off)
+      --cross-max-per-device-per-sec N  CROSS triggers per device per second at most, the rest counted
+                               and not written (default 100; 0: no limit)
       --max-fences-per-device N  fences a device can be inside at once (default 64)
       --fence-entries-per-device N  fence entries provisioned per device on average, 24 bytes each (default 32)
 
@@ -130,6 +139,10 @@ const FLAGS = {
   'max-frame-bytes': { type: 'string' },
   'shared-structures': { type: 'boolean' },
   'max-connections': { type: 'string' },
+  'max-pings-per-sec-per-connection': { type: 'string' },
+  'max-new-devices-per-sec-per-connection': { type: 'string' },
+  'max-pings-per-sec-per-address': { type: 'string' },
+  'max-new-devices-per-sec-per-address': { type: 'string' },
   overload: { type: 'string' },
   shards: { type: 'string' },
   'ring-capacity': { type: 'string' },
@@ -139,6 +152,9 @@ const FLAGS = {
   'max-devices': { type: 'string' },
   'device-idle-timeout-ms': { type: 'string' },
   'device-expiry': { type: 'string' },
+  'cross-max-speed-mps': { type: 'string' },
+  'cross-max-gap-ms': { type: 'string' },
+  'cross-max-per-device-per-sec': { type: 'string' },
   'max-fences-per-device': { type: 'string' },
   'fence-entries-per-device': { type: 'string' },
   'reserved-fraction': { type: 'string' },
@@ -207,6 +223,9 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('containmentStallMs', number('containment-stall-ms', v['containment-stall-ms']));
   set('maxDevices', number('max-devices', v['max-devices']));
   set('deviceIdleTimeoutMs', number('device-idle-timeout-ms', v['device-idle-timeout-ms']));
+  set('crossMaxSpeedMps', number('cross-max-speed-mps', v['cross-max-speed-mps']));
+  set('crossMaxGapMs', number('cross-max-gap-ms', v['cross-max-gap-ms']));
+  set('crossMaxPerDevicePerSec', number('cross-max-per-device-per-sec', v['cross-max-per-device-per-sec']));
   if (v['device-expiry'] !== undefined) {
     if (!(DEVICE_EXPIRY_MODES as readonly string[]).includes(v['device-expiry'])) {
       throw new RangeError(`--device-expiry must be "exit" or "silent", got ${JSON.stringify(v['device-expiry'])}`);
@@ -233,6 +252,16 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   const mc = number('max-connections', v['max-connections']);
   if (mc !== undefined) ingest.maxConnections = mc;
   if (v['shared-structures'] === true) ingest.sharedStructures = true;
+  const flood = [
+    ['maxPingsPerSecPerConnection', 'max-pings-per-sec-per-connection'],
+    ['maxNewDevicesPerSecPerConnection', 'max-new-devices-per-sec-per-connection'],
+    ['maxPingsPerSecPerAddress', 'max-pings-per-sec-per-address'],
+    ['maxNewDevicesPerSecPerAddress', 'max-new-devices-per-sec-per-address'],
+  ] as const;
+  for (const [key, flag] of flood) {
+    const x = number(flag, v[flag]);
+    if (x !== undefined) ingest[key] = x;
+  }
   if (v.overload !== undefined) {
     if (!(OVERLOAD_POLICIES as readonly string[]).includes(v.overload)) {
       throw new RangeError(`--overload must be "shed" or "backpressure", got ${JSON.stringify(v.overload)}`);

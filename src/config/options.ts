@@ -143,6 +143,19 @@ export interface IngestConfig {
    * yet offered to admission. At or above it `push()` returns false.
    */
   inputHighWaterPoints: number;
+  /**
+   * Flood limits of the TCP listener, each 0 (default: no limit) or a rate per second: pings per connection, new
+   * devices per connection, pings per source address, new devices per source address (all connections from one
+   * address share its budget). What exceeds one is rejected (`connection_rate`, `new_device_rate`) and counted;
+   * known devices and other senders keep flowing. Files, stdin and in-process input are never limited.
+   */
+  maxPingsPerSecPerConnection: number;
+  /** See maxPingsPerSecPerConnection. */
+  maxNewDevicesPerSecPerConnection: number;
+  /** See maxPingsPerSecPerConnection. */
+  maxPingsPerSecPerAddress: number;
+  /** See maxPingsPerSecPerConnection. */
+  maxNewDevicesPerSecPerAddress: number;
 }
 
 /** What a live source does when a telemetry ring has no room: shed by lane at the edge, or pause the source. */
@@ -215,6 +228,19 @@ export interface RouterOptions {
    * position and time, with `"reason":"expired"`; "silent" nothing.
    */
   deviceExpiry: DeviceExpiryMode;
+  /**
+   * No CROSS for a move between two pings that implies more than this speed, m/s, 0 or [1, 1e6] (default 250: faster
+   * than anything on the ground; 0 turns the rule off): a device that jumps across the city would otherwise cross
+   * every fence on the straight line. Counted (`geofence_implausible_segments_total`).
+   */
+  crossMaxSpeedMps: number;
+  /** No CROSS across a gap between pings longer than this, ms, 0 or [1000, 8.64e7] (default 3,600,000; 0: off). */
+  crossMaxGapMs: number;
+  /**
+   * CROSS triggers per device per second at most, 0 or [1, 1e6] (default 100; 0: no limit): the rest are not written
+   * and are counted (`geofence_cross_over_budget_total`, the summary). ENTER, EXIT and DWELL are never limited.
+   */
+  crossMaxPerDevicePerSec: number;
   /** UTF-8 bytes per device id (longest string id), [1, 1024]. */
   idBytesPerSlot: number;
   /**
@@ -278,6 +304,9 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   maxDevices: 100_000,
   deviceIdleTimeoutMs: 86_400_000,
   deviceExpiry: 'exit',
+  crossMaxSpeedMps: 250,
+  crossMaxGapMs: 3_600_000,
+  crossMaxPerDevicePerSec: 100,
   idBytesPerSlot: 64,
   maxFencesPerDevice: 64,
   fenceEntriesPerDevice: 32,
@@ -300,6 +329,10 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
     overload: 'shed',
     inputHighWaterBytes: 1 << 20,
     inputHighWaterPoints: 8192,
+    maxPingsPerSecPerConnection: 0,
+    maxNewDevicesPerSecPerConnection: 0,
+    maxPingsPerSecPerAddress: 0,
+    maxNewDevicesPerSecPerAddress: 0,
   }),
 }) as RouterOptions;
 
@@ -397,6 +430,9 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.containmentStallMs, 'options.containmentStallMs', 100, 3_600_000);
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
   if (o.deviceIdleTimeoutMs !== 0) int(o.deviceIdleTimeoutMs, 'options.deviceIdleTimeoutMs (0 or a value in range)', 100, 31_536_000_000);
+  if (o.crossMaxSpeedMps !== 0) num(o.crossMaxSpeedMps, 'options.crossMaxSpeedMps (0 or a value in range)', 1, 1e6, '[1, 1e6]');
+  if (o.crossMaxGapMs !== 0) int(o.crossMaxGapMs, 'options.crossMaxGapMs (0 or a value in range)', 1000, 86_400_000);
+  if (o.crossMaxPerDevicePerSec !== 0) int(o.crossMaxPerDevicePerSec, 'options.crossMaxPerDevicePerSec (0 or a value in range)', 1, 1_000_000);
   if (!(DEVICE_EXPIRY_MODES as readonly unknown[]).includes(o.deviceExpiry)) {
     throw new RangeError(`options.deviceExpiry must be one of ${DEVICE_EXPIRY_MODES.map((m) => JSON.stringify(m)).join(', ')}, got ${show(o.deviceExpiry)}`);
   }
@@ -429,6 +465,9 @@ export function validateRouterOptions(o: RouterOptions): void {
   }
   int(g.inputHighWaterBytes, 'options.ingest.inputHighWaterBytes', 1024, 1 << 30);
   int(g.inputHighWaterPoints, 'options.ingest.inputHighWaterPoints', 1, 1 << 24);
+  for (const k of ['maxPingsPerSecPerConnection', 'maxNewDevicesPerSecPerConnection', 'maxPingsPerSecPerAddress', 'maxNewDevicesPerSecPerAddress'] as const) {
+    num(g[k], `options.ingest.${k} (0: no limit)`, 0, 1e9, '[0, 1e9]');
+  }
 }
 
 function validateDownstream(d: unknown, path: string, names: Set<string>): void {

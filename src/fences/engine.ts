@@ -27,8 +27,10 @@
  */
 import {
   CNT_EXACT_TESTS_F64,
+  CNT_CROSS_OVER_BUDGET_F64,
   CNT_EXPIRED_DEVICES_F64,
   CNT_EXPIRY_EXITS_F64,
+  CNT_IMPLAUSIBLE_SEGMENTS_F64,
   CNT_FENCE_OVERFLOW_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
@@ -37,6 +39,8 @@ import {
   DEV_ENTRY_COUNT_I32,
   DEV_GENERATION_I32,
   DEV_CHUNK_COUNT_I32,
+  DEV_CROSS_COUNT_I32,
+  DEV_CROSS_WINDOW_MS_F64,
   DEV_HAS_LAST_I32,
   DEV_UNTRACKED_I32,
   DEV_LAST_EVENT_MS_F64,
@@ -92,7 +96,21 @@ const EXPIRED_LANE_BIT = 4;
 export interface ContainmentEngineOptions {
   /** A device that expires inside fences gets an EXIT for each, marked expired (true, the default), or none. */
   exitOnExpiry?: boolean;
+  /** No CROSS for a move implying more than this speed, m/s (0: no limit; default 0). */
+  crossMaxSpeedMps?: number;
+  /** No CROSS across a gap between pings longer than this, ms (0: no limit; default 0). */
+  crossMaxGapMs?: number;
+  /** CROSS triggers per device per second at most, the rest dropped and counted (0: no limit; default 0). */
+  crossMaxPerDevicePerSec?: number;
 }
+
+/** Cells of the engine's CROSS rules. */
+const CROSS_MAX_SPEED_MPS = 0;
+const CROSS_MAX_GAP_MS = 1;
+const CROSS_MAX_PER_DEVICE_PER_SEC = 2;
+/** Metres per degree of latitude (the local equirectangular approximation of the plausibility rule). */
+const METRES_PER_DEGREE = 111_320;
+const DEG_TO_RAD = Math.PI / 180;
 
 /** Per-thread containment engine over a fence store generation and the shared device state. */
 export class ContainmentEngine {
@@ -112,6 +130,8 @@ export class ContainmentEngine {
   /** The current ping and the trigger being written (REC_* cells): doubles never cross a call as arguments. */
   private readonly rec = new Float64Array(REC_CELLS);
   private readonly exitOnExpiry: boolean;
+  /** CROSS_* cells (a typed array: no double field to box). */
+  private readonly crossRules = new Float64Array(3);
 
   /**
    * @param store fence store generation to test against (see `useStore` for a swap)
@@ -121,6 +141,9 @@ export class ContainmentEngine {
    */
   constructor(store: FenceStore, state: DeviceState, counters: Float64Array, counterBaseF64: number, options: ContainmentEngineOptions = {}) {
     this.exitOnExpiry = options.exitOnExpiry ?? true;
+    this.crossRules[CROSS_MAX_SPEED_MPS] = options.crossMaxSpeedMps ?? 0;
+    this.crossRules[CROSS_MAX_GAP_MS] = options.crossMaxGapMs ?? 0;
+    this.crossRules[CROSS_MAX_PER_DEVICE_PER_SEC] = options.crossMaxPerDevicePerSec ?? 0;
     this.store = store;
     this.state = state;
     this.counters = counters;
@@ -433,18 +456,45 @@ export class ContainmentEngine {
       entryI32[ei + ENTRY_STATE_I32] = st;
     }
 
-    // CROSS: both pings outside a fence whose boundary the segment between them touches.
+    // CROSS: both pings outside a fence whose boundary the segment between them touches. The straight segment is a
+    // guess at the path: not made when the move is implausible (faster than crossMaxSpeedMps, or a gap longer than
+    // crossMaxGapMs), and at most crossMaxPerDevicePerSec CROSS triggers per device per second (router clock).
     if (hasLast && (lat !== lastLat || lon !== lastLon)) {
-      for (let k = 0; k < n; k++) {
-        const f = cands[k]!;
-        // Inside now, or inside / pending at the previous ping: not a pass-through.
-        if (insideStamp[f] === stamp || entryStamp[f] === stamp) continue;
-        // Leaving a fence it was inside untracked: nothing is said about that fence.
-        if (wasUntracked && store.containsPreviousAt(f)) continue;
-        if (store.segmentTouchesAt(f)) {
-          written++;
-          rec[REC_INSIDE_MS] = 0;
-          this.emit(TriggerType.CROSS, slot, f, lane, triggers);
+      const gapMs = t - devF64[df + DEV_LAST_EVENT_MS_F64]!;
+      const rules = this.crossRules;
+      let plausible = true;
+      if (rules[CROSS_MAX_GAP_MS] > 0 && gapMs > rules[CROSS_MAX_GAP_MS]) plausible = false;
+      if (plausible && rules[CROSS_MAX_SPEED_MPS] > 0) {
+        const dyM = (lat - lastLat) * METRES_PER_DEGREE;
+        const dxM = (lon - lastLon) * METRES_PER_DEGREE * Math.cos(((lat + lastLat) / 2) * DEG_TO_RAD);
+        const maxM = (rules[CROSS_MAX_SPEED_MPS] * gapMs) / 1000;
+        if (dxM * dxM + dyM * dyM > maxM * maxM) plausible = false;
+      }
+      if (!plausible) {
+        counters[cb + CNT_IMPLAUSIBLE_SEGMENTS_F64]!++;
+      } else {
+        const budget = rules[CROSS_MAX_PER_DEVICE_PER_SEC];
+        const nowMs = rec[REC_ADMIT_TIME_NS]! / 1e6;
+        if (budget > 0 && !(nowMs - devF64[df + DEV_CROSS_WINDOW_MS_F64]! < 1000)) {
+          devF64[df + DEV_CROSS_WINDOW_MS_F64] = nowMs;
+          devI32[di + DEV_CROSS_COUNT_I32] = 0;
+        }
+        for (let k = 0; k < n; k++) {
+          const f = cands[k]!;
+          // Inside now, or inside / pending at the previous ping: not a pass-through.
+          if (insideStamp[f] === stamp || entryStamp[f] === stamp) continue;
+          // Leaving a fence it was inside untracked: nothing is said about that fence.
+          if (wasUntracked && store.containsPreviousAt(f)) continue;
+          if (store.segmentTouchesAt(f)) {
+            if (budget > 0 && devI32[di + DEV_CROSS_COUNT_I32]! >= budget) {
+              counters[cb + CNT_CROSS_OVER_BUDGET_F64]!++;
+              continue;
+            }
+            devI32[di + DEV_CROSS_COUNT_I32]!++;
+            written++;
+            rec[REC_INSIDE_MS] = 0;
+            this.emit(TriggerType.CROSS, slot, f, lane, triggers);
+          }
         }
       }
     }

@@ -48,6 +48,14 @@ export const MAX_DEVICES_LIMIT = 1 << 24;
 export const SLOT_REGISTRY_FULL = -1;
 /** `slotOf` result: the string id does not fit the id table's bytes per slot. */
 export const SLOT_ID_TOO_LONG = -2;
+/** `slotOf` result: a new device over its source's new-devices-per-second budget. */
+export const SLOT_NEW_DEVICE_DENIED = -3;
+
+/** A source's budget of new devices (see stream-limits.ts). */
+export interface NewDeviceBudget {
+  /** Takes one new device; false when the budget is spent. */
+  takeNewDevice(): boolean;
+}
 
 /** Allocates a zeroed device id table for `maxDevices` slots of `idBytesPerSlot` UTF-8 bytes each. */
 export function allocateDeviceIdTable(maxDevices: number, idBytesPerSlot: number): SharedArrayBuffer {
@@ -386,18 +394,19 @@ export class DeviceRegistry {
   }
 
   /**
-   * Slot of the ping's device, registering it when new. Returns the slot, SLOT_REGISTRY_FULL or SLOT_ID_TOO_LONG.
-   * Allocation-free for known devices; a registration adds one entry to a map or the numeric index.
+   * Slot of the ping's device, registering it when new (after taking one from `budget`, when given). Returns the slot,
+   * SLOT_REGISTRY_FULL, SLOT_ID_TOO_LONG or SLOT_NEW_DEVICE_DENIED. Allocation-free for known devices; a registration
+   * adds one entry to a map or the numeric index.
    */
-  slotOf(fields: PingFields): number {
+  slotOf(fields: PingFields, budget: NewDeviceBudget | null = null): number {
     let slot: number;
     if (fields.idIsNumber) {
       // Looked up from its cell: the id stays an unboxed double all the way.
       slot = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
-      if (slot < 0) return this.register(fields.values[PF_NUMERIC_ID_F64]!);
+      if (slot < 0) return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.values[PF_NUMERIC_ID_F64]!);
     } else {
       const known = this.stringIds.get(fields.idKey);
-      if (known === undefined) return this.register(fields.idKey);
+      if (known === undefined) return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idKey);
       slot = known;
     }
     this.seenTick[slot] = this.tick;

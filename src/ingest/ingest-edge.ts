@@ -18,7 +18,9 @@ import {
   ING_RESYNC_SKIPPED_BYTES_F64,
   RejectReason,
 } from '../shm/layout.js';
-import { DeviceRegistry, SLOT_ID_TOO_LONG } from './device-registry.js';
+import { DeviceRegistry, SLOT_ID_TOO_LONG, SLOT_NEW_DEVICE_DENIED } from './device-registry.js';
+import type { StreamLimits } from './stream-limits.js';
+import { nowNs } from '../shm/clock.js';
 import { FrameDecoder, FrameStream, PING_VALID, type FrameSink } from './frame-decoder.js';
 import { advanceMotionAnchor, classifyLane, type LanePredicates, type StationaryThresholds } from './lane-classifier.js';
 import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
@@ -100,10 +102,12 @@ class EdgeStream implements IngestStream, FrameSink {
   readonly name: string;
   private readonly edge: IngestEdge;
   private readonly frames: FrameStream;
+  private readonly limits: StreamLimits | null;
 
-  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, readChunkBytes: number) {
+  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, readChunkBytes: number, limits: StreamLimits | null) {
     this.edge = edge;
     this.name = name;
+    this.limits = limits;
     this.frames = new FrameStream(decoder, this, readChunkBytes);
   }
 
@@ -113,6 +117,8 @@ class EdgeStream implements IngestStream, FrameSink {
 
   write(chunk: Uint8Array): void {
     this.edge.counters[ING_BYTES_F64]! += chunk.length;
+    // The flood budgets are taken at the time of the chunk (one clock read per chunk, into a cell).
+    if (this.limits !== null) this.edge.clockNs[0] = nowNs();
     this.frames.push(chunk);
   }
 
@@ -122,7 +128,12 @@ class EdgeStream implements IngestStream, FrameSink {
 
   onPing(fields: PingFields): void {
     this.edge.counters[ING_FRAMES_F64]!++;
-    this.edge.accept(fields, this.name);
+    const limits = this.limits;
+    if (limits !== null && !limits.takePing()) {
+      this.edge.reject(RejectReason.CONNECTION_RATE, this.name, null, 0, 0);
+      return;
+    }
+    this.edge.accept(fields, this.name, limits);
   }
 
   onReject(reason: RejectReason, buf: Uint8Array, start: number, end: number): void {
@@ -157,6 +168,8 @@ export class IngestEdge {
   private readonly pushFields = new PingFields();
   /** Retries the waiting feeds of this edge (one timer for all of them). */
   readonly feedWaiter = new RoomWaiter();
+  /** The time flood budgets are taken at, ns (set per read chunk of a limited stream). */
+  readonly clockNs = new Float64Array(1);
 
   constructor(
     options: Partial<IngestEdgeOptions>,
@@ -175,12 +188,16 @@ export class IngestEdge {
       sharedStructures: o.sharedStructures,
       limits: { maxIdLength: deps.registry.idBytesPerSlot, minTsMs: o.minTsMs, maxTsMs: o.maxTsMs },
     });
-    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, o.readChunkBytes);
+    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, o.readChunkBytes, null);
+    this.clockNs[0] = nowNs();
   }
 
-  /** Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines. */
-  openStream(name: string): IngestStream {
-    return new EdgeStream(this, name, this.decoder, this.options.readChunkBytes);
+  /**
+   * Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines; `limits` (a
+   * connection's flood budgets, see stream-limits.ts) rejects what exceeds them.
+   */
+  openStream(name: string, limits: StreamLimits | null = null): IngestStream {
+    return new EdgeStream(this, name, this.decoder, this.options.readChunkBytes, limits);
   }
 
   /**
@@ -188,8 +205,8 @@ export class IngestEdge {
    * the edge only what the rings behind it can take and tells the source when to pause and resume (see
    * backpressure.ts). This edge has no rings behind it, so its feeds never wait; the pipeline's edge overrides this.
    */
-  openFeed(name: string, hooks: PausableFeedHooks = {}): PausableFeed {
-    return new PausableFeed(this.openStream(name), UNBOUNDED_ROOM, this.feedWaiter, hooks);
+  openFeed(name: string, hooks: PausableFeedHooks = {}, limits: StreamLimits | null = null): PausableFeed {
+    return new PausableFeed(this.openStream(name, limits), UNBOUNDED_ROOM, this.feedWaiter, hooks);
   }
 
   /**
@@ -217,11 +234,12 @@ export class IngestEdge {
   }
 
   /** Registry, classification and hand-off of a valid ping. Returns -1 when offered, else the RejectReason. */
-  accept(fields: PingFields, source: string): number {
+  accept(fields: PingFields, source: string, limits: StreamLimits | null = null): number {
     const registry = this.registry;
-    const slot = registry.slotOf(fields);
+    const slot = registry.slotOf(fields, limits);
     if (slot < 0) {
-      const reason = slot === SLOT_ID_TOO_LONG ? RejectReason.ID_TOO_LONG : RejectReason.REGISTRY_FULL;
+      const reason =
+        slot === SLOT_ID_TOO_LONG ? RejectReason.ID_TOO_LONG : slot === SLOT_NEW_DEVICE_DENIED ? RejectReason.NEW_DEVICE_RATE : RejectReason.REGISTRY_FULL;
       this.reject(reason, source, null, 0, 0);
       return reason;
     }

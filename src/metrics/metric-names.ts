@@ -19,6 +19,8 @@ export const MetricNames = {
   DEVICE_SLOTS_FREED: 'geofence_device_slots_freed_total',
   DEVICE_SLOTS_REUSED: 'geofence_device_slots_reused_total',
   EXPIRY_EXITS: 'geofence_expiry_exits_total',
+  IMPLAUSIBLE_SEGMENTS: 'geofence_implausible_segments_total',
+  CROSS_OVER_BUDGET: 'geofence_cross_over_budget_total',
   PINGS_OFFERED: 'geofence_pings_offered_total',
   PINGS_ADMITTED: 'geofence_pings_admitted_total',
   PINGS_SHED: 'geofence_pings_shed_total',

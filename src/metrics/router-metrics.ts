@@ -41,6 +41,8 @@ import {
   CNT_EXACT_TESTS_F64,
   CNT_FENCE_OVERFLOW_F64,
   CNT_EXPIRY_EXITS_F64,
+  CNT_IMPLAUSIBLE_SEGMENTS_F64,
+  CNT_CROSS_OVER_BUDGET_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
   CNT_PROCESSED_F64,
@@ -388,6 +390,8 @@ const CONTAINMENT_COUNTERS: readonly [string, string, number][] = [
   [MetricNames.EXACT_TESTS, 'Exact point-in-fence tests run.', CNT_EXACT_TESTS_F64],
   [MetricNames.TRIGGER_RING_WAITS, 'Times containment blocked on a full trigger ring.', CNT_TRIGGER_RING_WAITS_F64],
   [MetricNames.EXPIRY_EXITS, 'EXIT triggers written because their device expired (counted under EXIT too).', CNT_EXPIRY_EXITS_F64],
+  [MetricNames.IMPLAUSIBLE_SEGMENTS, 'Moves between two pings judged implausible (crossMaxSpeedMps, crossMaxGapMs): no CROSS looked for.', CNT_IMPLAUSIBLE_SEGMENTS_F64],
+  [MetricNames.CROSS_OVER_BUDGET, 'CROSS triggers not written because their device had used its crossMaxPerDevicePerSec budget.', CNT_CROSS_OVER_BUDGET_F64],
 ];
 
 /** Pipeline stats exported (cell, name, help, type). */

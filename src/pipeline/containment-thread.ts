@@ -16,7 +16,7 @@
  * count), which the ingest thread's watchdog reads to tell a hung task from a busy one (ShardScheduler.checkStalls).
  */
 import { threadId, workerData } from 'node:worker_threads';
-import { ContainmentEngine } from '../fences/engine.js';
+import { ContainmentEngine, type ContainmentEngineOptions } from '../fences/engine.js';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
@@ -69,8 +69,8 @@ export interface ContainmentWorkerData {
   memory: PipelineMemory;
   /** The first fence-store generation, opened when the worker starts (not on its first task). */
   fences: FenceStoreDescriptor;
-  /** A device that expires inside fences gets an EXIT for each, marked expired (true), or none (false). */
-  exitOnExpiry: boolean;
+  /** The engine's settings (expiry EXITs, CROSS rules). */
+  engine: ContainmentEngineOptions;
 }
 
 /** Generations kept open per worker (the current one and the one a reload replaced). */
@@ -161,7 +161,7 @@ if (state !== null && data !== null && data !== undefined && data.fences !== und
   // Open the first generation now: the first batch should not pay for it.
   const first = FenceStore.open(data.fences);
   stores.set(first.generation, first);
-  engine = new ContainmentEngine(first, state, counters, 0, { exitOnExpiry: data.exitOnExpiry });
+  engine = new ContainmentEngine(first, state, counters, 0, data.engine);
 }
 
 function storeOf(task: ContainmentTask): FenceStore | null {
@@ -191,7 +191,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
   if (store === null) return NEEDS_STORE;
-  if (engine === null) engine = new ContainmentEngine(store, state, counters, 0, { exitOnExpiry: data?.exitOnExpiry ?? true });
+  if (engine === null) engine = new ContainmentEngine(store, state, counters, 0, data?.engine ?? {});
   else if (engine.currentStore !== store) engine.useStore(store);
   const shards = task.shards;
   for (let i = 0; i < shards.length; i++) {

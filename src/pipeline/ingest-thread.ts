@@ -15,6 +15,7 @@ import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { DeviceExpiry } from './device-expiry.js';
+import type { FloodLimits } from '../ingest/stream-limits.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
@@ -61,6 +62,8 @@ export interface IngestThreadData {
     inputHighWaterBytes: number;
     /** High-water mark of in-process points in flight. */
     inputHighWaterPoints: number;
+    /** The TCP listener's flood limits (0: none). */
+    flood: FloodLimits;
   };
   /** Admission options (LaneAdmission's names). */
   admission: { reservedFraction: number; watermarkFraction: number; idleBucketCapacity: number; idleBucketRatePerSecond: number };
@@ -76,6 +79,8 @@ export interface IngestThreadData {
   deviceIdleTimeoutMs: number;
   /** A device that expires inside fences gets an EXIT for each, marked expired (true), or none (false). */
   exitOnExpiry: boolean;
+  /** The CROSS rules of the containment engine (see RouterOptions). */
+  cross: { maxSpeedMps: number; maxGapMs: number; maxPerDevicePerSec: number };
   /** Replay files (stdin is forwarded by the main thread). */
   inputFiles: string[];
   /** True when the main thread forwards stdin as stream-data messages. */
@@ -205,7 +210,16 @@ async function main(): Promise<void> {
   const m = d.memory;
   const pipeline = PipelineRegion.wrap(m.pipeline);
   pipeline.setIngestState(IngestState.STARTING);
-  const poolData: ContainmentWorkerData = { memory: m, fences: d.fences, exitOnExpiry: d.exitOnExpiry };
+  const poolData: ContainmentWorkerData = {
+    memory: m,
+    fences: d.fences,
+    engine: {
+      exitOnExpiry: d.exitOnExpiry,
+      crossMaxSpeedMps: d.cross.maxSpeedMps,
+      crossMaxGapMs: d.cross.maxGapMs,
+      crossMaxPerDevicePerSec: d.cross.maxPerDevicePerSec,
+    },
+  };
   const pool = new Piscina<ContainmentTask, number>({
     filename: new URL('./containment-thread.js', import.meta.url).href,
     minThreads: d.poolSize,
@@ -254,6 +268,7 @@ async function main(): Promise<void> {
           maxConnections: d.ingest.maxConnections,
           idleTimeoutMs: d.ingest.idleTimeoutMs,
           overload: d.ingest.overload,
+          flood: d.ingest.flood,
         });
   const files: ReadableSource[] = d.inputFiles.map((p) => fileSource(p, d.ingest.readChunkBytes));
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes

@@ -9,6 +9,7 @@ import type { FenceStore } from '../fences/store.js';
 import type { LaneAdmission } from '../ingest/admission.js';
 import { PausableFeed, UNBOUNDED_ROOM, type PausableFeedHooks, type RingRoom } from '../ingest/backpressure.js';
 import { IngestEdge, type IngestStream, type PingSink } from '../ingest/ingest-edge.js';
+import type { StreamLimits } from '../ingest/stream-limits.js';
 import type { LanePredicates } from '../ingest/lane-classifier.js';
 import { PF_ADMIT_TIME_NS_F64, PF_LAT_F64, PF_LON_F64, type PingFields } from '../ingest/ping-fields.js';
 import { writeTelemetryRecord } from '../ingest/telemetry-record.js';
@@ -238,16 +239,16 @@ export class PipelineEdge extends IngestEdge {
     return this.room;
   }
 
-  override openStream(name: string): IngestStream {
-    return this.open(name, false);
+  override openStream(name: string, limits: StreamLimits | null = null): IngestStream {
+    return this.open(name, false, limits);
   }
 
-  override openFeed(name: string, hooks: PausableFeedHooks = {}): PausableFeed {
-    return new PausableFeed(this.open(name, true), this.room, this.feedWaiter, hooks);
+  override openFeed(name: string, hooks: PausableFeedHooks = {}, limits: StreamLimits | null = null): PausableFeed {
+    return new PausableFeed(this.open(name, true, limits), this.room, this.feedWaiter, hooks);
   }
 
-  private open(name: string, pausable: boolean): IngestStream {
-    const inner = super.openStream(name);
+  private open(name: string, pausable: boolean, limits: StreamLimits | null): IngestStream {
+    const inner = super.openStream(name, limits);
     return this.scheduler === null || this.admissionSink === null
       ? inner
       : new FlushingStream(inner, this.scheduler, this.admissionSink, pausable);

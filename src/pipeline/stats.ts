@@ -10,6 +10,8 @@ import {
   CNT_CANDIDATE_OVERFLOW_F64,
   CNT_FENCE_OVERFLOW_F64,
   CNT_EXPIRY_EXITS_F64,
+  CNT_IMPLAUSIBLE_SEGMENTS_F64,
+  CNT_CROSS_OVER_BUDGET_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
   CNT_PROCESSED_F64,
@@ -248,6 +250,10 @@ export interface RouterStats {
   /** Containment diagnostics: fence-entry overflows, candidate overflows, generation mismatches. */
   fenceOverflows: number;
   candidateOverflows: number;
+  /** Moves judged implausible (crossMaxSpeedMps, crossMaxGapMs): no CROSS looked for along them (a rule, not loss). */
+  implausibleSegments: number;
+  /** CROSS triggers not written: their device had used its crossMaxPerDevicePerSec budget (loss by design). */
+  crossOverBudget: number;
   generationMismatches: number;
   /** The fences with the most untracked pings in the current fence generation, most first (at most 5). */
   untrackedFences: { fenceId: string; pings: number }[];
@@ -427,6 +433,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
     reloads: v.stats[PST_RELOADS_F64]!,
     fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),
     candidateOverflows: cntSum(CNT_CANDIDATE_OVERFLOW_F64),
+    implausibleSegments: cntSum(CNT_IMPLAUSIBLE_SEGMENTS_F64),
+    crossOverBudget: cntSum(CNT_CROSS_OVER_BUDGET_F64),
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
     untrackedFences: [],
   };

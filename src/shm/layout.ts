@@ -339,7 +339,7 @@ export const DSTATE_HEADER_BYTES = CACHE_LINE_BYTES;
 export const ENTRY_CHUNK_ENTRIES = 8;
 
 /** Per-device Float64 record. */
-export const DEV_STRIDE_F64 = 4;
+export const DEV_STRIDE_F64 = 5;
 /** Event time of the device's last accepted ping, epoch ms (-Infinity before the first). */
 export const DEV_LAST_EVENT_MS_F64 = 0;
 /** Latitude of the last accepted ping. */
@@ -348,9 +348,11 @@ export const DEV_LAST_LAT_F64 = 1;
 export const DEV_LAST_LON_F64 = 2;
 /** Last trigger sequence number issued for the device (strictly increasing per device, hence per (device, fence)). */
 export const DEV_TRIGGER_SEQ_F64 = 3;
+/** Router time the device's current CROSS budget window began, ms (the per-device CROSS budget). */
+export const DEV_CROSS_WINDOW_MS_F64 = 4;
 
 /** Per-device Int32 record. */
-export const DEV_STRIDE_I32 = 6;
+export const DEV_STRIDE_I32 = 7;
 /** Number of fence entries in use. */
 export const DEV_ENTRY_COUNT_I32 = 0;
 /** Fence-store generation the device's entries refer to. */
@@ -366,6 +368,8 @@ export const DEV_HAS_LAST_I32 = 3;
 export const DEV_UNTRACKED_I32 = 4;
 /** Overflow pool chunks the device holds (their ids in the chunk table, in entry order). */
 export const DEV_CHUNK_COUNT_I32 = 5;
+/** CROSS triggers written in the device's current budget window. */
+export const DEV_CROSS_COUNT_I32 = 6;
 
 /**
  * Per-entry Float64 record. Device d's entries 0 .. inline-1 are entries d * inline + e; its entry e >= inline lives
@@ -461,8 +465,12 @@ export const CNT_TRIGGER_RING_WAITS_F64 = CNT_EXACT_TESTS_F64 + 1;
 export const CNT_EXPIRED_DEVICES_F64 = CNT_TRIGGER_RING_WAITS_F64 + 1;
 /** EXIT triggers written because their device expired (counted under EXIT triggers too). */
 export const CNT_EXPIRY_EXITS_F64 = CNT_EXPIRED_DEVICES_F64 + 1;
+/** Moves judged implausible (too fast, or too long a gap): no CROSS was looked for along them. */
+export const CNT_IMPLAUSIBLE_SEGMENTS_F64 = CNT_EXPIRY_EXITS_F64 + 1;
+/** CROSS triggers not written because their device had used its CROSS budget for the second. */
+export const CNT_CROSS_OVER_BUDGET_F64 = CNT_IMPLAUSIBLE_SEGMENTS_F64 + 1;
 /** Float64 cells used by one containment counter block. */
-export const CNT_BLOCK_USED_F64 = CNT_EXPIRY_EXITS_F64 + 1;
+export const CNT_BLOCK_USED_F64 = CNT_CROSS_OVER_BUDGET_F64 + 1;
 /** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
 export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 
@@ -561,11 +569,15 @@ export const RejectReason = {
   INVALID_LANE: 15,
   /** A new device while every device slot is taken. */
   REGISTRY_FULL: 16,
+  /** A ping over its connection's or source address's pings-per-second budget (ingest flood limits). */
+  CONNECTION_RATE: 17,
+  /** A new device over its connection's or source address's new-devices-per-second budget (ingest flood limits). */
+  NEW_DEVICE_RATE: 18,
 } as const;
 /** A RejectReason value. */
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 /** Number of reject reasons. */
-export const REJECT_REASON_COUNT = 17;
+export const REJECT_REASON_COUNT = 19;
 /** Reject reason names indexed by value, for logs and metric labels. */
 export const REJECT_REASON_NAMES = [
   'corrupt_frame',
@@ -585,6 +597,8 @@ export const REJECT_REASON_NAMES = [
   'invalid_accuracy',
   'invalid_lane',
   'registry_full',
+  'connection_rate',
+  'new_device_rate',
 ] as const;
 
 /** First Float64 cell of the ingest counter block (PIPE_CONTROL_BYTES / 8). */

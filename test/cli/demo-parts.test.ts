@@ -132,6 +132,8 @@ function stats(over: Partial<RouterStats>): RouterStats {
     reloads: 0,
     fenceOverflows: 0,
     candidateOverflows: 0,
+    implausibleSegments: 0,
+    crossOverBudget: 0,
     generationMismatches: 0,
     untrackedFences: [],
   };

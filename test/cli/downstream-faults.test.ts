@@ -145,7 +145,10 @@ async function runFault(label: string, start: (f: FaultyServer) => Promise<void>
     const goodReport = checkDeliveryContract(good.received, { complete: true, stays: true });
     assert.deepEqual(goodReport.problems, [], 'the healthy downstream');
     assert.equal(good.received.length, EXPECTED, 'the healthy downstream got each trigger once');
-    const faultyReport = checkDeliveryContract(faulty.received, { complete: true, stays: true, allowRedelivery: label === 'hang' || label === 'reset' });
+    // The faulty webhook's timeout is 300 ms: on a loaded machine an answer the receiver sent can arrive after it, in any
+    // case, and the router sends the batch again. A re-delivery is the same trigger (same seq and content, per-device
+    // order kept); a different trigger under a seq already seen would still fail.
+    const faultyReport = checkDeliveryContract(faulty.received, { complete: true, stays: true, allowRedelivery: true });
     assert.deepEqual(faultyReport.problems, [], `the ${label} downstream`);
     p.child.kill('SIGTERM');
     const { code } = await p.exited;

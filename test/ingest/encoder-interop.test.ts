@@ -147,8 +147,8 @@ const PATHS: { id: string | number; steps: [eastM: number, northM: number, dtMs:
   { id: IMEI, steps: [[-200, 0, 0], [0, 0, 1000], [200, 0, 2000]] },
   // Stays in A past dwellMs: ENTER, DWELL, EXIT.
   { id: MAX_ID, steps: [[0, -200, 0], [0, 0, 1000], [5, 0, 2000], [0, 5, 3000], [0, 300, 4000]] },
-  // Jumps across A in one ping: CROSS.
-  { id: UINT32_PAST, steps: [[-300, 10, 0], [300, 10, 1000]] },
+  // Jumps across A in one ping (600 m in 3 s: a plausible speed): CROSS.
+  { id: UINT32_PAST, steps: [[-300, 10, 0], [300, 10, 3000]] },
   // A string id with the IMEI's digits is another device: ENTER only.
   { id: String(IMEI), steps: [[0, -300, 0], [0, 20, 1000]] },
   { id: 7, steps: [[-100, 0, 0], [10, 0, 1500], [100, 0, 3000]] },

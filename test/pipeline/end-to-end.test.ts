@@ -18,16 +18,17 @@ const FENCES = {
 };
 
 // d1 passes through A, then through the compliance fence C; 42 (a numeric id) stays in A long enough to DWELL;
-// d3 jumps across A in one ping (CROSS); "42" (a string id: another device than 42) jumps across A too.
+// d3 jumps across A in one ping (CROSS, 400 m in 2 s: a plausible speed); "42" (a string id: another device than 42)
+// jumps across A too.
 const SCRIPT: ScriptedPing[] = [
   { id: 'd1', eastM: -200, northM: 0, dtMs: 0 },
   { id: 42, eastM: 0, northM: -200, dtMs: 0 },
   { id: 'd3', eastM: -200, northM: 0, dtMs: 0 },
   { id: '42', eastM: 0, northM: 200, dtMs: 0 },
   { id: 'd1', eastM: 0, northM: 0, dtMs: 1000 },
-  { id: '42', eastM: 0, northM: -200, dtMs: 1000 },
+  { id: '42', eastM: 0, northM: -200, dtMs: 2000 },
   { id: 42, eastM: 0, northM: 0, dtMs: 1000 },
-  { id: 'd3', eastM: 200, northM: 0, dtMs: 1000 },
+  { id: 'd3', eastM: 200, northM: 0, dtMs: 2000 },
   { id: 'd1', eastM: 200, northM: 0, dtMs: 2000 },
   { id: 42, eastM: 5, northM: 0, dtMs: 2000 },
   { id: 'd1', eastM: 500, northM: 0, dtMs: 3000 },

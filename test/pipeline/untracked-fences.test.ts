@@ -53,6 +53,6 @@ test('a bound of 2: no trigger about the third fence, and it is named in metrics
   const line = r.log.find((l) => l.includes('could not track'));
   assert.ok(line !== undefined, r.log.join('\n'));
   assert.match(line, /1 pings found a device inside a fence it could not track .*maxFencesPerDevice 2.*Most affected fences: c \(1\)/);
-  assert.ok(r.lines.some((l) => /tracking\s+fence_overflows=1 candidate_overflows=0 untracked_fences\(c=1\)/.test(l)), r.lines.join('\n'));
+  assert.ok(r.lines.some((l) => /tracking\s+fence_overflows=1 candidate_overflows=0 implausible_segments=0 cross_over_budget=0 untracked_fences\(c=1\)/.test(l)), r.lines.join('\n'));
   assert.notEqual(r.outcome, 'delivered', 'an untracked stay is loss: not "drained cleanly"');
 });

@@ -7,11 +7,13 @@
  * 'backpressure' each connection goes through a PausableFeed (see ../backpressure.ts): when a frame's ring has no
  * room the socket is paused with the unfed part of its chunk kept (so TCP flow control slows the sender), and resumed
  * once it is fed; nothing is shed. Connections beyond `maxConnections` are refused and counted. Idle connections are
- * closed after `idleTimeoutMs` (a connection the router paused is not idle).
+ * closed after `idleTimeoutMs` (a connection the router paused is not idle). Flood limits (`flood`, off by default)
+ * reject pings and new devices over a connection's or a source address's per-second budget, counted by reason.
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { ING_CONNECTIONS_CLOSED_F64, ING_CONNECTIONS_OPENED_F64, ING_CONNECTIONS_REFUSED_F64 } from '../../shm/layout.js';
 import type { IngestEdge } from '../ingest-edge.js';
+import { FloodGuard, hasFloodLimits, NO_FLOOD_LIMITS, validateFloodLimits, type FloodLimits } from '../stream-limits.js';
 import type { TelemetrySource } from './source.js';
 
 /** Options of the TCP source. */
@@ -26,6 +28,8 @@ export interface TcpSourceOptions {
   idleTimeoutMs: number;
   /** When a frame's ring has no room: 'shed' by lane at the edge, or pause the connection ('backpressure'). */
   overload: 'shed' | 'backpressure';
+  /** Pings and new devices per second per connection and per source address (see stream-limits.ts). */
+  flood: FloodLimits;
 }
 
 /** Defaults of the TCP source. */
@@ -35,6 +39,7 @@ export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
   maxConnections: 10_000,
   idleTimeoutMs: 300_000,
   overload: 'shed',
+  flood: NO_FLOOD_LIMITS,
 };
 
 /** Validates TCP source options; throws naming the option and its range. */
@@ -48,6 +53,7 @@ export function validateTcpSourceOptions(o: TcpSourceOptions, prefix = 'options'
   if (o.overload !== 'shed' && o.overload !== 'backpressure') {
     throw new RangeError(`${prefix}.overload must be "shed" or "backpressure", got ${String(o.overload)}`);
   }
+  validateFloodLimits(o.flood, prefix);
 }
 
 /** The TCP listener source. */
@@ -77,6 +83,7 @@ export class TcpSource implements TelemetrySource {
 
   start(edge: IngestEdge): Promise<void> {
     const counters = edge.counters;
+    const guard = hasFloodLimits(this.options.flood) ? new FloodGuard(this.options.flood, edge.clockNs) : null;
     const server = createServer({ noDelay: true }, (socket) => {
       if (this.sockets.size >= this.options.maxConnections) {
         counters[ING_CONNECTIONS_REFUSED_F64]!++;
@@ -86,23 +93,30 @@ export class TcpSource implements TelemetrySource {
       counters[ING_CONNECTIONS_OPENED_F64]!++;
       this.sockets.add(socket);
       const name = `tcp ${String(socket.remoteAddress)}:${String(socket.remotePort)}`;
+      const address = String(socket.remoteAddress);
+      const limits = guard === null ? null : guard.open(address);
       const idleMs = this.options.idleTimeoutMs;
       if (idleMs > 0) socket.setTimeout(idleMs, () => socket.destroy());
       let ended: () => void = () => undefined;
       this.closing.set(socket, new Promise<void>((resolve) => (ended = resolve)));
       const closed = (): void => {
+        guard?.release(address);
         this.sockets.delete(socket);
         this.closing.delete(socket);
         counters[ING_CONNECTIONS_CLOSED_F64]!++;
         ended();
       };
       if (this.options.overload === 'backpressure') {
-        const feed = edge.openFeed(name, {
-          onResume: () => {
-            if (idleMs > 0) socket.setTimeout(idleMs);
-            socket.resume();
+        const feed = edge.openFeed(
+          name,
+          {
+            onResume: () => {
+              if (idleMs > 0) socket.setTimeout(idleMs);
+              socket.resume();
+            },
           },
-        });
+          limits,
+        );
         socket.on('data', (chunk: Buffer) => {
           if (feed.write(chunk)) return;
           // Waiting for the rings is not idleness: the idle clock stops while the router holds the connection.
@@ -111,7 +125,7 @@ export class TcpSource implements TelemetrySource {
         });
         socket.on('close', () => void feed.end().then(closed));
       } else {
-        const stream = edge.openStream(name);
+        const stream = edge.openStream(name, limits);
         socket.on('data', (chunk: Buffer) => stream.write(chunk));
         socket.on('close', () => {
           stream.end();
