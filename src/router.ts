@@ -57,11 +57,6 @@ export interface RouterExtras {
    * loss that must not go unnoticed: COMPLIANCE pings shed at the edge (at most one line a second, with the count).
    */
   log?: (line: string, level?: LogLevel) => void;
-  /**
-   * How long drain waits for deliveries, ms (default 30000); what is left then stays in the state directory and is
-   * delivered by the next start.
-   */
-  drainDeadlineMs?: number;
 }
 
 /** The outcome of a fence reload. */
@@ -202,7 +197,7 @@ class PipelineRouter implements Router {
     this.ephemeral = options.stateDir === null;
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
     this.log = extras.log ?? ((line, level) => (level === 'error' ? console.error(line) : console.warn(line)));
-    this.drainDeadlineMs = extras.drainDeadlineMs ?? 30_000;
+    this.drainDeadlineMs = options.drainDeadlineMs;
     this.memory = allocatePipelineMemory({
       shards: options.shards,
       ringCapacitySlots: options.ringCapacitySlots,
@@ -697,11 +692,8 @@ class PipelineRouter implements Router {
  */
 export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
-  const { fences, log, drainDeadlineMs, ...rest } = options;
+  const { fences, log, ...rest } = options;
   const resolved = resolveRouterOptions(rest);
-  if (drainDeadlineMs !== undefined && !(Number.isFinite(drainDeadlineMs) && drainDeadlineMs >= 0)) {
-    throw new RangeError(`options.drainDeadlineMs must be a finite number >= 0, got ${String(drainDeadlineMs)}`);
-  }
   if (endianness() !== 'LE') throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const progress = new StartProgress(log ?? ((line) => console.warn(line)));
   let router: PipelineRouter | null = null;
@@ -722,7 +714,6 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     const store = FenceStore.open(buildFenceStore(parsed, 1), LOOKUP_ONLY_STORE);
     const extras: RouterExtras = {};
     if (log !== undefined) extras.log = log;
-    if (drainDeadlineMs !== undefined) extras.drainDeadlineMs = drainDeadlineMs;
     progress.phase('allocating memory and restoring device state');
     router = new PipelineRouter(resolved, store, extras);
     await router.start(progress);

@@ -122,6 +122,8 @@ Durable state:
       --state-dir DIR          checkpoints, backlog logs and dead letters; one router at a time
                                (default ./geofence-router-state)
       --checkpoint-interval-ms N  device state checkpoint period, what a crash can lose (default 5000)
+      --drain-deadline-ms N    how long SIGTERM / SIGINT keep delivering before what is left is kept in the
+                               state directory for the next start (default 30000)
 `;
 
 const FLAGS = {
@@ -172,6 +174,7 @@ const FLAGS = {
   'dead-letter-max-age-ms': { type: 'string' },
   'state-dir': { type: 'string' },
   'checkpoint-interval-ms': { type: 'string' },
+  'drain-deadline-ms': { type: 'string' },
 } as const;
 
 function number(flag: string, text: string | undefined): number | undefined {
@@ -275,6 +278,7 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   }
   set('stateDir', v['state-dir']);
   set('checkpointIntervalMs', number('checkpoint-interval-ms', v['checkpoint-interval-ms']));
+  set('drainDeadlineMs', number('drain-deadline-ms', v['drain-deadline-ms']));
   const dlc = number('dead-letter-capacity', v['dead-letter-capacity']);
   if (dlc !== undefined) deadLetter.capacityRecords = dlc;
   const dlb = number('dead-letter-max-bytes', v['dead-letter-max-bytes']);

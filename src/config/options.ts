@@ -272,6 +272,12 @@ export interface RouterOptions {
   stateDir: string | null;
   /** Device state is checkpointed this often, ms, [100, 8.64e7]: what a crash can lose. */
   checkpointIntervalMs: number;
+  /**
+   * How long a drain (close, SIGTERM) keeps delivering, ms, [0, 3.6e6] (default 30000). Then nothing new is sent,
+   * the calls in flight are awaited (each bounded by its sink's timeout), and what is left stays in the state
+   * directory for the next start (counted as `kept`).
+   */
+  drainDeadlineMs: number;
   /** The ingest edge. */
   ingest: IngestConfig;
 }
@@ -317,6 +323,7 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   deadLetter: Object.freeze({ capacityRecords: 4096, maxBytesPerDownstream: 256 * 1024 * 1024, maxAgeMs: 7 * 24 * 3600 * 1000 }),
   stateDir: DEFAULT_STATE_DIR,
   checkpointIntervalMs: 5000,
+  drainDeadlineMs: 30_000,
   ingest: Object.freeze({
     maxFrameBytes: 1024,
     readChunkBytes: 65536,
@@ -448,6 +455,7 @@ export function validateRouterOptions(o: RouterOptions): void {
   o.downstreams.forEach((d, i) => validateDownstream(d, `options.downstreams[${i}]`, names));
   pathOrNull(o.stateDir, 'options.stateDir');
   int(o.checkpointIntervalMs, 'options.checkpointIntervalMs', 100, 86_400_000);
+  int(o.drainDeadlineMs, 'options.drainDeadlineMs', 0, 3_600_000);
   int(o.deadLetter.capacityRecords, 'options.deadLetter.capacityRecords', 1, 1 << 20);
   int(o.deadLetter.maxBytesPerDownstream, 'options.deadLetter.maxBytesPerDownstream', 1 << 20, Number.MAX_SAFE_INTEGER);
   int(o.deadLetter.maxAgeMs, 'options.deadLetter.maxAgeMs', 1, Number.MAX_SAFE_INTEGER);

@@ -8,7 +8,7 @@ test('bad options name the option and its range', async () => {
   await assert.rejects(createRouter({ ringCapacitySlots: 1000 }), /options\.ringCapacitySlots must be a power of two/);
   await assert.rejects(createRouter({ complianceMarginM: -1 }), /options\.complianceMarginM must be a number in \[0, 100000\]/);
   await assert.rejects(createRouter({ downstreams: [{ name: 'w', kind: 'webhook', url: 'http://127.0.0.1:1/', limit: 'fast' as never }] }), /options\.downstreams\[0\]\.limit/);
-  await assert.rejects(createRouter({ drainDeadlineMs: -5 }), /options\.drainDeadlineMs must be a finite number >= 0/);
+  await assert.rejects(createRouter({ drainDeadlineMs: -5 }), /options\.drainDeadlineMs must be an integer in \[0, 3600000\], got -5/);
   await assert.rejects(createRouter({ fencesFile: '/nonexistent/fences.json' }), /options\.fencesFile \/nonexistent\/fences\.json/);
 });
 
