@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { Trigger } from '../pipeline/trigger.js';
+import { validateFloodLimits } from '../ingest/stream-limits.js';
 import { GRADIENT_LIMIT_DEFAULTS, GradientLimit, type GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 
 /** Trigger type names as subscriptions name them. */
@@ -473,9 +474,7 @@ export function validateRouterOptions(o: RouterOptions): void {
   }
   int(g.inputHighWaterBytes, 'options.ingest.inputHighWaterBytes', 1024, 1 << 30);
   int(g.inputHighWaterPoints, 'options.ingest.inputHighWaterPoints', 1, 1 << 24);
-  for (const k of ['maxPingsPerSecPerConnection', 'maxNewDevicesPerSecPerConnection', 'maxPingsPerSecPerAddress', 'maxNewDevicesPerSecPerAddress'] as const) {
-    num(g[k], `options.ingest.${k} (0: no limit)`, 0, 1e9, '[0, 1e9]');
-  }
+  validateFloodLimits(g);
 }
 
 function validateDownstream(d: unknown, path: string, names: Set<string>): void {

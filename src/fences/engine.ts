@@ -84,7 +84,7 @@ import {
 import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
 import type { FenceStore } from './store.js';
-import { Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0 } from './geometry.js';
+import { M_PER_DEG, Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0, RAD_PER_DEG } from './geometry.js';
 import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from './trigger-writer.js';
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
@@ -108,9 +108,6 @@ export interface ContainmentEngineOptions {
 const CROSS_MAX_SPEED_MPS = 0;
 const CROSS_MAX_GAP_MS = 1;
 const CROSS_MAX_PER_DEVICE_PER_SEC = 2;
-/** Metres per degree of latitude (the local equirectangular approximation of the plausibility rule). */
-const METRES_PER_DEGREE = 111_320;
-const DEG_TO_RAD = Math.PI / 180;
 
 /** Per-thread containment engine over a fence store generation and the shared device state. */
 export class ContainmentEngine {
@@ -465,8 +462,9 @@ export class ContainmentEngine {
       let plausible = true;
       if (rules[CROSS_MAX_GAP_MS] > 0 && gapMs > rules[CROSS_MAX_GAP_MS]) plausible = false;
       if (plausible && rules[CROSS_MAX_SPEED_MPS] > 0) {
-        const dyM = (lat - lastLat) * METRES_PER_DEGREE;
-        const dxM = (lon - lastLon) * METRES_PER_DEGREE * Math.cos(((lat + lastLat) / 2) * DEG_TO_RAD);
+        // The local equirectangular projection every distance of the router uses.
+        const dyM = (lat - lastLat) * M_PER_DEG;
+        const dxM = (lon - lastLon) * M_PER_DEG * Math.cos(((lat + lastLat) / 2) * RAD_PER_DEG);
         const maxM = (rules[CROSS_MAX_SPEED_MPS] * gapMs) / 1000;
         if (dxM * dxM + dyM * dyM > maxM * maxM) plausible = false;
       }
