@@ -398,6 +398,8 @@ class PipelineRouter implements Router {
         watermarkFraction: o.admission.watermarkFraction,
         idleBucketCapacity: o.admission.idleBucketCapacity,
         idleBucketRatePerSecond: o.admission.idleBucketRatePerSec,
+        queueDelayTargetMs: o.admission.queueDelayTargetMs,
+        queueDelayIntervalMs: o.admission.queueDelayIntervalMs,
       },
       complianceMarginM: o.complianceMarginM,
       batchSize: o.batchSize,
@@ -428,7 +430,7 @@ class PipelineRouter implements Router {
       this.admin = new AdminServer({
         host: o.adminHost,
         port: o.adminPort,
-        registry: this.metrics.registry,
+        registry: this.metrics,
         readiness: () => this.readiness(),
         health: () => this.health(),
         reloadFences: () => this.reloadFencesFile(),

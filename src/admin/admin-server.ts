@@ -8,7 +8,6 @@
  *   runs, 500 with the error message when it fails.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Registry } from 'prom-client';
 
 /** What readiness reports. */
 export interface Readiness {
@@ -24,8 +23,8 @@ export interface AdminServerOptions {
   host: string;
   /** Port (0: any free port; read `port` after start). */
   port: number;
-  /** The metrics registry. */
-  registry: Registry;
+  /** The metrics: a prom-client Registry, or anything with its `metrics()` and `contentType`. */
+  registry: { metrics(): Promise<string>; readonly contentType: string };
   /** Readiness of the router. */
   readiness: () => Readiness | boolean;
   /** Health of the router (same shape as readiness; `ready` reads "healthy"); absent: always healthy. */

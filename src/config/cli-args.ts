@@ -105,6 +105,9 @@ Admission:
       --watermark-fraction F   fill at and above which IDLE pings need a token (default 0.6)
       --idle-bucket-capacity N IDLE token bucket capacity (default 1000)
       --idle-bucket-rate N     IDLE tokens per second (default 10000)
+      --queue-delay-target-ms N  shed IDLE and TRANSITION pings of live sources while a ring's oldest record
+                               has waited longer than N ms (default 5; 0: off)
+      --queue-delay-interval-ms N  for this long before shedding starts (default 100)
 
 Fences and downstreams:
       --fences FILE            GeoJSON FeatureCollection of fences
@@ -163,6 +166,8 @@ const FLAGS = {
   'watermark-fraction': { type: 'string' },
   'idle-bucket-capacity': { type: 'string' },
   'idle-bucket-rate': { type: 'string' },
+  'queue-delay-target-ms': { type: 'string' },
+  'queue-delay-interval-ms': { type: 'string' },
   fences: { type: 'string' },
   webhook: { type: 'string', multiple: true },
   ndjson: { type: 'string', multiple: true },
@@ -248,6 +253,8 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   a('watermarkFraction', number('watermark-fraction', v['watermark-fraction']));
   a('idleBucketCapacity', number('idle-bucket-capacity', v['idle-bucket-capacity']));
   a('idleBucketRatePerSec', number('idle-bucket-rate', v['idle-bucket-rate']));
+  a('queueDelayTargetMs', number('queue-delay-target-ms', v['queue-delay-target-ms']));
+  a('queueDelayIntervalMs', number('queue-delay-interval-ms', v['queue-delay-interval-ms']));
   if (Object.keys(admission).length > 0) o.admission = admission;
   const ingest: NonNullable<RouterOptionsInput['ingest']> = {};
   const mfb = number('max-frame-bytes', v['max-frame-bytes']);

@@ -103,6 +103,13 @@ export interface AdmissionConfig {
   idleBucketCapacity: number;
   /** IDLE token bucket refill rate, tokens per second, >= 0. */
   idleBucketRatePerSec: number;
+  /**
+   * Queue-delay target, ms, [0, 60000] (0: off): when a ring's oldest record has waited longer than this for
+   * `queueDelayIntervalMs`, IDLE and TRANSITION pings of live sources are shed (`queue_delay`) until it is under again.
+   */
+  queueDelayTargetMs: number;
+  /** How long the wait must stay above the target before shedding starts, ms, [0, 60000]. */
+  queueDelayIntervalMs: number;
 }
 
 /** The ingest edge. */
@@ -304,7 +311,14 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   adminPort: 9464,
   shards: 8,
   ringCapacitySlots: 16384,
-  admission: Object.freeze({ reservedFraction: 0.05, watermarkFraction: 0.6, idleBucketCapacity: 1000, idleBucketRatePerSec: 10_000 }),
+  admission: Object.freeze({
+    reservedFraction: 0.05,
+    watermarkFraction: 0.6,
+    idleBucketCapacity: 1000,
+    idleBucketRatePerSec: 10_000,
+    queueDelayTargetMs: 5,
+    queueDelayIntervalMs: 100,
+  }),
   poolSize: DEFAULT_POOL_SIZE,
   batchSize: 512,
   containmentStallMs: 10_000,
@@ -428,6 +442,8 @@ export function validateRouterOptions(o: RouterOptions): void {
   num(o.admission.watermarkFraction, 'options.admission.watermarkFraction', Number.MIN_VALUE, 1 - Number.EPSILON, '(0, 1)');
   num(o.admission.idleBucketCapacity, 'options.admission.idleBucketCapacity', 1, 1e9, '[1, 1e9]');
   num(o.admission.idleBucketRatePerSec, 'options.admission.idleBucketRatePerSec', 0, 1e9, '[0, 1e9]');
+  num(o.admission.queueDelayTargetMs, 'options.admission.queueDelayTargetMs', 0, 60_000, '[0, 60000]');
+  num(o.admission.queueDelayIntervalMs, 'options.admission.queueDelayIntervalMs', 0, 60_000, '[0, 60000]');
   if (o.admission.watermarkFraction + o.admission.reservedFraction > 1) {
     throw new RangeError(
       `options.admission.watermarkFraction + options.admission.reservedFraction must be <= 1, got ${o.admission.watermarkFraction} + ${o.admission.reservedFraction}`,

@@ -30,6 +30,7 @@ import {
   DISP_DEAD_LETTER_FLUSHES_F64,
   DISP_DEAD_LETTER_RING_DEPTH_F64,
   DISP_DURABLE_FAILING_F64,
+  DISP_PUBLISH_VERSION_F64,
   DISP_FLUSH_MAX_NS_F64,
   DISP_FLUSH_SUM_NS_F64,
   DISP_TRIGGERS_OFFERED_F64,
@@ -156,7 +157,7 @@ export interface DispatcherOptions {
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
-  onHeld?: (held: Float64Array, replayed: boolean) => void;
+  onHeld?: (held: Float64Array, replayed: boolean, lane: number, downstream: number) => void;
   /** Where metric cells live (e.g. a SharedArrayBuffer read at scrape time); default a private buffer. */
   metricsBuffer?: ArrayBufferLike;
   /** This run's id in durable records (default random). */
@@ -234,6 +235,8 @@ export class Dispatcher implements DeadLetterTarget {
   private readonly flushIntervalNs: number;
   private readonly flushBuf = new RecordBuffer(Math.max(1 << 20, 4 * TREC_MAX_BYTES));
   private readonly dispBase: number;
+  /** Int32 view of the metric cells, for the publish version (DISP_PUBLISH_VERSION_F64). */
+  private readonly metricsI32: Int32Array;
   private lastDurableFlushNs: number;
   private closed = false;
   private readonly log: (line: string) => void;
@@ -301,6 +304,7 @@ export class Dispatcher implements DeadLetterTarget {
     if (mb.byteLength < cells * 8) throw new RangeError(`options.metricsBuffer must hold ${cells * 8} bytes, got ${mb.byteLength}`);
     this.metrics = new Float64Array(mb, 0, cells);
     this.dispBase = n * DS_BLOCK_F64;
+    this.metricsI32 = new Int32Array(mb, 0, cells * 2);
     this.lastDurableFlushNs = this.clock();
     this.passTime[0] = this.lastDurableFlushNs;
 
@@ -842,9 +846,11 @@ export class Dispatcher implements DeadLetterTarget {
     for (const ds of this.downstreams) await ds.sink.close();
   }
 
-  /** Writes every metric cell (allocation-free). */
+  /** Writes every metric cell (allocation-free), inside the publish version's odd phase. */
   publishMetrics(): void {
     const m = this.metrics;
+    const versionI32 = (this.dispBase + DISP_PUBLISH_VERSION_F64) * 2;
+    Atomics.add(this.metricsI32, versionI32, 1);
     let durableFailing = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
@@ -905,5 +911,6 @@ export class Dispatcher implements DeadLetterTarget {
     m[g + DISP_FLUSH_SUM_NS_F64] = this.flushSumNs;
     m[g + DISP_FLUSH_MAX_NS_F64] = this.flushMaxNs;
     m[g + DISP_DURABLE_FAILING_F64] = durableFailing;
+    Atomics.add(this.metricsI32, versionI32, 1);
   }
 }

@@ -133,7 +133,7 @@ export interface DownstreamContext {
    * Records the held time of each delivered trigger (admission to the hand-over of the attempt that succeeded), found
    * in `held[0]` (ns), and whether it was a re-delivered dead letter; null: not recorded. Must not allocate.
    */
-  onHeld: ((held: Float64Array, replayed: boolean) => void) | null;
+  onHeld: ((held: Float64Array, replayed: boolean, lane: number, downstream: number) => void) | null;
 }
 
 /** One downstream (see the module comment). */
@@ -560,7 +560,7 @@ export class Downstream {
       // Held time runs from admission to the hand-over of the attempt that succeeded (handed over in a cell).
       if (onHeld !== null) {
         this.heldCell[0] = batch.sentAtNs - q.f64[f + TRG_ADMIT_TIME_NS_F64]!;
-        onHeld(this.heldCell, replayed);
+        onHeld(this.heldCell, replayed, laneOf(q.i32, slot * DREC_STRIDE_I32), this.index);
       }
       if (replayed) {
         this.replayed++;

@@ -62,6 +62,8 @@ export const METRIC_INFLIGHT = 'geofence_dispatch_inflight_requests';
 export const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
 /** RTT histogram (buckets DS_RTT_BUCKET_BOUNDS_MS / 1000; cells are per bucket, make them cumulative). */
 export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
+/** Held time by downstream and lane (histogram over HELD_BUCKET_BOUNDS_S, from the DS_LANE_HELD_* cells). */
+export const METRIC_HELD_TIME_SECONDS = 'geofence_dispatch_held_time_seconds';
 /** Dead letters by downstream and reason (registered by the wiring from the by-reason cells). */
 export const METRIC_DEAD_LETTERED = 'geofence_dispatch_dead_lettered_total';
 /** Dead-letter records dropped by downstream and reason (registered by the wiring from the by-reason cells). */

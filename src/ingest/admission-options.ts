@@ -19,14 +19,32 @@ export interface AdmissionOptions {
   idleBucketCapacity: number;
   /** Sustained IDLE pings per second admitted above the watermark; a finite number >= 0. Default 10000. */
   idleBucketRatePerSecond: number;
+  /**
+   * Queue-delay target of the live lanes, ms, [0, 60000] (0: off). When the oldest record waiting in a ring has been
+   * there longer than this for `queueDelayIntervalMs`, IDLE and TRANSITION pings of live sources are shed
+   * (`queue_delay`) until it is back under the target, so the ring holds about this much time of work and a
+   * COMPLIANCE ping waits no longer behind it. Default 5.
+   */
+  queueDelayTargetMs: number;
+  /**
+   * How long the oldest record must stay above the target before shedding starts, ms, [0, 60000]: a burst shorter
+   * than this is queued, not shed. Shedding resumes at once when the delay rises again within this time of stopping.
+   * Default 100.
+   */
+  queueDelayIntervalMs: number;
 }
 
-/** Defaults: 5% reserved slice, 60% watermark, idle bucket of 1024 pings refilled at 10 000 pings/s. */
+/**
+ * Defaults: 5% reserved slice, 60% watermark, idle bucket of 1024 pings refilled at 10 000 pings/s, a 5 ms queue-delay
+ * target held for 100 ms before shedding.
+ */
 export const DEFAULT_ADMISSION_OPTIONS: Readonly<AdmissionOptions> = Object.freeze({
   reservedFraction: 0.05,
   watermarkFraction: 0.6,
   idleBucketCapacity: 1024,
   idleBucketRatePerSecond: 10_000,
+  queueDelayTargetMs: 5,
+  queueDelayIntervalMs: 100,
 });
 
 /** Largest reservedFraction accepted: the other lanes always keep at least half of the ring. */
@@ -70,5 +88,7 @@ export function validateAdmissionOptions(o: Partial<AdmissionOptions> = {}): Adm
       Infinity,
       'a finite number >= 0',
     ),
+    queueDelayTargetMs: numberIn('queueDelayTargetMs', pick('queueDelayTargetMs'), 0, 60_000, 'a number in [0, 60000]'),
+    queueDelayIntervalMs: numberIn('queueDelayIntervalMs', pick('queueDelayIntervalMs'), 0, 60_000, 'a number in [0, 60000]'),
   });
 }

@@ -8,7 +8,14 @@
  *    the ring's last `reservedSlots` (allocated from `reservedFraction`) are unreachable to the lower lanes; a ping
  *    with no reachable slot is shed as RING_FULL;
  * 3. at and above the watermark (depth >= watermarkFraction * capacity) an IDLE ping must also take a token from the
- *    idle token bucket, or it is shed as RATE_LIMITED.
+ *    idle token bucket, or it is shed as RATE_LIMITED;
+ * 4. (live sources only) while the queue-delay controller sheds, IDLE and TRANSITION pings are shed as QUEUE_DELAY.
+ *    `observeQueueDelay()`, called once per read chunk, looks at how long the oldest record in the ring has waited:
+ *    above `queueDelayTargetMs` for `queueDelayIntervalMs` (or again soon after a shedding spell) it sheds until the
+ *    wait is back under the target. A FIFO ring's wait is what every ping behind it waits, COMPLIANCE included, so
+ *    holding the wait near the target under a sustained overload is what keeps the COMPLIANCE held time short; a
+ *    burst shorter than the interval is queued instead (the ring's slots bound it).
+ * Pausable sources never meet steps 3 and 4: they wait for room instead (src/ingest/backpressure.ts).
  * Depth counts published-but-unreleased records and records claimed but not yet published. The producer's cached
  * view of the consumer only overstates the depth, so the consumer's position is re-read only when the cached depth
  * would shed or rate-limit.
@@ -32,6 +39,7 @@ import {
   LANE_COUNT,
   SHED_REASON_COUNT,
   ShedReason,
+  TEL_ADMIT_TIME_NS_F64,
 } from '../shm/layout.js';
 import { reservedSlotsFor } from '../shm/regions.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -44,6 +52,30 @@ const LANE_COMPLIANCE = Lane.COMPLIANCE;
 const SHED_RING_FULL = ShedReason.RING_FULL;
 const SHED_RATE_LIMITED = ShedReason.RATE_LIMITED;
 const SHED_DRAINING = ShedReason.DRAINING;
+const SHED_QUEUE_DELAY = ShedReason.QUEUE_DELAY;
+
+/** Cells of the queue-delay controller's state (LaneAdmission.delayState); -1 where unset. */
+/** Start of the current drain-rate window, ns. */
+const DQ_WINDOW_START = 0;
+/** The ring's read sequence at the window's start. */
+const DQ_WINDOW_READ_SEQ = 1;
+/** Drain rate of the consumer, records per ns (a running average over windows). */
+const DQ_DRAIN_PER_NS = 2;
+/** Since when the oldest record's wait has been above the target, ns. */
+const DQ_ABOVE_SINCE = 3;
+/** When the last spell ended, ns. */
+const DQ_SPELL_END = 4;
+/** When a ping was last shed for queue delay, ns. */
+const DQ_LAST_SHED = 5;
+/** 1 when a look in the current window found the ring empty (the consumer waited for records), else 0. */
+const DQ_STARVED = 6;
+const DQ_CELLS = 7;
+/** Growth of a spell's depth limit after a window in which the consumer found the ring empty. */
+const DQ_STARVED_GROWTH = 1.5;
+/** Drain-rate window: longer than a containment task's pass over its shards. */
+const DQ_RATE_WINDOW_NS = 20e6;
+/** Smallest depth limit of a spell: a few records per shard keep the consumer's batches worth taking. */
+const MIN_DELAY_DEPTH_SLOTS = 16;
 
 export {
   DEFAULT_ADMISSION_OPTIONS,
@@ -84,6 +116,15 @@ export class LaneAdmission {
   private readonly nowCell = new Float64Array(1);
   /** Per lane, the cached depth below which admit() takes its fast path (see updateFastPath()). */
   private readonly fastPathDepthLimit = new Int32Array(LANE_COUNT);
+  /** Queue-delay target and interval, ns (target 0: the controller is off). */
+  private readonly delayTargetNs: number;
+  private readonly delayIntervalNs: number;
+  /** Queue-delay controller state, ns and slots (the DQ_* cells below); allocated once. */
+  private readonly delayState = new Float64Array(DQ_CELLS).fill(-1);
+  /** True during a shedding spell of the queue-delay controller. */
+  private delayShedding = false;
+  /** During a spell, the depth at and above which live IDLE and TRANSITION pings are shed (QUEUE_DELAY), in [0]. */
+  private readonly delayLimitSlots = new Int32Array(1);
 
   /**
    * @param ring the shard's telemetry ring; its reserved slice must match `options.reservedFraction`
@@ -115,7 +156,107 @@ export class LaneAdmission {
     this.sharedSlots = ring.capacitySlots - ring.reservedSlots;
     this.watermarkSlots = Math.ceil(valid.watermarkFraction * ring.capacitySlots);
     this.idleBucket = new TokenBucket(valid.idleBucketCapacity, valid.idleBucketRatePerSecond, nowNs);
+    this.delayTargetNs = valid.queueDelayTargetMs * 1e6;
+    this.delayIntervalNs = valid.queueDelayIntervalMs * 1e6;
     this.updateFastPath();
+  }
+
+  /**
+   * The queue-delay controller's look at the ring, at the time in `timeCells[cellIndex]` (ns, the clock records are
+   * stamped with), told whether the consumer has run out of records (`consumerIdle`: every ring it serves is empty).
+   * Call it once per read chunk, not per ping; allocates nothing.
+   *
+   * It measures how fast the consumer drains this ring (over windows of DQ_RATE_WINDOW_NS) and how long the oldest
+   * record has waited. A spell starts when that wait has been above the target for the interval (at once when the
+   * last spell ended less than an interval ago) while the ring is at or above the watermark: a sustained overload,
+   * not a consumer that stalled for a moment. During a spell, live IDLE and TRANSITION pings are admitted only
+   * while the depth is under what the consumer drains within the target (at least MIN_DELAY_DEPTH_SLOTS): the limit
+   * works on the depth a new ping would wait behind, so the queue never overshoots by what arrives while the oldest
+   * record ages. After a window in which the consumer ran out of records the limit grows instead (by
+   * DQ_STARVED_GROWTH): the limit held it back, so its drain rate understates what it can do. A spell ends once
+   * nothing was shed for an interval and the oldest record's wait is under the target.
+   */
+  observeQueueDelay(timeCells: Float64Array, cellIndex: number, consumerIdle: boolean): void {
+    const target = this.delayTargetNs;
+    if (target === 0) return;
+    // Straight-line: every field and cell is read, every value computed and every store made on every call (the
+    // branches below only select among values already computed). A path first taken late must meet no operation
+    // without type feedback, or the function deoptimises and allocates until V8 recompiles it (as in admitSlow).
+    const interval = this.delayIntervalNs;
+    const ring = this.ring;
+    const st = this.delayState;
+    const limitCell = this.delayLimitSlots;
+    const sharedSlots = this.sharedSlots;
+    const watermarkSlots = this.watermarkSlots;
+    const wasShedding = this.delayShedding;
+    const now = timeCells[cellIndex]!;
+    const readSeq = ring.readSeq();
+    const empty = ring.writeSeq() === readSeq;
+    const depthSlots = ring.producerDepth();
+    // The record at the read sequence is published when the ring is not empty (and only this thread writes records):
+    // its admission time is the wait of the oldest record still in the ring.
+    const headAdmitNs = ring.f64[(readSeq & ring.mask) * ring.strideF64 + TEL_ADMIT_TIME_NS_F64]!;
+    const waited = empty ? 0 : now - headAdmitNs;
+    const windowStart = st[DQ_WINDOW_START]!;
+    const windowReadSeq = st[DQ_WINDOW_READ_SEQ]!;
+    const drainBefore = st[DQ_DRAIN_PER_NS]!;
+    const aboveSince = st[DQ_ABOVE_SINCE]!;
+    const spellEnd = st[DQ_SPELL_END]!;
+    const lastShed = st[DQ_LAST_SHED]!;
+    const limitBefore = limitCell[0]!;
+    const starvedBefore = st[DQ_STARVED]! > 0;
+    const starved = consumerIdle || starvedBefore;
+    // The drain rate over the window that ends now (if one does), averaged with the previous windows'.
+    const windowElapsed = now - windowStart;
+    const rate = (readSeq - windowReadSeq) / windowElapsed;
+    const averaged = (drainBefore + rate) / 2;
+    const firstWindow = drainBefore < 0;
+    const windowOpen = windowStart >= 0;
+    const windowFull = windowElapsed >= DQ_RATE_WINDOW_NS;
+    const windowEnded = windowOpen && windowFull;
+    const windowRate = firstWindow ? rate : averaged;
+    const drainPerNs = windowEnded ? windowRate : drainBefore;
+    // Candidate limits: what the consumer drains within the target, and the last limit grown (both at least
+    // MIN_DELAY_DEPTH_SLOTS, at most the lower lanes' part of the ring).
+    const drainedLimit = Math.min(Math.max(drainPerNs * target, MIN_DELAY_DEPTH_SLOTS), sharedSlots);
+    const grownLimit = Math.min(Math.max(limitBefore * DQ_STARVED_GROWTH, MIN_DELAY_DEPTH_SLOTS), sharedSlots);
+    // A ring under the watermark is not overloaded, however long its oldest record waited: a consumer that stalled
+    // (a busy host, a pause) catches up, and its records must not be shed for it.
+    // (Each comparison is made on every call: & and | on booleans-as-numbers, no short-circuit.)
+    const waitedAbove = waited > target ? 1 : 0;
+    const deep = depthSlots >= watermarkSlots ? 1 : 0;
+    const above = waitedAbove & deep;
+    const wasAbove = aboveSince >= 0 ? 1 : 0;
+    const aboveLong = now - aboveSince >= interval ? 1 : 0;
+    const hadSpell = spellEnd >= 0 ? 1 : 0;
+    const spellRecent = now - spellEnd < interval ? 1 : 0;
+    const shedRecent = now - lastShed < interval ? 1 : 0;
+    const was = wasShedding ? 1 : 0;
+    const starts = (1 - was) & above & ((wasAbove & aboveLong) | (hadSpell & spellRecent));
+    // A spell ends once nothing was shed for an interval and the oldest record's wait is under the target.
+    const ends = was & (1 - waitedAbove) & (1 - shedRecent);
+    const shedding = starts | (was & (1 - ends));
+    // In a spell, each window resets the limit: a consumer that ran out of records was held back by it, so its drain
+    // rate understates what it can do, and the limit grows instead of following the rate down.
+    const windowLimit = starved ? grownLimit : drainedLimit;
+    const spellLimit = windowEnded ? windowLimit : limitBefore;
+    const limit = starts === 1 ? drainedLimit : shedding === 1 ? spellLimit : limitBefore;
+    st[DQ_WINDOW_START] = windowStart < 0 || windowEnded ? now : windowStart;
+    st[DQ_WINDOW_READ_SEQ] = windowStart < 0 || windowEnded ? readSeq : windowReadSeq;
+    st[DQ_DRAIN_PER_NS] = drainPerNs;
+    st[DQ_STARVED] = starved && !windowEnded ? 1 : 0;
+    const aboveFrom = wasAbove === 1 ? aboveSince : now;
+    st[DQ_ABOVE_SINCE] = (above & (1 - shedding)) === 1 ? aboveFrom : -1;
+    st[DQ_LAST_SHED] = starts === 1 ? now : lastShed;
+    st[DQ_SPELL_END] = ends === 1 ? now : spellEnd;
+    limitCell[0] = limit;
+    this.delayShedding = shedding === 1;
+    this.updateFastPath();
+  }
+
+  /** True while the queue-delay controller sheds the lower lanes of live sources. */
+  isDelayShedding(): boolean {
+    return this.delayShedding;
   }
 
   /**
@@ -231,11 +372,17 @@ export class LaneAdmission {
     const idleBucket = this.idleBucket;
     const nowCell = this.nowCell;
     const limitSlots = lane === LANE_COMPLIANCE ? capacitySlots : sharedSlots;
+    // The spell's limit: the depth at and above which live lower-lane pings are shed (never reached outside a spell).
+    const delayLimitSlots = this.delayShedding ? this.delayLimitSlots[0]! : capacitySlots;
+    const delayState = this.delayState;
     let reason: ShedReason = SHED_DRAINING;
     if (!this.draining) {
       // The cached depth only overstates: re-read the consumer's position before shedding or rate-limiting.
       const depthSlots = ring.refreshDepth();
-      if (depthSlots >= limitSlots) {
+      if (lane !== LANE_COMPLIANCE && depthSlots >= delayLimitSlots && depthSlots < limitSlots) {
+        reason = SHED_QUEUE_DELAY;
+        delayState[DQ_LAST_SHED] = nowCell[0]!;
+      } else if (depthSlots >= limitSlots) {
         reason = SHED_RING_FULL;
       } else if (lane !== LANE_IDLE || depthSlots < watermarkSlots || idleBucket.tryTakeOneAt(nowCell, 0)) {
         counters[base + ADM_ADMITTED_F64 + lane]++;
@@ -252,8 +399,10 @@ export class LaneAdmission {
   private updateFastPath(): void {
     const limits = this.fastPathDepthLimit;
     const draining = this.draining;
-    limits[LANE_IDLE] = draining ? 0 : Math.min(this.sharedSlots, this.watermarkSlots);
-    limits[Lane.TRANSITION] = draining ? 0 : this.sharedSlots;
+    // During a queue-delay spell the lower lanes take the slow path from the spell's depth limit on.
+    const delayLimit = this.delayShedding ? this.delayLimitSlots[0]! : this.capacitySlots;
+    limits[LANE_IDLE] = draining ? 0 : Math.min(this.sharedSlots, this.watermarkSlots, delayLimit);
+    limits[Lane.TRANSITION] = draining ? 0 : Math.min(this.sharedSlots, delayLimit);
     limits[LANE_COMPLIANCE] = draining ? 0 : this.capacitySlots;
   }
 

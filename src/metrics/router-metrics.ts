@@ -9,7 +9,6 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import {
   ADM_ADMITTED_F64,
   ADM_BLOCK_F64,
-  ADM_OFFERED_F64,
   ADM_SHED_F64,
   CTL_DRAINING_I32,
   CTL_FENCE_GENERATION_I32,
@@ -59,6 +58,9 @@ import {
   DS_RTT_BUCKET_BOUNDS_MS,
   DS_RTT_BUCKETS_F64,
   DS_RTT_COUNT_F64,
+  DS_LANE_HELD_BASE_F64,
+  DISP_PUBLISH_VERSION_F64,
+  HELD_BLOCK_F64,
   DS_RTT_SUM_NS_F64,
   HELD_BUCKETS_F64,
   HELD_COUNT_F64,
@@ -84,7 +86,8 @@ import {
   TRIGGER_TYPE_COUNT,
   TRIGGER_TYPE_NAMES,
 } from '../shm/layout.js';
-import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTER_DROPPED, METRIC_DEAD_LETTERED, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTER_DROPPED, METRIC_DEAD_LETTERED, METRIC_HELD_TIME_SECONDS, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import { copyPublished } from '../shm/published-copy.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
@@ -136,10 +139,39 @@ export interface SharedHistogramSource {
 /** Fences named in the untracked-pings gauge at most (a label per fence: bounded on purpose). */
 export const UNTRACKED_FENCES_SHOWN = 20;
 
+/**
+ * A Registry that runs `refresh` before each exposition (text or JSON): the series of one group then read one copy of
+ * their cells, taken at one instant (see RouterMetrics.addAdmission and addDispatch).
+ */
+class RefreshingRegistry extends Registry {
+  constructor(private readonly refresh: () => void) {
+    super();
+  }
+
+  override metrics(): Promise<string> {
+    this.refresh();
+    return super.metrics();
+  }
+
+  override getMetricsAsJSON(): ReturnType<Registry['getMetricsAsJSON']> {
+    this.refresh();
+    return super.getMetricsAsJSON();
+  }
+}
+
 /** The router's registry plus helpers to add shared-memory series. */
 export class RouterMetrics {
-  /** The registry `/metrics` serves. */
-  readonly registry = new Registry();
+  /** Copy the cells of one group of series before a scrape reads them. */
+  private readonly refreshers: (() => void)[] = [];
+  /** The registry `/metrics` serves: every `metrics()` call first copies the cells its series read. */
+  readonly registry: Registry = new RefreshingRegistry(() => {
+    for (const refresh of this.refreshers) refresh();
+  });
+
+  /** Content type of the exposition. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
 
   constructor(sources: MetricSources) {
     if (sources.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -256,7 +288,12 @@ export class RouterMetrics {
   }
 
   /** Registers the dispatcher's per-downstream and dispatcher-wide cells and the RTT histograms. */
-  private addDispatch(f: Float64Array, names: readonly string[]): void {
+  private addDispatch(cells: Float64Array, names: readonly string[]): void {
+    // Read from one consistent copy per scrape (one publish of the dispatcher): the delivery identity holds in it.
+    const f = new Float64Array(cells.length);
+    const cellsI32 = new Int32Array(cells.buffer, cells.byteOffset, cells.length * 2);
+    const versionI32 = (names.length * DS_BLOCK_F64 + DISP_PUBLISH_VERSION_F64) * 2;
+    this.refreshers.push(() => copyPublished(cells, cellsI32, versionI32, f));
     if (names.length > 0) {
       for (const m of DOWNSTREAM_CELL_METRICS) {
         const series: SharedSeries[] = names.map((n, d) => ({ labels: { [DOWNSTREAM_LABEL]: n }, read: () => f[d * DS_BLOCK_F64 + m.cell]! * m.scale }));
@@ -288,6 +325,24 @@ export class RouterMetrics {
           sum: () => f[d * DS_BLOCK_F64 + DS_RTT_SUM_NS_F64]! / 1e9,
           count: () => f[d * DS_BLOCK_F64 + DS_RTT_COUNT_F64]!,
         })),
+      );
+      const laneHeld: SharedHistogramSource[] = [];
+      names.forEach((n, d) => {
+        for (let lane = 0; lane < LANE_COUNT; lane++) {
+          const h = d * DS_BLOCK_F64 + DS_LANE_HELD_BASE_F64 + lane * HELD_BLOCK_F64;
+          laneHeld.push({
+            labels: { [DOWNSTREAM_LABEL]: n, lane: LANE_NAMES[lane]! },
+            bounds: HELD_BUCKET_BOUNDS_S,
+            bucket: (i: number) => f[h + HELD_BUCKETS_F64 + i]!,
+            sum: () => f[h + HELD_SUM_NS_F64]! / 1e9,
+            count: () => f[h + HELD_COUNT_F64]!,
+          });
+        }
+      });
+      this.addSharedHistogram(
+        METRIC_HELD_TIME_SECONDS,
+        'Time from admission to the hand-over (of the attempt that succeeded) to this downstream, by lane of the ping, per trigger delivered without a dead letter.',
+        laneHeld,
       );
     }
     const base = names.length * DS_BLOCK_F64;
@@ -354,20 +409,31 @@ export class RouterMetrics {
     this.addSharedGauge(MetricNames.DRAINING, '1 while the router drains.', [], [{ labels: {}, read: () => Atomics.load(p.i32, CTL_DRAINING_I32) }]);
   }
 
-  private addAdmission(f: Float64Array): void {
-    const shards = Math.floor(f.length / ADM_BLOCK_F64);
+  private addAdmission(cells: Float64Array): void {
+    const shards = Math.floor(cells.length / ADM_BLOCK_F64);
+    // Read from one copy per scrape: offered, admitted and shed then come from the same instant.
+    const f = new Float64Array(cells.length);
+    this.refreshers.push(() => f.set(cells));
     // Sum a cell over every shard's block.
-    const sum = (cell: number) => (): number => {
+    const sumOf = (cell: number): number => {
       let s = 0;
       for (let b = 0; b < shards; b++) s += f[b * ADM_BLOCK_F64 + cell]!;
       return s;
     };
+    const sum = (cell: number) => (): number => sumOf(cell);
     const offered: SharedSeries[] = [];
     const admitted: SharedSeries[] = [];
     const shed: SharedSeries[] = [];
     for (let lane = 0; lane < LANE_COUNT; lane++) {
       const laneName = LANE_NAMES[lane]!;
-      offered.push({ labels: { lane: laneName }, read: sum(ADM_OFFERED_F64 + lane) });
+      // Every offered ping is admitted or shed in the same call: offered is their sum (a separate counter read from
+      // the cells could be one increment ahead of them).
+      const offeredOf = (): number => {
+        let n = sumOf(ADM_ADMITTED_F64 + lane);
+        for (let r = 0; r < SHED_REASON_COUNT; r++) n += sumOf(ADM_SHED_F64 + lane * SHED_REASON_COUNT + r);
+        return n;
+      };
+      offered.push({ labels: { lane: laneName }, read: offeredOf });
       admitted.push({ labels: { lane: laneName }, read: sum(ADM_ADMITTED_F64 + lane) });
       for (let r = 0; r < SHED_REASON_COUNT; r++) {
         shed.push({ labels: { lane: laneName, reason: SHED_REASON_NAMES[r]! }, read: sum(ADM_SHED_F64 + lane * SHED_REASON_COUNT + r) });

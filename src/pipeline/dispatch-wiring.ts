@@ -15,7 +15,7 @@ import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
-import { LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
+import { DS_BLOCK_F64, DS_LANE_HELD_BASE_F64, HELD_BLOCK_F64, LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
 import { recordHeldTimeFrom } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
 import type { Trigger } from './trigger.js';
@@ -129,11 +129,24 @@ export function triggerOf(batch: TriggerBatch, i: number): Trigger {
 }
 
 /**
- * The held-time recorder of the dispatcher: the held time in `held[0]`, into the held-time block (triggers delivered
- * without a dead letter) or the replay block (re-delivered dead letters). Allocation-free.
+ * The held-time recorder of the dispatcher: the held time in `held[0]`, into the held-time block of `cells` (triggers
+ * delivered without a dead letter; also into the downstream's block for the ping's lane in `dispatchCells`) or the
+ * replay block (re-delivered dead letters). Allocation-free.
  */
-export function heldTimeRecorder(cells: Float64Array, liveBase: number, replayBase: number): (held: Float64Array, replayed: boolean) => void {
-  return (held, replayed) => recordHeldTimeFrom(cells, replayed ? replayBase : liveBase, held);
+export function heldTimeRecorder(
+  cells: Float64Array,
+  liveBase: number,
+  replayBase: number,
+  dispatchCells: Float64Array,
+): (held: Float64Array, replayed: boolean, lane: number, downstream: number) => void {
+  return (held, replayed, lane, downstream) => {
+    if (replayed) {
+      recordHeldTimeFrom(cells, replayBase, held);
+      return;
+    }
+    recordHeldTimeFrom(cells, liveBase, held);
+    recordHeldTimeFrom(dispatchCells, downstream * DS_BLOCK_F64 + DS_LANE_HELD_BASE_F64 + lane * HELD_BLOCK_F64, held);
+  };
 }
 
 /** Dispatcher-thread end of the callback bridge: posts each batch to the main thread and awaits its answer. */

@@ -12,7 +12,7 @@ import { Piscina } from 'piscina';
 import { parentPort, workerData } from 'node:worker_threads';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
-import { LaneAdmission } from '../ingest/admission.js';
+import { LaneAdmission, type AdmissionOptions } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { DeviceExpiry } from './device-expiry.js';
 import type { FloodLimits } from '../ingest/stream-limits.js';
@@ -66,7 +66,7 @@ export interface IngestThreadData {
     flood: FloodLimits;
   };
   /** Admission options (LaneAdmission's names). */
-  admission: { reservedFraction: number; watermarkFraction: number; idleBucketCapacity: number; idleBucketRatePerSecond: number };
+  admission: AdmissionOptions;
   /** Compliance margin, m. */
   complianceMarginM: number;
   /** Records per containment task. */

@@ -105,9 +105,17 @@ export class AdmissionSink implements PingSink {
     this.predicates = predicates;
   }
 
-  /** Reads the clock for the pings of the next chunk (or pushed point). */
+  /** Reads the clock for the pings of the next chunk (or pushed point), and lets each ring's queue-delay controller look. */
   tick(): void {
     this.clockNs[0] = nowNs();
+    const admissions = this.admissions;
+    // The containment workers have run out of records when every ring is empty (published, not consumed).
+    let idle = true;
+    for (let s = 0; s < admissions.length && idle; s++) {
+      const ring = admissions[s]!.ring;
+      if (ring.writeSeq() !== ring.readSeq()) idle = false;
+    }
+    for (let s = 0; s < admissions.length; s++) admissions[s]!.observeQueueDelay(this.clockNs, 0, idle);
   }
 
   offer(fields: PingFields): void {

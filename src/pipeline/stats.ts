@@ -4,7 +4,6 @@
 import {
   ADM_ADMITTED_F64,
   ADM_BLOCK_F64,
-  ADM_OFFERED_F64,
   ADM_SHED_F64,
   CNT_BLOCK_F64,
   CNT_CANDIDATE_OVERFLOW_F64,
@@ -24,6 +23,7 @@ import {
   DEAD_LETTER_REASON_COUNT,
   DEAD_LETTER_REASON_NAMES,
   DISP_DURABLE_FAILING_F64,
+  DISP_PUBLISH_VERSION_F64,
   DS_CURSOR_DAMAGED_COPIES_F64,
   DS_CURSOR_FALLBACKS_F64,
   DS_DAMAGED_RECORDS_F64,
@@ -45,6 +45,7 @@ import {
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
   DS_LIMIT_F64,
+  DS_LANE_HELD_BASE_F64,
   DS_MEMORY_ONLY_F64,
   DS_OFFERED_F64,
   DS_QUEUE_DEPTH_F64,
@@ -80,9 +81,11 @@ import {
   SHED_REASON_NAMES,
   TRIGGER_TYPE_COUNT,
   TRIGGER_TYPE_NAMES,
+  HELD_BLOCK_F64,
   HELD_COUNT_F64,
 } from '../shm/layout.js';
 import { BREAKER_STATE_NAMES } from '../dispatch/breaker.js';
+import { copyPublished } from '../shm/published-copy.js';
 import { heldBucketCounts, heldQuantileBetweenMs, heldQuantileMs } from './held-time.js';
 
 /** Counts per lane. */
@@ -155,6 +158,10 @@ export interface DownstreamStats {
   /** Backlog cursor copies found damaged at start, and starts with no valid copy (the log read again from its start). */
   cursorDamagedCopies: number;
   cursorFallbacks: number;
+  /** Held time of its triggers delivered without a dead letter, P99 by lane of the ping, ms (NaN: none yet). */
+  heldTimeP99MsByLane: PerLane;
+  /** Those held-time samples by lane. */
+  heldTimeSamplesByLane: PerLane;
 }
 
 /** A snapshot of the router's counters. */
@@ -293,17 +300,21 @@ export function readRouterStats(v: StatsViews): RouterStats {
     if (n > 0) rejected[REJECT_REASON_NAMES[r]!] = n;
     rejectedTotal += n;
   }
-  const offered = perLane((l) => admSum(ADM_OFFERED_F64 + l));
   const admitted = perLane((l) => admSum(ADM_ADMITTED_F64 + l));
   const shed = { idle: {}, transition: {}, compliance: {} } as RouterStats['shed'];
+  const shedByLane = [0, 0, 0];
   let shedTotal = 0;
   for (let l = 0; l < LANE_COUNT; l++) {
     for (let r = 0; r < SHED_REASON_COUNT; r++) {
       const n = admSum(ADM_SHED_F64 + l * SHED_REASON_COUNT + r);
       shed[LANE_NAMES[l]!][SHED_REASON_NAMES[r]!] = n;
+      shedByLane[l]! += n;
       shedTotal += n;
     }
   }
+  // Every offered ping is admitted or shed in the same call, so offered is their sum (read from the cells, a separate
+  // offered counter could be one increment ahead of them).
+  const offered = perLane((l) => admitted[LANE_NAMES[l]!] + shedByLane[l]!);
   const triggers = { ENTER: 0, EXIT: 0, DWELL: 0, CROSS: 0 } as PerTriggerType;
   let triggersTotal = 0;
   for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) {
@@ -318,9 +329,11 @@ export function readRouterStats(v: StatsViews): RouterStats {
   const droppedSum = {} as PerDeadLetterDropReason;
   for (const r of DEAD_LETTER_DROP_REASON_NAMES) droppedSum[r] = 0;
   let durableWriteErrors = 0;
+  // One consistent copy of the dispatcher's cells (one publish), so the delivery identity holds within it.
+  const dispatch = publishedDispatchCells(v.dispatch, v.downstreamNames.length);
   v.downstreamNames.forEach((name, d) => {
     const b = d * DS_BLOCK_F64;
-    const c = v.dispatch;
+    const c = dispatch;
     const reasons = {} as PerDeadLetterReason;
     for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
       const n = c[b + DS_DEAD_LETTERED_BY_REASON_F64 + r]!;
@@ -363,6 +376,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
       damagedRecords: c[b + DS_DAMAGED_RECORDS_F64]!,
       cursorDamagedCopies: c[b + DS_CURSOR_DAMAGED_COPIES_F64]!,
       cursorFallbacks: c[b + DS_CURSOR_FALLBACKS_F64]!,
+      heldTimeP99MsByLane: perLane((l) => heldQuantileMs(c, b + DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64, 0.99)),
+      heldTimeSamplesByLane: perLane((l) => c[b + DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64 + HELD_COUNT_F64]!),
     };
     durableWriteErrors += s.durableWriteErrors;
     sum.offered += s.offered;
@@ -401,8 +416,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
     lost: v.stats[PST_LOST_PINGS_F64]!,
     triggers,
     triggersTotal,
-    triggersDispatched: v.dispatch[g + DISP_TRIGGERS_OFFERED_F64]!,
-    unrouted: v.dispatch[g + DISP_TRIGGERS_UNROUTED_F64]!,
+    triggersDispatched: dispatch[g + DISP_TRIGGERS_OFFERED_F64]!,
+    unrouted: dispatch[g + DISP_TRIGGERS_UNROUTED_F64]!,
     deliveriesOffered: sum.offered,
     recovered: sum.recovered,
     delivered: sum.delivered,
@@ -414,7 +429,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     carriedOver: sum.carriedOver,
     deadLetterDropped: droppedSum,
     durableWriteErrors,
-    durableFailingDownstreams: v.dispatch[g + DISP_DURABLE_FAILING_F64]!,
+    durableFailingDownstreams: dispatch[g + DISP_DURABLE_FAILING_F64]!,
     downstreams,
     heldTimeP50Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.5),
     heldTimeP99Ms: heldQuantileMs(v.stats, PST_HELD_BASE_F64, 0.99),
@@ -463,4 +478,12 @@ export function heldTimeWindow(previous: RouterStats, current: RouterStats): Hel
     p99Ms: heldQuantileBetweenMs(a, b, 0.99),
     maxMs: heldQuantileBetweenMs(a, b, 1),
   };
+}
+
+/** A consistent copy of the dispatcher's metric cells (`cells`, for `downstreams` downstreams): see copyPublished. */
+export function publishedDispatchCells(cells: Float64Array, downstreams: number): Float64Array {
+  const out = new Float64Array(cells.length);
+  const i32 = new Int32Array(cells.buffer, cells.byteOffset, cells.length * 2);
+  copyPublished(cells, i32, (downstreams * DS_BLOCK_F64 + DISP_PUBLISH_VERSION_F64) * 2, out);
+  return out;
 }

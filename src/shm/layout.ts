@@ -190,13 +190,18 @@ export const ShedReason = {
   RATE_LIMITED: 1,
   /** The router is draining and no longer admits. */
   DRAINING: 2,
+  /**
+   * IDLE or TRANSITION ping of a live source while the ring's oldest record had waited longer than the queue-delay
+   * target for at least the interval (see LaneAdmission.observeQueueDelay): a queue kept short in time.
+   */
+  QUEUE_DELAY: 3,
 } as const;
 /** A ShedReason value. */
 export type ShedReason = (typeof ShedReason)[keyof typeof ShedReason];
 /** Number of shed reasons. */
-export const SHED_REASON_COUNT = 3;
+export const SHED_REASON_COUNT = 4;
 /** Shed reason names indexed by value, for metric labels. */
-export const SHED_REASON_NAMES = ['ring_full', 'rate_limited', 'draining'] as const;
+export const SHED_REASON_NAMES = ['ring_full', 'rate_limited', 'draining', 'queue_delay'] as const;
 
 /** Offered pings per lane: cells [ADM_OFFERED_F64 + lane]. */
 export const ADM_OFFERED_F64 = 0;
@@ -974,8 +979,14 @@ export const DS_CURSOR_DAMAGED_COPIES_F64 = DS_DEAD_LETTER_BYTES_F64 + 3;
 export const DS_CURSOR_FALLBACKS_F64 = DS_DEAD_LETTER_BYTES_F64 + 4;
 /** 1 while the downstream's last durable write failed (its dead letters wait in the ring), else 0. */
 export const DS_DURABLE_FAILING_F64 = DS_DEAD_LETTER_BYTES_F64 + 5;
+/**
+ * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
+ * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
+ * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
+ */
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_DURABLE_FAILING_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
-export const DS_BLOCK_USED_F64 = DS_DURABLE_FAILING_F64 + 1;
+export const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */
 export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
 
@@ -998,8 +1009,15 @@ export const DISP_FLUSH_SUM_NS_F64 = 6;
 export const DISP_FLUSH_MAX_NS_F64 = 7;
 /** Downstreams whose last durable write failed (0 when every downstream's files take writes). */
 export const DISP_DURABLE_FAILING_F64 = 8;
+/**
+ * Publish version of the dispatch metric cells (a sequence lock): the dispatcher makes it odd before it rewrites the
+ * DS_* and DISP_* cells and even after, through an Int32 view of the same buffer (Int32 index = 2 x the Float64 cell,
+ * Atomics.store); a reader copies the cells between two equal even reads, so the counters it sees were published
+ * together and the delivery identity holds in every copy.
+ */
+export const DISP_PUBLISH_VERSION_F64 = 9;
 /** Float64 cells of the dispatcher-wide block. */
-export const DISP_BLOCK_F64 = 9;
+export const DISP_BLOCK_F64 = 10;
 
 /**
  * The CONTAINMENT WATCHDOG region (Int32 cells): one 64-byte block per shard. Shard g is always in group g (shard s

@@ -172,6 +172,8 @@ test('the status line shows the rate since the previous snapshot, shed by lane, 
     damagedRecords: 0,
     cursorDamagedCopies: 0,
     cursorFallbacks: 0,
+    heldTimeP99MsByLane: { idle: Number.NaN, transition: Number.NaN, compliance: Number.NaN },
+    heldTimeSamplesByLane: { idle: 0, transition: 0, compliance: 0 },
   };
   const cur = stats({
     accepted: 3000,

@@ -6,10 +6,11 @@ import { SpscRing } from '../../src/shm/ring.js';
 import { ALLOCATION_SLACK_BYTES, measureAllocations } from '../support/alloc-free.js';
 import { mix32 } from '../shm/fixtures/seeded-records.js';
 
-test('admit + write + batch publish allocates nothing, on every path (admitted, ring full, rate limited, draining)', async () => {
+test('admit + write + batch publish + the queue-delay look allocate nothing, on every path (admitted, ring full, rate limited, draining, queue delay)', async () => {
   const ring = SpscRing.wrap(allocateTelemetryRing(1024, 0.05));
   const counters = new Float64Array(allocateAdmissionCounters(1));
-  const options = { ...DEFAULT_ADMISSION_OPTIONS, idleBucketCapacity: 64, idleBucketRatePerSecond: 100_000 };
+  // A queue-delay target of 100 us held for 5 ms: the ring fills first, then the controller sheds, many times over.
+  const options = { ...DEFAULT_ADMISSION_OPTIONS, idleBucketCapacity: 64, idleBucketRatePerSecond: 100_000, queueDelayTargetMs: 0.1, queueDelayIntervalMs: 5 };
   const admission = new LaneAdmission(ring, counters, 0, options, 0);
   // Seeded lanes: 60% IDLE, 30% TRANSITION, 10% COMPLIANCE.
   const lanes = new Uint8Array(4096);
@@ -18,6 +19,7 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
     lanes[i] = h < 6 ? Lane.IDLE : h < 9 ? Lane.TRANSITION : Lane.COMPLIANCE;
   }
   const { f64, i32, strideF64, strideI32 } = ring;
+  const clock = new Float64Array(1);
   const iterations = 4_000_000;
   // Moved on after the first pass, so the clock keeps going forward into the second.
   let passStartNs = 1e15;
@@ -36,8 +38,12 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
       i32[bI32 + TEL_DEVICE_SLOT_I32] = i & 0xffff;
       i32[bI32 + TEL_LANE_I32] = lane;
     }
-    // Publish in batches of 32 pings.
-    if ((i & 31) === 31) ring.publish();
+    // Publish in batches of 32 pings, and look at the queue delay as a read chunk would.
+    if ((i & 31) === 31) {
+      ring.publish();
+      clock[0] = nowNs;
+      admission.observeQueueDelay(clock, 0, false);
+    }
     // The consumer (same thread here) keeps up only part of the time, so the ring crosses the watermark and fills.
     if ((i & 63) === 63) ring.release(Math.min(ring.available(), (i >> 6) & 63));
   };
@@ -51,6 +57,7 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
   const idleRateLimited = admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED);
   const transitionRingFull = admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL);
   const complianceDraining = admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING);
+  const transitionDelayed = admission.shedCount(Lane.TRANSITION, ShedReason.QUEUE_DELAY);
   const report = await measureAllocations(iterations, body, 1_000_000);
   assert.equal(report.gcCount, 0, `GC events during ${iterations} admissions`);
   assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `new space grew ${report.newSpaceGrowthBytes} bytes`);
@@ -60,6 +67,7 @@ test('admit + write + batch publish allocates nothing, on every path (admitted, 
   assert.ok(admission.shedCount(Lane.IDLE, ShedReason.RATE_LIMITED) > idleRateLimited, 'rate limited path');
   assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.RING_FULL) > transitionRingFull, 'ring full path');
   assert.ok(admission.shedCount(Lane.COMPLIANCE, ShedReason.DRAINING) > complianceDraining, 'draining path');
+  assert.ok(admission.shedCount(Lane.TRANSITION, ShedReason.QUEUE_DELAY) > transitionDelayed, 'queue delay path');
 });
 
 test('admitPausableAt (pausable sources) allocates nothing, admitted, ring full and draining', async () => {

@@ -55,13 +55,13 @@ function runScenario(s: Scenario): void {
   const ring = SpscRing.wrap(allocateTelemetryRing(capacitySlots, s.reservedFraction));
   const counters = new Float64Array(allocateAdmissionCounters(3));
   const base = s.shard * ADM_BLOCK_F64;
-  const admission = new LaneAdmission(ring, counters, base, s, START_NS);
+  const admission = new LaneAdmission(ring, counters, base, { ...s, queueDelayTargetMs: 0, queueDelayIntervalMs: 0 }, START_NS);
   const sharedSlots = capacitySlots - ring.reservedSlots;
   const watermarkSlots = Math.ceil(s.watermarkFraction * capacitySlots);
   // The test's own tallies, per lane: results it saw returned.
   const offered = [0, 0, 0];
   const admitted = [0, 0, 0];
-  const shed = [0, 0, 0, 0, 0, 0, 0, 0, 0];
+  const shed = new Array<number>(3 * SHED_REASON_COUNT).fill(0);
   // Lanes of the records in the ring, oldest first (published and claimed alike).
   const inRing: Lane[] = [];
   let idleAdmittedAboveWatermark = 0;

@@ -8,7 +8,7 @@ import {
   shedCounterIndex,
   shedReasonOf,
 } from '../../src/ingest/admission.js';
-import { ADM_BLOCK_F64, ADM_OFFERED_F64, ADM_SHED_F64, Lane, SHED_REASON_COUNT, ShedReason } from '../../src/shm/layout.js';
+import { ADM_BLOCK_F64, ADM_OFFERED_F64, ADM_SHED_F64, Lane, SHED_REASON_COUNT, ShedReason, TEL_ADMIT_TIME_NS_F64 } from '../../src/shm/layout.js';
 import { SpscRing } from '../../src/shm/ring.js';
 
 const T0 = 5e15;
@@ -21,7 +21,7 @@ function setup(capacitySlots: number, options = {}) {
 }
 
 test('shed results encode their reason', () => {
-  for (const r of [ShedReason.RING_FULL, ShedReason.RATE_LIMITED, ShedReason.DRAINING]) assert.equal(shedReasonOf(-1 - r), r);
+  for (const r of [ShedReason.RING_FULL, ShedReason.RATE_LIMITED, ShedReason.DRAINING, ShedReason.QUEUE_DELAY]) assert.equal(shedReasonOf(-1 - r), r);
   assert.equal(shedCounterIndex(Lane.COMPLIANCE, ShedReason.DRAINING), ADM_SHED_F64 + 2 * SHED_REASON_COUNT + 2);
 });
 
@@ -105,4 +105,132 @@ test('a pausable source is never rate limited: same lane limits and draining, co
   assert.ok(admission.admitPausableAt(Lane.TRANSITION, time, 0) >= 0);
   admission.setDraining(true);
   assert.equal(admission.admitPausableAt(Lane.COMPLIANCE, time, 0), -1 - ShedReason.DRAINING);
+});
+
+/** Admission with a queue-delay controller, and helpers that stamp admitted records and let the controller look. */
+function delaySetup(capacitySlots: number) {
+  // A low watermark: spells need the ring at or above it, and these rings hold a few records.
+  const { ring, admission } = setup(capacitySlots, { queueDelayTargetMs: 5, queueDelayIntervalMs: 100, watermarkFraction: 0.005 });
+  const cell = new Float64Array(1);
+  const admitStamped = (lane: Lane, t: number): number => {
+    const slot = admission.admit(lane, t);
+    if (slot >= 0) ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = t;
+    return slot;
+  };
+  const look = (t: number): boolean => {
+    cell[0] = t;
+    admission.observeQueueDelay(cell, 0, false);
+    return admission.isDelayShedding();
+  };
+  return { ring, admission, cell, admitStamped, look };
+}
+
+const MS = 1e6;
+
+test('queue delay: a spell starts once the oldest record has waited past the target for the interval; it sheds live IDLE and TRANSITION pings, never COMPLIANCE or pausable ones', () => {
+  const { ring, admission, cell, admitStamped, look } = delaySetup(1024);
+  for (let i = 0; i < 40; i++) admitStamped(Lane.TRANSITION, T0);
+  ring.publish();
+  assert.equal(look(T0 + 4 * MS), false, 'under the target');
+  assert.equal(look(T0 + 6 * MS), false, 'above the target: the interval starts');
+  assert.ok(admitStamped(Lane.TRANSITION, T0 + 50 * MS) >= 0, 'a burst shorter than the interval is queued');
+  assert.equal(look(T0 + 105 * MS), false, '99 ms above the target');
+  assert.equal(look(T0 + 106 * MS), true, '100 ms above the target');
+  // Nothing drained yet: the spell's depth limit is its floor (16), and 41 records wait.
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 106 * MS), -1 - ShedReason.QUEUE_DELAY);
+  assert.equal(admitStamped(Lane.IDLE, T0 + 106 * MS), -1 - ShedReason.QUEUE_DELAY);
+  assert.ok(admitStamped(Lane.COMPLIANCE, T0 + 106 * MS) >= 0, 'COMPLIANCE is never shed for delay');
+  cell[0] = T0 + 106 * MS;
+  assert.ok(admission.admitPausableAt(Lane.TRANSITION, cell, 0) >= 0, 'a pausable source waits for room instead');
+  assert.equal(admission.shedCount(Lane.TRANSITION, ShedReason.QUEUE_DELAY), 1);
+  assert.equal(admission.shedCount(Lane.IDLE, ShedReason.QUEUE_DELAY), 1);
+  // The consumer catches up: during the spell the lanes are admitted up to the depth limit.
+  ring.publish();
+  ring.release(ring.available());
+  assert.equal(look(T0 + 150 * MS), true, 'a ping was shed less than an interval ago');
+  for (let i = 0; i < 16; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 150 * MS) >= 0, `admit ${i}`);
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 150 * MS), -1 - ShedReason.QUEUE_DELAY);
+  ring.publish();
+  ring.release(ring.available());
+  // Nothing shed for an interval and no wait: the spell ends.
+  assert.equal(look(T0 + 249 * MS), true);
+  assert.equal(look(T0 + 251 * MS), false);
+  for (let i = 0; i < 100; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 251 * MS) >= 0);
+  ring.publish();
+  // Above the target again less than an interval after the spell ended: a spell starts at once.
+  assert.equal(look(T0 + 257 * MS), true);
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 257 * MS), -1 - ShedReason.QUEUE_DELAY);
+});
+
+test('queue delay: during a spell the depth limit is what the consumer drains within the target', () => {
+  const { ring, admitStamped, look } = delaySetup(4096);
+  look(T0);
+  for (let i = 0; i < 2000; i++) admitStamped(Lane.TRANSITION, T0);
+  ring.publish();
+  // The consumer drains 200 records per 20 ms window: 10 per ms, so 50 within the 5 ms target.
+  for (let k = 1; k <= 5; k++) {
+    ring.release(200);
+    assert.equal(look(T0 + k * 20 * MS), false, `window ${k}`);
+  }
+  ring.release(200);
+  assert.equal(look(T0 + 120 * MS), true, 'above the target since 20 ms');
+  // 800 wait; 760 more drain, then 10 are admitted up to the limit of 50.
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 120 * MS), -1 - ShedReason.QUEUE_DELAY);
+  ring.release(760);
+  for (let i = 0; i < 10; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 120 * MS) >= 0, `admit ${i}`);
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 120 * MS), -1 - ShedReason.QUEUE_DELAY);
+  assert.ok(admitStamped(Lane.COMPLIANCE, T0 + 120 * MS) >= 0);
+});
+
+test('queue delay: no spell while the ring is under the watermark, however long its oldest record waited', () => {
+  const { ring, admission } = setup(1024, { queueDelayTargetMs: 5, queueDelayIntervalMs: 100 });
+  const cell = new Float64Array(1);
+  for (let i = 0; i < 600; i++) {
+    const slot = admission.admit(Lane.TRANSITION, T0);
+    ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = T0;
+  }
+  ring.publish();
+  // 600 of 1024 slots: under the 615-slot watermark; the consumer stalled for a second.
+  for (let t = 0; t <= 1000; t += 10) {
+    cell[0] = T0 + t * 1e6;
+    admission.observeQueueDelay(cell, 0, false);
+  }
+  assert.equal(admission.isDelayShedding(), false);
+  assert.ok(admission.admit(Lane.TRANSITION, T0 + 1000e6) >= 0);
+});
+
+test('queue delay: a target of 0 turns the controller off', () => {
+  const { ring, admission } = setup(64, { queueDelayTargetMs: 0 });
+  const slot = admission.admit(Lane.TRANSITION, T0);
+  ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = T0;
+  ring.publish();
+  const cell = new Float64Array([T0 + 60_000e6]);
+  admission.observeQueueDelay(cell, 0, false);
+  assert.equal(admission.isDelayShedding(), false);
+  assert.ok(admission.admit(Lane.TRANSITION, T0 + 60_000e6) >= 0);
+});
+
+test('queue delay: after a window in which the consumer ran out of records, the depth limit grows instead of following the drain rate down', () => {
+  const { ring, admission, cell, admitStamped } = delaySetup(4096);
+  const look = (t: number, idle: boolean): boolean => {
+    cell[0] = t;
+    admission.observeQueueDelay(cell, 0, idle);
+    return admission.isDelayShedding();
+  };
+  look(T0, false);
+  for (let i = 0; i < 100; i++) admitStamped(Lane.TRANSITION, T0);
+  ring.publish();
+  // Nothing drains: the spell starts with the floor of 16.
+  assert.equal(look(T0 + 10 * MS, false), false);
+  assert.equal(look(T0 + 110 * MS, false), true);
+  ring.release(ring.available());
+  for (let i = 0; i < 16; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 110 * MS) >= 0);
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 110 * MS), -1 - ShedReason.QUEUE_DELAY);
+  ring.publish();
+  ring.release(ring.available());
+  // The consumer found every ring empty during the window: 16 x 1.5 = 24.
+  assert.equal(look(T0 + 115 * MS, true), true);
+  assert.equal(look(T0 + 131 * MS, false), true);
+  for (let i = 0; i < 24; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 131 * MS) >= 0, `admit ${i}`);
+  assert.equal(admitStamped(Lane.TRANSITION, T0 + 131 * MS), -1 - ShedReason.QUEUE_DELAY);
 });

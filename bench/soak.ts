@@ -1,0 +1,383 @@
+/**
+ * The soak: the real binary under a 3x overload over TCP for minutes, with one healthy and one misbehaving webhook.
+ *
+ *   npm run soak                      # 10 minutes after a 2-minute warm-up; writes bench/soak.json and bench/soak.svg
+ *   npm run soak -- --quick           # about 2 minutes in all; writes bench/out/soak-quick.json and .svg
+ *
+ * Set-up: a dense city (3,019 fences of 60-300 m in 2 x 2 km, a few of them compliance fences covering about
+ * `--compliance-share` of the area, margin 0), a fleet of `--devices` devices inside it sent by the load generator
+ * (its own process, `bench/loadgen`), two webhooks served by this process: `steady` (answers at once) and `flaky`
+ * (a cycle of jittered 5-40 ms answers, 503 with Retry-After on a third of requests, hangs, connection resets, a
+ * closed port, recovery). First a calibration at `--probe-rate` finds the rate the router processes on this host
+ * (its capacity C, the median of the processed rate over the probe's second half); then the soak offers
+ * `--multiple` x C for `--minutes` (C can be given with `--capacity` to skip the probe).
+ *
+ * Every `--scrape-ms` it scrapes `/metrics` and checks the accounting identities (scrape.ts) on that scrape. At the end
+ * it stops the router with SIGTERM and reports: RSS and main-thread heap after warm-up (median of the first and the
+ * last minute, growth in %), COMPLIANCE pings shed (must be 0) and the compliance share of the capacity against the
+ * reserved slice, held-time P99 per downstream and lane over the soak (the `geofence_dispatch_held_time_seconds`
+ * histogram, bucket upper bounds), identity violations (must be 0), and each receiver's contract check (order
+ * violations must be 0). Exit code 0 when every check holds, 1 otherwise.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { generateSyntheticCity, mulberry32 } from '../src/fences/synthetic-city.js';
+import { CheckingReceiver, type Behaviour } from './soak/receiver.js';
+import { histogramOf, identityViolations, LANES, parseMetrics, quantileBetween, sumOf, type Series } from './soak/scrape.js';
+import { renderSvg } from './soak/svg.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const MAIN = join(here, '..', 'src', 'cli', 'main.js');
+const LOADGEN = join(here, 'loadgen', 'loadgen.js');
+const REPO = join(here, '..', '..');
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    minutes: { type: 'string' },
+    'warmup-seconds': { type: 'string' },
+    'probe-seconds': { type: 'string' },
+    'probe-rate': { type: 'string', default: '60000' },
+    capacity: { type: 'string' },
+    multiple: { type: 'string', default: '3' },
+    devices: { type: 'string', default: '1000' },
+    connections: { type: 'string', default: '4' },
+    'compliance-share': { type: 'string', default: '0.012' },
+    'flaky-period-s': { type: 'string' },
+    'scrape-ms': { type: 'string', default: '1000' },
+    'queue-delay-target-ms': { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+
+const num = (name: string, text: string | undefined, fallback: number): number => {
+  const v = text === undefined ? fallback : Number(text);
+  if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`--${name} must be a positive number, got ${String(text)}`);
+  return v;
+};
+const quick = values.quick!;
+const soakS = num('minutes', values.minutes, quick ? 1 : 10) * 60;
+const warmupS = num('warmup-seconds', values['warmup-seconds'], quick ? 20 : 120);
+const probeS = num('probe-seconds', values['probe-seconds'], quick ? 10 : 20);
+const probeRate = num('probe-rate', values['probe-rate'], 60_000);
+const multiple = num('multiple', values.multiple, 3);
+const devices = Math.floor(num('devices', values.devices, 1000));
+const connections = Math.floor(num('connections', values.connections, 4));
+const complianceShare = num('compliance-share', values['compliance-share'], 0.012);
+const flakyPeriodS = num('flaky-period-s', values['flaky-period-s'], quick ? 20 : 60);
+const scrapeMs = num('scrape-ms', values['scrape-ms'], 1000);
+const outPrefix = values.out ?? (quick ? join(REPO, 'bench', 'out', 'soak-quick') : join(REPO, 'bench', 'soak'));
+
+/** The misbehaving downstream's cycle, by phase of `flakyPeriodS`. */
+function flakyBehaviour(rng: () => number, startMs: number): (nowMs: number) => Behaviour {
+  return (nowMs) => {
+    const phase = (((nowMs - startMs) / 1000) % flakyPeriodS) / flakyPeriodS;
+    if (phase < 0.4) return { kind: 'ok', delayMs: 5 + Math.floor(rng() * 35) };
+    if (phase < 0.55) return rng() < 1 / 3 ? { kind: 'unavailable', retryAfterS: 1 } : { kind: 'ok', delayMs: 10 };
+    if (phase < 0.65) return { kind: 'hang' };
+    if (phase < 0.75) return { kind: 'reset' };
+    if (phase < 0.85) return { kind: 'down' };
+    return { kind: 'ok', delayMs: 2 };
+  };
+}
+
+/** Builds the dense city and marks compliance fences until their boxes cover `complianceShare` of its area. */
+function denseCity(seed: number): object {
+  const city = generateSyntheticCity({ seed, fenceCount: 3019, fencesPerKm2: 3019 / 4, minRadiusM: 60, maxRadiusM: 300, complianceFraction: 0 });
+  const rng = mulberry32(seed + 1);
+  const features = city.features as { properties: Record<string, unknown>; geometry: { type: string; coordinates: unknown } }[];
+  const cityAreaKm2 = 4;
+  let covered = 0;
+  let marked = 0;
+  while (covered < complianceShare * cityAreaKm2 && marked < features.length) {
+    const f = features[Math.floor(rng() * features.length)]!;
+    // Polygons only: a circle's box is not in its coordinates.
+    if (f.properties.compliance === true || f.geometry.type !== 'Polygon') continue;
+    const box = boxOf(f.geometry.coordinates);
+    const areaKm2 = ((box[2] - box[0]) * 111.32 * Math.cos((52.52 * Math.PI) / 180)) * ((box[3] - box[1]) * 110.57);
+    if (covered + areaKm2 > complianceShare * cityAreaKm2 * 1.2) continue;
+    f.properties.compliance = true;
+    covered += areaKm2;
+    marked++;
+  }
+  return city;
+}
+
+function boxOf(coords: unknown): [number, number, number, number] {
+  const b: [number, number, number, number] = [Infinity, Infinity, -Infinity, -Infinity];
+  const walk = (c: unknown): void => {
+    if (Array.isArray(c) && typeof c[0] === 'number') {
+      b[0] = Math.min(b[0], c[0] as number);
+      b[1] = Math.min(b[1], c[1] as number);
+      b[2] = Math.max(b[2], c[0] as number);
+      b[3] = Math.max(b[3], c[1] as number);
+    } else if (Array.isArray(c)) for (const x of c) walk(x);
+  };
+  walk(coords);
+  return b;
+}
+
+/** Starts the router binary; resolves with the process, its ports and a reader of its stderr. */
+async function startRouter(args: string[]): Promise<{ child: ChildProcess; port: number; admin: number; stderr: () => string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  let out = '';
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+  const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const t = /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+    const a = /admin http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+    if (t !== null && a !== null) return { child, port: Number(t[1]), admin: Number(a[1]), stderr: () => err + out, exited };
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`router did not start:\n${err}`);
+    await sleep(50);
+  }
+}
+
+/** Runs the load generator at `rate` for `seconds`; resolves with its JSON summary. */
+function loadgen(port: number, rate: number, seconds: number): Promise<{ sent: number; achievedPerSec: number }> {
+  const child = spawn(process.execPath, [
+    LOADGEN, '--port', String(port), '--rate', String(Math.round(rate)), '--seconds', String(seconds), '--devices', String(devices),
+    '--connections', String(connections), '--encoding', 'maps', '--radius-m', '950', '--bound-m', '980', '--seed', '7',
+  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+  return new Promise((resolve, reject) => {
+    child.once('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`loadgen exited ${code}`))));
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function scrape(admin: number): Promise<Series> {
+  const res = await fetch(`http://127.0.0.1:${admin}/metrics`);
+  return parseMetrics(await res.text());
+}
+
+const median = (xs: number[]): number => {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/** One sample of the time series. */
+interface Sample {
+  tS: number;
+  rssMiB: number;
+  heapMiB: number;
+  fill: number;
+  processed: number;
+  offered: Record<string, number>;
+  shed: Record<string, number>;
+  /** Concurrency limit and requests in flight per downstream. */
+  limit: Record<string, number>;
+  inflight: Record<string, number>;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'gr-soak-'));
+  const fencesPath = join(dir, 'fences.geojson');
+  writeFileSync(fencesPath, JSON.stringify(denseCity(7)));
+  const t0 = Date.now();
+  const steady = new CheckingReceiver(() => ({ kind: 'ok', delayMs: 0 }));
+  const flaky = new CheckingReceiver(flakyBehaviour(mulberry32(3), t0));
+  await steady.start();
+  await flaky.start();
+  const downstreams = ['steady', 'flaky'];
+  const config = {
+    fencesFile: fencesPath,
+    complianceMarginM: 0,
+    ...(values['queue-delay-target-ms'] === undefined ? {} : { admission: { queueDelayTargetMs: Number(values['queue-delay-target-ms']) } }),
+    stateDir: join(dir, 'state'),
+    drainDeadlineMs: 10_000,
+    downstreams: [
+      { kind: 'webhook', name: 'steady', url: `http://127.0.0.1:${steady.port}/hook` },
+      { kind: 'webhook', name: 'flaky', url: `http://127.0.0.1:${flaky.port}/hook`, timeoutMs: 2000 },
+    ],
+  };
+  const configPath = join(dir, 'config.json');
+  writeFileSync(configPath, JSON.stringify(config));
+  // The flaky server's down phase closes its port.
+  const downTimer = setInterval(() => {
+    const b = flakyBehaviour(() => 0, t0)(Date.now());
+    void flaky.setDown(b.kind === 'down');
+  }, 100);
+
+  const router = await startRouter(['--config', configPath, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0']);
+  log(`router up (telemetry ${router.port}, admin ${router.admin}); state ${dir}`);
+
+  const samples: Sample[] = [];
+  const violations: string[] = [];
+  let scrapes = 0;
+  let last: Series | null = null;
+  let scraping = true;
+  // The first scrape at or after the end of the warm-up (the held-time window starts there).
+  let warmEndS = Infinity;
+  let atWarmEnd: Series | null = null;
+  const scrapeStart = Date.now();
+  const scraper = (async () => {
+    while (scraping) {
+      const s = await scrape(router.admin).catch(() => null);
+      if (s !== null) {
+        scrapes++;
+        last = s;
+        for (const v of identityViolations(s, downstreams)) if (violations.length < 50) violations.push(`scrape ${scrapes}: ${v}`);
+        const depth = sumOf(s, 'geofence_ring_depth_slots', { ring: 'telemetry' });
+        const cap = sumOf(s, 'geofence_ring_capacity_slots', { ring: 'telemetry' });
+        const tS = (Date.now() - scrapeStart) / 1000;
+        if (atWarmEnd === null && tS >= warmEndS) atWarmEnd = s;
+        samples.push({
+          tS,
+          rssMiB: sumOf(s, 'process_resident_memory_bytes') / 2 ** 20,
+          heapMiB: sumOf(s, 'nodejs_heap_size_used_bytes') / 2 ** 20,
+          fill: cap > 0 ? depth / cap : 0,
+          processed: sumOf(s, 'geofence_pings_processed_total'),
+          offered: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_offered_total', { lane: l })])),
+          shed: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_shed_total', { lane: l })])),
+          limit: Object.fromEntries(downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_concurrency_limit', { downstream: ds })])),
+          inflight: Object.fromEntries(downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_inflight_requests', { downstream: ds })])),
+        });
+      }
+      await sleep(scrapeMs);
+    }
+  })();
+
+  // Calibration: the processed rate at the probe rate.
+  let capacity = values.capacity === undefined ? Number.NaN : num('capacity', values.capacity, 1);
+  let probe: { sent: number; achievedPerSec: number } | null = null;
+  if (!Number.isFinite(capacity)) {
+    const from = samples.length;
+    probe = await loadgen(router.port, probeRate, probeS);
+    const window = samples.slice(from).filter((x) => x.tS >= samples[from]!.tS + probeS / 2);
+    const rates = window.slice(1).map((x, i) => (x.processed - window[i]!.processed) / (x.tS - window[i]!.tS));
+    capacity = median(rates);
+    log(`probe: offered ${probe.achievedPerSec}/s, processed ${Math.round(capacity)}/s (median)`);
+    await sleep(3000);
+  }
+  const rate = capacity * multiple;
+  const soakStartIdx = samples.length;
+  const soakStartS = samples.length > 0 ? samples[samples.length - 1]!.tS : 0;
+  warmEndS = soakStartS + warmupS;
+  log(`soak: ${multiple} x ${Math.round(capacity)}/s = ${Math.round(rate)}/s for ${soakS + warmupS} s (warm-up ${warmupS} s)`);
+  const gen = await loadgen(router.port, rate, soakS + warmupS);
+  const soakEndS = samples[samples.length - 1]!.tS;
+  const atEnd = last!;
+  scraping = false;
+  await scraper;
+  router.child.kill('SIGTERM');
+  const code = await router.exited;
+  clearInterval(downTimer);
+  await steady.stop();
+  await flaky.stop();
+
+  // Figures.
+  const soak = samples.slice(soakStartIdx);
+  const warmEnd = warmEndS;
+  const after = soak.filter((x) => x.tS >= warmEnd);
+  const firstMin = after.filter((x) => x.tS < warmEnd + 60);
+  const lastMin = after.filter((x) => x.tS >= soakEndS - 60);
+  const growth = (f: (x: Sample) => number): { first: number; last: number; pct: number } => {
+    const a = median(firstMin.map(f));
+    const b = median(lastMin.map(f));
+    return { first: round(a), last: round(b), pct: round(((b - a) / a) * 100) };
+  };
+  const warmSample = after[0] ?? soak[0]!;
+  const endSample = soak[soak.length - 1]!;
+  const d = (lane: string, k: 'offered' | 'shed'): number => endSample[k][lane]! - warmSample[k][lane]!;
+  const offeredAll = LANES.reduce((a, l) => a + d(l, 'offered'), 0);
+  const soakSeconds = endSample.tS - warmSample.tS;
+  const held: Record<string, Record<string, number>> = {};
+  // The held-time window: from the first scrape after warm-up to the end of the soak.
+  const warmSeries: Series | null = atWarmEnd;
+  for (const ds of downstreams) {
+    held[ds] = {};
+    for (const lane of LANES) {
+      const h1 = histogramOf(atEnd, 'geofence_dispatch_held_time_seconds', { downstream: ds, lane });
+      const h0 = warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_dispatch_held_time_seconds', { downstream: ds, lane });
+      held[ds]![lane] = round(quantileBetween(h0, h1, 0.99) * 1000);
+    }
+  }
+  const reservedFraction = 0.05;
+  const complianceOfCapacity = d('compliance', 'offered') / soakSeconds / capacity;
+  const summaryLine = /drained[^\n]*|kept=[^\n]*/.exec(router.stderr())?.[0] ?? '';
+  const result = {
+    command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
+    host: { loadavgAtEnd: (await import('node:os')).loadavg().map(round) },
+    capacityPerSec: Math.round(capacity),
+    probe,
+    offeredTargetPerSec: Math.round(rate),
+    generator: gen,
+    soakSeconds: round(soakSeconds),
+    warmupSeconds: warmupS,
+    scrapes,
+    identityViolations: violations.length,
+    identityExamples: violations.slice(0, 5),
+    rssMiB: growth((x) => x.rssMiB),
+    heapMiB: growth((x) => x.heapMiB),
+    lanes: Object.fromEntries(LANES.map((l) => [l, { offered: d(l, 'offered'), shed: d(l, 'shed'), shedPct: round((d(l, 'shed') / Math.max(1, d(l, 'offered'))) * 100) }])),
+    shedPct: round((LANES.reduce((a, l) => a + d(l, 'shed'), 0) / Math.max(1, offeredAll)) * 100),
+    complianceShareOfOffered: round(d('compliance', 'offered') / Math.max(1, offeredAll)),
+    complianceShareOfCapacity: round(complianceOfCapacity),
+    reservedFraction,
+    complianceShedWholeRun: sumOf(atEnd, 'geofence_pings_shed_total', { lane: 'compliance' }),
+    heldP99MsByDownstreamAndLane: held,
+    heldP99MsAllLanes: round(quantileBetween(warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_held_time_seconds', {}), histogramOf(atEnd, 'geofence_held_time_seconds', {}), 0.99) * 1000),
+    processedPerSecMedian: Math.round(median(after.slice(1).map((x, i) => (x.processed - after[i]!.processed) / (x.tS - after[i]!.tS)))),
+    limitMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.limit[ds]!))])),
+    inflightMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.inflight[ds]!))])),
+    receivers: { steady: steady.counts, flaky: flaky.counts },
+    exitCode: code,
+    summary: summaryLine,
+  };
+  const checks = {
+    identityEveryScrape: violations.length === 0,
+    rssFlatWithin5Pct: Math.abs(result.rssMiB.pct) <= 5,
+    heapFlatWithin5Pct: Math.abs(result.heapMiB.pct) <= 5,
+    noComplianceShed: result.complianceShedWholeRun === 0,
+    complianceWithinReservedSlice: complianceOfCapacity <= reservedFraction,
+    complianceHeldP99Under10MsAtSteady: held.steady!.compliance! < 10,
+    orderHeldAtEveryReceiver: steady.counts.orderViolations === 0 && flaky.counts.orderViolations === 0,
+    noGapAtSteady: steady.counts.gapSeqs === 0,
+  };
+  const report = { ...result, checks };
+  mkdirSync(dirname(outPrefix), { recursive: true });
+  writeFileSync(`${outPrefix}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  const tS = soak.map((x) => x.tS - soakStartS);
+  const shedRate = (lane: string): number[] => soak.map((x, i) => (i === 0 ? Number.NaN : (x.shed[lane]! - soak[i - 1]!.shed[lane]!) / (x.tS - soak[i - 1]!.tS) / 1000));
+  writeFileSync(
+    `${outPrefix}.svg`,
+    renderSvg(
+      `Soak: ${multiple} x ${Math.round(capacity).toLocaleString('en-US')} pings/s over TCP, steady + flaky webhook`,
+      tS,
+      [
+        { title: 'RSS, MiB', lines: [{ label: 'rss', colour: '#1f77b4', values: soak.map((x) => x.rssMiB) }] },
+        { title: 'Main-thread heap used, MiB', lines: [{ label: 'heap', colour: '#9467bd', values: soak.map((x) => x.heapMiB) }] },
+        { title: 'Telemetry ring fill, %', lines: [{ label: 'fill', colour: '#2ca02c', values: soak.map((x) => x.fill * 100) }] },
+        {
+          title: 'Shed, thousand pings/s by lane',
+          lines: [
+            { label: 'idle', colour: '#7f7f7f', values: shedRate('idle') },
+            { label: 'transition', colour: '#ff7f0e', values: shedRate('transition') },
+            { label: 'compliance', colour: '#d62728', values: shedRate('compliance') },
+          ],
+        },
+      ],
+      [{ atS: warmupS, label: 'warm-up ends' }],
+    ),
+  );
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  rmSync(dir, { recursive: true, force: true });
+  process.exitCode = Object.values(checks).every(Boolean) ? 0 : 1;
+}
+
+const round = (v: number): number => (Number.isFinite(v) ? Math.round(v * 100) / 100 : v);
+const log = (s: string): void => void process.stderr.write(`soak: ${s}\n`);
+
+main().catch((e: unknown) => {
+  process.stderr.write(`soak: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});
