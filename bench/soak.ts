@@ -208,6 +208,8 @@ async function main(): Promise<void> {
   }, 100);
 
   const router = await startRouter(['--config', configPath, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0']);
+  // A soak that fails part-way must not leave the router running.
+  process.once('exit', () => router.child.kill('SIGKILL'));
   log(`router up (telemetry ${router.port}, admin ${router.admin}); state ${dir}`);
 
   const samples: Sample[] = [];
