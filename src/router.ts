@@ -20,7 +20,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { AdminServer } from './admin/admin-server.js';
+import { ADMIN_REFUSAL_REASONS, AdminServer } from './admin/admin-server.js';
+import { isLoopbackHost } from './auth/secrets.js';
 import { resolveRouterOptions, type CallbackDownstreamOptions, type RouterOptions, type RouterOptionsInput } from './config/options.js';
 import { DeviceState } from './fences/device-state.js';
 import { parseFences } from './fences/parse.js';
@@ -426,15 +427,31 @@ class PipelineRouter implements Router {
     this.ingestPort = o.listenHost === null ? null : port;
     this.startTimers();
     if (stdin) this.forwardStdin();
+    if (o.allowUnauthenticated) {
+      if (o.listenHost !== null && !isLoopbackHost(o.listenHost) && o.ingest.tls === null && o.ingest.authToken === null) {
+        this.log(`warning: the telemetry listener on ${o.listenHost} takes pings from anyone who reaches it (no TLS, no token; allowUnauthenticated)`, 'error');
+      }
+      if (o.adminHost !== null && !isLoopbackHost(o.adminHost) && o.adminToken === null) {
+        this.log(`warning: the admin server on ${o.adminHost} lets anyone who reaches it reload the fences (no token; allowUnauthenticated)`, 'error');
+      }
+    }
     if (o.adminHost !== null) {
-      this.admin = new AdminServer({
+      const admin = new AdminServer({
         host: o.adminHost,
         port: o.adminPort,
+        token: o.adminToken,
         registry: this.metrics,
         readiness: () => this.readiness(),
         health: () => this.health(),
         reloadFences: () => this.reloadFencesFile(),
       });
+      this.admin = admin;
+      this.metrics.addSharedCounter(
+        'geofence_admin_requests_refused_total',
+        'Admin requests refused, by reason: unauthorized (no or a wrong token), rate_limited, body_too_large.',
+        ['reason'],
+        ADMIN_REFUSAL_REASONS.map((reason) => ({ labels: { reason }, read: () => admin.refused[reason] })),
+      );
       progress?.phase('starting the admin server');
       await this.admin.start();
       this.adminPort = this.admin.port;

@@ -5,9 +5,15 @@
  *   its reason (liveness: e.g. a containment shard group declared hung by the watchdog);
  * - GET /readyz: 200 when the readiness function says ready, else 503 with its reason;
  * - POST /admin/reload-fences: runs the reload handler once at a time; 200 with its result as JSON, 409 while one
- *   runs, 500 with the error message when it fails.
+ *   runs, 500 with the error message when it fails (file system paths in it reduced to their last part).
+ *
+ * Hygiene: a route that changes anything needs `Authorization: Bearer <token>` when a token is set (compared in
+ * constant time; 401 otherwise) and is rate limited (429 with Retry-After past `mutationsPerMinute`); a request body
+ * larger than `maxBodyBytes` is refused (413) and its connection closed, whatever the route. Every refusal is counted
+ * by reason (`refused`).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { secretMatches } from '../auth/secrets.js';
 
 /** What readiness reports. */
 export interface Readiness {
@@ -31,10 +37,30 @@ export interface AdminServerOptions {
   health?: () => Readiness;
   /** Reloads the fences; its resolved value is returned as JSON. */
   reloadFences: () => Promise<unknown>;
+  /** Bearer token every mutating route requires (null: none; then only a loopback bind is safe). */
+  token: string | null;
+  /** Largest request body accepted, bytes (none of the routes reads one). */
+  maxBodyBytes: number;
+  /** Mutating requests accepted per minute (a token bucket of that many, refilled evenly). */
+  mutationsPerMinute: number;
 }
 
-/** Defaults of the admin server's address. */
-export const ADMIN_DEFAULTS = { host: '127.0.0.1', port: 9464 } as const;
+/** Defaults of the admin server. */
+export const ADMIN_DEFAULTS = { host: '127.0.0.1', port: 9464, token: null, maxBodyBytes: 16 * 1024, mutationsPerMinute: 12 } as const;
+
+/** Why the admin server refused a request. */
+export const ADMIN_REFUSAL_REASONS = ['unauthorized', 'rate_limited', 'body_too_large'] as const;
+
+/** Refused requests by reason. */
+export type AdminRefusals = Record<(typeof ADMIN_REFUSAL_REASONS)[number], number>;
+
+/** Replaces every absolute file system path in `text` with its last part (responses never show where files live). */
+export function withoutPaths(text: string): string {
+  return text.replace(/(?<=^|[\s'"(=:])(?:[A-Za-z]:)?(?:[\\/][^\s\\/:'"`,;()]+)+/g, (p) => {
+    const parts = p.split(/[\\/]/);
+    return parts[parts.length - 1] ?? '';
+  });
+}
 
 /** The admin HTTP server. */
 export class AdminServer {
@@ -42,12 +68,28 @@ export class AdminServer {
   private server: Server | null = null;
   private reloading = false;
   private boundPort = 0;
+  /** Requests refused, by reason. */
+  readonly refused: AdminRefusals = { unauthorized: 0, rate_limited: 0, body_too_large: 0 };
+  /** Mutation tokens left, and when they were last refilled (ms). */
+  private mutationTokens: number;
+  private refilledAtMs = Date.now();
 
-  constructor(options: Omit<AdminServerOptions, 'host' | 'port'> & Partial<Pick<AdminServerOptions, 'host' | 'port'>>) {
-    this.options = { host: ADMIN_DEFAULTS.host, port: ADMIN_DEFAULTS.port, ...options };
-    const { host, port } = this.options;
+  constructor(
+    options: Omit<AdminServerOptions, 'host' | 'port' | 'token' | 'maxBodyBytes' | 'mutationsPerMinute'> &
+      Partial<Pick<AdminServerOptions, 'host' | 'port' | 'token' | 'maxBodyBytes' | 'mutationsPerMinute'>>,
+  ) {
+    this.options = { ...ADMIN_DEFAULTS, ...options };
+    const { host, port, token, maxBodyBytes, mutationsPerMinute } = this.options;
     if (typeof host !== 'string' || host.length === 0) throw new RangeError(`options.host must be a non-empty string, got ${String(host)}`);
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${String(port)}`);
+    if (token !== null && (typeof token !== 'string' || token.length < 16)) throw new RangeError('options.token must be null or a string of at least 16 characters');
+    if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0 || maxBodyBytes > 1 << 30) {
+      throw new RangeError(`options.maxBodyBytes must be an integer in [0, 2^30], got ${String(maxBodyBytes)}`);
+    }
+    if (!Number.isInteger(mutationsPerMinute) || mutationsPerMinute < 1 || mutationsPerMinute > 60_000) {
+      throw new RangeError(`options.mutationsPerMinute must be an integer in [1, 60000], got ${String(mutationsPerMinute)}`);
+    }
+    this.mutationTokens = mutationsPerMinute;
   }
 
   /** The bound port (after `start`). */
@@ -87,7 +129,25 @@ export class AdminServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     const method = req.method ?? 'GET';
-    // Drain any request body; none of the routes reads one.
+    // None of the routes reads a body: one announced too large is refused at once, one that turns out too large as it
+    // arrives closes the connection; the rest is drained.
+    const limit = this.options.maxBodyBytes;
+    const announced = Number(req.headers['content-length'] ?? 0);
+    if (announced > limit) {
+      this.refused.body_too_large++;
+      res.setHeader('connection', 'close');
+      send(res, 413, 'text/plain', `request body over ${limit} bytes\n`);
+      req.socket.end();
+      return;
+    }
+    let received = 0;
+    req.on('data', (c: Buffer) => {
+      received += c.length;
+      if (received > limit) {
+        this.refused.body_too_large++;
+        req.socket.destroy();
+      }
+    });
     req.resume();
     if (path === '/metrics') {
       if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET');
@@ -109,18 +169,48 @@ export class AdminServer {
     }
     if (path === '/admin/reload-fences') {
       if (method !== 'POST') return methodNotAllowed(res, 'POST');
+      if (!this.authorized(req)) {
+        this.refused.unauthorized++;
+        res.setHeader('www-authenticate', 'Bearer');
+        return send(res, 401, 'text/plain', 'unauthorized\n');
+      }
+      if (!this.takeMutation()) {
+        this.refused.rate_limited++;
+        res.setHeader('retry-after', String(Math.ceil(60 / this.options.mutationsPerMinute)));
+        return send(res, 429, 'text/plain', 'too many requests\n');
+      }
       if (this.reloading) return sendJson(res, 409, { error: 'a fence reload is already running' });
       this.reloading = true;
       try {
         const result = await this.options.reloadFences();
         return sendJson(res, 200, { ok: true, result: result ?? null });
       } catch (err) {
-        return sendJson(res, 500, { ok: false, error: err instanceof Error ? err.message : String(err) });
+        return sendJson(res, 500, { ok: false, error: withoutPaths(err instanceof Error ? err.message : String(err)) });
       } finally {
         this.reloading = false;
       }
     }
     return send(res, 404, 'text/plain', 'not found\n');
+  }
+
+  /** Whether the request carries the bearer token (always, when none is set). */
+  private authorized(req: IncomingMessage): boolean {
+    const token = this.options.token;
+    if (token === null) return true;
+    const header = req.headers.authorization ?? '';
+    const m = /^Bearer (.+)$/.exec(header);
+    return m !== null && secretMatches(m[1]!, token);
+  }
+
+  /** Takes one mutation token from the bucket (refilled evenly, mutationsPerMinute a minute). */
+  private takeMutation(): boolean {
+    const perMinute = this.options.mutationsPerMinute;
+    const now = Date.now();
+    this.mutationTokens = Math.min(perMinute, this.mutationTokens + ((now - this.refilledAtMs) * perMinute) / 60_000);
+    this.refilledAtMs = now;
+    if (this.mutationTokens < 1) return false;
+    this.mutationTokens -= 1;
+    return true;
   }
 }
 

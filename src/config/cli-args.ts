@@ -2,6 +2,7 @@
  * Command-line flags (main thread): node:util parseArgs, a --help text, and the merge rule: defaults, then the
  * config file (--config), then flags. Downstreams given by flags replace the file's list.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config-file.js';
 import { DEVICE_EXPIRY_MODES, OVERLOAD_POLICIES, resolveRouterOptions, type DeviceExpiryMode, type OverloadPolicy, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
@@ -67,13 +68,27 @@ wait), or pauses the connection with --overload backpressure. A shed COMPLIANCE 
 an error (at most one line a second, with the count).
 
 Telemetry and admin:
-      --listen HOST:PORT       telemetry TCP listener (default 0.0.0.0:7070)
+      --listen HOST:PORT       telemetry TCP listener (default 127.0.0.1:7070); an address other hosts can
+                               reach needs --tls-cert/--tls-key or --ingest-token-file (or --allow-unauthenticated)
       --no-listen              no TCP listener (in-process sources only)
+      --tls-cert FILE          the listener speaks TLS with this certificate chain (PEM) ...
+      --tls-key FILE           ... and this private key (PEM)
+      --tls-ca FILE            client certificates must chain to this CA bundle (PEM)
+      --tls-client-cert-optional  with --tls-ca, ask for a client certificate without requiring one
+      --ingest-token-file FILE each connection must open with the line "AUTH <token>" carrying the token in FILE
+                               (or GEOFENCE_INGEST_TOKEN); at least 16 characters
       --admin HOST:PORT        admin HTTP server: /metrics /healthz /readyz (default 127.0.0.1:9464)
       --no-admin               no admin server
+      --admin-token-file FILE  POST /admin/... needs "Authorization: Bearer <token>" with the token in FILE (or
+                               GEOFENCE_ADMIN_TOKEN); needed for a non-loopback --admin
+      --allow-unauthenticated  bind non-loopback addresses without TLS or tokens (logged as a warning)
       --max-frame-bytes N      largest telemetry frame, bytes (default 1024)
       --shared-structures      accept msgpackr shared-structure records (all senders must use them)
       --max-connections N      simultaneous TCP connections (default 10000)
+      --frame-deadline-ms N    close a connection that begins a frame and does not finish it within N ms
+                               (default 10000; 0: never)
+      --max-held-bytes N       bytes all connections may hold for partial frames; past it the oldest partial
+                               frames' connections are closed (default 67108864)
       --max-pings-per-sec-per-connection N      flood limits of the TCP listener (default 0: none);
       --max-new-devices-per-sec-per-connection N  what exceeds one is rejected and counted
       --max-pings-per-sec-per-address N         (connection_rate, new_device_rate); every connection
@@ -141,9 +156,18 @@ const FLAGS = {
   'no-listen': { type: 'boolean' },
   admin: { type: 'string' },
   'no-admin': { type: 'boolean' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'tls-ca': { type: 'string' },
+  'tls-client-cert-optional': { type: 'boolean' },
+  'ingest-token-file': { type: 'string' },
+  'admin-token-file': { type: 'string' },
+  'allow-unauthenticated': { type: 'boolean' },
   'max-frame-bytes': { type: 'string' },
   'shared-structures': { type: 'boolean' },
   'max-connections': { type: 'string' },
+  'frame-deadline-ms': { type: 'string' },
+  'max-held-bytes': { type: 'string' },
   'max-pings-per-sec-per-connection': { type: 'string' },
   'max-new-devices-per-sec-per-connection': { type: 'string' },
   'max-pings-per-sec-per-address': { type: 'string' },
@@ -181,6 +205,19 @@ const FLAGS = {
   'checkpoint-interval-ms': { type: 'string' },
   'drain-deadline-ms': { type: 'string' },
 } as const;
+
+/** A token from a file named by `--flag` (trailing newline removed), else from the environment variable `env`. */
+function tokenFrom(flag: string, path: string | undefined, env: string): string | undefined {
+  if (path !== undefined) {
+    try {
+      return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw new RangeError(`--${flag}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const fromEnv = process.env[env];
+  return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
+}
 
 function number(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
@@ -224,6 +261,9 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
     o.adminPort = hp.port;
   }
   if (v['no-admin'] === true) o.adminHost = null;
+  const adminToken = tokenFrom('admin-token-file', v['admin-token-file'], 'GEOFENCE_ADMIN_TOKEN');
+  if (adminToken !== undefined) o.adminToken = adminToken;
+  if (v['allow-unauthenticated'] === true) o.allowUnauthenticated = true;
   set('shards', number('shards', v.shards));
   set('ringCapacitySlots', number('ring-capacity', v['ring-capacity']));
   set('poolSize', number('pool-size', v['pool-size']));
@@ -261,7 +301,19 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   if (mfb !== undefined) ingest.maxFrameBytes = mfb;
   const mc = number('max-connections', v['max-connections']);
   if (mc !== undefined) ingest.maxConnections = mc;
+  const fd = number('frame-deadline-ms', v['frame-deadline-ms']);
+  if (fd !== undefined) ingest.frameDeadlineMs = fd;
+  const mh = number('max-held-bytes', v['max-held-bytes']);
+  if (mh !== undefined) ingest.maxHeldBytes = mh;
   if (v['shared-structures'] === true) ingest.sharedStructures = true;
+  const ingestToken = tokenFrom('ingest-token-file', v['ingest-token-file'], 'GEOFENCE_INGEST_TOKEN');
+  if (ingestToken !== undefined) ingest.authToken = ingestToken;
+  if (v['tls-cert'] !== undefined || v['tls-key'] !== undefined) {
+    if (v['tls-cert'] === undefined || v['tls-key'] === undefined) throw new RangeError('--tls-cert and --tls-key go together');
+    ingest.tls = { certFile: v['tls-cert'], keyFile: v['tls-key'], caFile: v['tls-ca'] ?? null, requireClientCert: v['tls-client-cert-optional'] !== true };
+  } else if (v['tls-ca'] !== undefined) {
+    throw new RangeError('--tls-ca needs --tls-cert and --tls-key');
+  }
   const flood = [
     ['maxPingsPerSecPerConnection', 'max-pings-per-sec-per-connection'],
     ['maxNewDevicesPerSecPerConnection', 'max-new-devices-per-sec-per-connection'],

@@ -29,6 +29,10 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   const rel = (p: string): string => (p === '-' || isAbsolute(p) ? p : resolve(base, p));
   if (typeof input.fencesFile === 'string') input.fencesFile = rel(input.fencesFile);
   if (typeof input.stateDir === 'string') input.stateDir = rel(input.stateDir);
+  const tls = input.ingest?.tls as Record<string, unknown> | null | undefined;
+  if (tls !== null && typeof tls === 'object') {
+    for (const k of ['certFile', 'keyFile', 'caFile']) if (typeof tls[k] === 'string') tls[k] = rel(tls[k]);
+  }
   if (Array.isArray(input.inputs)) input.inputs = input.inputs.map((p) => (typeof p === 'string' ? rel(p) : p));
   if (Array.isArray(input.downstreams)) {
     for (const d of input.downstreams) {

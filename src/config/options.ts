@@ -6,6 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { Trigger } from '../pipeline/trigger.js';
+import { isLoopbackHost } from '../auth/secrets.js';
 import { validateFloodLimits } from '../ingest/stream-limits.js';
 import { GRADIENT_LIMIT_DEFAULTS, GradientLimit, type GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 
@@ -127,6 +128,23 @@ export interface IngestConfig {
    * without closing (a gateway power-cycled, a NAT that dropped the flow) would otherwise hold a connection slot for ever.
    */
   idleTimeoutMs: number;
+  /** TLS for the telemetry listener (null: plain TCP). */
+  tls: IngestTlsConfig | null;
+  /**
+   * Token each TCP producer presents as its first bytes, the line `AUTH <token>\n`, before its frames (null: none), at
+   * least 16 characters; a connection that does not is closed and counted (`unauthenticated`).
+   */
+  authToken: string | null;
+  /**
+   * A TCP connection that begins a frame and does not complete it within this is closed, ms, [0, 3600000] (0: never):
+   * a client trickling bytes cannot hold a connection for long.
+   */
+  frameDeadlineMs: number;
+  /**
+   * Bytes all TCP connections may hold for partial frames together, [64 KiB, 2^40]; past it the connections whose
+   * partial frames are oldest are closed until the rest fit.
+   */
+  maxHeldBytes: number;
   /** Speed below which a ping is stationary, m/s, [0, 100]. */
   stationarySpeedMps: number;
   /** Distance within which an unmoving device is stationary, m, [0, 10000]. */
@@ -193,16 +211,38 @@ export interface DeadLetterConfig {
   maxAgeMs: number;
 }
 
+/** TLS for the telemetry listener: PEM files, read at start. */
+export interface IngestTlsConfig {
+  /** Server certificate chain. */
+  certFile: string;
+  /** Its private key. */
+  keyFile: string;
+  /** CA bundle that client certificates must chain to (null: client certificates are not asked for). */
+  caFile: string | null;
+  /** With a CA: refuse a client without a valid certificate (true, default) or only ask for one (false). */
+  requireClientCert: boolean;
+}
+
 /** Every option of the router. */
 export interface RouterOptions {
-  /** Interface the telemetry TCP listener binds (null: no TCP listener). */
+  /**
+   * Interface the telemetry TCP listener binds (null: no TCP listener). Loopback by default; any other address needs
+   * TLS (`ingest.tls`) or a token (`ingest.authToken`), or `allowUnauthenticated`.
+   */
   listenHost: string | null;
   /** Port of the telemetry listener, [0, 65535] (0: any free port). */
   listenPort: number;
-  /** Interface the admin HTTP server binds (null: no admin server). */
+  /** Interface the admin HTTP server binds (null: no admin server); a non-loopback one needs `adminToken`. */
   adminHost: string | null;
   /** Port of the admin HTTP server, [0, 65535]. */
   adminPort: number;
+  /** Bearer token every admin route that changes anything requires (null: none), at least 16 characters. */
+  adminToken: string | null;
+  /**
+   * Lets the telemetry listener bind a non-loopback address without TLS or a token, and the admin server without a
+   * token (a warning is logged at start): anyone who reaches the port can then inject pings or reload fences.
+   */
+  allowUnauthenticated: boolean;
   /** Telemetry shards (rings), [1, 1024]. */
   shards: number;
   /** Slots per telemetry ring, a power of two in [64, 2^24]. */
@@ -305,10 +345,12 @@ export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
 
 /** The defaults. */
 export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
-  listenHost: '0.0.0.0',
+  listenHost: '127.0.0.1',
   listenPort: 7070,
   adminHost: '127.0.0.1',
   adminPort: 9464,
+  adminToken: null,
+  allowUnauthenticated: false,
   shards: 8,
   ringCapacitySlots: 16384,
   admission: Object.freeze({
@@ -345,6 +387,10 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
     sharedStructures: false,
     maxConnections: 10_000,
     idleTimeoutMs: 300_000,
+    tls: null,
+    authToken: null,
+    frameDeadlineMs: 10_000,
+    maxHeldBytes: 64 * 1024 * 1024,
     stationarySpeedMps: 0.5,
     stationaryRadiusM: 10,
     rejectLogIntervalMs: 10_000,
@@ -381,6 +427,11 @@ export function resolveRouterOptions(input: RouterOptionsInput = {}): RouterOpti
     downstreams: input.downstreams ?? [],
     inputs: input.inputs ?? [],
   } as RouterOptions;
+  const tls: unknown = o.ingest.tls;
+  if (tls !== null && typeof tls === 'object' && !Array.isArray(tls)) {
+    checkKeys(tls, { certFile: 0, keyFile: 0, caFile: 0, requireClientCert: 0 }, 'options.ingest.tls');
+    o.ingest.tls = { caFile: null, requireClientCert: true, ...(tls as Partial<IngestTlsConfig>) } as IngestTlsConfig;
+  }
   validateRouterOptions(o);
   return o;
 }
@@ -436,6 +487,7 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.listenPort, 'options.listenPort', 0, 65535);
   hostOrNull(o.adminHost, 'options.adminHost');
   int(o.adminPort, 'options.adminPort', 0, 65535);
+  validateExposure(o);
   int(o.shards, 'options.shards', 1, 1024);
   powerOfTwo(o.ringCapacitySlots, 'options.ringCapacitySlots', 64, 1 << 24);
   num(o.admission.reservedFraction, 'options.admission.reservedFraction', 0, 0.5, '[0, 0.5]');
@@ -482,6 +534,8 @@ export function validateRouterOptions(o: RouterOptions): void {
   if (typeof g.sharedStructures !== 'boolean') throw new RangeError(`options.ingest.sharedStructures must be a boolean, got ${show(g.sharedStructures)}`);
   int(g.maxConnections, 'options.ingest.maxConnections', 1, 1_000_000);
   int(g.idleTimeoutMs, 'options.ingest.idleTimeoutMs', 0, 86_400_000);
+  int(g.frameDeadlineMs, 'options.ingest.frameDeadlineMs', 0, 3_600_000);
+  int(g.maxHeldBytes, 'options.ingest.maxHeldBytes', 65_536, 2 ** 40);
   num(g.stationarySpeedMps, 'options.ingest.stationarySpeedMps', 0, 100, '[0, 100]');
   num(g.stationaryRadiusM, 'options.ingest.stationaryRadiusM', 0, 10_000, '[0, 10000]');
   int(g.rejectLogIntervalMs, 'options.ingest.rejectLogIntervalMs', 0, 86_400_000);
@@ -562,5 +616,44 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
     if (s['fenceIds'] !== undefined) stringList(s['fenceIds'], `${path}.subscribe.fenceIds`);
     if (s['tags'] !== undefined) stringList(s['tags'], `${path}.subscribe.tags`);
     if (s['types'] !== undefined) stringList(s['types'], `${path}.subscribe.types`, TRIGGER_TYPE_NAMES);
+  }
+}
+
+/** A token option: null, or a string of at least 16 characters. */
+function tokenOrNull(v: unknown, name: string): void {
+  if (v !== null && (typeof v !== 'string' || v.length < 16 || /\s/.test(v))) {
+    throw new RangeError(`${name} must be null or a string of at least 16 characters without spaces, got ${typeof v === 'string' ? `${v.length} characters` : show(v)}`);
+  }
+}
+
+/**
+ * Checks the ingest TLS and tokens, and refuses a telemetry listener on a non-loopback address with neither TLS nor a
+ * token, or an admin server there without a token, unless `allowUnauthenticated` says so.
+ */
+function validateExposure(o: RouterOptions): void {
+  tokenOrNull(o.adminToken, 'options.adminToken');
+  tokenOrNull(o.ingest.authToken, 'options.ingest.authToken');
+  if (typeof o.allowUnauthenticated !== 'boolean') throw new RangeError(`options.allowUnauthenticated must be a boolean, got ${show(o.allowUnauthenticated)}`);
+  const tls = o.ingest.tls;
+  if (tls !== null) {
+    if (typeof tls !== 'object') throw new RangeError(`options.ingest.tls must be null or { certFile, keyFile, caFile, requireClientCert }, got ${show(tls)}`);
+    for (const k of ['certFile', 'keyFile'] as const) {
+      if (typeof tls[k] !== 'string' || tls[k].length === 0) throw new RangeError(`options.ingest.tls.${k} must be a file path, got ${show(tls[k])}`);
+    }
+    if (tls.caFile !== null && (typeof tls.caFile !== 'string' || tls.caFile.length === 0)) {
+      throw new RangeError(`options.ingest.tls.caFile must be null or a file path, got ${show(tls.caFile)}`);
+    }
+    if (typeof tls.requireClientCert !== 'boolean') throw new RangeError(`options.ingest.tls.requireClientCert must be a boolean, got ${show(tls.requireClientCert)}`);
+  }
+  if (o.allowUnauthenticated) return;
+  if (o.listenHost !== null && !isLoopbackHost(o.listenHost) && tls === null && o.ingest.authToken === null) {
+    throw new RangeError(
+      `options.listenHost ${o.listenHost} is not a loopback address and the telemetry listener has neither TLS (options.ingest.tls, --tls-cert/--tls-key) nor a token (options.ingest.authToken, --ingest-token-file): anyone who reaches it could inject pings; set one, or options.allowUnauthenticated (--allow-unauthenticated) to accept that`,
+    );
+  }
+  if (o.adminHost !== null && !isLoopbackHost(o.adminHost) && o.adminToken === null) {
+    throw new RangeError(
+      `options.adminHost ${o.adminHost} is not a loopback address and the admin server has no token (options.adminToken, --admin-token-file): anyone who reaches it could reload the fences; set one, or options.allowUnauthenticated (--allow-unauthenticated) to accept that`,
+    );
   }
 }

@@ -109,29 +109,44 @@ export interface FrameSink {
   onResync(): void;
 }
 
+/** Smallest buffer a partial frame is kept in (it grows by doubling, to at most `maxFrameBytes`). */
+const MIN_HELD_BYTES = 256;
+/** A held-frame buffer larger than this is given back once its frame completes. */
+const KEEP_HELD_BYTES = 64 * 1024;
+const NO_BYTES = new Uint8Array(0);
+
 /**
- * Framing state of one byte stream (a TCP connection, a file, stdin). Bytes are copied into a fixed accumulation
- * buffer of `maxFrameBytes + readChunkBytes`, frames are decoded from it, and only an incomplete tail (shorter than
- * `maxFrameBytes`) is kept between reads: buffered bytes per stream are bounded by construction.
+ * Framing state of one byte stream (a TCP connection, a file, stdin). Frames are decoded in place in each chunk;
+ * only an incomplete frame at a chunk's end is copied, into a buffer that grows on demand to at most
+ * `maxFrameBytes` (the frame walker refuses a frame as oversized before it needs more) and is given back once large
+ * and no longer needed. A stream without a partial frame holds no buffer: memory per stream is bounded by the frame
+ * it is waiting to complete, and `heldBytes` says how much that is.
  *
- * Single-threaded; allocates only a subarray view per pushed chunk piece.
+ * Single-threaded; allocates only when a partial frame outgrows its buffer, plus a subarray view per chunk piece
+ * appended to a partial frame.
  */
 export class FrameStream {
   private readonly decoder: FrameDecoder;
   private readonly sink: FrameSink;
-  private readonly acc: Uint8Array;
+  private readonly maxFrameBytes: number;
+  private acc: Uint8Array = NO_BYTES;
   private accLen = 0;
   private resyncing = false;
 
-  constructor(decoder: FrameDecoder, sink: FrameSink, readChunkBytes: number) {
+  constructor(decoder: FrameDecoder, sink: FrameSink) {
     this.decoder = decoder;
     this.sink = sink;
-    this.acc = new Uint8Array(decoder.options.maxFrameBytes + readChunkBytes);
+    this.maxFrameBytes = decoder.options.maxFrameBytes;
   }
 
   /** Bytes held back waiting for the rest of a frame. */
   get bufferedBytes(): number {
     return this.accLen;
+  }
+
+  /** Bytes of memory the stream holds for its partial frame (its buffer's size; 0 without one). */
+  get heldBytes(): number {
+    return this.acc.length;
   }
 
   /** Whether the stream is scanning for a frame start after a structural reject. */
@@ -141,18 +156,39 @@ export class FrameStream {
 
   /** Feeds the next bytes of the stream. */
   push(chunk: Uint8Array): void {
+    const len = chunk.length;
     let off = 0;
-    while (off < chunk.length) {
-      const n = Math.min(chunk.length - off, this.acc.length - this.accLen);
-      this.acc.set(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n), this.accLen);
-      this.accLen += n;
-      off += n;
-      const consumed = this.scan(this.accLen);
-      // Keep the incomplete tail at the front for the next read.
+    // Complete the frame an earlier chunk began: append to it until its frame completes or the chunk runs out.
+    while (this.accLen > 0 && off < len) {
+      const held = this.accLen;
+      const n = Math.min(len - off, this.roomFor(len - off));
+      if (n === 0) {
+        // Cannot happen (the walker refuses a frame as oversized before it needs more than maxFrameBytes); if it
+        // did, the held bytes are refused rather than looping.
+        this.sink.onReject(RejectReason.OVERSIZED_FRAME, this.acc, 0, Math.min(held, 32));
+        this.accLen = 0;
+        break;
+      }
+      this.acc.set(off === 0 && n === len ? chunk : chunk.subarray(off, off + n), held);
+      this.accLen = held + n;
+      const consumed = this.scan(this.acc, 0, this.accLen);
+      if (consumed >= held) {
+        // The held bytes are consumed: go on in the chunk itself, after what this scan took of it.
+        off += consumed - held;
+        this.accLen = 0;
+        if (this.acc.length > KEEP_HELD_BYTES) this.acc = NO_BYTES;
+        break;
+      }
+      // Still incomplete (or only skipped bytes): keep the rest at the front.
       if (consumed > 0) {
         this.acc.copyWithin(0, consumed, this.accLen);
         this.accLen -= consumed;
       }
+      off += n;
+    }
+    if (off < len) {
+      const consumed = this.scan(chunk, off, len);
+      if (consumed < len) this.hold(chunk, consumed, len);
     }
   }
 
@@ -163,15 +199,33 @@ export class FrameStream {
       else this.sink.onReject(RejectReason.TRUNCATED_FRAME, this.acc, 0, this.accLen);
     }
     this.accLen = 0;
+    this.acc = NO_BYTES;
     this.resyncing = false;
   }
 
-  /** Decodes every complete frame in `acc[0, end)`; returns the index of the first byte not consumed. */
-  private scan(end: number): number {
-    const buf = this.acc;
+  /** Copies the incomplete frame `chunk[from, to)` into the (empty) held buffer. */
+  private hold(chunk: Uint8Array, from: number, to: number): void {
+    const n = to - from;
+    if (this.acc.length < n) this.acc = new Uint8Array(Math.min(this.maxFrameBytes, Math.max(MIN_HELD_BYTES, n * 2)));
+    this.acc.set(chunk.subarray(from, to), 0);
+    this.accLen = n;
+  }
+
+  /** Free bytes after the held frame, growing the buffer (to at most maxFrameBytes) when fewer than `wanted`. */
+  private roomFor(wanted: number): number {
+    const free = this.acc.length - this.accLen;
+    if (free >= wanted || this.acc.length >= this.maxFrameBytes) return free;
+    const grown = new Uint8Array(Math.min(this.maxFrameBytes, Math.max(this.acc.length * 2, this.accLen + wanted)));
+    grown.set(this.acc.subarray(0, this.accLen), 0);
+    this.acc = grown;
+    return grown.length - this.accLen;
+  }
+
+  /** Decodes every complete frame in `buf[start, end)`; returns the index of the first byte not consumed. */
+  private scan(buf: Uint8Array, start: number, end: number): number {
     const decoder = this.decoder;
     const sink = this.sink;
-    let pos = 0;
+    let pos = start;
     while (pos < end) {
       if (this.resyncing) {
         let i = pos;

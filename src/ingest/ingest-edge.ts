@@ -95,6 +95,8 @@ export interface IngestStream {
   end(): void;
   /** Bytes held back waiting for the rest of a frame. */
   readonly bufferedBytes: number;
+  /** Memory the stream holds for its partial frame, bytes (0 without one). */
+  readonly heldBytes: number;
 }
 
 /** Stream bound to the edge: counts bytes and tags rejections with its name. */
@@ -104,15 +106,19 @@ class EdgeStream implements IngestStream, FrameSink {
   private readonly frames: FrameStream;
   private readonly limits: StreamLimits | null;
 
-  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, readChunkBytes: number, limits: StreamLimits | null) {
+  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, limits: StreamLimits | null) {
     this.edge = edge;
     this.name = name;
     this.limits = limits;
-    this.frames = new FrameStream(decoder, this, readChunkBytes);
+    this.frames = new FrameStream(decoder, this);
   }
 
   get bufferedBytes(): number {
     return this.frames.bufferedBytes;
+  }
+
+  get heldBytes(): number {
+    return this.frames.heldBytes;
   }
 
   write(chunk: Uint8Array): void {
@@ -188,7 +194,7 @@ export class IngestEdge {
       sharedStructures: o.sharedStructures,
       limits: { maxIdLength: deps.registry.idBytesPerSlot, minTsMs: o.minTsMs, maxTsMs: o.maxTsMs },
     });
-    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, o.readChunkBytes, null);
+    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, null);
     this.clockNs[0] = nowNs();
   }
 
@@ -197,7 +203,7 @@ export class IngestEdge {
    * connection's flood budgets, see stream-limits.ts) rejects what exceeds them.
    */
   openStream(name: string, limits: StreamLimits | null = null): IngestStream {
-    return new EdgeStream(this, name, this.decoder, this.options.readChunkBytes, limits);
+    return new EdgeStream(this, name, this.decoder, limits);
   }
 
   /**

@@ -13,6 +13,8 @@ export const MetricNames = {
   INGEST_CONNECTIONS_CLOSED: 'geofence_ingest_connections_closed_total',
   INGEST_CONNECTIONS_REFUSED: 'geofence_ingest_connections_refused_total',
   INGEST_OPEN_CONNECTIONS: 'geofence_ingest_open_connections',
+  INGEST_CONNECTIONS_DROPPED: 'geofence_ingest_connections_dropped_total',
+  INGEST_HELD_BYTES: 'geofence_ingest_held_bytes',
   DEVICES: 'geofence_devices',
   DEVICES_EXPIRED: 'geofence_devices_expired_total',
   DEVICES_REVIVED: 'geofence_devices_revived_total',

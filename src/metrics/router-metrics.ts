@@ -17,6 +17,10 @@ import {
   ING_CONNECTIONS_CLOSED_F64,
   ING_CONNECTIONS_OPENED_F64,
   ING_CONNECTIONS_REFUSED_F64,
+  ING_CONNECTIONS_DROPPED_F64,
+  ING_HELD_BYTES_F64,
+  CONNECTION_DROP_REASON_COUNT,
+  CONNECTION_DROP_REASON_NAMES,
   ING_DEVICES_F64,
   ING_DEVICES_EXPIRED_F64,
   ING_DEVICES_REVIVED_F64,
@@ -397,6 +401,17 @@ export class RouterMetrics {
     this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_OPENED, 'Telemetry TCP connections accepted.', [], one(ING_CONNECTIONS_OPENED_F64));
     this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_CLOSED, 'Telemetry TCP connections closed.', [], one(ING_CONNECTIONS_CLOSED_F64));
     this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_REFUSED, 'Telemetry TCP connections refused at the connection limit.', [], one(ING_CONNECTIONS_REFUSED_F64));
+    const dropped: SharedSeries[] = [];
+    for (let r = 0; r < CONNECTION_DROP_REASON_COUNT; r++) {
+      dropped.push({ labels: { reason: CONNECTION_DROP_REASON_NAMES[r]! }, read: () => f[ING_CONNECTIONS_DROPPED_F64 + r]! });
+    }
+    this.addSharedCounter(
+      MetricNames.INGEST_CONNECTIONS_DROPPED,
+      'Telemetry TCP connections the router closed, by reason: idle (ingest.idleTimeoutMs), frame_deadline (a frame not completed within ingest.frameDeadlineMs), held_bytes (partial frames over ingest.maxHeldBytes).',
+      ['reason'],
+      dropped,
+    );
+    this.addSharedGauge(MetricNames.INGEST_HELD_BYTES, 'Bytes the telemetry TCP connections hold for partial frames.', [], one(ING_HELD_BYTES_F64));
     this.addSharedGauge(MetricNames.INGEST_OPEN_CONNECTIONS, 'Open telemetry TCP connections.', [], [
       { labels: {}, read: () => f[ING_CONNECTIONS_OPENED_F64]! - f[ING_CONNECTIONS_CLOSED_F64]! },
     ]);

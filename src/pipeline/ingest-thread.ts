@@ -16,6 +16,8 @@ import { LaneAdmission, type AdmissionOptions } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { DeviceExpiry } from './device-expiry.js';
 import type { FloodLimits } from '../ingest/stream-limits.js';
+import { readFileSync } from 'node:fs';
+import type { IngestTlsConfig } from '../config/options.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
@@ -53,6 +55,8 @@ export interface IngestThreadData {
     sharedStructures: boolean;
     maxConnections: number;
     idleTimeoutMs: number;
+    frameDeadlineMs: number;
+    maxHeldBytes: number;
     stationarySpeedMps: number;
     stationaryRadiusM: number;
     rejectLogIntervalMs: number;
@@ -64,6 +68,10 @@ export interface IngestThreadData {
     inputHighWaterPoints: number;
     /** The TCP listener's flood limits (0: none). */
     flood: FloodLimits;
+    /** TLS for the TCP listener (PEM files, read here at start; null: plain TCP). */
+    tls: IngestTlsConfig | null;
+    /** Token TCP producers present first (null: none). */
+    authToken: string | null;
   };
   /** Admission options (LaneAdmission's names). */
   admission: AdmissionOptions;
@@ -267,8 +275,12 @@ async function main(): Promise<void> {
           port: d.listenPort,
           maxConnections: d.ingest.maxConnections,
           idleTimeoutMs: d.ingest.idleTimeoutMs,
+          frameDeadlineMs: d.ingest.frameDeadlineMs,
+          maxHeldBytes: d.ingest.maxHeldBytes,
           overload: d.ingest.overload,
           flood: d.ingest.flood,
+          tls: readTls(d.ingest.tls),
+          authToken: d.ingest.authToken,
         });
   const files: ReadableSource[] = d.inputFiles.map((p) => fileSource(p, d.ingest.readChunkBytes));
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes
@@ -383,4 +395,22 @@ async function main(): Promise<void> {
 
 if (parentPort !== null && workerData !== null && (workerData as Partial<IngestThreadData>).memory !== undefined) {
   main().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.message : String(err) }));
+}
+
+/** Reads the listener's TLS files (an unreadable one fails the start, naming the option and the file's name). */
+function readTls(tls: IngestTlsConfig | null): { cert: Buffer; key: Buffer; ca: Buffer | null; requireClientCert: boolean } | null {
+  if (tls === null) return null;
+  const read = (name: string, path: string): Buffer => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new Error(`options.ingest.tls.${name}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  };
+  return {
+    cert: read('certFile', tls.certFile),
+    key: read('keyFile', tls.keyFile),
+    ca: tls.caFile === null ? null : read('caFile', tls.caFile),
+    requireClientCert: tls.requireClientCert,
+  };
 }

@@ -201,6 +201,10 @@ class FlushingStream implements IngestStream {
     return this.inner.bufferedBytes;
   }
 
+  get heldBytes(): number {
+    return this.inner.heldBytes;
+  }
+
   write(chunk: Uint8Array): void {
     const sink = this.sink;
     sink.tick();

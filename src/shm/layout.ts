@@ -639,8 +639,29 @@ export const ING_SLOTS_REUSED_F64 = ING_BASE_F64 + 12;
  * and checkpoints keep the seq floor at or above it, so a device that comes back never reuses a (deviceId, seq).
  */
 export const ING_FREED_SEQ_HIGH_F64 = ING_BASE_F64 + 13;
+/** Bytes the TCP connections hold for partial frames, summed (a gauge, within ingest.maxHeldBytes). */
+export const ING_HELD_BYTES_F64 = ING_BASE_F64 + 14;
+/** Why the router closed a telemetry connection (not the client): cells [ING_CONNECTIONS_DROPPED_F64 + reason]. */
+export const ConnectionDropReason = {
+  /** Nothing received for ingest.idleTimeoutMs. */
+  IDLE: 0,
+  /** A frame begun and not completed within ingest.frameDeadlineMs (a trickling client). */
+  FRAME_DEADLINE: 1,
+  /** The partial frames of all connections held more than ingest.maxHeldBytes: the oldest partial frame's goes. */
+  HELD_BYTES: 2,
+  /** ingest.authToken is set and the connection did not open with the line `AUTH <token>` carrying it. */
+  UNAUTHENTICATED: 3,
+  /** The TLS handshake failed (a plain-TCP client, a client certificate refused, a protocol error). */
+  TLS_HANDSHAKE: 4,
+} as const;
+/** Number of connection drop reasons. */
+export const CONNECTION_DROP_REASON_COUNT = 5;
+/** Connection drop reason names indexed by value, for metric labels. */
+export const CONNECTION_DROP_REASON_NAMES = ['idle', 'frame_deadline', 'held_bytes', 'unauthenticated', 'tls_handshake'] as const;
+/** Telemetry connections the router closed, by ConnectionDropReason. */
+export const ING_CONNECTIONS_DROPPED_F64 = ING_BASE_F64 + 16;
 /** Rejected frames and pings per reason: cells [ING_REJECTED_F64 + reason]. */
-export const ING_REJECTED_F64 = ING_BASE_F64 + 16;
+export const ING_REJECTED_F64 = ING_CONNECTIONS_DROPPED_F64 + CONNECTION_DROP_REASON_COUNT;
 /** Float64 cells in the ingest counter block, rounded up to whole cache lines. */
 export const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT_REASON_COUNT) / 8) * 8;
 /** Total bytes of the pipeline region. */

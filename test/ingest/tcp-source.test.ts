@@ -7,8 +7,11 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import {
+  ConnectionDropReason,
   ING_BYTES_F64,
   ING_CONNECTIONS_CLOSED_F64,
+  ING_CONNECTIONS_DROPPED_F64,
+  ING_HELD_BYTES_F64,
   ING_CONNECTIONS_OPENED_F64,
   ING_CONNECTIONS_REFUSED_F64,
   RejectReason,
@@ -157,4 +160,68 @@ test('connections beyond the limit are refused and counted', async () => {
   b.destroy();
   await src.stop();
   assert.equal(src.connectionCount, 0);
+});
+
+test('a client trickling a frame is closed at the frame deadline, counted; other connections keep flowing', async () => {
+  const small = makeEdge({}, { maxDevices: 100 });
+  const src = new TcpSource({ host: '127.0.0.1', port: 0, frameDeadlineMs: 400 });
+  await src.start(small.edge);
+  const frame = mapPackr.pack(ping('slow', 1));
+  const trickler = await open(src.port);
+  const closed = new Promise<number>((resolve) => {
+    const t0 = Date.now();
+    trickler.once('close', () => resolve(Date.now() - t0));
+  });
+  trickler.on('error', () => undefined);
+  // One byte every 100 ms: the frame would take seconds to complete.
+  let i = 0;
+  const drip = setInterval(() => {
+    if (i < frame.length - 1 && !trickler.destroyed) trickler.write(frame.subarray(i, ++i));
+  }, 100);
+  const honest = await open(src.port);
+  for (let k = 1; k <= 20; k++) {
+    honest.write(mapPackr.pack(ping('honest', k)));
+    await new Promise((r) => setTimeout(r, 30));
+  }
+  const closedAfterMs = await closed;
+  clearInterval(drip);
+  assert.ok(closedAfterMs >= 400 && closedAfterMs < 2000, `closed after ${closedAfterMs} ms`);
+  assert.equal(small.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.FRAME_DEADLINE], 1);
+  await until(() => small.rejected(RejectReason.TRUNCATED_FRAME) === 1, 'the partial frame counted as truncated');
+  await until(() => small.sink.pings.filter((p) => p.id === 'honest').length === 20, 'the honest connection delivered');
+  assert.equal(small.sink.pings.filter((p) => p.id === 'slow').length, 0);
+  honest.destroy();
+  await src.stop();
+});
+
+test('partial frames across connections stay within maxHeldBytes: the oldest are closed, counted, and the gauge shows the bound', async () => {
+  const small = makeEdge({ maxFrameBytes: 1 << 20 }, { maxDevices: 100 });
+  const budget = 256 * 1024;
+  const src = new TcpSource({ host: '127.0.0.1', port: 0, maxHeldBytes: budget, frameDeadlineMs: 0 });
+  await src.start(small.edge);
+  // Each client begins a 900 KB frame (a map whose id is a long string) and sends 100 KB of it.
+  const big = mapPackr.pack({ id: 'x'.repeat(900_000), lat: 52.5, lon: 13.4, ts: 1.7e12 });
+  const clients: Socket[] = [];
+  let maxHeld = 0;
+  for (let c = 0; c < 6; c++) {
+    const s = await open(src.port);
+    s.on('error', () => undefined);
+    clients.push(s);
+    s.write(big.subarray(0, 100_000));
+    await until(() => small.pipeline.f64[ING_HELD_BYTES_F64]! > 0 || s.destroyed, 'held');
+    await new Promise((r) => setTimeout(r, 50));
+    maxHeld = Math.max(maxHeld, small.pipeline.f64[ING_HELD_BYTES_F64]!);
+  }
+  const dropped = small.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.HELD_BYTES]!;
+  assert.ok(dropped >= 3, `closed over the budget: ${dropped}`);
+  assert.ok(maxHeld <= budget, `held ${maxHeld} bytes, budget ${budget}`);
+  assert.equal(clients[0]!.destroyed || (await new Promise((r) => setTimeout(() => r(clients[0]!.destroyed), 200))), true, 'the oldest partial frame went first');
+  // A complete ping on a fresh connection is still taken.
+  const honest = await open(src.port);
+  honest.write(mapPackr.pack(ping('honest', 1)));
+  await until(() => small.sink.pings.some((p) => p.id === 'honest'), 'an honest ping');
+  for (const s of clients) s.destroy();
+  honest.destroy();
+  await src.stop();
+  assert.equal(small.pipeline.f64[ING_HELD_BYTES_F64], 0, 'nothing held once every connection closed');
 });

@@ -2,17 +2,31 @@
  * TCP telemetry listener (ingest thread): many connections, one framing stream each.
  *
  * Overload policy (`overload`): with 'shed' (the default) sockets are never paused because rings fill: the edge
- * sheds by lane (a live GPS stream cannot be paused), and buffered bytes per connection are bounded by the stream's
- * fixed accumulation buffer (maxFrameBytes + readChunkBytes) since every 'data' chunk is decoded synchronously. With
+ * sheds by lane (a live GPS stream cannot be paused), and every 'data' chunk is decoded synchronously, in place: a
+ * connection holds memory only for a frame it has begun and not completed (see FrameStream). With
  * 'backpressure' each connection goes through a PausableFeed (see ../backpressure.ts): when a frame's ring has no
  * room the socket is paused with the unfed part of its chunk kept (so TCP flow control slows the sender), and resumed
  * once it is fed; nothing is shed. Connections beyond `maxConnections` are refused and counted. Idle connections are
  * closed after `idleTimeoutMs` (a connection the router paused is not idle). Flood limits (`flood`, off by default)
  * reject pings and new devices over a connection's or a source address's per-second budget, counted by reason.
+ *
+ * Slow clients are bounded: a connection that begins a frame and does not complete it within `frameDeadlineMs` is
+ * closed (a client trickling bytes holds no slot for long), and the bytes all connections hold for partial frames
+ * stay within `maxHeldBytes`: past it, the connections whose partial frames are oldest are closed until the rest fit.
+ * Each closure is counted by reason (ING_CONNECTIONS_DROPPED_F64); the partial frame counts as truncated.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { ING_CONNECTIONS_CLOSED_F64, ING_CONNECTIONS_OPENED_F64, ING_CONNECTIONS_REFUSED_F64 } from '../../shm/layout.js';
-import type { IngestEdge } from '../ingest-edge.js';
+import { createServer as createTlsServer, type TlsOptions } from 'node:tls';
+import { secretMatches } from '../../auth/secrets.js';
+import {
+  ConnectionDropReason,
+  ING_CONNECTIONS_CLOSED_F64,
+  ING_CONNECTIONS_DROPPED_F64,
+  ING_CONNECTIONS_OPENED_F64,
+  ING_CONNECTIONS_REFUSED_F64,
+  ING_HELD_BYTES_F64,
+} from '../../shm/layout.js';
+import type { IngestEdge, IngestStream } from '../ingest-edge.js';
 import { FloodGuard, hasFloodLimits, NO_FLOOD_LIMITS, validateFloodLimits, type FloodLimits } from '../stream-limits.js';
 import type { TelemetrySource } from './source.js';
 
@@ -30,6 +44,29 @@ export interface TcpSourceOptions {
   overload: 'shed' | 'backpressure';
   /** Pings and new devices per second per connection and per source address (see stream-limits.ts). */
   flood: FloodLimits;
+  /** A frame begun and not completed within this is refused and its connection closed, ms (0: never). */
+  frameDeadlineMs: number;
+  /** Bytes all connections may hold for partial frames together; past it the oldest partial frames' go. */
+  maxHeldBytes: number;
+  /** TLS (PEM contents, not paths): the listener speaks TLS only; with `ca`, client certificates are checked. */
+  tls: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer | null; requireClientCert: boolean } | null;
+  /** Token each connection presents first, as the line `AUTH <token>\n` (null: none). */
+  authToken: string | null;
+}
+
+/** Longest authentication line accepted, bytes (`AUTH ` + token + newline). */
+const MAX_AUTH_LINE_BYTES = 512;
+/** Time a connection has to present its token, ms. */
+const AUTH_DEADLINE_MS = 10_000;
+
+/** One open connection's stream and the partial frame it holds. */
+interface Connection {
+  readonly socket: Socket;
+  readonly stream: IngestStream;
+  /** Bytes its stream holds for a partial frame, as last counted into the total. */
+  held: number;
+  /** When its current partial frame began, ms since the epoch (-1: none). */
+  partialSinceMs: number;
 }
 
 /** Defaults of the TCP source. */
@@ -40,6 +77,10 @@ export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
   idleTimeoutMs: 300_000,
   overload: 'shed',
   flood: NO_FLOOD_LIMITS,
+  frameDeadlineMs: 10_000,
+  maxHeldBytes: 64 * 1024 * 1024,
+  tls: null,
+  authToken: null,
 };
 
 /** Validates TCP source options; throws naming the option and its range. */
@@ -54,6 +95,12 @@ export function validateTcpSourceOptions(o: TcpSourceOptions, prefix = 'options'
     throw new RangeError(`${prefix}.overload must be "shed" or "backpressure", got ${String(o.overload)}`);
   }
   validateFloodLimits(o.flood, prefix);
+  if (!Number.isInteger(o.frameDeadlineMs) || o.frameDeadlineMs < 0 || o.frameDeadlineMs > 3_600_000) {
+    throw new RangeError(`${prefix}.frameDeadlineMs must be an integer in [0, 3600000], got ${String(o.frameDeadlineMs)}`);
+  }
+  if (!Number.isInteger(o.maxHeldBytes) || o.maxHeldBytes < 65_536 || o.maxHeldBytes > 2 ** 40) {
+    throw new RangeError(`${prefix}.maxHeldBytes must be an integer in [65536, 2^40], got ${String(o.maxHeldBytes)}`);
+  }
 }
 
 /** The TCP listener source. */
@@ -65,6 +112,11 @@ export class TcpSource implements TelemetrySource {
   /** Per open connection: resolves once its stream has ended (its kept bytes fed, with 'backpressure'). */
   private readonly closing = new Map<Socket, Promise<void>>();
   private boundPort = 0;
+  /** Open connections by socket, for the frame deadline and the held-bytes budget. */
+  private readonly connections = new Map<Socket, Connection>();
+  /** Bytes the connections hold for partial frames, summed. */
+  private heldTotal = 0;
+  private deadlineTimer: NodeJS.Timeout | null = null;
 
   constructor(options: Partial<TcpSourceOptions> = {}) {
     this.options = { ...TCP_SOURCE_DEFAULTS, ...options };
@@ -84,7 +136,7 @@ export class TcpSource implements TelemetrySource {
   start(edge: IngestEdge): Promise<void> {
     const counters = edge.counters;
     const guard = hasFloodLimits(this.options.flood) ? new FloodGuard(this.options.flood, edge.clockNs) : null;
-    const server = createServer({ noDelay: true }, (socket) => {
+    const onConnection = (socket: Socket): void => {
       if (this.sockets.size >= this.options.maxConnections) {
         counters[ING_CONNECTIONS_REFUSED_F64]!++;
         socket.destroy();
@@ -96,10 +148,21 @@ export class TcpSource implements TelemetrySource {
       const address = String(socket.remoteAddress);
       const limits = guard === null ? null : guard.open(address);
       const idleMs = this.options.idleTimeoutMs;
-      if (idleMs > 0) socket.setTimeout(idleMs, () => socket.destroy());
+      if (idleMs > 0) {
+        socket.setTimeout(idleMs, () => {
+          counters[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.IDLE]!++;
+          socket.destroy();
+        });
+      }
       let ended: () => void = () => undefined;
       this.closing.set(socket, new Promise<void>((resolve) => (ended = resolve)));
       const closed = (): void => {
+        const c = this.connections.get(socket);
+        if (c !== undefined) {
+          this.heldTotal -= c.held;
+          counters[ING_HELD_BYTES_F64] = this.heldTotal;
+          this.connections.delete(socket);
+        }
         guard?.release(address);
         this.sockets.delete(socket);
         this.closing.delete(socket);
@@ -117,8 +180,11 @@ export class TcpSource implements TelemetrySource {
           },
           limits,
         );
+        this.connections.set(socket, { socket, stream: feed.stream, held: 0, partialSinceMs: -1 });
         socket.on('data', (chunk: Buffer) => {
-          if (feed.write(chunk)) return;
+          const fed = feed.write(chunk);
+          this.afterData(socket, counters);
+          if (fed) return;
           // Waiting for the rings is not idleness: the idle clock stops while the router holds the connection.
           if (idleMs > 0) socket.setTimeout(0);
           socket.pause();
@@ -126,7 +192,11 @@ export class TcpSource implements TelemetrySource {
         socket.on('close', () => void feed.end().then(closed));
       } else {
         const stream = edge.openStream(name, limits);
-        socket.on('data', (chunk: Buffer) => stream.write(chunk));
+        this.connections.set(socket, { socket, stream, held: 0, partialSinceMs: -1 });
+        socket.on('data', (chunk: Buffer) => {
+          stream.write(chunk);
+          this.afterData(socket, counters);
+        });
         socket.on('close', () => {
           stream.end();
           closed();
@@ -135,8 +205,37 @@ export class TcpSource implements TelemetrySource {
       socket.on('error', () => {
         // A reset connection ends like a closed one; 'close' follows.
       });
-    });
+    };
+    const tls = this.options.tls;
+    const token = this.options.authToken;
+    const accept = token === null ? onConnection : (socket: Socket): void => this.authenticate(socket, token, counters, onConnection);
+    let server: Server;
+    if (tls === null) {
+      server = createServer({ noDelay: true }, accept);
+    } else {
+      const tlsOptions: TlsOptions = { cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2', handshakeTimeout: AUTH_DEADLINE_MS };
+      if (tls.ca !== null) {
+        tlsOptions.ca = tls.ca;
+        tlsOptions.requestCert = true;
+        tlsOptions.rejectUnauthorized = tls.requireClientCert;
+      }
+      const tlsServer = createTlsServer(tlsOptions, (socket) => {
+        socket.setNoDelay(true);
+        accept(socket);
+      });
+      tlsServer.on('tlsClientError', (_err, socket) => {
+        counters[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.TLS_HANDSHAKE]!++;
+        socket.destroy();
+      });
+      server = tlsServer;
+    }
     this.server = server;
+    const deadlineMs = this.options.frameDeadlineMs;
+    if (deadlineMs > 0) {
+      // One sweep for every connection, a few times per deadline.
+      this.deadlineTimer = setInterval(() => this.closeLateFrames(counters), Math.max(50, Math.min(1000, deadlineMs / 4)));
+      this.deadlineTimer.unref();
+    }
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.options.port, this.options.host, () => {
@@ -149,6 +248,90 @@ export class TcpSource implements TelemetrySource {
   }
 
   /**
+   * Reads the connection's first line, `AUTH <token>`, before handing it to `next` with the bytes after it: a wrong
+   * or missing token, a line longer than MAX_AUTH_LINE_BYTES or none within AUTH_DEADLINE_MS closes it, counted.
+   */
+  private authenticate(socket: Socket, token: string, counters: Float64Array, next: (socket: Socket) => void): void {
+    let got: Buffer = Buffer.alloc(0);
+    const refuse = (): void => {
+      cleanup();
+      counters[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.UNAUTHENTICATED]!++;
+      socket.destroy();
+    };
+    const timer = setTimeout(refuse, AUTH_DEADLINE_MS);
+    const onData = (chunk: Buffer): void => {
+      got = got.length === 0 ? chunk : Buffer.concat([got, chunk]);
+      const nl = got.indexOf(0x0a);
+      if (nl < 0) {
+        if (got.length > MAX_AUTH_LINE_BYTES) refuse();
+        return;
+      }
+      const line = got.subarray(0, nl).toString('latin1').replace(/\r$/, '');
+      const rest = got.subarray(nl + 1);
+      if (nl > MAX_AUTH_LINE_BYTES || !line.startsWith('AUTH ') || !secretMatches(line.slice(5), token)) {
+        refuse();
+        return;
+      }
+      cleanup();
+      next(socket);
+      // The bytes after the line are the first telemetry.
+      if (rest.length > 0) socket.emit('data', rest);
+    };
+    const onError = (): void => undefined;
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('error', onError);
+    };
+    socket.on('data', onData);
+    socket.on('error', onError);
+    socket.once('close', () => clearTimeout(timer));
+  }
+
+  /** After a chunk: the connection's held bytes into the total, its partial frame's age, and the budget. */
+  private afterData(socket: Socket, counters: Float64Array): void {
+    const c = this.connections.get(socket);
+    if (c === undefined) return;
+    const held = c.stream.heldBytes;
+    if (held !== c.held) {
+      this.heldTotal += held - c.held;
+      c.held = held;
+      counters[ING_HELD_BYTES_F64] = this.heldTotal;
+    }
+    if (c.stream.bufferedBytes === 0) c.partialSinceMs = -1;
+    else if (c.partialSinceMs < 0) c.partialSinceMs = Date.now();
+    if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
+  }
+
+  /** Closes connections, oldest partial frame first, until the held bytes fit the budget. */
+  private closeOldestPartials(counters: Float64Array): void {
+    const partial = [...this.connections.values()].filter((c) => c.held > 0).sort((a, b) => a.partialSinceMs - b.partialSinceMs);
+    for (const c of partial) {
+      if (this.heldTotal <= this.options.maxHeldBytes) break;
+      this.drop(c, ConnectionDropReason.HELD_BYTES, counters);
+    }
+  }
+
+  /** Closes the connections whose partial frame is older than the frame deadline. */
+  private closeLateFrames(counters: Float64Array): void {
+    const before = Date.now() - this.options.frameDeadlineMs;
+    for (const c of this.connections.values()) {
+      if (c.partialSinceMs >= 0 && c.partialSinceMs < before) this.drop(c, ConnectionDropReason.FRAME_DEADLINE, counters);
+    }
+  }
+
+  /** Closes a connection for `reason` (counted); its held bytes leave the total now. */
+  private drop(c: Connection, reason: number, counters: Float64Array): void {
+    counters[ING_CONNECTIONS_DROPPED_F64 + reason]!++;
+    this.heldTotal -= c.held;
+    c.held = 0;
+    c.partialSinceMs = -1;
+    counters[ING_HELD_BYTES_F64] = this.heldTotal;
+    this.connections.delete(c.socket);
+    c.socket.destroy();
+  }
+
+  /**
    * Stops listening and closes every connection (their partial frames count as truncated; with 'backpressure' the
    * bytes already received are fed first); resolves when all have ended.
    */
@@ -156,6 +339,8 @@ export class TcpSource implements TelemetrySource {
     const server = this.server;
     if (server === null) return Promise.resolve();
     this.server = null;
+    if (this.deadlineTimer !== null) clearInterval(this.deadlineTimer);
+    this.deadlineTimer = null;
     const closing: Promise<void>[] = [new Promise((resolve) => server.close(() => resolve()))];
     for (const s of this.sockets) {
       closing.push(this.closing.get(s) ?? Promise.resolve());
