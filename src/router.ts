@@ -16,7 +16,7 @@
  * for removed fences are written and read, then the ingest thread starts. Checkpoints run in the same one-at-a-time
  * chain as reloads; the last one, at a clean close, is marked clean and then the directory's lock is released.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
@@ -24,7 +24,8 @@ import { ADMIN_REFUSAL_REASONS, AdminServer } from './admin/admin-server.js';
 import { isLoopbackHost } from './auth/secrets.js';
 import { resolveRouterOptions, type CallbackDownstreamOptions, type RouterOptions, type RouterOptionsInput } from './config/options.js';
 import { DeviceState } from './fences/device-state.js';
-import { parseFences } from './fences/parse.js';
+import { FenceValidationError, parseFences, type ParsedFences } from './fences/parse.js';
+import { loadFenceStoreOffThread, readFenceFile, type FenceFileLimits } from './fences/fence-file.js';
 import { reloadDeviceState } from './fences/reload.js';
 import { buildFenceStore, FenceStore } from './fences/store.js';
 import type { TelemetryPoint } from './ingest/ping-fields.js';
@@ -558,36 +559,43 @@ class PipelineRouter implements Router {
 
   reloadFences(geojson: unknown): Promise<ReloadResult> {
     // One reload at a time: each starts from the generation the previous one left.
+    const limits = fenceFileLimits(this.options);
+    const build = async (generation: number): Promise<FenceStore> => FenceStore.open(buildFenceStore(parseFences(geojson, limits), generation), LOOKUP_ONLY_STORE);
     const run = this.reloadChain.then(
-      () => this.reloadNow(geojson),
-      () => this.reloadNow(geojson),
+      () => this.reloadNow(build),
+      () => this.reloadNow(build),
     );
     this.reloadChain = run.catch(() => undefined);
     return run;
   }
 
+  /**
+   * Reloads `options.fencesFile`. The file is read, validated and indexed on a thread of its own (a large file never
+   * stalls this thread: `/healthz` and the admin server keep answering); only the swap runs here.
+   */
   reloadFencesFile(): Promise<ReloadResult> {
     const path = this.options.fencesFile;
     if (path === null) return Promise.reject(new Error('options.fencesFile is not set: nothing to reload'));
-    let geojson: unknown;
-    try {
-      geojson = JSON.parse(readFileSync(path, 'utf8'));
-    } catch (err) {
-      this.statsCells[PST_RELOADS_FAILED_F64]!++;
-      return Promise.reject(new Error(`fences file ${path}: ${(err as Error).message}`));
-    }
-    return this.reloadFences(geojson);
+    const limits = fenceFileLimits(this.options);
+    const run = this.reloadChain.then(
+      () => this.reloadNow(async (generation) => FenceStore.open(await loadFenceStoreOffThread({ path, limits, generation }), LOOKUP_ONLY_STORE)),
+      () => this.reloadNow(async (generation) => FenceStore.open(await loadFenceStoreOffThread({ path, limits, generation }), LOOKUP_ONLY_STORE)),
+    );
+    this.reloadChain = run.catch(() => undefined);
+    return run;
   }
 
-  private async reloadNow(geojson: unknown): Promise<ReloadResult> {
+  /** Builds the next generation with `build` (given its generation number) and swaps it in. */
+  private async reloadNow(build: (generation: number) => Promise<FenceStore>): Promise<ReloadResult> {
     if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
     let next: FenceStore;
     try {
-      next = FenceStore.open(buildFenceStore(parseFences(geojson), this.store.generation + 1), LOOKUP_ONLY_STORE);
+      next = await build(this.store.generation + 1);
     } catch (err) {
       this.statsCells[PST_RELOADS_FAILED_F64]!++;
       throw err;
     }
+    if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
     await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({ type: 'fences', fences: next.descriptor });
     await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' });
     let resumeWith = this.store;
@@ -717,18 +725,21 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   const progress = new StartProgress(log ?? ((line) => console.warn(line)));
   let router: PipelineRouter | null = null;
   try {
-    let geojson: unknown = { type: 'FeatureCollection', features: [] };
-    if (fences !== undefined) geojson = fences;
-    else if (resolved.fencesFile !== null) {
-      progress.phase('reading the fences file');
+    const limits = fenceFileLimits(resolved);
+    let parsed: ParsedFences;
+    if (fences !== undefined || resolved.fencesFile === null) {
+      progress.phase('checking the fences');
+      parsed = parseFences(fences ?? { type: 'FeatureCollection', features: [] }, limits);
+    } else {
+      progress.phase('reading and checking the fences file');
       try {
-        geojson = JSON.parse(readFileSync(resolved.fencesFile, 'utf8'));
+        parsed = readFenceFile(resolved.fencesFile, limits);
       } catch (err) {
+        // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
+        if (err instanceof FenceValidationError) throw err;
         throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
       }
     }
-    progress.phase('checking the fences');
-    const parsed = parseFences(geojson);
     progress.phase(`indexing ${parsed.fences.length} fences`);
     const store = FenceStore.open(buildFenceStore(parsed, 1), LOOKUP_ONLY_STORE);
     const extras: RouterExtras = {};
@@ -748,4 +759,9 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   const line = progress.finish();
   if (log !== undefined) log(line);
   return router;
+}
+
+/** The fence file limits of `o`. */
+function fenceFileLimits(o: RouterOptions): FenceFileLimits {
+  return { maxFileBytes: o.maxFenceFileBytes, maxFences: o.maxFences, maxVerticesPerRing: o.maxVerticesPerRing };
 }

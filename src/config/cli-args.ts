@@ -129,6 +129,9 @@ Fences and downstreams:
       --webhook URL            deliver triggers to an HTTP webhook (repeatable)
       --ndjson PATH            append triggers to an NDJSON file, "-" for stdout (repeatable)
       --compliance-margin-m M  pings this close to a compliance fence's box travel as COMPLIANCE (default 100)
+      --max-fence-file-bytes N largest fence file read (default 1073741824); a larger one is refused
+      --max-fences N           most fences in a file (default 1000000)
+      --max-vertices-per-ring N  most positions in one polygon ring (default 100000)
       --input FILE             replay a file of MessagePack frames, "-" for stdin (repeatable)
       --dead-letter-capacity N dead-letter ring records before a flush (default 4096)
       --dead-letter-max-bytes N  dead letters kept on disk per downstream, bytes (default 268435456);
@@ -196,6 +199,9 @@ const FLAGS = {
   webhook: { type: 'string', multiple: true },
   ndjson: { type: 'string', multiple: true },
   'compliance-margin-m': { type: 'string' },
+  'max-fence-file-bytes': { type: 'string' },
+  'max-fences': { type: 'string' },
+  'max-vertices-per-ring': { type: 'string' },
   input: { type: 'string', multiple: true },
   'dead-letter-dir': { type: 'string' },
   'dead-letter-capacity': { type: 'string' },
@@ -284,6 +290,9 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   set('fenceEntriesPerDevice', number('fence-entries-per-device', v['fence-entries-per-device']));
   set('fencesFile', v.fences);
   set('complianceMarginM', number('compliance-margin-m', v['compliance-margin-m']));
+  set('maxFenceFileBytes', number('max-fence-file-bytes', v['max-fence-file-bytes']));
+  set('maxFences', number('max-fences', v['max-fences']));
+  set('maxVerticesPerRing', number('max-vertices-per-ring', v['max-vertices-per-ring']));
   if (v.input !== undefined) o.inputs = v.input;
   const admission: NonNullable<RouterOptionsInput['admission']> = {};
   const a = (k: keyof typeof admission, x: number | undefined): void => {

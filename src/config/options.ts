@@ -306,6 +306,12 @@ export interface RouterOptions {
   fencesFile: string | null;
   /** A ping within this distance of a compliance fence's bounding box travels in the COMPLIANCE lane, m, [0, 100000]. */
   complianceMarginM: number;
+  /** Largest fence file read, bytes, [1 KiB, 2^40] (default 1 GiB). */
+  maxFenceFileBytes: number;
+  /** Most fences in one file or collection, [1, 10^7] (default 1,000,000). */
+  maxFences: number;
+  /** Most positions in one polygon ring, [4, 10^7] (default 100,000). */
+  maxVerticesPerRing: number;
   /** Files of concatenated MessagePack frames to replay at start ("-": stdin). */
   inputs: string[];
   /** Downstreams triggers are delivered to. */
@@ -375,6 +381,9 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   fenceEntriesPerDevice: 32,
   fencesFile: null,
   complianceMarginM: 100,
+  maxFenceFileBytes: 2 ** 30,
+  maxFences: 1_000_000,
+  maxVerticesPerRing: 100_000,
   inputs: [],
   downstreams: [],
   deadLetter: Object.freeze({ capacityRecords: 4096, maxBytesPerDownstream: 256 * 1024 * 1024, maxAgeMs: 7 * 24 * 3600 * 1000 }),
@@ -517,6 +526,9 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.fenceEntriesPerDevice, 'options.fenceEntriesPerDevice', 1, 256);
   pathOrNull(o.fencesFile, 'options.fencesFile');
   num(o.complianceMarginM, 'options.complianceMarginM', 0, 100_000, '[0, 100000]');
+  int(o.maxFenceFileBytes, 'options.maxFenceFileBytes', 1024, 2 ** 40);
+  int(o.maxFences, 'options.maxFences', 1, 10_000_000);
+  int(o.maxVerticesPerRing, 'options.maxVerticesPerRing', 4, 10_000_000);
   if (!Array.isArray(o.inputs)) throw new RangeError(`options.inputs must be an array of file paths, got ${show(o.inputs)}`);
   stringList(o.inputs, 'options.inputs');
   if (!Array.isArray(o.downstreams)) throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);

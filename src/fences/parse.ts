@@ -14,16 +14,19 @@
  * All errors are collected: the thrown FenceValidationError carries the first as `featureIndex` / `reason` and all of
  * them in `errors`.
  */
-import {
-  containsRings,
-  MAX_CIRCLE_ABS_LAT_DEG,
-  MAX_CIRCLE_RADIUS_M,
-  metresPerDegreeX,
-  M_PER_DEG,
-  Q_CELLS,
-  Q_X,
-  Q_Y,
-} from './geometry.js';
+import { MAX_CIRCLE_ABS_LAT_DEG, MAX_CIRCLE_RADIUS_M, metresPerDegreeX, M_PER_DEG } from './geometry.js';
+import { firstHoleVertexOutside } from './hole-check.js';
+
+/** Limits a fence file must keep (a file over one is refused, naming the feature and the limit). */
+export interface FenceLimits {
+  /** Most features in one collection. */
+  maxFences: number;
+  /** Most positions in one ring. */
+  maxVerticesPerRing: number;
+}
+
+/** Default limits: a million fences, 100,000 positions per ring. */
+export const DEFAULT_FENCE_LIMITS: Readonly<FenceLimits> = Object.freeze({ maxFences: 1_000_000, maxVerticesPerRing: 100_000 });
 
 /** Most tags a fence may carry. */
 export const MAX_TAGS = 32;
@@ -111,9 +114,10 @@ function describe(v: unknown): string {
 }
 
 /** Validates one ring; returns the flat closed ring or a reason. */
-function parseRing(raw: unknown, label: string): Float64Array | string {
+function parseRing(raw: unknown, label: string, limits: FenceLimits): Float64Array | string {
   if (!Array.isArray(raw)) return `${label} is not an array of positions`;
   if (raw.length < 4) return `${label} has ${raw.length} positions, at least 4 required`;
+  if (raw.length > limits.maxVerticesPerRing) return `${label} has ${raw.length} positions, over the limit maxVerticesPerRing ${limits.maxVerticesPerRing}`;
   const out = new Float64Array(raw.length * 2);
   let minX = Infinity;
   let maxX = -Infinity;
@@ -141,26 +145,18 @@ function parseRing(raw: unknown, label: string): Float64Array | string {
 }
 
 /** Validates polygon coordinates (outer ring + holes); pushes rings into `rings` or returns a reason. */
-function parsePolygon(raw: unknown, prefix: string, rings: Float64Array[]): string | null {
+function parsePolygon(raw: unknown, prefix: string, rings: Float64Array[], limits: FenceLimits): string | null {
   if (!Array.isArray(raw) || raw.length === 0) return `${prefix}coordinates must be a non-empty array of rings`;
   const first = rings.length;
   for (let r = 0; r < raw.length; r++) {
-    const ring = parseRing(raw[r], `${prefix}polygon ring ${r}`);
+    const ring = parseRing(raw[r], `${prefix}polygon ring ${r}`, limits);
     if (typeof ring === 'string') return ring;
     rings.push(ring);
   }
   const outer = rings[first]!;
-  const outerOffsets = Int32Array.of(0, outer.length / 2);
-  const q = new Float64Array(Q_CELLS);
   for (let h = first + 1; h < rings.length; h++) {
-    const hole = rings[h]!;
-    for (let i = 0; i < hole.length; i += 2) {
-      q[Q_X] = hole[i]!;
-      q[Q_Y] = hole[i + 1]!;
-      if (!containsRings(outer, outerOffsets, 0, 1, q)) {
-        return `${prefix}polygon ring ${h - first} (a hole) has a vertex outside its outer ring`;
-      }
-    }
+    const v = firstHoleVertexOutside(outer, rings[h]!);
+    if (v >= 0) return `${prefix}polygon ring ${h - first} (a hole) has a vertex outside its outer ring (position ${v})`;
   }
   return null;
 }
@@ -176,7 +172,7 @@ function optionalNonNegative(props: Json, name: string, fallback: number, proble
 }
 
 /** Parses and validates a GeoJSON FeatureCollection of fences; throws FenceValidationError listing every problem. */
-export function parseFences(geojson: unknown): ParsedFences {
+export function parseFences(geojson: unknown, limits: FenceLimits = DEFAULT_FENCE_LIMITS): ParsedFences {
   if (!isObject(geojson) || geojson['type'] !== 'FeatureCollection') {
     throw new FenceValidationError([{ featureIndex: -1, reason: 'input is not a GeoJSON FeatureCollection' }]);
   }
@@ -184,12 +180,15 @@ export function parseFences(geojson: unknown): ParsedFences {
   if (!Array.isArray(features)) {
     throw new FenceValidationError([{ featureIndex: -1, reason: 'features must be an array' }]);
   }
+  if (features.length > limits.maxFences) {
+    throw new FenceValidationError([{ featureIndex: -1, reason: `${features.length} features, over the limit maxFences ${limits.maxFences}` }]);
+  }
   const errors: FenceProblem[] = [];
   const fences: ParsedFence[] = [];
   const firstUse = new Map<string, number>();
   for (let index = 0; index < features.length; index++) {
     const problems: string[] = [];
-    const fence = parseFeature(features[index], problems);
+    const fence = parseFeature(features[index], problems, limits);
     if (fence !== null && problems.length === 0) {
       const prior = firstUse.get(fence.id);
       if (prior !== undefined) problems.push(`duplicate id "${fence.id}" (first used by feature ${prior})`);
@@ -202,7 +201,7 @@ export function parseFences(geojson: unknown): ParsedFences {
   return { fences };
 }
 
-function parseFeature(feature: unknown, problems: string[]): ParsedFence | null {
+function parseFeature(feature: unknown, problems: string[], limits: FenceLimits): ParsedFence | null {
   if (!isObject(feature) || feature['type'] !== 'Feature') {
     problems.push('is not a GeoJSON Feature');
     return null;
@@ -262,13 +261,13 @@ function parseFeature(feature: unknown, problems: string[]): ParsedFence | null 
   if (type === 'Polygon' || type === 'MultiPolygon') {
     if (props['radius'] !== undefined) problems.push(`radius is only meaningful on a Point (circle), not a ${type}`);
     if (type === 'Polygon') {
-      const reason = parsePolygon(coordinates, '', rings);
+      const reason = parsePolygon(coordinates, '', rings, limits);
       if (reason !== null) problems.push(reason);
     } else if (!Array.isArray(coordinates) || coordinates.length === 0) {
       problems.push('coordinates must be a non-empty array of polygons');
     } else {
       for (let p = 0; p < coordinates.length; p++) {
-        const reason = parsePolygon(coordinates[p], `part ${p} `, rings);
+        const reason = parsePolygon(coordinates[p], `part ${p} `, rings, limits);
         if (reason !== null) {
           problems.push(reason);
           break;

@@ -1,0 +1,89 @@
+/**
+ * Loading a fence file: its size against a limit before it is read, JSON, validation (`parseFences` with its limits)
+ * and the shared store. `loadFenceStoreOffThread` does all of it on a worker thread of its own, so a large or
+ * hostile file never stalls the thread that asks for it (the main thread keeps answering `/healthz` during a reload).
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { FenceValidationError, parseFences, type FenceLimits, type ParsedFences } from './parse.js';
+import { buildFenceStore, type FenceStoreDescriptor } from './store.js';
+
+/** Limits of a fence file: its size, and what parseFences checks. */
+export interface FenceFileLimits extends FenceLimits {
+  /** Largest fence file read, bytes. */
+  maxFileBytes: number;
+}
+
+/** Reads, checks and parses the fence file at `path`; throws an Error naming the file (by name) and the problem. */
+export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFences {
+  const name = basename(path);
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch (err) {
+    throw new Error(`fences file ${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (size > limits.maxFileBytes) throw new Error(`fences file ${name}: ${size} bytes, over the limit maxFenceFileBytes ${limits.maxFileBytes}`);
+  let geojson: unknown;
+  try {
+    geojson = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`fences file ${name}: ${(err as Error).message}`);
+  }
+  return parseFences(geojson, limits);
+}
+
+/** What the loader thread answers. */
+export type FenceLoadAnswer =
+  | { ok: true; descriptor: FenceStoreDescriptor; fenceCount: number }
+  | { ok: false; message: string; validation: boolean };
+
+/** What the loader thread is given. */
+export interface FenceLoadRequest {
+  path: string;
+  limits: FenceFileLimits;
+  generation: number;
+}
+
+/** Reads, validates and indexes a fence file into a store of `generation` (on the calling thread). */
+export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor {
+  return buildFenceStore(readFenceFile(request.path, request.limits), request.generation);
+}
+
+/**
+ * Loads a fence file into a store of `generation` on a worker thread of its own; resolves with the store's
+ * descriptor (its buffers are shared, not copied), rejects with the loader's error (a FenceValidationError's message
+ * for a file that fails validation).
+ */
+export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<FenceStoreDescriptor> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('./fence-load-thread.js', import.meta.url), { workerData: request, name: 'fence loader' });
+    let answered = false;
+    worker.once('message', (answer: FenceLoadAnswer) => {
+      answered = true;
+      if (answer.ok) resolve(answer.descriptor);
+      else reject(answer.validation ? new FenceLoadError(answer.message) : new Error(answer.message));
+    });
+    worker.once('error', (err) => {
+      answered = true;
+      reject(err);
+    });
+    worker.once('exit', (code) => {
+      if (!answered) reject(new Error(`fence loader thread exited with code ${code} before answering`));
+    });
+  });
+}
+
+/** A fence file that failed validation on the loader thread (its message is the FenceValidationError's). */
+export class FenceLoadError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FenceLoadError';
+  }
+}
+
+/** The loader thread's answer for an error thrown while loading. */
+export function failedLoad(err: unknown): FenceLoadAnswer {
+  return { ok: false, message: err instanceof Error ? err.message : String(err), validation: err instanceof FenceValidationError };
+}
