@@ -15,7 +15,7 @@
  * them in `errors`.
  */
 import { MAX_CIRCLE_ABS_LAT_DEG, MAX_CIRCLE_RADIUS_M, metresPerDegreeX, M_PER_DEG } from './geometry.js';
-import { firstHoleVertexOutside } from './hole-check.js';
+import { holeProblem } from './hole-check.js';
 
 /** Limits a fence file must keep (a file over one is refused, naming the feature and the limit). */
 export interface FenceLimits {
@@ -155,8 +155,8 @@ function parsePolygon(raw: unknown, prefix: string, rings: Float64Array[], limit
   }
   const outer = rings[first]!;
   for (let h = first + 1; h < rings.length; h++) {
-    const v = firstHoleVertexOutside(outer, rings[h]!);
-    if (v >= 0) return `${prefix}polygon ring ${h - first} (a hole) has a vertex outside its outer ring (position ${v})`;
+    const problem = holeProblem(outer, rings[h]!);
+    if (problem !== null) return `${prefix}polygon ring ${h - first} (a hole) ${problem}`;
   }
   return null;
 }

@@ -64,6 +64,13 @@ test('parseFences: a hole vertex outside its outer ring, a ring over maxVertices
   const feature = (coordinates: number[][][]) => ({ type: 'Feature', properties: { id: 'f' }, geometry: { type: 'Polygon', coordinates } });
   const bad = { type: 'FeatureCollection', features: [feature([ring(0.01, 500), ring(0.02, 500)])] };
   assert.throws(() => parseFences(bad), (e: unknown) => e instanceof FenceValidationError && /feature 0: polygon ring 1 \(a hole\) has a vertex outside its outer ring/.test(e.message));
+  // A U-shaped outer ring and a hole whose four corners lie in the two arms: every vertex inside, an edge across the gap.
+  const u = [[0, 0], [3, 0], [3, 3], [2, 3], [2, 1], [1, 1], [1, 3], [0, 3], [0, 0]].map(([x, y]) => [13.4 + x! * 0.001, 52.5 + y! * 0.001]);
+  const across = [[0.5, 2], [2.5, 2], [2.5, 2.5], [0.5, 2.5], [0.5, 2]].map(([x, y]) => [13.4 + x! * 0.001, 52.5 + y! * 0.001]);
+  assert.throws(
+    () => parseFences({ type: 'FeatureCollection', features: [feature([u, across])] }),
+    /feature 0: polygon ring 1 \(a hole\) crosses its outer ring \(its edge from position 0\)/,
+  );
   const good = { type: 'FeatureCollection', features: [feature([ring(0.02, 500), ring(0.01, 500)])] };
   assert.equal(parseFences(good).fences.length, 1);
   assert.throws(() => parseFences(good, { maxFences: 10, maxVerticesPerRing: 400 }), /feature 0: polygon ring 0 has 500 positions, over the limit maxVerticesPerRing 400/);
