@@ -560,7 +560,8 @@ class PipelineRouter implements Router {
   reloadFences(geojson: unknown): Promise<ReloadResult> {
     // One reload at a time: each starts from the generation the previous one left.
     const limits = fenceFileLimits(this.options);
-    const build = async (generation: number): Promise<FenceStore> => FenceStore.open(buildFenceStore(parseFences(geojson, limits), generation), LOOKUP_ONLY_STORE);
+    // Validated and indexed on a loader thread as well: only the structured clone of `geojson` runs here.
+    const build = async (generation: number): Promise<FenceStore> => FenceStore.open(await loadFenceStoreOffThread({ geojson, limits, generation }), LOOKUP_ONLY_STORE);
     const run = this.reloadChain.then(
       () => this.reloadNow(build),
       () => this.reloadNow(build),

@@ -6,7 +6,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { FenceValidationError, parseFences, type FenceLimits, type ParsedFences } from './parse.js';
+import { FenceValidationError, parseFences, type FenceLimits, type FenceProblem, type ParsedFences } from './parse.js';
 import { buildFenceStore, type FenceStoreDescriptor } from './store.js';
 
 /** Limits of a fence file: its size, and what parseFences checks. */
@@ -37,22 +37,25 @@ export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFenc
 /** What the loader thread answers. */
 export type FenceLoadAnswer =
   | { ok: true; descriptor: FenceStoreDescriptor; fenceCount: number }
-  | { ok: false; message: string; validation: boolean };
+  | { ok: false; message: string; problems: FenceProblem[] | null };
 
-/** What the loader thread is given. */
+/** What the loader thread is given: a file to read, or a GeoJSON value already in memory (structured-cloned). */
 export interface FenceLoadRequest {
-  path: string;
+  path?: string;
+  geojson?: unknown;
   limits: FenceFileLimits;
   generation: number;
 }
 
-/** Reads, validates and indexes a fence file into a store of `generation` (on the calling thread). */
+/** Reads (or takes), validates and indexes fences into a store of `generation` (on the calling thread). */
 export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor {
-  return buildFenceStore(readFenceFile(request.path, request.limits), request.generation);
+  const parsed = request.path !== undefined ? readFenceFile(request.path, request.limits) : parseFences(request.geojson, request.limits);
+  return buildFenceStore(parsed, request.generation);
 }
 
 /**
- * Loads a fence file into a store of `generation` on a worker thread of its own; resolves with the store's
+ * Loads a fence file (or validates a GeoJSON value: only its structured clone runs on the calling thread) into a
+ * store of `generation` on a worker thread of its own; resolves with the store's
  * descriptor (its buffers are shared, not copied), rejects with the loader's error (a FenceValidationError's message
  * for a file that fails validation).
  */
@@ -63,7 +66,8 @@ export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<Fenc
     worker.once('message', (answer: FenceLoadAnswer) => {
       answered = true;
       if (answer.ok) resolve(answer.descriptor);
-      else reject(answer.validation ? new FenceLoadError(answer.message) : new Error(answer.message));
+      // A validation failure comes back as the FenceValidationError it was, every problem listed.
+      else reject(answer.problems !== null ? new FenceValidationError(answer.problems) : new Error(answer.message));
     });
     worker.once('error', (err) => {
       answered = true;
@@ -75,15 +79,7 @@ export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<Fenc
   });
 }
 
-/** A fence file that failed validation on the loader thread (its message is the FenceValidationError's). */
-export class FenceLoadError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'FenceLoadError';
-  }
-}
-
 /** The loader thread's answer for an error thrown while loading. */
 export function failedLoad(err: unknown): FenceLoadAnswer {
-  return { ok: false, message: err instanceof Error ? err.message : String(err), validation: err instanceof FenceValidationError };
+  return { ok: false, message: err instanceof Error ? err.message : String(err), problems: err instanceof FenceValidationError ? [...err.errors] : null };
 }

@@ -130,7 +130,11 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
   const attack = async (name: string, run: () => Promise<void>, check: (before: string, after: string) => void): Promise<void> => {
     const before = await scrape();
     const honestBefore = hook.received.length;
+    const startedMs = Date.now();
     await run();
+    // Each attack window lasts at least ATTACK_MS, so the honest traffic measured during it is a sample worth having.
+    const rest = ATTACK_MS - (Date.now() - startedMs);
+    if (rest > 0) await new Promise((r) => setTimeout(r, rest));
     const after = await scrape();
     check(before, after);
     assert.ok(hook.received.length > honestBefore, `${name}: honest triggers kept arriving`);

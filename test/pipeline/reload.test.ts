@@ -12,6 +12,7 @@ import { createRouter, FenceValidationError } from '../../src/index.js';
 import type { Trigger } from '../../src/pipeline/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { frameOf, orderProblem, square, waitFor } from './support.js';
+import { holeCity } from '../../src/fences/hole-city.js';
 
 const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', features });
 
@@ -151,6 +152,40 @@ test('triggers queued across reloads keep their fence ids and their per-device o
     }
   } finally {
     open();
+    await router.close();
+  }
+});
+
+test('reloadFences(object) validates and indexes off the calling thread: its event loop keeps turning through a 10 MB hole collection', async () => {
+  const router = await createRouter({
+    fences: fc(square('A', 0, 0, 50)),
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    stateDir: null,
+    log: () => undefined,
+  });
+  try {
+    const big = holeCity({ polygons: 4, vertices: 33_000 });
+    let turns = 0;
+    let done = false;
+    const spin = (): void => {
+      if (done) return;
+      turns++;
+      setImmediate(spin);
+    };
+    setImmediate(spin);
+    const result = await router.reloadFences(big);
+    done = true;
+    assert.equal(result.fenceCount, 4);
+    // Validated here, the whole check would run between two turns; off the thread, the loop turns throughout.
+    assert.ok(turns > 20, `event-loop turns during the reload: ${turns}`);
+    // A collection that fails validation comes back as the FenceValidationError it was.
+    await assert.rejects(router.reloadFences({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: {}, geometry: null }] }), FenceValidationError);
+  } finally {
     await router.close();
   }
 });
