@@ -16,19 +16,17 @@ import { holeCity } from '../../src/fences/hole-city.js';
 
 const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', features });
 
+/** A small embedded router (no listener, no admin server, 2 shards, 256-slot rings) with `options` on top. */
+function smallRouter(options: Parameters<typeof createRouter>[0]): ReturnType<typeof createRouter> {
+  return createRouter({ listenHost: null, adminHost: null, shards: 2, poolSize: 1, ringCapacitySlots: 256, maxDevices: 100, log: () => undefined, ...options });
+}
+
 test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSON', async () => {
   const got: Trigger[] = [];
-  const router = await createRouter({
+  const router = await smallRouter({
     fences: fc(square('A', 0, 0, 50), square('B', 0, 0, 80, { compliance: true })),
-    listenHost: null,
-    adminHost: null,
-    shards: 2,
-    poolSize: 1,
-    ringCapacitySlots: 256,
-    maxDevices: 100,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-rl-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: () => undefined,
   });
   try {
     router.ingest(frameOf({ id: 'd', eastM: -300, northM: 0, dtMs: 0 }));
@@ -74,17 +72,11 @@ test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSO
 test('after a reload, workers that did not get the new store ask for it, and every ping is processed on it', async () => {
   const got: Trigger[] = [];
   // 3 workers for 2 shard groups: tasks carry the store only to the workers that ask, so some must ask.
-  const router = await createRouter({
+  const router = await smallRouter({
     fences: fc(square('A', 0, 0, 50)),
-    listenHost: null,
-    adminHost: null,
-    shards: 2,
     poolSize: 3,
-    ringCapacitySlots: 256,
-    maxDevices: 100,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-rl2-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: () => undefined,
   });
   try {
     await router.reloadFences(fc(square('B', 0, 0, 50)));
@@ -112,21 +104,14 @@ test('triggers queued across reloads keep their fence ids and their per-device o
   const got: Trigger[] = [];
   let open: () => void = () => undefined;
   const gate = new Promise<void>((r) => (open = r));
-  const router = await createRouter({
+  const router = await smallRouter({
     fences: fc(square('A', 0, 0, 50, { tags: ['a'] }), square('B', 1000, 0, 50, { compliance: true, tags: ['b'] })),
-    listenHost: null,
-    adminHost: null,
-    shards: 2,
-    poolSize: 1,
-    ringCapacitySlots: 256,
-    maxDevices: 100,
     stateDir: null,
     // A downstream that holds every batch until the gate opens: everything queues meanwhile.
     downstreams: [{ name: 'slow', kind: 'callback', callback: async (ts) => {
       await gate;
       got.push(...ts);
     } }],
-    log: () => undefined,
   });
   try {
     for (let d = 0; d < 20; d++) {
@@ -157,16 +142,9 @@ test('triggers queued across reloads keep their fence ids and their per-device o
 });
 
 test('reloadFences(object) validates and indexes off the calling thread: its event loop keeps turning through a 10 MB hole collection', async () => {
-  const router = await createRouter({
+  const router = await smallRouter({
     fences: fc(square('A', 0, 0, 50)),
-    listenHost: null,
-    adminHost: null,
-    shards: 2,
-    poolSize: 1,
-    ringCapacitySlots: 256,
-    maxDevices: 100,
     stateDir: null,
-    log: () => undefined,
   });
   try {
     const big = holeCity({ polygons: 4, vertices: 33_000 });
