@@ -558,16 +558,8 @@ class PipelineRouter implements Router {
   }
 
   reloadFences(geojson: unknown): Promise<ReloadResult> {
-    // One reload at a time: each starts from the generation the previous one left.
-    const limits = fenceFileLimits(this.options);
     // Validated and indexed on a loader thread as well: only the structured clone of `geojson` runs here.
-    const build = async (generation: number): Promise<FenceStore> => FenceStore.open(await loadFenceStoreOffThread({ geojson, limits, generation }), LOOKUP_ONLY_STORE);
-    const run = this.reloadChain.then(
-      () => this.reloadNow(build),
-      () => this.reloadNow(build),
-    );
-    this.reloadChain = run.catch(() => undefined);
-    return run;
+    return this.reloadFrom({ geojson });
   }
 
   /**
@@ -577,10 +569,20 @@ class PipelineRouter implements Router {
   reloadFencesFile(): Promise<ReloadResult> {
     const path = this.options.fencesFile;
     if (path === null) return Promise.reject(new Error('options.fencesFile is not set: nothing to reload'));
+    return this.reloadFrom({ path });
+  }
+
+  /**
+   * Queues a reload from a file or a GeoJSON value, loaded on the loader thread. One reload at a time: each starts
+   * from the generation the previous one left.
+   */
+  private reloadFrom(source: { path: string } | { geojson: unknown }): Promise<ReloadResult> {
     const limits = fenceFileLimits(this.options);
+    const build = async (generation: number): Promise<FenceStore> =>
+      FenceStore.open(await loadFenceStoreOffThread({ ...source, limits, generation }), LOOKUP_ONLY_STORE);
     const run = this.reloadChain.then(
-      () => this.reloadNow(async (generation) => FenceStore.open(await loadFenceStoreOffThread({ path, limits, generation }), LOOKUP_ONLY_STORE)),
-      () => this.reloadNow(async (generation) => FenceStore.open(await loadFenceStoreOffThread({ path, limits, generation }), LOOKUP_ONLY_STORE)),
+      () => this.reloadNow(build),
+      () => this.reloadNow(build),
     );
     this.reloadChain = run.catch(() => undefined);
     return run;

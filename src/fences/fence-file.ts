@@ -36,7 +36,7 @@ export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFenc
 
 /** What the loader thread answers. */
 export type FenceLoadAnswer =
-  | { ok: true; descriptor: FenceStoreDescriptor; fenceCount: number }
+  | { ok: true; descriptor: FenceStoreDescriptor }
   | { ok: false; message: string; problems: FenceProblem[] | null };
 
 /** What the loader thread is given: a file to read, or a GeoJSON value already in memory (structured-cloned). */

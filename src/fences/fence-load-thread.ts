@@ -5,8 +5,7 @@ import { failedLoad, loadFenceStore, type FenceLoadAnswer, type FenceLoadRequest
 const request = workerData as FenceLoadRequest;
 let answer: FenceLoadAnswer;
 try {
-  const descriptor = loadFenceStore(request);
-  answer = { ok: true, descriptor, fenceCount: descriptor.fenceCount };
+  answer = { ok: true, descriptor: loadFenceStore(request) };
 } catch (err) {
   answer = failedLoad(err);
 }

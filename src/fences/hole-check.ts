@@ -9,6 +9,7 @@
  */
 import { intersectLineLine, IntersectionType } from '@thi.ng/geom-isec';
 import Flatbush from 'flatbush';
+import { containsRings, Q_CELLS, Q_X, Q_Y } from './geometry.js';
 
 /** Below this many edge tests the plain loop is faster than building an index. */
 const INDEX_AT_TESTS = 65_536;
@@ -79,8 +80,13 @@ export function firstHoleVertexOutside(outer: Float64Array, hole: Float64Array):
   const edges = outer.length / 2 - 1;
   const vertices = hole.length / 2;
   if (edges * vertices < INDEX_AT_TESTS) {
+    // Small enough for the exact test containment itself uses.
+    const offsets = Int32Array.of(0, edges + 1);
+    const q = new Float64Array(Q_CELLS);
     for (let v = 0; v < vertices; v++) {
-      if (!insideByEdges(outer, hole[v * 2]!, hole[v * 2 + 1]!, null)) return v;
+      q[Q_X] = hole[v * 2]!;
+      q[Q_Y] = hole[v * 2 + 1]!;
+      if (!containsRings(outer, offsets, 0, 1, q)) return v;
     }
     return -1;
   }
@@ -97,14 +103,14 @@ export function firstHoleVertexOutside(outer: Float64Array, hole: Float64Array):
 }
 
 /**
- * Even-odd containment of (x, y) in `ring` over the edges listed (edge e joins vertices e and e + 1), or every edge
- * when `edges` is null; the closed boundary counts as inside, as in containsRings.
+ * Even-odd containment of (x, y) in `ring` over the edges listed (edge e joins vertices e and e + 1: every edge the
+ * ray from the point to +x can meet); the per-edge rule and the closed boundary are containsRings' (geometry.ts),
+ * which walks every edge in ring order and so cannot take a subset.
  */
-function insideByEdges(ring: Float64Array, x: number, y: number, edges: readonly number[] | null): boolean {
-  const n = edges === null ? ring.length / 2 - 1 : edges.length;
+function insideByEdges(ring: Float64Array, x: number, y: number, edges: readonly number[]): boolean {
   let inside = false;
-  for (let k = 0; k < n; k++) {
-    const e = edges === null ? k : edges[k]!;
+  for (let k = 0; k < edges.length; k++) {
+    const e = edges[k]!;
     const ax = ring[e * 2]!;
     const ay = ring[e * 2 + 1]!;
     const bx = ring[e * 2 + 2]!;
