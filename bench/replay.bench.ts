@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Trigger } from '../src/pipeline/trigger.js';
+import type { Trigger } from '../src/dispatch/trigger.js';
 import { compareWithReference, referenceTriggers, writeReplayFixture } from '../test/support/replay-fixture.js';
 
 const { values } = parseArgs({

@@ -13,11 +13,13 @@
  * `--multiple` x C for `--minutes` (C can be given with `--capacity` to skip the probe).
  *
  * Every `--scrape-ms` it scrapes `/metrics` and checks the accounting identities (scrape.ts) on that scrape. At the end
- * it stops the router with SIGTERM and reports: RSS and main-thread heap after warm-up (median of the first and the
- * last minute, growth in %), COMPLIANCE pings shed (must be 0) and the compliance share of the capacity against the
+ * it stops the router with SIGTERM and reports: RSS and heap after warm-up (median of the first and the last minute,
+ * growth in %: the main thread's heap in use, and per router thread the heap in use and the live heap, what survived
+ * the thread's latest full collection, from `geofence_thread_*`), COMPLIANCE pings shed (must be 0) and the compliance share of the capacity against the
  * reserved slice, held-time P99 per downstream and lane over the soak (the `geofence_dispatch_held_time_seconds`
  * histogram, bucket upper bounds), identity violations (must be 0), and each receiver's contract check (order
- * violations must be 0). Exit code 0 when every check holds, 1 otherwise.
+ * violations must be 0). Exit code 0 when every check holds, 1 otherwise. `--router-log <file>` keeps the router's
+ * stderr; `--config-extra '<json>'` adds router options to its config file.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,6 +53,9 @@ const { values } = parseArgs({
     'scrape-ms': { type: 'string', default: '1000' },
     'queue-delay-target-ms': { type: 'string' },
     out: { type: 'string' },
+    'router-log': { type: 'string' },
+    city: { type: 'string', default: 'district' },
+    'config-extra': { type: 'string' },
   },
 });
 
@@ -85,9 +90,24 @@ function flakyBehaviour(rng: () => number, startMs: number): (nowMs: number) => 
   };
 }
 
-/** Builds the dense city and marks compliance fences until their boxes cover `complianceShare` of its area. */
-function denseCity(seed: number): object {
-  const city = generateSyntheticCity({ seed, fenceCount: 3019, fencesPerKm2: 3019 / 4, minRadiusM: 60, maxRadiusM: 300, complianceFraction: 0 });
+/**
+ * The fences the fleet drives through, all in the same 2 x 2 km: `district` (400 fences of 30-150 m: about three
+ * overlap at a point, the delivery zones and depots of a busy district) or `dense` (3,019 fences of 60-300 m: about
+ * 24 overlap at a point, and at some points more than maxFencesPerDevice; the start-up stress case, whose containment
+ * pass costs some 30 times more per ping). Compliance fences are marked until their boxes cover `complianceShare` of
+ * the area.
+ */
+const CITIES: Record<string, { fenceCount: number; minRadiusM: number; maxRadiusM: number }> = {
+  district: { fenceCount: 400, minRadiusM: 30, maxRadiusM: 150 },
+  dense: { fenceCount: 3019, minRadiusM: 60, maxRadiusM: 300 },
+};
+const cityName = values.city!;
+if (CITIES[cityName] === undefined) throw new RangeError(`--city must be one of ${Object.keys(CITIES).join(', ')}, got ${cityName}`);
+
+/** Builds the city and marks compliance fences until their boxes cover `complianceShare` of its area. */
+function buildCity(seed: number): object {
+  const shape = CITIES[cityName]!;
+  const city = generateSyntheticCity({ seed, ...shape, fencesPerKm2: shape.fenceCount / 4, complianceFraction: 0 });
   const rng = mulberry32(seed + 1);
   const features = city.features as { properties: Record<string, unknown>; geometry: { type: string; coordinates: unknown } }[];
   const cityAreaKm2 = 4;
@@ -168,7 +188,13 @@ const median = (xs: number[]): number => {
 interface Sample {
   tS: number;
   rssMiB: number;
+  /** Main thread's heap in use (prom-client's nodejs_heap_size_used_bytes). */
   heapMiB: number;
+  /** Heap in use and live heap (after the latest full collection) per router thread, MiB. */
+  heapByThread: Record<string, number>;
+  liveByThread: Record<string, number>;
+  /** The latest checkpoint's containment pause, ms. */
+  checkpointPauseMs: number;
   fill: number;
   processed: number;
   offered: Record<string, number>;
@@ -181,7 +207,7 @@ interface Sample {
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'gr-soak-'));
   const fencesPath = join(dir, 'fences.geojson');
-  writeFileSync(fencesPath, JSON.stringify(denseCity(7)));
+  writeFileSync(fencesPath, JSON.stringify(buildCity(7)));
   const t0 = Date.now();
   const steady = new CheckingReceiver(() => ({ kind: 'ok', delayMs: 0 }));
   const flaky = new CheckingReceiver(flakyBehaviour(mulberry32(3), t0));
@@ -198,6 +224,7 @@ async function main(): Promise<void> {
       { kind: 'webhook', name: 'steady', url: `http://127.0.0.1:${steady.port}/hook` },
       { kind: 'webhook', name: 'flaky', url: `http://127.0.0.1:${flaky.port}/hook`, timeoutMs: 2000 },
     ],
+    ...(values['config-extra'] === undefined ? {} : (JSON.parse(values['config-extra']) as object)),
   };
   const configPath = join(dir, 'config.json');
   writeFileSync(configPath, JSON.stringify(config));
@@ -236,6 +263,9 @@ async function main(): Promise<void> {
           tS,
           rssMiB: sumOf(s, 'process_resident_memory_bytes') / 2 ** 20,
           heapMiB: sumOf(s, 'nodejs_heap_size_used_bytes') / 2 ** 20,
+          heapByThread: byThread(s, 'geofence_thread_heap_used_bytes'),
+          liveByThread: byThread(s, 'geofence_thread_heap_live_bytes'),
+          checkpointPauseMs: sumOf(s, 'geofence_checkpoint_last_pause_seconds') * 1000,
           fill: cap > 0 ? depth / cap : 0,
           processed: sumOf(s, 'geofence_pings_processed_total'),
           offered: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_offered_total', { lane: l })])),
@@ -287,6 +317,8 @@ async function main(): Promise<void> {
     const b = median(lastMin.map(f));
     return { first: round(a), last: round(b), pct: round(((b - a) / a) * 100) };
   };
+  const threads = [...new Set(after.flatMap((x) => Object.keys(x.heapByThread)))].sort();
+  const total = (r: Record<string, number>): number => Object.values(r).reduce((a, v) => a + v, 0);
   const warmSample = after[0] ?? soak[0]!;
   const endSample = soak[soak.length - 1]!;
   const d = (lane: string, k: 'offered' | 'shed'): number => endSample[k][lane]! - warmSample[k][lane]!;
@@ -309,6 +341,7 @@ async function main(): Promise<void> {
   const result = {
     command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
     host: { loadavgAtEnd: (await import('node:os')).loadavg().map(round) },
+    city: cityName,
     capacityPerSec: Math.round(capacity),
     probe,
     offeredTargetPerSec: Math.round(rate),
@@ -320,13 +353,19 @@ async function main(): Promise<void> {
     identityExamples: violations.slice(0, 5),
     rssMiB: growth((x) => x.rssMiB),
     heapMiB: growth((x) => x.heapMiB),
+    heapAllThreadsMiB: growth((x) => total(x.heapByThread)),
+    liveHeapAllThreadsMiB: growth((x) => total(x.liveByThread)),
+    heapByThreadMiB: Object.fromEntries(threads.map((t) => [t, growth((x) => x.heapByThread[t] ?? Number.NaN)])),
+    liveHeapByThreadMiB: Object.fromEntries(threads.map((t) => [t, growth((x) => x.liveByThread[t] ?? Number.NaN)])),
     lanes: Object.fromEntries(LANES.map((l) => [l, { offered: d(l, 'offered'), shed: d(l, 'shed'), shedPct: round((d(l, 'shed') / Math.max(1, d(l, 'offered'))) * 100) }])),
     shedPct: round((LANES.reduce((a, l) => a + d(l, 'shed'), 0) / Math.max(1, offeredAll)) * 100),
     complianceShareOfOffered: round(d('compliance', 'offered') / Math.max(1, offeredAll)),
     complianceShareOfCapacity: round(complianceOfCapacity),
     reservedFraction,
     complianceShedWholeRun: sumOf(atEnd, 'geofence_pings_shed_total', { lane: 'compliance' }),
+    fenceEntryOverflowsWholeRun: sumOf(atEnd, 'geofence_fence_entry_overflows_total'),
     heldP99MsByDownstreamAndLane: held,
+    checkpointPauseMs: { median: round(median(after.map((x) => x.checkpointPauseMs))), max: round(Math.max(...after.map((x) => x.checkpointPauseMs))) },
     heldP99MsAllLanes: round(quantileBetween(warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_held_time_seconds', {}), histogramOf(atEnd, 'geofence_held_time_seconds', {}), 0.99) * 1000),
     processedPerSecMedian: Math.round(median(after.slice(1).map((x, i) => (x.processed - after[i]!.processed) / (x.tS - after[i]!.tS)))),
     limitMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.limit[ds]!))])),
@@ -344,6 +383,7 @@ async function main(): Promise<void> {
     complianceHeldP99Under10MsAtSteady: held.steady!.compliance! < 10,
     orderHeldAtEveryReceiver: steady.counts.orderViolations === 0 && flaky.counts.orderViolations === 0,
     noGapAtSteady: steady.counts.gapSeqs === 0,
+    everyStayTracked: result.fenceEntryOverflowsWholeRun === 0,
   };
   const report = { ...result, checks };
   mkdirSync(dirname(outPrefix), { recursive: true });
@@ -357,7 +397,13 @@ async function main(): Promise<void> {
       tS,
       [
         { title: 'RSS, MiB', lines: [{ label: 'rss', colour: '#1f77b4', values: soak.map((x) => x.rssMiB) }] },
-        { title: 'Main-thread heap used, MiB', lines: [{ label: 'heap', colour: '#9467bd', values: soak.map((x) => x.heapMiB) }] },
+        {
+          title: 'Heap of every router thread, MiB',
+          lines: [
+            { label: 'in use', colour: '#9467bd', values: soak.map((x) => total(x.heapByThread)) },
+            { label: 'live (after full GC)', colour: '#8c564b', values: soak.map((x) => total(x.liveByThread)) },
+          ],
+        },
         { title: 'Telemetry ring fill, %', lines: [{ label: 'fill', colour: '#2ca02c', values: soak.map((x) => x.fill * 100) }] },
         {
           title: 'Shed, thousand pings/s by lane',
@@ -371,9 +417,20 @@ async function main(): Promise<void> {
       [{ atS: warmupS, label: 'warm-up ends' }],
     ),
   );
+  if (values['router-log'] !== undefined) writeFileSync(values['router-log'], router.stderr());
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   rmSync(dir, { recursive: true, force: true });
   process.exitCode = Object.values(checks).every(Boolean) ? 0 : 1;
+}
+
+/** Per-thread values of a `thread`-labelled gauge, MiB. */
+function byThread(s: Series, name: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, v] of s) {
+    const m = new RegExp(`^${name}\\{thread="([^"]+)"\\}$`).exec(key);
+    if (m !== null) out[m[1]!] = v / 2 ** 20;
+  }
+  return out;
 }
 
 const round = (v: number): number => (Number.isFinite(v) ? Math.round(v * 100) / 100 : v);

@@ -8,17 +8,12 @@
 export { createRouter, type Router, type RouterExtras, type RouterSummary, type ReloadResult } from './router.js';
 export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
 export { heldTimeWindow } from './pipeline/stats.js';
-export type { Trigger } from './pipeline/trigger.js';
+export type { Trigger } from './dispatch/trigger.js';
 export {
   resolveRouterOptions,
   validateRouterOptions,
   ROUTER_DEFAULTS,
   DEFAULT_POOL_SIZE,
-  loadConfigFile,
-  parseCliArgs,
-  optionsFromCli,
-  mergeOptionInputs,
-  HELP_TEXT,
   type RouterOptions,
   type RouterOptionsInput,
   type DownstreamOptions,
@@ -30,8 +25,17 @@ export {
   type IngestConfig,
   type DeadLetterConfig,
   type LimitChoice,
+} from './config/options.js';
+export {
+  loadConfigFile,
+} from './config/config-file.js';
+export {
+  parseCliArgs,
+  optionsFromCli,
+  mergeOptionInputs,
+  HELP_TEXT,
   type CliRequest,
-} from './config/index.js';
+} from './config/cli-args.js';
 export { FenceValidationError, type FenceProblem } from './fences/parse.js';
 export { generateSyntheticCity, syntheticCityBounds, type SyntheticCityOptions, type FeatureCollectionJson } from './fences/synthetic-city.js';
 export type { TelemetryPoint } from './ingest/ping-fields.js';

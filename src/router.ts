@@ -40,12 +40,13 @@ import { readRouterStats, type RouterStats } from './pipeline/stats.js';
 import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from './pipeline/state-keeper.js';
 import { downstreamSpecs, ThreadHandle } from './pipeline/threads.js';
 import { StateDirectory } from './durable/state-dir.js';
-import type { Trigger } from './pipeline/trigger.js';
+import type { Trigger } from './dispatch/trigger.js';
 import { nowNs } from './shm/clock.js';
-import { CNT_BLOCK_F64, CNT_FENCE_OVERFLOW_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, WDG_STALLED_I32, WDG_STRIDE_I32 } from './shm/layout.js';
+import { CNT_BLOCK_F64, CNT_FENCE_OVERFLOW_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, RT_THREAD_MAIN, WDG_STALLED_I32, WDG_STRIDE_I32 } from './shm/layout.js';
 import { SpscRing } from './shm/ring.js';
 import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
 import { StartProgress } from './pipeline/start-progress.js';
+import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from './pipeline/thread-runtime.js';
 
 /** Least time between two log lines about untracked fences, ms. */
 const UNTRACKED_LOG_INTERVAL_MS = 10_000;
@@ -175,6 +176,8 @@ class PipelineRouter implements Router {
   private readonly ephemeral: boolean;
   private readonly keeper: StateKeeper;
   private checkpointTimer: NodeJS.Timeout | null = null;
+  /** The main thread's runtime reports (started with the threads, stopped with the timers). */
+  private runtimeReporter: ThreadRuntimeReporter | null = null;
   private progressTimer: NodeJS.Timeout | null = null;
   /** Untracked pings already logged, and when. */
   private untrackedLogged = 0;
@@ -209,6 +212,7 @@ class PipelineRouter implements Router {
       maxFencesPerDevice: options.maxFencesPerDevice,
       fenceEntriesPerDevice: options.fenceEntriesPerDevice,
       downstreams: options.downstreams.length,
+      poolSize: options.poolSize,
     });
     const m = this.memory;
     this.pipeline = PipelineRegion.wrap(m.pipeline);
@@ -237,6 +241,7 @@ class PipelineRouter implements Router {
       dispatchMetrics: m.dispatchMetrics,
       downstreamNames: options.downstreams.map((d) => d.name),
       pipelineStats: m.stats,
+      threadRuntime: m.threadRuntime,
     });
     this.metrics.addFenceTracking((n) => this.store.mostUntracked(n), () => this.state.poolChunksInUse(), this.state.poolChunks);
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
@@ -257,7 +262,10 @@ class PipelineRouter implements Router {
     return { pingsProcessed: s.processed, triggers: s.triggersTotal, triggersInMemory: inMemory };
   }
 
-  /** Writes a checkpoint now (containment paused for the copy when the ingest thread runs), one at a time with reloads. */
+  /**
+   * Writes a checkpoint now, one at a time with reloads: the device state is copied while containment runs, and
+   * containment is paused for the copy only when that copy does not settle (StateKeeper.checkpoint).
+   */
   checkpointNow(clean = false): Promise<void> {
     const run = this.reloadChain.then(() =>
       this.keeper.checkpoint(
@@ -314,6 +322,8 @@ class PipelineRouter implements Router {
   }
 
   private stopTimers(): void {
+    this.runtimeReporter?.stop();
+    this.runtimeReporter = null;
     if (this.checkpointTimer !== null) clearInterval(this.checkpointTimer);
     if (this.progressTimer !== null) clearInterval(this.progressTimer);
     this.checkpointTimer = null;
@@ -322,6 +332,7 @@ class PipelineRouter implements Router {
 
   /** Starts the threads and the admin server. */
   async start(progress: StartProgress | null = null): Promise<void> {
+    this.runtimeReporter = startThreadRuntimeReporter(this.memory.threadRuntime, RT_THREAD_MAIN);
     const o = this.options;
     const m = this.memory;
     const callbacks = o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null));

@@ -1,2 +1,2 @@
-/** The simulated fleet lives in src/demo/fleet.ts (one copy for the demo and the benchmarks); re-exported here. */
-export * from '../../src/demo/fleet.js';
+/** The simulated fleet lives in src/fences/synthetic-fleet.ts (one copy for the demo and the benchmarks); re-exported here. */
+export * from '../../src/fences/synthetic-fleet.js';

@@ -13,8 +13,8 @@
  */
 import { connect, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
-import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../../src/demo/encode.js';
-import { Fleet, type FleetPing } from '../../src/demo/fleet.js';
+import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../../src/ingest/ping-encoder.js';
+import { Fleet, type FleetPing } from '../../src/fences/synthetic-fleet.js';
 
 const { values } = parseArgs({
   options: {

@@ -16,7 +16,7 @@ import { resolveRouterOptions, type RouterOptionsInput } from '../config/options
 import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import { createRouter, type Router } from '../router.js';
-import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from './status.js';
+import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../status.js';
 
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;

@@ -5,7 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
-import type { Trigger } from '../pipeline/trigger.js';
+import type { Trigger } from '../dispatch/trigger.js';
 import { isLoopbackHost } from '../auth/secrets.js';
 import { validateFloodLimits } from '../ingest/stream-limits.js';
 import { GRADIENT_LIMIT_DEFAULTS, GradientLimit, type GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';

@@ -14,8 +14,8 @@ import { generateSyntheticCity, syntheticCityBounds } from '../fences/synthetic-
 import { M_PER_DEG } from '../fences/geometry.js';
 import type { RouterStats } from '../pipeline/stats.js';
 import { createRouter, type Router } from '../router.js';
-import { formatStatusLine } from '../cli/status.js';
-import { mulberry32 } from './fleet.js';
+import { formatStatusLine } from '../status.js';
+import { mulberry32 } from '../fences/synthetic-fleet.js';
 import { SimulatedService } from './simulated-service.js';
 import { DemoTraffic } from './traffic.js';
 

@@ -6,8 +6,8 @@
  * connection, so its pings arrive in order.
  */
 import { connect, type Socket } from 'node:net';
-import { encodePingInto, MAX_PING_BYTES } from './encode.js';
-import { Fleet, mulberry32, type FleetPing } from './fleet.js';
+import { encodePingInto, MAX_PING_BYTES } from '../ingest/ping-encoder.js';
+import { Fleet, mulberry32, type FleetPing } from '../fences/synthetic-fleet.js';
 
 /** Options of DemoTraffic. */
 export interface DemoTrafficOptions {

@@ -56,10 +56,10 @@ export class TriggerRouter {
       this.tagSets.push(tags);
       if (ids === null && tags === null) anyFence |= bit;
       for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) {
-        if (s?.types === undefined || s.types.length === 0 || s.types.includes(t as TriggerType)) this.typeMasks[t] |= bit;
+        if (s?.types === undefined || s.types.length === 0 || s.types.includes(t as TriggerType)) this.typeMasks[t]! |= bit;
       }
       for (let l = 0; l < LANE_COUNT; l++) {
-        if (s?.lanes === undefined || s.lanes.length === 0 || s.lanes.includes(l as Lane)) this.laneMasks[l] |= bit;
+        if (s?.lanes === undefined || s.lanes.length === 0 || s.lanes.includes(l as Lane)) this.laneMasks[l]! |= bit;
       }
     });
     this.anyFenceMask = anyFence;

@@ -79,6 +79,7 @@ import {
   TREC_ID_NUMBER,
   TREC_ID_STRING,
 } from './file-layout.js';
+import { nowNs } from '../shm/clock.js';
 import { readFully, replaceFileDurably, syncDir } from './fs-util.js';
 import { RecordBuffer } from './trigger-codec.js';
 
@@ -113,6 +114,11 @@ export class DeviceStateCopy {
   /** Per device: its slot's registration generation at the capture (a slot reused since is left out; -1: unchecked). */
   slotGeneration: Int32Array;
 
+  /** Devices the last captureLive copied more than once (an update met in progress or made during the copy). */
+  lastRetries = 0;
+  /** A private cell captureLive waits on (nothing notifies it: a short sleep). */
+  private readonly nap = new Int32Array(new SharedArrayBuffer(4));
+
   /** Scratch for up to `maxDevices` devices (grows its entry arrays when needed). */
   constructor(maxDevices: number) {
     this.devF64 = new Float64Array(maxDevices * DEV_STRIDE_F64);
@@ -130,6 +136,48 @@ export class DeviceStateCopy {
    * arrays.
    */
   capture(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null = null): void {
+    this.begin(state, count, generation, ids);
+    let e = 0;
+    for (let d = 0; d < count; d++) e = this.copyDevice(state, d, e);
+    this.entryStart[count] = e;
+  }
+
+  /**
+   * Copies slots [0, count) of `state` like `capture`, while containment runs: each device between two equal even
+   * reads of its write version (DEV_VERSION_I32), so an update in progress or made during the copy makes it copy that
+   * device again. Returns false, leaving the copy unusable, when that has not settled by `deadlineNs` (nowNs clock):
+   * a device's update held up (its worker waits for room in a full trigger ring, or ended mid-record); the caller
+   * then pauses containment and uses `capture`.
+   */
+  captureLive(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null, deadlineNs: number): boolean {
+    this.begin(state, count, generation, ids);
+    this.lastRetries = 0;
+    let e = 0;
+    for (let d = 0; d < count; d++) {
+      for (let tries = 1; ; tries++) {
+        if (tries === 2) this.lastRetries++;
+        const before = state.writeVersion(d);
+        if ((before & 1) === 0) {
+          const next = this.copyDevice(state, d, e);
+          // Why this is enough: the version is read with Atomics.load after the copy's plain reads, and the writer
+          // stores it with Atomics.store before and after its writes (the ordering DISP_PUBLISH_VERSION_F64 relies on).
+          if (next >= 0 && state.writeVersion(d) === before) {
+            e = next;
+            break;
+          }
+        }
+        if (nowNs() > deadlineNs) return false;
+        // An update takes microseconds; one that does not is waiting for its thread to be scheduled.
+        if (tries % 64 === 0) Atomics.wait(this.nap, 0, 0, 0.05);
+      }
+    }
+    this.entryStart[count] = e;
+    return true;
+  }
+
+  /** Records what the copy is of: count, store generation, time, and each slot's life and generation. */
+  private begin(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null): void {
+    if (count > state.maxDevices) throw new RangeError(`count ${count} is above the state's ${state.maxDevices} slots`);
     this.count = count;
     for (let d = 0; d < count; d++) {
       this.slotGeneration[d] = ids === null ? -1 : ids.generationOf(d);
@@ -137,26 +185,33 @@ export class DeviceStateCopy {
     }
     this.generation = generation;
     this.capturedMs = Date.now();
-    this.devF64.set(state.devF64.subarray(0, count * DEV_STRIDE_F64));
-    this.devI32.set(state.devI32.subarray(0, count * DEV_STRIDE_I32));
-    let e = 0;
+  }
+
+  /**
+   * Copies device `d`'s cells and its entries from compact entry `e` on; returns the next free compact entry, or -1
+   * when its entry count is out of range (read mid-update by captureLive).
+   */
+  private copyDevice(state: DeviceState, d: number, e: number): number {
+    const sf = d * DEV_STRIDE_F64;
+    for (let c = 0; c < DEV_STRIDE_F64; c++) this.devF64[sf + c] = state.devF64[sf + c]!;
+    const si = d * DEV_STRIDE_I32;
+    for (let c = 0; c < DEV_STRIDE_I32; c++) this.devI32[si + c] = state.devI32[si + c]!;
+    this.entryStart[d] = e;
+    const n = this.devI32[si + DEV_ENTRY_COUNT_I32]!;
+    if (n === 0) return e;
+    if (!(n > 0 && n <= state.maxFences)) return -1;
+    if ((e + n) * ENTRY_STRIDE_I32 > this.entryI32.length) this.grow(e + n);
+    // A few cells per entry: a plain loop beats making subarray views to copy them.
     const srcF64 = state.entryF64;
     const srcI32 = state.entryI32;
-    for (let d = 0; d < count; d++) {
-      this.entryStart[d] = e;
-      const n = state.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
-      if (n === 0) continue;
-      if ((e + n) * ENTRY_STRIDE_I32 > this.entryI32.length) this.grow(e + n);
-      // A few cells per entry: a plain loop beats making subarray views to copy them.
-      const dstF = this.entryF64;
-      const dstI = this.entryI32;
-      for (let k = 0; k < n; k++, e++) {
-        const x = state.entryIndex(d, k);
-        for (let c = 0; c < ENTRY_STRIDE_F64; c++) dstF[e * ENTRY_STRIDE_F64 + c] = srcF64[x * ENTRY_STRIDE_F64 + c]!;
-        for (let c = 0; c < ENTRY_STRIDE_I32; c++) dstI[e * ENTRY_STRIDE_I32 + c] = srcI32[x * ENTRY_STRIDE_I32 + c]!;
-      }
+    const dstF = this.entryF64;
+    const dstI = this.entryI32;
+    for (let k = 0; k < n; k++, e++) {
+      const x = state.entryIndex(d, k);
+      for (let c = 0; c < ENTRY_STRIDE_F64; c++) dstF[e * ENTRY_STRIDE_F64 + c] = srcF64[x * ENTRY_STRIDE_F64 + c]!;
+      for (let c = 0; c < ENTRY_STRIDE_I32; c++) dstI[e * ENTRY_STRIDE_I32 + c] = srcI32[x * ENTRY_STRIDE_I32 + c]!;
     }
-    this.entryStart[count] = e;
+    return e;
   }
 
   private grow(entries: number): void {

@@ -15,6 +15,7 @@ import {
   DEV_LAST_EVENT_MS_F64,
   DEV_STRIDE_F64,
   DEV_STRIDE_I32,
+  DEV_VERSION_I32,
   deviceStateSections,
   DSTATE_HEADER_BYTES,
   DSTATE_INLINE_FENCES_I32,
@@ -288,6 +289,28 @@ export class DeviceState {
       if (this.entryI32[b + ENTRY_FENCE_I32] === fenceIndex) return this.entryI32[b + ENTRY_STATE_I32]!;
     }
     return 0;
+  }
+
+  /**
+   * Opens an update of the device's state (its write version turns odd: DEV_VERSION_I32). Only the thread running the
+   * device's shard calls it, once per record, before its first write; `endWrite` closes it. Allocation-free.
+   */
+  beginWrite(slot: number): void {
+    const cell = slot * DEV_STRIDE_I32 + DEV_VERSION_I32;
+    // `| 1`, not `+ 1`: an update that never closed (its worker ended mid-record) leaves the version odd; the next one
+    // keeps it odd and closes it, so the parity heals instead of inverting.
+    Atomics.store(this.devI32, cell, this.devI32[cell]! | 1);
+  }
+
+  /** Closes the update `beginWrite` opened (the write version turns even, and new). Allocation-free. */
+  endWrite(slot: number): void {
+    const cell = slot * DEV_STRIDE_I32 + DEV_VERSION_I32;
+    Atomics.store(this.devI32, cell, ((this.devI32[cell]! | 1) + 1) | 0);
+  }
+
+  /** The device's write version (DEV_VERSION_I32): odd while an update is open. One Atomics.load. */
+  writeVersion(slot: number): number {
+    return Atomics.load(this.devI32, slot * DEV_STRIDE_I32 + DEV_VERSION_I32);
   }
 
   /** Event time of the device's last accepted ping (-Infinity before the first). */

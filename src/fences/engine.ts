@@ -200,10 +200,10 @@ export class ContainmentEngine {
       if (lane === TEL_LANE_EXPIRE) {
         // The epoch travels in a cell, like every double here.
         rec[REC_SEQ] = f64[bf + TEL_EXPIRE_EPOCH_F64]!;
-        written += this.expire(i32[bi + TEL_DEVICE_SLOT_I32]!, triggers);
+        written += this.writeExpire(i32[bi + TEL_DEVICE_SLOT_I32]!, triggers);
         continue;
       }
-      written += this.step(i32[bi + TEL_DEVICE_SLOT_I32]!, lane, triggers);
+      written += this.writeStep(i32[bi + TEL_DEVICE_SLOT_I32]!, lane, triggers);
     }
     triggers.publish();
     return written;
@@ -216,9 +216,36 @@ export class ContainmentEngine {
     rec[REC_LON] = lon;
     rec[REC_EVENT_TIME_MS] = eventTimeMs;
     rec[REC_ADMIT_TIME_NS] = admitTimeNs;
-    const n = this.step(slot, lane, triggers);
+    const n = this.writeStep(slot, lane, triggers);
     triggers.publish();
     return n;
+  }
+
+  /**
+   * `step` inside the device's write version (DEV_VERSION_I32), so that a checkpoint copying the state meanwhile sees
+   * the update and copies the device again. A slot out of range is left to `step`, which counts it.
+   */
+  private writeStep(slot: number, lane: number, triggers: SpscRing): number {
+    const state = this.state;
+    if (!(slot >= 0 && slot < state.maxDevices)) return this.step(slot, lane, triggers);
+    state.beginWrite(slot);
+    try {
+      return this.step(slot, lane, triggers);
+    } finally {
+      state.endWrite(slot);
+    }
+  }
+
+  /** `expire` inside the device's write version (see writeStep). */
+  private writeExpire(slot: number, triggers: SpscRing): number {
+    const state = this.state;
+    if (!(slot >= 0 && slot < state.maxDevices)) return this.expire(slot, triggers);
+    state.beginWrite(slot);
+    try {
+      return this.expire(slot, triggers);
+    } finally {
+      state.endWrite(slot);
+    }
   }
 
   /**
@@ -460,18 +487,18 @@ export class ContainmentEngine {
       const gapMs = t - devF64[df + DEV_LAST_EVENT_MS_F64]!;
       const rules = this.crossRules;
       let plausible = true;
-      if (rules[CROSS_MAX_GAP_MS] > 0 && gapMs > rules[CROSS_MAX_GAP_MS]) plausible = false;
-      if (plausible && rules[CROSS_MAX_SPEED_MPS] > 0) {
+      if (rules[CROSS_MAX_GAP_MS]! > 0 && gapMs > rules[CROSS_MAX_GAP_MS]!) plausible = false;
+      if (plausible && rules[CROSS_MAX_SPEED_MPS]! > 0) {
         // The local equirectangular projection every distance of the router uses.
         const dyM = (lat - lastLat) * M_PER_DEG;
         const dxM = (lon - lastLon) * M_PER_DEG * Math.cos(((lat + lastLat) / 2) * RAD_PER_DEG);
-        const maxM = (rules[CROSS_MAX_SPEED_MPS] * gapMs) / 1000;
+        const maxM = (rules[CROSS_MAX_SPEED_MPS]! * gapMs) / 1000;
         if (dxM * dxM + dyM * dyM > maxM * maxM) plausible = false;
       }
       if (!plausible) {
         counters[cb + CNT_IMPLAUSIBLE_SEGMENTS_F64]!++;
       } else {
-        const budget = rules[CROSS_MAX_PER_DEVICE_PER_SEC];
+        const budget = rules[CROSS_MAX_PER_DEVICE_PER_SEC]!;
         const nowMs = rec[REC_ADMIT_TIME_NS]! / 1e6;
         if (budget > 0 && !(nowMs - devF64[df + DEV_CROSS_WINDOW_MS_F64]! < 1000)) {
           devF64[df + DEV_CROSS_WINDOW_MS_F64] = nowMs;

@@ -292,18 +292,18 @@ export class LaneAdmission {
     const counters = this.counters;
     const base = this.base;
     const ring = this.ring;
-    counters[base + ADM_OFFERED_F64 + lane]++;
+    counters[base + ADM_OFFERED_F64 + lane]!++;
     let reason: ShedReason = SHED_DRAINING;
     if (!this.draining) {
       const limitSlots = lane === LANE_COMPLIANCE ? this.capacitySlots : this.sharedSlots;
       // The cached depth only overstates: re-read the consumer's position before shedding.
       if (ring.producerDepth() < limitSlots || ring.refreshDepth() < limitSlots) {
-        counters[base + ADM_ADMITTED_F64 + lane]++;
+        counters[base + ADM_ADMITTED_F64 + lane]!++;
         return ring.claim();
       }
       reason = SHED_RING_FULL;
     }
-    counters[base + ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]++;
+    counters[base + ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]!++;
     return -1 - reason;
   }
 
@@ -346,10 +346,10 @@ export class LaneAdmission {
     const counters = this.counters;
     const base = this.base;
     const ring = this.ring;
-    counters[base + ADM_OFFERED_F64 + lane]++;
+    counters[base + ADM_OFFERED_F64 + lane]!++;
     // Fast path: the cached depth (it only overstates) is below everything that could stop this lane.
     if (ring.producerDepth() < this.fastPathDepthLimit[lane]!) {
-      counters[base + ADM_ADMITTED_F64 + lane]++;
+      counters[base + ADM_ADMITTED_F64 + lane]!++;
       return ring.claim();
     }
     return this.admitSlow(lane);
@@ -385,13 +385,13 @@ export class LaneAdmission {
       } else if (depthSlots >= limitSlots) {
         reason = SHED_RING_FULL;
       } else if (lane !== LANE_IDLE || depthSlots < watermarkSlots || idleBucket.tryTakeOneAt(nowCell, 0)) {
-        counters[base + ADM_ADMITTED_F64 + lane]++;
+        counters[base + ADM_ADMITTED_F64 + lane]!++;
         return ring.claim();
       } else {
         reason = SHED_RATE_LIMITED;
       }
     }
-    counters[base + ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]++;
+    counters[base + ADM_SHED_F64 + lane * SHED_REASON_COUNT + reason]!++;
     return -1 - reason;
   }
 

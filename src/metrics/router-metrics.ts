@@ -76,6 +76,7 @@ import {
   PST_CHECKPOINT_LAST_NS_F64,
   PST_CHECKPOINT_PAUSE_NS_F64,
   PST_CHECKPOINTS_F64,
+  PST_CHECKPOINTS_PAUSED_F64,
   PST_HELD_BASE_F64,
   PST_LOST_PINGS_F64,
   PST_LOST_PINGS_HUNG_F64,
@@ -95,6 +96,7 @@ import { copyPublished } from '../shm/published-copy.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
+import { readThreadRuntime, type ThreadRuntimeReading } from '../pipeline/thread-runtime.js';
 
 /** One labelled series read at scrape time. */
 export interface SharedSeries {
@@ -122,6 +124,8 @@ export interface MetricSources {
   downstreamNames?: readonly string[];
   /** Pipeline stats region (PST_* cells and the held-time histogram). */
   pipelineStats?: SharedArrayBuffer;
+  /** Per-thread runtime reports (RT_* blocks, src/pipeline/thread-runtime.ts). */
+  threadRuntime?: SharedArrayBuffer;
   /** Also export prom-client's default process metrics (default true). */
   defaultMetrics?: boolean;
 }
@@ -196,6 +200,7 @@ export class RouterMetrics {
     if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
     if (sources.dispatchMetrics !== undefined) this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
     if (sources.pipelineStats !== undefined) this.addPipelineStats(new Float64Array(sources.pipelineStats));
+    if (sources.threadRuntime !== undefined) this.addThreadRuntime(sources.threadRuntime);
     if (rings.length > 0) {
       this.addSharedGauge(MetricNames.RING_DEPTH, 'Records published and not yet consumed, per ring.', ['ring', 'shard'], rings);
       this.addSharedGauge(MetricNames.RING_CAPACITY, 'Record slots per ring.', ['ring', 'shard'], capacities);
@@ -275,6 +280,38 @@ export class RouterMetrics {
       },
     };
     this.registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  /**
+   * Registers the per-thread runtime series (`thread` label: main, ingest, dispatcher, containment-<n>), read from the
+   * threads' latest reports; a thread that stopped reporting drops out.
+   */
+  private addThreadRuntime(region: SharedArrayBuffer): void {
+    let readings: ThreadRuntimeReading[] = [];
+    this.refreshers.push(() => {
+      readings = readThreadRuntime(region, Date.now());
+    });
+    const series: [string, string, 'gauge' | 'counter', (r: ThreadRuntimeReading) => number][] = [
+      [MetricNames.THREAD_HEAP_USED, 'V8 heap in use, per router thread, bytes.', 'gauge', (r) => r.heapUsedBytes],
+      [MetricNames.THREAD_HEAP_TOTAL, 'V8 heap reserved, per router thread, bytes.', 'gauge', (r) => r.heapTotalBytes],
+      [MetricNames.THREAD_HEAP_LIVE, 'V8 heap in use right after the thread\'s latest full collection (the live heap), bytes.', 'gauge', (r) => r.heapLiveBytes],
+      [MetricNames.THREAD_EXTERNAL, 'Memory outside the V8 heap held by the thread\'s objects, bytes.', 'gauge', (r) => r.externalBytes],
+      [MetricNames.THREAD_LOOP_UTILIZATION, 'Event-loop utilisation over the thread\'s last report interval (1 s), 0..1.', 'gauge', (r) => r.loopUtilization],
+      [MetricNames.THREAD_LOOP_DELAY_P99, 'P99 of the event-loop delay over the thread\'s last report interval (1 s), seconds.', 'gauge', (r) => r.loopDelayP99Ns / 1e9],
+      [MetricNames.THREAD_GC_MAJOR, 'Full (mark-compact) collections, per router thread.', 'counter', (r) => r.majorGcs],
+      [MetricNames.THREAD_GC_SECONDS, 'Time in garbage collection, per router thread, seconds.', 'counter', (r) => r.gcNs / 1e9],
+    ];
+    for (const [name, help, type, read] of series) {
+      const collect = function (this: Gauge | Counter): void {
+        this.reset();
+        for (const r of readings) {
+          if (this instanceof Gauge) this.set({ thread: r.thread }, read(r));
+          else this.inc({ thread: r.thread }, read(r));
+        }
+      };
+      if (type === 'gauge') new Gauge({ name, help, labelNames: ['thread'], registers: [this.registry], collect });
+      else new Counter({ name, help, labelNames: ['thread'], registers: [this.registry], collect });
+    }
   }
 
   /** Registers the containment counters (summed over every block). */
@@ -488,6 +525,7 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [PST_RELOADS_F64, MetricNames.FENCE_RELOADS, 'Fence reloads completed.', 'counter'],
   [PST_RELOADS_FAILED_F64, MetricNames.FENCE_RELOADS_FAILED, 'Fence reloads refused (the old fences kept serving).', 'counter'],
   [PST_CHECKPOINTS_F64, MetricNames.CHECKPOINTS, 'Device-state checkpoints written.', 'counter'],
+  [PST_CHECKPOINTS_PAUSED_F64, MetricNames.CHECKPOINTS_PAUSED, 'Checkpoints that paused containment to copy the device state (the copy taken while it runs did not settle in time).', 'counter'],
   [PST_CHECKPOINT_FAILURES_F64, MetricNames.CHECKPOINT_FAILURES, 'Device-state checkpoints that failed (the previous one stayed in force).', 'counter'],
 ];
 

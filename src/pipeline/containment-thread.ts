@@ -16,62 +16,20 @@
  * count), which the ingest thread's watchdog reads to tell a hung task from a busy one (ShardScheduler.checkStalls).
  */
 import { threadId, workerData } from 'node:worker_threads';
-import { ContainmentEngine, type ContainmentEngineOptions } from '../fences/engine.js';
+import { ContainmentEngine } from '../fences/engine.js';
 import { DeviceState } from '../fences/device-state.js';
-import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import { FenceStore } from '../fences/store.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
 import { CNT_BLOCK_F64, RingKind, TEL_DEVICE_SLOT_I32, WDG_HELD_COUNT_I32, WDG_HELD_SHARD_I32, WDG_PROGRESS_I32, WDG_STRIDE_I32, WDG_THREAD_ID_I32 } from '../shm/layout.js';
 import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
-import type { PipelineMemory } from './memory.js';
 import { warmContainment, type WarmUpTask } from './warm-up.js';
-
-/** One containment task: the shards of one group, each consumed from its ring's read sequence at submit time. */
-export interface ContainmentTask {
-  /** Shards the task consumes (one group; no other task holds any of them while it runs). */
-  shards: number[];
-  /** Per shard (same order): absolute sequence of its first unread telemetry record when the task was made. */
-  fromSeqs: number[];
-  /** Records per batch at most (one processBatch call, then release and doorbell). */
-  batchRecords: number;
-  /** The task returns after this long even if records keep arriving, ms: bounds a task's life (pause and drain use the control cell). */
-  maxTaskMs: number;
-  /** When a pass finds every shard empty, the task waits this long for more records before it returns, ms. */
-  lingerMs: number;
-  /** Fence-store generation to run on. */
-  generation: number;
-  /** One Int32 cell: CONTROL_RUN, CONTROL_RETURN_WHEN_EMPTY (drain) or CONTROL_RETURN_NOW (pause); the CONTROL_* values below. */
-  control: SharedArrayBuffer;
-  /**
-   * That generation's store, or null: a worker opens each generation once and caches it, so the store (three
-   * SharedArrayBuffers to clone per message) travels only to a worker that answered NEEDS_STORE.
-   */
-  fences: FenceStoreDescriptor | null;
-}
-
-/** Control cell values (ContainmentTask.control): keep running. */
-export const CONTROL_RUN = 0;
-/** Answer as soon as a pass finds every shard empty (drain). */
-export const CONTROL_RETURN_WHEN_EMPTY = 1;
-/** Answer at the end of the current pass (pause for a reload). */
-export const CONTROL_RETURN_NOW = 2;
-
-/** What a task answers, instead of a record count, when it was sent without a store this worker has not opened. */
-export const NEEDS_STORE = -1;
+import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, NEEDS_STORE, type ContainmentTask, type ContainmentWorkerData } from './containment-task.js';
+import { claimPoolBlock, startThreadRuntimeReporter, THREAD_RUNTIME_INTERVAL_MS, type ThreadRuntimeReporter } from './thread-runtime.js';
 
 /** Each wait of a lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
 const LINGER_STEP_MS = 0.25;
-
-/** workerData of the pool. */
-export interface ContainmentWorkerData {
-  /** The router's shared regions. */
-  memory: PipelineMemory;
-  /** The first fence-store generation, opened when the worker starts (not on its first task). */
-  fences: FenceStoreDescriptor;
-  /** The engine's settings (expiry EXITs, CROSS rules). */
-  engine: ContainmentEngineOptions;
-}
 
 /** Generations kept open per worker (the current one and the one a reload replaced). */
 const KEPT_GENERATIONS = 2;
@@ -84,6 +42,10 @@ let counters: Float64Array = new Float64Array(0);
 let state: DeviceState | null = null;
 let watchdog: Int32Array = new Int32Array(0);
 let idReader: DeviceIdReader | null = null;
+/** This worker's runtime reports: on its interval between tasks, and from the task loop while a task runs long. */
+let runtime: ThreadRuntimeReporter | null = null;
+/** When the task loop reports next, ns (a cell: no double is boxed per pass). */
+const nextReportNs = new Float64Array(1);
 if (data !== null && data !== undefined && data.memory !== undefined) {
   const m = data.memory;
   telemetry = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
@@ -93,6 +55,8 @@ if (data !== null && data !== undefined && data.memory !== undefined) {
   state = DeviceState.open(m.deviceState);
   watchdog = new Int32Array(m.watchdog);
   idReader = new DeviceIdReader(m.idTable);
+  const block = claimPoolBlock(m.threadRuntime, Date.now());
+  if (block >= 0) runtime = startThreadRuntimeReporter(m.threadRuntime, block);
 }
 
 /** Environment variable of the drill hook (see `parseFaultInjection`). */
@@ -241,6 +205,11 @@ export default function runContainmentTask(task: ContainmentTask): number {
     consumed += pass;
     const now = nowNs();
     if (now >= deadlineNs) return consumed;
+    // A task can run for seconds under load; the interval cannot fire inside it.
+    if (now >= nextReportNs[0]! && runtime !== null) {
+      nextReportNs[0] = now + THREAD_RUNTIME_INTERVAL_MS * 1e6;
+      runtime.report();
+    }
     const say = Atomics.load(control, 0);
     // Why a control cell: pause and drain must not wait out the linger, and must not go through a message.
     if (say === CONTROL_RETURN_NOW || (say === CONTROL_RETURN_WHEN_EMPTY && pass === 0)) return consumed;

@@ -18,7 +18,7 @@ import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
 import { DS_BLOCK_F64, DS_LANE_HELD_BASE_F64, HELD_BLOCK_F64, LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
 import { recordHeldTimeFrom } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
-import type { Trigger } from './trigger.js';
+import type { Trigger } from '../dispatch/trigger.js';
 
 /** A downstream as the main thread hands it to the dispatcher thread (no functions: structured-clone safe). */
 export interface DownstreamSpec {

@@ -30,10 +30,12 @@ import {
   PST_HELD_BASE_F64,
   PST_REPLAY_HELD_BASE_F64,
   RingKind,
+  RT_THREAD_DISPATCHER,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
 import { buildDownstreams, CallbackBridge, heldTimeRecorder, PipelineNamer, type DownstreamSpec, type NamesOnlyGeneration } from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
+import { startThreadRuntimeReporter } from './thread-runtime.js';
 import { SlotRetirer } from './slot-retirer.js';
 import type { DispatcherRequest, ThreadEvent } from './messages.js';
 
@@ -86,6 +88,7 @@ function post(event: ThreadEvent): void {
 async function main(): Promise<void> {
   const d = workerData as DispatcherThreadData;
   const m = d.memory;
+  startThreadRuntimeReporter(m.threadRuntime, RT_THREAD_DISPATCHER);
   const pipeline = PipelineRegion.wrap(m.pipeline);
   const rings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
   const statsCells = new Float64Array(m.stats);

@@ -23,17 +23,18 @@ import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, IngestState, RingKind } from '../shm/layout.js';
+import { ADM_BLOCK_F64, FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, IngestState, RingKind, RT_THREAD_INGEST } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
-import type { ContainmentTask, ContainmentWorkerData } from './containment-thread.js';
+import type { ContainmentTask, ContainmentWorkerData } from './containment-task.js';
 import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
 import { InProcessInput } from './in-process-input.js';
 import { InputBacklog } from './input-backlog.js';
 import { COMPLIANCE_ALARM_INTERVAL_MS, ComplianceShedAlarm } from '../ingest/shed-alarm.js';
 import type { PausableFeed } from '../ingest/backpressure.js';
 import { allocatePipelineMemory, type PipelineMemory } from './memory.js';
-import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../demo/encode.js';
-import { Fleet, type FleetPing } from '../demo/fleet.js';
+import { startThreadRuntimeReporter } from './thread-runtime.js';
+import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../ingest/ping-encoder.js';
+import { Fleet, type FleetPing } from '../fences/synthetic-fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
 import { ShardScheduler, WATCHDOG_INTERVAL_MS, type WatchdogSettings } from './shard-scheduler.js';
 import type { WarmUpTask } from './warm-up.js';
@@ -216,6 +217,7 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
 async function main(): Promise<void> {
   const d = workerData as IngestThreadData;
   const m = d.memory;
+  startThreadRuntimeReporter(m.threadRuntime, RT_THREAD_INGEST);
   const pipeline = PipelineRegion.wrap(m.pipeline);
   pipeline.setIngestState(IngestState.STARTING);
   const poolData: ContainmentWorkerData = {

@@ -7,6 +7,7 @@ import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/devic
 import { allocateDeviceIdTable } from '../ingest/device-registry.js';
 import { allocatePipelineRegion } from '../ingest/pipeline-region.js';
 import { CNT_BLOCK_F64, PST_REGION_F64, RingKind, TRIGGER_STRIDE_BYTES, watchdogRegionBytes, WDG_HELD_SHARD_I32, WDG_STRIDE_I32 } from '../shm/layout.js';
+import { allocateThreadRuntimeRegion } from './thread-runtime.js';
 import { allocateAdmissionCounters, allocateCounterRegion, allocateRingRegion, allocateTelemetryRing } from '../shm/regions.js';
 
 /** Slots of the control trigger ring (the main thread's: EXIT triggers written by a fence reload). */
@@ -39,6 +40,8 @@ export interface PipelineMemory {
   readonly dispatchMetrics: SharedArrayBuffer;
   /** Containment watchdog cells (WDG_*, one block per shard): task heartbeats, held batches, stalled flags. */
   readonly watchdog: SharedArrayBuffer;
+  /** Per-thread runtime reports (RT_*, thread-runtime.ts). */
+  readonly threadRuntime: SharedArrayBuffer;
 }
 
 /** What to allocate. */
@@ -59,6 +62,8 @@ export interface PipelineMemorySpec {
   fenceEntriesPerDevice?: number;
   /** Downstreams of the dispatcher. */
   downstreams: number;
+  /** Containment pool workers (sizes the thread runtime region; default 1). */
+  poolSize?: number;
 }
 
 /** Allocates every region of a router (main thread). */
@@ -82,6 +87,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, { entriesPerDevice: spec.fenceEntriesPerDevice ?? 32 }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
     watchdog: allocateWatchdogRegion(spec.shards),
+    threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1),
   };
 }
 

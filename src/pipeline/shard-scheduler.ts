@@ -33,7 +33,7 @@ import {
   WDG_THREAD_ID_I32,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
-import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, CONTROL_RUN, NEEDS_STORE, type ContainmentTask } from './containment-thread.js';
+import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, CONTROL_RUN, NEEDS_STORE, type ContainmentTask } from './containment-task.js';
 
 /** Records claimed (over all shards) after which the ingest thread publishes and submits without waiting for the chunk's end. */
 export const PUBLISH_EVERY_RECORDS = 256;

@@ -76,6 +76,7 @@ import {
   PST_CHECKPOINT_LAST_NS_F64,
   PST_CHECKPOINT_PAUSE_NS_F64,
   PST_CHECKPOINTS_F64,
+  PST_CHECKPOINTS_PAUSED_F64,
   TriggerType,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -88,6 +89,11 @@ export const RESTORED_NAMES_GENERATION = 0;
 export const PROGRESS_INTERVAL_MS = 200;
 /** File name of the progress mark. */
 const PROGRESS_FILE = 'progress';
+/**
+ * How long a checkpoint may spend copying the device state while containment runs before it pauses containment, ms
+ * (the copy of a device normally settles in microseconds; see DeviceStateCopy.captureLive).
+ */
+const LIVE_CAPTURE_BUDGET_MS = 200;
 
 /** What a start found in the state directory and did about it. */
 export interface RecoveryReport {
@@ -286,21 +292,30 @@ export class StateKeeper {
   }
 
   /**
-   * Writes a checkpoint: `pause` stops containment (resolves when no batch is in flight), the state is copied,
-   * `resume` restarts it, then the copy is encoded and written durably. `clean` marks the last one of a clean stop.
+   * Writes a checkpoint: the state is copied while containment runs (DeviceStateCopy.captureLive); when that does not
+   * settle within LIVE_CAPTURE_BUDGET_MS, `pause` stops containment (resolves when no batch is in flight), the state
+   * is copied and `resume` restarts it. Then the copy is encoded and written durably. With `pause` null (no thread
+   * runs) the copy is taken directly. `clean` marks the last one of a clean stop.
    */
   async checkpoint(store: FenceStore, counts: ProgressCounts, pause: (() => Promise<void>) | null, resume: (() => Promise<void>) | null, clean = false): Promise<void> {
     const t0 = nowNs();
     try {
-      // The pause: from asking containment to stop (its batches in flight finish) to its resumption.
-      const p0 = nowNs();
-      if (pause !== null) await pause();
-      try {
-        this.copy.capture(this.state, this.ids.deviceCount(), store.generation, this.ids);
-      } finally {
-        if (resume !== null) await resume();
+      const count = this.ids.deviceCount();
+      let pausedNs = 0;
+      if (pause === null || !this.copy.captureLive(this.state, count, store.generation, this.ids, nowNs() + LIVE_CAPTURE_BUDGET_MS * 1e6)) {
+        // The pause: from asking containment to stop (its batches in flight finish) to its resumption.
+        const p0 = nowNs();
+        if (pause !== null) {
+          this.stats[PST_CHECKPOINTS_PAUSED_F64]!++;
+          await pause();
+        }
+        try {
+          this.copy.capture(this.state, this.ids.deviceCount(), store.generation, this.ids);
+        } finally {
+          if (resume !== null) await resume();
+        }
+        pausedNs = pause === null ? 0 : nowNs() - p0;
       }
-      const pausedNs = nowNs() - p0;
       // Devices that expired and come back later start above every seq a freed slot's device had: so does the floor.
       const freedSeqHigh = new Float64Array(this.memory.pipeline)[ING_FREED_SEQ_HIGH_F64]!;
       if (freedSeqHigh > this.seqFloor) this.seqFloor = freedSeqHigh;

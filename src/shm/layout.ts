@@ -17,7 +17,7 @@ export const CACHE_LINE_BYTES = 64;
 export const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 4;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
@@ -357,7 +357,7 @@ export const DEV_TRIGGER_SEQ_F64 = 3;
 export const DEV_CROSS_WINDOW_MS_F64 = 4;
 
 /** Per-device Int32 record. */
-export const DEV_STRIDE_I32 = 7;
+export const DEV_STRIDE_I32 = 8;
 /** Number of fence entries in use. */
 export const DEV_ENTRY_COUNT_I32 = 0;
 /** Fence-store generation the device's entries refer to. */
@@ -375,6 +375,12 @@ export const DEV_UNTRACKED_I32 = 4;
 export const DEV_CHUNK_COUNT_I32 = 5;
 /** CROSS triggers written in the device's current budget window. */
 export const DEV_CROSS_COUNT_I32 = 6;
+/**
+ * The device's write version (a per-device seqlock): odd while the thread running its shard updates its state, even
+ * otherwise (Atomics.store at both ends of each update, DeviceState.beginWrite / endWrite). A checkpoint copies the
+ * device's cells and entries between two equal even reads, so it captures state without pausing containment.
+ */
+export const DEV_VERSION_I32 = 7;
 
 /**
  * Per-entry Float64 record. Device d's entries 0 .. inline-1 are entries d * inline + e; its entry e >= inline lives
@@ -705,8 +711,13 @@ export const PST_CHECKPOINT_PAUSE_NS_F64 = 13;
 export const PST_CHECKPOINT_BYTES_F64 = 14;
 /** Devices in the last checkpoint. */
 export const PST_CHECKPOINT_DEVICES_F64 = 15;
-/** First cell of the held-time block (line 2): written by the dispatcher thread only. */
-export const PST_HELD_BASE_F64 = 16;
+/**
+ * Checkpoints that paused containment to copy the device state: the copy taken while it runs (DEV_VERSION_I32) did not
+ * settle within its budget (a device's update held up, e.g. by a full trigger ring), so the pausing copy was used.
+ */
+export const PST_CHECKPOINTS_PAUSED_F64 = 16;
+/** First cell of the held-time block (line 3): written by the dispatcher thread only. */
+export const PST_HELD_BASE_F64 = 24;
 /** Held-time samples (triggers delivered, timed to the hand-over of the attempt that succeeded). */
 export const HELD_COUNT_F64 = 0;
 /** Sum of the held times, ns. */
@@ -1063,4 +1074,53 @@ export const WDG_STALLED_I32 = 4;
 /** Bytes of the watchdog region for `shards` shards. */
 export function watchdogRegionBytes(shards: number): number {
   return shards * WDG_STRIDE_I32 * 4;
+}
+
+/**
+ * The THREAD RUNTIME region (Float64 cells): one block per router thread, written by that thread once per report
+ * interval and read by the main thread's /metrics (each cell is an independent gauge or counter, so no seqlock).
+ * Blocks: the main thread, the ingest thread, the dispatcher thread, then threadRuntimePoolSlots(poolSize) blocks the pool's
+ * workers claim (a replaced worker's block is taken over once its reports have stopped).
+ */
+/** Float64 cells per thread block (one 128-byte line pair, so two threads' reports never share a line). */
+export const RT_STRIDE_F64 = 16;
+/** Int32 cell (index 2 x block start, the low half of Float64 cell 0): threadId + 1 of the block's owner, 0 when free. */
+export const RT_OWNER_I32 = 0;
+/** Wall-clock time of the owner's last report, ms since the epoch (0: never reported). */
+export const RT_REPORTED_AT_MS_F64 = 1;
+/** V8 heap in use, bytes (the isolate's used_heap_size). */
+export const RT_HEAP_USED_BYTES_F64 = 2;
+/** V8 heap reserved, bytes (total_heap_size). */
+export const RT_HEAP_TOTAL_BYTES_F64 = 3;
+/** Heap in use right after the latest full (mark-compact) collection, bytes: the live heap, the figure a leak grows. */
+export const RT_HEAP_LIVE_BYTES_F64 = 4;
+/** Memory outside the V8 heap held by this isolate's objects (external_memory), bytes. */
+export const RT_EXTERNAL_BYTES_F64 = 5;
+/** Event-loop utilisation over the last report interval, 0..1. */
+export const RT_LOOP_UTILIZATION_F64 = 6;
+/** P99 of the event-loop delay over the last report interval, ns. */
+export const RT_LOOP_DELAY_P99_NS_F64 = 7;
+/** Full (mark-compact) collections so far. */
+export const RT_MAJOR_GCS_F64 = 8;
+/** Collections of any kind so far. */
+export const RT_GCS_F64 = 9;
+/** Time in collections so far, ns. */
+export const RT_GC_NS_F64 = 10;
+/** Block of the main thread. */
+export const RT_THREAD_MAIN = 0;
+/** Block of the ingest thread. */
+export const RT_THREAD_INGEST = 1;
+/** Block of the dispatcher thread. */
+export const RT_THREAD_DISPATCHER = 2;
+/** First block of the containment pool. */
+export const RT_THREAD_POOL_FIRST = 3;
+
+/** Pool blocks for a pool of `poolSize` workers: room for as many replacements as workers before takeover. */
+export function threadRuntimePoolSlots(poolSize: number): number {
+  return 2 * poolSize;
+}
+
+/** Float64 cells of the thread runtime region for a pool of `poolSize` workers. */
+export function threadRuntimeRegionF64(poolSize: number): number {
+  return (RT_THREAD_POOL_FIRST + threadRuntimePoolSlots(poolSize)) * RT_STRIDE_F64;
 }

@@ -11,7 +11,8 @@ import { allocateCounterRegion, allocateRingRegion } from '../../src/shm/regions
 import { SpscRing } from '../../src/shm/ring.js';
 import { AdminServer } from '../../src/admin/admin-server.js';
 import { allocatePipelineRegion } from '../../src/ingest/pipeline-region.js';
-import { MetricNames, RouterMetrics } from '../../src/metrics/index.js';
+import { MetricNames } from '../../src/metrics/metric-names.js';
+import { RouterMetrics } from '../../src/metrics/router-metrics.js';
 import { parseExposition, sampleValue } from '../metrics/exposition.js';
 
 const pipeline = allocatePipelineRegion(2);

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainedCleanly, drainOutcome, formatStatusLine, formatSummary } from '../../src/cli/status.js';
+import { drainedCleanly, drainOutcome, formatStatusLine, formatSummary } from '../../src/status.js';
 import { heldBucketBoundNs } from '../../src/pipeline/held-time.js';
 import { heldTimeWindow } from '../../src/pipeline/stats.js';
 import { HELD_BUCKET_COUNT } from '../../src/shm/layout.js';
-import { Fleet, mulberry32, type FleetPing } from '../../src/demo/fleet.js';
+import { Fleet, mulberry32, type FleetPing } from '../../src/fences/synthetic-fleet.js';
 import { SimulatedService } from '../../src/demo/simulated-service.js';
 import type { DownstreamStats, RouterStats } from '../../src/pipeline/stats.js';
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, sendOverTcp, square, T0, TriggerServer, waitFor } from '../pipeline/support.js';
 import { CliProcess } from './support.js';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainedCleanly, drainOutcome, EXIT_CLEAN, EXIT_FAILURE, EXIT_LOSS, exitCodeOf, formatSummary } from '../../src/cli/status.js';
+import { drainedCleanly, drainOutcome, EXIT_CLEAN, EXIT_FAILURE, EXIT_LOSS, exitCodeOf, formatSummary } from '../../src/status.js';
 import { createRouter, type RouterSummary } from '../../src/index.js';
 
 test('the drain outcome, its exit code and the summary list every loss by lane and reason', async () => {

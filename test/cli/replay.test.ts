@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { compareWithReference, referenceTriggers, writeReplayFixture, type ReplayFixture } from '../support/replay-fixture.js';
 import { sendOverTcp } from '../pipeline/support.js';

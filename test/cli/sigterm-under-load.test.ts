@@ -12,7 +12,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { cityTraffic } from '../support/city-traffic.js';
 import { T0, TriggerServer, waitFor } from '../pipeline/support.js';

@@ -21,7 +21,7 @@ import { DeadLetterFile } from '../../src/durable/dead-letter-file.js';
 import { readTriggerIdentity, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
 import { buildFenceStore, FenceStore, parseFences } from '../../src/fences/index.js';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { collection } from '../fences/helpers.js';
 import { dispatchRecord, TriggerRecord } from '../dispatch/fixtures.js';
 import { makeEdge } from '../ingest/support.js';

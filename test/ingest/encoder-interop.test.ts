@@ -15,7 +15,7 @@ import { test } from 'node:test';
 import { encode } from '@msgpack/msgpack';
 import { pack } from 'msgpackr';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { RejectReason } from '../../src/shm/layout.js';
 import { at, square, T0, TriggerServer } from '../pipeline/support.js';
 import { makeEdge, type SeenPing } from './support.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { cityTraffic, sendPaced } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { TriggerServer, waitFor } from './support.js';

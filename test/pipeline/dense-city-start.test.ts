@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRouter } from '../../src/index.js';
 import { generateSyntheticCity, syntheticCityBounds } from '../../src/fences/synthetic-city.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { orderProblem, waitFor } from './support.js';
 
 /** 3,019 fences of 60-300 m packed into 2 x 2 km: a point there is inside about 70 of them. */

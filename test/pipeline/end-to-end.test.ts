@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { byDevice, frameOf, orderProblem, sendOverTcp, square, TriggerServer, waitFor, type ScriptedPing } from './support.js';
 
 const FENCES = {

@@ -10,7 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRouter, type RouterOptionsInput } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { frameOf, sendOverTcp, square, waitFor, type ScriptedPing } from './support.js';
 

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
 import { mulberry32 } from '../../src/fences/synthetic-city.js';
 import { TASK_LINGER_MS } from '../../src/pipeline/shard-scheduler.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { byDevice, frameOf, orderProblem, sendOverTcp, square, waitFor, type ScriptedPing } from './support.js';
 
 const DEVICES = 3000;

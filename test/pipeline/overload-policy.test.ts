@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { pack, Unpackr } from 'msgpackr';
 import { createRouter, type RouterOptionsInput, type RouterSummary } from '../../src/index.js';
 import type { TelemetryPoint } from '../../src/ingest/ping-fields.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { cityTraffic, type CityTraffic } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { compareWithReference, referenceTriggers } from '../support/replay-fixture.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { at, frameOf, sendOverTcp, square, T0, waitFor } from './support.js';
 
 test('bad frames and pings are rejected by reason over TCP and in-process while the valid ones flow', async () => {

@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { pack } from 'msgpackr';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { at, square } from '../fences/helpers.js';
 
 export { at, square };

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRouter } from '../../src/index.js';
-import { drainOutcome, formatSummary } from '../../src/cli/status.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import { drainOutcome, formatSummary } from '../../src/status.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { at, square, T0, waitFor } from './support.js';
 
 const NESTED = { type: 'FeatureCollection', features: [square('a', 0, 0, 300), square('b', 0, 0, 200), square('c', 0, 0, 100)] };

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { frameOf, sendOverTcp, square, waitFor } from './support.js';
 
 for (const sharedStructures of [true, false]) {

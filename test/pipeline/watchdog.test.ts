@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter, type Router } from '../../src/index.js';
 import { shardOfId } from '../../src/ingest/device-registry.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { byDevice, frameOf, orderProblem, square, waitFor, type ScriptedPing } from './support.js';
 
 const FENCES = { type: 'FeatureCollection', features: [square('A', 0, 0, 50)] };

@@ -4,8 +4,8 @@
  * MessagePack frames; sent over TCP at a paced rate.
  */
 import { connect } from 'node:net';
-import { encodePingInto, MAX_PING_BYTES } from '../../src/demo/encode.js';
-import type { FleetPing } from '../../src/demo/fleet.js';
+import { encodePingInto, MAX_PING_BYTES } from '../../src/ingest/ping-encoder.js';
+import type { FleetPing } from '../../src/fences/synthetic-fleet.js';
 import { generateSyntheticCity, mulberry32, syntheticCityBounds, type FeatureCollectionJson } from '../../src/fences/synthetic-city.js';
 
 /** Options of cityTraffic. */

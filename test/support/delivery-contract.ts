@@ -4,7 +4,7 @@
  * everything, nothing is missing (seq runs 1, 2, 3, ... per device in one run) and the stays are valid (ENTER before
  * EXIT, no EXIT without ENTER, at most one DWELL per stay).
  */
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 
 /** What a contract check found. */
 export interface ContractReport {

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Unpackr } from 'msgpackr';
 import { allocateDeviceState, buildFenceStore, ContainmentEngine, DeviceState, FenceStore, parseFences } from '../../src/fences/index.js';
-import type { Trigger } from '../../src/pipeline/trigger.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
 import { allocateCounterRegion } from '../../src/shm/regions.js';
 import { CNT_BLOCK_F64 } from '../../src/shm/layout.js';
 import { drain, triggerRing } from '../fences/helpers.js';

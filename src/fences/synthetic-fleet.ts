@@ -3,7 +3,7 @@
  * around a city centre at vehicle speeds, a share of them parked (stationary, GPS jitter only). The same seed gives
  * the same pings. Runs on whichever thread drives it; it reads no clock (time is a parameter).
  */
-import { mulberry32 } from '../fences/synthetic-city.js';
+import { mulberry32 } from './synthetic-city.js';
 
 export { mulberry32 };
 

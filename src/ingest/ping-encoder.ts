@@ -4,7 +4,7 @@
  * writes exactly the bytes the wire contract describes (src/ingest/wire-format.ts): a fixmap, a msgpackr inline
  * record, or a shared-structure record (index 2: id, lat, lon, ts, speed, heading, accuracy).
  */
-import type { FleetPing } from './fleet.js';
+import type { FleetPing } from '../fences/synthetic-fleet.js';
 
 /** Wire encodings the generator can send. */
 export type LoadEncoding = 'maps' | 'records' | 'shared';

@@ -1,4 +1,0 @@
-/**
- * Admin (main thread): the HTTP server for /metrics, /healthz, /readyz and POST /admin/reload-fences.
- */
-export * from './admin-server.js';
