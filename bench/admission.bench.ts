@@ -5,9 +5,21 @@
  * Run: npx tsc -p tsconfig.json && node --expose-gc dist/bench/admission.bench.js
  */
 import { Bench } from 'tinybench';
-import { DEFAULT_ADMISSION_OPTIONS, LaneAdmission, allocateAdmissionCounters, allocateTelemetryRing } from '../src/ingest/admission.js';
+import {
+  DEFAULT_ADMISSION_OPTIONS,
+  LaneAdmission,
+  allocateAdmissionCounters,
+  allocateTelemetryRing,
+} from '../src/ingest/admission.js';
 import { SpscRing } from '../src/shm/ring.js';
-import { Lane, TEL_ADMIT_TIME_NS_F64, TEL_DEVICE_SLOT_I32, TEL_LANE_I32, TEL_LAT_F64, TEL_LON_F64 } from '../src/shm/layout.js';
+import {
+  Lane,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_LANE_I32,
+  TEL_LAT_F64,
+  TEL_LON_F64,
+} from '../src/shm/layout.js';
 import { opsRows, reportOps } from './ring-bench-report.js';
 
 const PINGS_PER_CALL = 1 << 20;
@@ -104,7 +116,11 @@ bench.add(names.below, admitBelowWatermark);
 bench.add(names.overload, admitOverloaded);
 bench.add(names.full, admitWritePublish);
 bench.runSync();
-const rows = opsRows(bench, { [names.below]: PINGS_PER_CALL, [names.overload]: PINGS_PER_CALL, [names.full]: PINGS_PER_CALL });
+const rows = opsRows(bench, {
+  [names.below]: PINGS_PER_CALL,
+  [names.overload]: PINGS_PER_CALL,
+  [names.full]: PINGS_PER_CALL,
+});
 reportOps('admission', rows, {
   sink: sink[0],
   overloadCounters: Array.from(overload.counters.subarray(0, 15)),

@@ -15,7 +15,12 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Bench } from 'tinybench';
 import { resolveRouterOptions } from '../src/config/options.js';
-import { DeviceStateCopy, encodeCheckpoint, readLatestCheckpoint, writeCheckpointFile } from '../src/durable/checkpoint.js';
+import {
+  DeviceStateCopy,
+  encodeCheckpoint,
+  readLatestCheckpoint,
+  writeCheckpointFile,
+} from '../src/durable/checkpoint.js';
 import { StateDirectory } from '../src/durable/state-dir.js';
 import { DeviceState } from '../src/fences/device-state.js';
 import { buildFenceStore, FenceStore, parseFences } from '../src/fences/index.js';
@@ -43,13 +48,26 @@ import {
   EntryState,
 } from '../src/shm/layout.js';
 
-const { values } = parseArgs({ options: { devices: { type: 'string', default: '100000' }, repeats: { type: 'string', default: '15' } } });
+const { values } = parseArgs({
+  options: { devices: { type: 'string', default: '100000' }, repeats: { type: 'string', default: '15' } },
+});
 const DEVICES = Number(values.devices);
 const REPEATS = Number(values.repeats);
 
 const store = FenceStore.open(buildFenceStore(parseFences(generateSyntheticCity({ seed: 3, fenceCount: 10_000 })), 1));
-const memory = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 64, downstreams: 1 });
-preregisterDevices(memory.idTable, Array.from({ length: DEVICES }, (_, i) => (i % 4 === 0 ? 350_000_000_000_000 + i : `veh-${i.toString(36)}-${i}`)));
+const memory = allocatePipelineMemory({
+  shards: 8,
+  ringCapacitySlots: 1024,
+  reservedFraction: 0.05,
+  maxDevices: DEVICES,
+  idBytesPerSlot: 64,
+  maxFencesPerDevice: 64,
+  downstreams: 1,
+});
+preregisterDevices(
+  memory.idTable,
+  Array.from({ length: DEVICES }, (_, i) => (i % 4 === 0 ? 350_000_000_000_000 + i : `veh-${i.toString(36)}-${i}`)),
+);
 const state = DeviceState.open(memory.deviceState);
 const rnd = mulberry32(9);
 let entries = 0;
@@ -67,7 +85,8 @@ for (let d = 0; d < DEVICES; d++) {
   for (let k = 0; k < n; k++) {
     const e = state.entryIndex(d, k);
     state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = Math.floor(rnd() * store.fenceCount);
-    state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = EntryState.INSIDE | (rnd() < 1 / 3 ? EntryState.DWELL_FIRED : 0);
+    state.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] =
+      EntryState.INSIDE | (rnd() < 1 / 3 ? EntryState.DWELL_FIRED : 0);
     state.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = 1.76e12 - 60_000;
     state.entryF64[e * ENTRY_STRIDE_F64 + ENTRY_PENDING_MS_F64] = 1.76e12 - 60_000;
   }
@@ -84,7 +103,8 @@ bench.add('copy (containment paused)', () => {
   sink += copy.entryStart[DEVICES]!;
 });
 bench.add('copy while containment runs (captureLive, no update met)', () => {
-  if (!copy.captureLive(state, DEVICES, store.generation, null, nowNs() + 10e9)) throw new Error('live copy did not settle');
+  if (!copy.captureLive(state, DEVICES, store.generation, null, nowNs() + 10e9))
+    throw new Error('live copy did not settle');
   sink += copy.entryStart[DEVICES]!;
 });
 bench.add('encode by id', () => {
@@ -110,7 +130,15 @@ for (let k = 0; k < Math.min(REPEATS, 5); k++) {
   const stateDir = join(dir, `restore-${k}`);
   mkdirSync(stateDir, { recursive: true });
   writeCheckpointFile(stateDir, encodeCheckpoint(copy, ids, store, meta));
-  const fresh = allocatePipelineMemory({ shards: 8, ringCapacitySlots: 1024, reservedFraction: 0.05, maxDevices: DEVICES, idBytesPerSlot: 64, maxFencesPerDevice: 64, downstreams: 1 });
+  const fresh = allocatePipelineMemory({
+    shards: 8,
+    ringCapacitySlots: 1024,
+    reservedFraction: 0.05,
+    maxDevices: DEVICES,
+    idBytesPerSlot: 64,
+    maxFencesPerDevice: 64,
+    downstreams: 1,
+  });
   const sd = StateDirectory.open(stateDir);
   const t0 = performance.now();
   const keeper = StateKeeper.restore(sd, fresh, store, resolveRouterOptions({ stateDir: null }));
@@ -124,7 +152,12 @@ rmSync(dir, { recursive: true, force: true });
 const rows = bench.tasks.map((t) => {
   const r = t.result;
   if (r.state !== 'completed') throw new Error(`bench task ${t.name} ended ${r.state}`);
-  return { task: t.name, samples: r.latency.samplesCount, medianMs: Number(r.latency.p50.toFixed(2)), p75Ms: Number(r.latency.p75.toFixed(2)) };
+  return {
+    task: t.name,
+    samples: r.latency.samplesCount,
+    medianMs: Number(r.latency.p50.toFixed(2)),
+    p75Ms: Number(r.latency.p75.toFixed(2)),
+  };
 });
 const copyMs = rows[0]!.medianMs;
 const liveCopyMs = rows[1]!.medianMs;

@@ -16,7 +16,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createRouter } from '../src/index.js';
 
-const { values } = parseArgs({ options: { waves: { type: 'string', default: '100' }, slots: { type: 'string', default: '1000' } } });
+const { values } = parseArgs({
+  options: { waves: { type: 'string', default: '100' }, slots: { type: 'string', default: '1000' } },
+});
 const WAVES = Number(values.waves);
 const SLOTS = Number(values.slots);
 const IDLE_MS = 300;
@@ -30,10 +32,28 @@ function at(eastM: number, northM: number): [number, number] {
 function square(id: string, eastM: number, northM: number, halfM: number): object {
   const [s, w] = at(eastM - halfM, northM - halfM);
   const [n, e] = at(eastM + halfM, northM + halfM);
-  return { type: 'Feature', properties: { id }, geometry: { type: 'Polygon', coordinates: [[[w, s], [e, s], [e, n], [w, n], [w, s]]] } };
+  return {
+    type: 'Feature',
+    properties: { id },
+    geometry: {
+      type: 'Polygon',
+      coordinates: [
+        [
+          [w, s],
+          [e, s],
+          [e, n],
+          [w, n],
+          [w, s],
+        ],
+      ],
+    },
+  };
 }
 
-const city = { type: 'FeatureCollection', features: Array.from({ length: FENCES }, (_, k) => square(`f${k}`, (k % 5) * 400, Math.floor(k / 5) * 400, 50)) };
+const city = {
+  type: 'FeatureCollection',
+  features: Array.from({ length: FENCES }, (_, k) => square(`f${k}`, (k % 5) * 400, Math.floor(k / 5) * 400, 50)),
+};
 const stateDir = mkdtempSync(join(tmpdir(), 'gr-churn-bench-'));
 let delivered = 0;
 let expiredExits = 0;
@@ -80,9 +100,17 @@ for (let w = 0; w < WAVES; w++) {
     global.gc?.();
     const m = process.memoryUsage();
     const sorted = [...waveMs].sort((a, b) => a - b);
-    const s: Sample = { wave: w + 1, devices: (w + 1) * SLOTS, rssMiB: m.rss / 2 ** 20, heapUsedMiB: m.heapUsed / 2 ** 20, waveMs: sorted[Math.floor(sorted.length / 2)]! };
+    const s: Sample = {
+      wave: w + 1,
+      devices: (w + 1) * SLOTS,
+      rssMiB: m.rss / 2 ** 20,
+      heapUsedMiB: m.heapUsed / 2 ** 20,
+      waveMs: sorted[Math.floor(sorted.length / 2)]!,
+    };
     samples.push(s);
-    console.log(`after ${String(s.devices).padStart(7)} devices: rss ${s.rssMiB.toFixed(1)} MiB, main heap ${s.heapUsedMiB.toFixed(1)} MiB, median wave ${s.waveMs.toFixed(0)} ms`);
+    console.log(
+      `after ${String(s.devices).padStart(7)} devices: rss ${s.rssMiB.toFixed(1)} MiB, main heap ${s.heapUsedMiB.toFixed(1)} MiB, median wave ${s.waveMs.toFixed(0)} ms`,
+    );
     waveMs.length = 0;
   }
 }

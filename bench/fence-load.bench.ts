@@ -16,7 +16,13 @@ import { readFenceFile } from '../src/fences/fence-file.js';
 import { holeCity } from '../src/fences/hole-city.js';
 import { DEFAULT_FENCE_LIMITS } from '../src/fences/parse.js';
 
-const { values } = parseArgs({ options: { polygons: { type: 'string', default: '4' }, vertices: { type: 'string', default: '33000' }, quadratic: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: {
+    polygons: { type: 'string', default: '4' },
+    vertices: { type: 'string', default: '33000' },
+    quadratic: { type: 'boolean', default: false },
+  },
+});
 const polygons = Number(values.polygons);
 const vertices = Number(values.vertices);
 const dir = mkdtempSync(join(tmpdir(), 'gr-fence-load-'));
@@ -37,7 +43,15 @@ for (let i = 0; i < 5; i++) {
   runs.push(performance.now() - t0);
 }
 runs.sort((a, b) => a - b);
-report({ case: 'hole file: read + parse + validate', bytes: statSync(holes).size, polygons, verticesPerRing: vertices, medianMs: Math.round(runs[2]!), minMs: Math.round(runs[0]!), maxMs: Math.round(runs[4]!) });
+report({
+  case: 'hole file: read + parse + validate',
+  bytes: statSync(holes).size,
+  polygons,
+  verticesPerRing: vertices,
+  medianMs: Math.round(runs[2]!),
+  minMs: Math.round(runs[0]!),
+  maxMs: Math.round(runs[4]!),
+});
 
 if (values.quadratic) {
   // The check as it was, on the first polygon: each hole vertex against the whole outer ring.
@@ -54,16 +68,25 @@ if (values.quadratic) {
     if (!containsRings(outer, offsets, 0, 1, q)) outside++;
   }
   const ms = performance.now() - t0;
-  report({ case: 'quadratic hole check (as before), first polygon only', verticesPerRing: vertices, outside, ms: Math.round(ms), wholeFileEstimateMs: Math.round(ms * polygons) });
+  report({
+    case: 'quadratic hole check (as before), first polygon only',
+    verticesPerRing: vertices,
+    outside,
+    ms: Math.round(ms),
+    wholeFileEstimateMs: Math.round(ms * polygons),
+  });
 }
 
 // One polygon of 10 million positions: refused by the default limit before anything is allocated for it.
 const big = join(dir, 'big.geojson');
 const n = 10_000_000;
-const parts: string[] = ['{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"huge"},"geometry":{"type":"Polygon","coordinates":[['];
+const parts: string[] = [
+  '{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"huge"},"geometry":{"type":"Polygon","coordinates":[[',
+];
 const step = (2 * Math.PI) / (n - 1);
 const pos: string[] = [];
-for (let i = 0; i < n - 1; i++) pos.push(`[${(13.4 + 0.01 * Math.cos(i * step)).toFixed(7)},${(52.5 + 0.01 * Math.sin(i * step)).toFixed(7)}]`);
+for (let i = 0; i < n - 1; i++)
+  pos.push(`[${(13.4 + 0.01 * Math.cos(i * step)).toFixed(7)},${(52.5 + 0.01 * Math.sin(i * step)).toFixed(7)}]`);
 pos.push(pos[0]!);
 parts.push(pos.join(','), ']]}}]}');
 writeFileSync(big, parts.join(''));
@@ -74,7 +97,12 @@ try {
 } catch (err) {
   message = (err as Error).message;
 }
-report({ case: '10-million-position polygon', bytes: statSync(big).size, refusedInMs: Math.round(performance.now() - t1), message });
+report({
+  case: '10-million-position polygon',
+  bytes: statSync(big).size,
+  refusedInMs: Math.round(performance.now() - t1),
+  message,
+});
 
 mkdirSync(join('bench', 'out'), { recursive: true });
 writeFileSync(join('bench', 'out', 'fence-load.json'), `${JSON.stringify(results, null, 2)}\n`);

@@ -30,21 +30,47 @@ if (process.argv.includes('--callgrind')) {
   for (const blocks of [b1, b2]) {
     const r = spawnSync(
       'valgrind',
-      ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--no-concurrent-recompilation', '--single-threaded', self,
-        '--mode', arg('mode', 'query'), '--fences', arg('fences', '10000'), '--blocks', String(blocks), '--warmup', arg('warmup', '20')],
+      [
+        '--tool=callgrind',
+        '--callgrind-out-file=/dev/null',
+        process.execPath,
+        '--no-concurrent-recompilation',
+        '--single-threaded',
+        self,
+        '--mode',
+        arg('mode', 'query'),
+        '--fences',
+        arg('fences', '10000'),
+        '--blocks',
+        String(blocks),
+        '--warmup',
+        arg('warmup', '20'),
+      ],
       { encoding: 'utf8' },
     );
     const m = /Collected : (\d+)/.exec(r.stderr);
-    if (r.status !== 0 || m === null) throw new Error(`valgrind failed (${String(r.status)}): ${r.stderr.slice(-2000)}`);
+    if (r.status !== 0 || m === null)
+      throw new Error(`valgrind failed (${String(r.status)}): ${r.stderr.slice(-2000)}`);
     counts.push(Number(m[1]));
     console.log(`${blocks} blocks: ${m[1]} instructions`);
   }
   const perPoint = (counts[1]! - counts[0]!) / ((b2 - b1) * 4096);
-  console.log(`${arg('mode', 'query')} ${arg('fences', '10000')} fences: ${perPoint.toFixed(0)} instructions per point`);
+  console.log(
+    `${arg('mode', 'query')} ${arg('fences', '10000')} fences: ${perPoint.toFixed(0)} instructions per point`,
+  );
   mkdirSync('bench/out', { recursive: true });
   writeFileSync(
     `bench/out/fences-count-${arg('mode', 'query')}-${arg('fences', '10000')}.json`,
-    JSON.stringify({ blocks: [b1, b2], warmup: Number(arg('warmup', '20')), instructions: counts, instructionsPerPoint: Math.round(perPoint) }, null, 2),
+    JSON.stringify(
+      {
+        blocks: [b1, b2],
+        warmup: Number(arg('warmup', '20')),
+        instructions: counts,
+        instructionsPerPoint: Math.round(perPoint),
+      },
+      null,
+      2,
+    ),
   );
   process.exit(0);
 }
@@ -66,4 +92,6 @@ const t0 = process.hrtime.bigint();
 for (let i = 0; i < blocks; i++) sink += run();
 const ns = Number(process.hrtime.bigint() - t0);
 const perSec = Math.round((blocks * BATCH * 1e9) / ns);
-console.log(`${mode} ${fenceCount} fences: ${warmupBlocks} warm-up + ${blocks} blocks, ${perSec} points/s, sink ${sink}`);
+console.log(
+  `${mode} ${fenceCount} fences: ${warmupBlocks} warm-up + ${blocks} blocks, ${perSec} points/s, sink ${sink}`,
+);

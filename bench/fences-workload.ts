@@ -70,8 +70,12 @@ export function queryBlock(store: FenceStore, pts: Float64Array, out: Int32Array
 export function engineRunner(store: FenceStore, fenceCount: number): () => number {
   const b = syntheticCityBounds(cityOptions(fenceCount));
   const walk = mulberry32(7);
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: BATCH, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
-  const trg = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1 << 16, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  const tel = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: BATCH, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
+  const trg = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 1 << 16, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }),
+  );
   const state = DeviceState.open(allocateDeviceState(DEVICES, 16));
   const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
   const engine = new ContainmentEngine(store, state, counters, 0);

@@ -12,12 +12,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
-import {
-  FenceStore,
-  buildFenceStore,
-  generateSyntheticCity,
-  parseFences,
-} from '../src/fences/index.js';
+import { FenceStore, buildFenceStore, generateSyntheticCity, parseFences } from '../src/fences/index.js';
 import { pointInPolygon2 } from '@thi.ng/geom-isec/point';
 import { BATCH, DEVICES, cityOptions, engineRunner, queryBlock, randomPoints } from './fences-workload.js';
 
@@ -71,17 +66,21 @@ async function main(): Promise<void> {
             }
           }
         }
-        const rings = pairFence.map((f) => (geojson.features[f]!['geometry'] as { coordinates: number[][][] }).coordinates[0]!.slice(0, -1));
+        const rings = pairFence.map((f) =>
+          (geojson.features[f]!['geometry'] as { coordinates: number[][][] }).coordinates[0]!.slice(0, -1),
+        );
         const pointsXY = pairPoint.map((i) => [pts[i + 1]!, pts[i]!]);
         console.log(`exact-only pairs: ${pairPoint.length}`);
         bench.add(`exact only, own loop ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
           let h = 0;
-          for (let k = 0; k < pairPoint.length; k++) if (store.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
+          for (let k = 0; k < pairPoint.length; k++)
+            if (store.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
           sink += h;
         });
         bench.add(`exact only, own loop with edge bands ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
           let h = 0;
-          for (let k = 0; k < pairPoint.length; k++) if (fast.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
+          for (let k = 0; k < pairPoint.length; k++)
+            if (fast.contains(pairFence[k]!, pts[pairPoint[k]!]!, pts[pairPoint[k]! + 1]!)) h++;
           sink += h;
         });
         bench.add(`exact only, geom-isec pointInPolygon2 ${fenceCount} fences (${pairPoint.length} pairs)`, () => {
@@ -118,7 +117,10 @@ async function main(): Promise<void> {
   });
   console.table(table);
   mkdirSync('bench/out', { recursive: true });
-  writeFileSync(`bench/out/fences-${fenceCounts.join('-')}.json`, JSON.stringify({ batch: BATCH, devices: DEVICES, quick, results }, null, 2));
+  writeFileSync(
+    `bench/out/fences-${fenceCounts.join('-')}.json`,
+    JSON.stringify({ batch: BATCH, devices: DEVICES, quick, results }, null, 2),
+  );
   console.log(`sink ${sink}`);
 }
 

@@ -50,20 +50,26 @@ function edge(sharedStructures: boolean): IngestEdge {
   const pipeline = PipelineRegion.wrap(allocatePipelineRegion(8));
   const registry = new DeviceRegistry(allocateDeviceIdTable(20_000, 32), 8);
   const log = new RejectLog({ intervalMs: 1000, nowMs: () => Date.now() });
-  return new IngestEdge({ sharedStructures }, { pipeline, registry, predicates: NO_COMPLIANCE, sink: countingSink, log });
+  return new IngestEdge(
+    { sharedStructures },
+    { pipeline, registry, predicates: NO_COMPLIANCE, sink: countingSink, log },
+  );
 }
 
 const inputs = {
   maps: batches(new Packr({ useRecords: false })),
   records: batches(new Packr({ useRecords: true })),
-  shared: batches(new Packr({ structures: telemetrySharedStructures(), maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length })),
+  shared: batches(
+    new Packr({ structures: telemetrySharedStructures(), maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length }),
+  ),
 };
 const edges = { maps: edge(false), records: edge(false), shared: edge(true) };
 // Register every device first, so the measured runs are lookups of known devices.
 for (const k of ['maps', 'records', 'shared'] as const) for (const b of inputs[k]) edges[k].ingest(b);
 for (const k of ['maps', 'records', 'shared'] as const) {
   const accepted = edges[k].counters;
-  if (edges[k].registry.size !== 10_000) throw new Error(`${k}: expected 10000 devices, got ${edges[k].registry.size} (counters ${accepted.join(',')})`);
+  if (edges[k].registry.size !== 10_000)
+    throw new Error(`${k}: expected 10000 devices, got ${edges[k].registry.size} (counters ${accepted.join(',')})`);
 }
 
 const plainUnpackr = new Unpackr({ useRecords: false });
@@ -87,5 +93,8 @@ const rows = bench.tasks.map((t) => {
 });
 console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
-writeFileSync(new URL('../../bench/out/ingest-decode.json', import.meta.url), `${JSON.stringify({ date: new Date().toISOString(), rows }, null, 2)}\n`);
+writeFileSync(
+  new URL('../../bench/out/ingest-decode.json', import.meta.url),
+  `${JSON.stringify({ date: new Date().toISOString(), rows }, null, 2)}\n`,
+);
 if (sink === 42) console.log('');

@@ -27,13 +27,32 @@ async function run(encoding: string): Promise<Record<string, unknown>> {
   const pipeline = PipelineRegion.wrap(allocatePipelineRegion(8));
   const registry = new DeviceRegistry(allocateDeviceIdTable(20_000, 32), 8);
   const log = new RejectLog({ intervalMs: 1000, nowMs: () => Date.now() });
-  const edge = new IngestEdge({ sharedStructures: encoding === 'shared' }, { pipeline, registry, predicates: NO_COMPLIANCE, sink: countingSink, log });
+  const edge = new IngestEdge(
+    { sharedStructures: encoding === 'shared' },
+    { pipeline, registry, predicates: NO_COMPLIANCE, sink: countingSink, log },
+  );
   const source = new TcpSource({ host: '127.0.0.1', port: 0 });
   await source.start(edge);
   const script = fileURLToPath(new URL('./loadgen/loadgen.js', import.meta.url));
-  const child = spawn(process.execPath, [script, '--port', String(source.port), '--rate', String(rate), '--seconds', String(seconds), '--encoding', encoding, '--connections', '4'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      script,
+      '--port',
+      String(source.port),
+      '--rate',
+      String(rate),
+      '--seconds',
+      String(seconds),
+      '--encoding',
+      encoding,
+      '--connections',
+      '4',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   // Sample the accepted counter every 250 ms while the generator runs; the steady rate is the median interval.
@@ -79,5 +98,8 @@ const rows = [];
 for (const encoding of ['maps', 'records', 'shared']) rows.push(await run(encoding));
 console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
-writeFileSync(new URL('../../bench/out/ingest-tcp.json', import.meta.url), `${JSON.stringify({ date: new Date().toISOString(), rate, seconds, rows }, null, 2)}\n`);
+writeFileSync(
+  new URL('../../bench/out/ingest-tcp.json', import.meta.url),
+  `${JSON.stringify({ date: new Date().toISOString(), rate, seconds, rows }, null, 2)}\n`,
+);
 if (sink === -1) console.log('');

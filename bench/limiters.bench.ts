@@ -25,7 +25,14 @@ import { fileURLToPath } from 'node:url';
 import { Lane, TriggerType } from '../src/shm/layout.js';
 import { nowNs } from '../src/shm/clock.js';
 import { Dispatcher } from '../src/dispatch/dispatcher.js';
-import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../src/dispatch/limits/index.js';
+import {
+  AimdLimit,
+  FixedLimit,
+  Gradient2Limit,
+  GradientLimit,
+  VegasLimit,
+  type Limit,
+} from '../src/dispatch/limits/index.js';
 import { IndexNamer } from '../src/dispatch/sinks/format.js';
 import { WebhookSink } from '../src/dispatch/sinks/webhook-sink.js';
 import { TriggerRecord } from '../test/dispatch/fixtures.js';
@@ -101,7 +108,14 @@ function median(xs: number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-async function runOne(child: ChildProcess, port: number, name: string, limit: Limit, safetyCap: number, phases: [string, number, number][]): Promise<Row> {
+async function runOne(
+  child: ChildProcess,
+  port: number,
+  name: string,
+  limit: Limit,
+  safetyCap: number,
+  phases: [string, number, number][],
+): Promise<Row> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bench-${name.replace(/[^a-z0-9]/gi, '')}-`));
   const namer = new IndexNamer();
   const rtts = new Float64Array(200_000);
@@ -197,16 +211,26 @@ function argValue(name: string): string | undefined {
 
 async function main(): Promise<void> {
   const repeats = Number(argValue('--repeats') ?? '1');
-  if (!Number.isInteger(repeats) || repeats < 1 || repeats > 20) throw new RangeError(`--repeats must be an integer in [1, 20], got ${String(argValue('--repeats'))}`);
+  if (!Number.isInteger(repeats) || repeats < 1 || repeats > 20)
+    throw new RangeError(`--repeats must be an integer in [1, 20], got ${String(argValue('--repeats'))}`);
   const only = argValue('--only');
   const here = path.dirname(fileURLToPath(import.meta.url));
-  const child = fork(path.join(here, 'dispatch-capacity-server.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const ready = await new Promise<{ port: number }>((resolve) => child.once('message', (m) => resolve(m as { port: number })));
-  await rpc(child, { op: 'config', config: { serviceMs: SERVICE_MS, queueLimit: 64, overloadWaitMs: SERVICE_MS, overloadMinMs: 200 } });
+  const child = fork(path.join(here, 'dispatch-capacity-server.js'), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const ready = await new Promise<{ port: number }>((resolve) =>
+    child.once('message', (m) => resolve(m as { port: number })),
+  );
+  await rpc(child, {
+    op: 'config',
+    config: { serviceMs: SERVICE_MS, queueLimit: 64, overloadWaitMs: SERVICE_MS, overloadMinMs: 200 },
+  });
   const loadBefore = os.loadavg();
   const unloadedPhase: [string, number, number][] = [['unloaded', UNLOADED_WORKERS, UNLOADED_MS]];
   // Warm-up, discarded: JIT, sockets and timers settle before anything is measured.
-  await runOne(child, ready.port, 'warm-up', new FixedLimit(UNLOADED_LIMIT), 256, [['unloaded', UNLOADED_WORKERS, 2000]]);
+  await runOne(child, ready.port, 'warm-up', new FixedLimit(UNLOADED_LIMIT), 256, [
+    ['unloaded', UNLOADED_WORKERS, 2000],
+  ]);
   const unloadedA = await runOne(child, ready.port, 'unloaded', new FixedLimit(UNLOADED_LIMIT), 256, unloadedPhase);
   const candidates: [string, () => Limit, number][] = [
     ['fixed-low (10)', () => new FixedLimit(10), 256],
@@ -215,8 +239,16 @@ async function main(): Promise<void> {
     ['vegas', () => new VegasLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
     ['gradient2', () => new Gradient2Limit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
     // The fast decrease is opt-in (see GradientLimit); this is the configuration the target is measured with.
-    ['gradient', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }), 256],
-    ['gradient + cap 48', () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }), 48],
+    [
+      'gradient',
+      () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }),
+      256,
+    ],
+    [
+      'gradient + cap 48',
+      () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }),
+      48,
+    ],
   ].filter(([n]) => only === undefined || (n as string).includes(only)) as [string, () => Limit, number][];
   const passes: Row[][] = [];
   for (let k = 0; k < repeats; k++) {
@@ -299,7 +331,15 @@ async function main(): Promise<void> {
     'bench/out/limiters.json',
     JSON.stringify(
       {
-        unloaded: { limit: UNLOADED_LIMIT, workers: UNLOADED_WORKERS, samples: pooled.length, p50Ms: baseP50, p99Ms: base, beforeP99Ms: unloadedA.p99Ms, afterP99Ms: unloadedB.p99Ms },
+        unloaded: {
+          limit: UNLOADED_LIMIT,
+          workers: UNLOADED_WORKERS,
+          samples: pooled.length,
+          p50Ms: baseP50,
+          p99Ms: base,
+          beforeP99Ms: unloadedA.p99Ms,
+          afterP99Ms: unloadedB.p99Ms,
+        },
         loadAverage: { before: loadBefore, after: loadAfter },
         repeats,
         passes: passes.map((rows) => rows.map(strip)),

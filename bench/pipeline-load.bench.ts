@@ -47,11 +47,18 @@ const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
 const webhook = values.downstream === 'webhook';
-if (!webhook && values.downstream !== 'callback') throw new RangeError(`--downstream must be callback or webhook, got ${values.downstream}`);
+if (!webhook && values.downstream !== 'callback')
+  throw new RangeError(`--downstream must be callback or webhook, got ${values.downstream}`);
 
 /** The receiver process (webhook runs only) and its port. */
-async function startReceiver(): Promise<{ port: number; count: () => Promise<{ triggers: number }>; stop: () => void }> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/webhook-receiver.js', import.meta.url))], { stdio: ['pipe', 'pipe', 'inherit'] });
+async function startReceiver(): Promise<{
+  port: number;
+  count: () => Promise<{ triggers: number }>;
+  stop: () => void;
+}> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/webhook-receiver.js', import.meta.url))], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const lines: ((line: string) => void)[] = [];
   let buf = '';
   child.stdout.on('data', (d: Buffer) => {
@@ -78,7 +85,7 @@ async function startReceiver(): Promise<{ port: number; count: () => Promise<{ t
 /** One number per thread of `pid` ('self' for this process), read from `/proc/<pid>/task/<tid>/<file>`. */
 function perThread(pid: string, file: string, read: (text: string) => number): Map<string, number> {
   const m = new Map<string, number>();
-  let tids: string[] = [];
+  let tids: string[];
   try {
     tids = readdirSync(`/proc/${pid}/task`);
   } catch {
@@ -133,20 +140,49 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     stateDir: null,
     downstreams:
       receiver === null
-        ? [{ name: 'sink', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 16, callback: (ts) => void (delivered += ts.length) }]
+        ? [
+            {
+              name: 'sink',
+              kind: 'callback',
+              maxBatchTriggers: 256,
+              queueCapacitySlots: 1 << 16,
+              callback: (ts) => void (delivered += ts.length),
+            },
+          ]
         : [{ name: 'hook', kind: 'webhook', url: `http://127.0.0.1:${receiver.port}/hook` }],
     log: () => undefined,
   });
   const script = fileURLToPath(new URL('./loadgen/loadgen.js', import.meta.url));
   const child = spawn(
     process.execPath,
-    [script, '--port', String(router.ingestPort), '--rate', String(rate), '--seconds', String(seconds), '--encoding', values.encoding!,
-      '--connections', values.connections!, '--devices', values.devices!, '--event-step-ms', values['event-step-ms']!, '--radius-m', values['radius-m']!,
-      '--bound-m', values['radius-m']!],
+    [
+      script,
+      '--port',
+      String(router.ingestPort),
+      '--rate',
+      String(rate),
+      '--seconds',
+      String(seconds),
+      '--encoding',
+      values.encoding!,
+      '--connections',
+      values.connections!,
+      '--devices',
+      values.devices!,
+      '--event-step-ms',
+      values['event-step-ms']!,
+      '--radius-m',
+      values['radius-m']!,
+      '--bound-m',
+      values['radius-m']!,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   // Threads the router started (ingest, dispatcher, pool workers), in creation order (tid order), plus main.
-  const routerTids = [String(process.pid), ...[...threadTicks('self').keys()].filter((t) => !tidsBefore.has(t)).sort((a, b) => Number(a) - Number(b))];
+  const routerTids = [
+    String(process.pid),
+    ...[...threadTicks('self').keys()].filter((t) => !tidsBefore.has(t)).sort((a, b) => Number(a) - Number(b)),
+  ];
   let cpuAtWarm = new Map<string, number>();
   let waitAtWarm = new Map<string, number>();
   let genWaitAtWarm = 0;
@@ -225,7 +261,8 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
       routerTicks += d;
       const waitMsPerS = ((waitEnd.get(tid) ?? 0) - (waitAtWarm.get(tid) ?? 0)) / 1e6 / windowS;
       // CPU share of one core, CPU per ping, and time runnable but waiting for a core (ms per second).
-      threadCpu[label(i)] = `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us wait=${waitMsPerS.toFixed(0)}ms/s`;
+      threadCpu[label(i)] =
+        `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us wait=${waitMsPerS.toFixed(0)}ms/s`;
     });
     let other = 0;
     for (const [tid, v] of cpuEnd) if (!routerTids.includes(tid)) other += v - (cpuAtWarm.get(tid) ?? 0);
@@ -236,10 +273,12 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
   const generatorDoneMs = performance.now();
   const deadline = Date.now() + 10_000;
-  while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20));
   // Every trigger delivered (the backlog drained): how long after the generator stopped.
   const deliveredBy = Date.now() + 120_000;
-  while (router.stats().delivered < router.stats().triggersTotal && Date.now() < deliveredBy) await new Promise((r) => setTimeout(r, 20));
+  while (router.stats().delivered < router.stats().triggersTotal && Date.now() < deliveredBy)
+    await new Promise((r) => setTimeout(r, 20));
   const lastDeliveredAfterMs = performance.now() - generatorDoneMs;
   const s = await router.close();
   if (receiver !== null) {

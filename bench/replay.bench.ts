@@ -47,12 +47,33 @@ function valueOf(text: string, name: string): number {
   return m === null ? Number.NaN : Number(m[1]);
 }
 
-async function run(source: 'file' | 'stdin', fencesPath: string, pingsPath: string, pings: number, reference: string[]): Promise<RunResult> {
+async function run(
+  source: 'file' | 'stdin',
+  fencesPath: string,
+  pingsPath: string,
+  pings: number,
+  reference: string[],
+): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'gr-replay-bench-'));
   const out = join(dir, 'triggers.ndjson');
-  const args = [MAIN, '--fences', fencesPath, '--input', source === 'file' ? pingsPath : '-', '--no-listen', '--no-admin', '--ndjson', out, '--state-dir', join(dir, 'state')];
+  const args = [
+    MAIN,
+    '--fences',
+    fencesPath,
+    '--input',
+    source === 'file' ? pingsPath : '-',
+    '--no-listen',
+    '--no-admin',
+    '--ndjson',
+    out,
+    '--state-dir',
+    join(dir, 'state'),
+  ];
   const t0 = performance.now();
-  const child = spawn(process.execPath, args, { stdio: [source === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'], cwd: dir });
+  const child = spawn(process.execPath, args, {
+    stdio: [source === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    cwd: dir,
+  });
   if (source === 'stdin') createReadStream(pingsPath).pipe(child.stdin!);
   let stdout = '';
   let stderr = '';
@@ -74,7 +95,12 @@ async function run(source: 'file' | 'stdin', fencesPath: string, pingsPath: stri
     exitCode,
     wallMs: Math.round(wallMs),
     pingsPerSec: Math.round((pings * 1000) / wallMs),
-    shed: { idle: valueOf(shedLine, 'idle'), transition: valueOf(shedLine, 'transition'), compliance: valueOf(shedLine, 'compliance'), total: valueOf(shedLine, 'total') },
+    shed: {
+      idle: valueOf(shedLine, 'idle'),
+      transition: valueOf(shedLine, 'transition'),
+      compliance: valueOf(shedLine, 'compliance'),
+      total: valueOf(shedLine, 'total'),
+    },
     delivered: delivered.length,
     missing: cmp.missingCount,
     extra: cmp.extraCount,
@@ -91,7 +117,9 @@ const fixture = writeReplayFixture(dir, {
 });
 const t0 = performance.now();
 const reference = referenceTriggers(fixture.traffic);
-process.stdout.write(`${fixture.traffic.pings} pings, ${reference.length} reference triggers (computed in ${Math.round(performance.now() - t0)} ms)\n`);
+process.stdout.write(
+  `${fixture.traffic.pings} pings, ${reference.length} reference triggers (computed in ${Math.round(performance.now() - t0)} ms)\n`,
+);
 const results: RunResult[] = [];
 for (let r = 0; r < Number(values.runs); r++) {
   for (const source of ['file', 'stdin'] as const) {
@@ -106,4 +134,7 @@ for (let r = 0; r < Number(values.runs); r++) {
 rmSync(dir, { recursive: true, force: true });
 const outDir = fileURLToPath(new URL('../../bench/out/', import.meta.url));
 mkdirSync(outDir, { recursive: true });
-writeFileSync(join(outDir, 'replay.json'), JSON.stringify({ pings: fixture.traffic.pings, referenceTriggers: reference.length, results }, null, 2));
+writeFileSync(
+  join(outDir, 'replay.json'),
+  JSON.stringify({ pings: fixture.traffic.pings, referenceTriggers: reference.length, results }, null, 2),
+);

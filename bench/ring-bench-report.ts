@@ -49,5 +49,8 @@ export function reportOps(fileStem: string, rows: OpsRow[], extra: Record<string
   const outDir = new URL('../../bench/out/', import.meta.url);
   mkdirSync(outDir, { recursive: true });
   const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? 'unknown', node: process.version };
-  writeFileSync(new URL(`${fileStem}.json`, outDir), JSON.stringify({ date: new Date().toISOString(), machine, ...extra, rows }, null, 2));
+  writeFileSync(
+    new URL(`${fileStem}.json`, outDir),
+    JSON.stringify({ date: new Date().toISOString(), machine, ...extra, rows }, null, 2),
+  );
 }

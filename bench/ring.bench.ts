@@ -67,9 +67,15 @@ function readBatches(): void {
       const slot = ring.readSlot(k);
       const b = slot * strideF64;
       acc +=
-        f64[b + TEL_LAT_F64]! + f64[b + TEL_LON_F64]! + f64[b + TEL_EVENT_TIME_MS_F64]! + f64[b + TEL_ADMIT_TIME_NS_F64]! +
-        f64[b + TEL_SPEED_MPS_F64]! + f64[b + TEL_HEADING_DEG_F64]! + f64[b + TEL_ACCURACY_M_F64]! +
-        i32[slot * strideI32 + TEL_DEVICE_SLOT_I32]! + i32[slot * strideI32 + TEL_LANE_I32]!;
+        f64[b + TEL_LAT_F64]! +
+        f64[b + TEL_LON_F64]! +
+        f64[b + TEL_EVENT_TIME_MS_F64]! +
+        f64[b + TEL_ADMIT_TIME_NS_F64]! +
+        f64[b + TEL_SPEED_MPS_F64]! +
+        f64[b + TEL_HEADING_DEG_F64]! +
+        f64[b + TEL_ACCURACY_M_F64]! +
+        i32[slot * strideI32 + TEL_DEVICE_SLOT_I32]! +
+        i32[slot * strideI32 + TEL_LANE_I32]!;
     }
     ring.release(n);
   }

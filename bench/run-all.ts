@@ -22,7 +22,11 @@ const BENCHMARKS: ReadonlyArray<{ name: string; file: string; args: string[] }> 
   { name: 'ingest-tcp', file: 'ingest-tcp.bench.js', args: [] },
   { name: 'limiters', file: 'limiters.bench.js', args: [] },
   { name: 'pipeline-load', file: 'pipeline-load.bench.js', args: [] },
-  { name: 'pipeline-load-webhook', file: 'pipeline-load.bench.js', args: ['--downstream', 'webhook', '--rates', '25000,50000,100000', '--event-step-ms', '8000', '--radius-m', '6000'] },
+  {
+    name: 'pipeline-load-webhook',
+    file: 'pipeline-load.bench.js',
+    args: ['--downstream', 'webhook', '--rates', '25000,50000,100000', '--event-step-ms', '8000', '--radius-m', '6000'],
+  },
   { name: 'dispatch-ops', file: 'dispatch-ops.bench.js', args: [] },
   { name: 'checkpoint', file: 'checkpoint.bench.js', args: [] },
   { name: 'replay', file: 'replay.bench.js', args: [] },

@@ -29,7 +29,15 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { generateSyntheticCity, mulberry32 } from '../src/fences/synthetic-city.js';
 import { CheckingReceiver, type Behaviour } from './soak/receiver.js';
-import { histogramOf, identityViolations, LANES, parseMetrics, quantileBetween, sumOf, type Series } from './soak/scrape.js';
+import {
+  histogramOf,
+  identityViolations,
+  LANES,
+  parseMetrics,
+  quantileBetween,
+  sumOf,
+  type Series,
+} from './soak/scrape.js';
 import { renderSvg } from './soak/svg.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -102,14 +110,18 @@ const CITIES: Record<string, { fenceCount: number; minRadiusM: number; maxRadius
   dense: { fenceCount: 3019, minRadiusM: 60, maxRadiusM: 300 },
 };
 const cityName = values.city!;
-if (CITIES[cityName] === undefined) throw new RangeError(`--city must be one of ${Object.keys(CITIES).join(', ')}, got ${cityName}`);
+if (CITIES[cityName] === undefined)
+  throw new RangeError(`--city must be one of ${Object.keys(CITIES).join(', ')}, got ${cityName}`);
 
 /** Builds the city and marks compliance fences until their boxes cover `complianceShare` of its area. */
 function buildCity(seed: number): object {
   const shape = CITIES[cityName]!;
   const city = generateSyntheticCity({ seed, ...shape, fencesPerKm2: shape.fenceCount / 4, complianceFraction: 0 });
   const rng = mulberry32(seed + 1);
-  const features = city.features as { properties: Record<string, unknown>; geometry: { type: string; coordinates: unknown } }[];
+  const features = city.features as {
+    properties: Record<string, unknown>;
+    geometry: { type: string; coordinates: unknown };
+  }[];
   const cityAreaKm2 = 4;
   let covered = 0;
   let marked = 0;
@@ -118,7 +130,7 @@ function buildCity(seed: number): object {
     // Polygons only: a circle's box is not in its coordinates.
     if (f.properties.compliance === true || f.geometry.type !== 'Polygon') continue;
     const box = boxOf(f.geometry.coordinates);
-    const areaKm2 = ((box[2] - box[0]) * 111.32 * Math.cos((52.52 * Math.PI) / 180)) * ((box[3] - box[1]) * 110.57);
+    const areaKm2 = (box[2] - box[0]) * 111.32 * Math.cos((52.52 * Math.PI) / 180) * ((box[3] - box[1]) * 110.57);
     if (covered + areaKm2 > complianceShare * cityAreaKm2 * 1.2) continue;
     f.properties.compliance = true;
     covered += areaKm2;
@@ -142,7 +154,9 @@ function boxOf(coords: unknown): [number, number, number, number] {
 }
 
 /** Starts the router binary; resolves with the process, its ports and a reader of its stderr. */
-async function startRouter(args: string[]): Promise<{ child: ChildProcess; port: number; admin: number; stderr: () => string; exited: Promise<number | null> }> {
+async function startRouter(
+  args: string[],
+): Promise<{ child: ChildProcess; port: number; admin: number; stderr: () => string; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   let out = '';
@@ -153,7 +167,8 @@ async function startRouter(args: string[]): Promise<{ child: ChildProcess; port:
   for (;;) {
     const t = /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(err);
     const a = /admin http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
-    if (t !== null && a !== null) return { child, port: Number(t[1]), admin: Number(a[1]), stderr: () => err + out, exited };
+    if (t !== null && a !== null)
+      return { child, port: Number(t[1]), admin: Number(a[1]), stderr: () => err + out, exited };
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`router did not start:\n${err}`);
     await sleep(50);
   }
@@ -161,14 +176,37 @@ async function startRouter(args: string[]): Promise<{ child: ChildProcess; port:
 
 /** Runs the load generator at `rate` for `seconds`; resolves with its JSON summary. */
 function loadgen(port: number, rate: number, seconds: number): Promise<{ sent: number; achievedPerSec: number }> {
-  const child = spawn(process.execPath, [
-    LOADGEN, '--port', String(port), '--rate', String(Math.round(rate)), '--seconds', String(seconds), '--devices', String(devices),
-    '--connections', String(connections), '--encoding', 'maps', '--radius-m', '950', '--bound-m', '980', '--seed', '7',
-  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      LOADGEN,
+      '--port',
+      String(port),
+      '--rate',
+      String(Math.round(rate)),
+      '--seconds',
+      String(seconds),
+      '--devices',
+      String(devices),
+      '--connections',
+      String(connections),
+      '--encoding',
+      'maps',
+      '--radius-m',
+      '950',
+      '--bound-m',
+      '980',
+      '--seed',
+      '7',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   let out = '';
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
   return new Promise((resolve, reject) => {
-    child.once('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`loadgen exited ${code}`))));
+    child.once('close', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`loadgen exited ${code}`)),
+    );
   });
 }
 
@@ -181,7 +219,11 @@ async function scrape(admin: number): Promise<Series> {
 
 const median = (xs: number[]): number => {
   const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
-  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  return s.length === 0
+    ? Number.NaN
+    : s.length % 2 === 1
+      ? s[(s.length - 1) / 2]!
+      : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
 /** One sample of the time series. */
@@ -193,6 +235,8 @@ interface Sample {
   /** Heap in use and live heap (after the latest full collection) per router thread, MiB. */
   heapByThread: Record<string, number>;
   liveByThread: Record<string, number>;
+  /** Event-loop utilisation per router thread, 0..1. */
+  loopByThread: Record<string, number>;
   /** The latest checkpoint's containment pause, ms. */
   checkpointPauseMs: number;
   fill: number;
@@ -217,7 +261,9 @@ async function main(): Promise<void> {
   const config = {
     fencesFile: fencesPath,
     complianceMarginM: 0,
-    ...(values['queue-delay-target-ms'] === undefined ? {} : { admission: { queueDelayTargetMs: Number(values['queue-delay-target-ms']) } }),
+    ...(values['queue-delay-target-ms'] === undefined
+      ? {}
+      : { admission: { queueDelayTargetMs: Number(values['queue-delay-target-ms']) } }),
     stateDir: join(dir, 'state'),
     drainDeadlineMs: 10_000,
     downstreams: [
@@ -254,7 +300,8 @@ async function main(): Promise<void> {
       if (s !== null) {
         scrapes++;
         last = s;
-        for (const v of identityViolations(s, downstreams)) if (violations.length < 50) violations.push(`scrape ${scrapes}: ${v}`);
+        for (const v of identityViolations(s, downstreams))
+          if (violations.length < 50) violations.push(`scrape ${scrapes}: ${v}`);
         const depth = sumOf(s, 'geofence_ring_depth_slots', { ring: 'telemetry' });
         const cap = sumOf(s, 'geofence_ring_capacity_slots', { ring: 'telemetry' });
         const tS = (Date.now() - scrapeStart) / 1000;
@@ -265,13 +312,18 @@ async function main(): Promise<void> {
           heapMiB: sumOf(s, 'nodejs_heap_size_used_bytes') / 2 ** 20,
           heapByThread: byThread(s, 'geofence_thread_heap_used_bytes'),
           liveByThread: byThread(s, 'geofence_thread_heap_live_bytes'),
+          loopByThread: byThread(s, 'geofence_thread_event_loop_utilization_ratio', 1),
           checkpointPauseMs: sumOf(s, 'geofence_checkpoint_last_pause_seconds') * 1000,
           fill: cap > 0 ? depth / cap : 0,
           processed: sumOf(s, 'geofence_pings_processed_total'),
           offered: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_offered_total', { lane: l })])),
           shed: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_shed_total', { lane: l })])),
-          limit: Object.fromEntries(downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_concurrency_limit', { downstream: ds })])),
-          inflight: Object.fromEntries(downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_inflight_requests', { downstream: ds })])),
+          limit: Object.fromEntries(
+            downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_concurrency_limit', { downstream: ds })]),
+          ),
+          inflight: Object.fromEntries(
+            downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_inflight_requests', { downstream: ds })]),
+          ),
         });
       }
       await sleep(scrapeMs);
@@ -294,7 +346,9 @@ async function main(): Promise<void> {
   const soakStartIdx = samples.length;
   const soakStartS = samples.length > 0 ? samples[samples.length - 1]!.tS : 0;
   warmEndS = soakStartS + warmupS;
-  log(`soak: ${multiple} x ${Math.round(capacity)}/s = ${Math.round(rate)}/s for ${soakS + warmupS} s (warm-up ${warmupS} s)`);
+  log(
+    `soak: ${multiple} x ${Math.round(capacity)}/s = ${Math.round(rate)}/s for ${soakS + warmupS} s (warm-up ${warmupS} s)`,
+  );
   const gen = await loadgen(router.port, rate, soakS + warmupS);
   const soakEndS = samples[samples.length - 1]!.tS;
   const atEnd = last!;
@@ -331,7 +385,10 @@ async function main(): Promise<void> {
     held[ds] = {};
     for (const lane of LANES) {
       const h1 = histogramOf(atEnd, 'geofence_dispatch_held_time_seconds', { downstream: ds, lane });
-      const h0 = warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_dispatch_held_time_seconds', { downstream: ds, lane });
+      const h0 =
+        warmSeries === null
+          ? { counts: [] }
+          : histogramOf(warmSeries, 'geofence_dispatch_held_time_seconds', { downstream: ds, lane });
       held[ds]![lane] = round(quantileBetween(h0, h1, 0.99) * 1000);
     }
   }
@@ -356,8 +413,20 @@ async function main(): Promise<void> {
     heapAllThreadsMiB: growth((x) => total(x.heapByThread)),
     liveHeapAllThreadsMiB: growth((x) => total(x.liveByThread)),
     heapByThreadMiB: Object.fromEntries(threads.map((t) => [t, growth((x) => x.heapByThread[t] ?? Number.NaN)])),
+    loopUtilizationMedianByThread: Object.fromEntries(
+      threads.map((t) => [t, round(median(after.map((x) => x.loopByThread[t] ?? Number.NaN)))]),
+    ),
     liveHeapByThreadMiB: Object.fromEntries(threads.map((t) => [t, growth((x) => x.liveByThread[t] ?? Number.NaN)])),
-    lanes: Object.fromEntries(LANES.map((l) => [l, { offered: d(l, 'offered'), shed: d(l, 'shed'), shedPct: round((d(l, 'shed') / Math.max(1, d(l, 'offered'))) * 100) }])),
+    lanes: Object.fromEntries(
+      LANES.map((l) => [
+        l,
+        {
+          offered: d(l, 'offered'),
+          shed: d(l, 'shed'),
+          shedPct: round((d(l, 'shed') / Math.max(1, d(l, 'offered'))) * 100),
+        },
+      ]),
+    ),
     shedPct: round((LANES.reduce((a, l) => a + d(l, 'shed'), 0) / Math.max(1, offeredAll)) * 100),
     complianceShareOfOffered: round(d('compliance', 'offered') / Math.max(1, offeredAll)),
     complianceShareOfCapacity: round(complianceOfCapacity),
@@ -365,9 +434,20 @@ async function main(): Promise<void> {
     complianceShedWholeRun: sumOf(atEnd, 'geofence_pings_shed_total', { lane: 'compliance' }),
     fenceEntryOverflowsWholeRun: sumOf(atEnd, 'geofence_fence_entry_overflows_total'),
     heldP99MsByDownstreamAndLane: held,
-    checkpointPauseMs: { median: round(median(after.map((x) => x.checkpointPauseMs))), max: round(Math.max(...after.map((x) => x.checkpointPauseMs))) },
-    heldP99MsAllLanes: round(quantileBetween(warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_held_time_seconds', {}), histogramOf(atEnd, 'geofence_held_time_seconds', {}), 0.99) * 1000),
-    processedPerSecMedian: Math.round(median(after.slice(1).map((x, i) => (x.processed - after[i]!.processed) / (x.tS - after[i]!.tS)))),
+    checkpointPauseMs: {
+      median: round(median(after.map((x) => x.checkpointPauseMs))),
+      max: round(Math.max(...after.map((x) => x.checkpointPauseMs))),
+    },
+    heldP99MsAllLanes: round(
+      quantileBetween(
+        warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_held_time_seconds', {}),
+        histogramOf(atEnd, 'geofence_held_time_seconds', {}),
+        0.99,
+      ) * 1000,
+    ),
+    processedPerSecMedian: Math.round(
+      median(after.slice(1).map((x, i) => (x.processed - after[i]!.processed) / (x.tS - after[i]!.tS))),
+    ),
     limitMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.limit[ds]!))])),
     inflightMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.inflight[ds]!))])),
     receivers: { steady: steady.counts, flaky: flaky.counts },
@@ -389,7 +469,10 @@ async function main(): Promise<void> {
   mkdirSync(dirname(outPrefix), { recursive: true });
   writeFileSync(`${outPrefix}.json`, `${JSON.stringify(report, null, 2)}\n`);
   const tS = soak.map((x) => x.tS - soakStartS);
-  const shedRate = (lane: string): number[] => soak.map((x, i) => (i === 0 ? Number.NaN : (x.shed[lane]! - soak[i - 1]!.shed[lane]!) / (x.tS - soak[i - 1]!.tS) / 1000));
+  const shedRate = (lane: string): number[] =>
+    soak.map((x, i) =>
+      i === 0 ? Number.NaN : (x.shed[lane]! - soak[i - 1]!.shed[lane]!) / (x.tS - soak[i - 1]!.tS) / 1000,
+    );
   writeFileSync(
     `${outPrefix}.svg`,
     renderSvg(
@@ -404,7 +487,10 @@ async function main(): Promise<void> {
             { label: 'live (after full GC)', colour: '#8c564b', values: soak.map((x) => total(x.liveByThread)) },
           ],
         },
-        { title: 'Telemetry ring fill, %', lines: [{ label: 'fill', colour: '#2ca02c', values: soak.map((x) => x.fill * 100) }] },
+        {
+          title: 'Telemetry ring fill, %',
+          lines: [{ label: 'fill', colour: '#2ca02c', values: soak.map((x) => x.fill * 100) }],
+        },
         {
           title: 'Shed, thousand pings/s by lane',
           lines: [
@@ -423,12 +509,12 @@ async function main(): Promise<void> {
   process.exitCode = Object.values(checks).every(Boolean) ? 0 : 1;
 }
 
-/** Per-thread values of a `thread`-labelled gauge, MiB. */
-function byThread(s: Series, name: string): Record<string, number> {
+/** Per-thread values of a `thread`-labelled gauge, in units of `unit` (MiB by default). */
+function byThread(s: Series, name: string, unit = 2 ** 20): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [key, v] of s) {
     const m = new RegExp(`^${name}\\{thread="([^"]+)"\\}$`).exec(key);
-    if (m !== null) out[m[1]!] = v / 2 ** 20;
+    if (m !== null) out[m[1]!] = v / unit;
   }
   return out;
 }

@@ -30,9 +30,23 @@ interface StartResult {
 function startOnce(fencesPath: string): Promise<StartResult> {
   const stateDir = mkdtempSync(join(tmpdir(), 'gr-start-'));
   const t0 = performance.now();
-  const child = spawn(process.execPath, [CLI, '--fences', fencesPath, '--no-listen', '--no-admin', '--state-dir', stateDir, '--ndjson', join(stateDir, 'out.ndjson')], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      '--fences',
+      fencesPath,
+      '--no-listen',
+      '--no-admin',
+      '--state-dir',
+      stateDir,
+      '--ndjson',
+      join(stateDir, 'out.ndjson'),
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   return new Promise((resolve, reject) => {
     let ms = -1;
     let stderr = '';
@@ -65,7 +79,10 @@ const median = (xs: number[]): number => {
 
 const dir = mkdtempSync(join(tmpdir(), 'gr-start-fences-'));
 const cities: { name: string; options: SyntheticCityOptions }[] = [
-  { name: 'dense city: 3,019 fences in 2 x 2 km', options: { seed: 7, fenceCount: 3019, fencesPerKm2: 3019 / 4, minRadiusM: 60, maxRadiusM: 300 } },
+  {
+    name: 'dense city: 3,019 fences in 2 x 2 km',
+    options: { seed: 7, fenceCount: 3019, fencesPerKm2: 3019 / 4, minRadiusM: 60, maxRadiusM: 300 },
+  },
   { name: '100,000 fences', options: { seed: 7, fenceCount: 100_000 } },
 ];
 const rows: Record<string, unknown>[] = [];
@@ -91,8 +108,13 @@ for (const city of cities) {
     maxMs: Math.round(Math.max(...times)),
   };
   rows.push(row);
-  console.log(`${row.city} (${row.fileMB} MB): ${row.started}/${row.starts} started; start time median ${row.medianMs} ms, min ${row.minMs}, max ${row.maxMs}; exit codes ${codes.join(' ')}`);
+  console.log(
+    `${row.city} (${row.fileMB} MB): ${row.started}/${row.starts} started; start time median ${row.medianMs} ms, min ${row.minMs}, max ${row.maxMs}; exit codes ${codes.join(' ')}`,
+  );
 }
 rmSync(dir, { recursive: true, force: true });
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
-writeFileSync(new URL('../../bench/out/start-time.json', import.meta.url), `${JSON.stringify({ date: new Date().toISOString(), rows }, null, 2)}\n`);
+writeFileSync(
+  new URL('../../bench/out/start-time.json', import.meta.url),
+  `${JSON.stringify({ date: new Date().toISOString(), rows }, null, 2)}\n`,
+);

@@ -26,17 +26,14 @@ export {
   type DeadLetterConfig,
   type LimitChoice,
 } from './config/options.js';
-export {
-  loadConfigFile,
-} from './config/config-file.js';
-export {
-  parseCliArgs,
-  optionsFromCli,
-  mergeOptionInputs,
-  HELP_TEXT,
-  type CliRequest,
-} from './config/cli-args.js';
+export { loadConfigFile } from './config/config-file.js';
+export { parseCliArgs, optionsFromCli, mergeOptionInputs, HELP_TEXT, type CliRequest } from './config/cli-args.js';
 export { FenceValidationError, type FenceProblem } from './fences/parse.js';
-export { generateSyntheticCity, syntheticCityBounds, type SyntheticCityOptions, type FeatureCollectionJson } from './fences/synthetic-city.js';
+export {
+  generateSyntheticCity,
+  syntheticCityBounds,
+  type SyntheticCityOptions,
+  type FeatureCollectionJson,
+} from './fences/synthetic-city.js';
 export type { TelemetryPoint } from './ingest/ping-fields.js';
 export { TELEMETRY_KEYS, TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from './ingest/wire-format.js';

@@ -22,7 +22,12 @@ import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { ADMIN_REFUSAL_REASONS, AdminServer } from './admin/admin-server.js';
 import { isLoopbackHost } from './auth/secrets.js';
-import { resolveRouterOptions, type CallbackDownstreamOptions, type RouterOptions, type RouterOptionsInput } from './config/options.js';
+import {
+  resolveRouterOptions,
+  type CallbackDownstreamOptions,
+  type RouterOptions,
+  type RouterOptionsInput,
+} from './config/options.js';
 import { DeviceState } from './fences/device-state.js';
 import { FenceValidationError, parseFences, type ParsedFences } from './fences/parse.js';
 import { loadFenceStoreOffThread, readFenceFile, type FenceFileLimits } from './fences/fence-file.js';
@@ -42,7 +47,17 @@ import { downstreamSpecs, ThreadHandle } from './pipeline/threads.js';
 import { StateDirectory } from './durable/state-dir.js';
 import type { Trigger } from './dispatch/trigger.js';
 import { nowNs } from './shm/clock.js';
-import { CNT_BLOCK_F64, CNT_FENCE_OVERFLOW_F64, IngestState, PST_RELOADS_F64, PST_RELOADS_FAILED_F64, RingKind, RT_THREAD_MAIN, WDG_STALLED_I32, WDG_STRIDE_I32 } from './shm/layout.js';
+import {
+  CNT_BLOCK_F64,
+  CNT_FENCE_OVERFLOW_F64,
+  IngestState,
+  PST_RELOADS_F64,
+  PST_RELOADS_FAILED_F64,
+  RingKind,
+  RT_THREAD_MAIN,
+  WDG_STALLED_I32,
+  WDG_STRIDE_I32,
+} from './shm/layout.js';
 import { SpscRing } from './shm/ring.js';
 import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
 import { StartProgress } from './pipeline/start-progress.js';
@@ -217,7 +232,10 @@ class PipelineRouter implements Router {
     const m = this.memory;
     this.pipeline = PipelineRegion.wrap(m.pipeline);
     this.pipeline.setFenceGeneration(store.generation);
-    this.backlog = new InputBacklog(this.pipeline, { bytes: options.ingest.inputHighWaterBytes, points: options.ingest.inputHighWaterPoints });
+    this.backlog = new InputBacklog(this.pipeline, {
+      bytes: options.ingest.inputHighWaterBytes,
+      points: options.ingest.inputHighWaterPoints,
+    });
     this.state = DeviceState.open(m.deviceState);
     this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
@@ -243,7 +261,11 @@ class PipelineRouter implements Router {
       pipelineStats: m.stats,
       threadRuntime: m.threadRuntime,
     });
-    this.metrics.addFenceTracking((n) => this.store.mostUntracked(n), () => this.state.poolChunksInUse(), this.state.poolChunks);
+    this.metrics.addFenceTracking(
+      (n) => this.store.mostUntracked(n),
+      () => this.state.poolChunksInUse(),
+      this.state.poolChunks,
+    );
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
     try {
       this.keeper = StateKeeper.restore(this.dir, m, store, options);
@@ -271,9 +293,15 @@ class PipelineRouter implements Router {
       this.keeper.checkpoint(
         this.store,
         this.progressCounts(),
-        this.ingestThread !== null && !clean ? () => this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' }) : null,
         this.ingestThread !== null && !clean
-          ? () => this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({ type: 'resume', fences: this.store.descriptor })
+          ? () => this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' })
+          : null,
+        this.ingestThread !== null && !clean
+          ? () =>
+              this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({
+                type: 'resume',
+                fences: this.store.descriptor,
+              })
           : null,
         clean,
       ),
@@ -284,7 +312,9 @@ class PipelineRouter implements Router {
 
   private startTimers(): void {
     this.checkpointTimer = setInterval(() => {
-      this.checkpointNow().catch((err: unknown) => this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`));
+      this.checkpointNow().catch((err: unknown) =>
+        this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`),
+      );
     }, this.options.checkpointIntervalMs);
     this.progressTimer = setInterval(() => {
       try {
@@ -311,7 +341,10 @@ class PipelineRouter implements Router {
     const n = this.untrackedPings();
     const nowMs = performance.now();
     if (n === this.untrackedLogged || nowMs - this.untrackedLoggedAtMs < UNTRACKED_LOG_INTERVAL_MS) return;
-    const top = this.store.mostUntracked(5).map((u) => `${u.fenceId} (${u.pings})`).join(', ');
+    const top = this.store
+      .mostUntracked(5)
+      .map((u) => `${u.fenceId} (${u.pings})`)
+      .join(', ');
     this.log(
       `error: ${n - this.untrackedLogged} pings found a device inside a fence it could not track (no free entry: ` +
         `maxFencesPerDevice ${this.options.maxFencesPerDevice}, pool ${this.state.poolChunksInUse()}/${this.state.poolChunks} chunks in use); ` +
@@ -335,7 +368,9 @@ class PipelineRouter implements Router {
     this.runtimeReporter = startThreadRuntimeReporter(this.memory.threadRuntime, RT_THREAD_MAIN);
     const o = this.options;
     const m = this.memory;
-    const callbacks = o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null));
+    const callbacks = o.downstreams.map((d) =>
+      d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null,
+    );
     let bridgePort: MessagePort | null = null;
     if (callbacks.some((c) => c !== null)) {
       const channel = new MessageChannel();
@@ -351,7 +386,10 @@ class PipelineRouter implements Router {
         try {
           const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
           if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
-            (r as Promise<void>).then(() => answer(true), () => answer(false));
+            (r as Promise<void>).then(
+              () => answer(true),
+              () => answer(false),
+            );
           } else {
             answer(true);
           }
@@ -420,7 +458,11 @@ class PipelineRouter implements Router {
       containmentStallMs: o.containmentStallMs,
       deviceIdleTimeoutMs: o.deviceIdleTimeoutMs,
       exitOnExpiry: o.deviceExpiry === 'exit',
-      cross: { maxSpeedMps: o.crossMaxSpeedMps, maxGapMs: o.crossMaxGapMs, maxPerDevicePerSec: o.crossMaxPerDevicePerSec },
+      cross: {
+        maxSpeedMps: o.crossMaxSpeedMps,
+        maxGapMs: o.crossMaxGapMs,
+        maxPerDevicePerSec: o.crossMaxPerDevicePerSec,
+      },
       inputFiles: o.inputs.filter((p) => p !== '-'),
       stdinForwarded: stdin,
     };
@@ -433,18 +475,31 @@ class PipelineRouter implements Router {
       () => this.inputsDone(),
       (which) => (which === 'input' ? this.onInputDrained() : this.onStdinDrained()),
     );
-    progress?.phase(`starting the ingest thread and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`);
+    progress?.phase(
+      `starting the ingest thread and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`,
+    );
     const port = await this.ingestThread.started;
     this.ingestStarted = true;
     this.ingestPort = o.listenHost === null ? null : port;
     this.startTimers();
     if (stdin) this.forwardStdin();
     if (o.allowUnauthenticated) {
-      if (o.listenHost !== null && !isLoopbackHost(o.listenHost) && o.ingest.tls === null && o.ingest.authToken === null) {
-        this.log(`warning: the telemetry listener on ${o.listenHost} takes pings from anyone who reaches it (no TLS, no token; allowUnauthenticated)`, 'error');
+      if (
+        o.listenHost !== null &&
+        !isLoopbackHost(o.listenHost) &&
+        o.ingest.tls === null &&
+        o.ingest.authToken === null
+      ) {
+        this.log(
+          `warning: the telemetry listener on ${o.listenHost} takes pings from anyone who reaches it (no TLS, no token; allowUnauthenticated)`,
+          'error',
+        );
       }
       if (o.adminHost !== null && !isLoopbackHost(o.adminHost) && o.adminToken === null) {
-        this.log(`warning: the admin server on ${o.adminHost} lets anyone who reaches it reload the fences (no token; allowUnauthenticated)`, 'error');
+        this.log(
+          `warning: the admin server on ${o.adminHost} lets anyone who reaches it reload the fences (no token; allowUnauthenticated)`,
+          'error',
+        );
       }
     }
     if (o.adminHost !== null) {
@@ -476,7 +531,8 @@ class PipelineRouter implements Router {
    * pipe waits for the rings instead of being shed.
    */
   private forwardStdin(): void {
-    const post = (msg: IngestRequest, transfer: ArrayBuffer[] = []): void => this.ingestThread?.worker.postMessage(msg, transfer);
+    const post = (msg: IngestRequest, transfer: ArrayBuffer[] = []): void =>
+      this.ingestThread?.worker.postMessage(msg, transfer);
     this.stdinListener = (chunk: Buffer) => {
       const copy = Uint8Array.prototype.slice.call(chunk);
       // Counted before it is posted, so the ingest thread never takes off bytes not yet counted.
@@ -518,7 +574,11 @@ class PipelineRouter implements Router {
     if (!h.ready) return h;
     // Durable writes failing (a full disk): delivery goes on, but dead letters and backlogs cannot be kept.
     const failing = this.stats().durableFailingDownstreams;
-    if (failing > 0) return { ready: false, reason: `durable writes failing for ${failing} downstream${failing === 1 ? '' : 's'} (see the log)` };
+    if (failing > 0)
+      return {
+        ready: false,
+        reason: `durable writes failing for ${failing} downstream${failing === 1 ? '' : 's'} (see the log)`,
+      };
     return { ready: true };
   }
 
@@ -530,7 +590,10 @@ class PipelineRouter implements Router {
       if (Atomics.load(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) stalled += stalled === '' ? `${s}` : `,${s}`;
     }
     if (stalled === '') return { ready: true };
-    return { ready: false, reason: `containment stalled on shards ${stalled} (task aborted by the watchdog, awaiting progress)` };
+    return {
+      ready: false,
+      reason: `containment stalled on shards ${stalled} (task aborted by the watchdog, awaiting progress)`,
+    };
   }
 
   private post(msg: IngestRequest, transfer: ArrayBuffer[] = []): void {
@@ -542,7 +605,9 @@ class PipelineRouter implements Router {
     if (!(bytes instanceof Uint8Array)) throw new TypeError('ingest(bytes) takes a Uint8Array');
     if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
     if (this.backlog.inputBytes() + bytes.length > MAX_INPUT_BACKLOG_BYTES) {
-      throw new RangeError('ingest(): more than 2 GiB of input would be in flight; await inputDrained() when ingest() returns false');
+      throw new RangeError(
+        'ingest(): more than 2 GiB of input would be in flight; await inputDrained() when ingest() returns false',
+      );
     }
     // Copy into a buffer of its own and move it: the caller may reuse theirs.
     const copy = Uint8Array.prototype.slice.call(bytes);
@@ -560,7 +625,8 @@ class PipelineRouter implements Router {
   }
 
   inputDrained(): Promise<void> {
-    if (this.ingestThread === null || this.closePromise !== null || this.backlog.inputDrained()) return Promise.resolve();
+    if (this.ingestThread === null || this.closePromise !== null || this.backlog.inputDrained())
+      return Promise.resolve();
     return new Promise((resolve) => {
       this.drainedWaiters.push(resolve);
       // Only the first waiter raises the flag; a feed may have drained the backlog since the check above.
@@ -610,15 +676,26 @@ class PipelineRouter implements Router {
       throw err;
     }
     if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
-    await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({ type: 'fences', fences: next.descriptor });
+    await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({
+      type: 'fences',
+      fences: next.descriptor,
+    });
     await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' });
     let resumeWith = this.store;
     try {
       // Every trigger of the old generation already produced is read before the reload's EXITs are written.
       while (this.shardTriggerRings.some((r) => r.available() > 0)) await sleep(1);
-      const exits = reloadDeviceState(this.state, this.store, next, this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64, {
-        reloadTimeNs: nowNs(),
-      });
+      const exits = reloadDeviceState(
+        this.state,
+        this.store,
+        next,
+        this.controlRing,
+        this.containment,
+        this.memory.shards * CNT_BLOCK_F64,
+        {
+          reloadTimeNs: nowNs(),
+        },
+      );
       if (exits > 0) this.pipeline.ringDispatcher();
       // The EXITs are read before any trigger of the new generation can be produced.
       while (this.controlRing.available() > 0) await sleep(1);
@@ -627,7 +704,10 @@ class PipelineRouter implements Router {
       resumeWith = next;
       this.statsCells[PST_RELOADS_F64]!++;
     } finally {
-      await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({ type: 'resume', fences: resumeWith.descriptor });
+      await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({
+        type: 'resume',
+        fences: resumeWith.descriptor,
+      });
     }
     return { generation: next.generation, fenceCount: next.fenceCount };
   }
@@ -652,7 +732,10 @@ class PipelineRouter implements Router {
         await this.reloadChain;
         this.pipeline.setDraining(true);
         await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
-        await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({ type: 'drain', deadlineMs: this.drainDeadlineMs });
+        await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({
+          type: 'drain',
+          deadlineMs: this.drainDeadlineMs,
+        });
       })();
     }
     return this.drainPromise;
@@ -665,7 +748,10 @@ class PipelineRouter implements Router {
         let drained = false;
         try {
           await this.drain();
-          await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'close' }>>({ type: 'close', deadlineMs: this.drainDeadlineMs });
+          await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'close' }>>({
+            type: 'close',
+            deadlineMs: this.drainDeadlineMs,
+          });
           await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'close' }>>({ type: 'close' });
           drained = true;
         } finally {
@@ -735,7 +821,8 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
   const { fences, log, ...rest } = options;
   const resolved = resolveRouterOptions(rest);
-  if (endianness() !== 'LE') throw new Error('the router needs a little-endian host (its durable files are little-endian)');
+  if (endianness() !== 'LE')
+    throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const progress = new StartProgress(log ?? ((line) => console.warn(line)));
   let router: PipelineRouter | null = null;
   try {
@@ -751,7 +838,7 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
       } catch (err) {
         // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
         if (err instanceof FenceValidationError) throw err;
-        throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`);
+        throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`, { cause: err });
       }
     }
     progress.phase(`indexing ${parsed.fences.length} fences`);

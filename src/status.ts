@@ -30,11 +30,23 @@ function triggersPart(s: RouterStats): string {
  * the triggers delivered since the previous snapshot (`held_p99`, n/a when there were none) and since the start
  * (`held_p99_all`, which keeps the cold start and every burst).
  */
-export function formatStatusLine(previous: RouterStats, current: RouterStats, intervalMs: number, elapsedMs: number): string {
+export function formatStatusLine(
+  previous: RouterStats,
+  current: RouterStats,
+  intervalMs: number,
+  elapsedMs: number,
+): string {
   const ratePerSec = intervalMs > 0 ? Math.round(((current.accepted - previous.accepted) * 1000) / intervalMs) : 0;
-  const parts = [`t=${Math.round(elapsedMs / 1000)}s`, `ingest=${ratePerSec}/s`, shedPart(current), triggersPart(current)];
+  const parts = [
+    `t=${Math.round(elapsedMs / 1000)}s`,
+    `ingest=${ratePerSec}/s`,
+    shedPart(current),
+    triggersPart(current),
+  ];
   for (const d of current.downstreams) {
-    parts.push(`${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} backlog=${d.backlogRecords} dead_lettered=${d.deadLettered})`);
+    parts.push(
+      `${d.name}(limit=${Math.round(d.limit)} inflight=${d.inflight} delivered=${d.delivered} backlog=${d.backlogRecords} dead_lettered=${d.deadLettered})`,
+    );
   }
   parts.push(`held_p99=${ms(heldTimeWindow(previous, current).p99Ms)}`, `held_p99_all=${ms(current.heldTimeP99Ms)}`);
   return parts.join(' ');
@@ -65,7 +77,15 @@ export const EXIT_LOSS = 3;
  */
 export function drainOutcome(s: RouterStats): DrainOutcome {
   if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
-  if (s.shedTotal > 0 || s.rejectedTotal > 0 || s.fenceOverflows > 0 || s.candidateOverflows > 0 || s.crossOverBudget > 0 || droppedDeadLetters(s) > 0) return 'dropped';
+  if (
+    s.shedTotal > 0 ||
+    s.rejectedTotal > 0 ||
+    s.fenceOverflows > 0 ||
+    s.candidateOverflows > 0 ||
+    s.crossOverBudget > 0 ||
+    droppedDeadLetters(s) > 0
+  )
+    return 'dropped';
   // A dead letter the replay lane delivered later is delivered: only final ones and what waits for the next start count.
   if (s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
   return 'delivered';
@@ -91,7 +111,8 @@ export function drainedCleanly(s: RouterStats): boolean {
 function shedReasonsPart(s: RouterStats): string {
   const parts: string[] = [];
   for (const [lane, reasons] of Object.entries(s.shed)) {
-    for (const [reason, n] of Object.entries(reasons)) if ((n as number) > 0) parts.push(`${lane}.${reason}=${n as number}`);
+    for (const [reason, n] of Object.entries(reasons))
+      if ((n as number) > 0) parts.push(`${lane}.${reason}=${n as number}`);
   }
   return parts.length === 0 ? 'none' : parts.join(' ');
 }
@@ -123,7 +144,9 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
     `  rejected   total=${s.rejectedTotal} by_reason(${rejectedReasonsPart(s)})`,
     `  tracking   fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} ` +
       `implausible_segments=${s.implausibleSegments} cross_over_budget=${s.crossOverBudget}` +
-      (s.untrackedFences.length > 0 ? ` untracked_fences(${s.untrackedFences.map((u) => `${u.fenceId}=${u.pings}`).join(' ')})` : ''),
+      (s.untrackedFences.length > 0
+        ? ` untracked_fences(${s.untrackedFences.map((u) => `${u.fenceId}=${u.pings}`).join(' ')})`
+        : ''),
     `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
     `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
       `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors}`,
@@ -135,7 +158,9 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         `dead_letter_bytes=${d.deadLetterBytes} write_errors=${d.durableWriteErrors} damaged=${d.damagedRecords}`,
     );
   }
-  lines.push(`  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)} replayed_p99=${ms(s.replayHeldTimeP99Ms)}`);
+  lines.push(
+    `  held time  p50=${ms(s.heldTimeP50Ms)} p99=${ms(s.heldTimeP99Ms)} max=${ms(s.heldTimeMaxMs)} replayed_p99=${ms(s.replayHeldTimeP99Ms)}`,
+  );
   lines.push(
     s.stateDir === null
       ? '  state      temporary directory (removed): nothing survives a restart'

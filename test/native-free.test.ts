@@ -28,7 +28,10 @@ test('the optional native accelerators are not installed', () => {
   const packages = new Set(readdirSync(join(ROOT, 'node_modules')));
   assert.equal(packages.has('msgpackr-extract'), false, 'msgpackr-extract is installed');
   const scoped = packages.has('@napi-rs') ? readdirSync(join(ROOT, 'node_modules', '@napi-rs')) : [];
-  assert.deepEqual(scoped.filter((name) => name.startsWith('nice')), []);
+  assert.deepEqual(
+    scoped.filter((name) => name.startsWith('nice')),
+    [],
+  );
 });
 
 test('.npmrc keeps optional dependencies out of every install', () => {

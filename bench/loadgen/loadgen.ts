@@ -50,8 +50,8 @@ const encoding = values.encoding!;
 const eventStepMs = Number(values['event-step-ms']);
 const radiusM = positive('radius-m', values['radius-m']);
 const boundM = Number(values['bound-m']);
-if (!['maps', 'records', 'shared'].includes(encoding)) throw new RangeError(`--encoding must be maps, records or shared, got ${encoding}`);
-
+if (!['maps', 'records', 'shared'].includes(encoding))
+  throw new RangeError(`--encoding must be maps, records or shared, got ${encoding}`);
 
 function open(): Promise<Socket> {
   return new Promise((resolve, reject) => {
@@ -62,7 +62,13 @@ function open(): Promise<Socket> {
 
 async function main(): Promise<void> {
   const sockets = await Promise.all(Array.from({ length: connections }, () => open()));
-  const fleet = new Fleet({ devices, seed, radiusM, boundRadiusM: boundM > 0 ? boundM : Infinity, parkedFraction: eventStepMs > 0 ? 0 : 1 / 3 });
+  const fleet = new Fleet({
+    devices,
+    seed,
+    radiusM,
+    boundRadiusM: boundM > 0 ? boundM : Infinity,
+    parkedFraction: eventStepMs > 0 ? 0 : 1 / 3,
+  });
   const rounds = new Float64Array(devices);
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 0 };
   // One send buffer per connection per tick, sized for the most pings a tick can carry.
@@ -75,12 +81,25 @@ async function main(): Promise<void> {
   const startMs = performance.now();
   const endMs = startMs + seconds * 1000;
   const epochStart = Date.now();
-  let blocked = 0;
-  for (const s of sockets) s.on('drain', () => blocked--);
+  // Per connection: waiting for 'drain'. A connection the router closes drains no more: it stops counting as
+  // blocked and its share goes to the others (counted in `closed`).
+  const waiting = new Array<boolean>(connections).fill(false);
+  const isOpen = new Array<boolean>(connections).fill(true);
+  let closed = 0;
+  sockets.forEach((s, c) => {
+    s.on('drain', () => (waiting[c] = false));
+    s.on('close', () => {
+      if (isOpen[c]) closed++;
+      isOpen[c] = false;
+      waiting[c] = false;
+    });
+  });
+  const blocked = (): boolean => waiting.some(Boolean);
   while (performance.now() < endMs) {
     const now = performance.now();
     const due = Math.min(Math.floor(((now - startMs) / 1000) * ratePerSec), Math.ceil(seconds * ratePerSec)) - sent;
-    if (blocked > 0) {
+    if (closed === connections) throw new Error('the router closed every connection');
+    if (blocked()) {
       stalls++;
       await new Promise((r) => setTimeout(r, 1));
       continue;
@@ -88,7 +107,9 @@ async function main(): Promise<void> {
     const n = Math.min(due, perTickMax);
     for (let k = 0; k < n; k++) {
       const device = fleet.nextDevice;
-      const conn = device % connections;
+      let conn = device % connections;
+      // A device keeps its connection while it is open (per-device order); a closed one's devices move to the next.
+      while (!isOpen[conn]) conn = (conn + 1) % connections;
       fleet.next(ping, eventStepMs > 0 ? epochStart + ++rounds[device]! * eventStepMs : epochStart + (now - startMs));
       pendingLen[conn] = encodePingInto(pending[conn]!, pendingLen[conn]!, ping, encoding as LoadEncoding);
     }
@@ -99,14 +120,16 @@ async function main(): Promise<void> {
       const buf = Buffer.from(pending[c]!.subarray(0, pendingLen[c]));
       pendingLen[c] = 0;
       bytes += buf.length;
-      if (!sockets[c]!.write(buf)) blocked++;
+      if (isOpen[c] && !sockets[c]!.write(buf)) waiting[c] = true;
     }
     await new Promise((r) => setTimeout(r, tickMs));
   }
   const elapsedS = (performance.now() - startMs) / 1000;
-  await Promise.all(sockets.map((s) => new Promise<void>((r) => s.end(() => r()))));
+  await Promise.all(
+    sockets.map((s, c) => (isOpen[c] ? new Promise<void>((r) => s.end(() => r())) : Promise.resolve())),
+  );
   process.stdout.write(
-    `${JSON.stringify({ sent, bytes, elapsedS, achievedPerSec: Math.round(sent / elapsedS), targetPerSec: ratePerSec, stalls, encoding, devices, connections })}\n`,
+    `${JSON.stringify({ sent, bytes, elapsedS, achievedPerSec: Math.round(sent / elapsedS), targetPerSec: ratePerSec, stalls, closedConnections: closed, encoding, devices, connections })}\n`,
   );
 }
 

@@ -50,7 +50,18 @@ export interface ReceiverCounts {
 
 /** A checking webhook receiver. */
 export class CheckingReceiver {
-  readonly counts: ReceiverCounts = { batches: 0, triggers: 0, redeliveries: 0, orderViolations: 0, gapSeqs: 0, unavailable: 0, hung: 0, resets: 0, devices: 0, problems: [] };
+  readonly counts: ReceiverCounts = {
+    batches: 0,
+    triggers: 0,
+    redeliveries: 0,
+    orderViolations: 0,
+    gapSeqs: 0,
+    unavailable: 0,
+    hung: 0,
+    resets: 0,
+    devices: 0,
+    problems: [],
+  };
   port = 0;
   private server: Server | null = null;
   private readonly devices = new Map<string, DeviceTrack>();
@@ -129,7 +140,13 @@ export class CheckingReceiver {
   }
 
   private take(body: string): void {
-    const batch = JSON.parse(body) as { deviceId: string | number; seq: number; type: string; fenceId: string; eventTimeMs: number }[];
+    const batch = JSON.parse(body) as {
+      deviceId: string | number;
+      seq: number;
+      type: string;
+      fenceId: string;
+      eventTimeMs: number;
+    }[];
     const c = this.counts;
     c.batches++;
     for (const t of batch) {
@@ -147,7 +164,10 @@ export class CheckingReceiver {
         if (before === content) c.redeliveries++;
         else {
           c.orderViolations++;
-          if (c.problems.length < 10) c.problems.push(`device ${key} seq ${t.seq} after ${d.lastSeq} (${before === undefined ? 'not a recent seq' : 'other content'})`);
+          if (c.problems.length < 10)
+            c.problems.push(
+              `device ${key} seq ${t.seq} after ${d.lastSeq} (${before === undefined ? 'not a recent seq' : 'other content'})`,
+            );
         }
         continue;
       }

@@ -31,7 +31,11 @@ export function sumOf(s: Series, name: string, match: Record<string, string> = {
 }
 
 /** Bucket counts (not cumulative) of histogram `name` for the series matching `match`, in `le` order. */
-export function histogramOf(s: Series, name: string, match: Record<string, string>): { bounds: number[]; counts: number[] } {
+export function histogramOf(
+  s: Series,
+  name: string,
+  match: Record<string, string>,
+): { bounds: number[]; counts: number[] } {
   const wanted = Object.entries(match).map(([k, v]) => `${k}="${v}"`);
   const rows: [number, number][] = [];
   for (const [key, v] of s) {
@@ -47,7 +51,11 @@ export function histogramOf(s: Series, name: string, match: Record<string, strin
  * Quantile `q` of the samples between two histogram reads (same bounds): the upper bound of the bucket holding it,
  * seconds (Infinity in the overflow bucket; NaN without samples).
  */
-export function quantileBetween(before: { counts: number[] }, after: { bounds: number[]; counts: number[] }, q: number): number {
+export function quantileBetween(
+  before: { counts: number[] },
+  after: { bounds: number[]; counts: number[] },
+  q: number,
+): number {
   const d = after.counts.map((c, i) => c - (before.counts[i] ?? 0));
   const total = d.reduce((a, b) => a + b, 0);
   if (!(total > 0)) return Number.NaN;
@@ -74,7 +82,8 @@ export function identityViolations(s: Series, downstreams: readonly string[]): s
     const offered = sumOf(s, 'geofence_pings_offered_total', { lane });
     const admitted = sumOf(s, 'geofence_pings_admitted_total', { lane });
     const shed = sumOf(s, 'geofence_pings_shed_total', { lane });
-    if (offered !== admitted + shed) out.push(`lane ${lane}: offered ${offered} != admitted ${admitted} + shed ${shed}`);
+    if (offered !== admitted + shed)
+      out.push(`lane ${lane}: offered ${offered} != admitted ${admitted} + shed ${shed}`);
   }
   for (const d of downstreams) {
     const m = { downstream: d };
@@ -84,7 +93,9 @@ export function identityViolations(s: Series, downstreams: readonly string[]): s
     const final = sumOf(s, 'geofence_dispatch_final_total', m);
     const pending = sumOf(s, 'geofence_dispatch_pending_triggers', m);
     if (left !== delivered + replayed + final + pending) {
-      out.push(`downstream ${d}: offered+recovered ${left} != delivered ${delivered} + replayed ${replayed} + final ${final} + pending ${pending}`);
+      out.push(
+        `downstream ${d}: offered+recovered ${left} != delivered ${delivered} + replayed ${replayed} + final ${final} + pending ${pending}`,
+      );
     }
   }
   return out;

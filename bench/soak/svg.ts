@@ -22,10 +22,16 @@ const TOP = 30;
 const GAP = 45;
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-const fmt = (v: number): string => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
+const fmt = (v: number): string =>
+  Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
 
 /** Renders `panels` over the sample times `tS` (seconds); `marks` draws labelled vertical lines (warm-up end). */
-export function renderSvg(title: string, tS: readonly number[], panels: readonly Panel[], marks: readonly { atS: number; label: string }[] = []): string {
+export function renderSvg(
+  title: string,
+  tS: readonly number[],
+  panels: readonly Panel[],
+  marks: readonly { atS: number; label: string }[] = [],
+): string {
   const height = TOP + panels.length * (PANEL_HEIGHT + GAP);
   const tMax = Math.max(1, ...tS);
   const plotW = WIDTH - LEFT - RIGHT;
@@ -47,7 +53,9 @@ export function renderSvg(title: string, tS: readonly number[], panels: readonly
       parts.push(`<text x="${LEFT - 5}" y="${y(yMax * frac) + 4}" text-anchor="end">${fmt(yMax * frac)}</text>`);
     }
     for (const m of marks) {
-      parts.push(`<line x1="${x(m.atS)}" y1="${top}" x2="${x(m.atS)}" y2="${top + PANEL_HEIGHT}" stroke="#bbb" stroke-dasharray="4 3"/>`);
+      parts.push(
+        `<line x1="${x(m.atS)}" y1="${top}" x2="${x(m.atS)}" y2="${top + PANEL_HEIGHT}" stroke="#bbb" stroke-dasharray="4 3"/>`,
+      );
       if (i === 0) parts.push(`<text x="${x(m.atS) + 3}" y="${top + 12}" fill="#777">${esc(m.label)}</text>`);
     }
     p.lines.forEach((l, k) => {
@@ -57,12 +65,16 @@ export function renderSvg(title: string, tS: readonly number[], panels: readonly
         d += `${d === '' ? 'M' : 'L'}${x(tS[j]!).toFixed(1)},${y(v).toFixed(1)}`;
       });
       if (d !== '') parts.push(`<path d="${d}" fill="none" stroke="${l.colour}" stroke-width="1.3"/>`);
-      parts.push(`<text x="${LEFT + plotW - 150 + 0}" y="${top + 14 + k * 13}" fill="${l.colour}">${esc(l.label)}</text>`);
+      parts.push(
+        `<text x="${LEFT + plotW - 150 + 0}" y="${top + 14 + k * 13}" fill="${l.colour}">${esc(l.label)}</text>`,
+      );
     });
     if (i === panels.length - 1) {
       for (let k = 0; k <= 5; k++) {
         const t = (tMax * k) / 5;
-        parts.push(`<text x="${x(t)}" y="${top + PANEL_HEIGHT + 14}" text-anchor="middle">${(t / 60).toFixed(1)} min</text>`);
+        parts.push(
+          `<text x="${x(t)}" y="${top + PANEL_HEIGHT + 14}" text-anchor="middle">${(t / 60).toFixed(1)} min</text>`,
+        );
       }
     }
   });

@@ -46,7 +46,13 @@ export interface AdminServerOptions {
 }
 
 /** Defaults of the admin server. */
-export const ADMIN_DEFAULTS = { host: '127.0.0.1', port: 9464, token: null, maxBodyBytes: 16 * 1024, mutationsPerMinute: 12 } as const;
+const ADMIN_DEFAULTS = {
+  host: '127.0.0.1',
+  port: 9464,
+  token: null,
+  maxBodyBytes: 16 * 1024,
+  mutationsPerMinute: 12,
+} as const;
 
 /** Why the admin server refused a request. */
 export const ADMIN_REFUSAL_REASONS = ['unauthorized', 'rate_limited', 'body_too_large'] as const;
@@ -55,7 +61,7 @@ export const ADMIN_REFUSAL_REASONS = ['unauthorized', 'rate_limited', 'body_too_
 export type AdminRefusals = Record<(typeof ADMIN_REFUSAL_REASONS)[number], number>;
 
 /** Replaces every absolute file system path in `text` with its last part (responses never show where files live). */
-export function withoutPaths(text: string): string {
+function withoutPaths(text: string): string {
   return text.replace(/(?<=^|[\s'"(=:])(?:[A-Za-z]:)?(?:[\\/][^\s\\/:'"`,;()]+)+/g, (p) => {
     const parts = p.split(/[\\/]/);
     return parts[parts.length - 1] ?? '';
@@ -80,14 +86,19 @@ export class AdminServer {
   ) {
     this.options = { ...ADMIN_DEFAULTS, ...options };
     const { host, port, token, maxBodyBytes, mutationsPerMinute } = this.options;
-    if (typeof host !== 'string' || host.length === 0) throw new RangeError(`options.host must be a non-empty string, got ${String(host)}`);
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${String(port)}`);
-    if (token !== null && (typeof token !== 'string' || token.length < 16)) throw new RangeError('options.token must be null or a string of at least 16 characters');
+    if (typeof host !== 'string' || host.length === 0)
+      throw new RangeError(`options.host must be a non-empty string, got ${String(host)}`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new RangeError(`options.port must be an integer in [0, 65535], got ${String(port)}`);
+    if (token !== null && (typeof token !== 'string' || token.length < 16))
+      throw new RangeError('options.token must be null or a string of at least 16 characters');
     if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0 || maxBodyBytes > 1 << 30) {
       throw new RangeError(`options.maxBodyBytes must be an integer in [0, 2^30], got ${String(maxBodyBytes)}`);
     }
     if (!Number.isInteger(mutationsPerMinute) || mutationsPerMinute < 1 || mutationsPerMinute > 60_000) {
-      throw new RangeError(`options.mutationsPerMinute must be an integer in [1, 60000], got ${String(mutationsPerMinute)}`);
+      throw new RangeError(
+        `options.mutationsPerMinute must be an integer in [1, 60000], got ${String(mutationsPerMinute)}`,
+      );
     }
     this.mutationTokens = mutationsPerMinute;
   }
@@ -100,7 +111,9 @@ export class AdminServer {
   /** Starts listening. */
   start(): Promise<void> {
     const server = createServer((req, res) => {
-      this.handle(req, res).catch((err: unknown) => send(res, 500, 'text/plain', `internal error: ${(err as Error).message}\n`));
+      this.handle(req, res).catch((err: unknown) =>
+        send(res, 500, 'text/plain', `internal error: ${(err as Error).message}\n`),
+      );
     });
     server.keepAliveTimeout = 5000;
     this.server = server;
@@ -157,7 +170,8 @@ export class AdminServer {
     if (path === '/healthz') {
       if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET');
       const h = this.options.health?.();
-      if (h !== undefined && !h.ready) return send(res, 503, 'text/plain', `unhealthy${h.reason !== undefined ? `: ${h.reason}` : ''}\n`);
+      if (h !== undefined && !h.ready)
+        return send(res, 503, 'text/plain', `unhealthy${h.reason !== undefined ? `: ${h.reason}` : ''}\n`);
       return send(res, 200, 'text/plain', 'ok\n');
     }
     if (path === '/readyz') {
@@ -165,7 +179,12 @@ export class AdminServer {
       const r = this.options.readiness();
       const ready = typeof r === 'boolean' ? r : r.ready;
       const reason = typeof r === 'boolean' ? undefined : r.reason;
-      return send(res, ready ? 200 : 503, 'text/plain', ready ? 'ready\n' : `not ready${reason !== undefined ? `: ${reason}` : ''}\n`);
+      return send(
+        res,
+        ready ? 200 : 503,
+        'text/plain',
+        ready ? 'ready\n' : `not ready${reason !== undefined ? `: ${reason}` : ''}\n`,
+      );
     }
     if (path === '/admin/reload-fences') {
       if (method !== 'POST') return methodNotAllowed(res, 'POST');

@@ -18,4 +18,3 @@ export function secretMatches(presented: string, expected: string): boolean {
   const b = createHash('sha256').update(expected).digest();
   return timingSafeEqual(a, b);
 }
-

@@ -38,7 +38,10 @@ interface ServeHooks {
  * Stop signals received so far. The handlers are installed before the router starts, so a signal that arrives while
  * it starts (or between its start and `serve`) drains it instead of killing the process.
  */
-const early: { signal: NodeJS.Signals | null; onSignal: ((signal: NodeJS.Signals) => void) | null } = { signal: null, onSignal: null };
+const early: { signal: NodeJS.Signals | null; onSignal: ((signal: NodeJS.Signals) => void) | null } = {
+  signal: null,
+  onSignal: null,
+};
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (early.onSignal !== null) early.onSignal(signal);
@@ -91,7 +94,8 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
 
 /** Names the file a fence error came from. */
 function describeStartError(e: unknown, input: RouterOptionsInput): string {
-  if (e instanceof FenceValidationError) return `fences file ${input.fencesFile ?? '(given)'}: invalid GeoJSON fences: ${e.message}`;
+  if (e instanceof FenceValidationError)
+    return `fences file ${input.fencesFile ?? '(given)'}: invalid GeoJSON fences: ${e.message}`;
   return (e as Error).message;
 }
 
@@ -106,9 +110,12 @@ async function runPlain(input: RouterOptionsInput): Promise<number> {
   const o = router.options;
   if (router.ingestPort !== null) err(`telemetry tcp://${o.listenHost}:${router.ingestPort} (MessagePack)`);
   if (router.adminPort !== null) err(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);
-  err(`downstreams: ${o.downstreams.length === 0 ? 'none (triggers are counted as unrouted)' : o.downstreams.map((d) => `${d.name} (${d.kind})`).join(', ')}`);
+  err(
+    `downstreams: ${o.downstreams.length === 0 ? 'none (triggers are counted as unrouted)' : o.downstreams.map((d) => `${d.name} (${d.kind})`).join(', ')}`,
+  );
   // With no listener, a replay of input files ends the run when every file is read.
-  const autoStop = o.listenHost === null && o.inputs.length > 0 ? router.inputsFinished().then(() => 'inputs read') : null;
+  const autoStop =
+    o.listenHost === null && o.inputs.length > 0 ? router.inputsFinished().then(() => 'inputs read') : null;
   return serve(router, { autoStop, beforeClose: async () => undefined, summaryLines: () => [] });
 }
 
@@ -132,7 +139,7 @@ async function runDemo(input: RouterOptionsInput, request: CliRequest): Promise<
 }
 
 /** Runs the command line `argv` (without node and the script); resolves to the exit code. */
-export async function main(argv: readonly string[]): Promise<number> {
+async function main(argv: readonly string[]): Promise<number> {
   let request: CliRequest;
   let input: RouterOptionsInput;
   try {

@@ -5,7 +5,16 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config-file.js';
-import { DEVICE_EXPIRY_MODES, OVERLOAD_POLICIES, resolveRouterOptions, type DeviceExpiryMode, type OverloadPolicy, type RouterOptions, type RouterOptionsInput, type DownstreamOptions } from './options.js';
+import {
+  DEVICE_EXPIRY_MODES,
+  OVERLOAD_POLICIES,
+  resolveRouterOptions,
+  type DeviceExpiryMode,
+  type OverloadPolicy,
+  type RouterOptions,
+  type RouterOptionsInput,
+  type DownstreamOptions,
+} from './options.js';
 
 /** The demo's settings given by flags (absent: the demo's defaults). */
 export interface DemoFlags {
@@ -218,7 +227,10 @@ function tokenFrom(flag: string, path: string | undefined, env: string): string 
     try {
       return readFileSync(path, 'utf8').replace(/\r?\n$/, '');
     } catch (err) {
-      throw new RangeError(`--${flag}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new RangeError(
+        `--${flag}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        { cause: err },
+      );
     }
   }
   const fromEnv = process.env[env];
@@ -228,7 +240,8 @@ function tokenFrom(flag: string, path: string | undefined, env: string): string 
 function number(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const v = Number(text);
-  if (text.trim() === '' || !Number.isFinite(v)) throw new RangeError(`--${flag} must be a number, got ${JSON.stringify(text)}`);
+  if (text.trim() === '' || !Number.isFinite(v))
+    throw new RangeError(`--${flag} must be a number, got ${JSON.stringify(text)}`);
   return v;
 }
 
@@ -248,7 +261,7 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   try {
     parsed = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false });
   } catch (err) {
-    throw new RangeError(`${(err as Error).message} (see --help)`);
+    throw new RangeError(`${(err as Error).message} (see --help)`, { cause: err });
   }
   const v = parsed.values;
   const o: RouterOptionsInput = {};
@@ -318,8 +331,14 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   const ingestToken = tokenFrom('ingest-token-file', v['ingest-token-file'], 'GEOFENCE_INGEST_TOKEN');
   if (ingestToken !== undefined) ingest.authToken = ingestToken;
   if (v['tls-cert'] !== undefined || v['tls-key'] !== undefined) {
-    if (v['tls-cert'] === undefined || v['tls-key'] === undefined) throw new RangeError('--tls-cert and --tls-key go together');
-    ingest.tls = { certFile: v['tls-cert'], keyFile: v['tls-key'], caFile: v['tls-ca'] ?? null, requireClientCert: v['tls-client-cert-optional'] !== true };
+    if (v['tls-cert'] === undefined || v['tls-key'] === undefined)
+      throw new RangeError('--tls-cert and --tls-key go together');
+    ingest.tls = {
+      certFile: v['tls-cert'],
+      keyFile: v['tls-key'],
+      caFile: v['tls-ca'] ?? null,
+      requireClientCert: v['tls-client-cert-optional'] !== true,
+    };
   } else if (v['tls-ca'] !== undefined) {
     throw new RangeError('--tls-ca needs --tls-cert and --tls-key');
   }
@@ -342,7 +361,9 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   if (Object.keys(ingest).length > 0) o.ingest = ingest;
   const deadLetter: NonNullable<RouterOptionsInput['deadLetter']> = {};
   if (v['dead-letter-dir'] !== undefined) {
-    throw new RangeError('--dead-letter-dir is replaced by --state-dir (dead letters live in <state-dir>/downstreams/<name>/)');
+    throw new RangeError(
+      '--dead-letter-dir is replaced by --state-dir (dead letters live in <state-dir>/downstreams/<name>/)',
+    );
   }
   set('stateDir', v['state-dir']);
   set('checkpointIntervalMs', number('checkpoint-interval-ms', v['checkpoint-interval-ms']));
@@ -374,11 +395,14 @@ function integerIn(flag: string, text: string | undefined, lo: number, hi: numbe
   return x;
 }
 
-function parseDemoFlags(v: Partial<Record<'demo-seconds' | 'demo-devices' | 'demo-fences' | 'demo-seed', string>>): DemoFlags {
+function parseDemoFlags(
+  v: Partial<Record<'demo-seconds' | 'demo-devices' | 'demo-fences' | 'demo-seed', string>>,
+): DemoFlags {
   const d: DemoFlags = {};
   const seconds = number('demo-seconds', v['demo-seconds']);
   if (seconds !== undefined) {
-    if (!(seconds > 0 && seconds <= 86_400)) throw new RangeError(`--demo-seconds must be a number in (0, 86400], got ${JSON.stringify(v['demo-seconds'])}`);
+    if (!(seconds > 0 && seconds <= 86_400))
+      throw new RangeError(`--demo-seconds must be a number in (0, 86400], got ${JSON.stringify(v['demo-seconds'])}`);
     d.seconds = seconds;
   }
   const devices = integerIn('demo-devices', v['demo-devices'], 1, 1_000_000);
@@ -393,9 +417,11 @@ function parseDemoFlags(v: Partial<Record<'demo-seconds' | 'demo-devices' | 'dem
 /** Merges defaults, the config file (if any) and flag overrides (nested objects merged key by key), and validates. */
 export function mergeOptionInputs(file: RouterOptionsInput, flags: RouterOptionsInput): RouterOptionsInput {
   const merged: RouterOptionsInput = { ...file, ...flags };
-  if (file.admission !== undefined || flags.admission !== undefined) merged.admission = { ...file.admission, ...flags.admission };
+  if (file.admission !== undefined || flags.admission !== undefined)
+    merged.admission = { ...file.admission, ...flags.admission };
   if (file.ingest !== undefined || flags.ingest !== undefined) merged.ingest = { ...file.ingest, ...flags.ingest };
-  if (file.deadLetter !== undefined || flags.deadLetter !== undefined) merged.deadLetter = { ...file.deadLetter, ...flags.deadLetter };
+  if (file.deadLetter !== undefined || flags.deadLetter !== undefined)
+    merged.deadLetter = { ...file.deadLetter, ...flags.deadLetter };
   return merged;
 }
 

@@ -13,13 +13,13 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new Error(`config file ${path}: cannot read: ${(err as Error).message}`);
+    throw new Error(`config file ${path}: cannot read: ${(err as Error).message}`, { cause: err });
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new Error(`config file ${path}: not valid JSON: ${(err as Error).message}`);
+    throw new Error(`config file ${path}: not valid JSON: ${(err as Error).message}`, { cause: err });
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new Error(`config file ${path}: must hold a JSON object`);
@@ -36,7 +36,8 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   if (Array.isArray(input.inputs)) input.inputs = input.inputs.map((p) => (typeof p === 'string' ? rel(p) : p));
   if (Array.isArray(input.downstreams)) {
     for (const d of input.downstreams) {
-      if (d !== null && typeof d === 'object' && d.kind === 'ndjson' && typeof d.path === 'string') d.path = rel(d.path);
+      if (d !== null && typeof d === 'object' && d.kind === 'ndjson' && typeof d.path === 'string')
+        d.path = rel(d.path);
     }
   }
   return input;

@@ -8,7 +8,11 @@ import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { Trigger } from '../dispatch/trigger.js';
 import { isLoopbackHost } from '../auth/secrets.js';
 import { validateFloodLimits } from '../ingest/stream-limits.js';
-import { GRADIENT_LIMIT_DEFAULTS, GradientLimit, type GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
+import {
+  GRADIENT_LIMIT_DEFAULTS,
+  GradientLimit,
+  type GradientLimitOptions,
+} from '../dispatch/limits/gradient-limit.js';
 
 /** Trigger type names as subscriptions name them. */
 export type TriggerTypeName = (typeof TRIGGER_TYPE_NAMES)[number];
@@ -27,7 +31,7 @@ export interface SubscriptionOptions {
 export type LimitChoice = 'gradient' | 'aimd' | 'vegas' | 'gradient2' | number;
 
 /** Names of the adaptive limit algorithms. */
-export const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
+const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
 
 /** Fields every downstream has (all but `name` and `kind` optional; the dispatcher's defaults apply). */
 interface DownstreamBase {
@@ -344,7 +348,7 @@ export type RouterOptionsInput = Partial<Omit<RouterOptions, 'admission' | 'dead
 };
 
 /** Default state directory (relative to the working directory). */
-export const DEFAULT_STATE_DIR = 'geofence-router-state';
+const DEFAULT_STATE_DIR = 'geofence-router-state';
 
 /** Default pool size: every core but one (the ingest thread's), at least one. */
 export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
@@ -386,7 +390,11 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
   maxVerticesPerRing: 100_000,
   inputs: [],
   downstreams: [],
-  deadLetter: Object.freeze({ capacityRecords: 4096, maxBytesPerDownstream: 256 * 1024 * 1024, maxAgeMs: 7 * 24 * 3600 * 1000 }),
+  deadLetter: Object.freeze({
+    capacityRecords: 4096,
+    maxBytesPerDownstream: 256 * 1024 * 1024,
+    maxAgeMs: 7 * 24 * 3600 * 1000,
+  }),
   stateDir: DEFAULT_STATE_DIR,
   checkpointIntervalMs: 5000,
   drainDeadlineMs: 30_000,
@@ -415,14 +423,18 @@ export const ROUTER_DEFAULTS: Readonly<RouterOptions> = Object.freeze({
 
 /** Merges `input` over the defaults and validates; throws a RangeError naming the first bad option. */
 export function resolveRouterOptions(input: RouterOptionsInput = {}): RouterOptions {
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) throw new RangeError('options must be an object');
+  if (input === null || typeof input !== 'object' || Array.isArray(input))
+    throw new RangeError('options must be an object');
   checkKeys(input, ROUTER_DEFAULTS, 'options');
   const nested = (key: 'admission' | 'deadLetter' | 'ingest'): object => {
     const v: unknown = input[key];
     if (v === undefined) return {};
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RangeError(`options.${key} must be an object`);
+    if (v === null || typeof v !== 'object' || Array.isArray(v))
+      throw new RangeError(`options.${key} must be an object`);
     if (key === 'deadLetter' && 'dir' in v) {
-      throw new RangeError('options.deadLetter.dir is not an option: dead letters live in options.stateDir (<stateDir>/downstreams/<name>/)');
+      throw new RangeError(
+        'options.deadLetter.dir is not an option: dead letters live in options.stateDir (<stateDir>/downstreams/<name>/)',
+      );
     }
     checkKeys(v, ROUTER_DEFAULTS[key], `options.${key}`);
     return v;
@@ -458,7 +470,8 @@ function int(v: unknown, name: string, lo: number, hi: number): void {
 }
 
 function num(v: unknown, name: string, lo: number, hi: number, range: string): void {
-  if (typeof v !== 'number' || !(v >= lo && v <= hi)) throw new RangeError(`${name} must be a number in ${range}, got ${show(v)}`);
+  if (typeof v !== 'number' || !(v >= lo && v <= hi))
+    throw new RangeError(`${name} must be a number in ${range}, got ${show(v)}`);
 }
 
 function powerOfTwo(v: unknown, name: string, lo: number, hi: number): void {
@@ -468,11 +481,13 @@ function powerOfTwo(v: unknown, name: string, lo: number, hi: number): void {
 }
 
 function hostOrNull(v: unknown, name: string): void {
-  if (v !== null && (typeof v !== 'string' || v.length === 0)) throw new RangeError(`${name} must be a host name or address, or null, got ${show(v)}`);
+  if (v !== null && (typeof v !== 'string' || v.length === 0))
+    throw new RangeError(`${name} must be a host name or address, or null, got ${show(v)}`);
 }
 
 function pathOrNull(v: unknown, name: string): void {
-  if (v !== null && (typeof v !== 'string' || v.length === 0)) throw new RangeError(`${name} must be a file path or null, got ${show(v)}`);
+  if (v !== null && (typeof v !== 'string' || v.length === 0))
+    throw new RangeError(`${name} must be a file path or null, got ${show(v)}`);
 }
 
 function show(v: unknown): string {
@@ -500,7 +515,13 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.shards, 'options.shards', 1, 1024);
   powerOfTwo(o.ringCapacitySlots, 'options.ringCapacitySlots', 64, 1 << 24);
   num(o.admission.reservedFraction, 'options.admission.reservedFraction', 0, 0.5, '[0, 0.5]');
-  num(o.admission.watermarkFraction, 'options.admission.watermarkFraction', Number.MIN_VALUE, 1 - Number.EPSILON, '(0, 1)');
+  num(
+    o.admission.watermarkFraction,
+    'options.admission.watermarkFraction',
+    Number.MIN_VALUE,
+    1 - Number.EPSILON,
+    '(0, 1)',
+  );
   num(o.admission.idleBucketCapacity, 'options.admission.idleBucketCapacity', 1, 1e9, '[1, 1e9]');
   num(o.admission.idleBucketRatePerSec, 'options.admission.idleBucketRatePerSec', 0, 1e9, '[0, 1e9]');
   num(o.admission.queueDelayTargetMs, 'options.admission.queueDelayTargetMs', 0, 60_000, '[0, 60000]');
@@ -514,12 +535,17 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.batchSize, 'options.batchSize', 1, 65536);
   int(o.containmentStallMs, 'options.containmentStallMs', 100, 3_600_000);
   int(o.maxDevices, 'options.maxDevices', 1, 1 << 24);
-  if (o.deviceIdleTimeoutMs !== 0) int(o.deviceIdleTimeoutMs, 'options.deviceIdleTimeoutMs (0 or a value in range)', 100, 31_536_000_000);
-  if (o.crossMaxSpeedMps !== 0) num(o.crossMaxSpeedMps, 'options.crossMaxSpeedMps (0 or a value in range)', 1, 1e6, '[1, 1e6]');
+  if (o.deviceIdleTimeoutMs !== 0)
+    int(o.deviceIdleTimeoutMs, 'options.deviceIdleTimeoutMs (0 or a value in range)', 100, 31_536_000_000);
+  if (o.crossMaxSpeedMps !== 0)
+    num(o.crossMaxSpeedMps, 'options.crossMaxSpeedMps (0 or a value in range)', 1, 1e6, '[1, 1e6]');
   if (o.crossMaxGapMs !== 0) int(o.crossMaxGapMs, 'options.crossMaxGapMs (0 or a value in range)', 1000, 86_400_000);
-  if (o.crossMaxPerDevicePerSec !== 0) int(o.crossMaxPerDevicePerSec, 'options.crossMaxPerDevicePerSec (0 or a value in range)', 1, 1_000_000);
+  if (o.crossMaxPerDevicePerSec !== 0)
+    int(o.crossMaxPerDevicePerSec, 'options.crossMaxPerDevicePerSec (0 or a value in range)', 1, 1_000_000);
   if (!(DEVICE_EXPIRY_MODES as readonly unknown[]).includes(o.deviceExpiry)) {
-    throw new RangeError(`options.deviceExpiry must be one of ${DEVICE_EXPIRY_MODES.map((m) => JSON.stringify(m)).join(', ')}, got ${show(o.deviceExpiry)}`);
+    throw new RangeError(
+      `options.deviceExpiry must be one of ${DEVICE_EXPIRY_MODES.map((m) => JSON.stringify(m)).join(', ')}, got ${show(o.deviceExpiry)}`,
+    );
   }
   int(o.idBytesPerSlot, 'options.idBytesPerSlot', 1, 1024);
   int(o.maxFencesPerDevice, 'options.maxFencesPerDevice', 1, 256);
@@ -529,9 +555,11 @@ export function validateRouterOptions(o: RouterOptions): void {
   int(o.maxFenceFileBytes, 'options.maxFenceFileBytes', 1024, 2 ** 40);
   int(o.maxFences, 'options.maxFences', 1, 10_000_000);
   int(o.maxVerticesPerRing, 'options.maxVerticesPerRing', 4, 10_000_000);
-  if (!Array.isArray(o.inputs)) throw new RangeError(`options.inputs must be an array of file paths, got ${show(o.inputs)}`);
+  if (!Array.isArray(o.inputs))
+    throw new RangeError(`options.inputs must be an array of file paths, got ${show(o.inputs)}`);
   stringList(o.inputs, 'options.inputs');
-  if (!Array.isArray(o.downstreams)) throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);
+  if (!Array.isArray(o.downstreams))
+    throw new RangeError(`options.downstreams must be an array, got ${show(o.downstreams)}`);
   const names = new Set<string>();
   o.downstreams.forEach((d, i) => validateDownstream(d, `options.downstreams[${i}]`, names));
   pathOrNull(o.stateDir, 'options.stateDir');
@@ -543,7 +571,8 @@ export function validateRouterOptions(o: RouterOptions): void {
   const g = o.ingest;
   int(g.maxFrameBytes, 'options.ingest.maxFrameBytes', 16, 16 * 1024 * 1024);
   int(g.readChunkBytes, 'options.ingest.readChunkBytes', 256, 16 * 1024 * 1024);
-  if (typeof g.sharedStructures !== 'boolean') throw new RangeError(`options.ingest.sharedStructures must be a boolean, got ${show(g.sharedStructures)}`);
+  if (typeof g.sharedStructures !== 'boolean')
+    throw new RangeError(`options.ingest.sharedStructures must be a boolean, got ${show(g.sharedStructures)}`);
   int(g.maxConnections, 'options.ingest.maxConnections', 1, 1_000_000);
   int(g.idleTimeoutMs, 'options.ingest.idleTimeoutMs', 0, 86_400_000);
   int(g.frameDeadlineMs, 'options.ingest.frameDeadlineMs', 0, 3_600_000);
@@ -562,28 +591,46 @@ export function validateRouterOptions(o: RouterOptions): void {
 function validateDownstream(d: unknown, path: string, names: Set<string>): void {
   if (d === null || typeof d !== 'object') throw new RangeError(`${path} must be an object`);
   const x = d as Partial<DownstreamOptions> & Record<string, unknown>;
-  if (typeof x.name !== 'string' || x.name.length === 0) throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
+  if (typeof x.name !== 'string' || x.name.length === 0)
+    throw new RangeError(`${path}.name must be a non-empty string, got ${show(x.name)}`);
   if (names.has(x.name)) throw new RangeError(`${path}.name must be unique, got ${show(x.name)} twice`);
   names.add(x.name);
-  const allowedKeys = ['name', 'kind', 'subscribe', 'limit', 'gradient', 'safetyCap', 'maxBatchTriggers', 'queueCapacitySlots', 'maxQueueAgeMs', 'maxAttempts', 'replay', 'backlogMaxBytes'];
+  const allowedKeys = [
+    'name',
+    'kind',
+    'subscribe',
+    'limit',
+    'gradient',
+    'safetyCap',
+    'maxBatchTriggers',
+    'queueCapacitySlots',
+    'maxQueueAgeMs',
+    'maxAttempts',
+    'replay',
+    'backlogMaxBytes',
+  ];
   const gradient: unknown = x['gradient'];
   if (gradient !== undefined) {
     if (gradient === null || typeof gradient !== 'object' || Array.isArray(gradient)) {
       throw new RangeError(`${path}.gradient must be an object of gradient limit options, got ${show(gradient)}`);
     }
     if (x['limit'] !== undefined && x['limit'] !== 'gradient') {
-      throw new RangeError(`${path}.gradient applies only with limit 'gradient' (or no limit), got limit ${show(x['limit'])}`);
+      throw new RangeError(
+        `${path}.gradient applies only with limit 'gradient' (or no limit), got limit ${show(x['limit'])}`,
+      );
     }
     for (const k of Object.keys(gradient)) {
       if (!(k in GRADIENT_LIMIT_DEFAULTS)) {
-        throw new RangeError(`${path}.gradient.${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`);
+        throw new RangeError(
+          `${path}.gradient.${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`,
+        );
       }
     }
     try {
       // The limit validates each option's value with a message naming it.
       new GradientLimit(gradient as Partial<GradientLimitOptions>);
     } catch (err) {
-      throw new RangeError(`${path}.gradient: ${(err as Error).message}`);
+      throw new RangeError(`${path}.gradient: ${(err as Error).message}`, { cause: err });
     }
   }
   const lim: unknown = x['limit'];
@@ -599,10 +646,11 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
   optInt('maxQueueAgeMs', 1, 86_400_000);
   optInt('maxAttempts', 1, 100);
   optInt('backlogMaxBytes', 1 << 20, Number.MAX_SAFE_INTEGER);
-  if (x['replay'] !== undefined && typeof x['replay'] !== 'boolean') throw new RangeError(`${path}.replay must be a boolean, got ${show(x['replay'])}`);
+  if (x['replay'] !== undefined && typeof x['replay'] !== 'boolean')
+    throw new RangeError(`${path}.replay must be a boolean, got ${show(x['replay'])}`);
   if (x.kind === 'webhook') {
     allowedKeys.push('url', 'timeoutMs');
-    let ok = false;
+    let ok: boolean;
     try {
       const u = new URL(String(x.url));
       ok = u.protocol === 'http:';
@@ -613,18 +661,21 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
     optInt('timeoutMs', 1, 3_600_000);
   } else if (x.kind === 'ndjson') {
     allowedKeys.push('path');
-    if (typeof x.path !== 'string' || x.path.length === 0) throw new RangeError(`${path}.path must be a file path or "-", got ${show(x.path)}`);
+    if (typeof x.path !== 'string' || x.path.length === 0)
+      throw new RangeError(`${path}.path must be a file path or "-", got ${show(x.path)}`);
   } else if (x.kind === 'callback') {
     allowedKeys.push('callback');
     if (typeof x.callback !== 'function') throw new RangeError(`${path}.callback must be a function`);
   } else {
     throw new RangeError(`${path}.kind must be "webhook", "ndjson" or "callback", got ${show(x.kind)}`);
   }
-  for (const k of Object.keys(x)) if (!allowedKeys.includes(k)) throw new RangeError(`${path}.${k} is not an option of a ${x.kind} downstream`);
+  for (const k of Object.keys(x))
+    if (!allowedKeys.includes(k)) throw new RangeError(`${path}.${k} is not an option of a ${x.kind} downstream`);
   if (x.subscribe !== undefined) {
     const s = x.subscribe as Record<string, unknown>;
     if (s === null || typeof s !== 'object') throw new RangeError(`${path}.subscribe must be an object`);
-    for (const k of Object.keys(s)) if (!['fenceIds', 'tags', 'types'].includes(k)) throw new RangeError(`${path}.subscribe.${k} is not an option`);
+    for (const k of Object.keys(s))
+      if (!['fenceIds', 'tags', 'types'].includes(k)) throw new RangeError(`${path}.subscribe.${k} is not an option`);
     if (s['fenceIds'] !== undefined) stringList(s['fenceIds'], `${path}.subscribe.fenceIds`);
     if (s['tags'] !== undefined) stringList(s['tags'], `${path}.subscribe.tags`);
     if (s['types'] !== undefined) stringList(s['types'], `${path}.subscribe.types`, TRIGGER_TYPE_NAMES);
@@ -634,7 +685,9 @@ function validateDownstream(d: unknown, path: string, names: Set<string>): void 
 /** A token option: null, or a string of at least 16 characters. */
 function tokenOrNull(v: unknown, name: string): void {
   if (v !== null && (typeof v !== 'string' || v.length < 16 || /\s/.test(v))) {
-    throw new RangeError(`${name} must be null or a string of at least 16 characters without spaces, got ${typeof v === 'string' ? `${v.length} characters` : show(v)}`);
+    throw new RangeError(
+      `${name} must be null or a string of at least 16 characters without spaces, got ${typeof v === 'string' ? `${v.length} characters` : show(v)}`,
+    );
   }
 }
 
@@ -645,17 +698,25 @@ function tokenOrNull(v: unknown, name: string): void {
 function validateExposure(o: RouterOptions): void {
   tokenOrNull(o.adminToken, 'options.adminToken');
   tokenOrNull(o.ingest.authToken, 'options.ingest.authToken');
-  if (typeof o.allowUnauthenticated !== 'boolean') throw new RangeError(`options.allowUnauthenticated must be a boolean, got ${show(o.allowUnauthenticated)}`);
+  if (typeof o.allowUnauthenticated !== 'boolean')
+    throw new RangeError(`options.allowUnauthenticated must be a boolean, got ${show(o.allowUnauthenticated)}`);
   const tls = o.ingest.tls;
   if (tls !== null) {
-    if (typeof tls !== 'object') throw new RangeError(`options.ingest.tls must be null or { certFile, keyFile, caFile, requireClientCert }, got ${show(tls)}`);
+    if (typeof tls !== 'object')
+      throw new RangeError(
+        `options.ingest.tls must be null or { certFile, keyFile, caFile, requireClientCert }, got ${show(tls)}`,
+      );
     for (const k of ['certFile', 'keyFile'] as const) {
-      if (typeof tls[k] !== 'string' || tls[k].length === 0) throw new RangeError(`options.ingest.tls.${k} must be a file path, got ${show(tls[k])}`);
+      if (typeof tls[k] !== 'string' || tls[k].length === 0)
+        throw new RangeError(`options.ingest.tls.${k} must be a file path, got ${show(tls[k])}`);
     }
     if (tls.caFile !== null && (typeof tls.caFile !== 'string' || tls.caFile.length === 0)) {
       throw new RangeError(`options.ingest.tls.caFile must be null or a file path, got ${show(tls.caFile)}`);
     }
-    if (typeof tls.requireClientCert !== 'boolean') throw new RangeError(`options.ingest.tls.requireClientCert must be a boolean, got ${show(tls.requireClientCert)}`);
+    if (typeof tls.requireClientCert !== 'boolean')
+      throw new RangeError(
+        `options.ingest.tls.requireClientCert must be a boolean, got ${show(tls.requireClientCert)}`,
+      );
   }
   if (o.allowUnauthenticated) return;
   if (o.listenHost !== null && !isLoopbackHost(o.listenHost) && tls === null && o.ingest.authToken === null) {

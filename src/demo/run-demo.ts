@@ -40,7 +40,7 @@ export interface DemoSettings {
 }
 
 /** Defaults: 3,000 fences (5 % compliance, DWELL after 5 s), 20,000 devices, a status line a second. */
-export const DEMO_DEFAULTS: Readonly<DemoSettings> = Object.freeze({
+const DEMO_DEFAULTS: Readonly<DemoSettings> = Object.freeze({
   seconds: null,
   devices: 20_000,
   fences: 3_000,
@@ -52,9 +52,9 @@ export const DEMO_DEFAULTS: Readonly<DemoSettings> = Object.freeze({
 });
 
 /** Name of the demo's in-process downstream. */
-export const DEMO_SERVICE_NAME = 'demo-service';
+const DEMO_SERVICE_NAME = 'demo-service';
 /** Name of the demo's NDJSON downstream. */
-export const DEMO_AUDIT_NAME = 'demo-audit';
+const DEMO_AUDIT_NAME = 'demo-audit';
 /** Port the demo's admin server prefers (the router's default); a free one is taken when it is busy. */
 const PREFERRED_ADMIN_PORT = 9464;
 
@@ -84,12 +84,22 @@ function portIsFree(host: string, port: number): Promise<boolean> {
  * Starts the demo: `input` is what the config file and flags gave (they win over the demo's choices, except that the
  * demo needs the TCP listener); `flags` the demo flags; `print` receives the header and status lines.
  */
-export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, print: (line: string) => void): Promise<RunningDemo> {
+export async function startDemo(
+  input: RouterOptionsInput,
+  flags: DemoFlags,
+  print: (line: string) => void,
+): Promise<RunningDemo> {
   const settings: DemoSettings = { ...DEMO_DEFAULTS, ...flags };
-  if (input.listenHost === null) throw new RangeError('the demo sends its fleet through the telemetry listener: drop --no-listen');
+  if (input.listenHost === null)
+    throw new RangeError('the demo sends its fleet through the telemetry listener: drop --no-listen');
   const dir = mkdtempSync(join(tmpdir(), 'geofence-demo-'));
   try {
-    const city = { seed: settings.seed, fenceCount: settings.fences, complianceFraction: settings.complianceFraction, dwellMs: settings.dwellMs };
+    const city = {
+      seed: settings.seed,
+      fenceCount: settings.fences,
+      complianceFraction: settings.complianceFraction,
+      dwellMs: settings.dwellMs,
+    };
     const base: RouterOptionsInput = {
       listenHost: '127.0.0.1',
       listenPort: 0,
@@ -107,14 +117,34 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
     } else {
       fenceNote = `fences from ${input.fencesFile}`;
     }
-    const service = new SimulatedService({ capacity: settings.serviceCapacity }, () => performance.now(), mulberry32(settings.seed ^ 0x51ce));
+    const service = new SimulatedService(
+      { capacity: settings.serviceCapacity },
+      () => performance.now(),
+      mulberry32(settings.seed ^ 0x51ce),
+    );
     const auditPath = join(dir, 'enter-exit.ndjson');
     const demoDownstreams: DownstreamOptions[] = [
-      { name: DEMO_SERVICE_NAME, kind: 'callback', callback: (triggers) => service.handle(triggers.length), limit: 'gradient', queueCapacitySlots: 1 << 15 },
-      { name: DEMO_AUDIT_NAME, kind: 'ndjson', path: auditPath, limit: 4, queueCapacitySlots: 1 << 15, subscribe: { types: ['ENTER', 'EXIT'] } },
+      {
+        name: DEMO_SERVICE_NAME,
+        kind: 'callback',
+        callback: (triggers) => service.handle(triggers.length),
+        limit: 'gradient',
+        queueCapacitySlots: 1 << 15,
+      },
+      {
+        name: DEMO_AUDIT_NAME,
+        kind: 'ndjson',
+        path: auditPath,
+        limit: 4,
+        queueCapacitySlots: 1 << 15,
+        subscribe: { types: ['ENTER', 'EXIT'] },
+      },
     ];
     options.downstreams = [...(input.downstreams ?? []), ...demoDownstreams];
-    const router = await createRouter({ ...options, log: (line, level) => process.stderr.write(`${level === 'error' ? 'error: ' : ''}${line}\n`) });
+    const router = await createRouter({
+      ...options,
+      log: (line, level) => process.stderr.write(`${level === 'error' ? 'error: ' : ''}${line}\n`),
+    });
     const b = syntheticCityBounds(city);
     const traffic = new DemoTraffic({
       devices: settings.devices,
@@ -124,7 +154,8 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
       radiusM: ((b.maxLat - b.minLat) / 2) * M_PER_DEG,
     });
     const o = router.options;
-    const host = o.listenHost === '0.0.0.0' || o.listenHost === '::' || o.listenHost === null ? '127.0.0.1' : o.listenHost;
+    const host =
+      o.listenHost === '0.0.0.0' || o.listenHost === '::' || o.listenHost === null ? '127.0.0.1' : o.listenHost;
     try {
       await traffic.start(host, router.ingestPort!);
     } catch (err) {
@@ -132,12 +163,18 @@ export async function startDemo(input: RouterOptionsInput, flags: DemoFlags, pri
       throw err;
     }
     const t = traffic.options;
-    print(`demo: ${fenceNote}; fleet of ${settings.devices} devices (${Math.round(t.parkedFraction * 100)} % parked), shift change every ${t.shiftPeriodMs / 1000} s from ${t.firstShiftAtMs / 1000} s`);
+    print(
+      `demo: ${fenceNote}; fleet of ${settings.devices} devices (${Math.round(t.parkedFraction * 100)} % parked), shift change every ${t.shiftPeriodMs / 1000} s from ${t.firstShiftAtMs / 1000} s`,
+    );
     print(`demo: telemetry tcp://${host}:${router.ingestPort} (MessagePack over ${t.connections} connections)`);
     if (router.adminPort !== null) print(`demo: metrics http://${o.adminHost}:${router.adminPort}/metrics`);
-    print(`demo: ${DEMO_SERVICE_NAME}: in-process callback, ${service.options.capacity} concurrent, service time drifting ${service.options.minServiceMs}-${service.options.maxServiceMs} ms, gradient limit`);
+    print(
+      `demo: ${DEMO_SERVICE_NAME}: in-process callback, ${service.options.capacity} concurrent, service time drifting ${service.options.minServiceMs}-${service.options.maxServiceMs} ms, gradient limit`,
+    );
     print(`demo: ${DEMO_AUDIT_NAME}: ENTER/EXIT to ${auditPath}, fixed limit 4`);
-    print(`demo: Ctrl-C drains and prints a summary${settings.seconds !== null ? `; stops by itself after ${settings.seconds} s` : ''}; SIGHUP reloads ${options.fencesFile}`);
+    print(
+      `demo: Ctrl-C drains and prints a summary${settings.seconds !== null ? `; stops by itself after ${settings.seconds} s` : ''}; SIGHUP reloads ${options.fencesFile}`,
+    );
 
     const startMs = performance.now();
     let previous: RouterStats = router.stats();

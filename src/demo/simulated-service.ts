@@ -24,7 +24,7 @@ export interface SimulatedServiceOptions {
  * factor of two: a latency-based limiter reads a slower baseline as queueing until its RTT-min window re-probes, so a
  * wider drift would show the re-probe rather than the limiter following the service's capacity.
  */
-export const SIMULATED_SERVICE_DEFAULTS: Readonly<SimulatedServiceOptions> = Object.freeze({
+const SIMULATED_SERVICE_DEFAULTS: Readonly<SimulatedServiceOptions> = Object.freeze({
   capacity: 16,
   minServiceMs: 5,
   maxServiceMs: 10,
@@ -33,15 +33,21 @@ export const SIMULATED_SERVICE_DEFAULTS: Readonly<SimulatedServiceOptions> = Obj
 });
 
 /** Validates resolved options; throws a RangeError naming the option and its range. */
-export function validateSimulatedServiceOptions(o: SimulatedServiceOptions): void {
+function validateSimulatedServiceOptions(o: SimulatedServiceOptions): void {
   if (!Number.isInteger(o.capacity) || o.capacity < 1 || o.capacity > 4096) {
     throw new RangeError(`options.capacity must be an integer in [1, 4096], got ${String(o.capacity)}`);
   }
   if (!(o.minServiceMs > 0 && o.minServiceMs <= o.maxServiceMs)) {
-    throw new RangeError(`options.minServiceMs must be a number in (0, options.maxServiceMs], got ${String(o.minServiceMs)}`);
+    throw new RangeError(
+      `options.minServiceMs must be a number in (0, options.maxServiceMs], got ${String(o.minServiceMs)}`,
+    );
   }
-  if (!(o.maxServiceMs <= 60_000)) throw new RangeError(`options.maxServiceMs must be a number in [minServiceMs, 60000], got ${String(o.maxServiceMs)}`);
-  if (!(o.driftPeriodMs >= 1)) throw new RangeError(`options.driftPeriodMs must be a number >= 1, got ${String(o.driftPeriodMs)}`);
+  if (!(o.maxServiceMs <= 60_000))
+    throw new RangeError(
+      `options.maxServiceMs must be a number in [minServiceMs, 60000], got ${String(o.maxServiceMs)}`,
+    );
+  if (!(o.driftPeriodMs >= 1))
+    throw new RangeError(`options.driftPeriodMs must be a number >= 1, got ${String(o.driftPeriodMs)}`);
   if (!(o.jitterFraction >= 0 && o.jitterFraction < 1)) {
     throw new RangeError(`options.jitterFraction must be a number in [0, 1), got ${String(o.jitterFraction)}`);
   }

@@ -46,7 +46,7 @@ export interface DemoTrafficOptions {
 }
 
 /** Defaults: 20,000 devices around Berlin, a third parked, a shift change every 25 s (the first after 8 s). */
-export const DEMO_TRAFFIC_DEFAULTS: Readonly<DemoTrafficOptions> = Object.freeze({
+const DEMO_TRAFFIC_DEFAULTS: Readonly<DemoTrafficOptions> = Object.freeze({
   devices: 20_000,
   seed: 7,
   centreLat: 52.52,
@@ -111,7 +111,9 @@ export class DemoTraffic {
     this.rnd = mulberry32(o.seed ^ 0x5eed);
     this.nextPingMs = new Float64Array(o.devices);
     this.burstUntilMs = new Float64Array(o.devices);
-    this.buffers = Array.from({ length: o.connections }, () => Buffer.allocUnsafe(MAX_PINGS_PER_ROUND * MAX_PING_BYTES));
+    this.buffers = Array.from({ length: o.connections }, () =>
+      Buffer.allocUnsafe(MAX_PINGS_PER_ROUND * MAX_PING_BYTES),
+    );
     this.lengths = new Int32Array(o.connections);
     this.counts = new Int32Array(o.connections);
     this.blocked = new Uint8Array(o.connections);
@@ -150,7 +152,8 @@ export class DemoTraffic {
     this.nextShiftMs = this.startMs + this.options.firstShiftAtMs;
     // Spread the first pings over the ramp (or one interval) so the start is not one big burst of ENTERs.
     for (let i = 0; i < this.fleet.size; i++) {
-      this.nextPingMs[i] = this.startMs + this.rnd() * Math.max(this.options.rampUpMs, this.intervalMs(i, this.startMs));
+      this.nextPingMs[i] =
+        this.startMs + this.rnd() * Math.max(this.options.rampUpMs, this.intervalMs(i, this.startMs));
     }
     this.timer = setInterval(() => this.round(), this.options.tickMs);
   }
@@ -159,7 +162,9 @@ export class DemoTraffic {
   async stop(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
-    await Promise.all(this.sockets.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.end(() => resolve())))));
+    await Promise.all(
+      this.sockets.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.end(() => resolve())))),
+    );
     this.sockets = [];
   }
 

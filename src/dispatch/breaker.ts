@@ -37,7 +37,7 @@ export interface BreakerOptions {
 }
 
 /** Defaults of CircuitBreaker. */
-export const BREAKER_DEFAULTS: BreakerOptions = {
+const BREAKER_DEFAULTS: BreakerOptions = {
   failureRateThreshold: 0.5,
   minimumRequests: 10,
   windowSize: 50,

@@ -8,13 +8,7 @@
  *
  * Dispatcher thread, at start and at close only (allocates freely).
  */
-import {
-  DeadLetterStatus,
-  DREC_DLQ_POS_F64,
-  DREC_STRIDE_F64,
-  DREC_STRIDE_I32,
-  TRG_SEQ_F64,
-} from '../shm/layout.js';
+import { DeadLetterStatus, DREC_DLQ_POS_F64, DREC_STRIDE_F64, DREC_STRIDE_I32, TRG_SEQ_F64 } from '../shm/layout.js';
 import { errorText } from '../durable/fs-util.js';
 import { scanPendingFile, writePendingFile } from '../durable/pending-file.js';
 import { TREC_MAX_BYTES, TREC_SEQ_F64 } from '../durable/file-layout.js';
@@ -32,7 +26,13 @@ export interface CarriedRecord {
 }
 
 /** Copies the record at `at` of `buf` (of `length` bytes) into a buffer of its own. */
-export function copyRecord(buf: RecordBuffer, at: number, length: number, dlqPosition: number, seq: number): CarriedRecord {
+export function copyRecord(
+  buf: RecordBuffer,
+  at: number,
+  length: number,
+  dlqPosition: number,
+  seq: number,
+): CarriedRecord {
   const own = new RecordBuffer(length);
   own.bytes.set(buf.bytes.subarray(at, at + length));
   return { buf: own, dlqPosition, seq };
@@ -41,7 +41,9 @@ export function copyRecord(buf: RecordBuffer, at: number, length: number, dlqPos
 /** Reads the pending file of `dir` into carried records. */
 export function readPendingRecords(dir: string, downstreamName: string): CarriedRecord[] {
   const out: CarriedRecord[] = [];
-  scanPendingFile(dir, downstreamName, (buf, at, _pos, length) => out.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)));
+  scanPendingFile(dir, downstreamName, (buf, at, _pos, length) =>
+    out.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)),
+  );
   return out;
 }
 
@@ -52,7 +54,13 @@ export function readPendingRecords(dir: string, downstreamName: string): Carried
  * not taken is settled in its file (FINAL when its device is unknown, RESOLVED when it was a second copy), so it no
  * longer holds its segment back from compaction.
  */
-export function takeOver(ds: Downstream, records: CarriedRecord[], codec: TriggerCodec, resolver: TriggerResolver, nowNs: number): { taken: number; unresolved: number } {
+export function takeOver(
+  ds: Downstream,
+  records: CarriedRecord[],
+  codec: TriggerCodec,
+  resolver: TriggerResolver,
+  nowNs: number,
+): { taken: number; unresolved: number } {
   // By seq; of two copies of one trigger (a crash between writing one file and settling the other) the dead-letter
   // copy comes first and is the one kept: settling it settles its file record.
   records.sort((a, b) => a.seq - b.seq || (b.dlqPosition >= 0 ? 1 : 0) - (a.dlqPosition >= 0 ? 1 : 0));

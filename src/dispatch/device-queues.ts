@@ -17,7 +17,14 @@
  * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
  * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
  */
-import { DREC_REASON_I32, DREC_STRIDE_BYTES, DREC_STRIDE_I32, Lane, TRG_FENCE_INDEX_I32, TRG_LANE_SHIFT } from '../shm/layout.js';
+import {
+  DREC_REASON_I32,
+  DREC_STRIDE_BYTES,
+  DREC_STRIDE_I32,
+  Lane,
+  TRG_FENCE_INDEX_I32,
+  TRG_LANE_SHIFT,
+} from '../shm/layout.js';
 import { checkNumber } from './validate.js';
 
 /** Ready lists, in the order they are served. */
@@ -32,7 +39,7 @@ export const ReadyList = {
   REPLAY: 3,
 } as const;
 /** Number of ready lists. */
-export const READY_LIST_COUNT = 4;
+const READY_LIST_COUNT = 4;
 
 const NIL = -1;
 
@@ -78,7 +85,13 @@ export class DeviceQueues {
    * `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]; `now` a cell the
    * owner keeps at the current time (ns); `newDeviceIdleNs` (default 1 s) see the module comment.
    */
-  constructor(capacitySlots: number, reservedSlots: number, maxDevices: number, now: Float64Array = new Float64Array(1), newDeviceIdleNs = 1e9) {
+  constructor(
+    capacitySlots: number,
+    reservedSlots: number,
+    maxDevices: number,
+    now: Float64Array = new Float64Array(1),
+    newDeviceIdleNs = 1e9,
+  ) {
     checkNumber('queueCapacitySlots', capacitySlots, 1, 1 << 22, true);
     checkNumber('reservedComplianceSlots', reservedSlots, 0, capacitySlots - 1, true);
     checkNumber('maxDevices', maxDevices, 1, 1 << 26, true);

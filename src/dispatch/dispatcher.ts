@@ -97,11 +97,22 @@ import {
 } from '../shm/layout.js';
 import { nowNs as defaultClock, type ClockNs } from '../shm/clock.js';
 import { BacklogLog } from '../durable/backlog-log.js';
-import { DEFAULT_DEAD_LETTER_MAX_AGE_MS, DEFAULT_DEAD_LETTER_MAX_BYTES, DeadLetterFile, MIN_DEAD_LETTER_MAX_BYTES } from '../durable/dead-letter-file.js';
+import {
+  DEFAULT_DEAD_LETTER_MAX_AGE_MS,
+  DEFAULT_DEAD_LETTER_MAX_BYTES,
+  DeadLetterFile,
+  MIN_DEAD_LETTER_MAX_BYTES,
+} from '../durable/dead-letter-file.js';
 import { encodeDeadLetterStatus, TREC_MAX_BYTES } from '../durable/file-layout.js';
 import { safeFileName } from '../durable/fs-util.js';
 import { removePendingFile } from '../durable/pending-file.js';
-import { readTriggerIdentity, RecordBuffer, TriggerCodec, type TriggerIdentitySource, type TriggerResolver } from '../durable/trigger-codec.js';
+import {
+  readTriggerIdentity,
+  RecordBuffer,
+  TriggerCodec,
+  type TriggerIdentitySource,
+  type TriggerResolver,
+} from '../durable/trigger-codec.js';
 import { carryOver, copyRecord, readPendingRecords, takeOver, type CarriedRecord } from './carry-over.js';
 import { DeadLetterRing } from './dead-letter/ring.js';
 import { Downstream, type DeadLetterTarget, type DeliveredHook, type DownstreamOptions } from './downstream.js';
@@ -172,9 +183,9 @@ export interface DispatcherOptions {
 }
 
 /** A downstream whose durable writes fail is tried again after this long, ms. */
-export const WRITE_RETRY_MS = 500;
+const WRITE_RETRY_MS = 500;
 /** At most one alarm line per downstream this often, ms (each with the counts since the previous one). */
-export const ALARM_INTERVAL_MS = 10_000;
+const ALARM_INTERVAL_MS = 10_000;
 
 /** `offer` result: a downstream cannot take the record now; leave it where it is and offer it again later. */
 export const OFFER_BLOCKED = -2;
@@ -183,7 +194,7 @@ export const OFFER_BLOCKED = -2;
 const ALARM_COUNTS = 1 + DEAD_LETTER_DROP_REASON_COUNT;
 
 /** Default cap of a backlog log, bytes. */
-export const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
+const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
 
 /** Sums of the accounting counters over every downstream. */
 export interface DispatchTotals {
@@ -274,26 +285,54 @@ export class Dispatcher implements DeadLetterTarget {
     checkNumber('options.downstreams.length', n, 1, 31, true);
     const names = new Map<string, string>();
     for (const d of options.downstreams) {
-      if (typeof d.name !== 'string' || d.name.length === 0) throw new RangeError('options.downstreams: every downstream needs a name');
+      if (typeof d.name !== 'string' || d.name.length === 0)
+        throw new RangeError('options.downstreams: every downstream needs a name');
       const file = safeFileName(d.name);
       const other = names.get(file);
       if (other !== undefined) {
         throw new RangeError(
-          other === d.name ? `options.downstreams: duplicate name ${d.name}` : `options.downstreams: names "${other}" and "${d.name}" map to one directory (${file})`,
+          other === d.name
+            ? `options.downstreams: duplicate name ${d.name}`
+            : `options.downstreams: names "${other}" and "${d.name}" map to one directory (${file})`,
         );
       }
       names.set(file, d.name);
     }
-    if (typeof options.stateDir !== 'string' || options.stateDir.length === 0) throw new RangeError('options.stateDir must be a directory path');
+    if (typeof options.stateDir !== 'string' || options.stateDir.length === 0)
+      throw new RangeError('options.stateDir must be a directory path');
     checkNumber('options.maxDevices', options.maxDevices, 1, 1 << 26, true);
     this.clock = options.clock ?? defaultClock;
-    const cap = checkNumber('options.deadLetterCapacityRecords', options.deadLetterCapacityRecords ?? 4096, 1, 1 << 20, true);
+    const cap = checkNumber(
+      'options.deadLetterCapacityRecords',
+      options.deadLetterCapacityRecords ?? 4096,
+      1,
+      1 << 20,
+      true,
+    );
     this.flushBatchRecords = checkNumber('options.flushBatchRecords', options.flushBatchRecords ?? 256, 1, cap, true);
     this.flushIntervalNs = checkNumber('options.flushIntervalMs', options.flushIntervalMs ?? 50, 0, 3.6e6) * 1e6;
-    const defaultBacklogMax = checkNumber('options.backlogMaxBytes', options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER, true);
+    const defaultBacklogMax = checkNumber(
+      'options.backlogMaxBytes',
+      options.backlogMaxBytes ?? DEFAULT_BACKLOG_MAX_BYTES,
+      1 << 20,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    );
     this.deadLetterRing = new DeadLetterRing(cap);
-    const defaultDlqMaxBytes = checkNumber('options.deadLetterMaxBytes', options.deadLetterMaxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES, MIN_DEAD_LETTER_MAX_BYTES, Number.MAX_SAFE_INTEGER, true);
-    const defaultDlqMaxAgeMs = checkNumber('options.deadLetterMaxAgeMs', options.deadLetterMaxAgeMs ?? DEFAULT_DEAD_LETTER_MAX_AGE_MS, 1, Number.MAX_SAFE_INTEGER, true);
+    const defaultDlqMaxBytes = checkNumber(
+      'options.deadLetterMaxBytes',
+      options.deadLetterMaxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES,
+      MIN_DEAD_LETTER_MAX_BYTES,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    );
+    const defaultDlqMaxAgeMs = checkNumber(
+      'options.deadLetterMaxAgeMs',
+      options.deadLetterMaxAgeMs ?? DEFAULT_DEAD_LETTER_MAX_AGE_MS,
+      1,
+      Number.MAX_SAFE_INTEGER,
+      true,
+    );
     const wallClockMs = options.wallClockMs ?? Date.now;
     this.retryWriteAtNs = new Float64Array(n);
     this.otherWriteErrors = new Float64Array(n);
@@ -301,7 +340,8 @@ export class Dispatcher implements DeadLetterTarget {
     this.alarmedCounts = new Float64Array(n * ALARM_COUNTS);
     const cells = metricsCells(n);
     const mb = options.metricsBuffer ?? new ArrayBuffer(cells * 8);
-    if (mb.byteLength < cells * 8) throw new RangeError(`options.metricsBuffer must hold ${cells * 8} bytes, got ${mb.byteLength}`);
+    if (mb.byteLength < cells * 8)
+      throw new RangeError(`options.metricsBuffer must hold ${cells * 8} bytes, got ${mb.byteLength}`);
     this.metrics = new Float64Array(mb, 0, cells);
     this.dispBase = n * DS_BLOCK_F64;
     this.metricsI32 = new Int32Array(mb, 0, cells * 2);
@@ -340,24 +380,50 @@ export class Dispatcher implements DeadLetterTarget {
       dirs.push(dir);
       // What an earlier run left: the pending file, the PENDING dead letters, and the backlog log past its cursor.
       const carried: CarriedRecord[] = readPendingRecords(dir, o.name);
-      const dlq = new DeadLetterFile(dir, o.name, (buf, at, pos, length) => carried.push(copyRecord(buf, at, length, pos, readTriggerIdentity(buf, at).seq)), {
-        maxBytes: checkNumber(`${o.name}.deadLetterMaxBytes`, o.deadLetterMaxBytes ?? defaultDlqMaxBytes, MIN_DEAD_LETTER_MAX_BYTES, Number.MAX_SAFE_INTEGER, true),
-        maxAgeMs: checkNumber(`${o.name}.deadLetterMaxAgeMs`, o.deadLetterMaxAgeMs ?? defaultDlqMaxAgeMs, 1, Number.MAX_SAFE_INTEGER, true),
-        wallClockMs,
-      });
+      const dlq = new DeadLetterFile(
+        dir,
+        o.name,
+        (buf, at, pos, length) => carried.push(copyRecord(buf, at, length, pos, readTriggerIdentity(buf, at).seq)),
+        {
+          maxBytes: checkNumber(
+            `${o.name}.deadLetterMaxBytes`,
+            o.deadLetterMaxBytes ?? defaultDlqMaxBytes,
+            MIN_DEAD_LETTER_MAX_BYTES,
+            Number.MAX_SAFE_INTEGER,
+            true,
+          ),
+          maxAgeMs: checkNumber(
+            `${o.name}.deadLetterMaxAgeMs`,
+            o.deadLetterMaxAgeMs ?? defaultDlqMaxAgeMs,
+            1,
+            Number.MAX_SAFE_INTEGER,
+            true,
+          ),
+          wallClockMs,
+        },
+      );
       const fileOnly = new Map<number, number>();
       let unresolvedBacklog = 0;
-      const backlog = options.spill === false ? null : new BacklogLog({
-        dir,
-        downstreamName: o.name,
-        codec: this.codec,
-        maxBytes: checkNumber(`${o.name}.backlogMaxBytes`, o.backlogMaxBytes ?? defaultBacklogMax, 1 << 20, Number.MAX_SAFE_INTEGER, true),
-        onPending: (buf, at) => {
-          const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
-          if (slot < 0) unresolvedBacklog++;
-          else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
-        },
-      });
+      const backlog =
+        options.spill === false
+          ? null
+          : new BacklogLog({
+              dir,
+              downstreamName: o.name,
+              codec: this.codec,
+              maxBytes: checkNumber(
+                `${o.name}.backlogMaxBytes`,
+                o.backlogMaxBytes ?? defaultBacklogMax,
+                1 << 20,
+                Number.MAX_SAFE_INTEGER,
+                true,
+              ),
+              onPending: (buf, at) => {
+                const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
+                if (slot < 0) unresolvedBacklog++;
+                else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
+              },
+            });
       const ds = new Downstream(
         i,
         o,
@@ -420,7 +486,11 @@ export class Dispatcher implements DeadLetterTarget {
     const lon = f64[baseF64 + TRG_LON_F64]!;
     const device = i32[baseI32 + TRG_DEVICE_SLOT_I32]!;
     const handle =
-      type < 0 || type >= TRIGGER_TYPE_COUNT || lane >= LANE_COUNT || fenceCell < 0 || !(device >= 0 && device < this.downstreams[0]!.queues.maxDevices)
+      type < 0 ||
+      type >= TRIGGER_TYPE_COUNT ||
+      lane >= LANE_COUNT ||
+      fenceCell < 0 ||
+      !(device >= 0 && device < this.downstreams[0]!.queues.maxDevices)
         ? -1
         : this.catalog.handleOf(i32[baseI32 + TRG_GENERATION_I32]!, fenceCell & TRG_FENCE_INDEX_MASK);
     if (handle < 0 || !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180)) {
@@ -469,7 +539,8 @@ export class Dispatcher implements DeadLetterTarget {
     this.passTime[0] = nowNs;
     for (let d = 0; d < this.downstreams.length; d++) this.downstreams[d]!.pump(nowNs);
     const ring = this.deadLetterRing;
-    if (ring.depth > 0 && (ring.depth >= this.flushBatchRecords || nowNs - ring.oldestPutNs >= this.flushIntervalNs)) this.flush();
+    if (ring.depth > 0 && (ring.depth >= this.flushBatchRecords || nowNs - ring.oldestPutNs >= this.flushIntervalNs))
+      this.flush();
     if (nowNs - this.lastDurableFlushNs >= this.flushIntervalNs) {
       this.lastDurableFlushNs = nowNs;
       this.flushBacklogs();
@@ -511,7 +582,16 @@ export class Dispatcher implements DeadLetterTarget {
    * room (every entry left waits for a downstream whose disk refuses writes), the oldest eighth of the ring is dropped,
    * counted as `disk_error`. Allocation-free.
    */
-  deadLetter(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number {
+  deadLetter(
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    downstreamIndex: number,
+    status: number,
+    slotRef: number,
+    nowNs: number,
+  ): number {
     const ring = this.deadLetterRing;
     const index = ring.put(f64, i32, baseF64, baseI32, downstreamIndex, status, slotRef, nowNs);
     if (index >= 0) return index;
@@ -535,7 +615,8 @@ export class Dispatcher implements DeadLetterTarget {
       ring.move(k, k - n);
       const bi = (k - n) * DREC_STRIDE_I32;
       const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
-      if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) this.downstreams[ring.i32[bi + DREC_DOWNSTREAM_I32]!]!.onParkedRingMoved(slot, k, k - n);
+      if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING)
+        this.downstreams[ring.i32[bi + DREC_DOWNSTREAM_I32]!]!.onParkedRingMoved(slot, k, k - n);
     }
     ring.keep(depth - n);
   }
@@ -579,7 +660,9 @@ export class Dispatcher implements DeadLetterTarget {
         if (from === total) break;
         if (file === null) {
           // No file: dead letters are only counted.
-          for (let k = from; k < total; k++) if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d) ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] = -1;
+          for (let k = from; k < total; k++)
+            if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d)
+              ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] = -1;
           break;
         }
         if (!file.ensureRoom()) {
@@ -598,7 +681,16 @@ export class Dispatcher implements DeadLetterTarget {
           const bi = r * DREC_STRIDE_I32;
           if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d) continue;
           const status = ring.i32[bi + DREC_DL_STATUS_I32]!;
-          const n = this.codec.encode(ring.f64, ring.i32, r * DREC_STRIDE_F64, bi, buf, length, limit, encodeDeadLetterStatus(status));
+          const n = this.codec.encode(
+            ring.f64,
+            ring.i32,
+            r * DREC_STRIDE_F64,
+            bi,
+            buf,
+            length,
+            limit,
+            encodeDeadLetterStatus(status),
+          );
           if (n === 0) break;
           // The record's offset in this buffer, kept until the file position is known.
           ring.f64[r * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64] = length;
@@ -635,7 +727,8 @@ export class Dispatcher implements DeadLetterTarget {
       if (k !== kept) {
         ring.move(k, kept);
         const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
-        if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) this.downstreams[d]!.onParkedRingMoved(slot, k, kept);
+        if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING)
+          this.downstreams[d]!.onParkedRingMoved(slot, k, kept);
       }
       kept++;
     }
@@ -672,7 +765,8 @@ export class Dispatcher implements DeadLetterTarget {
     const c = this.alarmedCounts;
     const b = d * ALARM_COUNTS;
     let grew = this.durableWriteErrors(d) > c[b]!;
-    for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) if (this.deadLettersDropped(d, r) > c[b + 1 + r]!) grew = true;
+    for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++)
+      if (this.deadLettersDropped(d, r) > c[b + 1 + r]!) grew = true;
     if (!grew || nowNs - this.lastAlarmNs[d]! < ALARM_INTERVAL_MS * 1e6) return;
     this.lastAlarmNs[d] = nowNs;
     this.alarm(this.alarmLine(d));
@@ -706,8 +800,12 @@ export class Dispatcher implements DeadLetterTarget {
       const file = ds.deadLetterFile;
       parts.push(
         `dead letters dropped oldest first: ${drops.join(' ')}` +
-          (file === null ? '' : `; dead-letter storage ${file.byteLength} of ${file.maxBytes} bytes, max age ${file.maxAgeMs} ms`) +
-          (file !== null && file.droppedPending > 0 ? `; ${file.droppedPending} of them waited for replay: those triggers are given up` : ''),
+          (file === null
+            ? ''
+            : `; dead-letter storage ${file.byteLength} of ${file.maxBytes} bytes, max age ${file.maxAgeMs} ms`) +
+          (file !== null && file.droppedPending > 0
+            ? `; ${file.droppedPending} of them waited for replay: those triggers are given up`
+            : ''),
       );
     }
     return `downstream ${ds.name}: ${parts.join('; ')}`;
@@ -718,18 +816,25 @@ export class Dispatcher implements DeadLetterTarget {
     if (dlq.damagedAtOpen > 0 || dlq.damagedStatuses > 0) {
       this.alarm(
         `downstream ${name}: dead-letter files damaged: ${dlq.damagedAtOpen} damaged records skipped (every record after them kept)` +
-          (dlq.damagedStatuses > 0 ? `, ${dlq.damagedStatuses} damaged status words read as waiting for replay (re-delivered; receivers de-duplicate by seq)` : ''),
+          (dlq.damagedStatuses > 0
+            ? `, ${dlq.damagedStatuses} damaged status words read as waiting for replay (re-delivered; receivers de-duplicate by seq)`
+            : ''),
       );
     }
     if (backlog === null) return;
-    if (backlog.damagedAtOpen > 0) this.alarm(`downstream ${name}: backlog log damaged: ${backlog.damagedAtOpen} damaged records skipped (every record after them kept)`);
+    if (backlog.damagedAtOpen > 0)
+      this.alarm(
+        `downstream ${name}: backlog log damaged: ${backlog.damagedAtOpen} damaged records skipped (every record after them kept)`,
+      );
     if (backlog.cursorFallback) {
       this.alarm(
         `downstream ${name}: backlog cursor damaged (no valid copy): the backlog log is read again from its oldest segment; ` +
           `triggers delivered before are re-delivered with their seq (receivers de-duplicate by seq)`,
       );
     } else if (backlog.cursorDamagedCopies > 0) {
-      this.log(`downstream ${name}: one backlog cursor copy was damaged; the other (one commit older) serves, repaired`);
+      this.log(
+        `downstream ${name}: one backlog cursor copy was damaged; the other (one commit older) serves, repaired`,
+      );
     }
   }
 
@@ -838,7 +943,9 @@ export class Dispatcher implements DeadLetterTarget {
       this.carriedOver[d] = ds.inFlightTriggers - lost;
       if (lost > 0) {
         if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
-        this.alarm(`downstream ${ds.name}: ${lost} triggers held at close could not be kept in the state directory (${kept.error ?? ds.backlog?.lastError ?? 'write failed'}): lost`);
+        this.alarm(
+          `downstream ${ds.name}: ${lost} triggers held at close could not be kept in the state directory (${kept.error ?? ds.backlog?.lastError ?? 'write failed'}): lost`,
+        );
       }
       this.checkAlarm(d, Infinity);
     });
@@ -862,7 +969,8 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_OFFERED_F64] = ds.offered;
       m[b + DS_DELIVERED_F64] = ds.delivered;
       m[b + DS_DEAD_LETTERED_F64] = ds.deadLettered;
-      for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) m[b + DS_DEAD_LETTERED_BY_REASON_F64 + r] = ds.deadLetteredByReason[r]!;
+      for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++)
+        m[b + DS_DEAD_LETTERED_BY_REASON_F64 + r] = ds.deadLetteredByReason[r]!;
       m[b + DS_IN_FLIGHT_TRIGGERS_F64] = ds.inFlightTriggers;
       m[b + DS_QUEUE_DEPTH_F64] = ds.queuedTriggers;
       m[b + DS_REJECTED_F64] = l.rejected;
@@ -888,10 +996,13 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_FINAL_F64] = ds.final;
       m[b + DS_MEMORY_ONLY_F64] = ds.memoryOnly;
       const file = ds.deadLetterFile;
-      for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) m[b + DS_DEAD_LETTER_DROPPED_F64 + r] = file === null ? 0 : file.droppedRecords[r]!;
+      for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++)
+        m[b + DS_DEAD_LETTER_DROPPED_F64 + r] = file === null ? 0 : file.droppedRecords[r]!;
       m[b + DS_DEAD_LETTER_BYTES_F64] = file === null ? 0 : file.byteLength;
       m[b + DS_DURABLE_WRITE_ERRORS_F64] = this.durableWriteErrors(d);
-      m[b + DS_DAMAGED_RECORDS_F64] = (file === null ? 0 : file.damagedAtOpen) + (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
+      m[b + DS_DAMAGED_RECORDS_F64] =
+        (file === null ? 0 : file.damagedAtOpen) +
+        (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;
       m[b + DS_CURSOR_FALLBACKS_F64] = ds.backlog !== null && ds.backlog.cursorFallback ? 1 : 0;
       const failing = this.durableFailing(d);

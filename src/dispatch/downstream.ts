@@ -61,9 +61,9 @@ import { TriggerBatch, type BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';
 
 /** First backoff after a failed delivery, ns. */
-export const RETRY_BACKOFF_FIRST_NS = 10e6;
+const RETRY_BACKOFF_FIRST_NS = 10e6;
 /** Longest backoff after repeated failed deliveries, ns. */
-export const RETRY_BACKOFF_MAX_NS = 1e9;
+const RETRY_BACKOFF_MAX_NS = 1e9;
 
 /** Configuration of one downstream. */
 export interface DownstreamOptions {
@@ -101,7 +101,16 @@ export interface DeadLetterTarget {
    * Copies the record into the ring with `status` (a parked one also with its memory slot, so the flush can tell
    * the slot where its copy went); returns the ring index. Flushes first when the ring is full. Allocation-free.
    */
-  deadLetter(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number;
+  deadLetter(
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    downstreamIndex: number,
+    status: number,
+    slotRef: number,
+    nowNs: number,
+  ): number;
   /** Changes the status of ring entry `index` before its flush (the parked trigger was re-delivered or refused). */
   setRingStatus(index: number, status: number): void;
 }
@@ -226,7 +235,8 @@ export class Downstream {
 
   /** Validates the options; `frontSlots` extra memory slots hold triggers carried over from an earlier run. */
   constructor(index: number, options: DownstreamOptions, ctx: DownstreamContext, frontSlots = 0) {
-    if (typeof options.name !== 'string' || options.name.length === 0) throw new RangeError('downstream name must be a non-empty string');
+    if (typeof options.name !== 'string' || options.name.length === 0)
+      throw new RangeError('downstream name must be a non-empty string');
     this.index = index;
     this.name = options.name;
     this.sink = options.sink;
@@ -240,10 +250,19 @@ export class Downstream {
     const cap = checkNumber(`${this.name}.queueCapacitySlots`, options.queueCapacitySlots ?? 16384, 1, 1 << 22, true);
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
-    this.maxBatchTriggers = checkNumber(`${this.name}.maxBatchTriggers`, options.maxBatchTriggers ?? 128, 1, 4096, true);
+    this.maxBatchTriggers = checkNumber(
+      `${this.name}.maxBatchTriggers`,
+      options.maxBatchTriggers ?? 128,
+      1,
+      4096,
+      true,
+    );
     this.quantum = Math.max(1, Math.floor(this.maxBatchTriggers / 4));
     this.maxAttempts = checkNumber(`${this.name}.maxAttempts`, options.maxAttempts ?? 3, 1, 100, true);
-    this.maxAgeNs = options.maxQueueAgeMs === undefined ? Infinity : checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs, 1, 8.64e7) * 1e6;
+    this.maxAgeNs =
+      options.maxQueueAgeMs === undefined
+        ? Infinity
+        : checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs, 1, 8.64e7) * 1e6;
     this.replayEnabled = options.replay !== false;
     const slots = this.limiter.slotCount;
     this.batches = [];
@@ -472,7 +491,9 @@ export class Downstream {
       const room = max - batch.count;
       const others = q.readyDevices;
       const take =
-        others === 0 || q.lastTakenList === ReadyList.COMPLIANCE ? room : Math.min(this.quantum, Math.max(1, Math.floor(room / (others + 1))));
+        others === 0 || q.lastTakenList === ReadyList.COMPLIANCE
+          ? room
+          : Math.min(this.quantum, Math.max(1, Math.floor(room / (others + 1))));
       let n = 0;
       while (n < take) {
         const slot = q.headOf(device);
@@ -502,7 +523,8 @@ export class Downstream {
     const outcome = classifyResult(result);
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
-    const sampleEndNs = result.serviceNs !== undefined && result.serviceNs >= 0 ? batch.sentAtNs + result.serviceNs : nowNs;
+    const sampleEndNs =
+      result.serviceNs !== undefined && result.serviceNs >= 0 ? batch.sentAtNs + result.serviceNs : nowNs;
     if (outcome === Outcome.OK) {
       this.limiter.releaseSuccess(permit, sampleEndNs);
       this.breaker.onSuccess(nowNs);
@@ -530,7 +552,9 @@ export class Downstream {
       // died then sees a few requests, not a burst of retries that uses up every trigger's attempts before the
       // breaker has seen enough to open.
       this.consecutiveFailures++;
-      const until = nowNs + Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
+      const until =
+        nowNs +
+        Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
     }
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count);
@@ -758,7 +782,7 @@ export class Downstream {
   private giveUpParkedIn(fileSlot: number): void {
     const q = this.queues;
     for (let device = 0; device < q.maxDevices; device++) {
-      for (let s = q.headOf(device); s >= 0; ) {
+      for (let s = q.headOf(device); s >= 0;) {
         const next = q.nextInFifo(s);
         const pos = q.f64[s * DREC_STRIDE_F64 + DREC_DLQ_POS_F64]!;
         if (pos >= 0 && positionSlot(pos) === fileSlot) {
@@ -779,7 +803,8 @@ export class Downstream {
           // Its position must not outlive the segment (the slot may name another one soon): held in memory only, and
           // given up when the call fails.
           q.f64[f + DREC_DLQ_POS_F64] = -1;
-          q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32] = q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! | DrecFlag.GIVE_UP;
+          q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32] =
+            q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! | DrecFlag.GIVE_UP;
           if (this.isMemoryOnly(slot)) this.memoryOnly++;
         }
       }

@@ -10,7 +10,7 @@ import { LANE_COUNT, TRIGGER_TYPE_COUNT, type Lane, type TriggerType } from '../
 import type { FenceCatalog } from './fence-catalog.js';
 
 /** Most downstreams one dispatcher routes to (bits of a positive Int32 mask). */
-export const MAX_DOWNSTREAMS = 31;
+const MAX_DOWNSTREAMS = 31;
 
 /** What a downstream wants. Empty or absent lists mean "all". */
 export interface Subscription {
@@ -56,7 +56,8 @@ export class TriggerRouter {
       this.tagSets.push(tags);
       if (ids === null && tags === null) anyFence |= bit;
       for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) {
-        if (s?.types === undefined || s.types.length === 0 || s.types.includes(t as TriggerType)) this.typeMasks[t]! |= bit;
+        if (s?.types === undefined || s.types.length === 0 || s.types.includes(t as TriggerType))
+          this.typeMasks[t]! |= bit;
       }
       for (let l = 0; l < LANE_COUNT; l++) {
         if (s?.lanes === undefined || s.lanes.length === 0 || s.lanes.includes(l as Lane)) this.laneMasks[l]! |= bit;

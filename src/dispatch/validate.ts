@@ -4,7 +4,13 @@
 
 /** Throws a RangeError unless `value` is a finite number in [min, max] (and an integer when `integer`). */
 export function checkNumber(name: string, value: unknown, min: number, max: number, integer = false): number {
-  if (typeof value !== 'number' || Number.isNaN(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+  if (
+    typeof value !== 'number' ||
+    Number.isNaN(value) ||
+    value < min ||
+    value > max ||
+    (integer && !Number.isInteger(value))
+  ) {
     const kind = integer ? 'an integer' : 'a number';
     throw new RangeError(`${name} must be ${kind} in [${String(min)}, ${String(max)}], got ${String(value)}`);
   }

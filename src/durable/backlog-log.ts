@@ -98,7 +98,7 @@ export interface CursorRead {
 }
 
 /** Reads the cursor file of `dir`: both copies, the newest valid one wins (see CURSOR_* in file-layout.ts). */
-export function readCursorFile(dir: string): CursorRead {
+function readCursorFile(dir: string): CursorRead {
   const buf = new RecordBuffer(CURSOR_FILE_BYTES);
   let fd = -1;
   let got: number;
@@ -112,19 +112,36 @@ export function readCursorFile(dir: string): CursorRead {
   }
   const w = buf.i32;
   // The single-copy form an earlier layout wrote: 32 bytes, checksum of words 0..3 in word 4.
-  if (got === CURSOR_BYTES && w[CURSOR_MAGIC_W] === 0 && checksumWords(w, 0, CURSOR_LEGACY_CHECKSUM_W) === w[CURSOR_LEGACY_CHECKSUM_W]) {
-    return { cursor: [buf.f64[CURSOR_SEGMENT_F64 >> 3]!, buf.f64[CURSOR_OFFSET_F64 >> 3]!], commit: 0, exists: true, damagedCopies: 0 };
+  if (
+    got === CURSOR_BYTES &&
+    w[CURSOR_MAGIC_W] === 0 &&
+    checksumWords(w, 0, CURSOR_LEGACY_CHECKSUM_W) === w[CURSOR_LEGACY_CHECKSUM_W]
+  ) {
+    return {
+      cursor: [buf.f64[CURSOR_SEGMENT_F64 >> 3]!, buf.f64[CURSOR_OFFSET_F64 >> 3]!],
+      commit: 0,
+      exists: true,
+      damagedCopies: 0,
+    };
   }
   let best = -1;
   let damaged = 0;
   for (let k = 0; k < CURSOR_COPIES; k++) {
     const cw = (k * CURSOR_BYTES) >> 2;
     const whole = got >= (k + 1) * CURSOR_BYTES;
-    if (!whole || w[cw + CURSOR_MAGIC_W] !== CURSOR_MAGIC || checksumWords(w, cw, cw + CURSOR_CHECKSUM_W) !== w[cw + CURSOR_CHECKSUM_W]) {
+    if (
+      !whole ||
+      w[cw + CURSOR_MAGIC_W] !== CURSOR_MAGIC ||
+      checksumWords(w, cw, cw + CURSOR_CHECKSUM_W) !== w[cw + CURSOR_CHECKSUM_W]
+    ) {
       damaged++;
       continue;
     }
-    if (best < 0 || buf.f64[(cw >> 1) + (CURSOR_COMMIT_F64 >> 3)]! > buf.f64[((best * CURSOR_BYTES) >> 3) + (CURSOR_COMMIT_F64 >> 3)]!) best = k;
+    if (
+      best < 0 ||
+      buf.f64[(cw >> 1) + (CURSOR_COMMIT_F64 >> 3)]! > buf.f64[((best * CURSOR_BYTES) >> 3) + (CURSOR_COMMIT_F64 >> 3)]!
+    )
+      best = k;
   }
   if (best < 0) return { cursor: null, commit: 0, exists: true, damagedCopies: damaged };
   const c = (best * CURSOR_BYTES) >> 3;
@@ -159,7 +176,12 @@ export function scanBacklog(dir: string, downstreamName: string, visit: RecordVi
       // A segment whose creation a crash cut short holds nothing.
       if (fs.fstatSync(fd).size < FILE_HEADER_BYTES) continue;
       checkFileHeader(fd, file, BACKLOG_MAGIC, downstreamName);
-      records += scanRecords(fd, seg === cursor[0] ? Math.max(FILE_HEADER_BYTES, cursor[1]) : FILE_HEADER_BYTES, buf, visit).records;
+      records += scanRecords(
+        fd,
+        seg === cursor[0] ? Math.max(FILE_HEADER_BYTES, cursor[1]) : FILE_HEADER_BYTES,
+        buf,
+        visit,
+      ).records;
     } finally {
       fs.closeSync(fd);
     }
@@ -289,7 +311,11 @@ export class BacklogLog {
     }
     this.writeSeg = last;
     this.writeFd = fd;
-    for (const s of segments) this.setSegmentBytes(s, s === last ? valid : Math.max(FILE_HEADER_BYTES, fs.statSync(path.join(this.dir, segmentFileName(s))).size));
+    for (const s of segments)
+      this.setSegmentBytes(
+        s,
+        s === last ? valid : Math.max(FILE_HEADER_BYTES, fs.statSync(path.join(this.dir, segmentFileName(s))).size),
+      );
     const read = readCursorFile(this.dir);
     this.cursorDamagedCopies = read.damagedCopies;
     // No valid copy of an existing cursor: read the log again from its start (re-delivery is what receivers
@@ -324,7 +350,13 @@ export class BacklogLog {
       try {
         if (s !== last && fs.fstatSync(sfd).size < FILE_HEADER_BYTES) continue;
         if (s !== last) checkFileHeader(sfd, file, BACKLOG_MAGIC, this.name);
-        const scan = scanRecords(sfd, s === this.readSeg ? this.readOff : FILE_HEADER_BYTES, this.rbuf, options.onPending ?? null, this.segmentBytes.get(s)!);
+        const scan = scanRecords(
+          sfd,
+          s === this.readSeg ? this.readOff : FILE_HEADER_BYTES,
+          this.rbuf,
+          options.onPending ?? null,
+          this.segmentBytes.get(s)!,
+        );
         this.segmentUnread.set(s, scan.records);
         pending += scan.records;
         damaged += scan.damagedSpans;
@@ -447,8 +479,15 @@ export class BacklogLog {
    * Returns the device slot, LOAD_SKIPPED (a record this run cannot name: skipped and counted, its ordinal done), or
    * LOAD_NONE (nothing left, or the done window is full). Allocation-free for records of this run.
    */
-  loadNext(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, resolver: TriggerResolver | null): number {
-    if (this.unreadCount === 0 || ((this.loadOrd - this.doneOrd) & ORDINAL_MASK) >= this.windowRecords) return LOAD_NONE;
+  loadNext(
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    resolver: TriggerResolver | null,
+  ): number {
+    if (this.unreadCount === 0 || ((this.loadOrd - this.doneOrd) & ORDINAL_MASK) >= this.windowRecords)
+      return LOAD_NONE;
     for (;;) {
       const segEnd = this.segmentBytes.get(this.readSeg)!;
       let buf = this.rbuf;

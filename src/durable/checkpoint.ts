@@ -89,7 +89,7 @@ export const SEQ_EPOCH = 2 ** 32;
 /** File name of the current checkpoint in the state directory. */
 export const CHECKPOINT_FILE = 'checkpoint.bin';
 /** File name of the previous checkpoint (kept in case the current one is unreadable). */
-export const PREVIOUS_CHECKPOINT_FILE = 'checkpoint.prev';
+const PREVIOUS_CHECKPOINT_FILE = 'checkpoint.prev';
 
 /** Per-device state copied out of shared memory while containment was paused (slots 0 .. count-1). */
 export class DeviceStateCopy {
@@ -149,7 +149,13 @@ export class DeviceStateCopy {
    * a device's update held up (its worker waits for room in a full trigger ring, or ended mid-record); the caller
    * then pauses containment and uses `capture`.
    */
-  captureLive(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null, deadlineNs: number): boolean {
+  captureLive(
+    state: DeviceState,
+    count: number,
+    generation: number,
+    ids: DeviceIdReader | null,
+    deadlineNs: number,
+  ): boolean {
     this.begin(state, count, generation, ids);
     this.lastRetries = 0;
     let e = 0;
@@ -297,7 +303,12 @@ export interface Checkpoint extends CheckpointMeta {
  * were not ACTIVE at the capture (expired), or whose slot took a new device since, are left out, and the seq floor
  * written is raised above their seqs.
  */
-export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, store: FenceStore, meta: CheckpointMeta): Uint8Array {
+export function encodeCheckpoint(
+  copy: DeviceStateCopy,
+  ids: DeviceIdReader,
+  store: FenceStore,
+  meta: CheckpointMeta,
+): Uint8Array {
   const fenceTable = new Int32Array(Math.max(1, store.fenceCount)).fill(-1);
   const fences: number[] = [];
   let size = CKPT_HEADER_BYTES;
@@ -354,7 +365,11 @@ export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, sto
     size += CKPT_DEVICE_HEAD_BYTES + align8(idBytes[d]!) + entryCounts[d]! * CKPT_ENTRY_BYTES;
   }
   const encoder = new TextEncoder();
-  const fenceBytes = fences.map((f) => ({ id: encoder.encode(store.fenceId(f)), tags: encoder.encode(JSON.stringify(store.tags(f))), compliance: store.isCompliance(f) }));
+  const fenceBytes = fences.map((f) => ({
+    id: encoder.encode(store.fenceId(f)),
+    tags: encoder.encode(JSON.stringify(store.tags(f))),
+    compliance: store.isCompliance(f),
+  }));
   for (const fb of fenceBytes) size += CKPT_FENCE_HEAD_BYTES + align8(fb.id.length + fb.tags.length);
   const out = new RecordBuffer(size);
   const b = out.bytes;
@@ -415,13 +430,17 @@ export function encodeCheckpoint(copy: DeviceStateCopy, ids: DeviceIdReader, sto
 
 /** Decodes a checkpoint file's bytes; throws an Error naming `file` when they are not a whole, valid checkpoint. */
 export function decodeCheckpoint(bytes: Uint8Array, file: string): Checkpoint {
-  if (bytes.length < CKPT_HEADER_BYTES || (bytes.length & 7) !== 0) throw new Error(`${file}: not a checkpoint (size ${bytes.length})`);
+  if (bytes.length < CKPT_HEADER_BYTES || (bytes.length & 7) !== 0)
+    throw new Error(`${file}: not a checkpoint (size ${bytes.length})`);
   const buf = new RecordBuffer(bytes.length);
   buf.bytes.set(bytes);
   const { i32, f64, u16 } = buf;
   const b = buf.bytes;
   if (i32[CKPT_MAGIC_W] !== CHECKPOINT_MAGIC) throw new Error(`${file}: not a checkpoint (bad magic)`);
-  if (i32[CKPT_VERSION_W] !== FILE_LAYOUT_VERSION) throw new Error(`${file}: checkpoint layout version ${String(i32[CKPT_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`);
+  if (i32[CKPT_VERSION_W] !== FILE_LAYOUT_VERSION)
+    throw new Error(
+      `${file}: checkpoint layout version ${String(i32[CKPT_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`,
+    );
   if (i32[CKPT_TOTAL_BYTES_W] !== bytes.length || checksumWords(i32, 4, bytes.length >> 2) !== i32[CKPT_CHECKSUM_W]) {
     throw new Error(`${file}: checkpoint is damaged (length or checksum)`);
   }
@@ -446,7 +465,9 @@ export function decodeCheckpoint(bytes: Uint8Array, file: string): Checkpoint {
     const n = u16[(p + CKPT_DEV_ENTRIES_U16) >> 1]!;
     const numeric = b[p + CKPT_DEV_KIND_U8] === TREC_ID_NUMBER;
     const dev: CheckpointDevice = {
-      id: numeric ? f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3]! : text.toString('utf8', p + CKPT_DEVICE_HEAD_BYTES, p + CKPT_DEVICE_HEAD_BYTES + idLen),
+      id: numeric
+        ? f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3]!
+        : text.toString('utf8', p + CKPT_DEVICE_HEAD_BYTES, p + CKPT_DEVICE_HEAD_BYTES + idLen),
       hasLast: b[p + CKPT_DEV_HAS_LAST_U8] === 1,
       lastEventMs: f64[(p + CKPT_DEV_LAST_EVENT_MS_F64) >> 3]!,
       lastLat: f64[(p + CKPT_DEV_LAST_LAT_F64) >> 3]!,

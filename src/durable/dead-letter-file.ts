@@ -57,11 +57,11 @@ export const DEFAULT_DEAD_LETTER_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
 /** Smallest size budget, bytes (1 MiB: eight segments of 128 KiB). */
 export const MIN_DEAD_LETTER_MAX_BYTES = 1024 * 1024;
 /** Largest segment, bytes (its offsets in 8-byte units fit the position's low 24 bits with room to spare). */
-export const MAX_DEAD_LETTER_SEGMENT_BYTES = 64 * 1024 * 1024;
+const MAX_DEAD_LETTER_SEGMENT_BYTES = 64 * 1024 * 1024;
 /** Smallest segment, bytes (room for several appends of the longest record). */
-export const MIN_DEAD_LETTER_SEGMENT_BYTES = 128 * 1024;
+const MIN_DEAD_LETTER_SEGMENT_BYTES = 128 * 1024;
 /** Position units per segment slot (offsets in 8-byte units below this). */
-export const POSITION_SLOT_UNITS = 1 << 24;
+const POSITION_SLOT_UNITS = 1 << 24;
 /** Segments a store holds at most (slots); past it the oldest is dropped as over budget. */
 export const MAX_DEAD_LETTER_SEGMENTS = 128;
 /** Room an append needs at least: the longest record (the encoder stops a buffer that far from its limit). */
@@ -204,12 +204,30 @@ export class DeadLetterFile {
    * and calls `onPending` for every PENDING record (with its position). Throws an Error naming the file when one
    * belongs to another downstream, and the option when an option is out of range.
    */
-  constructor(dir: string, downstreamName: string, onPending: RecordVisitor | null, options: DeadLetterFileOptions = {}) {
+  constructor(
+    dir: string,
+    downstreamName: string,
+    onPending: RecordVisitor | null,
+    options: DeadLetterFileOptions = {},
+  ) {
     this.dir = dir;
     this.name = downstreamName;
-    this.maxBytes = checkOption('deadLetter.maxBytesPerDownstream', options.maxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES, MIN_DEAD_LETTER_MAX_BYTES, Number.MAX_SAFE_INTEGER);
-    this.maxAgeMs = checkOption('deadLetter.maxAgeMs', options.maxAgeMs ?? DEFAULT_DEAD_LETTER_MAX_AGE_MS, 1, Number.MAX_SAFE_INTEGER);
-    const segDefault = Math.min(MAX_DEAD_LETTER_SEGMENT_BYTES, Math.max(MIN_DEAD_LETTER_SEGMENT_BYTES, Math.floor(this.maxBytes / 8)));
+    this.maxBytes = checkOption(
+      'deadLetter.maxBytesPerDownstream',
+      options.maxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES,
+      MIN_DEAD_LETTER_MAX_BYTES,
+      Number.MAX_SAFE_INTEGER,
+    );
+    this.maxAgeMs = checkOption(
+      'deadLetter.maxAgeMs',
+      options.maxAgeMs ?? DEFAULT_DEAD_LETTER_MAX_AGE_MS,
+      1,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const segDefault = Math.min(
+      MAX_DEAD_LETTER_SEGMENT_BYTES,
+      Math.max(MIN_DEAD_LETTER_SEGMENT_BYTES, Math.floor(this.maxBytes / 8)),
+    );
     this.segmentMaxBytes = checkOption(
       'deadLetter segmentMaxBytes',
       options.segmentMaxBytes ?? segDefault,
@@ -250,14 +268,20 @@ export class DeadLetterFile {
       let pending = 0;
       let final = 0;
       const base = slot * POSITION_SLOT_UNITS;
-      const scan: ScanResult = scanRecords(fd, FILE_HEADER_BYTES, buf, (b, at, pos, length) => {
-        const s = decodeDeadLetterStatus(b.i32[(at >> 2) + TREC_STATUS_W]!);
-        if (s === DeadLetterStatus.FINAL) final++;
-        if (s !== DeadLetterStatus.PENDING && s >= 0) return;
-        if (s < 0) damagedStatuses++;
-        pending++;
-        onPending?.(b, at, base + pos / 8, length);
-      }, Math.max(FILE_HEADER_BYTES, x.size));
+      const scan: ScanResult = scanRecords(
+        fd,
+        FILE_HEADER_BYTES,
+        buf,
+        (b, at, pos, length) => {
+          const s = decodeDeadLetterStatus(b.i32[(at >> 2) + TREC_STATUS_W]!);
+          if (s === DeadLetterStatus.FINAL) final++;
+          if (s !== DeadLetterStatus.PENDING && s >= 0) return;
+          if (s < 0) damagedStatuses++;
+          pending++;
+          onPending?.(b, at, base + pos / 8, length);
+        },
+        Math.max(FILE_HEADER_BYTES, x.size),
+      );
       torn += Math.max(0, x.size - scan.validEnd);
       damaged += scan.damagedSpans;
       if (scan.validEnd < x.size) {
@@ -323,13 +347,18 @@ export class DeadLetterFile {
     const w = this.writeSlot;
     const full = this.slotBytes[w]! + MIN_APPEND_BYTES > this.segmentMaxBytes;
     if (full || (this.slotRecords[w]! > 0 && now - this.slotCreatedMs[w]! > this.rollAfterMs)) {
-      if (this.orderCount === MAX_DEAD_LETTER_SEGMENTS) this.dropSegment(this.order[0]!, DeadLetterDropReason.OVER_BUDGET);
+      if (this.orderCount === MAX_DEAD_LETTER_SEGMENTS)
+        this.dropSegment(this.order[0]!, DeadLetterDropReason.OVER_BUDGET);
       // A segment rolled for its age that cannot be replaced still takes appends.
       if (!this.createSegment(this.lastSegment + 1, false) && full) return false;
     }
     while (this.totalBytes + MIN_APPEND_BYTES > this.maxBytes) {
       // The write segment alone past the budget (a smaller budget than the run that wrote it): a new one replaces it.
-      if (this.orderCount === 1 && (this.slotRecords[this.writeSlot] === 0 || !this.createSegment(this.lastSegment + 1, false))) break;
+      if (
+        this.orderCount === 1 &&
+        (this.slotRecords[this.writeSlot] === 0 || !this.createSegment(this.lastSegment + 1, false))
+      )
+        break;
       this.dropSegment(this.order[0]!, DeadLetterDropReason.OVER_BUDGET);
     }
     return this.room >= MIN_APPEND_BYTES;
@@ -350,7 +379,8 @@ export class DeadLetterFile {
   append(buf: RecordBuffer, length: number, records: number, pending: number, final: number): number {
     const w = this.writeSlot;
     const at = this.slotBytes[w]!;
-    if (length > this.room) throw new RangeError(`dead-letter append of ${length} bytes exceeds the room of ${this.room}`);
+    if (length > this.room)
+      throw new RangeError(`dead-letter append of ${length} bytes exceeds the room of ${this.room}`);
     try {
       writeFully(this.slotFd[w]!, buf.bytes, 0, length, at);
       fs.fdatasyncSync(this.slotFd[w]!);

@@ -36,7 +36,9 @@ export function checkFileHeader(fd: number, file: string, magic: number, downstr
     throw new Error(`${file}: not a file of this kind (bad header)`);
   }
   if (h.i32[FH_VERSION_W] !== FILE_LAYOUT_VERSION) {
-    throw new Error(`${file}: file layout version ${String(h.i32[FH_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`);
+    throw new Error(
+      `${file}: file layout version ${String(h.i32[FH_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`,
+    );
   }
   if (h.i32[FH_NAME_HASH_W] !== hashName(downstreamName)) {
     throw new Error(`${file}: belongs to another downstream than "${downstreamName}" (two names map to one file name)`);

@@ -141,9 +141,9 @@ export const CURSOR_LEGACY_CHECKSUM_W = 4;
 // ---------------------------------------------------------------------------------------------------------------
 
 /** High half of an encoded dead-letter status word. */
-export const DL_STATUS_TAG = 0x4453;
+const DL_STATUS_TAG = 0x4453;
 /** Status values a status word can hold (DeadLetterStatus: PENDING, RESOLVED, FINAL). */
-export const DL_STATUS_COUNT = 3;
+const DL_STATUS_COUNT = 3;
 
 /** The status word of dead-letter status `status`. */
 export function encodeDeadLetterStatus(status: number): number {

@@ -9,13 +9,23 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { checkFileHeader } from './file-header.js';
-import { FH_CREATED_MS_F64, FH_MAGIC_W, FH_NAME_HASH_W, FH_VERSION_W, FILE_HEADER_BYTES, FILE_LAYOUT_VERSION, hashName, PENDING_MAGIC, TREC_MAX_BYTES } from './file-layout.js';
+import {
+  FH_CREATED_MS_F64,
+  FH_MAGIC_W,
+  FH_NAME_HASH_W,
+  FH_VERSION_W,
+  FILE_HEADER_BYTES,
+  FILE_LAYOUT_VERSION,
+  hashName,
+  PENDING_MAGIC,
+  TREC_MAX_BYTES,
+} from './file-layout.js';
 import { removeDurably, replaceFileDurably } from './fs-util.js';
 import { scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer } from './trigger-codec.js';
 
 /** File name of the pending file in a downstream's directory. */
-export const PENDING_FILE = 'pending.bin';
+const PENDING_FILE = 'pending.bin';
 
 /** Visits the records of the pending file in `dir` (none when absent). Returns how many. */
 export function scanPendingFile(dir: string, downstreamName: string, visit: RecordVisitor): number {

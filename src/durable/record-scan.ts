@@ -40,7 +40,13 @@ function plausibleLength(length: number): boolean {
  * Visits the valid records of `fd` from `start` up to `end` (default: the file's size) in order, reading through
  * `buf` (at least 2 * TREC_MAX_BYTES long), skipping damaged spans (see the module comment).
  */
-export function scanRecords(fd: number, start: number, buf: RecordBuffer, visit: RecordVisitor | null, end = fs.fstatSync(fd).size): ScanResult {
+export function scanRecords(
+  fd: number,
+  start: number,
+  buf: RecordBuffer,
+  visit: RecordVisitor | null,
+  end = fs.fstatSync(fd).size,
+): ScanResult {
   let pos = start;
   let records = 0;
   let validEnd = start;

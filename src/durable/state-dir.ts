@@ -27,7 +27,9 @@ export class StateDirectoryInUseError extends Error {
   readonly ownerPid: number;
 
   constructor(dir: string, ownerPid: number) {
-    super(`state directory ${dir} is in use by process ${ownerPid}: give each router its own state directory (--state-dir)`);
+    super(
+      `state directory ${dir} is in use by process ${ownerPid}: give each router its own state directory (--state-dir)`,
+    );
     this.name = 'StateDirectoryInUseError';
     this.dir = dir;
     this.ownerPid = ownerPid;
@@ -57,7 +59,8 @@ function processStartTicks(pid: number): string | null {
 function ownerAlive(owner: LockOwner): boolean {
   // This very process (a second router on the same directory), unless the pid was reused across a restart (a container
   // often gives its one process the same pid every time): then the start time differs.
-  if (owner.pid === process.pid) return owner.startTicks === null || owner.startTicks === processStartTicks(process.pid);
+  if (owner.pid === process.pid)
+    return owner.startTicks === null || owner.startTicks === processStartTicks(process.pid);
   try {
     process.kill(owner.pid, 0);
   } catch (err) {
@@ -95,7 +98,7 @@ export class StateDirectory {
     try {
       fs.mkdirSync(path.join(abs, 'downstreams'), { recursive: true });
     } catch (err) {
-      throw new Error(`state directory ${abs}: ${(err as Error).message}`);
+      throw new Error(`state directory ${abs}: ${(err as Error).message}`, { cause: err });
     }
     const lockPath = path.join(abs, 'LOCK');
     let previous: PreviousStop = fs.existsSync(path.join(abs, 'checkpoint.bin')) ? 'clean' : 'none';
@@ -110,7 +113,8 @@ export class StateDirectory {
         syncDir(abs);
         return new StateDirectory(abs, previous, previousPid);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 2) throw new Error(`state directory ${abs}: cannot take LOCK: ${(err as Error).message}`);
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 2)
+          throw new Error(`state directory ${abs}: cannot take LOCK: ${(err as Error).message}`, { cause: err });
       }
       let owner: LockOwner | null = null;
       try {
@@ -118,7 +122,8 @@ export class StateDirectory {
       } catch {
         // A LOCK cut short by a crash while it was written: its owner is gone.
       }
-      if (owner !== null && typeof owner.pid === 'number' && ownerAlive(owner)) throw new StateDirectoryInUseError(abs, owner.pid);
+      if (owner !== null && typeof owner.pid === 'number' && ownerAlive(owner))
+        throw new StateDirectoryInUseError(abs, owner.pid);
       previous = 'unclean';
       previousPid = owner?.pid ?? null;
       try {

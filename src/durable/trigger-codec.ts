@@ -28,7 +28,6 @@ import {
 import {
   align8,
   checksumWords,
-  decodeDeadLetterStatus,
   TREC_ADMIT_WALL_MS_F64,
   TREC_ATTEMPTS_W,
   TREC_CHECKSUM_FROM_W,
@@ -154,7 +153,16 @@ export class TriggerCodec {
    * Writes the dispatch record at (f64, i32, baseF64, baseI32) into `dst` at byte `at` (a multiple of 8) with
    * `status`; returns the bytes written, or 0 when it does not fit before `limit`. Allocation-free.
    */
-  encode(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, dst: RecordBuffer, at: number, limit: number, status: number): number {
+  encode(
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    dst: RecordBuffer,
+    at: number,
+    limit: number,
+    status: number,
+  ): number {
     const ids = this.ids!;
     const slot = i32[baseI32 + TRG_DEVICE_SLOT_I32]!;
     const handle = i32[baseI32 + DREC_FENCE_HANDLE_I32]!;
@@ -212,7 +220,15 @@ export class TriggerCodec {
    * -1 when the record's device cannot be resolved. Allocation-free for records of this run; `resolver` is asked
    * (and allocates) for records of earlier runs.
    */
-  decode(src: RecordBuffer, at: number, f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, resolver: TriggerResolver | null): number {
+  decode(
+    src: RecordBuffer,
+    at: number,
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    resolver: TriggerResolver | null,
+  ): number {
     const w = at >> 2;
     const s32 = src.i32;
     const s64 = src.f64;
@@ -257,7 +273,9 @@ export function readTriggerIdentity(src: RecordBuffer, at: number): TriggerIdent
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
   let p = at + TREC_HEAD_BYTES;
   const deviceId =
-    bytes[at + TREC_ID_KIND_U8] === TREC_ID_NUMBER ? src.f64[(at >> 3) + (TREC_NUMERIC_ID_F64 >> 3)]! : buf.toString('utf8', p, p + idBytes);
+    bytes[at + TREC_ID_KIND_U8] === TREC_ID_NUMBER
+      ? src.f64[(at >> 3) + (TREC_NUMERIC_ID_F64 >> 3)]!
+      : buf.toString('utf8', p, p + idBytes);
   p += idBytes;
   const fenceId = buf.toString('utf8', p, p + fenceBytes);
   p += fenceBytes;
@@ -268,9 +286,4 @@ export function readTriggerIdentity(src: RecordBuffer, at: number): TriggerIdent
 /** Byte offset of the status word of a record starting at `at` (rewritten in place in dead-letter files). */
 export function statusByteOffset(at: number): number {
   return at + TREC_STATUS_W * 4;
-}
-
-/** Dead-letter status of the record at `at` (a DeadLetterStatus), or -1 when its status word is damaged. */
-export function recordStatus(src: RecordBuffer, at: number): number {
-  return decodeDeadLetterStatus(src.i32[(at >> 2) + TREC_STATUS_W]!);
 }

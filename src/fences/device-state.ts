@@ -52,11 +52,11 @@ export interface DeviceStateDescriptor {
 }
 
 /** Largest fence entry count per device accepted. */
-export const MAX_FENCES_PER_DEVICE = 256;
+const MAX_FENCES_PER_DEVICE = 256;
 /** Inline entries per device unless told otherwise: most devices are inside a few fences at a time. */
-export const DEFAULT_INLINE_FENCES_PER_DEVICE = 8;
+const DEFAULT_INLINE_FENCES_PER_DEVICE = 8;
 /** Entries provisioned per device on average unless told otherwise (inline plus a share of the pool). */
-export const DEFAULT_FENCE_ENTRIES_PER_DEVICE = 32;
+const DEFAULT_FENCE_ENTRIES_PER_DEVICE = 32;
 
 /** How the per-device fence entries are held: see allocateDeviceState. */
 export interface DeviceStateSizing {
@@ -76,19 +76,28 @@ export interface DeviceStateSizing {
  * takes chunks of ENTRY_CHUNK_ENTRIES more from a shared, preallocated pool while it is inside more fences than that,
  * up to maxFencesPerDevice; chunks go back to the pool as it leaves them.
  */
-export function allocateDeviceState(maxDevices: number, maxFencesPerDevice: number, sizing: DeviceStateSizing = {}): DeviceStateDescriptor {
+export function allocateDeviceState(
+  maxDevices: number,
+  maxFencesPerDevice: number,
+  sizing: DeviceStateSizing = {},
+): DeviceStateDescriptor {
   if (!Number.isInteger(maxDevices) || maxDevices <= 0 || maxDevices > 1 << 26) {
     throw new RangeError(`maxDevices must be an integer in [1, 2^26], got ${String(maxDevices)}`);
   }
   if (!Number.isInteger(maxFencesPerDevice) || maxFencesPerDevice <= 0 || maxFencesPerDevice > MAX_FENCES_PER_DEVICE) {
-    throw new RangeError(`maxFencesPerDevice must be an integer in [1, ${MAX_FENCES_PER_DEVICE}], got ${String(maxFencesPerDevice)}`);
+    throw new RangeError(
+      `maxFencesPerDevice must be an integer in [1, ${MAX_FENCES_PER_DEVICE}], got ${String(maxFencesPerDevice)}`,
+    );
   }
   const inline = sizing.inlineFencesPerDevice ?? Math.min(DEFAULT_INLINE_FENCES_PER_DEVICE, maxFencesPerDevice);
   if (!Number.isInteger(inline) || inline <= 0 || inline > maxFencesPerDevice) {
-    throw new RangeError(`inlineFencesPerDevice must be an integer in [1, maxFencesPerDevice (${maxFencesPerDevice})], got ${String(inline)}`);
+    throw new RangeError(
+      `inlineFencesPerDevice must be an integer in [1, maxFencesPerDevice (${maxFencesPerDevice})], got ${String(inline)}`,
+    );
   }
   const perDevice = Math.min(maxFencesPerDevice, sizing.entriesPerDevice ?? DEFAULT_FENCE_ENTRIES_PER_DEVICE);
-  const poolEntries = inline === maxFencesPerDevice ? 0 : (sizing.overflowPoolEntries ?? maxDevices * Math.max(0, perDevice - inline));
+  const poolEntries =
+    inline === maxFencesPerDevice ? 0 : (sizing.overflowPoolEntries ?? maxDevices * Math.max(0, perDevice - inline));
   if (!Number.isInteger(poolEntries) || poolEntries < 0 || poolEntries > 1 << 28) {
     throw new RangeError(`overflowPoolEntries must be an integer in [0, 2^28], got ${String(poolEntries)}`);
   }
@@ -140,10 +149,13 @@ export class DeviceState {
   private readonly poolBase: number;
 
   private constructor(d: DeviceStateDescriptor) {
-    if (!(d.buffer instanceof SharedArrayBuffer)) throw new TypeError('device state buffer must be a SharedArrayBuffer');
+    if (!(d.buffer instanceof SharedArrayBuffer))
+      throw new TypeError('device state buffer must be a SharedArrayBuffer');
     const header = new Int32Array(d.buffer, 0, DSTATE_HEADER_BYTES / 4);
-    if (Atomics.load(header, DSTATE_MAGIC_I32) !== DSTATE_MAGIC) throw new RangeError('not a device state region (bad magic)');
-    if (header[DSTATE_VERSION_I32] !== LAYOUT_VERSION) throw new RangeError('device state region has another layout version');
+    if (Atomics.load(header, DSTATE_MAGIC_I32) !== DSTATE_MAGIC)
+      throw new RangeError('not a device state region (bad magic)');
+    if (header[DSTATE_VERSION_I32] !== LAYOUT_VERSION)
+      throw new RangeError('device state region has another layout version');
     if (
       header[DSTATE_MAX_DEVICES_I32] !== d.maxDevices ||
       header[DSTATE_MAX_FENCES_I32] !== d.maxFencesPerDevice ||
@@ -153,7 +165,8 @@ export class DeviceState {
       throw new RangeError('device state descriptor does not match its region');
     }
     const s = deviceStateSections(d.maxDevices, d.maxFencesPerDevice, d.inlineFencesPerDevice, d.overflowPoolChunks);
-    if (s.totalBytes !== d.buffer.byteLength) throw new RangeError('device state region size does not match its header');
+    if (s.totalBytes !== d.buffer.byteLength)
+      throw new RangeError('device state region size does not match its header');
     this.maxDevices = d.maxDevices;
     this.maxFences = d.maxFencesPerDevice;
     this.inlineFences = d.inlineFencesPerDevice;
@@ -320,7 +333,14 @@ export class DeviceState {
 }
 
 /** Recomputes the device's compliance entry count and publishes it with Atomics.store when it changed. */
-export function publishComplianceCount(state: DeviceState, slot: number, fenceI32: Int32Array, fenceStrideI32: number, flagsI32: number, complianceFlag: number): void {
+export function publishComplianceCount(
+  state: DeviceState,
+  slot: number,
+  fenceI32: Int32Array,
+  fenceStrideI32: number,
+  flagsI32: number,
+  complianceFlag: number,
+): void {
   const n = state.devI32[slot * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
   let c = 0;
   for (let e = 0; e < n; e++) {

@@ -85,7 +85,16 @@ import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
 import type { FenceStore } from './store.js';
 import { M_PER_DEG, Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0, RAD_PER_DEG } from './geometry.js';
-import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from './trigger-writer.js';
+import {
+  REC_ADMIT_TIME_NS,
+  REC_CELLS,
+  REC_EVENT_TIME_MS,
+  REC_INSIDE_MS,
+  REC_LAT,
+  REC_LON,
+  REC_SEQ,
+  writeTrigger,
+} from './trigger-writer.js';
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
 const LANE_TRANSITION = Lane.TRANSITION;
@@ -136,7 +145,13 @@ export class ContainmentEngine {
    * @param counters shared containment counter region (Float64, CNT_* cells)
    * @param counterBaseF64 first cell of the counter block of the shard being processed (see `useCounterBlock`)
    */
-  constructor(store: FenceStore, state: DeviceState, counters: Float64Array, counterBaseF64: number, options: ContainmentEngineOptions = {}) {
+  constructor(
+    store: FenceStore,
+    state: DeviceState,
+    counters: Float64Array,
+    counterBaseF64: number,
+    options: ContainmentEngineOptions = {},
+  ) {
     this.exitOnExpiry = options.exitOnExpiry ?? true;
     this.crossRules[CROSS_MAX_SPEED_MPS] = options.crossMaxSpeedMps ?? 0;
     this.crossRules[CROSS_MAX_GAP_MS] = options.crossMaxGapMs ?? 0;
@@ -210,7 +225,15 @@ export class ContainmentEngine {
   }
 
   /** Processes one ping and publishes its triggers; returns how many were written. Allocation-free. */
-  processPing(slot: number, lat: number, lon: number, eventTimeMs: number, admitTimeNs: number, lane: number, triggers: SpscRing): number {
+  processPing(
+    slot: number,
+    lat: number,
+    lon: number,
+    eventTimeMs: number,
+    admitTimeNs: number,
+    lane: number,
+    triggers: SpscRing,
+  ): number {
     const rec = this.rec;
     rec[REC_LAT] = lat;
     rec[REC_LON] = lon;
@@ -282,7 +305,13 @@ export class ContainmentEngine {
         // A pending ENTER never became a stay: no EXIT for it.
         if ((entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_STATE_I32]! & EntryState.INSIDE) === 0) continue;
         rec[REC_INSIDE_MS] = lastMs - entryF64[ex * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64]!;
-        this.emit(TriggerType.EXIT, slot, entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!, EXPIRED_LANE_BIT, triggers);
+        this.emit(
+          TriggerType.EXIT,
+          slot,
+          entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!,
+          EXPIRED_LANE_BIT,
+          triggers,
+        );
         written++;
       }
     }
@@ -310,7 +339,12 @@ export class ContainmentEngine {
     const cb = this.counterBase;
     const state = this.state;
     // Range checks written so that NaN fails them.
-    if (!(slot >= 0 && slot < state.maxDevices) || !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180) || !(t === t)) {
+    if (
+      !(slot >= 0 && slot < state.maxDevices) ||
+      !(lat >= -90 && lat <= 90) ||
+      !(lon >= -180 && lon <= 180) ||
+      !(t === t)
+    ) {
       counters[cb + CNT_INVALID_F64]!++;
       return 0;
     }
@@ -364,7 +398,13 @@ export class ContainmentEngine {
       const f = cands[k]!;
       const b = f * FENCE_STRIDE_F64;
       // Candidates from the segment box need not hold the point: a box test before the exact one.
-      if (lon < fenceF64[b + FENCE_MIN_X_F64]! || lon > fenceF64[b + FENCE_MAX_X_F64]! || lat < fenceF64[b + FENCE_MIN_Y_F64]! || lat > fenceF64[b + FENCE_MAX_Y_F64]!) continue;
+      if (
+        lon < fenceF64[b + FENCE_MIN_X_F64]! ||
+        lon > fenceF64[b + FENCE_MAX_X_F64]! ||
+        lat < fenceF64[b + FENCE_MIN_Y_F64]! ||
+        lat > fenceF64[b + FENCE_MAX_Y_F64]!
+      )
+        continue;
       counters[cb + CNT_EXACT_TESTS_F64]!++;
       if (store.containsAt(f)) {
         insideStamp[f] = stamp;
@@ -379,7 +419,7 @@ export class ContainmentEngine {
     let entryCount = devI32[di + DEV_ENTRY_COUNT_I32]!;
     const entryCountBefore = entryCount;
     let written = 0;
-    for (let e = 0; e < entryCount; ) {
+    for (let e = 0; e < entryCount;) {
       const ex = state.entryIndex(slot, e);
       const ei = ex * ENTRY_STRIDE_I32;
       const ef = ex * ENTRY_STRIDE_F64;
@@ -549,7 +589,17 @@ export class ContainmentEngine {
     rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
     const lane = this.store.isCompliance(fenceIndex) ? LANE_COMPLIANCE : LANE_TRANSITION;
     // A ping's lane is at most 2; EXPIRED_LANE_BIT comes only from expire().
-    writeTrigger(triggers, this.counters, this.counterBase, type, this.store.generation, slot, fenceIndex, lane | (pingLane & EXPIRED_LANE_BIT), rec);
+    writeTrigger(
+      triggers,
+      this.counters,
+      this.counterBase,
+      type,
+      this.store.generation,
+      slot,
+      fenceIndex,
+      lane | (pingLane & EXPIRED_LANE_BIT),
+      rec,
+    );
   }
 
   private nextStamp(): number {

@@ -22,22 +22,24 @@ export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFenc
   try {
     size = statSync(path).size;
   } catch (err) {
-    throw new Error(`fences file ${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new Error(`fences file ${name}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
+      cause: err,
+    });
   }
-  if (size > limits.maxFileBytes) throw new Error(`fences file ${name}: ${size} bytes, over the limit maxFenceFileBytes ${limits.maxFileBytes}`);
+  if (size > limits.maxFileBytes)
+    throw new Error(`fences file ${name}: ${size} bytes, over the limit maxFenceFileBytes ${limits.maxFileBytes}`);
   let geojson: unknown;
   try {
     geojson = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new Error(`fences file ${name}: ${(err as Error).message}`);
+    throw new Error(`fences file ${name}: ${(err as Error).message}`, { cause: err });
   }
   return parseFences(geojson, limits);
 }
 
 /** What the loader thread answers. */
 export type FenceLoadAnswer =
-  | { ok: true; descriptor: FenceStoreDescriptor }
-  | { ok: false; message: string; problems: FenceProblem[] | null };
+  { ok: true; descriptor: FenceStoreDescriptor } | { ok: false; message: string; problems: FenceProblem[] | null };
 
 /** What the loader thread is given: a file to read, or a GeoJSON value already in memory (structured-cloned). */
 export interface FenceLoadRequest {
@@ -49,7 +51,10 @@ export interface FenceLoadRequest {
 
 /** Reads (or takes), validates and indexes fences into a store of `generation` (on the calling thread). */
 export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor {
-  const parsed = request.path !== undefined ? readFenceFile(request.path, request.limits) : parseFences(request.geojson, request.limits);
+  const parsed =
+    request.path !== undefined
+      ? readFenceFile(request.path, request.limits)
+      : parseFences(request.geojson, request.limits);
   return buildFenceStore(parsed, request.generation);
 }
 
@@ -61,7 +66,10 @@ export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor 
  */
 export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<FenceStoreDescriptor> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./fence-load-thread.js', import.meta.url), { workerData: request, name: 'fence loader' });
+    const worker = new Worker(new URL('./fence-load-thread.js', import.meta.url), {
+      workerData: request,
+      name: 'fence loader',
+    });
     let answered = false;
     worker.once('message', (answer: FenceLoadAnswer) => {
       answered = true;
@@ -81,5 +89,9 @@ export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<Fenc
 
 /** The loader thread's answer for an error thrown while loading. */
 export function failedLoad(err: unknown): FenceLoadAnswer {
-  return { ok: false, message: err instanceof Error ? err.message : String(err), problems: err instanceof FenceValidationError ? [...err.errors] : null };
+  return {
+    ok: false,
+    message: err instanceof Error ? err.message : String(err),
+    problems: err instanceof FenceValidationError ? [...err.errors] : null,
+  };
 }

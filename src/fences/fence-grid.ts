@@ -20,13 +20,13 @@
 import { FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, FENCE_STRIDE_F64 } from '../shm/layout.js';
 
 /** Grid cells per fence, at most. */
-export const CELLS_PER_FENCE = 4;
+const CELLS_PER_FENCE = 4;
 /** A fence spanning more cells than this goes to the oversize list. */
-export const MAX_CELLS_PER_FENCE = 64;
+const MAX_CELLS_PER_FENCE = 64;
 /** The grid declines when more fences than this are oversize. */
-export const MAX_OVERSIZE = 32;
+const MAX_OVERSIZE = 32;
 /** The grid declines when an entry's cell holds more than this many entries on average. */
-export const MAX_MEAN_OCCUPANCY = 16;
+const MAX_MEAN_OCCUPANCY = 16;
 
 function median(values: Float64Array): number {
   const sorted = Float64Array.from(values).sort();
@@ -235,7 +235,13 @@ export class FenceGrid {
     for (let k = 0; k < oversize.length; k++) {
       const f = oversize[k]!;
       const b = f * FENCE_STRIDE_F64;
-      if (maxX < f64[b + FENCE_MIN_X_F64]! || maxY < f64[b + FENCE_MIN_Y_F64]! || minX > f64[b + FENCE_MAX_X_F64]! || minY > f64[b + FENCE_MAX_Y_F64]!) continue;
+      if (
+        maxX < f64[b + FENCE_MIN_X_F64]! ||
+        maxY < f64[b + FENCE_MIN_Y_F64]! ||
+        minX > f64[b + FENCE_MAX_X_F64]! ||
+        minY > f64[b + FENCE_MAX_Y_F64]!
+      )
+        continue;
       if (count < capacity) out[count] = f;
       count++;
     }

@@ -236,7 +236,13 @@ export function distanceToRingsM(
 }
 
 /** True when (q[Q_X], q[Q_Y]) is within q[Q_LIMIT_M] metres of an edge of the rings. Allocation-free. */
-export function ringsWithinM(vertices: Float64Array, ringOffsets: Int32Array, firstRing: number, ringCount: number, q: Float64Array): boolean {
+export function ringsWithinM(
+  vertices: Float64Array,
+  ringOffsets: Int32Array,
+  firstRing: number,
+  ringCount: number,
+  q: Float64Array,
+): boolean {
   const x = q[Q_X]!;
   const y = q[Q_Y]!;
   const limit2 = q[Q_LIMIT_M]! * q[Q_LIMIT_M]!;

@@ -30,7 +30,7 @@ export function holeProblem(outer: Float64Array, hole: Float64Array): string | n
  * Index of the first edge of `hole` (the pair index of its first vertex) that properly crosses an edge of `outer`
  * (touching at a vertex, or a vertex of one lying on the other, is not a crossing), or -1.
  */
-export function firstHoleEdgeCrossing(outer: Float64Array, hole: Float64Array): number {
+function firstHoleEdgeCrossing(outer: Float64Array, hole: Float64Array): number {
   const edges = outer.length / 2 - 1;
   const holeEdges = hole.length / 2 - 1;
   const index = edges * holeEdges < INDEX_AT_TESTS ? null : edgeIndex(outer);
@@ -43,7 +43,10 @@ export function firstHoleEdgeCrossing(outer: Float64Array, hole: Float64Array): 
     c[1] = hole[h * 2 + 1]!;
     d[0] = hole[h * 2 + 2]!;
     d[1] = hole[h * 2 + 3]!;
-    const candidates = index === null ? null : index.search(Math.min(c[0], d[0]), Math.min(c[1], d[1]), Math.max(c[0], d[0]), Math.max(c[1], d[1]));
+    const candidates =
+      index === null
+        ? null
+        : index.search(Math.min(c[0], d[0]), Math.min(c[1], d[1]), Math.max(c[0], d[0]), Math.max(c[1], d[1]));
     const n = candidates === null ? edges : candidates.length;
     for (let k = 0; k < n; k++) {
       const e = candidates === null ? k : candidates[k]!;

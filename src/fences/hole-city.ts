@@ -27,12 +27,19 @@ export function holeCity(o: HoleCityOptions): { type: 'FeatureCollection'; featu
       for (let i = 0; i < o.vertices - 1; i++) {
         const a = (i / (o.vertices - 1)) * 2 * Math.PI;
         const r = radiusM * (1 + (rng() - 0.5) * 0.02);
-        out.push([cx + (r * Math.cos(a)) / (111_320 * Math.cos((cy * Math.PI) / 180)), cy + (r * Math.sin(a)) / 110_574]);
+        out.push([
+          cx + (r * Math.cos(a)) / (111_320 * Math.cos((cy * Math.PI) / 180)),
+          cy + (r * Math.sin(a)) / 110_574,
+        ]);
       }
       out.push(out[0]!);
       return out;
     };
-    features.push({ type: 'Feature', properties: { id: `annulus-${p}` }, geometry: { type: 'Polygon', coordinates: [ring(1000), ring(500).reverse()] } });
+    features.push({
+      type: 'Feature',
+      properties: { id: `annulus-${p}` },
+      geometry: { type: 'Polygon', coordinates: [ring(1000), ring(500).reverse()] },
+    });
   }
   return { type: 'FeatureCollection', features };
 }

@@ -14,29 +14,13 @@
  */
 export { parseFences, FenceValidationError } from './parse.js';
 export type { ParsedFence, ParsedFences, FenceProblem } from './parse.js';
-export { buildFenceStore, FenceStore, FENCE_STORE_DEFAULTS, FENCE_STORE_OPEN_DEFAULTS } from './store.js';
+export { buildFenceStore, FenceStore } from './store.js';
 export type { FenceStoreDescriptor, FenceStoreOptions, FenceStoreOpenOptions } from './store.js';
-export { FenceGrid } from './fence-grid.js';
-export { RingBands } from './ring-bands.js';
-export { allocateDeviceState, DeviceState, MAX_FENCES_PER_DEVICE } from './device-state.js';
+export { allocateDeviceState, DeviceState } from './device-state.js';
 export type { DeviceStateDescriptor } from './device-state.js';
 export { ContainmentEngine } from './engine.js';
 export { reloadDeviceState } from './reload.js';
 export type { ReloadOptions } from './reload.js';
-export { BoxTree } from './box-tree.js';
-export {
-  EARTH_RADIUS_M,
-  M_PER_DEG,
-  MAX_CIRCLE_RADIUS_M,
-  MAX_CIRCLE_ABS_LAT_DEG,
-  containsRings,
-  containsCircle,
-  segmentsIntersect,
-} from './geometry.js';
-export {
-  generateSyntheticCity,
-  syntheticCityBounds,
-  mulberry32,
-  SYNTHETIC_CITY_DEFAULTS,
-} from './synthetic-city.js';
+export { EARTH_RADIUS_M, M_PER_DEG, segmentsIntersect } from './geometry.js';
+export { generateSyntheticCity, syntheticCityBounds, mulberry32 } from './synthetic-city.js';
 export type { SyntheticCityOptions, CityBounds, FeatureCollectionJson } from './synthetic-city.js';

@@ -26,14 +26,17 @@ export interface FenceLimits {
 }
 
 /** Default limits: a million fences, 100,000 positions per ring. */
-export const DEFAULT_FENCE_LIMITS: Readonly<FenceLimits> = Object.freeze({ maxFences: 1_000_000, maxVerticesPerRing: 100_000 });
+export const DEFAULT_FENCE_LIMITS: Readonly<FenceLimits> = Object.freeze({
+  maxFences: 1_000_000,
+  maxVerticesPerRing: 100_000,
+});
 
 /** Most tags a fence may carry. */
-export const MAX_TAGS = 32;
+const MAX_TAGS = 32;
 /** Longest tag, characters. */
-export const MAX_TAG_CHARS = 128;
+const MAX_TAG_CHARS = 128;
 /** Most bytes a fence's tags may take as JSON (they travel in every durable trigger record). */
-export const MAX_TAGS_JSON_BYTES = 8192;
+const MAX_TAGS_JSON_BYTES = 8192;
 
 /** One validation problem: the feature's index in `features` (-1 for the collection itself) and what is wrong. */
 export interface FenceProblem {
@@ -117,7 +120,8 @@ function describe(v: unknown): string {
 function parseRing(raw: unknown, label: string, limits: FenceLimits): Float64Array | string {
   if (!Array.isArray(raw)) return `${label} is not an array of positions`;
   if (raw.length < 4) return `${label} has ${raw.length} positions, at least 4 required`;
-  if (raw.length > limits.maxVerticesPerRing) return `${label} has ${raw.length} positions, over the limit maxVerticesPerRing ${limits.maxVerticesPerRing}`;
+  if (raw.length > limits.maxVerticesPerRing)
+    return `${label} has ${raw.length} positions, over the limit maxVerticesPerRing ${limits.maxVerticesPerRing}`;
   const out = new Float64Array(raw.length * 2);
   let minX = Infinity;
   let maxX = -Infinity;
@@ -181,7 +185,9 @@ export function parseFences(geojson: unknown, limits: FenceLimits = DEFAULT_FENC
     throw new FenceValidationError([{ featureIndex: -1, reason: 'features must be an array' }]);
   }
   if (features.length > limits.maxFences) {
-    throw new FenceValidationError([{ featureIndex: -1, reason: `${features.length} features, over the limit maxFences ${limits.maxFences}` }]);
+    throw new FenceValidationError([
+      { featureIndex: -1, reason: `${features.length} features, over the limit maxFences ${limits.maxFences}` },
+    ]);
   }
   const errors: FenceProblem[] = [];
   const fences: ParsedFence[] = [];
@@ -215,7 +221,8 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
   let id = '';
   if (typeof rawId === 'string' && rawId.length > 0 && rawId.length <= 256) id = rawId;
   else if (typeof rawId === 'number' && Number.isFinite(rawId)) id = String(rawId);
-  else problems.push(`id must be a non-empty string (at most 256 characters) or a finite number, got ${describe(rawId)}`);
+  else
+    problems.push(`id must be a non-empty string (at most 256 characters) or a finite number, got ${describe(rawId)}`);
 
   const rawCompliance = props['compliance'];
   if (rawCompliance !== undefined && typeof rawCompliance !== 'boolean') {
@@ -227,7 +234,9 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
   const minInsideMs = optionalNonNegative(props, 'minInsideMs', 0, problems);
   const minOutsideMs = optionalNonNegative(props, 'minOutsideMs', 0, problems);
   if (dwellMs < minInsideMs) {
-    problems.push(`dwellMs (${dwellMs}) is less than minInsideMs (${minInsideMs}): a device cannot dwell before it enters`);
+    problems.push(
+      `dwellMs (${dwellMs}) is less than minInsideMs (${minInsideMs}): a device cannot dwell before it enters`,
+    );
   }
   const rawTags = props['tags'];
   let tags: string[] = [];
@@ -239,9 +248,12 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
     ) {
       tags = rawTags as string[];
       const bytes = Buffer.byteLength(JSON.stringify(tags), 'utf8');
-      if (bytes > MAX_TAGS_JSON_BYTES) problems.push(`tags take ${bytes} bytes as JSON; at most ${MAX_TAGS_JSON_BYTES}`);
+      if (bytes > MAX_TAGS_JSON_BYTES)
+        problems.push(`tags take ${bytes} bytes as JSON; at most ${MAX_TAGS_JSON_BYTES}`);
     } else {
-      problems.push(`tags must be an array of at most ${MAX_TAGS} non-empty strings of at most ${MAX_TAG_CHARS} characters, got ${describe(rawTags)}`);
+      problems.push(
+        `tags must be an array of at most ${MAX_TAGS} non-empty strings of at most ${MAX_TAG_CHARS} characters, got ${describe(rawTags)}`,
+      );
     }
   }
 
@@ -283,13 +295,17 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
       }
     }
     if (bbox[2] - bbox[0] > 180) {
-      problems.push(`fence spans ${bbox[2] - bbox[0]} degrees of longitude: crossing the antimeridian is not supported`);
+      problems.push(
+        `fence spans ${bbox[2] - bbox[0]} degrees of longitude: crossing the antimeridian is not supported`,
+      );
     }
   } else if (type === 'Point') {
     kind = 'circle';
     const r = props['radius'];
     if (typeof r !== 'number' || !Number.isFinite(r) || r <= 0 || r > MAX_CIRCLE_RADIUS_M) {
-      problems.push(`radius must be a number in (0, ${MAX_CIRCLE_RADIUS_M}] metres for a Point fence, got ${describe(r)}`);
+      problems.push(
+        `radius must be a number in (0, ${MAX_CIRCLE_RADIUS_M}] metres for a Point fence, got ${describe(r)}`,
+      );
     } else radiusM = r;
     const c: unknown = coordinates;
     if (!Array.isArray(c) || c.length < 2 || typeof c[0] !== 'number' || typeof c[1] !== 'number') {
@@ -314,5 +330,19 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
     );
   }
   if (problems.length > 0) return null;
-  return { id, compliance, tags, dwellMs, exitBufferM, minInsideMs, minOutsideMs, kind, rings, centerLon, centerLat, radiusM, bbox };
+  return {
+    id,
+    compliance,
+    tags,
+    dwellMs,
+    exitBufferM,
+    minInsideMs,
+    minOutsideMs,
+    kind,
+    rings,
+    centerLon,
+    centerLat,
+    radiusM,
+    bbox,
+  };
 }

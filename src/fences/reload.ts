@@ -40,7 +40,16 @@ import {
 import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
 import type { FenceStore } from './store.js';
-import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from './trigger-writer.js';
+import {
+  REC_ADMIT_TIME_NS,
+  REC_CELLS,
+  REC_EVENT_TIME_MS,
+  REC_INSIDE_MS,
+  REC_LAT,
+  REC_LON,
+  REC_SEQ,
+  writeTrigger,
+} from './trigger-writer.js';
 
 /** Options of reloadDeviceState. */
 export interface ReloadOptions {
@@ -87,7 +96,7 @@ export function reloadDeviceState(
     const df = slot * DEV_STRIDE_F64;
     if (state.devI32[di + DEV_GENERATION_I32] !== oldGen) continue;
     let count = state.devI32[di + DEV_ENTRY_COUNT_I32]!;
-    for (let e = 0; e < count; ) {
+    for (let e = 0; e < count;) {
       const ex = state.entryIndex(slot, e);
       const ei = ex * ENTRY_STRIDE_I32;
       const ef = ex * ENTRY_STRIDE_F64;

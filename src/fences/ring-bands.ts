@@ -25,9 +25,9 @@ import {
 import { Q_X, Q_X0, Q_Y, Q_Y0, segmentTouchesRings } from './geometry.js';
 
 /** Target edges per band (sets the band count of each fence). */
-export const EDGES_PER_BAND = 6;
+const EDGES_PER_BAND = 6;
 /** Most bands per fence. */
-export const MAX_BANDS_PER_FENCE = 4096;
+const MAX_BANDS_PER_FENCE = 4096;
 
 /** Edge bands of every polygon fence of one store (circles have none). */
 export class RingBands {
@@ -44,7 +44,13 @@ export class RingBands {
   private readonly vertices: Float64Array;
 
   /** Builds the bands of every polygon fence from the store's records, ring offsets and vertices. Allocates. */
-  constructor(fenceF64: Float64Array, fenceI32: Int32Array, ringOffsets: Int32Array, vertices: Float64Array, fenceCount: number) {
+  constructor(
+    fenceF64: Float64Array,
+    fenceI32: Int32Array,
+    ringOffsets: Int32Array,
+    vertices: Float64Array,
+    fenceCount: number,
+  ) {
     this.fenceF64 = fenceF64;
     this.fenceI32 = fenceI32;
     this.ringOffsets = ringOffsets;
@@ -58,7 +64,8 @@ export class RingBands {
       if ((fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0) continue;
       const first = fenceI32[bi + FENCE_FIRST_RING_I32]!;
       const edgeCount = ringOffsets[first + fenceI32[bi + FENCE_RING_COUNT_I32]!]! - ringOffsets[first]!;
-      const height = fenceF64[f * FENCE_STRIDE_F64 + FENCE_MAX_Y_F64]! - fenceF64[f * FENCE_STRIDE_F64 + FENCE_MIN_Y_F64]!;
+      const height =
+        fenceF64[f * FENCE_STRIDE_F64 + FENCE_MAX_Y_F64]! - fenceF64[f * FENCE_STRIDE_F64 + FENCE_MIN_Y_F64]!;
       const count = height > 0 ? Math.min(MAX_BANDS_PER_FENCE, Math.max(1, Math.round(edgeCount / EDGES_PER_BAND))) : 1;
       this.bandsPerDeg[f] = height > 0 ? count / height : 0;
       bands += count;
@@ -190,7 +197,13 @@ export class RingBands {
     if (hi - lo > 1) {
       // A long segment: edges spanning several bands would be read once per band.
       const bi = f * FENCE_STRIDE_I32;
-      return segmentTouchesRings(vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, seg);
+      return segmentTouchesRings(
+        vertices,
+        this.ringOffsets,
+        this.fenceI32[bi + FENCE_FIRST_RING_I32]!,
+        this.fenceI32[bi + FENCE_RING_COUNT_I32]!,
+        seg,
+      );
     }
     const end = this.bandStart[hi + 1]!;
     for (let k = this.bandStart[lo]!; k < end; k++) {

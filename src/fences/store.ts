@@ -95,7 +95,7 @@ export interface FenceStoreOptions {
 }
 
 /** Defaults of buildFenceStore; nodeSize chosen by measurement (bench/RESULTS.md, "Fences and containment"). */
-export const FENCE_STORE_DEFAULTS: Required<FenceStoreOptions> = { nodeSize: 8 };
+const FENCE_STORE_DEFAULTS: Required<FenceStoreOptions> = { nodeSize: 8 };
 
 /** Options of FenceStore.open (per thread; nothing here changes the shared regions). */
 export interface FenceStoreOpenOptions {
@@ -112,10 +112,14 @@ export interface FenceStoreOpenOptions {
 }
 
 /** Defaults of FenceStore.open. */
-export const FENCE_STORE_OPEN_DEFAULTS: Required<FenceStoreOpenOptions> = { grid: true, edgeBands: true };
+const FENCE_STORE_OPEN_DEFAULTS: Required<FenceStoreOpenOptions> = { grid: true, edgeBands: true };
 
 /** Builds one store generation from validated fences (main thread; allocates the shared regions). */
-export function buildFenceStore(parsed: ParsedFences, generation: number, options: FenceStoreOptions = {}): FenceStoreDescriptor {
+export function buildFenceStore(
+  parsed: ParsedFences,
+  generation: number,
+  options: FenceStoreOptions = {},
+): FenceStoreDescriptor {
   const nodeSize = options.nodeSize ?? FENCE_STORE_DEFAULTS.nodeSize;
   if (!Number.isInteger(nodeSize) || nodeSize < 2 || nodeSize > 256) {
     throw new RangeError(`options.nodeSize must be an integer in [2, 256], got ${String(nodeSize)}`);
@@ -134,7 +138,9 @@ export function buildFenceStore(parsed: ParsedFences, generation: number, option
     for (const ring of f.rings) vertexCount += ring.length / 2;
     if (f.compliance) complianceCount++;
   }
-  const meta = new TextEncoder().encode(JSON.stringify({ ids: fences.map((f) => f.id), tags: fences.map((f) => f.tags) }));
+  const meta = new TextEncoder().encode(
+    JSON.stringify({ ids: fences.map((f) => f.id), tags: fences.map((f) => f.tags) }),
+  );
   const sections = fenceStoreSections(fenceCount, ringCount, vertexCount, meta.length);
   const storeBuffer = new SharedArrayBuffer(sections.totalBytes);
   const header = new Int32Array(storeBuffer, 0, FSTORE_HEADER_BYTES / 4);
@@ -166,7 +172,8 @@ export function buildFenceStore(parsed: ParsedFences, generation: number, option
     fenceF64[b + FENCE_RADIUS_M_F64] = f.radiusM;
     fenceF64[b + FENCE_M_PER_DEG_X_F64] = f.kind === 'circle' ? metresPerDegreeX(f.centerLat) : 0;
     const bi = i * FENCE_STRIDE_I32;
-    fenceI32[bi + FENCE_FLAGS_I32] = (f.kind === 'circle' ? FENCE_FLAG_CIRCLE : 0) | (f.compliance ? FENCE_FLAG_COMPLIANCE : 0);
+    fenceI32[bi + FENCE_FLAGS_I32] =
+      (f.kind === 'circle' ? FENCE_FLAG_CIRCLE : 0) | (f.compliance ? FENCE_FLAG_COMPLIANCE : 0);
     fenceI32[bi + FENCE_FIRST_RING_I32] = ring;
     fenceI32[bi + FENCE_RING_COUNT_I32] = f.rings.length;
     for (const r of f.rings) {
@@ -241,12 +248,17 @@ export class FenceStore {
     const useGrid = options.grid ?? FENCE_STORE_OPEN_DEFAULTS.grid;
     if (typeof useGrid !== 'boolean') throw new TypeError(`options.grid must be a boolean, got ${String(useGrid)}`);
     const useBands = options.edgeBands ?? FENCE_STORE_OPEN_DEFAULTS.edgeBands;
-    if (typeof useBands !== 'boolean') throw new TypeError(`options.edgeBands must be a boolean, got ${String(useBands)}`);
-    if (!(d.storeBuffer instanceof SharedArrayBuffer)) throw new TypeError('descriptor.storeBuffer must be a SharedArrayBuffer');
-    if (d.layoutVersion !== LAYOUT_VERSION) throw new RangeError(`fence store layout ${d.layoutVersion} != ${LAYOUT_VERSION}`);
+    if (typeof useBands !== 'boolean')
+      throw new TypeError(`options.edgeBands must be a boolean, got ${String(useBands)}`);
+    if (!(d.storeBuffer instanceof SharedArrayBuffer))
+      throw new TypeError('descriptor.storeBuffer must be a SharedArrayBuffer');
+    if (d.layoutVersion !== LAYOUT_VERSION)
+      throw new RangeError(`fence store layout ${d.layoutVersion} != ${LAYOUT_VERSION}`);
     const header = new Int32Array(d.storeBuffer, 0, FSTORE_HEADER_BYTES / 4);
-    if (Atomics.load(header, FSTORE_MAGIC_I32) !== FSTORE_MAGIC) throw new RangeError('not a fence store region (bad magic)');
-    if (header[FSTORE_VERSION_I32] !== LAYOUT_VERSION) throw new RangeError('fence store region has another layout version');
+    if (Atomics.load(header, FSTORE_MAGIC_I32) !== FSTORE_MAGIC)
+      throw new RangeError('not a fence store region (bad magic)');
+    if (header[FSTORE_VERSION_I32] !== LAYOUT_VERSION)
+      throw new RangeError('fence store region has another layout version');
     if (header[FSTORE_GENERATION_I32] !== d.generation || header[FSTORE_FENCE_COUNT_I32] !== d.fenceCount) {
       throw new RangeError('fence store descriptor does not match its region (generation or fence count)');
     }
@@ -255,7 +267,8 @@ export class FenceStore {
     const vertexCount = header[FSTORE_VERTEX_COUNT_I32]!;
     const metaBytes = header[FSTORE_META_BYTES_I32]!;
     const s = fenceStoreSections(fenceCount, ringCount, vertexCount, metaBytes);
-    if (s.totalBytes !== d.storeBuffer.byteLength) throw new RangeError('fence store region size does not match its header');
+    if (s.totalBytes !== d.storeBuffer.byteLength)
+      throw new RangeError('fence store region size does not match its header');
     this.descriptor = d;
     this.generation = d.generation;
     this.fenceCount = fenceCount;
@@ -275,8 +288,11 @@ export class FenceStore {
     this.tree = d.indexBuffer === null ? null : new BoxTree(d.indexBuffer);
     this.complianceTree = d.complianceIndexBuffer === null ? null : new BoxTree(d.complianceIndexBuffer);
     this.grid = useGrid ? FenceGrid.build(this.fenceF64, fenceCount) : null;
-    this.bands = useBands ? new RingBands(this.fenceF64, this.fenceI32, this.ringOffsets, this.vertices, fenceCount) : null;
-    if (fenceCount > 0 && this.tree?.size !== fenceCount) throw new RangeError('fence index size does not match the store');
+    this.bands = useBands
+      ? new RingBands(this.fenceF64, this.fenceI32, this.ringOffsets, this.vertices, fenceCount)
+      : null;
+    if (fenceCount > 0 && this.tree?.size !== fenceCount)
+      throw new RangeError('fence index size does not match the store');
     if (this.complianceCount > 0 && this.complianceTree?.size !== this.complianceCount) {
       throw new RangeError('compliance index size does not match the store');
     }
@@ -372,14 +388,26 @@ export class FenceStore {
     const b = index * FENCE_STRIDE_F64;
     const f = this.fenceF64;
     // The box test rejects most candidates of a multi-fence query before any edge is read.
-    if (x < f[b + FENCE_MIN_X_F64]! || x > f[b + FENCE_MAX_X_F64]! || y < f[b + FENCE_MIN_Y_F64]! || y > f[b + FENCE_MAX_Y_F64]!) {
+    if (
+      x < f[b + FENCE_MIN_X_F64]! ||
+      x > f[b + FENCE_MAX_X_F64]! ||
+      y < f[b + FENCE_MIN_Y_F64]! ||
+      y > f[b + FENCE_MAX_Y_F64]!
+    ) {
       return false;
     }
     const bi = index * FENCE_STRIDE_I32;
-    if ((this.fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0) return containsCircle(f, b + FENCE_CENTER_X_F64, q);
+    if ((this.fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0)
+      return containsCircle(f, b + FENCE_CENTER_X_F64, q);
     const bands = this.bands;
     if (bands !== null) return bands.containsAt(index, q);
-    return containsRings(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, q);
+    return containsRings(
+      this.vertices,
+      this.ringOffsets,
+      this.fenceI32[bi + FENCE_FIRST_RING_I32]!,
+      this.fenceI32[bi + FENCE_RING_COUNT_I32]!,
+      q,
+    );
   }
 
   /**
@@ -409,7 +437,13 @@ export class FenceStore {
     }
     const bands = this.bands;
     if (bands !== null) return bands.segmentTouchesAt(index, this.q);
-    return segmentTouchesRings(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, this.q);
+    return segmentTouchesRings(
+      this.vertices,
+      this.ringOffsets,
+      this.fenceI32[bi + FENCE_FIRST_RING_I32]!,
+      this.fenceI32[bi + FENCE_RING_COUNT_I32]!,
+      this.q,
+    );
   }
 
   /** True when the point in q is within the fence's exitBufferM of its boundary (exit hysteresis). Allocation-free. */
@@ -424,7 +458,13 @@ export class FenceStore {
       const dy = (q[Q_Y]! - f[b + FENCE_CENTER_Y_F64]!) * M_PER_DEG;
       return Math.sqrt(dx * dx + dy * dy) - f[b + FENCE_RADIUS_M_F64]! <= q[Q_LIMIT_M]!;
     }
-    return ringsWithinM(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, q);
+    return ringsWithinM(
+      this.vertices,
+      this.ringOffsets,
+      this.fenceI32[bi + FENCE_FIRST_RING_I32]!,
+      this.fenceI32[bi + FENCE_RING_COUNT_I32]!,
+      q,
+    );
   }
 
   /** Distance in metres from (lat, lon) to the boundary of fence `index` (diagnostics and tests; returns a double). */
@@ -437,7 +477,14 @@ export class FenceStore {
       const dy = (lat - f[b + FENCE_CENTER_Y_F64]!) * M_PER_DEG;
       return Math.abs(Math.sqrt(dx * dx + dy * dy) - f[b + FENCE_RADIUS_M_F64]!);
     }
-    return distanceToRingsM(this.vertices, this.ringOffsets, this.fenceI32[bi + FENCE_FIRST_RING_I32]!, this.fenceI32[bi + FENCE_RING_COUNT_I32]!, lon, lat);
+    return distanceToRingsM(
+      this.vertices,
+      this.ringOffsets,
+      this.fenceI32[bi + FENCE_FIRST_RING_I32]!,
+      this.fenceI32[bi + FENCE_RING_COUNT_I32]!,
+      lon,
+      lat,
+    );
   }
 
   /**

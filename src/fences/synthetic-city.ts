@@ -51,7 +51,7 @@ export interface SyntheticCityOptions {
 }
 
 /** Defaults of generateSyntheticCity: 10,000 fences of 32-64 vertices around Berlin, 60 fences per km2. */
-export const SYNTHETIC_CITY_DEFAULTS: Required<Omit<SyntheticCityOptions, 'dwellMs'>> = {
+const SYNTHETIC_CITY_DEFAULTS: Required<Omit<SyntheticCityOptions, 'dwellMs'>> = {
   seed: 1,
   fenceCount: 10_000,
   centerLat: 52.52,
@@ -97,12 +97,15 @@ function resolve(options: SyntheticCityOptions): Required<Omit<SyntheticCityOpti
     throw new RangeError(`options.fenceCount must be a positive integer, got ${String(o.fenceCount)}`);
   }
   if (!Number.isInteger(o.minVertices) || o.minVertices < 8 || o.maxVertices < o.minVertices) {
-    throw new RangeError(`options.minVertices must be an integer >= 8 and <= options.maxVertices, got ${String(o.minVertices)}`);
+    throw new RangeError(
+      `options.minVertices must be an integer >= 8 and <= options.maxVertices, got ${String(o.minVertices)}`,
+    );
   }
   if (!(o.minRadiusM > 0 && o.maxRadiusM >= o.minRadiusM)) {
     throw new RangeError(`options.minRadiusM must be a number in (0, options.maxRadiusM], got ${String(o.minRadiusM)}`);
   }
-  if (!(o.fencesPerKm2 > 0)) throw new RangeError(`options.fencesPerKm2 must be a positive number, got ${String(o.fencesPerKm2)}`);
+  if (!(o.fencesPerKm2 > 0))
+    throw new RangeError(`options.fencesPerKm2 must be a positive number, got ${String(o.fencesPerKm2)}`);
   checkFraction('complianceFraction', o.complianceFraction);
   checkFraction('circleFraction', o.circleFraction);
   checkFraction('holeFraction', o.holeFraction);
@@ -116,11 +119,23 @@ export function syntheticCityBounds(options: SyntheticCityOptions = {}): CityBou
   const halfSideM = (Math.sqrt(o.fenceCount / o.fencesPerKm2) * 1000) / 2;
   const dLat = halfSideM / M_PER_DEG;
   const dLon = halfSideM / metresPerDegreeX(o.centerLat);
-  return { minLat: o.centerLat - dLat, minLon: o.centerLon - dLon, maxLat: o.centerLat + dLat, maxLon: o.centerLon + dLon };
+  return {
+    minLat: o.centerLat - dLat,
+    minLon: o.centerLon - dLon,
+    maxLat: o.centerLat + dLat,
+    maxLon: o.centerLon + dLon,
+  };
 }
 
 /** A closed star-shaped ring of `n` vertices around (lon, lat), radii in [0.7, 1] * radiusM, flat-ring positions. */
-function starRing(rng: () => number, lon: number, lat: number, radiusM: number, n: number, clockwise: boolean): number[][] {
+function starRing(
+  rng: () => number,
+  lon: number,
+  lat: number,
+  radiusM: number,
+  n: number,
+  clockwise: boolean,
+): number[][] {
   const kx = metresPerDegreeX(lat);
   const ring: number[][] = [];
   const step = (2 * Math.PI) / n;
@@ -145,7 +160,11 @@ export function generateSyntheticCity(options: SyntheticCityOptions = {}): Featu
     const lat = b.minLat + rng() * (b.maxLat - b.minLat);
     const radiusM = o.minRadiusM + rng() * (o.maxRadiusM - o.minRadiusM);
     const n = o.minVertices + Math.floor(rng() * (o.maxVertices - o.minVertices + 1));
-    const properties: Record<string, unknown> = { id: `f${i}`, compliance: rng() < o.complianceFraction, tags: [`zone-${i % 7}`] };
+    const properties: Record<string, unknown> = {
+      id: `f${i}`,
+      compliance: rng() < o.complianceFraction,
+      tags: [`zone-${i % 7}`],
+    };
     if (options.dwellMs !== undefined) properties['dwellMs'] = options.dwellMs;
     const kind = rng();
     let geometry: Record<string, unknown>;

@@ -37,7 +37,15 @@ export interface FleetOptions {
 }
 
 /** Defaults: 10,000 devices around Berlin, a third parked. */
-export const FLEET_DEFAULTS: FleetOptions = { devices: 10_000, seed: 42, centreLat: 52.52, centreLon: 13.405, radiusM: 15_000, boundRadiusM: Infinity, parkedFraction: 1 / 3 };
+export const FLEET_DEFAULTS: FleetOptions = {
+  devices: 10_000,
+  seed: 42,
+  centreLat: 52.52,
+  centreLon: 13.405,
+  radiusM: 15_000,
+  boundRadiusM: Infinity,
+  parkedFraction: 1 / 3,
+};
 
 const M_PER_DEG_LAT = 111_195;
 
@@ -104,7 +112,8 @@ export class Fleet {
 
   /** Sets the speed of device `i`, m/s (0 parks it). */
   setSpeed(i: number, speedMps: number): void {
-    if (!(speedMps >= 0 && speedMps < 1000)) throw new RangeError(`speedMps must be a number in [0, 1000), got ${String(speedMps)}`);
+    if (!(speedMps >= 0 && speedMps < 1000))
+      throw new RangeError(`speedMps must be a number in [0, 1000), got ${String(speedMps)}`);
     this.speed[i] = speedMps;
   }
 

@@ -36,7 +36,7 @@ export const REC_INSIDE_MS = 5;
 export const REC_CELLS = 6;
 
 /** How long one park waits for the dispatcher to free a slot before re-checking, ms. */
-export const TRIGGER_RING_WAIT_MS = 50;
+const TRIGGER_RING_WAIT_MS = 50;
 
 /**
  * Claims a slot (publishing what is pending and waiting for space first when the ring is full), fills the record and

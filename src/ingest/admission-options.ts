@@ -48,7 +48,7 @@ export const DEFAULT_ADMISSION_OPTIONS: Readonly<AdmissionOptions> = Object.free
 });
 
 /** Largest reservedFraction accepted: the other lanes always keep at least half of the ring. */
-export const MAX_RESERVED_FRACTION = 0.5;
+const MAX_RESERVED_FRACTION = 0.5;
 
 function numberIn(name: string, value: unknown, min: number, max: number, range: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
@@ -68,7 +68,8 @@ function describe(value: unknown): string {
  * e.g. `options.reservedFraction must be a number in [0, 0.5], got 0.7`. Returns a new, frozen object.
  */
 export function validateAdmissionOptions(o: Partial<AdmissionOptions> = {}): AdmissionOptions {
-  if (o === null || typeof o !== 'object') throw new TypeError(`admission options must be an object, got ${describe(o)}`);
+  if (o === null || typeof o !== 'object')
+    throw new TypeError(`admission options must be an object, got ${describe(o)}`);
   const pick = <K extends keyof AdmissionOptions>(key: K): unknown =>
     o[key] === undefined ? DEFAULT_ADMISSION_OPTIONS[key] : o[key];
   return Object.freeze({
@@ -89,6 +90,12 @@ export function validateAdmissionOptions(o: Partial<AdmissionOptions> = {}): Adm
       'a finite number >= 0',
     ),
     queueDelayTargetMs: numberIn('queueDelayTargetMs', pick('queueDelayTargetMs'), 0, 60_000, 'a number in [0, 60000]'),
-    queueDelayIntervalMs: numberIn('queueDelayIntervalMs', pick('queueDelayIntervalMs'), 0, 60_000, 'a number in [0, 60000]'),
+    queueDelayIntervalMs: numberIn(
+      'queueDelayIntervalMs',
+      pick('queueDelayIntervalMs'),
+      0,
+      60_000,
+      'a number in [0, 60000]',
+    ),
   });
 }

@@ -77,12 +77,7 @@ const DQ_RATE_WINDOW_NS = 20e6;
 /** Smallest depth limit of a spell: a few records per shard keep the consumer's batches worth taking. */
 const MIN_DELAY_DEPTH_SLOTS = 16;
 
-export {
-  DEFAULT_ADMISSION_OPTIONS,
-  MAX_RESERVED_FRACTION,
-  validateAdmissionOptions,
-  type AdmissionOptions,
-} from './admission-options.js';
+export { DEFAULT_ADMISSION_OPTIONS, validateAdmissionOptions, type AdmissionOptions } from './admission-options.js';
 export { allocateAdmissionCounters, allocateTelemetryRing, reservedSlotsFor } from '../shm/regions.js';
 
 /** The shed reason encoded in a negative `LaneAdmission.admit` result (`-1 - reason`). */
@@ -134,9 +129,19 @@ export class LaneAdmission {
    * @param options admission options (validated again here)
    * @param nowNs current time; the idle bucket starts full at this instant
    */
-  constructor(ring: SpscRing, counters: Float64Array, counterBaseF64: number, options: AdmissionOptions, nowNs: number) {
+  constructor(
+    ring: SpscRing,
+    counters: Float64Array,
+    counterBaseF64: number,
+    options: AdmissionOptions,
+    nowNs: number,
+  ) {
     const valid = validateAdmissionOptions(options);
-    if (!Number.isInteger(counterBaseF64) || counterBaseF64 < 0 || counterBaseF64 + ADM_BLOCK_USED_F64 > counters.length) {
+    if (
+      !Number.isInteger(counterBaseF64) ||
+      counterBaseF64 < 0 ||
+      counterBaseF64 + ADM_BLOCK_USED_F64 > counters.length
+    ) {
       throw new RangeError(
         `counterBaseF64 must be an integer in [0, ${counters.length - ADM_BLOCK_USED_F64}], got ${String(counterBaseF64)}`,
       );

@@ -23,10 +23,10 @@ import type { IngestStream } from './ingest-edge.js';
 export const MIN_PING_FRAME_BYTES = 5;
 
 /** How often a waiting feed looks at the rings again, ms. */
-export const ROOM_POLL_MS = 1;
+const ROOM_POLL_MS = 1;
 
 /** Bytes one feed hands to the edge per turn of the event loop at most, before it lets other work run. */
-export const FEED_BYTES_PER_TURN = 256 * 1024;
+const FEED_BYTES_PER_TURN = 256 * 1024;
 
 /** How much the telemetry rings can take now from a pausable source. */
 export interface RingRoom {
@@ -51,7 +51,7 @@ export const UNBOUNDED_ROOM: RingRoom = {
  * allows (a frame far longer than the rings are deep), one minimum frame's worth is fed: bytes that short can
  * complete only the held frame.
  */
-export function feedableBytes(room: RingRoom, stream: IngestStream, available: number): number {
+function feedableBytes(room: RingRoom, stream: IngestStream, available: number): number {
   const pings = room.pings();
   if (pings <= 0) return 0;
   let bytes = pings * MIN_PING_FRAME_BYTES - stream.bufferedBytes;
@@ -75,7 +75,8 @@ export class RoomWaiter {
 
   /** A waiter polling every `pollMs` (an integer >= 1) while some feed waits. */
   constructor(pollMs = ROOM_POLL_MS) {
-    if (!(Number.isInteger(pollMs) && pollMs >= 1)) throw new RangeError(`pollMs must be an integer >= 1, got ${String(pollMs)}`);
+    if (!(Number.isInteger(pollMs) && pollMs >= 1))
+      throw new RangeError(`pollMs must be an integer >= 1, got ${String(pollMs)}`);
     this.pollMs = pollMs;
   }
 

@@ -42,10 +42,10 @@ import {
 import { PF_NUMERIC_ID_F64, type PingFields } from './ping-fields.js';
 
 /** Largest `maxDevices` accepted (Int32 slots, and a region that stays allocatable). */
-export const MAX_DEVICES_LIMIT = 1 << 24;
+const MAX_DEVICES_LIMIT = 1 << 24;
 
 /** `slotOf` result: every slot is taken. */
-export const SLOT_REGISTRY_FULL = -1;
+const SLOT_REGISTRY_FULL = -1;
 /** `slotOf` result: the string id does not fit the id table's bytes per slot. */
 export const SLOT_ID_TOO_LONG = -2;
 /** `slotOf` result: a new device over its source's new-devices-per-second budget. */
@@ -95,7 +95,9 @@ class IdTableViews {
     this.header = new Int32Array(sab, 0, DEVID_HEADER_BYTES / 4);
     if (this.header[DEVID_MAGIC_I32] !== DEVID_MAGIC) throw new RangeError('not a device id table (bad magic)');
     if (this.header[DEVID_VERSION_I32] !== LAYOUT_VERSION) {
-      throw new RangeError(`device id table layout version ${String(this.header[DEVID_VERSION_I32])} != ${LAYOUT_VERSION}`);
+      throw new RangeError(
+        `device id table layout version ${String(this.header[DEVID_VERSION_I32])} != ${LAYOUT_VERSION}`,
+      );
     }
     this.maxDevices = this.header[DEVID_MAX_DEVICES_I32]!;
     this.idBytesPerSlot = this.header[DEVID_ID_BYTES_I32]!;
@@ -139,13 +141,16 @@ export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (st
     if (seen.has(id)) throw new RangeError(`device id ${JSON.stringify(id)} is listed twice`);
     seen.add(id);
     if (typeof id === 'number') {
-      if (!(Number.isSafeInteger(id) && id >= 0)) throw new RangeError(`device id ${id} is not an unsigned safe integer`);
+      if (!(Number.isSafeInteger(id) && id >= 0))
+        throw new RangeError(`device id ${id} is not an unsigned safe integer`);
       v.numbers[slot] = id;
       Atomics.store(v.meta, slot, DEVID_KIND_NUMBER);
     } else {
       const byteLength = Buffer.byteLength(id, 'utf8');
       if (byteLength === 0 || byteLength > v.idBytesPerSlot) {
-        throw new RangeError(`device id ${JSON.stringify(id)} does not fit options.idBytesPerSlot (${v.idBytesPerSlot} bytes)`);
+        throw new RangeError(
+          `device id ${JSON.stringify(id)} does not fit options.idBytesPerSlot (${v.idBytesPerSlot} bytes)`,
+        );
       }
       v.bytes.write(id, slot * v.idBytesPerSlot, byteLength, 'utf8');
       v.numbers[slot] = -1;
@@ -156,7 +161,7 @@ export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (st
 }
 
 /** 32-bit FNV-1a over `bytes[start, end)`. */
-export function fnv1a32(bytes: Uint8Array, start: number, end: number): number {
+function fnv1a32(bytes: Uint8Array, start: number, end: number): number {
   let h = 0x811c9dc5;
   for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
   return h >>> 0;
@@ -173,14 +178,14 @@ function fmix32(x: number): number {
 }
 
 /** 32-bit hash of an unsigned safe-integer id. */
-export function hashNumericId(id: number): number {
+function hashNumericId(id: number): number {
   const lo = id % 0x100000000;
   const hi = Math.floor(id / 0x100000000);
   return fmix32(lo ^ Math.imul(hi, 0x9e3779b1));
 }
 
 /** Shard in [0, shards) of a 32-bit hash. */
-export function shardOfHash(hash: number, shards: number): number {
+function shardOfHash(hash: number, shards: number): number {
   return Math.floor(((hash >>> 0) * shards) / 0x100000000);
 }
 
@@ -327,7 +332,14 @@ export class DeviceRegistry {
   /** Longitude of the motion anchor. */
   readonly anchorLon: Float64Array;
   /** Lifecycle counts (read into the ingest counters). */
-  readonly life: RegistryLifeCounts = { occupied: 0, expired: 0, revived: 0, freed: 0, reused: 0, freedSeqHigh: -Infinity };
+  readonly life: RegistryLifeCounts = {
+    occupied: 0,
+    expired: 0,
+    revived: 0,
+    freed: 0,
+    reused: 0,
+    freedSeqHigh: -Infinity,
+  };
   private readonly stringIds = new Map<string, number>();
   private readonly numericIds = new NumericIdIndex();
   /** One cell to look a numeric id up from `lookup` (the index reads ids from cells). */
@@ -371,7 +383,12 @@ export class DeviceRegistry {
       if (typeof id === 'number') this.numericIds.insert(id, slot);
       else this.stringIds.set(id, slot);
       this.mapped[slot] = 1;
-      this.shardOfSlot[slot] = shardOfHash(typeof id === 'number' ? hashNumericId(id) : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)), shards);
+      this.shardOfSlot[slot] = shardOfHash(
+        typeof id === 'number'
+          ? hashNumericId(id)
+          : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)),
+        shards,
+      );
     }
     this.life.occupied = this.count;
   }
@@ -403,10 +420,14 @@ export class DeviceRegistry {
     if (fields.idIsNumber) {
       // Looked up from its cell: the id stays an unboxed double all the way.
       slot = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
-      if (slot < 0) return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.values[PF_NUMERIC_ID_F64]!);
+      if (slot < 0)
+        return budget !== null && !budget.takeNewDevice()
+          ? SLOT_NEW_DEVICE_DENIED
+          : this.register(fields.values[PF_NUMERIC_ID_F64]!);
     } else {
       const known = this.stringIds.get(fields.idKey);
-      if (known === undefined) return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idKey);
+      if (known === undefined)
+        return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idKey);
       slot = known;
     }
     this.seenTick[slot] = this.tick;
@@ -621,6 +642,9 @@ export class DeviceIdReader {
    */
   free(slot: number, epoch: number): boolean {
     const retiring = (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING;
-    return Atomics.compareExchange(this.table.life, slot, retiring, (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.FREE) === retiring;
+    return (
+      Atomics.compareExchange(this.table.life, slot, retiring, (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.FREE) ===
+      retiring
+    );
   }
 }

@@ -18,7 +18,6 @@ import { FrameWalker, WALK_NEED_MORE, WALK_OK } from './frame-walker.js';
 import { PING_VALID, PingFields, validatePingInto, type PingLimits } from './ping-fields.js';
 import { telemetrySharedStructures } from './wire-format.js';
 
-export { WALK_NEED_MORE } from './frame-walker.js';
 export { PING_VALID } from './ping-fields.js';
 
 /** Options of the frame decoder. */
@@ -32,7 +31,7 @@ export interface FrameDecoderOptions {
 }
 
 /** True for the reject reasons that make a frame's extent untrustworthy (the stream resynchronises after them). */
-export function isStructuralReject(reason: number): boolean {
+function isStructuralReject(reason: number): boolean {
   return (
     reason === RejectReason.CORRUPT_FRAME ||
     reason === RejectReason.OVERSIZED_FRAME ||

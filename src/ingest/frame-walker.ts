@@ -16,9 +16,6 @@ export const WALK_OK = -1;
 /** Walk result: the frame continues past the bytes available (and stays within the frame-size limit). */
 export const WALK_NEED_MORE = -2;
 
-/** Bytes a plausible-frame-start probe may need to look at; the resync scan keeps this many bytes of a tail. */
-export const PLAUSIBLE_PROBE_BYTES = 13;
-
 /** Largest number of entries a telemetry map can have (one per key). */
 const MAX_ENTRIES = 8;
 

@@ -22,7 +22,12 @@ import { DeviceRegistry, SLOT_ID_TOO_LONG, SLOT_NEW_DEVICE_DENIED } from './devi
 import type { StreamLimits } from './stream-limits.js';
 import { nowNs } from '../shm/clock.js';
 import { FrameDecoder, FrameStream, PING_VALID, type FrameSink } from './frame-decoder.js';
-import { advanceMotionAnchor, classifyLane, type LanePredicates, type StationaryThresholds } from './lane-classifier.js';
+import {
+  advanceMotionAnchor,
+  classifyLane,
+  type LanePredicates,
+  type StationaryThresholds,
+} from './lane-classifier.js';
 import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
 import type { PipelineRegion } from './pipeline-region.js';
 import type { RejectLog } from './reject-log.js';
@@ -49,7 +54,7 @@ export interface IngestEdgeOptions extends StationaryThresholds {
 }
 
 /** Defaults of the ingest edge options. */
-export const INGEST_EDGE_DEFAULTS: Readonly<IngestEdgeOptions> = {
+const INGEST_EDGE_DEFAULTS: Readonly<IngestEdgeOptions> = {
   maxFrameBytes: 1024,
   readChunkBytes: 64 * 1024,
   sharedStructures: false,
@@ -60,7 +65,7 @@ export const INGEST_EDGE_DEFAULTS: Readonly<IngestEdgeOptions> = {
 };
 
 /** Validates ingest edge options; throws a RangeError naming the option and its allowed range. */
-export function validateIngestEdgeOptions(o: IngestEdgeOptions, prefix = 'options'): void {
+function validateIngestEdgeOptions(o: IngestEdgeOptions, prefix = 'options'): void {
   const intIn = (name: keyof IngestEdgeOptions, lo: number, hi: number): void => {
     const v = o[name];
     if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) {
@@ -78,10 +83,14 @@ export function validateIngestEdgeOptions(o: IngestEdgeOptions, prefix = 'option
     );
   }
   if (!(o.stationarySpeedMps >= 0 && o.stationarySpeedMps <= 100)) {
-    throw new RangeError(`${prefix}.stationarySpeedMps must be a number in [0, 100], got ${String(o.stationarySpeedMps)}`);
+    throw new RangeError(
+      `${prefix}.stationarySpeedMps must be a number in [0, 100], got ${String(o.stationarySpeedMps)}`,
+    );
   }
   if (!(o.stationaryRadiusM >= 0 && o.stationaryRadiusM <= 10_000)) {
-    throw new RangeError(`${prefix}.stationaryRadiusM must be a number in [0, 10000], got ${String(o.stationaryRadiusM)}`);
+    throw new RangeError(
+      `${prefix}.stationaryRadiusM must be a number in [0, 10000], got ${String(o.stationaryRadiusM)}`,
+    );
   }
 }
 
@@ -179,7 +188,13 @@ export class IngestEdge {
 
   constructor(
     options: Partial<IngestEdgeOptions>,
-    deps: { pipeline: PipelineRegion; registry: DeviceRegistry; predicates: LanePredicates; sink: PingSink; log: RejectLog },
+    deps: {
+      pipeline: PipelineRegion;
+      registry: DeviceRegistry;
+      predicates: LanePredicates;
+      sink: PingSink;
+      log: RejectLog;
+    },
   ) {
     const o: IngestEdgeOptions = { ...INGEST_EDGE_DEFAULTS, ...options };
     validateIngestEdgeOptions(o);
@@ -245,7 +260,11 @@ export class IngestEdge {
     const slot = registry.slotOf(fields, limits);
     if (slot < 0) {
       const reason =
-        slot === SLOT_ID_TOO_LONG ? RejectReason.ID_TOO_LONG : slot === SLOT_NEW_DEVICE_DENIED ? RejectReason.NEW_DEVICE_RATE : RejectReason.REGISTRY_FULL;
+        slot === SLOT_ID_TOO_LONG
+          ? RejectReason.ID_TOO_LONG
+          : slot === SLOT_NEW_DEVICE_DENIED
+            ? RejectReason.NEW_DEVICE_RATE
+            : RejectReason.REGISTRY_FULL;
       this.reject(reason, source, null, 0, 0);
       return reason;
     }

@@ -35,7 +35,7 @@ export const PF_ADMIT_TIME_NS_F64 = 6;
 /** Cell of `PingFields.values`: the numeric device id, an integer in [0, 2^53 - 1] (when `idIsNumber`). */
 export const PF_NUMERIC_ID_F64 = 7;
 /** Cells in `PingFields.values`. */
-export const PF_VALUE_COUNT = 8;
+const PF_VALUE_COUNT = 8;
 
 /**
  * One ping's fields. The ingest edge owns one instance and overwrites it for every ping: consumers must copy what
@@ -220,7 +220,7 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
 }
 
 /** Lane value of a wire `lane` field, or -1 when it is not one. */
-export function laneOf(value: unknown): number {
+function laneOf(value: unknown): number {
   if (typeof value === 'number') return value === 0 || value === 1 || value === 2 ? value : -1;
   if (typeof value === 'string') {
     for (let i = 0; i < LANE_WIRE_NAMES.length; i++) if (LANE_WIRE_NAMES[i] === value) return i;

@@ -55,10 +55,11 @@ export function describeValueReject(reason: number, buf: Uint8Array, start: numb
  * Why `value` is not an acceptable `key` (the detail of describeValueReject, for a value already decoded; 64-bit
  * integers as BigInt keep their exact value in the text).
  */
-export function describeValue(key: TelemetryKey, value: unknown): string {
+function describeValue(key: TelemetryKey, value: unknown): string {
   if (value === undefined) return `${key} is missing`;
   if (key === 'id') return describeId(value);
-  if (key === 'lane') return `lane ${shown(value)} is not one of ${LANE_WIRE_NAMES.map((n) => JSON.stringify(n)).join(', ')}, 0, 1, 2`;
+  if (key === 'lane')
+    return `lane ${shown(value)} is not one of ${LANE_WIRE_NAMES.map((n) => JSON.stringify(n)).join(', ')}, 0, 1, 2`;
   if (typeof value !== 'number' && typeof value !== 'bigint') return `${key} is ${kindOf(value)}, not a number`;
   const n = Number(value);
   if (Number.isNaN(n)) return `${key} is NaN`;
@@ -130,7 +131,11 @@ function kindOf(value: unknown): string {
  */
 function unpackrFor(firstByte: number): Unpackr {
   if (firstByte >= 0x40 && firstByte <= 0x7f) {
-    sharedUnpackr ??= new Unpackr({ structures: telemetrySharedStructures(), mapsAsObjects: true, int64AsType: 'bigint' });
+    sharedUnpackr ??= new Unpackr({
+      structures: telemetrySharedStructures(),
+      mapsAsObjects: true,
+      int64AsType: 'bigint',
+    });
     return sharedUnpackr;
   }
   plainUnpackr ??= new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'bigint' });

@@ -27,7 +27,8 @@ export class RejectLog {
   private readonly suppressed = new Float64Array(REJECT_REASON_COUNT);
 
   constructor(options: RejectLogOptions) {
-    if (!(options.intervalMs >= 0)) throw new RangeError(`intervalMs must be a number >= 0, got ${String(options.intervalMs)}`);
+    if (!(options.intervalMs >= 0))
+      throw new RangeError(`intervalMs must be a number >= 0, got ${String(options.intervalMs)}`);
     this.intervalMs = options.intervalMs;
     this.nowMs = options.nowMs;
     this.write = options.write ?? ((line) => console.warn(line));

@@ -36,9 +36,12 @@ export class ComplianceShedAlarm {
 
   /** Starts watching; COMPLIANCE pings shed before now are the baseline, not reported. */
   constructor(o: ComplianceShedAlarmOptions) {
-    if (!(Number.isInteger(o.shards) && o.shards >= 1)) throw new RangeError(`shards must be an integer >= 1, got ${String(o.shards)}`);
+    if (!(Number.isInteger(o.shards) && o.shards >= 1))
+      throw new RangeError(`shards must be an integer >= 1, got ${String(o.shards)}`);
     if (o.admissionCounters.length < o.shards * ADM_BLOCK_F64) {
-      throw new RangeError(`admissionCounters must hold ${o.shards} blocks of ${ADM_BLOCK_F64} cells, got ${o.admissionCounters.length} cells`);
+      throw new RangeError(
+        `admissionCounters must hold ${o.shards} blocks of ${ADM_BLOCK_F64} cells, got ${o.admissionCounters.length} cells`,
+      );
     }
     this.counters = o.admissionCounters;
     this.shards = o.shards;

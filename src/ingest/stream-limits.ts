@@ -30,13 +30,19 @@ export const NO_FLOOD_LIMITS: Readonly<FloodLimits> = Object.freeze({
 export function validateFloodLimits(o: FloodLimits, prefix = 'options.ingest'): void {
   for (const k of Object.keys(NO_FLOOD_LIMITS) as (keyof FloodLimits)[]) {
     const v = o[k];
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1e9) throw new RangeError(`${prefix}.${k} must be a number in [0, 1e9] (0: no limit), got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > 1e9)
+      throw new RangeError(`${prefix}.${k} must be a number in [0, 1e9] (0: no limit), got ${String(v)}`);
   }
 }
 
 /** True when any limit is set. */
 export function hasFloodLimits(o: FloodLimits): boolean {
-  return o.maxPingsPerSecPerConnection > 0 || o.maxNewDevicesPerSecPerConnection > 0 || o.maxPingsPerSecPerAddress > 0 || o.maxNewDevicesPerSecPerAddress > 0;
+  return (
+    o.maxPingsPerSecPerConnection > 0 ||
+    o.maxNewDevicesPerSecPerConnection > 0 ||
+    o.maxPingsPerSecPerAddress > 0 ||
+    o.maxNewDevicesPerSecPerAddress > 0
+  );
 }
 
 function bucket(ratePerSec: number, nowNs: number): TokenBucket | null {

@@ -91,7 +91,15 @@ import {
   TRIGGER_TYPE_COUNT,
   TRIGGER_TYPE_NAMES,
 } from '../shm/layout.js';
-import { DISPATCHER_CELL_METRICS, DOWNSTREAM_CELL_METRICS, DOWNSTREAM_LABEL, METRIC_DEAD_LETTER_DROPPED, METRIC_DEAD_LETTERED, METRIC_HELD_TIME_SECONDS, METRIC_RTT_SECONDS } from '../dispatch/metric-names.js';
+import {
+  DISPATCHER_CELL_METRICS,
+  DOWNSTREAM_CELL_METRICS,
+  DOWNSTREAM_LABEL,
+  METRIC_DEAD_LETTER_DROPPED,
+  METRIC_DEAD_LETTERED,
+  METRIC_HELD_TIME_SECONDS,
+  METRIC_RTT_SECONDS,
+} from '../dispatch/metric-names.js';
 import { copyPublished } from '../shm/published-copy.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
@@ -145,7 +153,7 @@ export interface SharedHistogramSource {
 }
 
 /** Fences named in the untracked-pings gauge at most (a label per fence: bounded on purpose). */
-export const UNTRACKED_FENCES_SHOWN = 20;
+const UNTRACKED_FENCES_SHOWN = 20;
 
 /**
  * A Registry that runs `refresh` before each exposition (text or JSON): the series of one group then read one copy of
@@ -198,11 +206,17 @@ export class RouterMetrics {
     addRings('telemetry', sources.telemetryRings);
     addRings('trigger', sources.triggerRings);
     if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
-    if (sources.dispatchMetrics !== undefined) this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
+    if (sources.dispatchMetrics !== undefined)
+      this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
     if (sources.pipelineStats !== undefined) this.addPipelineStats(new Float64Array(sources.pipelineStats));
     if (sources.threadRuntime !== undefined) this.addThreadRuntime(sources.threadRuntime);
     if (rings.length > 0) {
-      this.addSharedGauge(MetricNames.RING_DEPTH, 'Records published and not yet consumed, per ring.', ['ring', 'shard'], rings);
+      this.addSharedGauge(
+        MetricNames.RING_DEPTH,
+        'Records published and not yet consumed, per ring.',
+        ['ring', 'shard'],
+        rings,
+      );
       this.addSharedGauge(MetricNames.RING_CAPACITY, 'Record slots per ring.', ['ring', 'shard'], capacities);
     }
   }
@@ -211,7 +225,11 @@ export class RouterMetrics {
    * Adds the fence-tracking series: untracked pings of the `UNTRACKED_FENCES_SHOWN` fences with the most in the current
    * fence generation (by fence id), and the shared entry pool's use. Read at scrape time.
    */
-  addFenceTracking(mostUntracked: (limit: number) => { fenceId: string; pings: number }[], poolUsedChunks: () => number, poolChunks: number): void {
+  addFenceTracking(
+    mostUntracked: (limit: number) => { fenceId: string; pings: number }[],
+    poolUsedChunks: () => number,
+    poolChunks: number,
+  ): void {
     new Gauge({
       name: MetricNames.FENCES_UNTRACKED,
       help: `Pings that found a device inside this fence untracked (no free entry), this fence generation; the ${UNTRACKED_FENCES_SHOWN} fences with the most.`,
@@ -222,8 +240,18 @@ export class RouterMetrics {
         for (const u of mostUntracked(UNTRACKED_FENCES_SHOWN)) this.set({ fence_id: u.fenceId }, u.pings);
       },
     });
-    this.addSharedGauge(MetricNames.FENCE_ENTRY_POOL_USED, 'Chunks of the shared fence entry pool in use.', [], [{ labels: {}, read: poolUsedChunks }]);
-    this.addSharedGauge(MetricNames.FENCE_ENTRY_POOL_CAPACITY, 'Chunks in the shared fence entry pool (8 entries each).', [], [{ labels: {}, read: () => poolChunks }]);
+    this.addSharedGauge(
+      MetricNames.FENCE_ENTRY_POOL_USED,
+      'Chunks of the shared fence entry pool in use.',
+      [],
+      [{ labels: {}, read: poolUsedChunks }],
+    );
+    this.addSharedGauge(
+      MetricNames.FENCE_ENTRY_POOL_CAPACITY,
+      'Chunks in the shared fence entry pool (8 entries each).',
+      [],
+      [{ labels: {}, read: () => poolChunks }],
+    );
   }
 
   /** Adds a counter whose series are read from shared memory at scrape time. */
@@ -294,12 +322,42 @@ export class RouterMetrics {
     const series: [string, string, 'gauge' | 'counter', (r: ThreadRuntimeReading) => number][] = [
       [MetricNames.THREAD_HEAP_USED, 'V8 heap in use, per router thread, bytes.', 'gauge', (r) => r.heapUsedBytes],
       [MetricNames.THREAD_HEAP_TOTAL, 'V8 heap reserved, per router thread, bytes.', 'gauge', (r) => r.heapTotalBytes],
-      [MetricNames.THREAD_HEAP_LIVE, 'V8 heap in use right after the thread\'s latest full collection (the live heap), bytes.', 'gauge', (r) => r.heapLiveBytes],
-      [MetricNames.THREAD_EXTERNAL, 'Memory outside the V8 heap held by the thread\'s objects, bytes.', 'gauge', (r) => r.externalBytes],
-      [MetricNames.THREAD_LOOP_UTILIZATION, 'Event-loop utilisation over the thread\'s last report interval (1 s), 0..1.', 'gauge', (r) => r.loopUtilization],
-      [MetricNames.THREAD_LOOP_DELAY_P99, 'P99 of the event-loop delay over the thread\'s last report interval (1 s), seconds.', 'gauge', (r) => r.loopDelayP99Ns / 1e9],
-      [MetricNames.THREAD_GC_MAJOR, 'Full (mark-compact) collections, per router thread.', 'counter', (r) => r.majorGcs],
-      [MetricNames.THREAD_GC_SECONDS, 'Time in garbage collection, per router thread, seconds.', 'counter', (r) => r.gcNs / 1e9],
+      [
+        MetricNames.THREAD_HEAP_LIVE,
+        "V8 heap in use right after the thread's latest full collection (the live heap), bytes.",
+        'gauge',
+        (r) => r.heapLiveBytes,
+      ],
+      [
+        MetricNames.THREAD_EXTERNAL,
+        "Memory outside the V8 heap held by the thread's objects, bytes.",
+        'gauge',
+        (r) => r.externalBytes,
+      ],
+      [
+        MetricNames.THREAD_LOOP_UTILIZATION,
+        "Event-loop utilisation over the thread's last report interval (1 s), 0..1.",
+        'gauge',
+        (r) => r.loopUtilization,
+      ],
+      [
+        MetricNames.THREAD_LOOP_DELAY_P99,
+        "P99 of the event-loop delay over the thread's last report interval (1 s), seconds.",
+        'gauge',
+        (r) => r.loopDelayP99Ns / 1e9,
+      ],
+      [
+        MetricNames.THREAD_GC_MAJOR,
+        'Full (mark-compact) collections, per router thread.',
+        'counter',
+        (r) => r.majorGcs,
+      ],
+      [
+        MetricNames.THREAD_GC_SECONDS,
+        'Time in garbage collection, per router thread, seconds.',
+        'counter',
+        (r) => r.gcNs / 1e9,
+      ],
     ];
     for (const [name, help, type, read] of series) {
       const collect = function (this: Gauge | Counter): void {
@@ -322,10 +380,17 @@ export class RouterMetrics {
       for (let b = 0; b < blocks; b++) s += f[b * CNT_BLOCK_F64 + cell]!;
       return s;
     };
-    for (const [name, help, cell] of CONTAINMENT_COUNTERS) this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
+    for (const [name, help, cell] of CONTAINMENT_COUNTERS)
+      this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
     const triggers: SharedSeries[] = [];
-    for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) triggers.push({ labels: { type: TRIGGER_TYPE_NAMES[t]! }, read: sum(CNT_TRIGGERS_F64 + t) });
-    this.addSharedCounter(MetricNames.TRIGGERS, 'Triggers produced, by type (containment and reload EXITs).', ['type'], triggers);
+    for (let t = 0; t < TRIGGER_TYPE_COUNT; t++)
+      triggers.push({ labels: { type: TRIGGER_TYPE_NAMES[t]! }, read: sum(CNT_TRIGGERS_F64 + t) });
+    this.addSharedCounter(
+      MetricNames.TRIGGERS,
+      'Triggers produced, by type (containment and reload EXITs).',
+      ['type'],
+      triggers,
+    );
   }
 
   /** Registers the dispatcher's per-downstream and dispatcher-wide cells and the RTT histograms. */
@@ -337,24 +402,43 @@ export class RouterMetrics {
     this.refreshers.push(() => copyPublished(cells, cellsI32, versionI32, f));
     if (names.length > 0) {
       for (const m of DOWNSTREAM_CELL_METRICS) {
-        const series: SharedSeries[] = names.map((n, d) => ({ labels: { [DOWNSTREAM_LABEL]: n }, read: () => f[d * DS_BLOCK_F64 + m.cell]! * m.scale }));
+        const series: SharedSeries[] = names.map((n, d) => ({
+          labels: { [DOWNSTREAM_LABEL]: n },
+          read: () => f[d * DS_BLOCK_F64 + m.cell]! * m.scale,
+        }));
         if (m.type === 'counter') this.addSharedCounter(m.name, m.help, [DOWNSTREAM_LABEL], series);
         else this.addSharedGauge(m.name, m.help, [DOWNSTREAM_LABEL], series);
       }
       const byReason: SharedSeries[] = [];
       names.forEach((n, d) => {
         for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
-          byReason.push({ labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_REASON_NAMES[r]! }, read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTERED_BY_REASON_F64 + r]! });
+          byReason.push({
+            labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_REASON_NAMES[r]! },
+            read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTERED_BY_REASON_F64 + r]!,
+          });
         }
       });
-      this.addSharedCounter(METRIC_DEAD_LETTERED, 'Triggers dead-lettered, by reason: rejected (refused for good), expired, undeliverable (every attempt failed; waits in the replay lane).', [DOWNSTREAM_LABEL, 'reason'], byReason);
+      this.addSharedCounter(
+        METRIC_DEAD_LETTERED,
+        'Triggers dead-lettered, by reason: rejected (refused for good), expired, undeliverable (every attempt failed; waits in the replay lane).',
+        [DOWNSTREAM_LABEL, 'reason'],
+        byReason,
+      );
       const dropped: SharedSeries[] = [];
       names.forEach((n, d) => {
         for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++) {
-          dropped.push({ labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_DROP_REASON_NAMES[r]! }, read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTER_DROPPED_F64 + r]! });
+          dropped.push({
+            labels: { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_DROP_REASON_NAMES[r]! },
+            read: () => f[d * DS_BLOCK_F64 + DS_DEAD_LETTER_DROPPED_F64 + r]!,
+          });
         }
       });
-      this.addSharedCounter(METRIC_DEAD_LETTER_DROPPED, 'Dead-letter records dropped from storage, oldest first, by reason: over_budget (deadLetter.maxBytesPerDownstream), too_old (deadLetter.maxAgeMs), disk_error (could not be written).', [DOWNSTREAM_LABEL, 'reason'], dropped);
+      this.addSharedCounter(
+        METRIC_DEAD_LETTER_DROPPED,
+        'Dead-letter records dropped from storage, oldest first, by reason: over_budget (deadLetter.maxBytesPerDownstream), too_old (deadLetter.maxAgeMs), disk_error (could not be written).',
+        [DOWNSTREAM_LABEL, 'reason'],
+        dropped,
+      );
       const bounds = DS_RTT_BUCKET_BOUNDS_MS.map((ms) => ms / 1000);
       this.addSharedHistogram(
         METRIC_RTT_SECONDS,
@@ -401,7 +485,8 @@ export class RouterMetrics {
       if (type === 'counter') this.addSharedCounter(name, help, [], series);
       else this.addSharedGauge(name, help, [], series);
     }
-    for (const [cell, name, help, scale] of PIPELINE_SCALED_GAUGES) this.addSharedGauge(name, help, [], [{ labels: {}, read: () => f[cell]! * scale }]);
+    for (const [cell, name, help, scale] of PIPELINE_SCALED_GAUGES)
+      this.addSharedGauge(name, help, [], [{ labels: {}, read: () => f[cell]! * scale }]);
     const held = (h: number) => [
       {
         labels: {},
@@ -416,7 +501,11 @@ export class RouterMetrics {
       'Time from admission to the hand-over (of the attempt that succeeded) to a downstream, per delivered trigger that was never dead-lettered.',
       held(PST_HELD_BASE_F64),
     );
-    this.addSharedHistogram(MetricNames.REPLAY_HELD_TIME_SECONDS, 'Time from admission to the hand-over that delivered it, per dead letter re-delivered by the replay lane.', held(PST_REPLAY_HELD_BASE_F64));
+    this.addSharedHistogram(
+      MetricNames.REPLAY_HELD_TIME_SECONDS,
+      'Time from admission to the hand-over that delivered it, per dead letter re-delivered by the replay lane.',
+      held(PST_REPLAY_HELD_BASE_F64),
+    );
   }
 
   /** The Prometheus text exposition. */
@@ -427,20 +516,69 @@ export class RouterMetrics {
   private addPipeline(p: PipelineRegion): void {
     const f = p.f64;
     const one = (cell: number): SharedSeries[] => [{ labels: {}, read: () => f[cell]! }];
-    this.addSharedCounter(MetricNames.INGEST_RECEIVED_BYTES, 'Telemetry bytes received from every source.', [], one(ING_BYTES_F64));
-    this.addSharedCounter(MetricNames.INGEST_FRAMES, 'Telemetry frames delimited and examined.', [], one(ING_FRAMES_F64));
-    this.addSharedCounter(MetricNames.INGEST_ACCEPTED, 'Pings that passed validation and were offered to admission.', [], one(ING_ACCEPTED_F64));
+    this.addSharedCounter(
+      MetricNames.INGEST_RECEIVED_BYTES,
+      'Telemetry bytes received from every source.',
+      [],
+      one(ING_BYTES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_FRAMES,
+      'Telemetry frames delimited and examined.',
+      [],
+      one(ING_FRAMES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_ACCEPTED,
+      'Pings that passed validation and were offered to admission.',
+      [],
+      one(ING_ACCEPTED_F64),
+    );
     const rejected: SharedSeries[] = [];
-    for (let r = 0; r < REJECT_REASON_COUNT; r++) rejected.push({ labels: { reason: REJECT_REASON_NAMES[r]! }, read: () => f[ING_REJECTED_F64 + r]! });
-    this.addSharedCounter(MetricNames.INGEST_REJECTED, 'Frames and pings rejected at the ingest edge, by reason.', ['reason'], rejected);
-    this.addSharedCounter(MetricNames.INGEST_RESYNCS, 'Resynchronisations of a byte stream after a structural reject.', [], one(ING_RESYNCS_F64));
-    this.addSharedCounter(MetricNames.INGEST_RESYNC_SKIPPED_BYTES, 'Bytes skipped while resynchronising.', [], one(ING_RESYNC_SKIPPED_BYTES_F64));
-    this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_OPENED, 'Telemetry TCP connections accepted.', [], one(ING_CONNECTIONS_OPENED_F64));
-    this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_CLOSED, 'Telemetry TCP connections closed.', [], one(ING_CONNECTIONS_CLOSED_F64));
-    this.addSharedCounter(MetricNames.INGEST_CONNECTIONS_REFUSED, 'Telemetry TCP connections refused at the connection limit.', [], one(ING_CONNECTIONS_REFUSED_F64));
+    for (let r = 0; r < REJECT_REASON_COUNT; r++)
+      rejected.push({ labels: { reason: REJECT_REASON_NAMES[r]! }, read: () => f[ING_REJECTED_F64 + r]! });
+    this.addSharedCounter(
+      MetricNames.INGEST_REJECTED,
+      'Frames and pings rejected at the ingest edge, by reason.',
+      ['reason'],
+      rejected,
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_RESYNCS,
+      'Resynchronisations of a byte stream after a structural reject.',
+      [],
+      one(ING_RESYNCS_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_RESYNC_SKIPPED_BYTES,
+      'Bytes skipped while resynchronising.',
+      [],
+      one(ING_RESYNC_SKIPPED_BYTES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_CONNECTIONS_OPENED,
+      'Telemetry TCP connections accepted.',
+      [],
+      one(ING_CONNECTIONS_OPENED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_CONNECTIONS_CLOSED,
+      'Telemetry TCP connections closed.',
+      [],
+      one(ING_CONNECTIONS_CLOSED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_CONNECTIONS_REFUSED,
+      'Telemetry TCP connections refused at the connection limit.',
+      [],
+      one(ING_CONNECTIONS_REFUSED_F64),
+    );
     const dropped: SharedSeries[] = [];
     for (let r = 0; r < CONNECTION_DROP_REASON_COUNT; r++) {
-      dropped.push({ labels: { reason: CONNECTION_DROP_REASON_NAMES[r]! }, read: () => f[ING_CONNECTIONS_DROPPED_F64 + r]! });
+      dropped.push({
+        labels: { reason: CONNECTION_DROP_REASON_NAMES[r]! },
+        read: () => f[ING_CONNECTIONS_DROPPED_F64 + r]!,
+      });
     }
     this.addSharedCounter(
       MetricNames.INGEST_CONNECTIONS_DROPPED,
@@ -448,17 +586,60 @@ export class RouterMetrics {
       ['reason'],
       dropped,
     );
-    this.addSharedGauge(MetricNames.INGEST_HELD_BYTES, 'Bytes the telemetry TCP connections hold for partial frames.', [], one(ING_HELD_BYTES_F64));
-    this.addSharedGauge(MetricNames.INGEST_OPEN_CONNECTIONS, 'Open telemetry TCP connections.', [], [
-      { labels: {}, read: () => f[ING_CONNECTIONS_OPENED_F64]! - f[ING_CONNECTIONS_CLOSED_F64]! },
-    ]);
-    this.addSharedGauge(MetricNames.DEVICES, 'Device slots in use (registered devices not expired and freed).', [], one(ING_DEVICES_F64));
-    this.addSharedCounter(MetricNames.DEVICES_EXPIRED, 'Devices expired after deviceIdleTimeoutMs without a ping.', [], one(ING_DEVICES_EXPIRED_F64));
-    this.addSharedCounter(MetricNames.DEVICES_REVIVED, 'Expired devices that sent again before their slot was freed (same slot, seq continues).', [], one(ING_DEVICES_REVIVED_F64));
-    this.addSharedCounter(MetricNames.DEVICE_SLOTS_FREED, 'Slots of expired devices freed once every downstream had settled their triggers.', [], one(ING_SLOTS_FREED_F64));
-    this.addSharedCounter(MetricNames.DEVICE_SLOTS_REUSED, 'New devices registered into a freed slot.', [], one(ING_SLOTS_REUSED_F64));
-    this.addSharedGauge(MetricNames.FENCE_GENERATION, 'Fence-store generation in force.', [], [{ labels: {}, read: () => Atomics.load(p.i32, CTL_FENCE_GENERATION_I32) }]);
-    this.addSharedGauge(MetricNames.DRAINING, '1 while the router drains.', [], [{ labels: {}, read: () => Atomics.load(p.i32, CTL_DRAINING_I32) }]);
+    this.addSharedGauge(
+      MetricNames.INGEST_HELD_BYTES,
+      'Bytes the telemetry TCP connections hold for partial frames.',
+      [],
+      one(ING_HELD_BYTES_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.INGEST_OPEN_CONNECTIONS,
+      'Open telemetry TCP connections.',
+      [],
+      [{ labels: {}, read: () => f[ING_CONNECTIONS_OPENED_F64]! - f[ING_CONNECTIONS_CLOSED_F64]! }],
+    );
+    this.addSharedGauge(
+      MetricNames.DEVICES,
+      'Device slots in use (registered devices not expired and freed).',
+      [],
+      one(ING_DEVICES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.DEVICES_EXPIRED,
+      'Devices expired after deviceIdleTimeoutMs without a ping.',
+      [],
+      one(ING_DEVICES_EXPIRED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.DEVICES_REVIVED,
+      'Expired devices that sent again before their slot was freed (same slot, seq continues).',
+      [],
+      one(ING_DEVICES_REVIVED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.DEVICE_SLOTS_FREED,
+      'Slots of expired devices freed once every downstream had settled their triggers.',
+      [],
+      one(ING_SLOTS_FREED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.DEVICE_SLOTS_REUSED,
+      'New devices registered into a freed slot.',
+      [],
+      one(ING_SLOTS_REUSED_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.FENCE_GENERATION,
+      'Fence-store generation in force.',
+      [],
+      [{ labels: {}, read: () => Atomics.load(p.i32, CTL_FENCE_GENERATION_I32) }],
+    );
+    this.addSharedGauge(
+      MetricNames.DRAINING,
+      '1 while the router drains.',
+      [],
+      [{ labels: {}, read: () => Atomics.load(p.i32, CTL_DRAINING_I32) }],
+    );
   }
 
   private addAdmission(cells: Float64Array): void {
@@ -488,28 +669,65 @@ export class RouterMetrics {
       offered.push({ labels: { lane: laneName }, read: offeredOf });
       admitted.push({ labels: { lane: laneName }, read: sum(ADM_ADMITTED_F64 + lane) });
       for (let r = 0; r < SHED_REASON_COUNT; r++) {
-        shed.push({ labels: { lane: laneName, reason: SHED_REASON_NAMES[r]! }, read: sum(ADM_SHED_F64 + lane * SHED_REASON_COUNT + r) });
+        shed.push({
+          labels: { lane: laneName, reason: SHED_REASON_NAMES[r]! },
+          read: sum(ADM_SHED_F64 + lane * SHED_REASON_COUNT + r),
+        });
       }
     }
     this.addSharedCounter(MetricNames.PINGS_OFFERED, 'Pings offered to admission, by lane.', ['lane'], offered);
-    this.addSharedCounter(MetricNames.PINGS_ADMITTED, 'Pings admitted into a telemetry ring, by lane.', ['lane'], admitted);
-    this.addSharedCounter(MetricNames.PINGS_SHED, 'Pings shed at admission, by lane and reason.', ['lane', 'reason'], shed);
+    this.addSharedCounter(
+      MetricNames.PINGS_ADMITTED,
+      'Pings admitted into a telemetry ring, by lane.',
+      ['lane'],
+      admitted,
+    );
+    this.addSharedCounter(
+      MetricNames.PINGS_SHED,
+      'Pings shed at admission, by lane and reason.',
+      ['lane', 'reason'],
+      shed,
+    );
   }
 }
 
 /** Containment counters exported (summed over the shards' blocks and the reload block). */
 const CONTAINMENT_COUNTERS: readonly [string, string, number][] = [
   [MetricNames.PINGS_PROCESSED, 'Pings processed by the containment state machine.', CNT_PROCESSED_F64],
-  [MetricNames.PINGS_STALE, 'Pings ignored by containment as older than the device\'s last ping.', CNT_STALE_F64],
+  [MetricNames.PINGS_STALE, "Pings ignored by containment as older than the device's last ping.", CNT_STALE_F64],
   [MetricNames.PINGS_INVALID_AT_CONTAINMENT, 'Pings ignored by containment as out of range.', CNT_INVALID_F64],
-  [MetricNames.FENCE_ENTRY_OVERFLOWS, 'Pings that found a device inside a fence it had no free entry for (the fence is untracked for that stay).', CNT_FENCE_OVERFLOW_F64],
-  [MetricNames.CANDIDATE_OVERFLOWS, 'Queries with more candidates than the scratch array holds.', CNT_CANDIDATE_OVERFLOW_F64],
-  [MetricNames.GENERATION_MISMATCHES, 'Devices whose state referred to another fence generation (entries dropped).', CNT_GENERATION_MISMATCH_F64],
+  [
+    MetricNames.FENCE_ENTRY_OVERFLOWS,
+    'Pings that found a device inside a fence it had no free entry for (the fence is untracked for that stay).',
+    CNT_FENCE_OVERFLOW_F64,
+  ],
+  [
+    MetricNames.CANDIDATE_OVERFLOWS,
+    'Queries with more candidates than the scratch array holds.',
+    CNT_CANDIDATE_OVERFLOW_F64,
+  ],
+  [
+    MetricNames.GENERATION_MISMATCHES,
+    'Devices whose state referred to another fence generation (entries dropped).',
+    CNT_GENERATION_MISMATCH_F64,
+  ],
   [MetricNames.EXACT_TESTS, 'Exact point-in-fence tests run.', CNT_EXACT_TESTS_F64],
   [MetricNames.TRIGGER_RING_WAITS, 'Times containment blocked on a full trigger ring.', CNT_TRIGGER_RING_WAITS_F64],
-  [MetricNames.EXPIRY_EXITS, 'EXIT triggers written because their device expired (counted under EXIT too).', CNT_EXPIRY_EXITS_F64],
-  [MetricNames.IMPLAUSIBLE_SEGMENTS, 'Moves between two pings judged implausible (crossMaxSpeedMps, crossMaxGapMs): no CROSS looked for.', CNT_IMPLAUSIBLE_SEGMENTS_F64],
-  [MetricNames.CROSS_OVER_BUDGET, 'CROSS triggers not written because their device had used its crossMaxPerDevicePerSec budget.', CNT_CROSS_OVER_BUDGET_F64],
+  [
+    MetricNames.EXPIRY_EXITS,
+    'EXIT triggers written because their device expired (counted under EXIT too).',
+    CNT_EXPIRY_EXITS_F64,
+  ],
+  [
+    MetricNames.IMPLAUSIBLE_SEGMENTS,
+    'Moves between two pings judged implausible (crossMaxSpeedMps, crossMaxGapMs): no CROSS looked for.',
+    CNT_IMPLAUSIBLE_SEGMENTS_F64,
+  ],
+  [
+    MetricNames.CROSS_OVER_BUDGET,
+    'CROSS triggers not written because their device had used its crossMaxPerDevicePerSec budget.',
+    CNT_CROSS_OVER_BUDGET_F64,
+  ],
 ];
 
 /** Pipeline stats exported (cell, name, help, type). */
@@ -518,21 +736,66 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [PST_TASKS_COMPLETED_F64, MetricNames.TASKS_COMPLETED, 'Containment tasks completed.', 'counter'],
   [PST_BATCHED_PINGS_F64, MetricNames.BATCHED_PINGS, 'Pings carried by completed containment tasks.', 'counter'],
   [PST_TASKS_FAILED_F64, MetricNames.TASKS_FAILED, 'Containment tasks that failed.', 'counter'],
-  [PST_LOST_PINGS_F64, MetricNames.LOST_PINGS, 'Admitted pings released unprocessed because their task failed or was aborted as hung.', 'counter'],
-  [PST_TASKS_ABORTED_F64, MetricNames.TASKS_ABORTED, 'Containment tasks aborted by the watchdog (no progress with records waiting).', 'counter'],
-  [PST_LOST_PINGS_HUNG_F64, MetricNames.LOST_PINGS_HUNG, 'Pings dropped with the batch a hung task held (part of the lost pings).', 'counter'],
-  [PST_STALLED_GROUPS_F64, MetricNames.STALLED_GROUPS, 'Shard groups declared hung by the containment watchdog and not yet making progress again.', 'gauge'],
+  [
+    PST_LOST_PINGS_F64,
+    MetricNames.LOST_PINGS,
+    'Admitted pings released unprocessed because their task failed or was aborted as hung.',
+    'counter',
+  ],
+  [
+    PST_TASKS_ABORTED_F64,
+    MetricNames.TASKS_ABORTED,
+    'Containment tasks aborted by the watchdog (no progress with records waiting).',
+    'counter',
+  ],
+  [
+    PST_LOST_PINGS_HUNG_F64,
+    MetricNames.LOST_PINGS_HUNG,
+    'Pings dropped with the batch a hung task held (part of the lost pings).',
+    'counter',
+  ],
+  [
+    PST_STALLED_GROUPS_F64,
+    MetricNames.STALLED_GROUPS,
+    'Shard groups declared hung by the containment watchdog and not yet making progress again.',
+    'gauge',
+  ],
   [PST_RELOADS_F64, MetricNames.FENCE_RELOADS, 'Fence reloads completed.', 'counter'],
-  [PST_RELOADS_FAILED_F64, MetricNames.FENCE_RELOADS_FAILED, 'Fence reloads refused (the old fences kept serving).', 'counter'],
+  [
+    PST_RELOADS_FAILED_F64,
+    MetricNames.FENCE_RELOADS_FAILED,
+    'Fence reloads refused (the old fences kept serving).',
+    'counter',
+  ],
   [PST_CHECKPOINTS_F64, MetricNames.CHECKPOINTS, 'Device-state checkpoints written.', 'counter'],
-  [PST_CHECKPOINTS_PAUSED_F64, MetricNames.CHECKPOINTS_PAUSED, 'Checkpoints that paused containment to copy the device state (the copy taken while it runs did not settle in time).', 'counter'],
-  [PST_CHECKPOINT_FAILURES_F64, MetricNames.CHECKPOINT_FAILURES, 'Device-state checkpoints that failed (the previous one stayed in force).', 'counter'],
+  [
+    PST_CHECKPOINTS_PAUSED_F64,
+    MetricNames.CHECKPOINTS_PAUSED,
+    'Checkpoints that paused containment to copy the device state (the copy taken while it runs did not settle in time).',
+    'counter',
+  ],
+  [
+    PST_CHECKPOINT_FAILURES_F64,
+    MetricNames.CHECKPOINT_FAILURES,
+    'Device-state checkpoints that failed (the previous one stayed in force).',
+    'counter',
+  ],
 ];
 
 /** Pipeline stats exported as gauges scaled from ns (cell, name, help, scale). */
 const PIPELINE_SCALED_GAUGES: readonly [number, string, string, number][] = [
-  [PST_CHECKPOINT_LAST_NS_F64, MetricNames.CHECKPOINT_DURATION_SECONDS, 'Duration of the last checkpoint (pause, copy, encode, write, fsync).', 1e-9],
-  [PST_CHECKPOINT_PAUSE_NS_F64, MetricNames.CHECKPOINT_PAUSE_SECONDS, 'How long the last checkpoint paused containment.', 1e-9],
+  [
+    PST_CHECKPOINT_LAST_NS_F64,
+    MetricNames.CHECKPOINT_DURATION_SECONDS,
+    'Duration of the last checkpoint (pause, copy, encode, write, fsync).',
+    1e-9,
+  ],
+  [
+    PST_CHECKPOINT_PAUSE_NS_F64,
+    MetricNames.CHECKPOINT_PAUSE_SECONDS,
+    'How long the last checkpoint paused containment.',
+    1e-9,
+  ],
   [PST_CHECKPOINT_BYTES_F64, MetricNames.CHECKPOINT_BYTES, 'Size of the last checkpoint file.', 1],
   [PST_CHECKPOINT_DEVICES_F64, MetricNames.CHECKPOINT_DEVICES, 'Devices in the last checkpoint.', 1],
 ];

@@ -21,12 +21,32 @@ import { DeviceState } from '../fences/device-state.js';
 import { FenceStore } from '../fences/store.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { PipelineRegion } from '../ingest/pipeline-region.js';
-import { CNT_BLOCK_F64, RingKind, TEL_DEVICE_SLOT_I32, WDG_HELD_COUNT_I32, WDG_HELD_SHARD_I32, WDG_PROGRESS_I32, WDG_STRIDE_I32, WDG_THREAD_ID_I32 } from '../shm/layout.js';
+import {
+  CNT_BLOCK_F64,
+  RingKind,
+  TEL_DEVICE_SLOT_I32,
+  WDG_HELD_COUNT_I32,
+  WDG_HELD_SHARD_I32,
+  WDG_PROGRESS_I32,
+  WDG_STRIDE_I32,
+  WDG_THREAD_ID_I32,
+} from '../shm/layout.js';
 import { nowNs } from '../shm/clock.js';
 import { SpscRing } from '../shm/ring.js';
 import { warmContainment, type WarmUpTask } from './warm-up.js';
-import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, NEEDS_STORE, type ContainmentTask, type ContainmentWorkerData } from './containment-task.js';
-import { claimPoolBlock, startThreadRuntimeReporter, THREAD_RUNTIME_INTERVAL_MS, type ThreadRuntimeReporter } from './thread-runtime.js';
+import {
+  CONTROL_RETURN_NOW,
+  CONTROL_RETURN_WHEN_EMPTY,
+  NEEDS_STORE,
+  type ContainmentTask,
+  type ContainmentWorkerData,
+} from './containment-task.js';
+import {
+  claimPoolBlock,
+  startThreadRuntimeReporter,
+  THREAD_RUNTIME_INTERVAL_MS,
+  type ThreadRuntimeReporter,
+} from './thread-runtime.js';
 
 /** Each wait of a lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
 const LINGER_STEP_MS = 0.25;
@@ -60,15 +80,15 @@ if (data !== null && data !== undefined && data.memory !== undefined) {
 }
 
 /** Environment variable of the drill hook (see `parseFaultInjection`). */
-export const FAULT_INJECT_ENV = 'GEOFENCE_FAULT_INJECT';
+const FAULT_INJECT_ENV = 'GEOFENCE_FAULT_INJECT';
 /** Drill hook mode: off (the production case). */
-export const FAULT_NONE = 0;
+const FAULT_NONE = 0;
 /** Hang for ever (parked, no CPU burnt): a hung task, for the watchdog drill. */
-export const FAULT_HANG = 1;
+const FAULT_HANG = 1;
 /** Throw (a failed task, for the failure-path drill). */
-export const FAULT_THROW = 2;
+const FAULT_THROW = 2;
 /** End the worker thread mid-batch (`process.exit` in a worker ends that thread only): a worker lost mid-task. */
-export const FAULT_EXIT = 3;
+const FAULT_EXIT = 3;
 
 /**
  * Parses the drill hook's value: `hang-on-device:<numericId>`, `throw-on-device:<numericId>` or
@@ -76,11 +96,13 @@ export const FAULT_EXIT = 3;
  * the value is absent or empty (the production case); throws on anything else, so a mistyped drill does not pass
  * silently.
  */
-export function parseFaultInjection(value: string | undefined): { mode: number; deviceId: number } | null {
+function parseFaultInjection(value: string | undefined): { mode: number; deviceId: number } | null {
   if (value === undefined || value === '') return null;
   const m = /^(hang|throw|exit)-on-device:(-?\d+)$/.exec(value);
   if (m === null) {
-    throw new Error(`${FAULT_INJECT_ENV} must be hang-on-device:<numericId>, throw-on-device:<numericId> or exit-on-device:<numericId>, got ${JSON.stringify(value)}`);
+    throw new Error(
+      `${FAULT_INJECT_ENV} must be hang-on-device:<numericId>, throw-on-device:<numericId> or exit-on-device:<numericId>, got ${JSON.stringify(value)}`,
+    );
   }
   return { mode: m[1] === 'hang' ? FAULT_HANG : m[1] === 'throw' ? FAULT_THROW : FAULT_EXIT, deviceId: Number(m[2]) };
 }
@@ -151,6 +173,8 @@ function storeOf(task: ContainmentTask): FenceStore | null {
  * read chunk; it returns after that, or once `maxTaskMs` has passed. Returns the telemetry records consumed
  * (released), or NEEDS_STORE (having consumed nothing) when it needs the generation's store sent along.
  */
+// Piscina calls it by the module's default export.
+// ts-unused-exports:disable-next-line
 export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
@@ -161,7 +185,9 @@ export default function runContainmentTask(task: ContainmentTask): number {
   for (let i = 0; i < shards.length; i++) {
     const tel = telemetry[shards[i]!]!;
     if (tel.readSeq() !== task.fromSeqs[i]) {
-      throw new Error(`shard ${shards[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`);
+      throw new Error(
+        `shard ${shards[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`,
+      );
     }
   }
   // Group g's cells are in shard g's block, and shard g is the group's first shard (ShardScheduler's grouping).
@@ -230,6 +256,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
  * synthetic pings on scratch device state and rings (warm-up.ts), against the first fence generation, which the
  * worker opened when it loaded. Returns the pings processed.
  */
+// Piscina calls it by name (`{ name: 'warmUp' }`).
+// ts-unused-exports:disable-next-line
 export function warmUp(task: WarmUpTask): number {
   let first: FenceStore | undefined;
   for (const s of stores.values()) if (first === undefined || s.generation < first.generation) first = s;

@@ -37,7 +37,7 @@ const MIN_SWEEP_MS = 10;
 const MAX_SWEEP_MS = 1000;
 
 /** The sweep period for an idle timeout: an eighth of it, within [10 ms, 1 s]. */
-export function sweepPeriodMs(idleTimeoutMs: number): number {
+function sweepPeriodMs(idleTimeoutMs: number): number {
   return Math.min(MAX_SWEEP_MS, Math.max(MIN_SWEEP_MS, Math.floor(idleTimeoutMs / 8)));
 }
 

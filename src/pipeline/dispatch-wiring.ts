@@ -6,7 +6,14 @@
 import type { MessagePort } from 'node:worker_threads';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import type { FenceStore } from '../fences/store.js';
-import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../dispatch/limits/index.js';
+import {
+  AimdLimit,
+  FixedLimit,
+  Gradient2Limit,
+  GradientLimit,
+  VegasLimit,
+  type Limit,
+} from '../dispatch/limits/index.js';
 import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 import type { DispatcherDownstreamOptions } from '../dispatch/dispatcher.js';
 import type { Subscription } from '../dispatch/router.js';
@@ -15,7 +22,14 @@ import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
-import { DS_BLOCK_F64, DS_LANE_HELD_BASE_F64, HELD_BLOCK_F64, LANE_NAMES, TRIGGER_TYPE_NAMES, type TriggerType } from '../shm/layout.js';
+import {
+  DS_BLOCK_F64,
+  DS_LANE_HELD_BASE_F64,
+  HELD_BLOCK_F64,
+  LANE_NAMES,
+  TRIGGER_TYPE_NAMES,
+  type TriggerType,
+} from '../shm/layout.js';
 import { recordHeldTimeFrom } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
 import type { Trigger } from '../dispatch/trigger.js';
@@ -110,7 +124,7 @@ export class PipelineNamer implements TriggerNamer {
 }
 
 /** Trigger object of record `i` of a batch (callback payloads). */
-export function triggerOf(batch: TriggerBatch, i: number): Trigger {
+function triggerOf(batch: TriggerBatch, i: number): Trigger {
   const t: Trigger = {
     type: TRIGGER_TYPE_NAMES[batch.type(i)]!,
     deviceId: batch.deviceId(i),
@@ -188,7 +202,10 @@ export class CallbackBridge {
   }
 }
 
-function limitOf(choice: string | number | undefined, gradient: Partial<GradientLimitOptions> | undefined): Limit | undefined {
+function limitOf(
+  choice: string | number | undefined,
+  gradient: Partial<GradientLimitOptions> | undefined,
+): Limit | undefined {
   if (choice === undefined) return gradient === undefined ? undefined : new GradientLimit(gradient);
   if (typeof choice === 'number') return new FixedLimit(choice);
   switch (choice) {
@@ -206,7 +223,10 @@ function limitOf(choice: string | number | undefined, gradient: Partial<Gradient
 }
 
 /** Builds the Dispatcher's downstream options from the specs. */
-export function buildDownstreams(specs: readonly DownstreamSpec[], bridge: CallbackBridge | null): DispatcherDownstreamOptions[] {
+export function buildDownstreams(
+  specs: readonly DownstreamSpec[],
+  bridge: CallbackBridge | null,
+): DispatcherDownstreamOptions[] {
   return specs.map((s, i) => {
     let sink: Sink;
     if (s.kind === 'webhook') {

@@ -33,7 +33,14 @@ import {
   RT_THREAD_DISPATCHER,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
-import { buildDownstreams, CallbackBridge, heldTimeRecorder, PipelineNamer, type DownstreamSpec, type NamesOnlyGeneration } from './dispatch-wiring.js';
+import {
+  buildDownstreams,
+  CallbackBridge,
+  heldTimeRecorder,
+  PipelineNamer,
+  type DownstreamSpec,
+  type NamesOnlyGeneration,
+} from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
 import { startThreadRuntimeReporter } from './thread-runtime.js';
 import { SlotRetirer } from './slot-retirer.js';
@@ -211,8 +218,12 @@ async function main(): Promise<void> {
     const now = Date.now();
     if (now - lastErrorLogMs < ERROR_LOG_INTERVAL_MS) return;
     lastErrorLogMs = now;
-    const text = err instanceof Error ? err.stack ?? err.message : String(err);
-    post({ type: 'log', line: `dispatcher thread: a pass failed (${passErrors} so far), the loop goes on: ${text}`, level: 'error' });
+    const text = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    post({
+      type: 'log',
+      line: `dispatcher thread: a pass failed (${passErrors} so far), the loop goes on: ${text}`,
+      level: 'error',
+    });
   };
 
   const loop = async (): Promise<void> => {
@@ -227,7 +238,7 @@ async function main(): Promise<void> {
     let passes = 0;
     while (!stopping) {
       const seen = Atomics.load(i32, CTL_DISPATCH_DOORBELL_I32);
-      let n = 0;
+      let n: number;
       try {
         n = scan();
         dispatcher?.pump(nowNs());
@@ -271,7 +282,11 @@ async function main(): Promise<void> {
       if (Date.now() >= end) {
         let left = 0;
         for (const r of rings) left += r.available();
-        post({ type: 'log', line: `dispatcher thread: ${left} triggers left in the trigger rings at the drain deadline (no downstream could take them): not delivered`, level: 'error' });
+        post({
+          type: 'log',
+          line: `dispatcher thread: ${left} triggers left in the trigger rings at the drain deadline (no downstream could take them): not delivered`,
+          level: 'error',
+        });
         return;
       }
       // The loop may be held back by a full downstream; pumping here lets its deliveries make room.
@@ -333,5 +348,7 @@ async function main(): Promise<void> {
 }
 
 if (parentPort !== null && workerData !== null && (workerData as Partial<DispatcherThreadData>).memory !== undefined) {
-  main().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.stack ?? err.message : String(err) }));
+  main().catch((err: unknown) =>
+    post({ type: 'failed', error: err instanceof Error ? (err.stack ?? err.message) : String(err) }),
+  );
 }

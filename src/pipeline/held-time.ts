@@ -22,10 +22,13 @@ export function heldBucketBoundNs(i: number): number {
 }
 
 /** Upper bounds of the bounded buckets, seconds (for the Prometheus histogram). */
-export const HELD_BUCKET_BOUNDS_S: readonly number[] = Array.from({ length: HELD_BOUNDED_BUCKETS }, (_, i) => heldBucketBoundNs(i) / 1e9);
+export const HELD_BUCKET_BOUNDS_S: readonly number[] = Array.from(
+  { length: HELD_BOUNDED_BUCKETS },
+  (_, i) => heldBucketBoundNs(i) / 1e9,
+);
 
 /** Bucket index of a held time (the overflow bucket for anything above the last bound). Allocation-free. */
-export function heldBucketOf(heldNs: number): number {
+function heldBucketOf(heldNs: number): number {
   if (!(heldNs > HELD_FIRST_BOUND_NS)) return 0;
   let i = Math.ceil(Math.log(heldNs / HELD_FIRST_BOUND_NS) / LOG_GROWTH);
   // Float rounding at a bound: step back when the lower bucket already holds it.

@@ -23,7 +23,16 @@ import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, FENCE_MAX_X_F64, FENCE_MAX_Y_F64, FENCE_MIN_X_F64, FENCE_MIN_Y_F64, IngestState, RingKind, RT_THREAD_INGEST } from '../shm/layout.js';
+import {
+  ADM_BLOCK_F64,
+  FENCE_MAX_X_F64,
+  FENCE_MAX_Y_F64,
+  FENCE_MIN_X_F64,
+  FENCE_MIN_Y_F64,
+  IngestState,
+  RingKind,
+  RT_THREAD_INGEST,
+} from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask, ContainmentWorkerData } from './containment-task.js';
 import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
@@ -144,9 +153,17 @@ function buildIngestPath(
   const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log, watchdog);
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
-  const admissions = rings.map((ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0));
+  const admissions = rings.map(
+    (ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0),
+  );
   const registry = new DeviceRegistry(m.idTable, m.shards);
-  const predicates = new StorePredicates(FenceStore.open(d.fences, LOOKUP_ONLY_STORE), state, d.complianceMarginM, rings, registry.shardOfSlot);
+  const predicates = new StorePredicates(
+    FenceStore.open(d.fences, LOOKUP_ONLY_STORE),
+    state,
+    d.complianceMarginM,
+    rings,
+    registry.shardOfSlot,
+  );
   const rejectLog = new RejectLog({ intervalMs: d.ingest.rejectLogIntervalMs, nowMs: () => Date.now(), write: log });
   const sink = new AdmissionSink(admissions, scheduler, predicates);
   const edge = new PipelineEdge(
@@ -242,15 +259,27 @@ async function main(): Promise<void> {
   const logError = (line: string): void => post({ type: 'log', line, level: 'error' });
   // Why listen: Piscina emits 'error' for a worker that fails with no task on it; unheard, it would end this thread.
   pool.on('error', (err: unknown) => logError(`containment pool: ${err instanceof Error ? err.message : String(err)}`));
-  const { scheduler, admissions, predicates, sink, edge, room, registry, state } = buildIngestPath(m, d, pool, logError, true);
+  const { scheduler, admissions, predicates, sink, edge, room, registry, state } = buildIngestPath(
+    m,
+    d,
+    pool,
+    logError,
+    true,
+  );
   const expiry =
     d.deviceIdleTimeoutMs > 0
-      ? new DeviceExpiry({ registry, admissions, scheduler, state, predicates, counters: new Float64Array(m.pipeline) }, d.deviceIdleTimeoutMs)
+      ? new DeviceExpiry(
+          { registry, admissions, scheduler, state, predicates, counters: new Float64Array(m.pipeline) },
+          d.deviceIdleTimeoutMs,
+        )
       : null;
   const watchdogTimer = setInterval(() => scheduler.checkStalls(Date.now()), WATCHDOG_INTERVAL_MS);
   watchdogTimer.unref();
   const rings = scheduler.rings;
-  const backlog = new InputBacklog(pipeline, { bytes: d.ingest.inputHighWaterBytes, points: d.ingest.inputHighWaterPoints });
+  const backlog = new InputBacklog(pipeline, {
+    bytes: d.ingest.inputHighWaterBytes,
+    points: d.ingest.inputHighWaterPoints,
+  });
   const inProcess = new InProcessInput({
     edge,
     sink,
@@ -400,13 +429,18 @@ if (parentPort !== null && workerData !== null && (workerData as Partial<IngestT
 }
 
 /** Reads the listener's TLS files (an unreadable one fails the start, naming the option and the file's name). */
-function readTls(tls: IngestTlsConfig | null): { cert: Buffer; key: Buffer; ca: Buffer | null; requireClientCert: boolean } | null {
+function readTls(
+  tls: IngestTlsConfig | null,
+): { cert: Buffer; key: Buffer; ca: Buffer | null; requireClientCert: boolean } | null {
   if (tls === null) return null;
   const read = (name: string, path: string): Buffer => {
     try {
       return readFileSync(path);
     } catch (err) {
-      throw new Error(`options.ingest.tls.${name}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new Error(
+        `options.ingest.tls.${name}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+        { cause: err },
+      );
     }
   };
   return {

@@ -40,7 +40,13 @@ export class StorePredicates implements LanePredicates {
   /** Per slot: 1 while complianceSeqAfter names a ping containment may not have processed. */
   private readonly compliancePending: Uint8Array;
 
-  constructor(store: FenceStore, state: DeviceState, marginM: number, rings: readonly SpscRing[], shardOfSlot: Uint16Array) {
+  constructor(
+    store: FenceStore,
+    state: DeviceState,
+    marginM: number,
+    rings: readonly SpscRing[],
+    shardOfSlot: Uint16Array,
+  ) {
     this.store = store;
     this.state = state;
     this.marginM = marginM;

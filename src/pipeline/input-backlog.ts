@@ -48,8 +48,10 @@ export class InputBacklog {
 
   /** Wraps the backlog cells of `pipeline` (any thread) with the marks in force; throws naming a bad mark. */
   constructor(pipeline: PipelineRegion, marks: InputHighWaterMarks) {
-    if (!(Number.isInteger(marks.bytes) && marks.bytes >= 1)) throw new RangeError(`marks.bytes must be an integer >= 1, got ${String(marks.bytes)}`);
-    if (!(Number.isInteger(marks.points) && marks.points >= 1)) throw new RangeError(`marks.points must be an integer >= 1, got ${String(marks.points)}`);
+    if (!(Number.isInteger(marks.bytes) && marks.bytes >= 1))
+      throw new RangeError(`marks.bytes must be an integer >= 1, got ${String(marks.bytes)}`);
+    if (!(Number.isInteger(marks.points) && marks.points >= 1))
+      throw new RangeError(`marks.points must be an integer >= 1, got ${String(marks.points)}`);
     this.i32 = pipeline.i32;
     this.highWaterBytes = marks.bytes;
     this.highWaterPoints = marks.points;

@@ -6,12 +6,25 @@ import { metricsCells } from '../dispatch/dispatcher.js';
 import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { allocateDeviceIdTable } from '../ingest/device-registry.js';
 import { allocatePipelineRegion } from '../ingest/pipeline-region.js';
-import { CNT_BLOCK_F64, PST_REGION_F64, RingKind, TRIGGER_STRIDE_BYTES, watchdogRegionBytes, WDG_HELD_SHARD_I32, WDG_STRIDE_I32 } from '../shm/layout.js';
+import {
+  CNT_BLOCK_F64,
+  PST_REGION_F64,
+  RingKind,
+  TRIGGER_STRIDE_BYTES,
+  watchdogRegionBytes,
+  WDG_HELD_SHARD_I32,
+  WDG_STRIDE_I32,
+} from '../shm/layout.js';
 import { allocateThreadRuntimeRegion } from './thread-runtime.js';
-import { allocateAdmissionCounters, allocateCounterRegion, allocateRingRegion, allocateTelemetryRing } from '../shm/regions.js';
+import {
+  allocateAdmissionCounters,
+  allocateCounterRegion,
+  allocateRingRegion,
+  allocateTelemetryRing,
+} from '../shm/regions.js';
 
 /** Slots of the control trigger ring (the main thread's: EXIT triggers written by a fence reload). */
-export const CONTROL_TRIGGER_RING_SLOTS = 4096;
+const CONTROL_TRIGGER_RING_SLOTS = 4096;
 
 /** The shared regions of a router. */
 export interface PipelineMemory {
@@ -72,9 +85,21 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   const triggerRings: SharedArrayBuffer[] = [];
   for (let s = 0; s < spec.shards; s++) {
     telemetryRings.push(allocateTelemetryRing(spec.ringCapacitySlots, spec.reservedFraction));
-    triggerRings.push(allocateRingRegion({ capacitySlots: spec.ringCapacitySlots, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+    triggerRings.push(
+      allocateRingRegion({
+        capacitySlots: spec.ringCapacitySlots,
+        strideBytes: TRIGGER_STRIDE_BYTES,
+        kind: RingKind.TRIGGER,
+      }),
+    );
   }
-  triggerRings.push(allocateRingRegion({ capacitySlots: CONTROL_TRIGGER_RING_SLOTS, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  triggerRings.push(
+    allocateRingRegion({
+      capacitySlots: CONTROL_TRIGGER_RING_SLOTS,
+      strideBytes: TRIGGER_STRIDE_BYTES,
+      kind: RingKind.TRIGGER,
+    }),
+  );
   return {
     shards: spec.shards,
     pipeline: allocatePipelineRegion(spec.shards),
@@ -84,7 +109,9 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     triggerRings,
     admissionCounters: allocateAdmissionCounters(spec.shards),
     containmentCounters: allocateCounterRegion(spec.shards + 1, CNT_BLOCK_F64),
-    deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, { entriesPerDevice: spec.fenceEntriesPerDevice ?? 32 }),
+    deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, {
+      entriesPerDevice: spec.fenceEntriesPerDevice ?? 32,
+    }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
     watchdog: allocateWatchdogRegion(spec.shards),
     threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1),
@@ -92,7 +119,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
 }
 
 /** Allocates the containment watchdog region: no batch held in any block. */
-export function allocateWatchdogRegion(shards: number): SharedArrayBuffer {
+function allocateWatchdogRegion(shards: number): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(watchdogRegionBytes(shards));
   const cells = new Int32Array(sab);
   for (let s = 0; s < shards; s++) cells[s * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;

@@ -33,17 +33,23 @@ import {
   WDG_THREAD_ID_I32,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
-import { CONTROL_RETURN_NOW, CONTROL_RETURN_WHEN_EMPTY, CONTROL_RUN, NEEDS_STORE, type ContainmentTask } from './containment-task.js';
+import {
+  CONTROL_RETURN_NOW,
+  CONTROL_RETURN_WHEN_EMPTY,
+  CONTROL_RUN,
+  NEEDS_STORE,
+  type ContainmentTask,
+} from './containment-task.js';
 
 /** Records claimed (over all shards) after which the ingest thread publishes and submits without waiting for the chunk's end. */
-export const PUBLISH_EVERY_RECORDS = 256;
+const PUBLISH_EVERY_RECORDS = 256;
 
 /**
  * Longest a task keeps taking new records before it answers, ms. Pause and drain do not wait for it (they raise the
  * control cell); it only bounds a task's life. Long, because under load an answer waits for the ingest thread's
  * event loop (behind its read chunks) while the group's records pile up: each answer costs the group a stall.
  */
-export const TASK_MAX_MS = 60_000;
+const TASK_MAX_MS = 60_000;
 
 /**
  * How long a task whose shards are empty waits for more records before it answers, ms. Long enough to ride out a
@@ -58,10 +64,10 @@ export const WATCHDOG_INTERVAL_MS = 250;
  * Trigger-ring fill at or above which a group without progress counts as held back by the dispatcher, not hung: a
  * full trigger ring pauses containment by design (trigger-writer.ts), and a slow downstream must not get workers killed.
  */
-export const WATCHDOG_BACKPRESSURE_FILL = 0.9;
+const WATCHDOG_BACKPRESSURE_FILL = 0.9;
 
 /** A watchdog check this long after the previous one finds the clock untrustworthy (see `checkStalls`), ms. */
-export const WATCHDOG_LATE_MS = 4 * WATCHDOG_INTERVAL_MS;
+const WATCHDOG_LATE_MS = 4 * WATCHDOG_INTERVAL_MS;
 
 /** The containment watchdog's settings and surroundings (ShardScheduler). */
 export interface WatchdogSettings {
@@ -72,7 +78,6 @@ export interface WatchdogSettings {
   /** The shards' trigger rings (read only: their fill tells backpressure from a hang). */
   triggerRings: readonly SpscRing[];
 }
-
 
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
@@ -137,7 +142,8 @@ export class ShardScheduler {
     this.fences = fences;
     this.generation = fences.generation;
     this.onError = onError;
-    if (!(Number.isInteger(groups) && groups >= 1)) throw new RangeError(`groups must be an integer >= 1, got ${groups}`);
+    if (!(Number.isInteger(groups) && groups >= 1))
+      throw new RangeError(`groups must be an integer >= 1, got ${groups}`);
     this.groups = Math.min(groups, rings.length);
     this.groupShards = Array.from({ length: this.groups }, () => []);
     for (let s = 0; s < rings.length; s++) this.groupShards[s % this.groups]!.push(s);
@@ -178,10 +184,21 @@ export class ShardScheduler {
     for (let g = 0; g < this.groups; g++) {
       const progress = Atomics.load(cells, g * WDG_STRIDE_I32 + WDG_PROGRESS_I32);
       const waiting = this.waitingIn(g);
-      if (this.stalled[g] !== 0 && this.aborting[g] === 0 && (progress !== this.stalledProgress[g] || (waiting === 0 && this.inFlight[g] === 0))) {
+      if (
+        this.stalled[g] !== 0 &&
+        this.aborting[g] === 0 &&
+        (progress !== this.stalledProgress[g] || (waiting === 0 && this.inFlight[g] === 0))
+      ) {
         this.setStalled(g, 0);
       }
-      if (late || progress !== this.seenProgress[g] || this.inFlight[g] === 0 || this.aborting[g] !== 0 || waiting === 0 || this.backpressured(g)) {
+      if (
+        late ||
+        progress !== this.seenProgress[g] ||
+        this.inFlight[g] === 0 ||
+        this.aborting[g] !== 0 ||
+        waiting === 0 ||
+        this.backpressured(g)
+      ) {
         this.seenProgress[g] = progress;
         this.movedAtMs[g] = nowMs;
         continue;
@@ -223,7 +240,8 @@ export class ShardScheduler {
     }
     const worker = this.pool.threads.find((w) => w.threadId === tid);
     // Why wait for 'exit': Piscina rejects the task before its worker is gone; until then it could still write.
-    this.exited[group] = worker === undefined ? Promise.resolve() : new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    this.exited[group] =
+      worker === undefined ? Promise.resolve() : new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     this.aborting[group] = 1;
     this.stalledProgress[group] = progress;
     this.setStalled(group, 1);
@@ -362,7 +380,9 @@ export class ShardScheduler {
           });
           return;
         }
-        this.onError(`containment task for shards ${shards.join(',')} failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.onError(
+          `containment task for shards ${shards.join(',')} failed: ${err instanceof Error ? err.message : String(err)}`,
+        );
         this.complete(group, 0, true);
       },
     );
@@ -403,7 +423,9 @@ export class ShardScheduler {
       else this.stats[PST_TASKS_FAILED_F64]!++;
       this.stats[PST_LOST_PINGS_F64]! += lost;
       if (lost > 0) {
-        this.onError(`containment task for shards ${this.groupShards[group]!.join(',')}: ${lost} pings dropped unprocessed (reason: ${this.aborting[group] !== 0 ? 'hung' : 'failed'})`);
+        this.onError(
+          `containment task for shards ${this.groupShards[group]!.join(',')}: ${lost} pings dropped unprocessed (reason: ${this.aborting[group] !== 0 ? 'hung' : 'failed'})`,
+        );
       }
     } else {
       this.stats[PST_TASKS_COMPLETED_F64]!++;

@@ -46,7 +46,7 @@ export class SlotRetirer {
    * revived since its marker keeps its slot (the free fails).
    */
   pass(settled: (slot: number) => boolean, onFreed: (id: string | number | undefined) => void): void {
-    for (let k = 0; k < this.count; ) {
+    for (let k = 0; k < this.count;) {
       const slot = this.pending[k]!;
       if (!settled(slot)) {
         k++;

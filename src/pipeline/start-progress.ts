@@ -6,7 +6,7 @@
  */
 
 /** How often a start still running says where it is, ms. */
-export const START_REPORT_INTERVAL_MS = 10_000;
+const START_REPORT_INTERVAL_MS = 10_000;
 
 /** Phases of one start, with their durations. */
 export class StartProgress {

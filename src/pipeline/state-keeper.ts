@@ -45,7 +45,16 @@ import type { StateDirectory } from '../durable/state-dir.js';
 import { readTriggerIdentity, RecordBuffer } from '../durable/trigger-codec.js';
 import { DeviceState, publishComplianceCount } from '../fences/device-state.js';
 import type { FenceStore } from '../fences/store.js';
-import { REC_ADMIT_TIME_NS, REC_CELLS, REC_EVENT_TIME_MS, REC_INSIDE_MS, REC_LAT, REC_LON, REC_SEQ, writeTrigger } from '../fences/trigger-writer.js';
+import {
+  REC_ADMIT_TIME_NS,
+  REC_CELLS,
+  REC_EVENT_TIME_MS,
+  REC_INSIDE_MS,
+  REC_LAT,
+  REC_LON,
+  REC_SEQ,
+  writeTrigger,
+} from '../fences/trigger-writer.js';
 import { DeviceIdReader, preregisterDevices } from '../ingest/device-registry.js';
 import { nowNs } from '../shm/clock.js';
 import {
@@ -84,7 +93,7 @@ import type { NamesOnlyGeneration } from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
 
 /** Generation number of the fences a checkpoint names that the fences file no longer has. */
-export const RESTORED_NAMES_GENERATION = 0;
+const RESTORED_NAMES_GENERATION = 0;
 /** How often the progress mark is rewritten, ms. */
 export const PROGRESS_INTERVAL_MS = 200;
 /** File name of the progress mark. */
@@ -171,7 +180,14 @@ export class StateKeeper {
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
 
-  private constructor(dir: StateDirectory, memory: PipelineMemory, report: RecoveryReport, namesOnly: NamesOnlyGeneration | null, exits: RestoreExit[], checkpointNumber: number) {
+  private constructor(
+    dir: StateDirectory,
+    memory: PipelineMemory,
+    report: RecoveryReport,
+    namesOnly: NamesOnlyGeneration | null,
+    exits: RestoreExit[],
+    checkpointNumber: number,
+  ) {
     this.dir = dir;
     this.memory = memory;
     this.state = DeviceState.open(memory.deviceState);
@@ -222,19 +238,26 @@ export class StateKeeper {
         scanDeadLetters(ddir, d.name, note);
         scanBacklog(ddir, d.name, note);
       } catch (err) {
-        throw new Error(`state directory ${dir.dir}, downstream ${d.name}: ${(err as Error).message}`);
+        throw new Error(`state directory ${dir.dir}, downstream ${d.name}: ${(err as Error).message}`, { cause: err });
       }
     }
     preregisterDevices(memory.idTable, ids);
     const state = DeviceState.open(memory.deviceState);
     // Every slot starts at the floor; restored devices below overwrite theirs after a clean stop.
-    for (let slot = 0; slot < state.maxDevices; slot++) state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
-    const { exits, namesOnly } = cp === null ? { exits: [], namesOnly: null } : restoreDevices(cp, state, store, previousStop === 'unclean' ? floor : -Infinity);
+    for (let slot = 0; slot < state.maxDevices; slot++)
+      state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
+    const { exits, namesOnly } =
+      cp === null
+        ? { exits: [], namesOnly: null }
+        : restoreDevices(cp, state, store, previousStop === 'unclean' ? floor : -Infinity);
     const report: RecoveryReport = {
       stateDir: dir.dir,
       previousStop,
       previousPid: dir.previousPid,
-      checkpoint: cp === null ? null : { number: cp.number, capturedMs: cp.capturedMs, devices: cp.devices.length, byteLength: cp.byteLength },
+      checkpoint:
+        cp === null
+          ? null
+          : { number: cp.number, capturedMs: cp.capturedMs, devices: cp.devices.length, byteLength: cp.byteLength },
       restoredDevices: cp?.devices.length ?? 0,
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
       removedFenceExits: exits.length,
@@ -254,7 +277,9 @@ export class StateKeeper {
       const cp = r.checkpoint;
       lines.push(
         `state directory ${r.stateDir}: the previous run${r.previousPid === null ? '' : ` (pid ${r.previousPid})`} stopped without a clean shutdown; ` +
-          (cp === null ? 'no checkpoint to restore' : `restored checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.devices} devices)`),
+          (cp === null
+            ? 'no checkpoint to restore'
+            : `restored checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.devices} devices)`),
       );
       if (r.lost !== null) {
         lines.push(
@@ -265,10 +290,18 @@ export class StateKeeper {
       }
       lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
     } else if (r.restoredDevices > 0) {
-      lines.push(`state directory ${r.stateDir}: restored ${r.restoredDevices} devices from checkpoint #${r.checkpoint!.number} (clean stop)`);
+      lines.push(
+        `state directory ${r.stateDir}: restored ${r.restoredDevices} devices from checkpoint #${r.checkpoint!.number} (clean stop)`,
+      );
     }
-    if (r.devicesFromDurableTriggers > 0) lines.push(`  ${r.devicesFromDurableTriggers} more devices are named by triggers waiting in the downstreams' files`);
-    if (r.removedFenceExits > 0) lines.push(`  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`);
+    if (r.devicesFromDurableTriggers > 0)
+      lines.push(
+        `  ${r.devicesFromDurableTriggers} more devices are named by triggers waiting in the downstreams' files`,
+      );
+    if (r.removedFenceExits > 0)
+      lines.push(
+        `  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`,
+      );
     return lines;
   }
 
@@ -285,7 +318,17 @@ export class StateKeeper {
       rec[REC_ADMIT_TIME_NS] = nowNs();
       rec[REC_SEQ] = x.seq;
       rec[REC_INSIDE_MS] = x.insideMs;
-      writeTrigger(control, counters, counterBase, TriggerType.EXIT, RESTORED_NAMES_GENERATION, x.slot, x.fence, x.compliance ? Lane.COMPLIANCE : Lane.TRANSITION, rec);
+      writeTrigger(
+        control,
+        counters,
+        counterBase,
+        TriggerType.EXIT,
+        RESTORED_NAMES_GENERATION,
+        x.slot,
+        x.fence,
+        x.compliance ? Lane.COMPLIANCE : Lane.TRANSITION,
+        rec,
+      );
     }
     control.publish();
     return this.exits.length;
@@ -297,12 +340,21 @@ export class StateKeeper {
    * is copied and `resume` restarts it. Then the copy is encoded and written durably. With `pause` null (no thread
    * runs) the copy is taken directly. `clean` marks the last one of a clean stop.
    */
-  async checkpoint(store: FenceStore, counts: ProgressCounts, pause: (() => Promise<void>) | null, resume: (() => Promise<void>) | null, clean = false): Promise<void> {
+  async checkpoint(
+    store: FenceStore,
+    counts: ProgressCounts,
+    pause: (() => Promise<void>) | null,
+    resume: (() => Promise<void>) | null,
+    clean = false,
+  ): Promise<void> {
     const t0 = nowNs();
     try {
       const count = this.ids.deviceCount();
       let pausedNs = 0;
-      if (pause === null || !this.copy.captureLive(this.state, count, store.generation, this.ids, nowNs() + LIVE_CAPTURE_BUDGET_MS * 1e6)) {
+      if (
+        pause === null ||
+        !this.copy.captureLive(this.state, count, store.generation, this.ids, nowNs() + LIVE_CAPTURE_BUDGET_MS * 1e6)
+      ) {
         // The pause: from asking containment to stop (its batches in flight finish) to its resumption.
         const p0 = nowNs();
         if (pause !== null) {
@@ -378,7 +430,12 @@ export class StateKeeper {
  * fence `store` lacks is dropped (an EXIT for a device that was inside it). `floorSeq` > -Infinity: every device's seq
  * becomes that floor (an unclean stop); otherwise each continues from its own.
  */
-function restoreDevices(cp: Checkpoint, state: DeviceState, store: FenceStore, floorSeq: number): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null } {
+function restoreDevices(
+  cp: Checkpoint,
+  state: DeviceState,
+  store: FenceStore,
+  floorSeq: number,
+): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null } {
   const toStore = cp.fences.map((f) => store.indexOfId(f.id));
   const exits: RestoreExit[] = [];
   cp.devices.forEach((dev, slot) => {
@@ -440,7 +497,8 @@ function lostSince(dir: StateDirectory, cp: Checkpoint): RecoveryReport['lost'] 
   } finally {
     if (fd >= 0) fs.closeSync(fd);
   }
-  if (b.i32[PROG_MAGIC_W] !== PROGRESS_MAGIC || checksumWords(b.i32, 4, PROGRESS_BYTES >> 2) !== b.i32[PROG_CHECKSUM_W]) return null;
+  if (b.i32[PROG_MAGIC_W] !== PROGRESS_MAGIC || checksumWords(b.i32, 4, PROGRESS_BYTES >> 2) !== b.i32[PROG_CHECKSUM_W])
+    return null;
   // A mark written before this checkpoint (or by another run) says nothing about what came after it.
   if (b.f64[PROG_CHECKPOINT_NUMBER_F64 >> 3] !== cp.number) return null;
   const wallMs = b.f64[PROG_WALL_MS_F64 >> 3]!;

@@ -323,7 +323,16 @@ export function readRouterStats(v: StatsViews): RouterStats {
     triggersTotal += n;
   }
   const downstreams: DownstreamStats[] = [];
-  const sum = { offered: 0, recovered: 0, delivered: 0, replayed: 0, deadLettered: 0, final: 0, inFlight: 0, carriedOver: 0 };
+  const sum = {
+    offered: 0,
+    recovered: 0,
+    delivered: 0,
+    replayed: 0,
+    deadLettered: 0,
+    final: 0,
+    inFlight: 0,
+    carriedOver: 0,
+  };
   const byReason = {} as PerDeadLetterReason;
   for (const r of DEAD_LETTER_REASON_NAMES) byReason[r] = 0;
   const droppedSum = {} as PerDeadLetterDropReason;
@@ -351,7 +360,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
       limit: c[b + DS_LIMIT_F64]!,
       inflight: c[b + DS_INFLIGHT_F64]!,
       rttMinMs: c[b + DS_RTT_MIN_NS_F64]! / 1e6,
-      breakerState: (BREAKER_STATE_NAMES as readonly string[])[c[b + DS_BREAKER_STATE_F64]!] ?? String(c[b + DS_BREAKER_STATE_F64]),
+      breakerState:
+        (BREAKER_STATE_NAMES as readonly string[])[c[b + DS_BREAKER_STATE_F64]!] ?? String(c[b + DS_BREAKER_STATE_F64]),
       queueDepth: c[b + DS_QUEUE_DEPTH_F64]!,
       sending: c[b + DS_SENDING_F64]!,
       offered: c[b + DS_OFFERED_F64]!,
@@ -481,7 +491,7 @@ export function heldTimeWindow(previous: RouterStats, current: RouterStats): Hel
 }
 
 /** A consistent copy of the dispatcher's metric cells (`cells`, for `downstreams` downstreams): see copyPublished. */
-export function publishedDispatchCells(cells: Float64Array, downstreams: number): Float64Array {
+function publishedDispatchCells(cells: Float64Array, downstreams: number): Float64Array {
   const out = new Float64Array(cells.length);
   const i32 = new Int32Array(cells.buffer, cells.byteOffset, cells.length * 2);
   copyPublished(cells, i32, (downstreams * DS_BLOCK_F64 + DISP_PUBLISH_VERSION_F64) * 2, out);

@@ -7,7 +7,13 @@
  *
  * Reports run on the thread's own event loop (an unref'd interval), never on a hot path.
  */
-import { constants, monitorEventLoopDelay, performance, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
+import {
+  constants,
+  monitorEventLoopDelay,
+  performance,
+  PerformanceObserver,
+  type EventLoopUtilization,
+} from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { threadId } from 'node:worker_threads';
 import {
@@ -51,7 +57,11 @@ function poolSlotsOf(region: SharedArrayBuffer): number {
  * (a terminated worker), else -1 (reports are then skipped: more live workers than blocks cannot happen with
  * threadRuntimePoolSlots, which leaves room for one replacement per worker).
  */
-export function claimPoolBlock(region: SharedArrayBuffer, nowMs: number, intervalMs: number = THREAD_RUNTIME_INTERVAL_MS): number {
+export function claimPoolBlock(
+  region: SharedArrayBuffer,
+  nowMs: number,
+  intervalMs: number = THREAD_RUNTIME_INTERVAL_MS,
+): number {
   const i32 = new Int32Array(region);
   const f64 = new Float64Array(region);
   const me = threadId + 1;
@@ -169,7 +179,7 @@ export interface ThreadRuntimeReading {
 }
 
 /** Name of the thread reporting in `block`. */
-export function threadNameOf(block: number): string {
+function threadNameOf(block: number): string {
   if (block === RT_THREAD_MAIN) return 'main';
   if (block === RT_THREAD_INGEST) return 'ingest';
   if (block === RT_THREAD_DISPATCHER) return 'dispatcher';
@@ -180,7 +190,11 @@ export function threadNameOf(block: number): string {
  * The latest report of every thread that owns a block and has reported within STALE_INTERVALS intervals of `nowMs`
  * (a terminated pool worker's block drops out of the readings until a replacement takes it).
  */
-export function readThreadRuntime(region: SharedArrayBuffer, nowMs: number, intervalMs: number = THREAD_RUNTIME_INTERVAL_MS): ThreadRuntimeReading[] {
+export function readThreadRuntime(
+  region: SharedArrayBuffer,
+  nowMs: number,
+  intervalMs: number = THREAD_RUNTIME_INTERVAL_MS,
+): ThreadRuntimeReading[] {
   const f64 = new Float64Array(region);
   const i32 = new Int32Array(region);
   const out: ThreadRuntimeReading[] = [];
@@ -188,7 +202,8 @@ export function readThreadRuntime(region: SharedArrayBuffer, nowMs: number, inte
   for (let block = 0; block < blocks; block++) {
     const base = block * RT_STRIDE_F64;
     const at = f64[base + RT_REPORTED_AT_MS_F64]!;
-    if (Atomics.load(i32, base * 2 + RT_OWNER_I32) === 0 || at === 0 || nowMs - at > STALE_INTERVALS * intervalMs) continue;
+    if (Atomics.load(i32, base * 2 + RT_OWNER_I32) === 0 || at === 0 || nowMs - at > STALE_INTERVALS * intervalMs)
+      continue;
     out.push({
       thread: threadNameOf(block),
       reportedAtMs: at,

@@ -73,7 +73,8 @@ export function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
       const sub: NonNullable<DownstreamSpec['subscription']> = {};
       if (d.subscribe.fenceIds !== undefined) sub.fenceIds = d.subscribe.fenceIds;
       if (d.subscribe.tags !== undefined) sub.tags = d.subscribe.tags;
-      if (d.subscribe.types !== undefined) sub.types = d.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t));
+      if (d.subscribe.types !== undefined)
+        sub.types = d.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t));
       s.subscription = sub;
     }
     if (d.limit !== undefined) s.limit = d.limit;
@@ -91,4 +92,3 @@ export function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
     return s;
   });
 }
-

@@ -68,7 +68,10 @@ export function warmContainment(store: FenceStore, task: WarmUpTask): number {
   if (store.fenceCount === 0 || task.pings <= 0) return 0;
   const state = DeviceState.open(allocateDeviceState(WARM_DEVICES, 16));
   const telemetry = SpscRing.wrap(allocateTelemetryRing(1024, 0), RingKind.TELEMETRY);
-  const triggers = SpscRing.wrap(allocateRingRegion({ capacitySlots: 4096, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }), RingKind.TRIGGER).markScratch();
+  const triggers = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 4096, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }),
+    RingKind.TRIGGER,
+  ).markScratch();
   const engine = new ContainmentEngine(store, state, new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64)), 0);
   const random = prng(task.seed);
   // Each device walks around one fence's box, stepping a quarter of the box: it enters, dwells and leaves.

@@ -16,16 +16,11 @@ import { performance } from 'node:perf_hooks';
 export type ClockNs = () => number;
 
 /** The clock's zero, 2025-01-01T00:00:00Z: keeps ns values small enough for a double to hold them to ~16 ns. */
-export const CLOCK_EPOCH_MS = 1_735_689_600_000;
+const CLOCK_EPOCH_MS = 1_735_689_600_000;
 
 const originSinceEpochMs = performance.timeOrigin - CLOCK_EPOCH_MS;
 
 /** Current time in ns since CLOCK_EPOCH_MS on the cross-thread clock (a double; one heap number per read, see above). */
 export function nowNs(): number {
   return (originSinceEpochMs + performance.now()) * 1e6;
-}
-
-/** Current time in epoch ms on the cross-thread clock. */
-export function nowMs(): number {
-  return performance.timeOrigin + performance.now();
 }

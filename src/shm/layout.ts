@@ -12,9 +12,9 @@
  */
 
 /** Size of one cache line; producer and consumer counters never share one. */
-export const CACHE_LINE_BYTES = 64;
+const CACHE_LINE_BYTES = 64;
 /** Int32 cells per cache line. */
-export const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
+const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
 export const LAYOUT_VERSION = 4;
@@ -71,10 +71,6 @@ export const RING_MAX_CAPACITY_SLOTS = 1 << 24;
 
 /** Bytes per telemetry record. */
 export const TELEMETRY_STRIDE_BYTES = 64;
-/** Float64 cells per telemetry record. */
-export const TELEMETRY_STRIDE_F64 = TELEMETRY_STRIDE_BYTES / 8;
-/** Int32 cells per telemetry record. */
-export const TELEMETRY_STRIDE_I32 = TELEMETRY_STRIDE_BYTES / 4;
 /** Latitude, WGS84 degrees. */
 export const TEL_LAT_F64 = 0;
 /** Longitude, WGS84 degrees. */
@@ -315,7 +311,14 @@ export function fenceStoreSections(
   const ringOffsetsByte = align8(fenceI32Byte + fenceCount * FENCE_STRIDE_I32 * 4);
   const verticesByte = align8(ringOffsetsByte + (ringCount + 1) * 4);
   const metaByte = verticesByte + vertexCount * VERTEX_STRIDE_F64 * 8;
-  return { fenceF64Byte, fenceI32Byte, ringOffsetsByte, verticesByte, metaByte, totalBytes: align8(metaByte + metaBytes) };
+  return {
+    fenceF64Byte,
+    fenceI32Byte,
+    ringOffsetsByte,
+    verticesByte,
+    metaByte,
+    totalBytes: align8(metaByte + metaBytes),
+  };
 }
 
 /** Magic number at DSTATE_MAGIC_I32 identifying a per-device state region ("GRDS"). */
@@ -435,7 +438,12 @@ export interface DeviceStateSections {
 }
 
 /** Computes the sections of a device state region. */
-export function deviceStateSections(maxDevices: number, maxFencesPerDevice: number, inlineFences: number, poolChunks: number): DeviceStateSections {
+export function deviceStateSections(
+  maxDevices: number,
+  maxFencesPerDevice: number,
+  inlineFences: number,
+  poolChunks: number,
+): DeviceStateSections {
   const entries = maxDevices * inlineFences + poolChunks * ENTRY_CHUNK_ENTRIES;
   const chunksPerDevice = Math.ceil(Math.max(0, maxFencesPerDevice - inlineFences) / ENTRY_CHUNK_ENTRIES);
   const deviceF64Byte = DSTATE_HEADER_BYTES;
@@ -445,7 +453,17 @@ export function deviceStateSections(maxDevices: number, maxFencesPerDevice: numb
   const chunkTableByte = entryI32Byte + entries * ENTRY_STRIDE_I32 * 4;
   const poolNextByte = chunkTableByte + maxDevices * chunksPerDevice * 4;
   const totalBytes = Math.ceil((poolNextByte + poolChunks * 4) / 8) * 8;
-  return { deviceF64Byte, deviceI32Byte, entryF64Byte, entryI32Byte, chunkTableByte, poolNextByte, chunksPerDevice, entries, totalBytes };
+  return {
+    deviceF64Byte,
+    deviceI32Byte,
+    entryF64Byte,
+    entryI32Byte,
+    chunkTableByte,
+    poolNextByte,
+    chunksPerDevice,
+    entries,
+    totalBytes,
+  };
 }
 
 // Containment counters: one block per shard, written by the worker running that shard's batch (at most one at a time),
@@ -481,7 +499,7 @@ export const CNT_IMPLAUSIBLE_SEGMENTS_F64 = CNT_EXPIRY_EXITS_F64 + 1;
 /** CROSS triggers not written because their device had used its CROSS budget for the second. */
 export const CNT_CROSS_OVER_BUDGET_F64 = CNT_IMPLAUSIBLE_SEGMENTS_F64 + 1;
 /** Float64 cells used by one containment counter block. */
-export const CNT_BLOCK_USED_F64 = CNT_CROSS_OVER_BUDGET_F64 + 1;
+const CNT_BLOCK_USED_F64 = CNT_CROSS_OVER_BUDGET_F64 + 1;
 /** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
 export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 
@@ -532,7 +550,7 @@ export const CTL_STDIN_BYTES_I32 = CTL_INPUT_BYTES_I32 + 3;
 /** 1 while stdin is paused, waiting for its forwarded backlog to fall to its low-water mark. Same line 5. */
 export const CTL_STDIN_WAITING_I32 = CTL_INPUT_BYTES_I32 + 4;
 /** Bytes of control lines before the ingest counter block. */
-export const PIPE_CONTROL_BYTES = CACHE_LINE_BYTES * 6;
+const PIPE_CONTROL_BYTES = CACHE_LINE_BYTES * 6;
 
 /** Lifecycle of the ingest thread as published in CTL_INGEST_STATE_I32. */
 export const IngestState = {
@@ -613,7 +631,7 @@ export const REJECT_REASON_NAMES = [
 ] as const;
 
 /** First Float64 cell of the ingest counter block (PIPE_CONTROL_BYTES / 8). */
-export const ING_BASE_F64 = PIPE_CONTROL_BYTES / 8;
+const ING_BASE_F64 = PIPE_CONTROL_BYTES / 8;
 /** Bytes received from every source. */
 export const ING_BYTES_F64 = ING_BASE_F64 + 0;
 /** Frames delimited and looked at (accepted + rejected, resynchronisation candidates that failed excluded). */
@@ -663,13 +681,19 @@ export const ConnectionDropReason = {
 /** Number of connection drop reasons. */
 export const CONNECTION_DROP_REASON_COUNT = 5;
 /** Connection drop reason names indexed by value, for metric labels. */
-export const CONNECTION_DROP_REASON_NAMES = ['idle', 'frame_deadline', 'held_bytes', 'unauthenticated', 'tls_handshake'] as const;
+export const CONNECTION_DROP_REASON_NAMES = [
+  'idle',
+  'frame_deadline',
+  'held_bytes',
+  'unauthenticated',
+  'tls_handshake',
+] as const;
 /** Telemetry connections the router closed, by ConnectionDropReason. */
 export const ING_CONNECTIONS_DROPPED_F64 = ING_BASE_F64 + 16;
 /** Rejected frames and pings per reason: cells [ING_REJECTED_F64 + reason]. */
 export const ING_REJECTED_F64 = ING_CONNECTIONS_DROPPED_F64 + CONNECTION_DROP_REASON_COUNT;
 /** Float64 cells in the ingest counter block, rounded up to whole cache lines. */
-export const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT_REASON_COUNT) / 8) * 8;
+const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT_REASON_COUNT) / 8) * 8;
 /** Total bytes of the pipeline region. */
 export const PIPE_REGION_BYTES = PIPE_CONTROL_BYTES + ING_BLOCK_F64 * 8;
 
@@ -758,7 +782,7 @@ export const DEVID_OWNER_I32 = 5;
 /** Bytes of the header (one cache line). */
 export const DEVID_HEADER_BYTES = CACHE_LINE_BYTES;
 /** Meta word of a slot: 0 = empty; DEVID_KIND_STRING | byteLength; or DEVID_KIND_NUMBER. */
-export const DEVID_KIND_SHIFT = 24;
+const DEVID_KIND_SHIFT = 24;
 /** Kind bits for a string id (byte length in the low 24 bits). */
 export const DEVID_KIND_STRING = 1 << DEVID_KIND_SHIFT;
 /** Kind bits for an unsigned-integer id (value in the numeric column). */
@@ -1018,7 +1042,7 @@ export const DS_DURABLE_FAILING_F64 = DS_DEAD_LETTER_BYTES_F64 + 5;
  */
 export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_DURABLE_FAILING_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
-export const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
+const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */
 export const DS_BLOCK_F64 = Math.ceil(DS_BLOCK_USED_F64 / 8) * 8;
 
@@ -1116,7 +1140,7 @@ export const RT_THREAD_DISPATCHER = 2;
 export const RT_THREAD_POOL_FIRST = 3;
 
 /** Pool blocks for a pool of `poolSize` workers: room for as many replacements as workers before takeover. */
-export function threadRuntimePoolSlots(poolSize: number): number {
+function threadRuntimePoolSlots(poolSize: number): number {
   return 2 * poolSize;
 }
 

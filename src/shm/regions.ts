@@ -20,7 +20,7 @@ import {
 } from './layout.js';
 
 /** True when `n` is a positive power of two that fits in 31 bits. */
-export function isPowerOfTwo(n: number): boolean {
+function isPowerOfTwo(n: number): boolean {
   return Number.isInteger(n) && n > 0 && n <= 0x40000000 && (n & (n - 1)) === 0;
 }
 
@@ -67,7 +67,8 @@ export function allocateRingRegion(spec: RingRegionSpec): SharedArrayBuffer {
 
 /** Allocates `blocks` zeroed Float64 counter blocks of `blockF64` cells each. */
 export function allocateCounterRegion(blocks: number, blockF64: number): SharedArrayBuffer {
-  if (!Number.isInteger(blocks) || blocks <= 0) throw new RangeError(`blocks must be a positive integer, got ${String(blocks)}`);
+  if (!Number.isInteger(blocks) || blocks <= 0)
+    throw new RangeError(`blocks must be a positive integer, got ${String(blocks)}`);
   if (!Number.isInteger(blockF64) || blockF64 <= 0) {
     throw new RangeError(`blockF64 must be a positive integer, got ${String(blockF64)}`);
   }

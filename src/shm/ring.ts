@@ -35,7 +35,7 @@ import {
 } from './layout.js';
 
 /** Busy-poll iterations before a waiting side parks in Atomics.wait. */
-export const DEFAULT_SPIN_ITERATIONS = 200;
+const DEFAULT_SPIN_ITERATIONS = 200;
 
 /** A view of one ring region; construct one per thread with `SpscRing.wrap(buffer)`. */
 export class SpscRing {

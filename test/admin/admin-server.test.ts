@@ -41,7 +41,9 @@ let worker: Worker;
 before(async () => {
   await server.start();
   base = `http://127.0.0.1:${server.port}`;
-  worker = new Worker(new URL('../metrics/fixtures/counter-writer-thread.js', import.meta.url), { workerData: { pipeline, admission } });
+  worker = new Worker(new URL('../metrics/fixtures/counter-writer-thread.js', import.meta.url), {
+    workerData: { pipeline, admission },
+  });
 });
 
 after(async () => {
@@ -67,9 +69,16 @@ test('/metrics is valid exposition that follows shared counter cells written by 
   const first = await scrape();
   assert.equal(sampleValue(first, MetricNames.INGEST_ACCEPTED), 0);
   assert.equal(sampleValue(first, MetricNames.INGEST_REJECTED, { reason: 'invalid_lat' }), 0);
-  assert.equal(sampleValue(first, MetricNames.INGEST_REJECTED, { reason: 'corrupt_frame' }), 0, 'every reason is exported');
+  assert.equal(
+    sampleValue(first, MetricNames.INGEST_REJECTED, { reason: 'corrupt_frame' }),
+    0,
+    'every reason is exported',
+  );
   assert.equal(sampleValue(first, MetricNames.PINGS_SHED, { lane: 'compliance', reason: 'ring_full' }), 0);
-  assert.ok(first.some((s) => s.name === 'process_cpu_seconds_total'), 'default process metrics');
+  assert.ok(
+    first.some((s) => s.name === 'process_cpu_seconds_total'),
+    'default process metrics',
+  );
   await writeFromWorker(1);
   await writeFromWorker(2);
   const second = await scrape();
@@ -117,9 +126,15 @@ test('POST /admin/reload-fences runs the handler once at a time and reports its 
   assert.equal(reloads, 2);
 });
 
-test('/healthz answers 503 with the health function\'s reason while it says unhealthy', async () => {
+test("/healthz answers 503 with the health function's reason while it says unhealthy", async () => {
   let health = { ready: false, reason: 'containment stalled on shards 1,3' };
-  const s = new AdminServer({ port: 0, registry: metrics.registry, readiness: () => true, health: () => health, reloadFences: async () => null });
+  const s = new AdminServer({
+    port: 0,
+    registry: metrics.registry,
+    readiness: () => true,
+    health: () => health,
+    reloadFences: async () => null,
+  });
   await s.start();
   try {
     const res = await fetch(`http://127.0.0.1:${s.port}/healthz`);
@@ -135,5 +150,14 @@ test('/healthz answers 503 with the health function\'s reason while it says unhe
 test('the admin server binds 127.0.0.1 by default and refuses a bad port', () => {
   const s = new AdminServer({ registry: metrics.registry, readiness: () => true, reloadFences: async () => null });
   assert.equal((s as unknown as { options: { host: string } }).options.host, '127.0.0.1');
-  assert.throws(() => new AdminServer({ port: 70000, registry: metrics.registry, readiness: () => true, reloadFences: async () => null }), /options\.port must be an integer in \[0, 65535\]/);
+  assert.throws(
+    () =>
+      new AdminServer({
+        port: 70000,
+        registry: metrics.registry,
+        readiness: () => true,
+        reloadFences: async () => null,
+      }),
+    /options\.port must be an integer in \[0, 65535\]/,
+  );
 });

@@ -21,7 +21,20 @@ function file(name: string, text: string): string {
 test('--help exits 0 and lists the flags', async () => {
   const r = await runCli(['--help']);
   assert.equal(r.code, 0, r.stderr);
-  for (const flag of ['--config', '--demo', '--demo-seconds', '--demo-devices', '--listen', '--admin', '--fences', '--webhook', '--ndjson', '--shards', '--pool-size', '--help']) {
+  for (const flag of [
+    '--config',
+    '--demo',
+    '--demo-seconds',
+    '--demo-devices',
+    '--listen',
+    '--admin',
+    '--fences',
+    '--webhook',
+    '--ndjson',
+    '--shards',
+    '--pool-size',
+    '--help',
+  ]) {
     assert.ok(r.stdout.includes(flag), `--help lists ${flag}`);
   }
   assert.match(r.stdout, /SIGHUP/);
@@ -51,7 +64,10 @@ test('a bad config file exits 2 naming the file and the problem', async () => {
     [file('broken.json', '{"shards": 4,'), /config file .*broken\.json: not valid JSON/],
     [file('array.json', '[1, 2]'), /config file .*array\.json: must hold a JSON object/],
     [file('unknown.json', '{"shardz": 4}'), /options\.shardz is not an option/],
-    [file('range.json', '{"admission": {"reservedFraction": 0.7}}'), /options\.admission\.reservedFraction must be a number in \[0, 0\.5\], got 0\.7/],
+    [
+      file('range.json', '{"admission": {"reservedFraction": 0.7}}'),
+      /options\.admission\.reservedFraction must be a number in \[0, 0\.5\], got 0\.7/,
+    ],
   ];
   for (const [path, message] of cases) {
     const r = await runCli(['--config', path, '--no-listen', '--no-admin']);
@@ -61,7 +77,10 @@ test('a bad config file exits 2 naming the file and the problem', async () => {
 });
 
 test('a bad GeoJSON fences file exits 1 naming the file, the feature and the reason', async () => {
-  const noGeometry = file('no-geometry.geojson', JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { id: 'a' } }] }));
+  const noGeometry = file(
+    'no-geometry.geojson',
+    JSON.stringify({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: { id: 'a' } }] }),
+  );
   let r = await runCli(['--fences', noGeometry, '--no-listen', '--no-admin']);
   assert.equal(r.code, 1, r.stderr);
   assert.ok(r.stderr.includes(noGeometry), r.stderr);
@@ -83,12 +102,38 @@ test('a config file with valid options and fences starts, replays its input and 
     'fences.geojson',
     JSON.stringify({
       type: 'FeatureCollection',
-      features: [{ type: 'Feature', properties: { id: 'depot' }, geometry: { type: 'Polygon', coordinates: [[[13.4, 52.5], [13.41, 52.5], [13.41, 52.51], [13.4, 52.51], [13.4, 52.5]]] } }],
+      features: [
+        {
+          type: 'Feature',
+          properties: { id: 'depot' },
+          geometry: {
+            type: 'Polygon',
+            coordinates: [
+              [
+                [13.4, 52.5],
+                [13.41, 52.5],
+                [13.41, 52.51],
+                [13.4, 52.51],
+                [13.4, 52.5],
+              ],
+            ],
+          },
+        },
+      ],
     }),
   );
   // An input file that is empty: the run ends when it has been read (no listener).
   const input = file('empty.msgpack', '');
-  const config = file('config.json', JSON.stringify({ fencesFile: 'fences.geojson', shards: 2, inputs: ['empty.msgpack'], listenHost: null, adminHost: null }));
+  const config = file(
+    'config.json',
+    JSON.stringify({
+      fencesFile: 'fences.geojson',
+      shards: 2,
+      inputs: ['empty.msgpack'],
+      listenHost: null,
+      adminHost: null,
+    }),
+  );
   const r = await runCli(['--config', config]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /drained cleanly/);

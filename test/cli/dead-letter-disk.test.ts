@@ -51,13 +51,33 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     JSON.stringify({
       downstreams: [
         { name: 'good', kind: 'webhook', url: good.url },
-        { name: 'refuses', kind: 'webhook', url: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/hook`, maxBatchTriggers: 16 },
+        {
+          name: 'refuses',
+          kind: 'webhook',
+          url: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/hook`,
+          maxBatchTriggers: 16,
+        },
       ],
       deadLetter: { maxBytesPerDownstream: 1024 * 1024 },
     }),
   );
-  const args = ['--config', config, '--fences', fences, '--state-dir', join(dir, 'state'), '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'];
-  const child = spawn('bash', ['-c', `ulimit -f ${FILE_LIMIT_KIB} && exec "$0" "$@"`, process.execPath, MAIN_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+  const args = [
+    '--config',
+    config,
+    '--fences',
+    fences,
+    '--state-dir',
+    join(dir, 'state'),
+    '--listen',
+    '127.0.0.1:0',
+    '--admin',
+    '127.0.0.1:0',
+  ];
+  const child = spawn(
+    'bash',
+    ['-c', `ulimit -f ${FILE_LIMIT_KIB} && exec "$0" "$@"`, process.execPath, MAIN_PATH, ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -65,7 +85,11 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
   const killer = setTimeout(() => child.kill('SIGKILL'), 90_000);
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   try {
-    await waitFor(() => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(stderr) || child.exitCode !== null, 30_000, 'the telemetry port');
+    await waitFor(
+      () => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(stderr) || child.exitCode !== null,
+      30_000,
+      'the telemetry port',
+    );
     const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1]);
     assert.ok(port > 0, stderr);
     // Every device goes in and out of A, a second apart: one trigger per ping after the first.
@@ -98,7 +122,10 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     assert.ok(drainMs < 20_000, `SIGTERM to exit: ${drainMs} ms`);
     assert.equal(code, 3, `drained, with dead letters\n${stdout}\n${stderr}`);
     assert.equal(good.received.length, expected, 'the healthy downstream got every trigger, once');
-    assert.match(stderr, /error: downstream refuses: durable writes failing \(EFBIG: file too large[^)]*\): \d+ failed writes/);
+    assert.match(
+      stderr,
+      /error: downstream refuses: durable writes failing \(EFBIG: file too large[^)]*\): \d+ failed writes/,
+    );
     const line = stdout.split('\n').find((l) => l.trimStart().startsWith('refuses '));
     assert.ok(line !== undefined, stdout);
     const writeErrors = Number(/write_errors=(\d+)/.exec(line)![1]);
@@ -106,7 +133,9 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     assert.ok(writeErrors > 0, line);
     assert.ok(diskError > 0, `dead letters the disk did not take are counted: ${line}`);
     assert.match(line, new RegExp(`final=${expected} `), 'every refused trigger settled');
-    console.log(`EFBIG (ulimit -f ${FILE_LIMIT_KIB} KiB): ${expected} triggers, healthy downstream got ${good.received.length}; ${writeErrors} write errors, ${diskError} dead letters not kept; SIGTERM to exit ${drainMs} ms`);
+    console.log(
+      `EFBIG (ulimit -f ${FILE_LIMIT_KIB} KiB): ${expected} triggers, healthy downstream got ${good.received.length}; ${writeErrors} write errors, ${diskError} dead letters not kept; SIGTERM to exit ${drainMs} ms`,
+    );
   } finally {
     clearTimeout(killer);
     if (child.exitCode === null) child.kill('SIGKILL');

@@ -14,7 +14,11 @@ import { SimulatedService } from '../../src/demo/simulated-service.js';
 import type { DownstreamStats, RouterStats } from '../../src/pipeline/stats.js';
 
 test('the simulated service serves at most `capacity` batches at once, all of them, first come first served', async () => {
-  const service = new SimulatedService({ capacity: 3, minServiceMs: 1, maxServiceMs: 3, driftPeriodMs: 50 }, () => performance.now(), mulberry32(1));
+  const service = new SimulatedService(
+    { capacity: 3, minServiceMs: 1, maxServiceMs: 3, driftPeriodMs: 50 },
+    () => performance.now(),
+    mulberry32(1),
+  );
   let most = 0;
   const order: number[] = [];
   const calls = Array.from({ length: 20 }, (_, i) =>
@@ -37,21 +41,49 @@ test('the simulated service serves at most `capacity` batches at once, all of th
 
 test('the service time drifts between its low and high values', () => {
   let now = 0;
-  const s = new SimulatedService({ minServiceMs: 2, maxServiceMs: 20, driftPeriodMs: 40_000 }, () => now, () => 0.5);
+  const s = new SimulatedService(
+    { minServiceMs: 2, maxServiceMs: 20, driftPeriodMs: 40_000 },
+    () => now,
+    () => 0.5,
+  );
   assert.equal(s.baseServiceMs(0), 2);
   assert.ok(Math.abs(s.baseServiceMs(20_000) - 20) < 1e-9);
   for (now = 0; now < 80_000; now += 777) {
     const v = s.baseServiceMs(now);
     assert.ok(v >= 2 && v <= 20, `${v} within [2, 20]`);
   }
-  assert.throws(() => new SimulatedService({ capacity: 0 }, () => 0, () => 0), /options\.capacity must be an integer in \[1, 4096\], got 0/);
-  assert.throws(() => new SimulatedService({ minServiceMs: 30, maxServiceMs: 20 }, () => 0, () => 0), /options\.minServiceMs/);
+  assert.throws(
+    () =>
+      new SimulatedService(
+        { capacity: 0 },
+        () => 0,
+        () => 0,
+      ),
+    /options\.capacity must be an integer in \[1, 4096\], got 0/,
+  );
+  assert.throws(
+    () =>
+      new SimulatedService(
+        { minServiceMs: 30, maxServiceMs: 20 },
+        () => 0,
+        () => 0,
+      ),
+    /options\.minServiceMs/,
+  );
 });
 
 test('the fleet turns moving devices back at its bound and parks and starts devices on request', () => {
   const centreLat = 52.52;
   const centreLon = 13.405;
-  const fleet = new Fleet({ devices: 200, seed: 3, centreLat, centreLon, radiusM: 1000, boundRadiusM: 1000, parkedFraction: 0.25 });
+  const fleet = new Fleet({
+    devices: 200,
+    seed: 3,
+    centreLat,
+    centreLon,
+    radiusM: 1000,
+    boundRadiusM: 1000,
+    parkedFraction: 0.25,
+  });
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 0 };
   const mPerDegLon = 111_195 * Math.cos((centreLat * Math.PI) / 180);
   let farthestM = 0;
@@ -72,7 +104,10 @@ test('the fleet turns moving devices back at its bound and parks and starts devi
   fleet.advance(0, ping, 2_000_000);
   const before = { lat: ping.lat, lon: ping.lon };
   fleet.advance(0, ping, 2_010_000);
-  assert.ok(Math.hypot((ping.lat - before.lat) * 111_195, (ping.lon - before.lon) * mPerDegLon) < 5, 'a parked device only jitters');
+  assert.ok(
+    Math.hypot((ping.lat - before.lat) * 111_195, (ping.lon - before.lon) * mPerDegLon) < 5,
+    'a parked device only jitters',
+  );
   assert.ok(ping.speed < 0.5, 'a parked device reports a stationary speed');
   fleet.setSpeed(0, 10);
   fleet.advance(0, ping, 2_020_000);
@@ -198,7 +233,11 @@ test("the status line's held_p99 is the last interval's, from the histogram's de
     return a;
   };
   const prev = stats({ heldTimeSamples: 1000, heldTimeBucketCounts: at({ 30: 1000 }), heldTimeP99Ms: 8 });
-  const cur = stats({ heldTimeSamples: 2000, heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000 }), heldTimeP99Ms: 8 });
+  const cur = stats({
+    heldTimeSamples: 2000,
+    heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000 }),
+    heldTimeP99Ms: 8,
+  });
   const w = heldTimeWindow(prev, cur);
   assert.equal(w.samples, 1000);
   assert.equal(w.p50Ms, heldBucketBoundNs(10) / 1e6);
@@ -207,14 +246,25 @@ test("the status line's held_p99 is the last interval's, from the histogram's de
   assert.equal(w.maxMs, heldBucketBoundNs(20) / 1e6);
   assert.match(formatStatusLine(prev, cur, 1000, 3000), / held_p99=0\.09ms held_p99_all=8\.00ms$/);
   // A window with one sample in the overflow bucket reports the last bound, not the cumulative maximum.
-  const over = stats({ heldTimeSamples: 2001, heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000, [HELD_BUCKET_COUNT - 1]: 1 }) });
+  const over = stats({
+    heldTimeSamples: 2001,
+    heldTimeBucketCounts: at({ 10: 995, 20: 5, 30: 1000, [HELD_BUCKET_COUNT - 1]: 1 }),
+  });
   assert.equal(heldTimeWindow(cur, over).p99Ms, heldBucketBoundNs(HELD_BUCKET_COUNT - 2) / 1e6);
   assert.ok(Number.isNaN(heldTimeWindow(cur, cur).p99Ms));
 });
 
 test('the summary reports the accounting, the state directory, and how the drain ended', () => {
   const summary = (over: Partial<RouterStats>) => ({
-    ...stats({ accepted: 10, admittedTotal: 10, processed: 10, triggersTotal: 4, deliveriesOffered: 4, delivered: 4, ...over }),
+    ...stats({
+      accepted: 10,
+      admittedTotal: 10,
+      processed: 10,
+      triggersTotal: 4,
+      deliveriesOffered: 4,
+      delivered: 4,
+      ...over,
+    }),
     uptimeMs: 5000,
     stateDir: '/var/lib/geofence' as string | null,
     checkpointIntervalMs: 5000,
@@ -232,10 +282,22 @@ test('the summary reports the accounting, the state directory, and how the drain
   assert.match(formatSummary(short, 1).at(-1)!, /^drain incomplete: admitted=10 processed=9/);
   assert.equal(drainOutcome(summary({ lost: 1 })), 'lost');
   // Dead letters and triggers kept for the next start are not losses, but not a clean delivery either.
-  const kept = summary({ delivered: 2, final: 1, carriedOver: 1, deadLettered: 1, deadLetteredByReason: { rejected: 1, expired: 0, undeliverable: 0 } });
+  const kept = summary({
+    delivered: 2,
+    final: 1,
+    carriedOver: 1,
+    deadLettered: 1,
+    deadLetteredByReason: { rejected: 1, expired: 0, undeliverable: 0 },
+  });
   assert.equal(drainOutcome(kept), 'kept');
   assert.equal(drainedCleanly(kept), false);
-  assert.match(formatSummary(kept, 1).at(-1)!, /^drained, nothing lost: 1 triggers dead-lettered for good, 1 kept in the state directory/);
+  assert.match(
+    formatSummary(kept, 1).at(-1)!,
+    /^drained, nothing lost: 1 triggers dead-lettered for good, 1 kept in the state directory/,
+  );
   assert.match(formatSummary(kept, 1).join('\n'), /dead_lettered\(rejected=1 expired=0 undeliverable=0\)/);
-  assert.match(formatSummary({ ...clean, stateDir: null }, 1).join('\n'), /temporary directory \(removed\): nothing survives a restart/);
+  assert.match(
+    formatSummary({ ...clean, stateDir: null }, 1).join('\n'),
+    /temporary directory \(removed\): nothing survives a restart/,
+  );
 });

@@ -8,7 +8,19 @@ import { test } from 'node:test';
 import { parseExposition, sampleValue } from '../metrics/exposition.js';
 import { CliProcess, statusLines, triggersIn, valueOf } from './support.js';
 
-const SMALL = ['--demo', '--demo-devices', '2000', '--demo-fences', '600', '--admin', '127.0.0.1:0', '--shards', '2', '--ring-capacity', '4096'];
+const SMALL = [
+  '--demo',
+  '--demo-devices',
+  '2000',
+  '--demo-fences',
+  '600',
+  '--admin',
+  '127.0.0.1:0',
+  '--shards',
+  '2',
+  '--ring-capacity',
+  '4096',
+];
 
 function summaryOf(stdout: string): string {
   const i = stdout.indexOf('summary:');
@@ -27,7 +39,10 @@ function assertCleanSummary(stdout: string): void {
   assert.ok(valueOf(summary, 'total') >= 0);
   assert.match(summary, /drained cleanly/);
   // Every trigger produced was offered to the demo's callback downstream, which never fails.
-  assert.equal(valueOf(summary.slice(summary.indexOf('demo-service')), 'delivered'), valueOf(summary.slice(summary.indexOf('triggers ')), 'total'));
+  assert.equal(
+    valueOf(summary.slice(summary.indexOf('demo-service')), 'delivered'),
+    valueOf(summary.slice(summary.indexOf('triggers ')), 'total'),
+  );
 }
 
 test('the demo shows triggers flowing, serves /metrics, and stops by itself after --demo-seconds with a clean drain', async () => {
@@ -44,18 +59,31 @@ test('the demo shows triggers flowing, serves /metrics, and stops by itself afte
   for (const s of samples) if (s.name === 'geofence_triggers_total') triggers += s.value;
   assert.ok(triggers > 0, 'the scrape counts triggers');
   assert.ok((sampleValue(samples, 'geofence_ingest_accepted_total') ?? 0) > 0, 'the scrape counts accepted pings');
-  assert.ok(samples.some((s) => s.name === 'geofence_dispatch_concurrency_limit' && s.labels['downstream'] === 'demo-service'), 'the callback downstream has a limit gauge');
+  assert.ok(
+    samples.some((s) => s.name === 'geofence_dispatch_concurrency_limit' && s.labels['downstream'] === 'demo-service'),
+    'the callback downstream has a limit gauge',
+  );
 
   const { code } = await p.exited;
   assert.equal(code, 0, p.stderr);
   const lines = statusLines(p.stdout);
   assert.ok(lines.length >= 3, `status lines:\n${p.stdout}`);
   const totals = lines.map(triggersIn);
-  for (let i = 1; i < totals.length; i++) assert.ok(totals[i]! >= totals[i - 1]!, `trigger totals never fall: ${totals.join(' ')}`);
+  for (let i = 1; i < totals.length; i++)
+    assert.ok(totals[i]! >= totals[i - 1]!, `trigger totals never fall: ${totals.join(' ')}`);
   assert.ok(totals[totals.length - 1]! > totals[0]!, `trigger totals grow: ${totals.join(' ')}`);
-  assert.ok(lines.every((l) => /ingest=\d+\/s shed\(idle=\d+ transition=\d+ compliance=\d+\)/.test(l)), 'each line shows the ingest rate and shed by lane');
-  assert.ok(lines.every((l) => /demo-service\(limit=\d+ inflight=\d+/.test(l) && /demo-audit\(limit=4 inflight=\d+/.test(l)), 'each line shows both downstreams');
-  assert.ok(lines.some((l) => valueOf(l, 'ingest') > 0), 'pings arrive');
+  assert.ok(
+    lines.every((l) => /ingest=\d+\/s shed\(idle=\d+ transition=\d+ compliance=\d+\)/.test(l)),
+    'each line shows the ingest rate and shed by lane',
+  );
+  assert.ok(
+    lines.every((l) => /demo-service\(limit=\d+ inflight=\d+/.test(l) && /demo-audit\(limit=4 inflight=\d+/.test(l)),
+    'each line shows both downstreams',
+  );
+  assert.ok(
+    lines.some((l) => valueOf(l, 'ingest') > 0),
+    'pings arrive',
+  );
   assert.match(p.stderr, /demo time up/);
   assertCleanSummary(p.stdout);
 });

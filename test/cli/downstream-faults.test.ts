@@ -101,13 +101,18 @@ async function metric(adminPort: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return sum;
 }
 
 /** Runs one fault: the faulty downstream misbehaves from the start for FAULT_MS, then `recover` runs. */
-async function runFault(label: string, start: (f: FaultyServer) => Promise<void>, recover: (f: FaultyServer) => Promise<void>): Promise<{ pauses: number; code: number | null }> {
+async function runFault(
+  label: string,
+  start: (f: FaultyServer) => Promise<void>,
+  recover: (f: FaultyServer) => Promise<void>,
+): Promise<{ pauses: number; code: number | null }> {
   const dir = mkdtempSync(join(tmpdir(), 'gr-faults-'));
   const fences = join(dir, 'fences.geojson');
   writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features: [square('A', 0, 0, 100)] }));
@@ -125,9 +130,28 @@ async function runFault(label: string, start: (f: FaultyServer) => Promise<void>
       ],
     }),
   );
-  const p = new CliProcess(['--config', config, '--fences', fences, '--state-dir', join(dir, 'state'), '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0'], 40_000, dir);
+  const p = new CliProcess(
+    [
+      '--config',
+      config,
+      '--fences',
+      fences,
+      '--state-dir',
+      join(dir, 'state'),
+      '--listen',
+      '127.0.0.1:0',
+      '--admin',
+      '127.0.0.1:0',
+    ],
+    40_000,
+    dir,
+  );
   try {
-    await p.waitFor('the ports', (c) => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(c.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(c.stderr));
+    await p.waitFor(
+      'the ports',
+      (c) =>
+        /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(c.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(c.stderr),
+    );
     const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
     const adminPort = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
     await start(faulty);
@@ -140,7 +164,11 @@ async function runFault(label: string, start: (f: FaultyServer) => Promise<void>
     const pauses = await metric(adminPort, 'geofence_dispatch_retry_after_pauses_total');
     await recover(faulty);
     const tRecover = Date.now();
-    await waitFor(() => new Set(faulty.received.map((t) => `${t.deviceId}/${t.seq}`)).size >= EXPECTED, 12_000, `every trigger at the ${label} downstream after recovery (has ${faulty.received.length})`);
+    await waitFor(
+      () => new Set(faulty.received.map((t) => `${t.deviceId}/${t.seq}`)).size >= EXPECTED,
+      12_000,
+      `every trigger at the ${label} downstream after recovery (has ${faulty.received.length})`,
+    );
     const catchUpMs = Date.now() - tRecover;
     const goodReport = checkDeliveryContract(good.received, { complete: true, stays: true });
     assert.deepEqual(goodReport.problems, [], 'the healthy downstream');
@@ -154,7 +182,9 @@ async function runFault(label: string, start: (f: FaultyServer) => Promise<void>
     const { code } = await p.exited;
     // Everything was delivered in the end (dead letters included, through the replay lane): a clean drain.
     assert.equal(code, 0, `drain after recovery, exit ${code}\n${p.stdout}\n${p.stderr}`);
-    console.log(`${label}: ${EXPECTED} triggers; healthy got all in ${goodMs} ms; faulty refused ${refusedDuringFault} requests in ${FAULT_MS} ms, then got ${faulty.received.length} (${faulty.received.length - EXPECTED} re-deliveries) ${catchUpMs} ms after recovery; retry-after pauses ${pauses}; exit ${code}`);
+    console.log(
+      `${label}: ${EXPECTED} triggers; healthy got all in ${goodMs} ms; faulty refused ${refusedDuringFault} requests in ${FAULT_MS} ms, then got ${faulty.received.length} (${faulty.received.length - EXPECTED} re-deliveries) ${catchUpMs} ms after recovery; retry-after pauses ${pauses}; exit ${code}`,
+    );
     return { pauses, code };
   } finally {
     if (p.child.exitCode === null) p.child.kill('SIGKILL');
@@ -164,21 +194,37 @@ async function runFault(label: string, start: (f: FaultyServer) => Promise<void>
 }
 
 test('a downstream that hangs for 3 s, then recovers: timeouts are failures, nothing lost, in order, healthy one unaffected', async () => {
-  await runFault('hang', async (f) => void (f.mode = 'hang'), async (f) => {
-    f.mode = 'ok';
-    f.dropHung();
-  });
+  await runFault(
+    'hang',
+    async (f) => void (f.mode = 'hang'),
+    async (f) => {
+      f.mode = 'ok';
+      f.dropHung();
+    },
+  );
 });
 
 test('a downstream that resets every connection for 3 s, then recovers', async () => {
-  await runFault('reset', async (f) => void (f.mode = 'reset'), async (f) => void (f.mode = 'ok'));
+  await runFault(
+    'reset',
+    async (f) => void (f.mode = 'reset'),
+    async (f) => void (f.mode = 'ok'),
+  );
 });
 
 test('a downstream that answers 429/503 with Retry-After for 3 s: the router pauses, then delivers everything once in order', async () => {
-  const { pauses } = await runFault('retry-after', async (f) => void (f.mode = 'retry-after'), async (f) => void (f.mode = 'ok'));
+  const { pauses } = await runFault(
+    'retry-after',
+    async (f) => void (f.mode = 'retry-after'),
+    async (f) => void (f.mode = 'ok'),
+  );
   assert.ok(pauses > 0, `geofence_dispatch_retry_after_pauses_total = ${pauses}`);
 });
 
 test('a downstream whose port closes for 3 s (connection refused), then listens again on the same port', async () => {
-  await runFault('port-closed', async (f) => f.close(), async (f) => f.listen());
+  await runFault(
+    'port-closed',
+    async (f) => f.close(),
+    async (f) => f.listen(),
+  );
 });

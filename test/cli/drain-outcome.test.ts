@@ -5,11 +5,28 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainedCleanly, drainOutcome, EXIT_CLEAN, EXIT_FAILURE, EXIT_LOSS, exitCodeOf, formatSummary } from '../../src/status.js';
+import {
+  drainedCleanly,
+  drainOutcome,
+  EXIT_CLEAN,
+  EXIT_FAILURE,
+  EXIT_LOSS,
+  exitCodeOf,
+  formatSummary,
+} from '../../src/status.js';
 import { createRouter, type RouterSummary } from '../../src/index.js';
 
 test('the drain outcome, its exit code and the summary list every loss by lane and reason', async () => {
-  const router = await createRouter({ listenHost: null, adminHost: null, shards: 1, poolSize: 1, ringCapacitySlots: 64, maxDevices: 16, stateDir: null, log: () => undefined });
+  const router = await createRouter({
+    listenHost: null,
+    adminHost: null,
+    shards: 1,
+    poolSize: 1,
+    ringCapacitySlots: 64,
+    maxDevices: 16,
+    stateDir: null,
+    log: () => undefined,
+  });
   const base = await router.close();
   const clean: RouterSummary = { ...base, accepted: 10, offeredTotal: 10, admittedTotal: 10, processed: 10 };
   const last = (s: RouterSummary): string => formatSummary(s, 1).at(-1)!;
@@ -18,42 +35,63 @@ test('the drain outcome, its exit code and the summary list every loss by lane a
   assert.equal(exitCodeOf(drainOutcome(clean)), EXIT_CLEAN);
   assert.ok(drainedCleanly(clean));
   assert.match(last(clean), /^drained cleanly/);
-  assert.match(formatSummary(clean, 1).join('\n'), /shed\(idle=0 transition=0 compliance=0\) total=0 by_reason\(none\)\n {2}rejected {3}total=0 by_reason\(none\)\n {2}tracking {3}fence_overflows=0 candidate_overflows=0/);
+  assert.match(
+    formatSummary(clean, 1).join('\n'),
+    /shed\(idle=0 transition=0 compliance=0\) total=0 by_reason\(none\)\n {2}rejected {3}total=0 by_reason\(none\)\n {2}tracking {3}fence_overflows=0 candidate_overflows=0/,
+  );
 
   const shed: RouterSummary = {
     ...clean,
-    shed: { idle: { ring_full: 0, rate_limited: 5, draining: 0 }, transition: { ring_full: 2, rate_limited: 0, draining: 0 }, compliance: { ring_full: 1, rate_limited: 0, draining: 0 } },
+    shed: {
+      idle: { ring_full: 0, rate_limited: 5, draining: 0 },
+      transition: { ring_full: 2, rate_limited: 0, draining: 0 },
+      compliance: { ring_full: 1, rate_limited: 0, draining: 0 },
+    },
     shedTotal: 8,
   };
   assert.equal(drainOutcome(shed), 'dropped');
   assert.equal(exitCodeOf(drainOutcome(shed)), EXIT_LOSS);
   assert.equal(drainedCleanly(shed), false);
   const shedText = formatSummary(shed, 1).join('\n');
-  assert.match(shedText, /shed\(idle=5 transition=2 compliance=1\) total=8 by_reason\(idle\.rate_limited=5 transition\.ring_full=2 compliance\.ring_full=1\)/);
+  assert.match(
+    shedText,
+    /shed\(idle=5 transition=2 compliance=1\) total=8 by_reason\(idle\.rate_limited=5 transition\.ring_full=2 compliance\.ring_full=1\)/,
+  );
   assert.match(last(shed), /^drained with loss: shed=8 \(compliance=1\) rejected=0 fence_overflows=0/);
   assert.doesNotMatch(shedText, /drained cleanly/);
 
   const rejected: RouterSummary = { ...clean, rejected: { corrupt_frame: 2, invalid_lat: 1 }, rejectedTotal: 3 };
   assert.equal(exitCodeOf(drainOutcome(rejected)), EXIT_LOSS);
-  assert.match(formatSummary(rejected, 1).join('\n'), / {2}rejected {3}total=3 by_reason\(corrupt_frame=2 invalid_lat=1\)/);
+  assert.match(
+    formatSummary(rejected, 1).join('\n'),
+    / {2}rejected {3}total=3 by_reason\(corrupt_frame=2 invalid_lat=1\)/,
+  );
 
   const untracked: RouterSummary = { ...clean, fenceOverflows: 4 };
   assert.equal(exitCodeOf(drainOutcome(untracked)), EXIT_LOSS);
   assert.match(formatSummary(untracked, 1).join('\n'), / {2}tracking {3}fence_overflows=4 candidate_overflows=0/);
   assert.match(last(untracked), /fence_overflows=4/);
 
-  const deadLettered: RouterSummary = { ...clean, deadLettered: 2, final: 2, deadLetteredByReason: { ...clean.deadLetteredByReason, undeliverable: 2 } };
+  const deadLettered: RouterSummary = {
+    ...clean,
+    deadLettered: 2,
+    final: 2,
+    deadLetteredByReason: { ...clean.deadLetteredByReason, undeliverable: 2 },
+  };
   assert.equal(drainOutcome(deadLettered), 'kept');
   assert.equal(exitCodeOf(drainOutcome(deadLettered)), EXIT_LOSS);
   assert.match(formatSummary(deadLettered, 1).join('\n'), /dead_lettered\(rejected=0 expired=0 undeliverable=2\)/);
 
   // Dead letters dropped from storage (budget, age, disk) took their record of loss with them: a loss, not "kept".
-  const droppedFromDisk: RouterSummary = { ...deadLettered, deadLetterDropped: { over_budget: 5, too_old: 0, disk_error: 1 } };
+  const droppedFromDisk: RouterSummary = {
+    ...deadLettered,
+    deadLetterDropped: { over_budget: 5, too_old: 0, disk_error: 1 },
+  };
   assert.equal(drainOutcome(droppedFromDisk), 'dropped');
   assert.equal(exitCodeOf(drainOutcome(droppedFromDisk)), EXIT_LOSS);
   assert.match(last(droppedFromDisk), /^drained with loss: .*dead_letters_dropped=6/);
 
-    // An admitted ping not processed is a failure, whatever else was lost by design.
+  // An admitted ping not processed is a failure, whatever else was lost by design.
   const incomplete: RouterSummary = { ...shed, processed: 9 };
   assert.equal(drainOutcome(incomplete), 'lost');
   assert.equal(exitCodeOf(drainOutcome(incomplete)), EXIT_FAILURE);

@@ -17,7 +17,21 @@ test('a SIGHUP reload of a 10 MB hole file runs off the main thread: /healthz an
   const dir = mkdtempSync(join(tmpdir(), 'gr-reload-'));
   const fences = join(dir, 'fences.geojson');
   writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features: [square('A', 0, 0, 100)] }));
-  const p = new CliProcess(['--fences', fences, '--no-listen', '--admin', '127.0.0.1:0', '--max-vertices-per-ring', '50000', '--state-dir', join(dir, 'state')], 120_000, dir);
+  const p = new CliProcess(
+    [
+      '--fences',
+      fences,
+      '--no-listen',
+      '--admin',
+      '127.0.0.1:0',
+      '--max-vertices-per-ring',
+      '50000',
+      '--state-dir',
+      join(dir, 'state'),
+    ],
+    120_000,
+    dir,
+  );
   await p.waitFor('the admin port', (x) => /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr));
   const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
 
@@ -39,12 +53,17 @@ test('a SIGHUP reload of a 10 MB hole file runs off the main thread: /healthz an
   assert.match(p.stderr, /fences reloaded: generation 2, 4 fences/);
   assert.ok(during.statuses.length >= 3, `polled ${during.statuses.length} times during the reload`);
   assert.deepEqual([...new Set(during.statuses)], [200], 'every /healthz during the reload answered 200');
-  console.log(`# reload of the hole file: ${during.statuses.length} /healthz requests during it, slowest ${during.maxMs.toFixed(1)} ms`);
+  console.log(
+    `# reload of the hole file: ${during.statuses.length} /healthz requests during it, slowest ${during.maxMs.toFixed(1)} ms`,
+  );
 
   writeFileSync(fences, JSON.stringify(holeCity({ polygons: 1, vertices: 60_000 })));
   p.child.kill('SIGHUP');
   await polled(/fences reload failed/);
-  assert.match(p.stderr, /fences reload failed, the previous fences keep serving: feature 0: polygon ring 0 has 60000 positions, over the limit maxVerticesPerRing 50000/);
+  assert.match(
+    p.stderr,
+    /fences reload failed, the previous fences keep serving: feature 0: polygon ring 0 has 60000 positions, over the limit maxVerticesPerRing 50000/,
+  );
   const m = await (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
   assert.match(m, /^geofence_fence_generation 2$/m, 'the previous fences keep serving');
   assert.match(m, /^geofence_fence_reloads_failed_total 1$/m);

@@ -30,7 +30,8 @@ function series(text: string, name: string): number {
 /** Held-time bucket counts (cumulative, as exposed) of geofence_held_time_seconds. */
 function heldBuckets(text: string): { le: number; count: number }[] {
   const out: { le: number; count: number }[] = [];
-  for (const m of text.matchAll(/^geofence_held_time_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm)) out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]), count: Number(m[2]) });
+  for (const m of text.matchAll(/^geofence_held_time_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm))
+    out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]), count: Number(m[2]) });
   return out;
 }
 
@@ -59,7 +60,10 @@ async function open(port: number, token: string | null): Promise<Socket> {
 const closed = (s: Socket, what: string): Promise<void> =>
   new Promise((resolve, reject) => {
     if (s.destroyed) return resolve();
-    const timer = setTimeout(() => reject(new Error(`${what}: the router did not close the connection within 15 s`)), 15_000);
+    const timer = setTimeout(
+      () => reject(new Error(`${what}: the router did not close the connection within 15 s`)),
+      15_000,
+    );
     s.once('close', () => {
       clearTimeout(timer);
       resolve();
@@ -68,45 +72,75 @@ const closed = (s: Socket, what: string): Promise<void> =>
 
 // Run alone (a serial test): its honest held-time figures mean little on a host shared with other tests; a stall
 // fails it after three minutes instead of holding the suite.
-test('hostile clients are refused and counted, one attack after another, while honest devices keep flowing under the delivery contract', { timeout: 180_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'gr-hostile-'));
-  // Honest devices cross square h<d> (at 300 m spacing); a 10 x 10 grid of squares lies on the teleporter's path.
-  const features = [];
-  for (let d = 0; d < HONEST; d++) features.push(square(`h${d}`, (d % 10) * 300, Math.floor(d / 10) * 300 + 5000, 50));
-  for (let i = 0; i < 10; i++) for (let j = 0; j < 10; j++) features.push(square(`g${i}-${j}`, i * 200, j * 200, 60));
-  const fences = join(dir, 'fences.geojson');
-  writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features }));
-  const config = join(dir, 'router.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      ingest: {
-        authToken: TOKEN,
-        maxNewDevicesPerSecPerConnection: 200,
-        frameDeadlineMs: 1000,
-        idleTimeoutMs: 1500,
-        maxFrameBytes: 1 << 20,
-        maxHeldBytes: 256 * 1024,
-      },
-    }),
-  );
-  const hook = new TriggerServer();
-  await hook.start();
-  const p = new CliProcess(['--config', config, '--fences', fences, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--webhook', `http://127.0.0.1:${hook.port}/`, '--state-dir', join(dir, 'state')], 120_000, dir);
-  await p.waitFor('ports', (x) => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr));
-  const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
-  const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
-  const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
-  try {
-    await runAttacks(p, port, hook, scrape);
-  } catch (err) {
-    p.child.kill('SIGKILL');
-    throw new Error(`${(err as Error).message}\nrouter stderr:\n${p.stderr.slice(-4000)}`);
-  }
-});
+test(
+  'hostile clients are refused and counted, one attack after another, while honest devices keep flowing under the delivery contract',
+  { timeout: 180_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gr-hostile-'));
+    // Honest devices cross square h<d> (at 300 m spacing); a 10 x 10 grid of squares lies on the teleporter's path.
+    const features = [];
+    for (let d = 0; d < HONEST; d++)
+      features.push(square(`h${d}`, (d % 10) * 300, Math.floor(d / 10) * 300 + 5000, 50));
+    for (let i = 0; i < 10; i++) for (let j = 0; j < 10; j++) features.push(square(`g${i}-${j}`, i * 200, j * 200, 60));
+    const fences = join(dir, 'fences.geojson');
+    writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features }));
+    const config = join(dir, 'router.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        ingest: {
+          authToken: TOKEN,
+          maxNewDevicesPerSecPerConnection: 200,
+          frameDeadlineMs: 1000,
+          idleTimeoutMs: 1500,
+          maxFrameBytes: 1 << 20,
+          maxHeldBytes: 256 * 1024,
+        },
+      }),
+    );
+    const hook = new TriggerServer();
+    await hook.start();
+    const p = new CliProcess(
+      [
+        '--config',
+        config,
+        '--fences',
+        fences,
+        '--listen',
+        '127.0.0.1:0',
+        '--admin',
+        '127.0.0.1:0',
+        '--webhook',
+        `http://127.0.0.1:${hook.port}/`,
+        '--state-dir',
+        join(dir, 'state'),
+      ],
+      120_000,
+      dir,
+    );
+    await p.waitFor(
+      'ports',
+      (x) =>
+        /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr),
+    );
+    const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
+    const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
+    const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
+    try {
+      await runAttacks(p, port, hook, scrape);
+    } catch (err) {
+      p.child.kill('SIGKILL');
+      throw new Error(`${(err as Error).message}\nrouter stderr:\n${p.stderr.slice(-4000)}`, { cause: err });
+    }
+  },
+);
 
-async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scrape: () => Promise<string>): Promise<void> {
-
+async function runAttacks(
+  p: CliProcess,
+  port: number,
+  hook: TriggerServer,
+  scrape: () => Promise<string>,
+): Promise<void> {
   // Honest traffic: each device alternates inside and outside its square, one ping a second of event time, all
   // devices every 20 ms of wall time.
   const honest = await open(port, TOKEN);
@@ -127,7 +161,11 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
   await waitFor(() => hook.received.length > HONEST * 4, 20_000, 'honest triggers flowing');
 
   const figures: string[] = [];
-  const attack = async (name: string, run: () => Promise<void>, check: (before: string, after: string) => void): Promise<void> => {
+  const attack = async (
+    name: string,
+    run: () => Promise<void>,
+    check: (before: string, after: string) => void,
+  ): Promise<void> => {
     const before = await scrape();
     const honestBefore = hook.received.length;
     const startedMs = Date.now();
@@ -138,7 +176,9 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
     const after = await scrape();
     check(before, after);
     assert.ok(hook.received.length > honestBefore, `${name}: honest triggers kept arriving`);
-    figures.push(`${name}: honest held P99 ${p99Between(before, after).toFixed(1)} ms, ${hook.received.length - honestBefore} honest triggers`);
+    figures.push(
+      `${name}: honest held P99 ${p99Between(before, after).toFixed(1)} ms, ${hook.received.length - honestBefore} honest triggers`,
+    );
   };
   const delta = (before: string, after: string, name: string): number => series(after, name) - series(before, name);
 
@@ -148,7 +188,11 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
       const s = await open(port, TOKEN);
       const [lat, lon] = at(-3000, -3000);
       for (let k = 0; k < 20; k++) {
-        s.write(Buffer.concat(Array.from({ length: 1000 }, (_, i) => pack({ id: `flood-${k * 1000 + i}`, lat, lon, ts: T0 + k }))));
+        s.write(
+          Buffer.concat(
+            Array.from({ length: 1000 }, (_, i) => pack({ id: `flood-${k * 1000 + i}`, lat, lon, ts: T0 + k })),
+          ),
+        );
         await new Promise((r) => setTimeout(r, ATTACK_MS / 20));
       }
       s.destroy();
@@ -234,7 +278,11 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
   const sentRounds = round;
   honest.end();
   // Every honest ping enters or leaves its square (the first is inside): one trigger per ping per device.
-  await waitFor(() => hook.received.filter((t) => String(t.deviceId).startsWith('honest')).length >= HONEST * sentRounds, 30_000, 'every honest trigger');
+  await waitFor(
+    () => hook.received.filter((t) => String(t.deviceId).startsWith('honest')).length >= HONEST * sentRounds,
+    30_000,
+    'every honest trigger',
+  );
   p.child.kill('SIGTERM');
   await p.exited;
   await hook.stop();
@@ -242,5 +290,8 @@ async function runAttacks(p: CliProcess, port: number, hook: TriggerServer, scra
   const honestTriggers = hook.received.filter((t) => String(t.deviceId).startsWith('honest'));
   assert.equal(honestTriggers.length, HONEST * sentRounds);
   assert.deepEqual(checkDeliveryContract(honestTriggers, { complete: true, stays: true }).problems, []);
-  assert.ok(!hook.received.some((t) => ['intruder', 'trickler', 'teleporter'].includes(String(t.deviceId))), 'no trigger for a refused attacker');
+  assert.ok(
+    !hook.received.some((t) => ['intruder', 'trickler', 'teleporter'].includes(String(t.deviceId))),
+    'no trigger for a refused attacker',
+  );
 }

@@ -12,7 +12,12 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { compareWithReference, referenceTriggers, writeReplayFixture, type ReplayFixture } from '../support/replay-fixture.js';
+import {
+  compareWithReference,
+  referenceTriggers,
+  writeReplayFixture,
+  type ReplayFixture,
+} from '../support/replay-fixture.js';
 import { sendOverTcp } from '../pipeline/support.js';
 import { CliProcess, valueOf } from './support.js';
 
@@ -44,7 +49,16 @@ for (const source of ['file', 'stdin'] as const) {
   test(`a 200,000-ping replay from ${source === 'file' ? 'a file' : 'stdin'} with default options: nothing shed, every trigger once, "drained cleanly", exit 0`, async () => {
     const run = mkdtempSync(join(dir, `${source}-`));
     const out = join(run, 'triggers.ndjson');
-    const args = ['--fences', fixture.fencesPath, '--input', source === 'file' ? fixture.pingsPath : '-', '--no-listen', '--no-admin', '--ndjson', out];
+    const args = [
+      '--fences',
+      fixture.fencesPath,
+      '--input',
+      source === 'file' ? fixture.pingsPath : '-',
+      '--no-listen',
+      '--no-admin',
+      '--ndjson',
+      out,
+    ];
     const t0 = performance.now();
     const p = new CliProcess(args, 180_000, run, source === 'stdin' ? fixture.pingsPath : null);
     const { code } = await p.exited;
@@ -59,15 +73,35 @@ for (const source of ['file', 'stdin'] as const) {
     assert.doesNotMatch(p.stderr, /error: /);
     const got = triggersIn(out);
     const cmp = compareWithReference(got, reference);
-    assert.deepEqual({ missing: cmp.missingCount, extra: cmp.extraCount }, { missing: 0, extra: 0 }, `missing ${cmp.missing.join(', ')}; extra ${cmp.extra.join(', ')}`);
+    assert.deepEqual(
+      { missing: cmp.missingCount, extra: cmp.extraCount },
+      { missing: 0, extra: 0 },
+      `missing ${cmp.missing.join(', ')}; extra ${cmp.extra.join(', ')}`,
+    );
     assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
-    console.log(`${source}: ${fixture.traffic.pings} pings, ${got.length} triggers (reference ${reference.length}) in ${(wallMs / 1000).toFixed(1)} s, shed 0, exit ${code}`);
+    console.log(
+      `${source}: ${fixture.traffic.pings} pings, ${got.length} triggers (reference ${reference.length}) in ${(wallMs / 1000).toFixed(1)} s, shed 0, exit ${code}`,
+    );
   });
 }
 
 test('a run that sheds exits 3 and its summary lists the shed pings by lane and reason', async () => {
   const run = mkdtempSync(join(dir, 'shed-'));
-  const args = ['--fences', fixture.fencesPath, '--listen', '127.0.0.1:0', '--no-admin', '--shards', '1', '--ring-capacity', '64', '--pool-size', '1', '--ndjson', join(run, 't.ndjson')];
+  const args = [
+    '--fences',
+    fixture.fencesPath,
+    '--listen',
+    '127.0.0.1:0',
+    '--no-admin',
+    '--shards',
+    '1',
+    '--ring-capacity',
+    '64',
+    '--pool-size',
+    '1',
+    '--ndjson',
+    join(run, 't.ndjson'),
+  ];
   const p = new CliProcess(args, 120_000, run);
   await p.waitFor('the listener', (x) => /telemetry tcp:\/\/127\.0\.0\.1:\d+/.test(x.stderr));
   const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
@@ -93,8 +127,19 @@ test('a replay with a corrupt frame exits 3 and its summary lists the rejection 
   const run = mkdtempSync(join(dir, 'reject-'));
   const input = join(run, 'bad.msgpack');
   // 0xc1 is never valid MessagePack: one corrupt frame between good ones.
-  writeFileSync(input, Buffer.concat([fixture.traffic.frames.subarray(0, fixture.traffic.ends[99]!), Buffer.from([0xc1]), fixture.traffic.frames.subarray(fixture.traffic.ends[99]!, fixture.traffic.ends[199]!)]));
-  const p = new CliProcess(['--fences', fixture.fencesPath, '--input', input, '--no-listen', '--no-admin'], 60_000, run);
+  writeFileSync(
+    input,
+    Buffer.concat([
+      fixture.traffic.frames.subarray(0, fixture.traffic.ends[99]!),
+      Buffer.from([0xc1]),
+      fixture.traffic.frames.subarray(fixture.traffic.ends[99]!, fixture.traffic.ends[199]!),
+    ]),
+  );
+  const p = new CliProcess(
+    ['--fences', fixture.fencesPath, '--input', input, '--no-listen', '--no-admin'],
+    60_000,
+    run,
+  );
   const { code } = await p.exited;
   assert.equal(code, 3, p.stderr);
   const summary = summaryOf(p.stdout);

@@ -24,7 +24,27 @@ const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
 function makeCertificate(dir: string): { cert: string; key: string } {
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { cert, key };
 }
 
@@ -32,7 +52,8 @@ function makeCertificate(dir: string): { cert: string; key: string } {
 function traffic(prefix: string, devices: number): Buffer {
   const out: Buffer[] = [];
   for (let k = 0; k < 3; k++) {
-    for (let d = 0; d < devices; d++) out.push(frameOf({ id: `${prefix}${d}`, eastM: k === 1 ? 0 : -400, northM: 0, dtMs: k * 1000 + d }));
+    for (let d = 0; d < devices; d++)
+      out.push(frameOf({ id: `${prefix}${d}`, eastM: k === 1 ? 0 : -400, northM: 0, dtMs: k * 1000 + d }));
   }
   return Buffer.concat(out);
 }
@@ -58,11 +79,31 @@ test('TLS ingest with a producer token delivers end to end; plain TCP and a wron
   const hook = new TriggerServer();
   await hook.start();
   const p = new CliProcess(
-    ['--fences', fences, '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--tls-cert', cert, '--tls-key', key, '--ingest-token-file', tokenFile, '--webhook', `http://127.0.0.1:${hook.port}/`, '--state-dir', join(dir, 'state')],
+    [
+      '--fences',
+      fences,
+      '--listen',
+      '127.0.0.1:0',
+      '--admin',
+      '127.0.0.1:0',
+      '--tls-cert',
+      cert,
+      '--tls-key',
+      key,
+      '--ingest-token-file',
+      tokenFile,
+      '--webhook',
+      `http://127.0.0.1:${hook.port}/`,
+      '--state-dir',
+      join(dir, 'state'),
+    ],
     60_000,
     dir,
   );
-  await p.waitFor('ports', (x) => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr));
+  await p.waitFor(
+    'ports',
+    (x) => /telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr) && /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr),
+  );
   const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
   const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
 
@@ -86,14 +127,21 @@ test('TLS ingest with a producer token delivers end to end; plain TCP and a wron
   await waitFor(() => hook.received.length >= 80, 20_000, '80 triggers at the webhook');
   const m = await scrape(admin);
   assert.equal(valueOf(m, 'geofence_ingest_connections_dropped_total{reason="unauthenticated"}'), 1, 'the wrong token');
-  assert.equal(valueOf(m, 'geofence_ingest_connections_dropped_total{reason="tls_handshake"}'), 1, 'the plain-TCP client');
+  assert.equal(
+    valueOf(m, 'geofence_ingest_connections_dropped_total{reason="tls_handshake"}'),
+    1,
+    'the plain-TCP client',
+  );
   good.end();
   p.child.kill('SIGTERM');
   const exit = await p.exited;
   await hook.stop();
   assert.equal(exit.code, 0, p.stderr);
   assert.equal(hook.received.length, 80);
-  assert.ok(hook.received.every((t) => String(t.deviceId).startsWith('good')), 'no ping of a refused connection was taken');
+  assert.ok(
+    hook.received.every((t) => String(t.deviceId).startsWith('good')),
+    'no ping of a refused connection was taken',
+  );
   const report = checkDeliveryContract(hook.received, { complete: true, stays: true });
   assert.deepEqual(report.problems, []);
   assert.equal(report.devices, 40);
@@ -103,12 +151,21 @@ test('a non-loopback bind without TLS or a token refuses to start, naming the op
   const dir = mkdtempSync(join(tmpdir(), 'gr-bind-'));
   const r = await runCli(['--listen', '0.0.0.0:0', '--no-admin', '--state-dir', join(dir, 'state')]);
   assert.notEqual(r.code, 0);
-  assert.match(r.stderr, /options\.listenHost 0\.0\.0\.0 is not a loopback address.*options\.ingest\.tls.*options\.ingest\.authToken.*--allow-unauthenticated/);
+  assert.match(
+    r.stderr,
+    /options\.listenHost 0\.0\.0\.0 is not a loopback address.*options\.ingest\.tls.*options\.ingest\.authToken.*--allow-unauthenticated/,
+  );
   const a = await runCli(['--no-listen', '--admin', '0.0.0.0:0', '--state-dir', join(dir, 'state')]);
   assert.notEqual(a.code, 0);
   assert.match(a.stderr, /options\.adminHost 0\.0\.0\.0 is not a loopback address.*options\.adminToken/);
-  const p = new CliProcess(['--listen', '0.0.0.0:0', '--no-admin', '--allow-unauthenticated', '--state-dir', join(dir, 'state2')], 30_000, dir);
-  await p.waitFor('the warning', (x) => /warning: the telemetry listener on 0\.0\.0\.0 takes pings from anyone/.test(x.stderr));
+  const p = new CliProcess(
+    ['--listen', '0.0.0.0:0', '--no-admin', '--allow-unauthenticated', '--state-dir', join(dir, 'state2')],
+    30_000,
+    dir,
+  );
+  await p.waitFor('the warning', (x) =>
+    /warning: the telemetry listener on 0\.0\.0\.0 takes pings from anyone/.test(x.stderr),
+  );
   p.child.kill('SIGTERM');
   assert.equal((await p.exited).code, 0);
 });
@@ -119,14 +176,36 @@ test('admin: the reload route needs the bearer token; a large body is refused; a
   writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features: [square('A', 0, 0, 100)] }));
   const tokenFile = join(dir, 'admin-token');
   writeFileSync(tokenFile, ADMIN_TOKEN);
-  const p = new CliProcess(['--fences', fences, '--no-listen', '--admin', '127.0.0.1:0', '--admin-token-file', tokenFile, '--state-dir', join(dir, 'state')], 60_000, dir);
+  const p = new CliProcess(
+    [
+      '--fences',
+      fences,
+      '--no-listen',
+      '--admin',
+      '127.0.0.1:0',
+      '--admin-token-file',
+      tokenFile,
+      '--state-dir',
+      join(dir, 'state'),
+    ],
+    60_000,
+    dir,
+  );
   await p.waitFor('the admin port', (x) => /admin http:\/\/127\.0\.0\.1:(\d+)/.test(x.stderr));
   const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
   const url = `http://127.0.0.1:${admin}/admin/reload-fences`;
   const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
   assert.equal((await fetch(url, { method: 'POST' })).status, 401, 'no token');
-  assert.equal((await fetch(url, { method: 'POST', headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status, 401, 'a wrong token');
-  assert.equal((await fetch(url, { method: 'POST', headers: auth, body: Buffer.alloc(1 << 20) })).status, 413, 'a 1 MiB body');
+  assert.equal(
+    (await fetch(url, { method: 'POST', headers: { authorization: 'Bearer wrong-token-wrong-token' } })).status,
+    401,
+    'a wrong token',
+  );
+  assert.equal(
+    (await fetch(url, { method: 'POST', headers: auth, body: Buffer.alloc(1 << 20) })).status,
+    413,
+    'a 1 MiB body',
+  );
   assert.equal((await fetch(`http://127.0.0.1:${admin}/metrics`)).status, 200, 'reads need no token');
   const ok = await fetch(url, { method: 'POST', headers: auth });
   assert.equal(ok.status, 200, await ok.clone().text());

@@ -59,7 +59,16 @@ function pour(port: number, frames: Buffer): { stop(): void; done: Promise<numbe
 
 test('SIGTERM under full load with a slow downstream and a replay backlog: the drain ends at its deadline, keeps the rest, and the restart delivers it all in order', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gr-sigterm-'));
-  const traffic = cityTraffic({ seed: 11, fences: 400, devices: 500, pingsPerDevice: 240, pingIntervalMs: 4000, speedMps: 14, dwellMs: 20_000, startMs: T0 });
+  const traffic = cityTraffic({
+    seed: 11,
+    fences: 400,
+    devices: 500,
+    pingsPerDevice: 240,
+    pingIntervalMs: 4000,
+    speedMps: 14,
+    dwellMs: 20_000,
+    startMs: T0,
+  });
   const fences = join(dir, 'fences.geojson');
   writeFileSync(fences, JSON.stringify(traffic.fences));
   const failing = new Set(['v7', 'v77', 'v177']);
@@ -69,20 +78,37 @@ test('SIGTERM under full load with a slow downstream and a replay backlog: the d
   const hook = new TriggerServer((batch) => {
     if (!slow) return 200;
     // One request served at a time: a downstream with little capacity, which the gradient limit must find.
-    const answer = queue.then(() => new Promise<number>((r) => setTimeout(() => {
-      if (batch.some((t) => failing.has(String(t.deviceId)))) {
-        refusedBatches++;
-        r(500);
-      } else r(200);
-    }, SERVICE_MS)));
+    const answer = queue.then(
+      () =>
+        new Promise<number>((r) =>
+          setTimeout(() => {
+            if (batch.some((t) => failing.has(String(t.deviceId)))) {
+              refusedBatches++;
+              r(500);
+            } else r(200);
+          }, SERVICE_MS),
+        ),
+    );
     queue = answer;
     return answer;
   });
   await hook.start();
   const config = join(dir, 'config.json');
-  writeFileSync(config, JSON.stringify({ downstreams: [{ name: 'hook', kind: 'webhook', url: hook.url, maxBatchTriggers: 32 }] }));
+  writeFileSync(
+    config,
+    JSON.stringify({ downstreams: [{ name: 'hook', kind: 'webhook', url: hook.url, maxBatchTriggers: 32 }] }),
+  );
   const stateDir = join(dir, 'state');
-  const args = ['--fences', fences, '--state-dir', stateDir, '--config', config, '--drain-deadline-ms', String(DRAIN_DEADLINE_MS)];
+  const args = [
+    '--fences',
+    fences,
+    '--state-dir',
+    stateDir,
+    '--config',
+    config,
+    '--drain-deadline-ms',
+    String(DRAIN_DEADLINE_MS),
+  ];
   try {
     const r1 = await startRouter(args);
     const sender = pour(r1.port, traffic.frames);
@@ -126,7 +152,9 @@ test('SIGTERM under full load with a slow downstream and a replay backlog: the d
     assert.equal(unique.size, offered1, 'every trigger the first run made arrived, across both runs');
     const replayed = hook.received.slice(firstRun).filter((t) => t.replay === true);
     assert.ok(replayed.length > 0, 'the replay lane was delivered by the second run');
-    console.log(`sigterm: the restart delivered ${hook.received.length - firstRun} triggers (${replayed.length} through the replay lane); ${unique.size} distinct across both runs`);
+    console.log(
+      `sigterm: the restart delivered ${hook.received.length - firstRun} triggers (${replayed.length} through the replay lane); ${unique.size} distinct across both runs`,
+    );
   } finally {
     await hook.stop();
   }

@@ -21,8 +21,16 @@ export class CliProcess {
    * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
    * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin.
    */
-  constructor(args: readonly string[], timeoutMs = 30_000, cwd = mkdtempSync(join(tmpdir(), 'gr-cli-')), stdinPath: string | null = null) {
-    this.child = spawn(process.execPath, [MAIN_PATH, ...args], { stdio: [stdinPath === null ? 'ignore' : 'pipe', 'pipe', 'pipe'], cwd });
+  constructor(
+    args: readonly string[],
+    timeoutMs = 30_000,
+    cwd = mkdtempSync(join(tmpdir(), 'gr-cli-')),
+    stdinPath: string | null = null,
+  ) {
+    this.child = spawn(process.execPath, [MAIN_PATH, ...args], {
+      stdio: [stdinPath === null ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      cwd,
+    });
     if (stdinPath !== null) createReadStream(stdinPath).pipe(this.child.stdin!);
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.stdout += s;
@@ -61,7 +69,10 @@ export class CliProcess {
 }
 
 /** Runs the binary to its end. */
-export async function runCli(args: readonly string[], timeoutMs = 30_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runCli(
+  args: readonly string[],
+  timeoutMs = 30_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const p = new CliProcess(args, timeoutMs);
   const { code } = await p.exited;
   return { code, stdout: p.stdout, stderr: p.stderr };

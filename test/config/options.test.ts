@@ -25,22 +25,42 @@ test('bad options fail with the option and its range named', () => {
   const cases: [RouterOptionsInput, RegExp][] = [
     [{ shards: 0 }, /options\.shards must be an integer in \[1, 1024\], got 0$/],
     [{ ringCapacitySlots: 1000 }, /options\.ringCapacitySlots must be a power of two in \[64, 16777216\], got 1000/],
-    [{ admission: { reservedFraction: 0.7 } }, /options\.admission\.reservedFraction must be a number in \[0, 0\.5\], got 0\.7/],
+    [
+      { admission: { reservedFraction: 0.7 } },
+      /options\.admission\.reservedFraction must be a number in \[0, 0\.5\], got 0\.7/,
+    ],
     [{ admission: { watermarkFraction: 1 } }, /options\.admission\.watermarkFraction must be a number in \(0, 1\)/],
-    [{ admission: { idleBucketRatePerSec: -1 } }, /options\.admission\.idleBucketRatePerSec must be a number in \[0, 1e9\]/],
-    [{ admission: { reservedFraction: 0.5, watermarkFraction: 0.6 } }, /watermarkFraction \+ options\.admission\.reservedFraction must be <= 1/],
+    [
+      { admission: { idleBucketRatePerSec: -1 } },
+      /options\.admission\.idleBucketRatePerSec must be a number in \[0, 1e9\]/,
+    ],
+    [
+      { admission: { reservedFraction: 0.5, watermarkFraction: 0.6 } },
+      /watermarkFraction \+ options\.admission\.reservedFraction must be <= 1/,
+    ],
     [{ poolSize: 1.5 }, /options\.poolSize must be an integer in \[1, 256\], got 1\.5/],
     [{ containmentStallMs: 50 }, /options\.containmentStallMs must be an integer in \[100, 3600000\], got 50/],
     [{ listenPort: 70000 }, /options\.listenPort must be an integer in \[0, 65535\]/],
     [{ adminHost: '' }, /options\.adminHost must be a host name or address, or null/],
-    [{ deadLetter: { capacityRecords: 0 } }, /options\.deadLetter\.capacityRecords must be an integer in \[1, 1048576\]/],
+    [
+      { deadLetter: { capacityRecords: 0 } },
+      /options\.deadLetter\.capacityRecords must be an integer in \[1, 1048576\]/,
+    ],
     [{ ingest: { maxFrameBytes: 8 } }, /options\.ingest\.maxFrameBytes must be an integer in \[16, 16777216\], got 8/],
     [{ ingest: { colour: 1 } as never }, /options\.ingest\.colour is not an option/],
     [{ bogus: 1 } as never, /options\.bogus is not an option/],
-    [{ downstreams: [{ name: 'a', kind: 'webhook', url: 'ftp://x' }] }, /options\.downstreams\[0\]\.url must be an http/],
+    [
+      { downstreams: [{ name: 'a', kind: 'webhook', url: 'ftp://x' }] },
+      /options\.downstreams\[0\]\.url must be an http/,
+    ],
     [{ downstreams: [{ name: 'a', kind: 'carrier-pigeon' } as never] }, /options\.downstreams\[0\]\.kind must be/],
     [
-      { downstreams: [{ name: 'a', kind: 'ndjson', path: '-' }, { name: 'a', kind: 'ndjson', path: 'x' }] },
+      {
+        downstreams: [
+          { name: 'a', kind: 'ndjson', path: '-' },
+          { name: 'a', kind: 'ndjson', path: 'x' },
+        ],
+      },
       /options\.downstreams\[1\]\.name must be unique/,
     ],
     [
@@ -52,7 +72,9 @@ test('bad options fail with the option and its range named', () => {
 });
 
 test('a callback downstream is accepted from the library', () => {
-  const o = resolveRouterOptions({ downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined, subscribe: { tags: ['depot'] } }] });
+  const o = resolveRouterOptions({
+    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined, subscribe: { tags: ['depot'] } }],
+  });
   assert.equal(o.downstreams[0]!.kind, 'callback');
 });
 
@@ -68,7 +90,9 @@ test('config file then flags: flags override, nested objects merge, relative pat
       downstreams: [{ name: 'audit', kind: 'ndjson', path: 'out/triggers.ndjson', subscribe: { types: ['ENTER'] } }],
     }),
   );
-  const o = optionsFromCli(parseCliArgs(['--config', file, '--shards', '16', '--reserved-fraction', '0.2', '--admin', '127.0.0.1:0']));
+  const o = optionsFromCli(
+    parseCliArgs(['--config', file, '--shards', '16', '--reserved-fraction', '0.2', '--admin', '127.0.0.1:0']),
+  );
   assert.equal(o.shards, 16);
   assert.equal(o.admission.reservedFraction, 0.2);
   assert.equal(o.admission.idleBucketCapacity, 50, 'file value kept where no flag');
@@ -76,8 +100,14 @@ test('config file then flags: flags override, nested objects merge, relative pat
   assert.equal(o.adminPort, 0);
   assert.equal(o.downstreams.length, 1);
   assert.equal((o.downstreams[0] as { path: string }).path, join(dir, 'out/triggers.ndjson'));
-  const replaced = optionsFromCli(parseCliArgs(['-c', file, '--webhook', 'http://127.0.0.1:8080/hook', '--ndjson', '-']));
-  assert.deepEqual(replaced.downstreams.map((d) => d.name), ['webhook-1', 'ndjson-1'], 'flag downstreams replace the file list');
+  const replaced = optionsFromCli(
+    parseCliArgs(['-c', file, '--webhook', 'http://127.0.0.1:8080/hook', '--ndjson', '-']),
+  );
+  assert.deepEqual(
+    replaced.downstreams.map((d) => d.name),
+    ['webhook-1', 'ndjson-1'],
+    'flag downstreams replace the file list',
+  );
 });
 
 test('bad flags and bad files are named', () => {
@@ -103,14 +133,45 @@ test('--help and --demo are reported, and the help text lists every flag', () =>
   assert.equal(r.demo, true);
   assert.equal(r.overrides.listenHost, null);
   assert.equal(r.overrides.adminHost, null);
-  for (const flag of ['--config', '--listen', '--admin', '--shards', '--ring-capacity', '--pool-size', '--batch-size', '--containment-stall-ms', '--max-devices', '--max-fences-per-device', '--fences', '--webhook', '--ndjson', '--state-dir', '--checkpoint-interval-ms', '--input', '--compliance-margin-m', '--reserved-fraction', '--watermark-fraction', '--idle-bucket-capacity', '--idle-bucket-rate', '--max-frame-bytes', '--shared-structures']) {
+  for (const flag of [
+    '--config',
+    '--listen',
+    '--admin',
+    '--shards',
+    '--ring-capacity',
+    '--pool-size',
+    '--batch-size',
+    '--containment-stall-ms',
+    '--max-devices',
+    '--max-fences-per-device',
+    '--fences',
+    '--webhook',
+    '--ndjson',
+    '--state-dir',
+    '--checkpoint-interval-ms',
+    '--input',
+    '--compliance-margin-m',
+    '--reserved-fraction',
+    '--watermark-fraction',
+    '--idle-bucket-capacity',
+    '--idle-bucket-rate',
+    '--max-frame-bytes',
+    '--shared-structures',
+  ]) {
     assert.ok(HELP_TEXT.includes(flag), flag);
   }
 });
 
 test('gradient limit tuning per downstream: accepted, and bad names, values or a non-gradient limit are refused by name', () => {
   const ok = resolveRouterOptions({
-    downstreams: [{ name: 'hook', kind: 'webhook', url: 'http://127.0.0.1:9/x', gradient: { fastDecreaseRttRatio: 2, minLimit: 2 } }],
+    downstreams: [
+      {
+        name: 'hook',
+        kind: 'webhook',
+        url: 'http://127.0.0.1:9/x',
+        gradient: { fastDecreaseRttRatio: 2, minLimit: 2 },
+      },
+    ],
   });
   assert.deepEqual(ok.downstreams[0]!.gradient, { fastDecreaseRttRatio: 2, minLimit: 2 });
   const bad = (gradient: unknown, limit?: unknown): void => {
@@ -118,7 +179,10 @@ test('gradient limit tuning per downstream: accepted, and bad names, values or a
     if (limit !== undefined) d['limit'] = limit;
     resolveRouterOptions({ downstreams: [d] } as unknown as RouterOptionsInput);
   };
-  assert.throws(() => bad({ fastDecrease: 2 }), /downstreams\[0\]\.gradient\.fastDecrease is not a gradient limit option/);
+  assert.throws(
+    () => bad({ fastDecrease: 2 }),
+    /downstreams\[0\]\.gradient\.fastDecrease is not a gradient limit option/,
+  );
   assert.throws(() => bad({ fastDecreaseRttRatio: 0.5 }), /downstreams\[0\]\.gradient: options\.fastDecreaseRttRatio/);
   assert.throws(() => bad({ minLimit: 2 }, 'aimd'), /gradient applies only with limit 'gradient'/);
   assert.throws(() => bad(7), /gradient must be an object/);
@@ -132,8 +196,14 @@ test('dead-letter budgets: defaults, flags, and out-of-range values named', () =
   assert.deepEqual(flags.deadLetter, { maxBytesPerDownstream: 4194304, maxAgeMs: 60000 });
   const merged = resolveRouterOptions(flags);
   assert.equal(merged.deadLetter.capacityRecords, 4096, 'the other dead-letter options keep their defaults');
-  assert.throws(() => resolveRouterOptions({ deadLetter: { maxBytesPerDownstream: 1000 } }), /options\.deadLetter\.maxBytesPerDownstream must be an integer in \[1048576, /);
-  assert.throws(() => resolveRouterOptions({ deadLetter: { maxAgeMs: 0 } }), /options\.deadLetter\.maxAgeMs must be an integer in \[1, /);
+  assert.throws(
+    () => resolveRouterOptions({ deadLetter: { maxBytesPerDownstream: 1000 } }),
+    /options\.deadLetter\.maxBytesPerDownstream must be an integer in \[1048576, /,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ deadLetter: { maxAgeMs: 0 } }),
+    /options\.deadLetter\.maxAgeMs must be an integer in \[1, /,
+  );
   assert.match(HELP_TEXT, /--dead-letter-max-bytes N/);
   assert.match(HELP_TEXT, /--dead-letter-max-age-ms N/);
 });

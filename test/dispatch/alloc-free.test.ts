@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DeadLetterStatus, DREC_REASON_I32, DREC_STRIDE_F64, DREC_STRIDE_I32, Lane, TriggerType } from '../../src/shm/layout.js';
+import {
+  DeadLetterStatus,
+  DREC_REASON_I32,
+  DREC_STRIDE_F64,
+  DREC_STRIDE_I32,
+  Lane,
+  TriggerType,
+} from '../../src/shm/layout.js';
 import { DeadLetterRing } from '../../src/dispatch/dead-letter/ring.js';
 import { DeviceQueues } from '../../src/dispatch/device-queues.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
@@ -18,10 +25,19 @@ import { dispatchRecord, namerIdentity, TriggerRecord } from './fixtures.js';
 
 const ITERATIONS = 2_000_000;
 
-function assertNoAllocation(report: { gcCount: number; newSpaceGrowthBytes: number; oldSpaceGrowthBytes: number }, what: string): void {
+function assertNoAllocation(
+  report: { gcCount: number; newSpaceGrowthBytes: number; oldSpaceGrowthBytes: number },
+  what: string,
+): void {
   assert.equal(report.gcCount, 0, `${what}: no GC`);
-  assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `${what}: new space grew ${report.newSpaceGrowthBytes}`);
-  assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `${what}: old space grew ${report.oldSpaceGrowthBytes}`);
+  assert.ok(
+    report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+    `${what}: new space grew ${report.newSpaceGrowthBytes}`,
+  );
+  assert.ok(
+    report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+    `${what}: old space grew ${report.oldSpaceGrowthBytes}`,
+  );
 }
 
 test('dead-letter ring put allocates nothing', async () => {
@@ -46,29 +62,33 @@ test('ordering path: routing, per-device FIFOs, ready lists and busy devices all
   let busyDevice = -1;
   // A long warm-up: every branch (COMPLIANCE moves, busy devices, ring wrap of 2048 slots) reaches its optimised code
   // before the measured run; under a loaded machine a late tier-up's compile metadata showed up once as old-space growth.
-  const report = await measureAllocations(ITERATIONS, (i) => {
-    const device = (i * 7919) % DEVICES;
-    const lane = i % 5 === 0 ? Lane.COMPLIANCE : Lane.TRANSITION;
-    r.set(i, i & 3, lane, i & 7, device);
-    const handle = catalog.handleOf(1, i & 7);
-    sink += router.route(i & 3, lane, handle);
-    const slot = q.allocate(lane);
-    if (slot >= 0) {
-      copyTrigger(r.f64, r.i32, 0, 0, q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32);
-      q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32] = -1;
-      q.append(device, slot);
-    }
-    // Serve one device every other trigger: take its triggers, hold it busy until the next turn, then free them.
-    if ((i & 1) === 1) {
-      if (busyDevice >= 0) q.setBusy(busyDevice, false);
-      const d = q.nextReady();
-      busyDevice = d;
-      if (d >= 0) {
-        for (let s = q.popHead(d); s >= 0; s = q.popHead(d)) q.release(s);
-        q.setBusy(d, true);
+  const report = await measureAllocations(
+    ITERATIONS,
+    (i) => {
+      const device = (i * 7919) % DEVICES;
+      const lane = i % 5 === 0 ? Lane.COMPLIANCE : Lane.TRANSITION;
+      r.set(i, i & 3, lane, i & 7, device);
+      const handle = catalog.handleOf(1, i & 7);
+      sink += router.route(i & 3, lane, handle);
+      const slot = q.allocate(lane);
+      if (slot >= 0) {
+        copyTrigger(r.f64, r.i32, 0, 0, q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32);
+        q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32] = -1;
+        q.append(device, slot);
       }
-    }
-  }, 1_000_000);
+      // Serve one device every other trigger: take its triggers, hold it busy until the next turn, then free them.
+      if ((i & 1) === 1) {
+        if (busyDevice >= 0) q.setBusy(busyDevice, false);
+        const d = q.nextReady();
+        busyDevice = d;
+        if (d >= 0) {
+          for (let s = q.popHead(d); s >= 0; s = q.popHead(d)) q.release(s);
+          q.setBusy(d, true);
+        }
+      }
+    },
+    1_000_000,
+  );
   assertNoAllocation(report, 'catalog + router + device queues');
   assert.ok(sink > 0);
 });
@@ -78,12 +98,25 @@ test('spill path: backlog log append, load back and done allocate nothing per tr
   const namer = new IndexNamer();
   const catalog = new FenceCatalog(namer);
   for (let f = 0; f < 8; f++) catalog.handleOf(1, f);
-  const codec = new TriggerCodec(1, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
+  const codec = new TriggerCodec(
+    1,
+    { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) },
+    0,
+  );
   // File I/O (a write and an fdatasync per buffer-full, a read per buffer-full loaded back) allocates a little per
   // call in Node's fs layer; a large buffer keeps those calls rare, so what is measured is the per-trigger path.
-  const log = new BacklogLog({ dir, downstreamName: 'alloc', codec, maxBytes: 1 << 30, segmentMaxBytes: 64 << 20, bufferBytes: 8 << 20 });
+  const log = new BacklogLog({
+    dir,
+    downstreamName: 'alloc',
+    codec,
+    maxBytes: 1 << 30,
+    segmentMaxBytes: 64 << 20,
+    bufferBytes: 8 << 20,
+  });
   const r = new TriggerRecord();
-  const recs = Array.from({ length: 8 }, (_, f) => dispatchRecord(r.set(f, TriggerType.CROSS, Lane.TRANSITION, f, f * 13), catalog.handleOf(1, f)));
+  const recs = Array.from({ length: 8 }, (_, f) =>
+    dispatchRecord(r.set(f, TriggerType.CROSS, Lane.TRANSITION, f, f * 13), catalog.handleOf(1, f)),
+  );
   const dst = new ArrayBuffer(DREC_STRIDE_F64 * 8);
   const dstF64 = new Float64Array(dst);
   const dstI32 = new Int32Array(dst);
@@ -125,8 +158,17 @@ test('dispatcher offer: validation, fence handle, routing and the per-device que
     namer: new IndexNamer(),
     maxDevices: 4096,
     downstreams: [
-      { name: 'a', sink: { deliver: async () => ({ status: 200 }), close: async () => undefined }, queueCapacitySlots: 8192 },
-      { name: 'b', sink: { deliver: async () => ({ status: 200 }), close: async () => undefined }, queueCapacitySlots: 8192, subscription: { types: [TriggerType.EXIT] } },
+      {
+        name: 'a',
+        sink: { deliver: async () => ({ status: 200 }), close: async () => undefined },
+        queueCapacitySlots: 8192,
+      },
+      {
+        name: 'b',
+        sink: { deliver: async () => ({ status: 200 }), close: async () => undefined },
+        queueCapacitySlots: 8192,
+        subscription: { types: [TriggerType.EXIT] },
+      },
     ],
   });
   const r = new TriggerRecord();
@@ -139,7 +181,8 @@ test('dispatcher offer: validation, fence handle, routing and the per-device que
     // Stand in for deliveries: every 64 offers, settle everything queued (the sinks are never called here).
     if ((i & 63) === 63) {
       for (const q of queues) {
-        for (let dev = q.nextReady(); dev >= 0; dev = q.nextReady()) for (let s = q.popHead(dev); s >= 0; s = q.popHead(dev)) q.release(s);
+        for (let dev = q.nextReady(); dev >= 0; dev = q.nextReady())
+          for (let s = q.popHead(dev); s >= 0; s = q.popHead(dev)) q.release(s);
       }
     }
   });

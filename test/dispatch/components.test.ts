@@ -73,7 +73,12 @@ test('limiter: counts limit increases and decreases', () => {
 });
 
 test('breaker: opens on failure rate, half-open admits one probe, success closes, failure doubles the open time', () => {
-  const b = new CircuitBreaker({ minimumRequests: 4, windowSize: 10, failureRateThreshold: 0.5, openDurationNs: 100 * MS });
+  const b = new CircuitBreaker({
+    minimumRequests: 4,
+    windowSize: 10,
+    failureRateThreshold: 0.5,
+    openDurationNs: 100 * MS,
+  });
   b.onSuccess(0);
   b.onSuccess(0);
   b.onFailure(0, false);
@@ -133,7 +138,10 @@ test('device queues: FIFO per device, a busy device is never handed out, failed 
   for (const s of [1, 2, 3]) queueTrigger(q, r, 5, s, Lane.TRANSITION);
   assert.equal(q.nextReady(), 5);
   const taken = [q.popHead(5), q.popHead(5)];
-  assert.deepEqual(taken.map((s) => seqOf(q, s)), [1, 2]);
+  assert.deepEqual(
+    taken.map((s) => seqOf(q, s)),
+    [1, 2],
+  );
   q.setBusy(5, true);
   queueTrigger(q, r, 5, 4, Lane.TRANSITION);
   assert.equal(q.nextReady(), -1, 'busy: not ready although it has triggers queued');
@@ -193,7 +201,13 @@ test('router: by fence id, tag, type and lane through the fence catalog; unsubsc
     fenceTags: (_g, i) => (i % 2 === 0 ? ['compliance'] : []),
   });
   const r = new TriggerRouter(
-    [undefined, { fenceIds: ['g1f3'] }, { tags: ['compliance'] }, { types: [TriggerType.DWELL] }, { lanes: [Lane.COMPLIANCE] }],
+    [
+      undefined,
+      { fenceIds: ['g1f3'] },
+      { tags: ['compliance'] },
+      { types: [TriggerType.DWELL] },
+      { lanes: [Lane.COMPLIANCE] },
+    ],
     catalog,
   );
   const h = (g: number, i: number): number => catalog.handleOf(g, i);
@@ -210,7 +224,11 @@ test('dead-letter file: appends durably, reports PENDING records after reopen, r
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-'));
   const namer = new IndexNamer();
   const catalog = new FenceCatalog(namer);
-  const codec = new TriggerCodec(7, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
+  const codec = new TriggerCodec(
+    7,
+    { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) },
+    0,
+  );
   const r = new TriggerRecord();
   const buf = new RecordBuffer(1 << 16);
   let length = 0;
@@ -218,7 +236,16 @@ test('dead-letter file: appends durably, reports PENDING records after reopen, r
   for (let s = 1; s <= 5; s++) {
     r.set(s, TriggerType.EXIT, Lane.TRANSITION, 1, 3);
     const rec = dispatchRecord(r, catalog.handleOf(1, s), DeadLetterReason.UNDELIVERABLE);
-    length += codec.encode(rec.f64, rec.i32, 0, 0, buf, length, buf.byteLength, s === 2 ? DeadLetterStatus.FINAL : DeadLetterStatus.PENDING);
+    length += codec.encode(
+      rec.f64,
+      rec.i32,
+      0,
+      0,
+      buf,
+      length,
+      buf.byteLength,
+      s === 2 ? DeadLetterStatus.FINAL : DeadLetterStatus.PENDING,
+    );
   }
   assert.equal(dlq.ensureRoom(), true);
   const at = dlq.append(buf, length, 5, 4, 1);
@@ -236,7 +263,11 @@ test('dead-letter file: appends durably, reports PENDING records after reopen, r
   });
   assert.equal(again.recoveredTornBytes, 40);
   assert.equal(again.recordCount, 5);
-  assert.deepEqual(pending.map((p) => p.seq), [3, 4, 5], 'seq 1 resolved, seq 2 final: not pending');
+  assert.deepEqual(
+    pending.map((p) => p.seq),
+    [3, 4, 5],
+    'seq 1 resolved, seq 2 final: not pending',
+  );
   assert.deepEqual([pending[0]!.device, pending[0]!.fence], ['device-3', 'fence-1-3'], 'ids, not slots');
   again.close();
   new DeadLetterFile(path.join(dir, 'x'), 'a b', null).close();
@@ -316,7 +347,8 @@ test('downstream: devices with a backlog share a batch (one trigger each when ma
   });
   const r = new TriggerRecord();
   // 100 devices with 20 triggers each, offered device by device; device 200: 10 TRANSITION triggers, then one COMPLIANCE.
-  for (let dev = 0; dev < 100; dev++) for (let s = 1; s <= 20; s++) d.offer(r.set(s, TriggerType.CROSS, Lane.TRANSITION, 1, dev).f64, r.i32, 0, 0);
+  for (let dev = 0; dev < 100; dev++)
+    for (let s = 1; s <= 20; s++) d.offer(r.set(s, TriggerType.CROSS, Lane.TRANSITION, 1, dev).f64, r.i32, 0, 0);
   for (let s = 1; s <= 10; s++) d.offer(r.set(s, TriggerType.CROSS, Lane.TRANSITION, 1, 200).f64, r.i32, 0, 0);
   d.offer(r.set(11, TriggerType.ENTER, Lane.COMPLIANCE, 1, 200).f64, r.i32, 0, 0);
   const total = 100 * 20 + 11;
@@ -340,9 +372,15 @@ test('downstream: devices with a backlog share a batch (one trigger each when ma
   );
   // With 100 devices waiting, each batch takes one trigger per device: the first 100 triggers after the compliance
   // batch come from 100 different devices (a device joining the round waits about one trigger per waiting device).
-  const after = batches.slice(complianceBatch + 1).flat().filter((t) => t.device !== 200);
+  const after = batches
+    .slice(complianceBatch + 1)
+    .flat()
+    .filter((t) => t.device !== 200);
   const firstRound = new Set(after.slice(0, 96).map((t) => t.device));
-  assert.ok(firstRound.size >= 90, `one trigger per device per turn: ${firstRound.size} devices in the first 96 triggers`);
+  assert.ok(
+    firstRound.size >= 90,
+    `one trigger per device per turn: ${firstRound.size} devices in the first 96 triggers`,
+  );
   // Per-device order and each trigger once.
   const lastSeq = new Map<number, number>();
   for (const t of batches.flat()) {

@@ -12,7 +12,14 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DeadLetterDropReason, DISP_DURABLE_FAILING_F64, DS_BLOCK_F64, DS_DURABLE_FAILING_F64, Lane, TriggerType } from '../../src/shm/layout.js';
+import {
+  DeadLetterDropReason,
+  DISP_DURABLE_FAILING_F64,
+  DS_BLOCK_F64,
+  DS_DURABLE_FAILING_F64,
+  Lane,
+  TriggerType,
+} from '../../src/shm/layout.js';
 import { Dispatcher, type DispatcherDownstreamOptions, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
 import type { Downstream } from '../../src/dispatch/downstream.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
@@ -53,10 +60,23 @@ class AnsweringServer {
   }
 }
 
-const slotOfIndexId = (id: string | number): number => (typeof id === 'string' && id.startsWith('device-') ? Number(id.slice(7)) : -1);
+const slotOfIndexId = (id: string | number): number =>
+  typeof id === 'string' && id.startsWith('device-') ? Number(id.slice(7)) : -1;
 
-function options(dir: string, downstreams: DispatcherDownstreamOptions[], extra: Partial<DispatcherOptions> = {}): DispatcherOptions {
-  return { stateDir: dir, namer: new IndexNamer(), maxDevices: DEVICES, deviceSlotOf: slotOfIndexId, flushIntervalMs: 20, downstreams, ...extra };
+function options(
+  dir: string,
+  downstreams: DispatcherDownstreamOptions[],
+  extra: Partial<DispatcherOptions> = {},
+): DispatcherOptions {
+  return {
+    stateDir: dir,
+    namer: new IndexNamer(),
+    maxDevices: DEVICES,
+    deviceSlotOf: slotOfIndexId,
+    flushIntervalMs: 20,
+    downstreams,
+    ...extra,
+  };
 }
 
 /** Offers `count` triggers, seq per device increasing, devices round robin; returns the next trigger number. */
@@ -78,7 +98,12 @@ async function settle(d: Dispatcher, until: () => boolean, ms: number): Promise<
 }
 
 function assertAccounting(d: Dispatcher, label: string): void {
-  for (const ds of d.downstreams) assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, `${label}: ${ds.name} accounting`);
+  for (const ds of d.downstreams)
+    assert.equal(
+      ds.offered + ds.recovered,
+      ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers,
+      `${label}: ${ds.name} accounting`,
+    );
 }
 
 /** Records (PENDING + FINAL) kept in the dead-letter files of `dir` (opened read-write: call after close). */
@@ -107,7 +132,12 @@ async function goodAndRefusing(
       dir,
       [
         { name: 'good', sink: new WebhookSink({ url: good.url, timeoutMs: 5000 }), maxBatchTriggers: 128 },
-        { name: badName, sink: new WebhookSink({ url: bad.url, timeoutMs: 5000 }), maxBatchTriggers: 128, deadLetterMaxBytes: MIB },
+        {
+          name: badName,
+          sink: new WebhookSink({ url: bad.url, timeoutMs: 5000 }),
+          maxBatchTriggers: 128,
+          deadLetterMaxBytes: MIB,
+        },
       ],
       { ...extra, alarm: (line) => alarms.push(line) },
     ),
@@ -146,12 +176,17 @@ test('size budget: a downstream that refuses everything keeps at most maxBytes o
   const dropped = d.deadLettersDropped(1, DeadLetterDropReason.OVER_BUDGET);
   assert.ok(dropped > 0, 'the overflow was dropped');
   assert.equal(d.deadLettersDropped(0, DeadLetterDropReason.OVER_BUDGET), 0);
-  assert.match(alarms.join('\n'), /downstream refuses: dead letters dropped oldest first: over_budget=\d+ \(\d+ in all\); dead-letter storage \d+ of 1048576 bytes/);
+  assert.match(
+    alarms.join('\n'),
+    /downstream refuses: dead letters dropped oldest first: over_budget=\d+ \(\d+ in all\); dead-letter storage \d+ of 1048576 bytes/,
+  );
   assert.ok(alarms.length <= 2, `rate-limited: ${alarms.length} alarm lines`);
   assertAccounting(d, 'end');
   await d.close(1000);
   assert.equal(keptRecords(dlqDir) + dropped, TOTAL, 'every dead letter is on disk or counted as dropped');
-  console.log(`size budget 1 MiB: ${TOTAL} refused triggers, at most ${maxOnDisk} bytes of dead letters on disk, ${dropped} dropped (over_budget)`);
+  console.log(
+    `size budget 1 MiB: ${TOTAL} refused triggers, at most ${maxOnDisk} bytes of dead letters on disk, ${dropped} dropped (over_budget)`,
+  );
 });
 
 test('age budget: dead letters older than maxAgeMs are dropped (too_old); a parked trigger whose copy is dropped is given up and its device goes on', async (t) => {
@@ -172,7 +207,13 @@ test('age budget: dead letters older than maxAgeMs are dropped (too_old); a park
       [
         { name: 'refuses', sink: new WebhookSink({ url: refusing.url, timeoutMs: 5000 }), maxBatchTriggers: 64 },
         // Fails every batch: each device's first trigger parks for the replay lane, its later ones wait behind it.
-        { name: 'fails', sink: new WebhookSink({ url: failing.url, timeoutMs: 5000 }), maxBatchTriggers: 64, maxAttempts: 1, breaker: { minimumRequests: 100_000, windowSize: 100_000 } },
+        {
+          name: 'fails',
+          sink: new WebhookSink({ url: failing.url, timeoutMs: 5000 }),
+          maxBatchTriggers: 64,
+          maxAttempts: 1,
+          breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+        },
       ],
       { deadLetterMaxAgeMs: MAX_AGE_MS, alarm: (line) => alarms.push(line) },
     ),
@@ -181,19 +222,39 @@ test('age budget: dead letters older than maxAgeMs are dropped (too_old); a park
   const seqs = new Int32Array(DEVICES);
   const [ref, fails] = d.downstreams as [Downstream, Downstream];
   // Two triggers per device for 100 devices.
-  for (let k = 0; k < 2; k++) for (let device = 0; device < 100; device++) d.offer(r.set(++seqs[device]!, TriggerType.ENTER, Lane.TRANSITION, 1, device).f64, r.i32, 0, 0);
+  for (let k = 0; k < 2; k++)
+    for (let device = 0; device < 100; device++)
+      d.offer(r.set(++seqs[device]!, TriggerType.ENTER, Lane.TRANSITION, 1, device).f64, r.i32, 0, 0);
   await settle(d, () => ref.final === 200 && fails.parked === 100, 5000);
   assert.equal(fails.parked, 100, 'one parked per device');
   d.flushBacklogs();
   assert.ok(deadLetterBytesOnDisk(path.join(dir, 'refuses')) > 200 * 96);
   // Past the age budget: the refused dead letters are dropped, the parked triggers given up with their copies.
-  await settle(d, () => fails.givenUp >= 100 && d.deadLettersDropped(0, DeadLetterDropReason.TOO_OLD) === 200, MAX_AGE_MS * 10);
+  await settle(
+    d,
+    () => fails.givenUp >= 100 && d.deadLettersDropped(0, DeadLetterDropReason.TOO_OLD) === 200,
+    MAX_AGE_MS * 10,
+  );
   assert.equal(fails.givenUp >= 100, true, `given up: ${fails.givenUp}`);
-  assert.equal(d.deadLettersDropped(0, DeadLetterDropReason.TOO_OLD), 200, 'every refused dead letter dropped as too_old');
+  assert.equal(
+    d.deadLettersDropped(0, DeadLetterDropReason.TOO_OLD),
+    200,
+    'every refused dead letter dropped as too_old',
+  );
   assert.ok(d.deadLettersDropped(1, DeadLetterDropReason.TOO_OLD) >= 100);
-  assert.equal(deadLetterBytesOnDisk(path.join(dir, 'refuses')), FILE_HEADER_BYTES, 'nothing older than the budget left on disk');
-  assert.match(alarms.join('\n'), /downstream refuses: dead letters dropped oldest first: too_old=\d+ \(\d+ in all\); dead-letter storage \d+ of \d+ bytes, max age 400 ms/);
-  assert.match(alarms.join('\n'), /downstream fails: dead letters dropped oldest first: too_old=\d+ .*; \d+ of them waited for replay: those triggers are given up/);
+  assert.equal(
+    deadLetterBytesOnDisk(path.join(dir, 'refuses')),
+    FILE_HEADER_BYTES,
+    'nothing older than the budget left on disk',
+  );
+  assert.match(
+    alarms.join('\n'),
+    /downstream refuses: dead letters dropped oldest first: too_old=\d+ \(\d+ in all\); dead-letter storage \d+ of \d+ bytes, max age 400 ms/,
+  );
+  assert.match(
+    alarms.join('\n'),
+    /downstream fails: dead letters dropped oldest first: too_old=\d+ .*; \d+ of them waited for replay: those triggers are given up/,
+  );
   // The devices went on: once the downstream answers, their later triggers arrive (the given-up ones do not).
   failing.settings.mode = 'ok';
   await settle(d, () => d.isIdle, 10_000);
@@ -205,7 +266,10 @@ test('age budget: dead letters older than maxAgeMs are dropped (too_old); a park
 
 test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other downstream gets everything, the loop goes on, errors and drops are counted and alarmed; writes resume when the disk does', async (t) => {
   assert.ok(fs.existsSync('/dev/full'), 'this test needs /dev/full, the device whose writes fail with ENOSPC (Linux)');
-  const { d, dir, alarms } = await goodAndRefusing(t, 'dlq-enospc-', 'bad', { deadLetterCapacityRecords: 1024, flushBatchRecords: 128 });
+  const { d, dir, alarms } = await goodAndRefusing(t, 'dlq-enospc-', 'bad', {
+    deadLetterCapacityRecords: 1024,
+    flushBatchRecords: 128,
+  });
   // The next segment of 'bad' (the first rolls at 128 KiB) is on a device that is always full.
   const next = path.join(dir, 'bad', deadLetterSegmentName(2));
   fs.symlinkSync('/dev/full', next);
@@ -230,7 +294,10 @@ test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other 
   assert.equal(d.durableFailing(0), false);
   const lostToDisk = d.deadLettersDropped(1, DeadLetterDropReason.DISK_ERROR);
   assert.ok(lostToDisk > 0, 'the ring made room by dropping the oldest unwritten dead letters');
-  assert.ok(d.deadLetterRing.depth > 0 && d.deadLetterRing.depth <= 1024, `the unwritten ones wait in the ring: ${d.deadLetterRing.depth}`);
+  assert.ok(
+    d.deadLetterRing.depth > 0 && d.deadLetterRing.depth <= 1024,
+    `the unwritten ones wait in the ring: ${d.deadLetterRing.depth}`,
+  );
   assert.match(alarms.join('\n'), /downstream bad: durable writes failing \(ENOSPC: [^)]*\): \d+ failed writes/);
   // The disk has room again: what waits in the ring is written, and new dead letters with it.
   fs.unlinkSync(next);
@@ -247,8 +314,14 @@ test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other 
   assert.ok(Date.now() - t0 < 5000, 'close does not hang');
   // The last alarm, at close, reports what the rate limit held back since the first.
   assert.match(alarms.join('\n'), /downstream bad: (?:[^\n]*; )?dead letters dropped oldest first: disk_error=\d+/);
-  assert.equal(keptRecords(path.join(dir, 'bad')) + lostToDisk, TOTAL + 200, 'every dead letter is on disk or counted as lost to the disk');
-  console.log(`ENOSPC: ${file.writeErrors} failed writes, ${lostToDisk} dead letters dropped (disk_error), ${waiting} waited in the ring and were written once the disk had room`);
+  assert.equal(
+    keptRecords(path.join(dir, 'bad')) + lostToDisk,
+    TOTAL + 200,
+    'every dead letter is on disk or counted as lost to the disk',
+  );
+  console.log(
+    `ENOSPC: ${file.writeErrors} failed writes, ${lostToDisk} dead letters dropped (disk_error), ${waiting} waited in the ring and were written once the disk had room`,
+  );
 });
 
 test('compaction: a downstream that was down comes back, the replay lane passes every parked dead letter, and the files shrink to a header', async (t) => {
@@ -257,9 +330,21 @@ test('compaction: a downstream that was down comes back, the replay lane passes 
   t.after(() => server.kill());
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-compaction-'));
   const d = new Dispatcher(
-    options(dir, [{ name: 'hook', sink: new WebhookSink({ url: server.url, timeoutMs: 5000 }), maxBatchTriggers: 64, maxAttempts: 1, breaker: { minimumRequests: 100_000, windowSize: 100_000 } }], {
-      deadLetterMaxBytes: MIB,
-    }),
+    options(
+      dir,
+      [
+        {
+          name: 'hook',
+          sink: new WebhookSink({ url: server.url, timeoutMs: 5000 }),
+          maxBatchTriggers: 64,
+          maxAttempts: 1,
+          breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+        },
+      ],
+      {
+        deadLetterMaxBytes: MIB,
+      },
+    ),
   );
   const ds = d.downstreams[0]!;
   const r = new TriggerRecord();

@@ -40,9 +40,14 @@ function assertPerDeviceOrder(seen: readonly Seen[], label: string): void {
 }
 
 /** Fails unless every trigger of `expected` arrived exactly once. */
-function assertEachOnce(seen: readonly Seen[], expected: readonly { deviceId: string; seq: number }[], label: string): void {
+function assertEachOnce(
+  seen: readonly Seen[],
+  expected: readonly { deviceId: string; seq: number }[],
+  label: string,
+): void {
   const counts = new Map<string, number>();
-  for (const t of seen) counts.set(`${String(t.deviceId)}/${t.seq}`, (counts.get(`${String(t.deviceId)}/${t.seq}`) ?? 0) + 1);
+  for (const t of seen)
+    counts.set(`${String(t.deviceId)}/${t.seq}`, (counts.get(`${String(t.deviceId)}/${t.seq}`) ?? 0) + 1);
   for (const e of expected) {
     const n = counts.get(`${e.deviceId}/${e.seq}`) ?? 0;
     if (n !== 1) assert.fail(`${label}: ${e.deviceId} seq ${e.seq} arrived ${n} times`);
@@ -52,19 +57,43 @@ function assertEachOnce(seen: readonly Seen[], expected: readonly { deviceId: st
 
 function assertAccounting(d: Dispatcher, label: string): void {
   for (const ds of d.downstreams) {
-    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, `${label}: ${ds.name} accounting`);
+    assert.equal(
+      ds.offered + ds.recovered,
+      ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers,
+      `${label}: ${ds.name} accounting`,
+    );
   }
 }
 
 /** Resolves a device id of the IndexNamer (`device-<slot>`) to its slot: what a restart's registry does. */
-const slotOfIndexId = (id: string | number): number => (typeof id === 'string' && id.startsWith('device-') ? Number(id.slice(7)) : -1);
+const slotOfIndexId = (id: string | number): number =>
+  typeof id === 'string' && id.startsWith('device-') ? Number(id.slice(7)) : -1;
 
-function dispatcherOptions(dir: string, downstreams: DownstreamOptions[], extra: Partial<DispatcherOptions> = {}): DispatcherOptions {
-  return { stateDir: dir, namer: new IndexNamer(), maxDevices: DEVICES, deviceSlotOf: slotOfIndexId, flushIntervalMs: 20, downstreams, ...extra };
+function dispatcherOptions(
+  dir: string,
+  downstreams: DownstreamOptions[],
+  extra: Partial<DispatcherOptions> = {},
+): DispatcherOptions {
+  return {
+    stateDir: dir,
+    namer: new IndexNamer(),
+    maxDevices: DEVICES,
+    deviceSlotOf: slotOfIndexId,
+    flushIntervalMs: 20,
+    downstreams,
+    ...extra,
+  };
 }
 
 /** Offers triggers seq = first .. first + count - 1, device = a seeded walk over DEVICES, seq per device increasing. */
-function offerTriggers(d: Dispatcher, r: TriggerRecord, seqs: Map<number, number>, count: number, sent: { deviceId: string; seq: number }[], rand: { x: number }): void {
+function offerTriggers(
+  d: Dispatcher,
+  r: TriggerRecord,
+  seqs: Map<number, number>,
+  count: number,
+  sent: { deviceId: string; seq: number }[],
+  rand: { x: number },
+): void {
   for (let k = 0; k < count; k++) {
     rand.x = (Math.imul(rand.x, 1103515245) + 12345) >>> 0;
     const device = rand.x % DEVICES;
@@ -85,7 +114,10 @@ async function settle(d: Dispatcher, ms: number): Promise<void> {
 }
 
 test('a killed downstream: its breaker opens, its triggers wait in order (memory, then the backlog log) while the others deliver; back, it gets each once, in per-device order, with no dead letter', async () => {
-  const servers = [new CapacityServer({ workers: 32, serviceMs: 2 }), new CapacityServer({ workers: 32, serviceMs: 2 })];
+  const servers = [
+    new CapacityServer({ workers: 32, serviceMs: 2 }),
+    new CapacityServer({ workers: 32, serviceMs: 2 }),
+  ];
   for (const s of servers) await s.start();
   const killedPort = servers[1]!.port;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kill-'));
@@ -140,7 +172,13 @@ test('across a restart: what a dead downstream could not take is kept (pending f
   await server.kill();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'restart-'));
   const options = (): DownstreamOptions[] => [
-    { name: 'hook', sink: new WebhookSink({ url: `http://127.0.0.1:${port}/hook`, timeoutMs: 1000 }), maxBatchTriggers: 8, queueCapacitySlots: 512, breaker: { openDurationNs: 50e6, maxOpenDurationNs: 100e6 } },
+    {
+      name: 'hook',
+      sink: new WebhookSink({ url: `http://127.0.0.1:${port}/hook`, timeoutMs: 1000 }),
+      maxBatchTriggers: 8,
+      queueCapacitySlots: 512,
+      breaker: { openDurationNs: 50e6, maxOpenDurationNs: 100e6 },
+    },
   ];
   const r = new TriggerRecord();
   const seqs = new Map<number, number>();
@@ -174,7 +212,12 @@ test('across a restart: what a dead downstream could not take is kept (pending f
   assert.ok(!fs.existsSync(path.join(dir, 'hook', 'pending.bin')), 'the pending file is gone once delivered');
   assertPerDeviceOrder(server.received, 'after restart');
   assertEachOnce(server.received, sent, 'after restart');
-  assert.ok(server.received.every((t) => typeof t.deviceId === 'string' && t.deviceId.startsWith('device-') && t.fenceId.startsWith('fence-1-')), 'original ids');
+  assert.ok(
+    server.received.every(
+      (t) => typeof t.deviceId === 'string' && t.deviceId.startsWith('device-') && t.fenceId.startsWith('fence-1-'),
+    ),
+    'original ids',
+  );
   // A third open finds nothing left.
   const d3 = new Dispatcher(dispatcherOptions(dir, options()));
   assert.equal(d3.downstreams[0]!.recovered, 0);
@@ -190,7 +233,13 @@ class FlakySink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     await sleep(1);
     for (let i = 0; i < batch.count; i++) if (this.failing.has(batch.deviceId(i))) return { status: this.status };
-    for (let i = 0; i < batch.count; i++) this.seen.push({ deviceId: batch.deviceId(i), fenceId: batch.fenceId(i), seq: batch.seq(i), replay: batch.replay(i) });
+    for (let i = 0; i < batch.count; i++)
+      this.seen.push({
+        deviceId: batch.deviceId(i),
+        fenceId: batch.fenceId(i),
+        seq: batch.seq(i),
+        replay: batch.replay(i),
+      });
     return { status: 200 };
   }
   async close(): Promise<void> {}
@@ -201,7 +250,13 @@ test('out of attempts: the trigger is dead-lettered as undeliverable and parked,
   const sink = new FlakySink();
   sink.failing.add('device-7');
   const downstream = (): DownstreamOptions[] => [
-    { name: 'app', sink, maxBatchTriggers: 1, maxAttempts: 3, breaker: { minimumRequests: 100_000, windowSize: 100_000 } },
+    {
+      name: 'app',
+      sink,
+      maxBatchTriggers: 1,
+      maxAttempts: 3,
+      breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+    },
   ];
   const r = new TriggerRecord();
   const d1 = new Dispatcher(dispatcherOptions(dir, downstream()));
@@ -217,7 +272,11 @@ test('out of attempts: the trigger is dead-lettered as undeliverable and parked,
   }
   const ds1 = d1.downstreams[0]!;
   assert.equal(ds1.deadLetteredByReason[2], 1, 'one undeliverable dead letter');
-  assert.deepEqual(sink.seen.map((t) => `${String(t.deviceId)}/${t.seq}`), ['device-8/1', 'device-8/2', 'device-8/3', 'device-8/4', 'device-8/5'], 'device 8 flowed, device 7 waited');
+  assert.deepEqual(
+    sink.seen.map((t) => `${String(t.deviceId)}/${t.seq}`),
+    ['device-8/1', 'device-8/2', 'device-8/3', 'device-8/4', 'device-8/5'],
+    'device 8 flowed, device 7 waited',
+  );
   // Stop while device 7 is still refused: its dead letter stays PENDING, its later triggers go to the pending file.
   await d1.close(200);
   assert.equal(d1.carriedOver[0], 5);
@@ -229,8 +288,16 @@ test('out of attempts: the trigger is dead-lettered as undeliverable and parked,
   d2.offer(r.set(6, TriggerType.EXIT, Lane.TRANSITION, 6, 7).f64, r.i32, 0, 0);
   await settle(d2, 5000);
   const seven = sink.seen.filter((t) => t.deviceId === 'device-7');
-  assert.deepEqual(seven.map((t) => t.seq), [1, 2, 3, 4, 5, 6], 'in order, the dead letter first');
-  assert.deepEqual(seven.map((t) => t.replay), [true, false, false, false, false, false], 'only the dead letter is a replay');
+  assert.deepEqual(
+    seven.map((t) => t.seq),
+    [1, 2, 3, 4, 5, 6],
+    'in order, the dead letter first',
+  );
+  assert.deepEqual(
+    seven.map((t) => t.replay),
+    [true, false, false, false, false, false],
+    'only the dead letter is a replay',
+  );
   assert.equal(d2.downstreams[0]!.replayed, 1);
   assertAccounting(d2, 'after replay');
   await d2.close(100);
@@ -269,7 +336,10 @@ test('refused for good (4xx) and expired: dead-lettered for good with their reas
   const [strict, fresh, ok] = d.downstreams as [Downstream, Downstream, Downstream];
   assert.equal(strict.deadLetteredByReason[0], 3, 'three refused for good');
   assert.equal(strict.final, 3);
-  assert.deepEqual(refusing.seen.map((t) => `${String(t.deviceId)}/${t.seq}`), ['device-4/1', 'device-4/2', 'device-4/3']);
+  assert.deepEqual(
+    refusing.seen.map((t) => `${String(t.deviceId)}/${t.seq}`),
+    ['device-4/1', 'device-4/2', 'device-4/3'],
+  );
   assert.ok(fresh.deadLetteredByReason[1]! > 0, `expired: ${fresh.deadLetteredByReason[1]}`);
   assert.equal(fresh.delivered + fresh.final, 6);
   assert.equal(ok.deadLettered, 0, 'a downstream that keeps up never sees a dead letter');
@@ -277,9 +347,17 @@ test('refused for good (4xx) and expired: dead-lettered for good with their reas
   assertAccounting(d, 'end');
   await d.close(100);
   // Final dead letters are in the file, with their reason, and never come back.
-  const d2 = new Dispatcher(dispatcherOptions(dir, [{ name: 'strict', sink: new FlakySink() }, { name: 'fresh-only', sink: new FlakySink() }, { name: 'healthy', sink: new FlakySink() }]));
+  const d2 = new Dispatcher(
+    dispatcherOptions(dir, [
+      { name: 'strict', sink: new FlakySink() },
+      { name: 'fresh-only', sink: new FlakySink() },
+      { name: 'healthy', sink: new FlakySink() },
+    ]),
+  );
   for (const ds of d2.downstreams) assert.equal(ds.recovered, 0);
   await d2.close(100);
-  const strictFiles = listDeadLetterSegments(path.join(dir, 'strict')).map((n) => fs.statSync(path.join(dir, 'strict', deadLetterSegmentName(n))).size);
+  const strictFiles = listDeadLetterSegments(path.join(dir, 'strict')).map(
+    (n) => fs.statSync(path.join(dir, 'strict', deadLetterSegmentName(n))).size,
+  );
   assert.ok(strictFiles.reduce((a, b) => a + b, 0) > 3 * 96, 'the final dead letters are kept');
 });

@@ -32,7 +32,15 @@ export class TriggerRecord {
   readonly f64 = new Float64Array(this.buffer);
   readonly i32 = new Int32Array(this.buffer);
   /** Fills the record; `seq` is what tests use to identify a trigger. */
-  set(seq: number, type: number, lane: number, fenceIndex: number, deviceSlot: number, admitNs = 0, generation = 1): this {
+  set(
+    seq: number,
+    type: number,
+    lane: number,
+    fenceIndex: number,
+    deviceSlot: number,
+    admitNs = 0,
+    generation = 1,
+  ): this {
     this.f64[TRG_LAT_F64] = 52.5 + (seq % 100) * 1e-4;
     this.f64[TRG_LON_F64] = 13.4;
     this.f64[TRG_EVENT_TIME_MS_F64] = 1.7e12 + seq;
@@ -49,7 +57,12 @@ export class TriggerRecord {
 void TRIGGER_STRIDE_I32;
 
 /** A dispatch record (DREC_* layout) holding `r`'s trigger, named by fence handle `handle`, with `reason`. */
-export function dispatchRecord(r: TriggerRecord, handle: number, reason = -1, attempts = 0): { f64: Float64Array; i32: Int32Array } {
+export function dispatchRecord(
+  r: TriggerRecord,
+  handle: number,
+  reason = -1,
+  attempts = 0,
+): { f64: Float64Array; i32: Int32Array } {
   const buf = new ArrayBuffer(DREC_STRIDE_BYTES);
   const f64 = new Float64Array(buf);
   const i32 = new Int32Array(buf);
@@ -62,7 +75,9 @@ export function dispatchRecord(r: TriggerRecord, handle: number, reason = -1, at
 }
 
 /** The device part of a trigger identity source, from a namer. */
-export function namerIdentity(namer: TriggerNamer): Pick<TriggerIdentitySource, 'isNumeric' | 'copyNumericId' | 'copyIdBytes'> {
+export function namerIdentity(
+  namer: TriggerNamer,
+): Pick<TriggerIdentitySource, 'isNumeric' | 'copyNumericId' | 'copyIdBytes'> {
   return {
     isNumeric: (slot) => namer.isNumeric(slot),
     copyNumericId: (slot, dst, index) => namer.copyNumericId(slot, dst, index),
@@ -177,7 +192,12 @@ export class CapacityServer {
         setTimeout(() => {
           this.busy--;
           if (server !== this.server) return; // killed meanwhile: the answer never left, nothing was delivered
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { deviceId: string | number; fenceId: string; seq: number; replay: boolean }[];
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+            deviceId: string | number;
+            fenceId: string;
+            seq: number;
+            replay: boolean;
+          }[];
           this.stats.requests++;
           this.stats.triggers += body.length;
           for (const t of body) {

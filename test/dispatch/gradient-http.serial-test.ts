@@ -26,7 +26,8 @@ async function runPhase(d: Dispatcher, r: TriggerRecord, seq: { n: number }, ms:
   let count = 0;
   while (Date.now() < end) {
     // Saturate: the pipeline always has work, so the limiter is the binding constraint.
-    while (ds.queuedTriggers < 200) d.offer(r.set(++seq.n, TriggerType.ENTER, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
+    while (ds.queuedTriggers < 200)
+      d.offer(r.set(++seq.n, TriggerType.ENTER, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
     d.pump();
     if (Date.now() >= tailFrom) {
       sum += ds.limiter.limit;
@@ -72,7 +73,10 @@ test('gradient limit tracks a real HTTP downstream whose capacity and delay chan
       // Band: near the capacity (full utilisation) and at most 2.5x it (bounded queueing). The lower edge leaves
       // room for a busy test machine, where client-side delays inflate RTTs and the limiter rightly backs off a bit.
       const lo = workers * 0.7;
-      assert.ok(mean >= lo && mean <= workers * 2.5, `${label}: mean limit ${mean.toFixed(1)} outside [${lo}, ${workers * 2.5}]`);
+      assert.ok(
+        mean >= lo && mean <= workers * 2.5,
+        `${label}: mean limit ${mean.toFixed(1)} outside [${lo}, ${workers * 2.5}]`,
+      );
     }
     assert.ok(bands[1]![1] > bands[0]![1] * 1.4, 'the limit rose with the capacity');
     assert.ok(bands[2]![1] < bands[1]![1] * 0.6, 'the limit fell with the capacity');
@@ -119,7 +123,8 @@ test('gradient limit stays far below the cap when the downstream answers fast er
     const ds = d.downstreams[0]!;
     const end = Date.now() + 1500;
     while (Date.now() < end) {
-      while (ds.queuedTriggers < 200) d.offer(r.set(++seq.n, TriggerType.EXIT, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
+      while (ds.queuedTriggers < 200)
+        d.offer(r.set(++seq.n, TriggerType.EXIT, Lane.TRANSITION, 1, seq.n & 1023).f64, r.i32, 0, 0);
       d.pump();
       peakLimit = Math.max(peakLimit, ds.limiter.limit);
       peakInflight = Math.max(peakInflight, ds.limiter.inflight);
@@ -127,7 +132,10 @@ test('gradient limit stays far below the cap when the downstream answers fast er
     }
     // Consecutive failures back off (10 ms doubling to 1 s): a failing downstream sees a few requests, not a storm.
     assert.ok(ds.limiter.dropped >= 10, `errors were seen: ${ds.limiter.dropped}`);
-    assert.ok(server.stats.requests === 0 && ds.limiter.dropped < 100, `the failing downstream was not hammered: ${ds.limiter.dropped} requests in 1.5 s`);
+    assert.ok(
+      server.stats.requests === 0 && ds.limiter.dropped < 100,
+      `the failing downstream was not hammered: ${ds.limiter.dropped} requests in 1.5 s`,
+    );
     assert.ok(ds.limiter.limit <= 10, `the limit fell from 20 on the errors: ${ds.limiter.limit}`);
     assert.ok(peakInflight <= 20, `in flight stayed far below the cap of 200: ${peakInflight}`);
     assert.ok(peakLimit <= 20, `limit never rose: ${peakLimit}`);

@@ -33,15 +33,19 @@ export function limiterAllocTest(name: string, algorithm: Limit, options: Limite
   test(`limiter acquire/release with ${name} updates: no GC over 2M samples`, async () => {
     const limiter = new Limiter(algorithm, 256);
     const cell = limiter.timeCell;
-    const report = await measureAllocations(ITERATIONS, (i) => {
-      // Time goes through the typed cell: a double argument to a call that is not inlined would be boxed.
-      cell[0] = i * 1e5;
-      const p = limiter.tryAcquireNow();
-      if (p < 0) return;
-      cell[0] = cell[0]! + 5e6 + (i & 7) * 1e6;
-      // Mixed outcomes so every branch of the update runs.
-      limiter.releaseNow(p, (i & 63) === 0 ? RELEASE_DROPPED : (i & 63) === 1 ? RELEASE_IGNORE : RELEASE_SUCCESS);
-    }, WARMUP_ITERATIONS);
+    const report = await measureAllocations(
+      ITERATIONS,
+      (i) => {
+        // Time goes through the typed cell: a double argument to a call that is not inlined would be boxed.
+        cell[0] = i * 1e5;
+        const p = limiter.tryAcquireNow();
+        if (p < 0) return;
+        cell[0] = cell[0]! + 5e6 + (i & 7) * 1e6;
+        // Mixed outcomes so every branch of the update runs.
+        limiter.releaseNow(p, (i & 63) === 0 ? RELEASE_DROPPED : (i & 63) === 1 ? RELEASE_IGNORE : RELEASE_SUCCESS);
+      },
+      WARMUP_ITERATIONS,
+    );
     assert.equal(report.gcCount, 0, 'no GC');
     assert.ok(report.newSpaceGrowthBytes < slackBytes, `new space grew ${report.newSpaceGrowthBytes}`);
     assert.ok(report.oldSpaceGrowthBytes < slackBytes, `old space grew ${report.oldSpaceGrowthBytes}`);

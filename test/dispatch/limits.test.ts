@@ -1,11 +1,26 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AimdLimit, FixedLimit, Gradient2Limit, GradientLimit, VegasLimit, type Limit } from '../../src/dispatch/limits/index.js';
+import {
+  AimdLimit,
+  FixedLimit,
+  Gradient2Limit,
+  GradientLimit,
+  VegasLimit,
+  type Limit,
+} from '../../src/dispatch/limits/index.js';
 
 const MS = 1e6;
 
 /** Feeds `n` samples one `gapNs` apart starting at `t0`; inflight from `inflightOf(limit)`. Returns the end time. */
-function feed(limit: Limit, t0: number, n: number, gapNs: number, rttNs: number, inflightOf: (l: number) => number, drop = false): number {
+function feed(
+  limit: Limit,
+  t0: number,
+  n: number,
+  gapNs: number,
+  rttNs: number,
+  inflightOf: (l: number) => number,
+  drop = false,
+): number {
   let t = t0;
   for (let i = 0; i < n; i++) {
     limit.onSample(t, rttNs, inflightOf(limit.limit), drop);
@@ -66,11 +81,18 @@ test('gradient: one update per interval; samples inside the interval are average
 });
 
 test('gradient: re-probes the reference after the window, so a slower baseline is relearnt', () => {
-  const g = new GradientLimit({ ...perSample, initialLimit: 40, minLimit: 4, maxLimit: 400, rttMinWindowNs: 10_000 * MS, probeSamples: 3 });
+  const g = new GradientLimit({
+    ...perSample,
+    initialLimit: 40,
+    minLimit: 4,
+    maxLimit: 400,
+    rttMinWindowNs: 10_000 * MS,
+    probeSamples: 3,
+  });
   let t = feed(g, 0, 100, MS, 10 * MS, saturated);
   assert.equal(g.referenceRttNs, 10 * MS);
   // The downstream's baseline moves to 30 ms: compared with the stale 10 ms reference it looks congested.
-  t = feed(g, t, 200, MS, 30 * MS, saturated);
+  feed(g, t, 200, MS, 30 * MS, saturated);
   const collapsed = g.limit;
   assert.ok(collapsed <= 8, `limit collapses against a stale reference: ${collapsed}`);
   // Past the window: a probe starts and holds the limit at probeFraction.
@@ -86,7 +108,14 @@ test('gradient: re-probes the reference after the window, so a slower baseline i
 });
 
 test('gradient: probes more slowly after repeated backoffs', () => {
-  const opts = { initialLimit: 20, updateIntervalNs: 10 * MS, updateIntervalRtts: 0, cautiousBackoffs: 3, cautiousWindowNs: 60_000 * MS, cautiousIntervalMultiplier: 4 };
+  const opts = {
+    initialLimit: 20,
+    updateIntervalNs: 10 * MS,
+    updateIntervalRtts: 0,
+    cautiousBackoffs: 3,
+    cautiousWindowNs: 60_000 * MS,
+    cautiousIntervalMultiplier: 4,
+  };
   const calm = new GradientLimit(opts);
   const hurt = new GradientLimit(opts);
   calm.onSample(0, 10 * MS, 20, false);
@@ -113,7 +142,13 @@ test('gradient: probes more slowly after repeated backoffs', () => {
 });
 
 /** Options where only the fast path can move the limit (the smoothed interval is 10 s long). */
-const fastOnly = { initialLimit: 40, maxLimit: 400, updateIntervalNs: 10_000 * MS, updateIntervalRtts: 0, fastDecreaseRttRatio: 2 } as const;
+const fastOnly = {
+  initialLimit: 40,
+  maxLimit: 400,
+  updateIntervalNs: 10_000 * MS,
+  updateIntervalRtts: 0,
+  fastDecreaseRttRatio: 2,
+} as const;
 
 /** Reference 10 ms, then completions flowing 1 ms apart (starts 1..29 ms, done 11..39 ms): a busy downstream. */
 function flowing(g: GradientLimit): void {
@@ -191,7 +226,12 @@ test('gradient: after a backoff, samples of requests sent before it are ignored;
 });
 
 test('gradient: the update interval is 1.5 reference RTTs (the downstream reacts about one RTT later)', () => {
-  const g = new GradientLimit({ initialLimit: 10, updateIntervalNs: 0, updateIntervalRtts: 1.5, fastDecreaseRttRatio: 100 });
+  const g = new GradientLimit({
+    initialLimit: 10,
+    updateIntervalNs: 0,
+    updateIntervalRtts: 1.5,
+    fastDecreaseRttRatio: 100,
+  });
   g.onSample(0, 10 * MS, 10, false);
   assert.equal(g.updateIntervalNs(), 15 * MS);
   // Saturated at the reference: updates come 15 ms apart, so 1 ms-spaced samples over 150 ms give about ten.
@@ -210,10 +250,16 @@ test('gradient: the update interval is 1.5 reference RTTs (the downstream reacts
 });
 
 test('gradient: validates options with messages naming them', () => {
-  assert.throws(() => new GradientLimit({ minLimit: 0 }), /options\.minLimit must be an integer in \[1, 1000000\], got 0/);
+  assert.throws(
+    () => new GradientLimit({ minLimit: 0 }),
+    /options\.minLimit must be an integer in \[1, 1000000\], got 0/,
+  );
   assert.throws(() => new GradientLimit({ smoothing: 2 }), /options\.smoothing/);
   assert.equal(new GradientLimit().fastDecreases, 0);
-  assert.throws(() => new GradientLimit({ fastDecreaseRttRatio: 0.5 }), /options\.fastDecreaseRttRatio must be a number in \[1, Infinity\], got 0.5/);
+  assert.throws(
+    () => new GradientLimit({ fastDecreaseRttRatio: 0.5 }),
+    /options\.fastDecreaseRttRatio must be a number in \[1, Infinity\], got 0.5/,
+  );
 });
 
 test('aimd: +1 while in use, none while idle, x0.9 on loss and on timeout, floor and ceiling', () => {

@@ -30,7 +30,8 @@ class SeededSink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     await sleep(Math.floor(this.rnd() * 5));
     if (this.flaky && this.rnd() < 0.25) return { status: 500 };
-    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i), replay: batch.replay(i) });
+    for (let i = 0; i < batch.count; i++)
+      this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i), replay: batch.replay(i) });
     return { status: 200 };
   }
   async close(): Promise<void> {}
@@ -71,13 +72,22 @@ test('restarts with a flaky, slow downstream and a small memory: every trigger o
       for (let k = 0; k < 10; k++) {
         const device = Math.floor(rnd() * DEVICES);
         const seq = ++seqs[device]!;
-        d.offer(r.set(seq, TriggerType.CROSS, seq % 7 === 0 ? Lane.COMPLIANCE : Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+        d.offer(
+          r.set(seq, TriggerType.CROSS, seq % 7 === 0 ? Lane.COMPLIANCE : Lane.TRANSITION, seq % 5, device).f64,
+          r.i32,
+          0,
+          0,
+        );
         sent++;
       }
       d.pump();
       await sleep(1);
     }
-    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, `run ${run}: accounting`);
+    assert.equal(
+      ds.offered + ds.recovered,
+      ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers,
+      `run ${run}: accounting`,
+    );
     // A short deadline while the downstream is still slow and flaky: much is left for the next run.
     await d.close(last ? 30_000 : 20);
     assert.equal(ds.final, 0, `run ${run}: nothing final`);
@@ -94,9 +104,16 @@ test('restarts with a flaky, slow downstream and a small memory: every trigger o
   let total = 0;
   for (const [device, list] of perDevice) {
     const slot = Number(device.slice(7));
-    assert.deepEqual(list, Array.from({ length: seqs[slot]! }, (_, i) => i + 1), `${device}: every seq once, in order`);
+    assert.deepEqual(
+      list,
+      Array.from({ length: seqs[slot]! }, (_, i) => i + 1),
+      `${device}: every seq once, in order`,
+    );
     total += list.length;
   }
   assert.equal(total, sent);
-  assert.ok(sink.seen.some((t) => t.replay), 'some went through the replay lane');
+  assert.ok(
+    sink.seen.some((t) => t.replay),
+    'some went through the replay lane',
+  );
 });

@@ -3,23 +3,56 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DS_CURSOR_DAMAGED_COPIES_F64, DS_CURSOR_FALLBACKS_F64, Lane, TRG_SEQ_F64, TriggerType } from '../../src/shm/layout.js';
+import {
+  DS_CURSOR_DAMAGED_COPIES_F64,
+  DS_CURSOR_FALLBACKS_F64,
+  Lane,
+  TRG_SEQ_F64,
+  TriggerType,
+} from '../../src/shm/layout.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
-import { BacklogLog, listSegments, LOAD_NONE, LOAD_SKIPPED, readCursor, scanBacklog, segmentFileName } from '../../src/durable/backlog-log.js';
-import { checksumWords, CURSOR_BYTES, CURSOR_COMMIT_F64, CURSOR_OFFSET_F64, FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
+import {
+  BacklogLog,
+  listSegments,
+  LOAD_NONE,
+  LOAD_SKIPPED,
+  readCursor,
+  scanBacklog,
+  segmentFileName,
+} from '../../src/durable/backlog-log.js';
+import {
+  checksumWords,
+  CURSOR_BYTES,
+  CURSOR_COMMIT_F64,
+  CURSOR_OFFSET_F64,
+  FILE_HEADER_BYTES,
+} from '../../src/durable/file-layout.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
-import { readTriggerIdentity, RecordBuffer, TriggerCodec, type TriggerResolver } from '../../src/durable/trigger-codec.js';
+import {
+  readTriggerIdentity,
+  RecordBuffer,
+  TriggerCodec,
+  type TriggerResolver,
+} from '../../src/durable/trigger-codec.js';
 import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
 
 function setup(runId: number): { codec: TriggerCodec; catalog: FenceCatalog } {
   const namer = new IndexNamer();
   const catalog = new FenceCatalog(namer);
-  const codec = new TriggerCodec(runId, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
+  const codec = new TriggerCodec(
+    runId,
+    { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) },
+    0,
+  );
   return { codec, catalog };
 }
 
-function open(dir: string, codec: TriggerCodec, extra: Partial<ConstructorParameters<typeof BacklogLog>[0]> = {}): BacklogLog {
+function open(
+  dir: string,
+  codec: TriggerCodec,
+  extra: Partial<ConstructorParameters<typeof BacklogLog>[0]> = {},
+): BacklogLog {
   return new BacklogLog({ dir, downstreamName: 'hook', codec, maxBytes: 1 << 30, ...extra });
 }
 
@@ -27,13 +60,20 @@ function open(dir: string, codec: TriggerCodec, extra: Partial<ConstructorParame
 function appendAll(log: BacklogLog, catalog: FenceCatalog, from: number, to: number): void {
   const r = new TriggerRecord();
   for (let seq = from; seq <= to; seq++) {
-    const rec = dispatchRecord(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, seq % 7), catalog.handleOf(1, seq % 5));
+    const rec = dispatchRecord(
+      r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, seq % 7),
+      catalog.handleOf(1, seq % 5),
+    );
     assert.equal(log.append(rec.f64, rec.i32, 0, 0), true);
   }
 }
 
 /** Loads everything loadable; returns the seqs in load order (marking each done unless `keep` says otherwise). */
-function loadAll(log: BacklogLog, resolver: TriggerResolver | null, keep: (seq: number) => boolean = () => false): number[] {
+function loadAll(
+  log: BacklogLog,
+  resolver: TriggerResolver | null,
+  keep: (seq: number) => boolean = () => false,
+): number[] {
   const out: number[] = [];
   const rec = dispatchRecord(new TriggerRecord(), 0);
   for (;;) {
@@ -53,7 +93,10 @@ test('backlog log: records come back in order, from the write buffer too; the cu
   assert.equal(log.unread, 100);
   assert.equal(log.buffered > 0, true, 'not written yet');
   // Seq 40 stays undelivered: the durable cursor cannot pass it.
-  assert.deepEqual(loadAll(log, null, (s) => s === 40), Array.from({ length: 100 }, (_, i) => i + 1));
+  assert.deepEqual(
+    loadAll(log, null, (s) => s === 40),
+    Array.from({ length: 100 }, (_, i) => i + 1),
+  );
   assert.equal(log.unread, 0);
   assert.equal(log.loadedOutstanding, 61);
   log.flush();
@@ -62,8 +105,14 @@ test('backlog log: records come back in order, from the write buffer too; the cu
   // A restart re-reads from the first undelivered record (seq 40) on: what a crash would re-deliver.
   const again = open(dir, setup(2).codec);
   assert.equal(again.recovered, 61);
-  const resolver: TriggerResolver = { deviceSlot: (id) => Number(String(id).slice(7)), fenceHandle: (id, tags) => catalog.intern(id, tags) };
-  assert.deepEqual(loadAll(again, resolver), Array.from({ length: 61 }, (_, i) => i + 40));
+  const resolver: TriggerResolver = {
+    deviceSlot: (id) => Number(String(id).slice(7)),
+    fenceHandle: (id, tags) => catalog.intern(id, tags),
+  };
+  assert.deepEqual(
+    loadAll(again, resolver),
+    Array.from({ length: 61 }, (_, i) => i + 40),
+  );
   again.close();
   const third = open(dir, setup(3).codec);
   assert.equal(third.recovered, 0, 'all done: nothing left');
@@ -82,7 +131,10 @@ test('backlog log: segments roll at their size and are deleted once the cursor p
   log.flush();
   assert.ok(listSegments(dir).length > segments.length, `rolled: ${listSegments(dir).join(',')}`);
   const seen: number[] = [];
-  assert.equal(scanBacklog(dir, 'hook', (buf, at) => seen.push(readTriggerIdentity(buf, at).seq)), 600);
+  assert.equal(
+    scanBacklog(dir, 'hook', (buf, at) => seen.push(readTriggerIdentity(buf, at).seq)),
+    600,
+  );
   assert.deepEqual(seen.slice(0, 3), [1, 2, 3]);
   assert.equal(loadAll(log, null).length, 600);
   log.flush();
@@ -119,7 +171,10 @@ test('backlog log: damage in the last segment skips the damaged record only; lat
   const again = open(dir, same.codec, {});
   assert.equal(again.recovered, 19, 'the scan goes on past the damage');
   assert.equal(again.damagedAtOpen, 1);
-  assert.deepEqual(loadAll(again, null), Array.from({ length: 20 }, (_, i) => i + 1).filter((s) => s !== 11));
+  assert.deepEqual(
+    loadAll(again, null),
+    Array.from({ length: 20 }, (_, i) => i + 1).filter((s) => s !== 11),
+  );
   appendAll(again, same.catalog, 21, 25);
   assert.deepEqual(loadAll(again, null), [21, 22, 23, 24, 25]);
   assert.equal(again.unread, 0);
@@ -161,7 +216,11 @@ test('backlog log: a damaged record in a closed segment is skipped alone; the re
   const same = setup(1);
   const again = open(dir, same.codec);
   const loaded = loadAll(again, null);
-  assert.deepEqual(loaded, Array.from({ length: 200 }, (_, i) => i + 1).filter((s) => s !== 6), 'only the damaged record (seq 6) is missing');
+  assert.deepEqual(
+    loaded,
+    Array.from({ length: 200 }, (_, i) => i + 1).filter((s) => s !== 6),
+    'only the damaged record (seq 6) is missing',
+  );
   assert.equal(again.damagedAtOpen, 1);
   assert.equal(again.corrupt, 0, 'counted at open, not again when loading');
   assert.equal(again.unread, 0);
@@ -176,12 +235,18 @@ test('backlog log: a segment whose creation a crash cut short (no whole header) 
   log.close();
   fs.writeFileSync(path.join(dir, segmentFileName(2)), Buffer.alloc(10));
   let seen = 0;
-  assert.equal(scanBacklog(dir, 'hook', () => seen++), 5);
+  assert.equal(
+    scanBacklog(dir, 'hook', () => seen++),
+    5,
+  );
   const next = setup(2);
   const again = open(dir, next.codec);
   assert.equal(again.recovered, 5);
   appendAll(again, next.catalog, 6, 8);
-  assert.equal(loadAll(again, { deviceSlot: () => 1, fenceHandle: (id, tags) => next.catalog.intern(id, tags) }).length, 8);
+  assert.equal(
+    loadAll(again, { deviceSlot: () => 1, fenceHandle: (id, tags) => next.catalog.intern(id, tags) }).length,
+    8,
+  );
   again.close();
 });
 
@@ -223,7 +288,10 @@ test('backlog cursor: two checksummed copies; a damaged newest copy costs one co
   assert.equal(again.cursorDamagedCopies, 1);
   assert.equal(again.cursorFallback, false);
   assert.equal(again.recovered, 50, 'the commit before: one commit interval comes again, not the log');
-  assert.deepEqual(loadAll(again, { deviceSlot: () => 0, fenceHandle: () => 0 }), Array.from({ length: 50 }, (_, i) => 4951 + i));
+  assert.deepEqual(
+    loadAll(again, { deviceSlot: () => 0, fenceHandle: () => 0 }),
+    Array.from({ length: 50 }, (_, i) => 4951 + i),
+  );
   again.close();
   const repaired = open(dir, setup(4).codec);
   assert.equal(repaired.cursorDamagedCopies, 0, 'both copies valid again');
@@ -261,7 +329,10 @@ test('backlog cursor: with no valid copy the log is read again from its start (r
   const ds = d.downstreams[0]!;
   assert.equal(ds.backlog!.cursorFallback, true);
   assert.equal(ds.recovered, 5000, 'everything comes again: receivers de-duplicate by seq');
-  assert.match(alarms.join('\n'), /hook: backlog cursor damaged \(no valid copy\): the backlog log is read again from its oldest segment/);
+  assert.match(
+    alarms.join('\n'),
+    /hook: backlog cursor damaged \(no valid copy\): the backlog log is read again from its oldest segment/,
+  );
   assert.equal(d.metrics[DS_CURSOR_FALLBACKS_F64], 1);
   assert.equal(d.metrics[DS_CURSOR_DAMAGED_COPIES_F64], 2);
   const end = Date.now() + 10_000;

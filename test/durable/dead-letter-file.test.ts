@@ -26,7 +26,13 @@ import { DEAD_LETTER_MAGIC, FILE_HEADER_BYTES, TREC_LAT_F64, TREC_STATUS_W } fro
 import { writeFileHeader } from '../../src/durable/file-header.js';
 import { scanRecords } from '../../src/durable/record-scan.js';
 import { readTriggerIdentity, RecordBuffer } from '../../src/durable/trigger-codec.js';
-import { appendDeadLetters, checkPerDeviceOrder, deadLetterBytesOnDisk, deadLetterCodec, RecordingSink } from './dead-letter-fixtures.js';
+import {
+  appendDeadLetters,
+  checkPerDeviceOrder,
+  deadLetterBytesOnDisk,
+  deadLetterCodec,
+  RecordingSink,
+} from './dead-letter-fixtures.js';
 
 const MIB = 1024 * 1024;
 
@@ -86,12 +92,18 @@ test('50,527 dead letters, one flipped byte in record 100: the open skips exactl
   assert.equal(reopened.recoveredTornBytes, 0, 'nothing cut: the records after the damage stay');
   assert.equal(seen.length, TOTAL - 1);
   assert.deepEqual(seen.slice(97, 101), [98, 99, 101, 102], 'record 100 alone is skipped');
-  assert.ok(seen.every((s, i) => i === 0 || s > seen[i - 1]!), 'in file order');
+  assert.ok(
+    seen.every((s, i) => i === 0 || s > seen[i - 1]!),
+    'in file order',
+  );
   reopened.close();
 
   // The main thread's read-only scan at start agrees.
   let scanned = 0;
-  assert.equal(scanDeadLetters(dir, 'hook', () => scanned++), TOTAL - 1);
+  assert.equal(
+    scanDeadLetters(dir, 'hook', () => scanned++),
+    TOTAL - 1,
+  );
 
   const sink = new RecordingSink();
   const alarms: string[] = [];
@@ -119,8 +131,12 @@ test('50,527 dead letters, one flipped byte in record 100: the open skips exactl
   const counts = checkPerDeviceOrder(sink.seen);
   assert.equal(sink.seen.length, TOTAL - 1);
   assert.equal(counts.get(100), undefined, 'the damaged record is not sent');
-  for (let seq = 1; seq <= TOTAL; seq++) if (seq !== 100 && counts.get(seq) !== 1) assert.fail(`seq ${seq} arrived ${counts.get(seq) ?? 0} times`);
-  assert.ok(sink.seen.every((t) => t.replay), 'as replays');
+  for (let seq = 1; seq <= TOTAL; seq++)
+    if (seq !== 100 && counts.get(seq) !== 1) assert.fail(`seq ${seq} arrived ${counts.get(seq) ?? 0} times`);
+  assert.ok(
+    sink.seen.every((t) => t.replay),
+    'as replays',
+  );
   // Replayed everything: the space is given back (one segment, cut back to its header).
   d.flushBacklogs();
   const file = ds.deadLetterFile!;
@@ -139,7 +155,9 @@ test('a flipped byte in a record length skips that record alone; a torn tail is 
   const { codec, catalog } = deadLetterCodec(1);
   const writer = new DeadLetterFile(dir, 'hook', null);
   // Seq 1..1000: 500..510 wait for replay, the rest were re-delivered.
-  const positions = appendDeadLetters(writer, codec, catalog, 1, 1000, 13, (s) => (s >= 500 && s <= 510 ? DeadLetterStatus.PENDING : DeadLetterStatus.RESOLVED));
+  const positions = appendDeadLetters(writer, codec, catalog, 1, 1000, 13, (s) =>
+    s >= 500 && s <= 510 ? DeadLetterStatus.PENDING : DeadLetterStatus.RESOLVED,
+  );
   writer.close();
   // Record 100's length word, and record 300's status word (a RESOLVED record), damaged; half a record at the end.
   damage(dir, positions[99]!, 1, [0x7f]);
@@ -151,7 +169,11 @@ test('a flipped byte in a record length skips that record alone; a torn tail is 
   assert.equal(again.recordCount, 999, 'every record but the damaged one');
   assert.equal(again.recoveredTornBytes, 40);
   assert.equal(again.damagedStatuses, 1);
-  assert.deepEqual(pending, [300, 500, 501, 502, 503, 504, 505, 506, 507, 508, 509, 510], 'the damaged status is read as waiting: one re-delivery');
+  assert.deepEqual(
+    pending,
+    [300, 500, 501, 502, 503, 504, 505, 506, 507, 508, 509, 510],
+    'the damaged status is read as waiting: one re-delivery',
+  );
   again.close();
 });
 
@@ -167,7 +189,10 @@ test('compaction: segments whose records were all re-delivered are deleted and t
   assert.equal(full, file.byteLength);
   for (const p of positions.slice(0, 3000)) file.setStatus(p, DeadLetterStatus.RESOLVED);
   file.maintain();
-  assert.ok(deadLetterBytesOnDisk(dir) < full * 0.4, `the replayed segments are gone: ${deadLetterBytesOnDisk(dir)} of ${full}`);
+  assert.ok(
+    deadLetterBytesOnDisk(dir) < full * 0.4,
+    `the replayed segments are gone: ${deadLetterBytesOnDisk(dir)} of ${full}`,
+  );
   for (const p of positions.slice(3000)) file.setStatus(p, DeadLetterStatus.RESOLVED);
   file.maintain();
   assert.equal(file.segmentCount, 1, 'the segment with the final dead letters stays');
@@ -207,14 +232,23 @@ test('size budget: the bytes on disk never pass maxBytes; the oldest segments go
     assert.ok(onDisk <= MIB, `round ${round}: ${onDisk} bytes on disk`);
   }
   assert.ok(file.droppedRecords[DeadLetterDropReason.OVER_BUDGET]! > 0);
-  assert.equal(file.droppedRecords[DeadLetterDropReason.OVER_BUDGET]! + file.recordCount, appended, 'kept + dropped = written');
+  assert.equal(
+    file.droppedRecords[DeadLetterDropReason.OVER_BUDGET]! + file.recordCount,
+    appended,
+    'kept + dropped = written',
+  );
   // What is kept is the newest, in order, up to the last one written.
   file.close();
   const kept = allSeqs(dir);
   assert.equal(kept.length, appended - file.droppedRecords[DeadLetterDropReason.OVER_BUDGET]!);
   assert.equal(kept.at(-1), appended);
-  assert.ok(kept.every((s, i) => i === 0 || s === kept[i - 1]! + 1), 'a contiguous run of the newest');
-  console.log(`dead-letter size budget ${MIB} bytes: ${appended} final dead letters written, at most ${maxSeen} bytes on disk, ${file.droppedRecords[0]} dropped as over_budget`);
+  assert.ok(
+    kept.every((s, i) => i === 0 || s === kept[i - 1]! + 1),
+    'a contiguous run of the newest',
+  );
+  console.log(
+    `dead-letter size budget ${MIB} bytes: ${appended} final dead letters written, at most ${maxSeen} bytes on disk, ${file.droppedRecords[0]} dropped as over_budget`,
+  );
 });
 
 test('age budget: segments older than maxAgeMs are dropped (too_old); the owner is told of dropped records that waited for replay', () => {
@@ -261,11 +295,16 @@ test('a single-file dead-letter store of an earlier layout is moved into segment
   // Build the old file by hand: a header, then records as the old flush wrote them (bare status values).
   const staging = tmp('dlq-staging-');
   const f = new DeadLetterFile(staging, 'hook', null);
-  appendDeadLetters(f, codec, catalog, 1, 30, 7, (s) => (s % 3 === 0 ? DeadLetterStatus.RESOLVED : s % 3 === 1 ? DeadLetterStatus.PENDING : DeadLetterStatus.FINAL));
+  appendDeadLetters(f, codec, catalog, 1, 30, 7, (s) =>
+    s % 3 === 0 ? DeadLetterStatus.RESOLVED : s % 3 === 1 ? DeadLetterStatus.PENDING : DeadLetterStatus.FINAL,
+  );
   f.close();
-  const body = fs.readFileSync(path.join(staging, deadLetterSegmentName(listDeadLetterSegments(staging)[0]!))).subarray(FILE_HEADER_BYTES);
+  const body = fs
+    .readFileSync(path.join(staging, deadLetterSegmentName(listDeadLetterSegments(staging)[0]!)))
+    .subarray(FILE_HEADER_BYTES);
   // Old status words: the bare values.
-  for (let at = 0; at < body.length; at += body.readInt32LE(at)) body.writeInt32LE(body.readInt32LE(at + TREC_STATUS_W * 4) & 0xff, at + TREC_STATUS_W * 4);
+  for (let at = 0; at < body.length; at += body.readInt32LE(at))
+    body.writeInt32LE(body.readInt32LE(at + TREC_STATUS_W * 4) & 0xff, at + TREC_STATUS_W * 4);
   const legacy = path.join(dir, DEAD_LETTER_FILE);
   const fd = fs.openSync(legacy, 'w+');
   writeFileHeader(fd, DEAD_LETTER_MAGIC, 'hook', 0);
@@ -285,6 +324,12 @@ test('a single-file dead-letter store of an earlier layout is moved into segment
 
 test('options are checked with the option named', () => {
   const dir = tmp('dlq-opt-');
-  assert.throws(() => new DeadLetterFile(dir, 'hook', null, { maxBytes: 1000 }), /deadLetter\.maxBytesPerDownstream must be an integer in \[1048576, /);
-  assert.throws(() => new DeadLetterFile(dir, 'hook', null, { maxAgeMs: 0 }), /deadLetter\.maxAgeMs must be an integer in \[1, /);
+  assert.throws(
+    () => new DeadLetterFile(dir, 'hook', null, { maxBytes: 1000 }),
+    /deadLetter\.maxBytesPerDownstream must be an integer in \[1048576, /,
+  );
+  assert.throws(
+    () => new DeadLetterFile(dir, 'hook', null, { maxAgeMs: 0 }),
+    /deadLetter\.maxAgeMs must be an integer in \[1, /,
+  );
 });

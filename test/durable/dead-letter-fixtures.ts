@@ -9,7 +9,11 @@ import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
-import { deadLetterSegmentName, listDeadLetterSegments, type DeadLetterFile } from '../../src/durable/dead-letter-file.js';
+import {
+  deadLetterSegmentName,
+  listDeadLetterSegments,
+  type DeadLetterFile,
+} from '../../src/durable/dead-letter-file.js';
 import { encodeDeadLetterStatus } from '../../src/durable/file-layout.js';
 import { RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
 import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
@@ -18,7 +22,11 @@ import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtur
 export function deadLetterCodec(runId = 1): { codec: TriggerCodec; catalog: FenceCatalog } {
   const namer = new IndexNamer();
   const catalog = new FenceCatalog(namer);
-  const codec = new TriggerCodec(runId, { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) }, 0);
+  const codec = new TriggerCodec(
+    runId,
+    { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) },
+    0,
+  );
   return { codec, catalog };
 }
 
@@ -50,7 +58,12 @@ export function appendDeadLetters(
     let final = 0;
     const offsets: number[] = [];
     for (; seq < end; seq++) {
-      const rec = dispatchRecord(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, seq % devices), catalog.handleOf(1, seq % 5), DeadLetterReason.UNDELIVERABLE, 3);
+      const rec = dispatchRecord(
+        r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, seq % devices),
+        catalog.handleOf(1, seq % 5),
+        DeadLetterReason.UNDELIVERABLE,
+        3,
+      );
       const status = statusOf(seq);
       const n = codec.encode(rec.f64, rec.i32, 0, 0, buf, length, limit, encodeDeadLetterStatus(status));
       if (n === 0) break;
@@ -94,7 +107,8 @@ export class RecordingSink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     await new Promise((r) => setImmediate(r));
     if (this.failing) return { status: 500 };
-    for (let i = 0; i < batch.count; i++) this.seen.push({ deviceId: batch.deviceId(i), seq: batch.seq(i), replay: batch.replay(i) });
+    for (let i = 0; i < batch.count; i++)
+      this.seen.push({ deviceId: batch.deviceId(i), seq: batch.seq(i), replay: batch.replay(i) });
     return { status: 200 };
   }
   async close(): Promise<void> {}

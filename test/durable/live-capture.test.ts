@@ -5,7 +5,16 @@ import { once } from 'node:events';
 import { DeviceStateCopy } from '../../src/durable/checkpoint.js';
 import { allocateDeviceState, DeviceState } from '../../src/fences/device-state.js';
 import { nowNs } from '../../src/shm/clock.js';
-import { DEV_ENTRY_COUNT_I32, DEV_STRIDE_F64, DEV_STRIDE_I32, DEV_VERSION_I32, ENTRY_FENCE_I32, ENTRY_STATE_I32, ENTRY_STRIDE_F64, ENTRY_STRIDE_I32 } from '../../src/shm/layout.js';
+import {
+  DEV_ENTRY_COUNT_I32,
+  DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
+  DEV_VERSION_I32,
+  ENTRY_FENCE_I32,
+  ENTRY_STATE_I32,
+  ENTRY_STRIDE_F64,
+  ENTRY_STRIDE_I32,
+} from '../../src/shm/layout.js';
 
 const DEVICES = 64;
 const MAX_FENCES = 24;
@@ -16,12 +25,20 @@ function tornDevices(copy: DeviceStateCopy): string[] {
   for (let d = 0; d < copy.count; d++) {
     const v = copy.devF64[d * DEV_STRIDE_F64]!;
     if (v === -Infinity) continue; // never written
-    for (let c = 1; c < DEV_STRIDE_F64; c++) if (copy.devF64[d * DEV_STRIDE_F64 + c] !== v) problems.push(`device ${d}: cell ${c} is ${copy.devF64[d * DEV_STRIDE_F64 + c]}, cell 0 is ${v}`);
+    for (let c = 1; c < DEV_STRIDE_F64; c++)
+      if (copy.devF64[d * DEV_STRIDE_F64 + c] !== v)
+        problems.push(`device ${d}: cell ${c} is ${copy.devF64[d * DEV_STRIDE_F64 + c]}, cell 0 is ${v}`);
     const n = copy.devI32[d * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32]!;
     if (n !== 1 + (v % MAX_FENCES)) problems.push(`device ${d}: ${n} entries for update ${v}`);
-    if (copy.entryStart[d + 1]! - copy.entryStart[d]! !== n) problems.push(`device ${d}: ${copy.entryStart[d + 1]! - copy.entryStart[d]!} entries copied, count ${n}`);
+    if (copy.entryStart[d + 1]! - copy.entryStart[d]! !== n)
+      problems.push(`device ${d}: ${copy.entryStart[d + 1]! - copy.entryStart[d]!} entries copied, count ${n}`);
     for (let e = copy.entryStart[d]!; e < copy.entryStart[d + 1]!; e++) {
-      const parts = [copy.entryF64[e * ENTRY_STRIDE_F64]!, copy.entryF64[e * ENTRY_STRIDE_F64 + 1]!, copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!, copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32]!];
+      const parts = [
+        copy.entryF64[e * ENTRY_STRIDE_F64]!,
+        copy.entryF64[e * ENTRY_STRIDE_F64 + 1]!,
+        copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!,
+        copy.entryI32[e * ENTRY_STRIDE_I32 + ENTRY_STATE_I32]!,
+      ];
       if (parts.some((p) => p !== v)) problems.push(`device ${d} entry ${e}: ${parts.join(',')} in update ${v}`);
     }
     if (problems.length > 5) break;
@@ -33,10 +50,13 @@ test('a copy taken while another thread rewrites the devices is never torn, and 
   const descriptor = allocateDeviceState(DEVICES, MAX_FENCES, { entriesPerDevice: MAX_FENCES + 8 });
   const state = DeviceState.open(descriptor);
   const control = new SharedArrayBuffer(8);
-  const worker = new Worker(new URL('./fixtures/state-writer.js', import.meta.url), { workerData: { state: descriptor, control } });
+  const worker = new Worker(new URL('./fixtures/state-writer.js', import.meta.url), {
+    workerData: { state: descriptor, control },
+  });
   // Wait for the writer to be going.
   const ctl = new Int32Array(control);
-  while (state.writeVersion(0) === 0 && state.writeVersion(1) === 0 && state.writeVersion(2) === 0) await new Promise((r) => setTimeout(r, 5));
+  while (state.writeVersion(0) === 0 && state.writeVersion(1) === 0 && state.writeVersion(2) === 0)
+    await new Promise((r) => setTimeout(r, 5));
   const copy = new DeviceStateCopy(DEVICES);
   let captures = 0;
   let retries = 0;

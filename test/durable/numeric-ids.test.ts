@@ -16,7 +16,12 @@ import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { IndexNamer, triggerJson } from '../../src/dispatch/sinks/format.js';
 import { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { BacklogLog, scanBacklog } from '../../src/durable/backlog-log.js';
-import { decodeCheckpoint, DeviceStateCopy, encodeCheckpoint, readLatestCheckpoint } from '../../src/durable/checkpoint.js';
+import {
+  decodeCheckpoint,
+  DeviceStateCopy,
+  encodeCheckpoint,
+  readLatestCheckpoint,
+} from '../../src/durable/checkpoint.js';
 import { DeadLetterFile } from '../../src/durable/dead-letter-file.js';
 import { readTriggerIdentity, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
 import { buildFenceStore, FenceStore, parseFences } from '../../src/fences/index.js';
@@ -47,7 +52,11 @@ function registered(): { reader: DeviceIdReader; slots: number[]; shards: number
 
 test('registry and shared id table: every id is its own device, read back exactly, on the documented shard', () => {
   const { reader, slots, shards } = registered();
-  assert.deepEqual(slots, IDS.map((_, i) => i), 'one slot per id, none merged with a neighbour');
+  assert.deepEqual(
+    slots,
+    IDS.map((_, i) => i),
+    'one slot per id, none merged with a neighbour',
+  );
   for (let i = 0; i < IDS.length; i++) {
     assert.equal(reader.deviceIdOf(slots[i]!), IDS[i]);
     assert.equal(reader.isNumeric(slots[i]!), true);
@@ -76,7 +85,10 @@ test('trigger records, the backlog log and the dead-letter file keep the id, for
   const dir = tmp('numeric-ids-');
   const backlog = new BacklogLog({ dir: path.join(dir, 'hook'), downstreamName: 'hook', codec, maxBytes: 1 << 30 });
   IDS.forEach((_, i) => {
-    const rec = dispatchRecord(record.set(i + 1, TriggerType.EXIT, Lane.TRANSITION, 1, slots[i]!), catalog.handleOf(1, 1));
+    const rec = dispatchRecord(
+      record.set(i + 1, TriggerType.EXIT, Lane.TRANSITION, 1, slots[i]!),
+      catalog.handleOf(1, 1),
+    );
     length += codec.encode(rec.f64, rec.i32, 0, 0, buf, length, buf.byteLength, DeadLetterStatus.PENDING);
     assert.equal(backlog.append(rec.f64, rec.i32, 0, 0), true);
   });
@@ -104,7 +116,11 @@ test('trigger records, the backlog log and the dead-letter file keep the id, for
   dlq.append(buf, length, IDS.length, IDS.length, 0);
   dlq.close();
   const fromDlq: (string | number)[] = [];
-  new DeadLetterFile(path.join(dir, 'dlq'), 'hook', (b, at) => void fromDlq.push(readTriggerIdentity(b, at).deviceId)).close();
+  new DeadLetterFile(
+    path.join(dir, 'dlq'),
+    'hook',
+    (b, at) => void fromDlq.push(readTriggerIdentity(b, at).deviceId),
+  ).close();
   assert.deepEqual(fromDlq, IDS);
 });
 
@@ -115,8 +131,20 @@ test('the checkpoint keeps the id', () => {
   copy.count = IDS.length;
   copy.generation = store.generation;
   copy.entryStart.fill(0);
-  const cp = decodeCheckpoint(encodeCheckpoint(copy, reader, store, { seqFloor: 0, number: 1, pingsProcessed: 0, triggersProduced: 0, clean: true }), 'cp');
-  assert.deepEqual(cp.devices.map((d) => d.id), IDS);
+  const cp = decodeCheckpoint(
+    encodeCheckpoint(copy, reader, store, {
+      seqFloor: 0,
+      number: 1,
+      pingsProcessed: 0,
+      triggersProduced: 0,
+      clean: true,
+    }),
+    'cp',
+  );
+  assert.deepEqual(
+    cp.devices.map((d) => d.id),
+    IDS,
+  );
 });
 
 test('the sink JSON writes the id as a JSON number with every digit', () => {
@@ -177,12 +205,18 @@ test('a router restart restores uint64-sent devices from the checkpoint and name
   // First run: every device enters A and stays inside.
   const first = await run(Buffer.concat(ids.flatMap((id) => [frame(id, -200, 0), frame(id, 0, 1000)])));
   // Devices on different shards may arrive in any order: compared sorted.
-  assert.deepEqual(first.called.map((t) => [t.deviceId, t.type, t.seq]).sort(), ids.map((id) => [id, 'ENTER', 1]).sort());
+  assert.deepEqual(
+    first.called.map((t) => [t.deviceId, t.type, t.seq]).sort(),
+    ids.map((id) => [id, 'ENTER', 1]).sort(),
+  );
   const cp = readLatestCheckpoint(stateDir);
   assert.ok(cp !== null);
   assert.deepEqual(cp.devices.map((d) => d.id).sort(), [...ids].sort());
   // Second run: they leave; the EXIT comes from the restored inside state, under the exact id.
   const second = await run(Buffer.concat(ids.map((id) => frame(id, 200, 2000))));
-  assert.deepEqual(second.called.map((t) => [t.deviceId, t.type, t.seq]).sort(), ids.map((id) => [id, 'EXIT', 2]).sort());
+  assert.deepEqual(
+    second.called.map((t) => [t.deviceId, t.type, t.seq]).sort(),
+    ids.map((id) => [id, 'EXIT', 2]).sort(),
+  );
   assert.deepEqual(second.raw.sort(), ids.map((id) => String(id)).sort());
 });

@@ -30,7 +30,15 @@ import { DeviceIdReader, preregisterDevices } from '../../src/ingest/device-regi
 import { allocatePipelineMemory } from '../../src/pipeline/memory.js';
 import { StateKeeper } from '../../src/pipeline/state-keeper.js';
 import { resolveRouterOptions } from '../../src/config/options.js';
-import { CHECKPOINT_FILE, decodeCheckpoint, DeviceStateCopy, encodeCheckpoint, readLatestCheckpoint, SEQ_EPOCH, writeCheckpointFile } from '../../src/durable/checkpoint.js';
+import {
+  CHECKPOINT_FILE,
+  decodeCheckpoint,
+  DeviceStateCopy,
+  encodeCheckpoint,
+  readLatestCheckpoint,
+  SEQ_EPOCH,
+  writeCheckpointFile,
+} from '../../src/durable/checkpoint.js';
 import { StateDirectory, StateDirectoryInUseError } from '../../src/durable/state-dir.js';
 import { SpscRing } from '../../src/shm/ring.js';
 import { collection, readTrigger, square } from '../fences/helpers.js';
@@ -43,7 +51,11 @@ test('state directory: one process at a time; a lock left by a dead process mean
   const dir = path.join(tmp('state-lock-'), 'state');
   const a = StateDirectory.open(dir);
   assert.equal(a.previousStop, 'none');
-  assert.throws(() => StateDirectory.open(dir), (err: unknown) => err instanceof StateDirectoryInUseError && err.message.includes(dir) && err.message.includes(String(process.pid)));
+  assert.throws(
+    () => StateDirectory.open(dir),
+    (err: unknown) =>
+      err instanceof StateDirectoryInUseError && err.message.includes(dir) && err.message.includes(String(process.pid)),
+  );
   a.release();
   fs.writeFileSync(path.join(dir, CHECKPOINT_FILE), 'x');
   const b = StateDirectory.open(dir);
@@ -63,17 +75,42 @@ test('state directory: one process at a time; a lock left by a dead process mean
   e.release();
   const file = path.join(tmp('state-file-'), 'a-file');
   fs.writeFileSync(file, 'not a directory');
-  assert.throws(() => StateDirectory.open(path.join(file, 'state')), (err: unknown) => (err as Error).message.startsWith(`state directory ${path.join(file, 'state')}: `));
+  assert.throws(
+    () => StateDirectory.open(path.join(file, 'state')),
+    (err: unknown) => (err as Error).message.startsWith(`state directory ${path.join(file, 'state')}: `),
+  );
 });
 
 /** A store of `ids` (squares along a row), generation `generation`. */
 function store(ids: string[], generation = 1): FenceStore {
-  return FenceStore.open(buildFenceStore(parseFences(collection(...ids.map((id, i) => square(id, i * 500, 0, 100, id === 'C' ? { compliance: true, tags: ['port'] } : {})))), generation));
+  return FenceStore.open(
+    buildFenceStore(
+      parseFences(
+        collection(
+          ...ids.map((id, i) => square(id, i * 500, 0, 100, id === 'C' ? { compliance: true, tags: ['port'] } : {})),
+        ),
+      ),
+      generation,
+    ),
+  );
 }
 
 /** Memory with devices `ids`, each inside fence index `f` (INSIDE, DWELL fired for the first), last seq `seq`. */
-function memoryWith(ids: (string | number)[], s: FenceStore, fenceOf: (i: number) => number, seq: (i: number) => number) {
-  const memory = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 16, idBytesPerSlot: 32, maxFencesPerDevice: 4, downstreams: 1 });
+function memoryWith(
+  ids: (string | number)[],
+  s: FenceStore,
+  fenceOf: (i: number) => number,
+  seq: (i: number) => number,
+) {
+  const memory = allocatePipelineMemory({
+    shards: 1,
+    ringCapacitySlots: 64,
+    reservedFraction: 0.05,
+    maxDevices: 16,
+    idBytesPerSlot: 32,
+    maxFencesPerDevice: 4,
+    downstreams: 1,
+  });
   preregisterDevices(memory.idTable, ids);
   const state = DeviceState.open(memory.deviceState);
   ids.forEach((_, d) => {
@@ -95,30 +132,67 @@ test('a state directory whose checkpoints are all unreadable is refused, naming 
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, CHECKPOINT_FILE), Buffer.alloc(64, 1));
   const sd = StateDirectory.open(dir);
-  const memory = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 4, idBytesPerSlot: 8, maxFencesPerDevice: 2, downstreams: 1 });
-  assert.throws(() => StateKeeper.restore(sd, memory, store(['A']), resolveRouterOptions({ stateDir: null })), new RegExp(`state directory ${dir}: no readable checkpoint`));
+  const memory = allocatePipelineMemory({
+    shards: 1,
+    ringCapacitySlots: 64,
+    reservedFraction: 0.05,
+    maxDevices: 4,
+    idBytesPerSlot: 8,
+    maxFencesPerDevice: 2,
+    downstreams: 1,
+  });
+  assert.throws(
+    () => StateKeeper.restore(sd, memory, store(['A']), resolveRouterOptions({ stateDir: null })),
+    new RegExp(`state directory ${dir}: no readable checkpoint`),
+  );
   sd.release();
 });
 
 test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a damaged file falls back to the previous one', () => {
   const s = store(['A', 'B', 'C']);
   const ids = ['truck-1', 42, '42'];
-  const { memory, state } = memoryWith(ids, s, (d) => d, (d) => 10 + d);
+  const { memory, state } = memoryWith(
+    ids,
+    s,
+    (d) => d,
+    (d) => 10 + d,
+  );
   const copy = new DeviceStateCopy(16);
   copy.capture(state, 3, s.generation);
-  const bytes = encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), s, { seqFloor: 0, number: 7, pingsProcessed: 123, triggersProduced: 45, clean: true });
+  const bytes = encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), s, {
+    seqFloor: 0,
+    number: 7,
+    pingsProcessed: 123,
+    triggersProduced: 45,
+    clean: true,
+  });
   const cp = decodeCheckpoint(bytes, 'x');
-  assert.deepEqual(cp.devices.map((d) => d.id), ['truck-1', 42, '42']);
-  assert.deepEqual(cp.devices.map((d) => d.seq), [10, 11, 12]);
-  assert.deepEqual(cp.devices.map((d) => cp.fences[d.entries[0]!.fence]!.id), ['A', 'B', 'C']);
+  assert.deepEqual(
+    cp.devices.map((d) => d.id),
+    ['truck-1', 42, '42'],
+  );
+  assert.deepEqual(
+    cp.devices.map((d) => d.seq),
+    [10, 11, 12],
+  );
+  assert.deepEqual(
+    cp.devices.map((d) => cp.fences[d.entries[0]!.fence]!.id),
+    ['A', 'B', 'C'],
+  );
   assert.equal(cp.devices[0]!.entries[0]!.state, EntryState.INSIDE | EntryState.DWELL_FIRED);
-  assert.deepEqual(cp.fences.find((f) => f.id === 'C'), { id: 'C', tags: ['port'], compliance: true });
+  assert.deepEqual(
+    cp.fences.find((f) => f.id === 'C'),
+    { id: 'C', tags: ['port'], compliance: true },
+  );
   assert.equal(cp.clean, true);
   assert.equal(cp.number, 7);
   const dir = tmp('ckpt-');
   writeCheckpointFile(dir, bytes);
   writeCheckpointFile(dir, bytes.slice(0, bytes.length - 8));
-  assert.throws(() => decodeCheckpoint(fs.readFileSync(path.join(dir, CHECKPOINT_FILE)), 'cur'), /cur: checkpoint is damaged/);
+  assert.throws(
+    () => decodeCheckpoint(fs.readFileSync(path.join(dir, CHECKPOINT_FILE)), 'cur'),
+    /cur: checkpoint is damaged/,
+  );
   const problems: string[] = [];
   const back = readLatestCheckpoint(dir, problems);
   assert.equal(back?.number, 7, 'the previous checkpoint serves');
@@ -128,7 +202,12 @@ test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a dama
 test('restore: after a clean stop seq continues; after an unclean one every device starts above a floor raised by 2^32; a device inside a fence that is gone gets an EXIT', () => {
   const before = store(['A', 'B', 'C']);
   const ids = ['d0', 'd1', 'd2'];
-  const { memory, state } = memoryWith(ids, before, (d) => d, (d) => 100 * (d + 1));
+  const { memory, state } = memoryWith(
+    ids,
+    before,
+    (d) => d,
+    (d) => 100 * (d + 1),
+  );
   const copy = new DeviceStateCopy(16);
   copy.capture(state, 3, before.generation);
   const options = resolveRouterOptions({ stateDir: null });
@@ -138,27 +217,56 @@ test('restore: after a clean stop seq continues; after an unclean one every devi
   ] as const) {
     const dir = path.join(tmp('restore-'), 'state');
     fs.mkdirSync(dir, { recursive: true });
-    writeCheckpointFile(dir, encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), before, { seqFloor: 0, number: 3, pingsProcessed: 0, triggersProduced: 0, clean: true }));
-    if (stop === 'unclean') fs.writeFileSync(path.join(dir, 'LOCK'), JSON.stringify({ pid: 2 ** 22 + 12345, startTicks: null }));
+    writeCheckpointFile(
+      dir,
+      encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), before, {
+        seqFloor: 0,
+        number: 3,
+        pingsProcessed: 0,
+        triggersProduced: 0,
+        clean: true,
+      }),
+    );
+    if (stop === 'unclean')
+      fs.writeFileSync(path.join(dir, 'LOCK'), JSON.stringify({ pid: 2 ** 22 + 12345, startTicks: null }));
     const sd = StateDirectory.open(dir);
     // The new fences file: B is gone, the others reordered.
     const after = store(['C', 'A'], 1);
-    const fresh = allocatePipelineMemory({ shards: 1, ringCapacitySlots: 64, reservedFraction: 0.05, maxDevices: 16, idBytesPerSlot: 32, maxFencesPerDevice: 4, downstreams: 1 });
+    const fresh = allocatePipelineMemory({
+      shards: 1,
+      ringCapacitySlots: 64,
+      reservedFraction: 0.05,
+      maxDevices: 16,
+      idBytesPerSlot: 32,
+      maxFencesPerDevice: 4,
+      downstreams: 1,
+    });
     const keeper = StateKeeper.restore(sd, fresh, after, options);
     assert.equal(keeper.report.previousStop, stop);
     assert.equal(keeper.report.restoredDevices, 3);
     const restored = DeviceState.open(fresh.deviceState);
     const reader = new DeviceIdReader(fresh.idTable);
-    assert.deepEqual([0, 1, 2].map((d) => reader.deviceIdOf(d)), ids);
+    assert.deepEqual(
+      [0, 1, 2].map((d) => reader.deviceIdOf(d)),
+      ids,
+    );
     // d1 was inside B, which is gone: its EXIT takes the next seq, the others keep their stays under the new indices.
     const seqs = [0, 1, 2].map((d) => restored.devF64[d * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!);
     assert.deepEqual(seqs, [expectSeq[0], expectSeq[1] + 1, expectSeq[2]]);
     assert.equal(restored.isInside(0, after.indexOfId('A')), true);
-    assert.equal(restored.entryStateOf(0, after.indexOfId('A')) & EntryState.DWELL_FIRED, EntryState.DWELL_FIRED, 'DWELL stays fired for the stay');
+    assert.equal(
+      restored.entryStateOf(0, after.indexOfId('A')) & EntryState.DWELL_FIRED,
+      EntryState.DWELL_FIRED,
+      'DWELL stays fired for the stay',
+    );
     assert.equal(restored.entryCount(1), 0);
     assert.equal(restored.isInside(2, after.indexOfId('C')), true);
     assert.equal(restored.insideCompliance(2), true);
-    assert.equal(restored.devF64[5 * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64], keeper.report.seqFloor, 'a device not yet seen starts at the floor');
+    assert.equal(
+      restored.devF64[5 * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64],
+      keeper.report.seqFloor,
+      'a device not yet seen starts at the floor',
+    );
     assert.equal(keeper.report.removedFenceExits, 1);
     assert.deepEqual(keeper.namesOnly?.ids, ['A', 'B', 'C']);
     const ring = SpscRing.wrap(fresh.triggerRings[1]!, RingKind.TRIGGER);

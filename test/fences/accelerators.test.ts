@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FenceStore, buildFenceStore, generateSyntheticCity, mulberry32, parseFences, syntheticCityBounds } from '../../src/fences/index.js';
+import {
+  FenceStore,
+  buildFenceStore,
+  generateSyntheticCity,
+  mulberry32,
+  parseFences,
+  syntheticCityBounds,
+} from '../../src/fences/index.js';
 import { Q_X, Q_X0, Q_Y, Q_Y0 } from '../../src/fences/geometry.js';
 import {
   FENCE_FIRST_RING_I32,
@@ -62,7 +69,10 @@ test('edge bands give the full edge loop answers: random, vertex, same-latitude 
     assert.equal(banded.segmentTouchesAt(f), touches, `segment from fence ${f} at ${lat}, ${lon}`);
     if (touches) touching++;
   }
-  assert.ok(inside > 20_000 && touching > 20_000 && boundary > 1000, `inside ${inside}, touching ${touching}, boundary ${boundary}`);
+  assert.ok(
+    inside > 20_000 && touching > 20_000 && boundary > 1000,
+    `inside ${inside}, touching ${touching}, boundary ${boundary}`,
+  );
 });
 
 test('the grid returns the flatbush set for points and boxes, inside and outside the city', () => {
@@ -86,7 +96,10 @@ test('the grid returns the flatbush set for points and boxes, inside and outside
       const na = gridded.candidatesInBoxInto(lat, lon, lat + dLat, lon + dLon, a);
       const nw = walked.candidatesInBoxInto(lat, lon, lat + dLat, lon + dLon, w);
       const sa = Array.from(a.subarray(0, na)).sort((x, y) => x - y);
-      assert.deepEqual(sa, Array.from(w.subarray(0, nw)).sort((x, y) => x - y));
+      assert.deepEqual(
+        sa,
+        Array.from(w.subarray(0, nw)).sort((x, y) => x - y),
+      );
       found += na;
     }
     assert.ok(found > 1000 || fenceCount === 1, `found ${found}`);
@@ -108,6 +121,12 @@ test('the grid declines clustered layouts and queries fall back to the flatbush 
 
 test('open options are validated', () => {
   const d = buildFenceStore(parseFences(collection(square('a', 0, 0, 50))), 1);
-  assert.throws(() => FenceStore.open(d, { grid: 'yes' as unknown as boolean }), /options\.grid must be a boolean, got yes/);
-  assert.throws(() => FenceStore.open(d, { edgeBands: 1 as unknown as boolean }), /options\.edgeBands must be a boolean, got 1/);
+  assert.throws(
+    () => FenceStore.open(d, { grid: 'yes' as unknown as boolean }),
+    /options\.grid must be a boolean, got yes/,
+  );
+  assert.throws(
+    () => FenceStore.open(d, { edgeBands: 1 as unknown as boolean }),
+    /options\.edgeBands must be a boolean, got 1/,
+  );
 });

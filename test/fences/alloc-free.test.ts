@@ -71,7 +71,9 @@ test(`query + exact test + state update allocate nothing over ${RUNS} x ${ITERAT
     }
   }
   const out = new Int32Array(store.fenceCount);
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const tel = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
   const q = store.q;
   let hits = 0;
   // Event times keep rising across warm-up and measurement (both count i from 0): no ping is stale.
@@ -114,13 +116,20 @@ test(`query + exact test + state update allocate nothing over ${RUNS} x ${ITERAT
     const report = await measureAllocations(ITERATIONS_PER_RUN, body, run === 0 ? 1_000_000 : 50_000);
     offset += ITERATIONS_PER_RUN;
     assert.equal(report.gcCount, 0, `run ${run}: GCs: ${report.gcCount}`);
-    assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: new space grew ${report.newSpaceGrowthBytes}`);
-    assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: old space grew ${report.oldSpaceGrowthBytes}`);
+    assert.ok(
+      report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+      `run ${run}: new space grew ${report.newSpaceGrowthBytes}`,
+    );
+    assert.ok(
+      report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+      `run ${run}: old space grew ${report.oldSpaceGrowthBytes}`,
+    );
   }
   assert.ok(counters[CNT_PROCESSED_F64]! >= 1_500_000);
   assert.ok(counters[CNT_STALE_F64]! >= 400_000);
   // The walk must actually exercise the state machine.
-  for (let t = 0; t < 4; t++) assert.ok(counters[CNT_TRIGGERS_F64 + t]! > 100, `trigger type ${t}: ${counters[CNT_TRIGGERS_F64 + t]}`);
+  for (let t = 0; t < 4; t++)
+    assert.ok(counters[CNT_TRIGGERS_F64 + t]! > 100, `trigger type ${t}: ${counters[CNT_TRIGGERS_F64 + t]}`);
   assert.ok(hits > 0);
 });
 
@@ -149,8 +158,14 @@ test(`many overlapping fences: pool chunks taken and given back, untracked stays
     const report = await measureAllocations(ITERATIONS_PER_RUN, body, run === 0 ? 1_000_000 : 50_000);
     offset += ITERATIONS_PER_RUN;
     assert.equal(report.gcCount, 0, `run ${run}: GCs: ${report.gcCount}`);
-    assert.ok(report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: new space grew ${report.newSpaceGrowthBytes}`);
-    assert.ok(report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES, `run ${run}: old space grew ${report.oldSpaceGrowthBytes}`);
+    assert.ok(
+      report.newSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+      `run ${run}: new space grew ${report.newSpaceGrowthBytes}`,
+    );
+    assert.ok(
+      report.oldSpaceGrowthBytes < ALLOCATION_SLACK_BYTES,
+      `run ${run}: old space grew ${report.oldSpaceGrowthBytes}`,
+    );
   }
   // Both the pool path and the untracked path ran.
   assert.ok(counters[CNT_FENCE_OVERFLOW_F64]! > 100_000, `untracked ${counters[CNT_FENCE_OVERFLOW_F64]}`);

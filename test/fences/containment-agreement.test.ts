@@ -18,25 +18,44 @@ import {
 } from '../../src/fences/index.js';
 import { distanceToRingsM, metresPerDegreeX } from '../../src/fences/geometry.js';
 
-type Geometry = { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] } | { type: 'Point'; coordinates: number[] };
+type Geometry =
+  | { type: 'Polygon'; coordinates: number[][][] }
+  | { type: 'MultiPolygon'; coordinates: number[][][][] }
+  | { type: 'Point'; coordinates: number[] };
 
 /** Great-circle distance, metres (an implementation independent of the store's local projection). */
 function haversineM(lat1: number, lon1: number, lat2: number, lon2: number): number {
   const r = Math.PI / 180;
-  const a = Math.sin(((lat2 - lat1) * r) / 2) ** 2 + Math.cos(lat1 * r) * Math.cos(lat2 * r) * Math.sin(((lon2 - lon1) * r) / 2) ** 2;
+  const a =
+    Math.sin(((lat2 - lat1) * r) / 2) ** 2 +
+    Math.cos(lat1 * r) * Math.cos(lat2 * r) * Math.sin(((lon2 - lon1) * r) / 2) ** 2;
   return 2 * EARTH_RADIUS_M * Math.asin(Math.sqrt(a));
 }
 
 test('containment agrees with turf (polygons, holes, MultiPolygons) and haversine (circles) on 120,000 random points', () => {
   // Large fences on a small city, so a good share of points falls inside; circles up to 2 km.
-  const options = { seed: 2024, fenceCount: 300, fencesPerKm2: 3, minRadiusM: 50, maxRadiusM: 2000, circleFraction: 0.2, holeFraction: 0.5, multiPolygonFraction: 0.2, minVertices: 8, maxVertices: 40 };
+  const options = {
+    seed: 2024,
+    fenceCount: 300,
+    fencesPerKm2: 3,
+    minRadiusM: 50,
+    maxRadiusM: 2000,
+    circleFraction: 0.2,
+    holeFraction: 0.5,
+    multiPolygonFraction: 0.2,
+    minVertices: 8,
+    maxVertices: 40,
+  };
   const geojson = generateSyntheticCity(options);
   const store = FenceStore.open(buildFenceStore(parseFences(geojson), 1, { nodeSize: 8 }));
   const geoms = geojson.features.map((f) => f['geometry'] as Geometry);
   const radii = geojson.features.map((f) => (f['properties'] as { radius?: number }).radius ?? 0);
   const kinds = new Set(geoms.map((g) => g.type));
   assert.deepEqual([...kinds].sort(), ['MultiPolygon', 'Point', 'Polygon']);
-  assert.ok(geoms.some((g) => g.type === 'Polygon' && g.coordinates.length > 1), 'some polygons have holes');
+  assert.ok(
+    geoms.some((g) => g.type === 'Polygon' && g.coordinates.length > 1),
+    'some polygons have holes',
+  );
   const b = syntheticCityBounds(options);
   const rng = mulberry32(77);
   const out = new Int32Array(store.fenceCount);
@@ -63,7 +82,16 @@ test('containment agrees with turf (polygons, holes, MultiPolygons) and haversin
         want = d <= radii[f]!;
       } else {
         const fi = f * 4;
-        if (distanceToRingsM(store.vertices, store.ringOffsets, store.fenceI32[fi + 1]!, store.fenceI32[fi + 2]!, lon, lat) < 0.01) {
+        if (
+          distanceToRingsM(
+            store.vertices,
+            store.ringOffsets,
+            store.fenceI32[fi + 1]!,
+            store.fenceI32[fi + 2]!,
+            lon,
+            lat,
+          ) < 0.01
+        ) {
           nearEdge++;
           continue;
         }
@@ -81,14 +109,39 @@ test('containment agrees with turf (polygons, holes, MultiPolygons) and haversin
 
 test('boundary points are inside: vertices and edges of outer rings and holes, the circle rim', () => {
   // Axis-aligned rings make edge points exact in double arithmetic.
-  const outer = [[13, 52], [14, 52], [14, 53], [13, 53], [13, 52]];
-  const hole = [[13.25, 52.25], [13.25, 52.75], [13.75, 52.75], [13.75, 52.25], [13.25, 52.25]];
-  const part2 = [[15, 52], [16, 52], [15.5, 53], [15, 52]];
+  const outer = [
+    [13, 52],
+    [14, 52],
+    [14, 53],
+    [13, 53],
+    [13, 52],
+  ];
+  const hole = [
+    [13.25, 52.25],
+    [13.25, 52.75],
+    [13.75, 52.75],
+    [13.75, 52.25],
+    [13.25, 52.25],
+  ];
+  const part2 = [
+    [15, 52],
+    [16, 52],
+    [15.5, 53],
+    [15, 52],
+  ];
   const fc = {
     type: 'FeatureCollection',
     features: [
-      { type: 'Feature', properties: { id: 'p' }, geometry: { type: 'MultiPolygon', coordinates: [[outer, hole], [part2]] } },
-      { type: 'Feature', properties: { id: 'c', radius: M_PER_DEG * 0.001 }, geometry: { type: 'Point', coordinates: [0, 0] } },
+      {
+        type: 'Feature',
+        properties: { id: 'p' },
+        geometry: { type: 'MultiPolygon', coordinates: [[outer, hole], [part2]] },
+      },
+      {
+        type: 'Feature',
+        properties: { id: 'c', radius: M_PER_DEG * 0.001 },
+        geometry: { type: 'Point', coordinates: [0, 0] },
+      },
     ],
   };
   const store = FenceStore.open(buildFenceStore(parseFences(fc), 1));
@@ -97,15 +150,27 @@ test('boundary points are inside: vertices and edges of outer rings and holes, t
     ...outer.map(([x, y]) => [y!, x!] as [number, number]),
     ...hole.map(([x, y]) => [y!, x!] as [number, number]),
     ...part2.map(([x, y]) => [y!, x!] as [number, number]),
-    [52, 13.5], [53, 13.1], [52.4, 13], [52.6, 14], // outer edges
-    [52.25, 13.5], [52.75, 13.3], [52.5, 13.25], [52.5, 13.75], // hole edges
+    [52, 13.5],
+    [53, 13.1],
+    [52.4, 13],
+    [52.6, 14], // outer edges
+    [52.25, 13.5],
+    [52.75, 13.3],
+    [52.5, 13.25],
+    [52.5, 13.75], // hole edges
     [52, 15.5], // part 2's bottom edge
   ];
   for (const [lat, lon] of onBoundary) {
     assert.equal(store.contains(0, lat, lon), true, `boundary ${lat},${lon}`);
     assert.equal(booleanPointInPolygon([lon, lat], poly), true, `turf agrees at ${lat},${lon}`);
   }
-  for (const [lat, lon, want] of [[52.5, 13.5, false], [52.1, 13.1, true], [52.9, 13.9, true], [51.999, 13.5, false], [52.2, 15.5, true]] as const) {
+  for (const [lat, lon, want] of [
+    [52.5, 13.5, false],
+    [52.1, 13.1, true],
+    [52.9, 13.9, true],
+    [51.999, 13.5, false],
+    [52.2, 15.5, true],
+  ] as const) {
     assert.equal(store.contains(0, lat, lon), want, `${lat},${lon}`);
   }
   // The circle at the equator: a point exactly one radius east is on the rim, hence inside.
@@ -114,7 +179,12 @@ test('boundary points are inside: vertices and edges of outer rings and holes, t
   assert.equal(store.contains(1, 0.001, 0), true);
   assert.equal(store.contains(1, 0, 0.0010000001), false);
   // geom-isec's pointInCircle over the same local metres agrees, rim included.
-  for (const [lat, lon] of [[0, 0.001], [0.0007, 0.0007], [0.0005, -0.0008], [0, 0.0010000001]] as const) {
+  for (const [lat, lon] of [
+    [0, 0.001],
+    [0.0007, 0.0007],
+    [0.0005, -0.0008],
+    [0, 0.0010000001],
+  ] as const) {
     const want = pointInCircle([lon * metresPerDegreeX(0), lat * M_PER_DEG], [0, 0], r);
     assert.equal(store.contains(1, lat, lon), want, `circle ${lat},${lon}`);
   }
@@ -163,7 +233,10 @@ test('candidatesInto returns exactly what flatbush search returns, for points an
       const span = k % 2 === 0 ? 0 : rng() * 0.01;
       const n = store.candidatesInBoxInto(lat, lon, lat + span, lon + span, out);
       const want = reference.search(lon, lat, lon + span, lat + span).sort((x, y) => x - y);
-      assert.deepEqual(Array.from(out.subarray(0, n)).sort((x, y) => x - y), want);
+      assert.deepEqual(
+        Array.from(out.subarray(0, n)).sort((x, y) => x - y),
+        want,
+      );
       total += n;
     }
     assert.ok(total > 1000);

@@ -5,7 +5,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CNT_BLOCK_F64, CNT_CROSS_OVER_BUDGET_F64, CNT_IMPLAUSIBLE_SEGMENTS_F64, CNT_TRIGGERS_F64, TriggerType } from '../../src/shm/layout.js';
+import {
+  CNT_BLOCK_F64,
+  CNT_CROSS_OVER_BUDGET_F64,
+  CNT_IMPLAUSIBLE_SEGMENTS_F64,
+  CNT_TRIGGERS_F64,
+  TriggerType,
+} from '../../src/shm/layout.js';
 import { ContainmentEngine, type ContainmentEngineOptions } from '../../src/fences/engine.js';
 import { allocateDeviceState, buildFenceStore, DeviceState, FenceStore, parseFences } from '../../src/fences/index.js';
 import { allocateCounterRegion } from '../../src/shm/regions.js';
@@ -14,7 +20,10 @@ import { at, collection, drain, square, triggerRing } from './helpers.js';
 /** A row of 40 small fences 100 m apart along the east axis, from x = 100 m. */
 const ROW = collection(...Array.from({ length: 40 }, (_, k) => square(`r${k}`, 100 + k * 100, 0, 20)));
 
-function engineWith(options: ContainmentEngineOptions): { ping: (slot: number, eastM: number, tMs: number, admitMs?: number) => string[]; counters: Float64Array } {
+function engineWith(options: ContainmentEngineOptions): {
+  ping: (slot: number, eastM: number, tMs: number, admitMs?: number) => string[];
+  counters: Float64Array;
+} {
   const store = FenceStore.open(buildFenceStore(parseFences(ROW), 1));
   const state = DeviceState.open(allocateDeviceState(8, 8));
   const counters = new Float64Array(allocateCounterRegion(2, CNT_BLOCK_F64));
@@ -47,7 +56,9 @@ test('a teleport across 4 km in one second: 40 CROSS with the rules off, none wi
   // Same timestamp, another place: implausible too.
   on.ping(2, 0, 1000);
   assert.deepEqual(on.ping(2, 4200, 1000), []);
-  console.log(`# teleport 4.2 km in 1 s over a row of 40 fences: ${before.length} CROSS per ping with the rules off, 0 with crossMaxSpeedMps 250`);
+  console.log(
+    `# teleport 4.2 km in 1 s over a row of 40 fences: ${before.length} CROSS per ping with the rules off, 0 with crossMaxSpeedMps 250`,
+  );
 });
 
 test('a gap longer than crossMaxGapMs makes no CROSS; shorter gaps do', () => {

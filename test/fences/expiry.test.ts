@@ -48,8 +48,15 @@ interface Raw {
   insideMs: number;
 }
 
-function expire(engine: ContainmentEngine, triggers: SpscRing, slot: number, epoch: number): { written: number; out: Raw[] } {
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: 8, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+function expire(
+  engine: ContainmentEngine,
+  triggers: SpscRing,
+  slot: number,
+  epoch: number,
+): { written: number; out: Raw[] } {
+  const tel = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 8, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
   const s = tel.claim();
   tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 1;
   tel.f64[s * tel.strideF64 + TEL_EXPIRE_EPOCH_F64] = epoch;
@@ -79,7 +86,12 @@ function expire(engine: ContainmentEngine, triggers: SpscRing, slot: number, epo
 }
 
 const C = CNT_BLOCK_F64;
-const FENCES = collection(square('a', 0, 0, 300), square('b', 0, 0, 100), square('p', 0, 0, 50, { minInsideMs: 60_000 }), square('far', 5000, 0, 50));
+const FENCES = collection(
+  square('a', 0, 0, 300),
+  square('b', 0, 0, 100),
+  square('p', 0, 0, 50, { minInsideMs: 60_000 }),
+  square('far', 5000, 0, 50),
+);
 
 test('expiry: an EXIT marked expired per fence the device is inside, then the retire marker; state cleared, seq kept', () => {
   const r = rig(FENCES);
@@ -91,7 +103,10 @@ test('expiry: an EXIT marked expired per fence the device is inside, then the re
   const seqBefore = r.state.devF64[DEV_TRIGGER_SEQ_F64]!;
   const { written, out } = expire(r.engine, r.triggers, 0, 7);
   assert.equal(written, 2);
-  assert.deepEqual(out.map((t) => t.type), [TriggerType.EXIT, TriggerType.EXIT, TRG_TYPE_RETIRE]);
+  assert.deepEqual(
+    out.map((t) => t.type),
+    [TriggerType.EXIT, TriggerType.EXIT, TRG_TYPE_RETIRE],
+  );
   const [lat, lon] = at(10, 0);
   for (const t of out.slice(0, 2)) {
     assert.ok((t.fenceCell & TRG_EXPIRED_FLAG) !== 0, 'marked expired');
@@ -102,7 +117,10 @@ test('expiry: an EXIT marked expired per fence the device is inside, then the re
     assert.equal(t.insideMs, 3000);
     assert.equal(t.slot, 0);
   }
-  assert.deepEqual(out.slice(0, 2).map((t) => t.seq), [seqBefore + 1, seqBefore + 2]);
+  assert.deepEqual(
+    out.slice(0, 2).map((t) => t.seq),
+    [seqBefore + 1, seqBefore + 2],
+  );
   assert.equal(out[2]!.seq, 7, 'the marker carries the life epoch');
   assert.equal(out[2]!.slot, 0);
   const di = 0 * DEV_STRIDE_I32;
@@ -115,7 +133,10 @@ test('expiry: an EXIT marked expired per fence the device is inside, then the re
   assert.equal(r.counters[C + CNT_TRIGGERS_F64 + TriggerType.EXIT], 2, 'the marker is not counted as a trigger');
   // The device sends again: a new stay, seq continuing.
   const again = r.ping(0, 0, 0, 9000);
-  assert.deepEqual(again.map((t) => t.type), ['ENTER', 'ENTER']);
+  assert.deepEqual(
+    again.map((t) => t.type),
+    ['ENTER', 'ENTER'],
+  );
   assert.ok(again[0]!.seq > seqBefore + 2);
   // The other device was not touched.
   assert.equal(r.state.devI32[1 * DEV_STRIDE_I32 + DEV_HAS_LAST_I32], 1);
@@ -126,10 +147,16 @@ test('silent expiry: no EXIT, only the marker; an idle device outside every fenc
   const silent = new ContainmentEngine(r.store, r.state, r.counters, C, { exitOnExpiry: false });
   r.ping(0, 0, 0, 1000);
   const s1 = expire(silent, r.triggers, 0, 1);
-  assert.deepEqual(s1.out.map((t) => t.type), [TRG_TYPE_RETIRE]);
+  assert.deepEqual(
+    s1.out.map((t) => t.type),
+    [TRG_TYPE_RETIRE],
+  );
   assert.equal(s1.written, 0);
   assert.equal(r.state.devI32[DEV_ENTRY_COUNT_I32], 0);
   r.ping(2, 2000, 2000, 1000);
   const s2 = expire(r.engine, r.triggers, 2, 3);
-  assert.deepEqual(s2.out.map((t) => t.type), [TRG_TYPE_RETIRE]);
+  assert.deepEqual(
+    s2.out.map((t) => t.type),
+    [TRG_TYPE_RETIRE],
+  );
 });

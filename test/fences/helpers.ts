@@ -40,7 +40,13 @@ export function at(eastM: number, northM: number): [number, number] {
 }
 
 /** A square Polygon feature centred `eastM`/`northM` from the origin with half-side `halfM`. */
-export function square(id: string, eastM: number, northM: number, halfM: number, props: Record<string, unknown> = {}): Record<string, unknown> {
+export function square(
+  id: string,
+  eastM: number,
+  northM: number,
+  halfM: number,
+  props: Record<string, unknown> = {},
+): Record<string, unknown> {
   const corners = [
     at(eastM - halfM, northM - halfM),
     at(eastM + halfM, northM - halfM),
@@ -53,9 +59,19 @@ export function square(id: string, eastM: number, northM: number, halfM: number,
 }
 
 /** A circle feature. */
-export function circle(id: string, eastM: number, northM: number, radiusM: number, props: Record<string, unknown> = {}): Record<string, unknown> {
+export function circle(
+  id: string,
+  eastM: number,
+  northM: number,
+  radiusM: number,
+  props: Record<string, unknown> = {},
+): Record<string, unknown> {
   const [lat, lon] = at(eastM, northM);
-  return { type: 'Feature', properties: { id, radius: radiusM, ...props }, geometry: { type: 'Point', coordinates: [lon, lat] } };
+  return {
+    type: 'Feature',
+    properties: { id, radius: radiusM, ...props },
+    geometry: { type: 'Point', coordinates: [lon, lat] },
+  };
 }
 
 /** A FeatureCollection of features. */
@@ -110,7 +126,9 @@ export function drain(ring: SpscRing): ReadTrigger[] {
 
 /** A trigger ring of `capacitySlots`. */
 export function triggerRing(capacitySlots = 1024): SpscRing {
-  return SpscRing.wrap(allocateRingRegion({ capacitySlots, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }));
+  return SpscRing.wrap(
+    allocateRingRegion({ capacitySlots, strideBytes: TRIGGER_STRIDE_BYTES, kind: RingKind.TRIGGER }),
+  );
 }
 
 /** Everything a state-machine test needs. */

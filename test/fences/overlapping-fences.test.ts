@@ -35,7 +35,11 @@ test('nested squares: every fence tracked with the default bound; with a bound o
   const got = walk.flatMap((x, i) => two.ping(0, x, 0, 1000 * (i + 1)));
   // Before: ENTER a, ENTER b, then a CROSS c for the fence the device had been inside all along.
   assert.deepEqual(names(two.store, got), ['ENTER a', 'ENTER b', 'EXIT b', 'EXIT a']);
-  assert.equal(two.counters[CNT_BLOCK_F64 + CNT_FENCE_OVERFLOW_F64], 1, 'the one ping inside c with no free entry is counted');
+  assert.equal(
+    two.counters[CNT_BLOCK_F64 + CNT_FENCE_OVERFLOW_F64],
+    1,
+    'the one ping inside c with no free entry is counted',
+  );
   assert.deepEqual(two.store.mostUntracked(10), [{ fenceId: 'c', pings: 1 }], 'and named per fence');
 
   // Jumping out of all three in one ping: EXITs for the tracked ones, no CROSS for the untracked one.
@@ -89,7 +93,11 @@ test('overflow pool: a device inside 40 fences holds them through pool chunks, w
   assert.equal(out0.filter((n) => n.startsWith('EXIT')).length, 40);
   assert.equal(state.poolChunksInUse(), 4);
   const out2 = ping(2, 5000, 2000);
-  assert.deepEqual(out2.filter((n) => !n.startsWith('EXIT')), [], 'no CROSS for the 32 untracked fences');
+  assert.deepEqual(
+    out2.filter((n) => !n.startsWith('EXIT')),
+    [],
+    'no CROSS for the 32 untracked fences',
+  );
   assert.equal(out2.length, 8);
   ping(1, 5000, 2000);
   assert.equal(state.poolChunksInUse(), 0);
@@ -156,7 +164,13 @@ test('a 10,000-fence city where devices are inside 20+ fences at once: with the 
       if (p > 0) {
         const lat0 = w.lat[p - 1]!;
         const lon0 = w.lon[p - 1]!;
-        const n = store.candidatesInBoxInto(Math.min(lat, lat0), Math.min(lon, lon0), Math.max(lat, lat0), Math.max(lon, lon0), everything);
+        const n = store.candidatesInBoxInto(
+          Math.min(lat, lat0),
+          Math.min(lon, lon0),
+          Math.max(lat, lat0),
+          Math.max(lon, lon0),
+          everything,
+        );
         for (let k = 0; k < n; k++) {
           const f = everything[k]!;
           if (now.has(f) || before.has(f)) continue;
@@ -176,7 +190,9 @@ test('a 10,000-fence city where devices are inside 20+ fences at once: with the 
     }
     if (over20) devicesOver20++;
   }
-  console.log(`dense city: ${devices} devices x ${pings} pings, up to ${maxInside} fences at once, ${devicesOver20} devices inside 20+; ${compared} triggers, each as brute force expects; pool chunks in use at the end ${state.poolChunksInUse()} of ${state.poolChunks}`);
+  console.log(
+    `dense city: ${devices} devices x ${pings} pings, up to ${maxInside} fences at once, ${devicesOver20} devices inside 20+; ${compared} triggers, each as brute force expects; pool chunks in use at the end ${state.poolChunksInUse()} of ${state.poolChunks}`,
+  );
   assert.equal(counters[CNT_FENCE_OVERFLOW_F64], 0, 'nothing untracked with the default bound');
   assert.ok(maxInside >= 30 && maxInside <= ROUTER_DEFAULTS.maxFencesPerDevice, `max fences at once ${maxInside}`);
   assert.ok(devicesOver20 >= devices / 2, `${devicesOver20} devices were inside 20+ fences`);
@@ -221,7 +237,8 @@ test('the same city with a small bound and an exhausted pool: fewer triggers, ne
         }
       }
       // Every fence the engine holds open is one the device is inside.
-      for (const [f, isOpen] of open) if (isOpen) assert.ok(store.contains(f, lat, lon), `device ${d} ping ${p}: ${f} open`);
+      for (const [f, isOpen] of open)
+        if (isOpen) assert.ok(store.contains(f, lat, lon), `device ${d} ping ${p}: ${f} open`);
       prevLat = lat;
       prevLon = lon;
     }

@@ -176,7 +176,10 @@ test('insideCompliance follows entries on compliance fences; a trigger takes the
   assert.deepEqual(types(e), ['EXIT', 'ENTER']);
   // The same COMPLIANCE ping: the EXIT of the plain fence is TRANSITION (like its ENTER was), the ENTER of the
   // compliance fence is COMPLIANCE, so no trigger of one (device, fence) can overtake another in a dispatch queue.
-  assert.deepEqual(e.map((t) => t.lane), [Lane.TRANSITION, Lane.COMPLIANCE]);
+  assert.deepEqual(
+    e.map((t) => t.lane),
+    [Lane.TRANSITION, Lane.COMPLIANCE],
+  );
   assert.equal(r.state.insideCompliance(0), true);
   r.ping(0, 600, 0, 2000, Lane.COMPLIANCE);
   assert.equal(r.state.insideCompliance(0), false);
@@ -192,7 +195,9 @@ test('processBatch over a telemetry ring equals processPing one by one', () => {
   const one = rig(fences);
   const expected = script.flatMap(([slot, e, n, t]) => one.ping(slot, e, n, t, Lane.TRANSITION));
   const batch = rig(fences);
-  const tel = SpscRing.wrap(allocateRingRegion({ capacitySlots: 64, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const tel = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 64, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
   for (const [slot, e, n, t] of script) {
     const s = tel.claim();
     const [lat, lon] = at(e, n);
@@ -214,7 +219,11 @@ test('processBatch over a telemetry ring equals processPing one by one', () => {
 });
 
 test('reload keeps state for fences that still exist and emits EXIT for removed fences', () => {
-  const gen1 = collection(square('keep', 0, 0, 50, { dwellMs: 1000 }), square('gone', 0, 0, 40), square('other', 500, 0, 50));
+  const gen1 = collection(
+    square('keep', 0, 0, 50, { dwellMs: 1000 }),
+    square('gone', 0, 0, 40),
+    square('other', 500, 0, 50),
+  );
   const r = rig(gen1);
   assert.deepEqual(types(r.ping(0, 0, 0, 0)), ['ENTER', 'ENTER']);
   assert.deepEqual(types(r.ping(0, 0, 0, 2000)), ['DWELL']);
@@ -224,7 +233,11 @@ test('reload keeps state for fences that still exist and emits EXIT for removed 
   const keepOld = oldStore.indexOfId('keep');
   const goneOld = oldStore.indexOfId('gone');
   // Generation 2: 'gone' removed, 'keep' moved to another index, 'new' added.
-  const gen2 = collection(square('new', 900, 0, 50), square('other', 500, 0, 50), square('keep', 0, 0, 50, { dwellMs: 1000 }));
+  const gen2 = collection(
+    square('new', 900, 0, 50),
+    square('other', 500, 0, 50),
+    square('keep', 0, 0, 50, { dwellMs: 1000 }),
+  );
   const newStore = FenceStore.open(buildFenceStore(parseFences(gen2), 2));
   const written = reloadDeviceState(r.state, oldStore, newStore, r.triggers, r.counters, C, { reloadTimeNs: 123 });
   const exits = drain(r.triggers);

@@ -54,7 +54,9 @@ test('a worker whose trigger ring is full blocks, resumes as another thread rele
   assert.ok(expected.length > 10 * TRIGGER_RING_SLOTS, `expected ${expected.length} triggers`);
 
   // The batch, preloaded into a telemetry ring the worker consumes.
-  const telemetry = SpscRing.wrap(allocateRingRegion({ capacitySlots: 4096, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const telemetry = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 4096, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
   for (let k = 0; k < PINGS_PER_DEVICE; k++) {
     for (let d = 0; d < DEVICES; d++) {
       const [e, n] = position(d, k);
@@ -122,7 +124,8 @@ test('a worker whose trigger ring is full blocks, resumes as another thread rele
     assert.equal(triggers.available(), 0);
     assert.equal(counters[CNT_PROCESSED_F64], count);
     // Every trigger, in order, none lost or duplicated.
-    const key = (t: ReadTrigger): string => `${t.type} ${t.slot} ${t.fence} ${t.seq} ${t.eventTimeMs} ${t.admitTimeNs} ${t.lat} ${t.lon}`;
+    const key = (t: ReadTrigger): string =>
+      `${t.type} ${t.slot} ${t.fence} ${t.seq} ${t.eventTimeMs} ${t.admitTimeNs} ${t.lat} ${t.lon}`;
     assert.deepEqual(got.map(key), expected.map(key));
   } finally {
     await worker.terminate();

@@ -1,7 +1,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LaneAdmission, allocateAdmissionCounters, allocateTelemetryRing, DEFAULT_ADMISSION_OPTIONS } from '../../src/ingest/admission.js';
-import { Lane, ShedReason, TEL_ADMIT_TIME_NS_F64, TEL_DEVICE_SLOT_I32, TEL_LANE_I32, TEL_LAT_F64, TEL_LON_F64 } from '../../src/shm/layout.js';
+import {
+  LaneAdmission,
+  allocateAdmissionCounters,
+  allocateTelemetryRing,
+  DEFAULT_ADMISSION_OPTIONS,
+} from '../../src/ingest/admission.js';
+import {
+  Lane,
+  ShedReason,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_LANE_I32,
+  TEL_LAT_F64,
+  TEL_LON_F64,
+} from '../../src/shm/layout.js';
 import { SpscRing } from '../../src/shm/ring.js';
 import { ALLOCATION_SLACK_BYTES, measureAllocations } from '../support/alloc-free.js';
 import { mix32 } from '../shm/fixtures/seeded-records.js';
@@ -10,7 +23,13 @@ test('admit + write + batch publish + the queue-delay look allocate nothing, on 
   const ring = SpscRing.wrap(allocateTelemetryRing(1024, 0.05));
   const counters = new Float64Array(allocateAdmissionCounters(1));
   // A queue-delay target of 100 us held for 5 ms: the ring fills first, then the controller sheds, many times over.
-  const options = { ...DEFAULT_ADMISSION_OPTIONS, idleBucketCapacity: 64, idleBucketRatePerSecond: 100_000, queueDelayTargetMs: 0.1, queueDelayIntervalMs: 5 };
+  const options = {
+    ...DEFAULT_ADMISSION_OPTIONS,
+    idleBucketCapacity: 64,
+    idleBucketRatePerSecond: 100_000,
+    queueDelayTargetMs: 0.1,
+    queueDelayIntervalMs: 5,
+  };
   const admission = new LaneAdmission(ring, counters, 0, options, 0);
   // Seeded lanes: 60% IDLE, 30% TRANSITION, 10% COMPLIANCE.
   const lanes = new Uint8Array(4096);

@@ -56,12 +56,19 @@ test('bad admission options fail with a message naming the option and its range'
       JSON.stringify(o),
     );
   }
-  assert.throws(() => validateAdmissionOptions(null as unknown as Partial<AdmissionOptions>), /admission options must be an object/);
+  assert.throws(
+    () => validateAdmissionOptions(null as unknown as Partial<AdmissionOptions>),
+    /admission options must be an object/,
+  );
 });
 
 test('ring capacity must be a power of two; the reserved slice is ceil(capacity * fraction)', () => {
   for (const bad of [0, 1, 3, 1000, 1.5, -8, 2 ** 25]) {
-    assert.throws(() => allocateTelemetryRing(bad, 0.05), /capacitySlots must be a power of two between 2 and \d+, got/, String(bad));
+    assert.throws(
+      () => allocateTelemetryRing(bad, 0.05),
+      /capacitySlots must be a power of two between 2 and \d+, got/,
+      String(bad),
+    );
   }
   assert.throws(() => allocateTelemetryRing(1024, 0.6), /reservedFraction must be a number in \[0, 0\.5\], got 0\.6/);
   assert.throws(() => allocateTelemetryRing(1024, -0.1), /reservedFraction must be a number in \[0, 0\.5\], got -0\.1/);
@@ -84,7 +91,10 @@ test('LaneAdmission rejects a ring whose reserved slice does not match the optio
     /ring reserves 0 slots but options\.reservedFraction 0\.05 of 1024 slots needs 52/,
   );
   const ring = SpscRing.wrap(allocateTelemetryRing(1024, 0.05));
-  assert.throws(() => new LaneAdmission(ring, counters, 1000, DEFAULT_ADMISSION_OPTIONS, 0), /counterBaseF64 must be an integer in/);
+  assert.throws(
+    () => new LaneAdmission(ring, counters, 1000, DEFAULT_ADMISSION_OPTIONS, 0),
+    /counterBaseF64 must be an integer in/,
+  );
   assert.throws(() => new LaneAdmission(ring, counters, 0.5, DEFAULT_ADMISSION_OPTIONS, 0), /counterBaseF64/);
   assert.throws(
     () => new LaneAdmission(ring, counters, 0, { ...DEFAULT_ADMISSION_OPTIONS, watermarkFraction: 2 }, 0),

@@ -1,15 +1,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { LaneAdmission, shedReasonOf, allocateAdmissionCounters, allocateTelemetryRing } from '../../src/ingest/admission.js';
+import {
+  LaneAdmission,
+  shedReasonOf,
+  allocateAdmissionCounters,
+  allocateTelemetryRing,
+} from '../../src/ingest/admission.js';
 import { ADM_BLOCK_F64, Lane, LANE_COUNT, SHED_REASON_COUNT, ShedReason, TEL_LANE_I32 } from '../../src/shm/layout.js';
 import { SpscRing } from '../../src/shm/ring.js';
 
 /** One step of a scenario: offer a ping, publish what was claimed, or let the consumer release some records. */
-type Step =
-  | { kind: 'offer'; lane: Lane; advanceNs: number }
-  | { kind: 'publish' }
-  | { kind: 'consume'; count: number };
+type Step = { kind: 'offer'; lane: Lane; advanceNs: number } | { kind: 'publish' } | { kind: 'consume'; count: number };
 
 interface Scenario {
   capacityLog2: number;
@@ -31,13 +33,26 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.constant({ kind: 'publish' as const }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('consume' as const), count: fc.integer({ min: 1, max: 64 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('consume' as const), count: fc.integer({ min: 1, max: 64 }) }),
+  },
 );
 
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   capacityLog2: fc.integer({ min: 1, max: 7 }),
-  reservedFraction: fc.oneof(fc.constant(0), fc.constant(0.05), fc.constant(0.5), fc.double({ min: 0, max: 0.5, noNaN: true })),
-  watermarkFraction: fc.oneof(fc.constant(0), fc.constant(0.6), fc.constant(1), fc.double({ min: 0, max: 1, noNaN: true })),
+  reservedFraction: fc.oneof(
+    fc.constant(0),
+    fc.constant(0.05),
+    fc.constant(0.5),
+    fc.double({ min: 0, max: 0.5, noNaN: true }),
+  ),
+  watermarkFraction: fc.oneof(
+    fc.constant(0),
+    fc.constant(0.6),
+    fc.constant(1),
+    fc.double({ min: 0, max: 1, noNaN: true }),
+  ),
   idleBucketCapacity: fc.oneof(fc.constant(1), fc.double({ min: 1, max: 40, noNaN: true })),
   idleBucketRatePerSecond: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 200_000, noNaN: true })),
   shard: fc.integer({ min: 0, max: 2 }),
@@ -55,7 +70,13 @@ function runScenario(s: Scenario): void {
   const ring = SpscRing.wrap(allocateTelemetryRing(capacitySlots, s.reservedFraction));
   const counters = new Float64Array(allocateAdmissionCounters(3));
   const base = s.shard * ADM_BLOCK_F64;
-  const admission = new LaneAdmission(ring, counters, base, { ...s, queueDelayTargetMs: 0, queueDelayIntervalMs: 0 }, START_NS);
+  const admission = new LaneAdmission(
+    ring,
+    counters,
+    base,
+    { ...s, queueDelayTargetMs: 0, queueDelayIntervalMs: 0 },
+    START_NS,
+  );
   const sharedSlots = capacitySlots - ring.reservedSlots;
   const watermarkSlots = Math.ceil(s.watermarkFraction * capacitySlots);
   // The test's own tallies, per lane: results it saw returned.
@@ -97,21 +118,29 @@ function runScenario(s: Scenario): void {
     }
 
     // 1. A COMPLIANCE ping is admitted whenever any slot is free.
-    if (lane === Lane.COMPLIANCE) assert.equal(result >= 0, depthSlots < capacitySlots, `compliance at depth ${depthSlots}`);
+    if (lane === Lane.COMPLIANCE)
+      assert.equal(result >= 0, depthSlots < capacitySlots, `compliance at depth ${depthSlots}`);
     // 2. Other lanes never reach the reserved slice, and are shed as RING_FULL only when their part is full.
     if (lane !== Lane.COMPLIANCE) {
-      if (result >= 0) assert.ok(depthSlots < sharedSlots, `lane ${lane} admitted at depth ${depthSlots} >= ${sharedSlots}`);
+      if (result >= 0)
+        assert.ok(depthSlots < sharedSlots, `lane ${lane} admitted at depth ${depthSlots} >= ${sharedSlots}`);
       assert.equal(result === -1 - ShedReason.RING_FULL, depthSlots >= sharedSlots);
     }
     if (lane === Lane.TRANSITION) assert.equal(result >= 0, depthSlots < sharedSlots);
     if (lane === Lane.IDLE && depthSlots < watermarkSlots) assert.equal(result >= 0, depthSlots < sharedSlots);
     let nonCompliance = 0;
     for (const l of inRing) if (l !== Lane.COMPLIANCE) nonCompliance++;
-    assert.ok(nonCompliance <= sharedSlots, `${nonCompliance} lower-lane records in a ring sharing ${sharedSlots} slots`);
+    assert.ok(
+      nonCompliance <= sharedSlots,
+      `${nonCompliance} lower-lane records in a ring sharing ${sharedSlots} slots`,
+    );
     // 3. IDLE above the watermark is admitted at no more than the bucket's rate (plus its burst).
     if (lane === Lane.IDLE && result >= 0 && depthSlots >= watermarkSlots) idleAdmittedAboveWatermark++;
     const allowed = s.idleBucketCapacity + (s.idleBucketRatePerSecond * (nowNs - START_NS)) / 1e9;
-    assert.ok(idleAdmittedAboveWatermark <= allowed + 1e-6, `${idleAdmittedAboveWatermark} idle admitted, bucket allows ${allowed}`);
+    assert.ok(
+      idleAdmittedAboveWatermark <= allowed + 1e-6,
+      `${idleAdmittedAboveWatermark} idle admitted, bucket allows ${allowed}`,
+    );
     // Only IDLE is ever rate limited; nothing is shed as DRAINING unless draining.
     if (result === -1 - ShedReason.RATE_LIMITED) assert.equal(lane, Lane.IDLE);
     assert.notEqual(result, -1 - ShedReason.DRAINING);
@@ -129,7 +158,8 @@ function runScenario(s: Scenario): void {
     assert.equal(admission.offered(lane), admission.admitted(lane) + shedTotal);
   }
   for (let i = 0; i < counters.length; i++) {
-    if (i < base || i >= base + ADM_BLOCK_F64) assert.equal(counters[i], 0, `counter cell ${i} outside the shard's block`);
+    if (i < base || i >= base + ADM_BLOCK_F64)
+      assert.equal(counters[i], 0, `counter cell ${i} outside the shard's block`);
   }
 }
 
@@ -139,14 +169,19 @@ test('admission properties hold over random scenarios (reserved slice, complianc
 
 test('admission properties hold on a ring kept under overload (offers far outpace releases)', () => {
   const overloadArb = scenarioArb.chain((s) =>
-    fc.array(
-      fc.oneof(
-        { weight: 20, arbitrary: stepArb.filter((st) => st.kind === 'offer') },
-        { weight: 3, arbitrary: fc.constant<Step>({ kind: 'publish' }) },
-        { weight: 1, arbitrary: fc.record({ kind: fc.constant('consume' as const), count: fc.integer({ min: 1, max: 8 }) }) },
-      ),
-      { minLength: 50, maxLength: 600 },
-    ).map((steps) => ({ ...s, steps })),
+    fc
+      .array(
+        fc.oneof(
+          { weight: 20, arbitrary: stepArb.filter((st) => st.kind === 'offer') },
+          { weight: 3, arbitrary: fc.constant<Step>({ kind: 'publish' }) },
+          {
+            weight: 1,
+            arbitrary: fc.record({ kind: fc.constant('consume' as const), count: fc.integer({ min: 1, max: 8 }) }),
+          },
+        ),
+        { minLength: 50, maxLength: 600 },
+      )
+      .map((steps) => ({ ...s, steps })),
   );
   fc.assert(fc.property(overloadArb, runScenario), { numRuns: 200, seed: 0x0be7 });
 });

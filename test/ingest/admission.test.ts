@@ -8,7 +8,15 @@ import {
   shedCounterIndex,
   shedReasonOf,
 } from '../../src/ingest/admission.js';
-import { ADM_BLOCK_F64, ADM_OFFERED_F64, ADM_SHED_F64, Lane, SHED_REASON_COUNT, ShedReason, TEL_ADMIT_TIME_NS_F64 } from '../../src/shm/layout.js';
+import {
+  ADM_BLOCK_F64,
+  ADM_OFFERED_F64,
+  ADM_SHED_F64,
+  Lane,
+  SHED_REASON_COUNT,
+  ShedReason,
+  TEL_ADMIT_TIME_NS_F64,
+} from '../../src/shm/layout.js';
 import { SpscRing } from '../../src/shm/ring.js';
 
 const T0 = 5e15;
@@ -16,12 +24,19 @@ const T0 = 5e15;
 function setup(capacitySlots: number, options = {}) {
   const ring = SpscRing.wrap(allocateTelemetryRing(capacitySlots, DEFAULT_ADMISSION_OPTIONS.reservedFraction));
   const counters = new Float64Array(allocateAdmissionCounters(4));
-  const admission = new LaneAdmission(ring, counters, 2 * ADM_BLOCK_F64, { ...DEFAULT_ADMISSION_OPTIONS, ...options }, T0);
+  const admission = new LaneAdmission(
+    ring,
+    counters,
+    2 * ADM_BLOCK_F64,
+    { ...DEFAULT_ADMISSION_OPTIONS, ...options },
+    T0,
+  );
   return { ring, counters, admission };
 }
 
 test('shed results encode their reason', () => {
-  for (const r of [ShedReason.RING_FULL, ShedReason.RATE_LIMITED, ShedReason.DRAINING, ShedReason.QUEUE_DELAY]) assert.equal(shedReasonOf(-1 - r), r);
+  for (const r of [ShedReason.RING_FULL, ShedReason.RATE_LIMITED, ShedReason.DRAINING, ShedReason.QUEUE_DELAY])
+    assert.equal(shedReasonOf(-1 - r), r);
   assert.equal(shedCounterIndex(Lane.COMPLIANCE, ShedReason.DRAINING), ADM_SHED_F64 + 2 * SHED_REASON_COUNT + 2);
 });
 
@@ -110,7 +125,11 @@ test('a pausable source is never rate limited: same lane limits and draining, co
 /** Admission with a queue-delay controller, and helpers that stamp admitted records and let the controller look. */
 function delaySetup(capacitySlots: number) {
   // A low watermark: spells need the ring at or above it, and these rings hold a few records.
-  const { ring, admission } = setup(capacitySlots, { queueDelayTargetMs: 5, queueDelayIntervalMs: 100, watermarkFraction: 0.005 });
+  const { ring, admission } = setup(capacitySlots, {
+    queueDelayTargetMs: 5,
+    queueDelayIntervalMs: 100,
+    watermarkFraction: 0.005,
+  });
   const cell = new Float64Array(1);
   const admitStamped = (lane: Lane, t: number): number => {
     const slot = admission.admit(lane, t);

@@ -22,10 +22,14 @@ test('uint64 numeric ids and integer fields: validate + registry + classify + ri
   const { ring, fx } = ringSinkEdge();
   // Decoded by the decoder's own Unpackr (its settings, its object shapes) from frames @msgpack/msgpack wrote.
   const limits = { maxIdLength: 32, minTsMs: 0, maxTsMs: 4e12 };
-  const unpackr = (new FrameDecoder({ maxFrameBytes: 1024, sharedStructures: false, limits }) as unknown as { unpackr: Unpackr }).unpackr;
+  const unpackr = (
+    new FrameDecoder({ maxFrameBytes: 1024, sharedStructures: false, limits }) as unknown as { unpackr: Unpackr }
+  ).unpackr;
   const ids = Array.from({ length: 1000 }, (_, i) => (i === 999 ? Number.MAX_SAFE_INTEGER : IMEI + i * 4_294_967_311));
   const objects = ids.map((id, i) => {
-    const frame = Buffer.from(encode({ id, lat: 52.5, lon: 13 + i * 1e-4, ts: 1_735_689_600_000 + i, speed: i % 4, heading: i % 360 }));
+    const frame = Buffer.from(
+      encode({ id, lat: 52.5, lon: 13 + i * 1e-4, ts: 1_735_689_600_000 + i, speed: i % 4, heading: i % 360 }),
+    );
     assert.equal(frame.includes(Buffer.from([0xa2, 0x69, 0x64, 0xcf])), true, 'the id is a uint64');
     return unpackr.unpack(frame) as object;
   });

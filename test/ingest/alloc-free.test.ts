@@ -4,11 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  TEL_ADMIT_TIME_NS_F64,
-  TEL_DEVICE_SLOT_I32,
-  TEL_LAT_F64,
-} from '../../src/shm/layout.js';
+import { TEL_ADMIT_TIME_NS_F64, TEL_DEVICE_SLOT_I32, TEL_LAT_F64 } from '../../src/shm/layout.js';
 import { PingFields, validatePingInto, PING_VALID } from '../../src/ingest/ping-fields.js';
 import { KeyBit } from '../../src/ingest/wire-format.js';
 import { ALLOCATION_SLACK_BYTES, measureAllocations } from '../support/alloc-free.js';
@@ -17,7 +13,13 @@ import { ringSinkEdge } from './support.js';
 test('validate + registry + classify + ring write allocate nothing per ping', async () => {
   const { ring, fx } = ringSinkEdge();
   // Decoded objects as msgpackr would return them, built once: the measured path starts after decoding.
-  const objects = Array.from({ length: 1000 }, (_, i) => ({ id: `dev-${i}`, lat: 52 + i * 1e-4, lon: 13, ts: 1_735_689_600_000 + i, speed: i % 4 }));
+  const objects = Array.from({ length: 1000 }, (_, i) => ({
+    id: `dev-${i}`,
+    lat: 52 + i * 1e-4,
+    lon: 13,
+    ts: 1_735_689_600_000 + i,
+    speed: i % 4,
+  }));
   const mask = KeyBit.ID | KeyBit.LAT | KeyBit.LON | KeyBit.TS | KeyBit.SPEED;
   const fields = new PingFields();
   const limits = { maxIdLength: 32, minTsMs: 0, maxTsMs: 4e12 };

@@ -7,7 +7,13 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { MIN_PING_FRAME_BYTES, PausableFeed, RoomWaiter, type PausableFeedHooks, type RingRoom } from '../../src/ingest/backpressure.js';
+import {
+  MIN_PING_FRAME_BYTES,
+  PausableFeed,
+  RoomWaiter,
+  type PausableFeedHooks,
+  type RingRoom,
+} from '../../src/ingest/backpressure.js';
 import { IngestEdge } from '../../src/ingest/ingest-edge.js';
 import { NO_COMPLIANCE } from '../../src/ingest/lane-classifier.js';
 import { RejectLog } from '../../src/ingest/reject-log.js';
@@ -60,7 +66,9 @@ test('a feed hands the edge no more pings than the room holds, keeps the rest in
   const feed = new PausableFeed(fx.edge.openStream('replay'), room, waiter, { onResume: () => resumes++ });
   // Maps and records, ids of every length, so frames run from short to long.
   const rnd = mulberry32(3);
-  const objects = Array.from({ length: 3000 }, (_, i) => ping(i % 7 === 0 ? `device-${'x'.repeat(i % 20)}-${i % 50}` : i % 50, i));
+  const objects = Array.from({ length: 3000 }, (_, i) =>
+    ping(i % 7 === 0 ? `device-${'x'.repeat(i % 20)}-${i % 50}` : i % 50, i),
+  );
   const bytes = concat(objects.map((o, i) => (i % 3 === 0 ? recordPackr : mapPackr).pack(o)));
   let refusals = 0;
   let off = 0;
@@ -144,13 +152,16 @@ class RoomEdge extends IngestEdge {
 
 test("a TCP listener with overload 'backpressure' pauses a connection while the rings are full and loses nothing", async () => {
   const base = makeEdge({}, { maxDevices: 1000 });
-  const edge = new RoomEdge({}, {
-    pipeline: base.pipeline,
-    registry: base.registry,
-    predicates: NO_COMPLIANCE,
-    sink: base.sink,
-    log: new RejectLog({ intervalMs: 0, nowMs: () => 0, write: () => undefined }),
-  });
+  const edge = new RoomEdge(
+    {},
+    {
+      pipeline: base.pipeline,
+      registry: base.registry,
+      predicates: NO_COMPLIANCE,
+      sink: base.sink,
+      log: new RejectLog({ intervalMs: 0, nowMs: () => 0, write: () => undefined }),
+    },
+  );
   let room = 0;
   edge.room = { pings: () => room, empty: () => false };
   const source = new TcpSource({ host: '127.0.0.1', port: 0, overload: 'backpressure', idleTimeoutMs: 200 });
@@ -166,7 +177,11 @@ test("a TCP listener with overload 'backpressure' pauses a connection while the 
     await new Promise((r) => setTimeout(r, 400));
     assert.equal(base.sink.pings.length, 0);
     assert.ok(socket.writableLength > 0, `the sender is held back (${socket.writableLength} bytes unsent)`);
-    assert.equal(source.connectionCount, 1, 'a connection the router paused is not idle: the idle timeout did not close it');
+    assert.equal(
+      source.connectionCount,
+      1,
+      'a connection the router paused is not idle: the idle timeout did not close it',
+    );
     room = 500;
     const end = Date.now() + 20_000;
     while (base.sink.pings.length < count && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
@@ -177,10 +192,16 @@ test("a TCP listener with overload 'backpressure' pauses a connection while the 
     await source.stop();
   }
   assert.equal(base.sink.pings.length, count, 'every ping arrived');
-  assert.ok(base.sink.pings.every((p, i) => p.tsMs === (ping(i % 100, i)['ts'] as number)), 'in order');
+  assert.ok(
+    base.sink.pings.every((p, i) => p.tsMs === (ping(i % 100, i)['ts'] as number)),
+    'in order',
+  );
   assert.equal(rejectedTotal(base), 0);
 });
 
 test('the overload option is validated with a message naming it', () => {
-  assert.throws(() => new TcpSource({ overload: 'drop' as never }), /options\.overload must be "shed" or "backpressure", got drop/);
+  assert.throws(
+    () => new TcpSource({ overload: 'drop' as never }),
+    /options\.overload must be "shed" or "backpressure", got drop/,
+  );
 });

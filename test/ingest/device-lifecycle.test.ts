@@ -6,7 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DeviceIdReader, DeviceRegistry, allocateDeviceIdTable, type ExpiryPort } from '../../src/ingest/device-registry.js';
+import {
+  DeviceIdReader,
+  DeviceRegistry,
+  allocateDeviceIdTable,
+  type ExpiryPort,
+} from '../../src/ingest/device-registry.js';
 import { DeviceLife } from '../../src/shm/layout.js';
 import { PF_NUMERIC_ID_F64, type PingFields } from '../../src/ingest/ping-fields.js';
 
@@ -31,7 +36,11 @@ class Port implements ExpiryPort {
 function fieldsOf(id: string | number): PingFields {
   const values = new Float64Array(16);
   if (typeof id === 'number') values[PF_NUMERIC_ID_F64] = id;
-  return { idIsNumber: typeof id === 'number', idKey: typeof id === 'string' ? id : '', values } as unknown as PingFields;
+  return {
+    idIsNumber: typeof id === 'number',
+    idKey: typeof id === 'string' ? id : '',
+    values,
+  } as unknown as PingFields;
 }
 
 function setup(maxDevices: number): { reg: DeviceRegistry; ids: DeviceIdReader; port: Port } {

@@ -6,12 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { ING_DEVICES_F64, RejectReason } from '../../src/shm/layout.js';
-import {
-  DeviceIdReader,
-  DeviceRegistry,
-  allocateDeviceIdTable,
-  shardOfId,
-} from '../../src/ingest/device-registry.js';
+import { DeviceIdReader, DeviceRegistry, allocateDeviceIdTable, shardOfId } from '../../src/ingest/device-registry.js';
 import { makeEdge, ping } from './support.js';
 
 test('slots are dense, in order of first appearance, and stable', () => {
@@ -19,7 +14,10 @@ test('slots are dense, in order of first appearance, and stable', () => {
   const ids: (string | number)[] = ['a', 7, 'b', '7', 'ünïcødé-✓', 0];
   for (const id of ids) fx.edge.push(ping(id, 1) as never);
   for (const id of ids) fx.edge.push(ping(id, 2) as never);
-  assert.deepEqual(fx.sink.pings.map((p) => p.slot), [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5]);
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.slot),
+    [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5],
+  );
   assert.equal(fx.registry.size, 6);
   assert.equal(fx.registry.lookup(7), 1);
   assert.equal(fx.registry.lookup('7'), 3, 'numeric and string ids are different devices');
@@ -30,7 +28,10 @@ test('a full registry rejects new devices, counted, and keeps serving known ones
   const fx = makeEdge({}, { maxDevices: 3 });
   for (const id of ['a', 'b', 'c', 'd', 'e']) fx.edge.push(ping(id, 1) as never);
   fx.edge.push(ping('a', 2) as never);
-  assert.deepEqual(fx.sink.pings.map((p) => p.id), ['a', 'b', 'c', 'a']);
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.id),
+    ['a', 'b', 'c', 'a'],
+  );
   assert.equal(fx.rejected(RejectReason.REGISTRY_FULL), 2);
 });
 
@@ -68,7 +69,9 @@ test('the id table names devices from another worker_thread', async () => {
   const ids: (string | number)[] = [];
   for (let i = 0; i < 1500; i++) ids.push(i % 3 === 0 ? 2 ** 40 + i : `truck-${i}-ä`);
   for (const id of ids) fx.edge.push(ping(id, 1) as never);
-  const worker = new Worker(new URL('./fixtures/id-reader-thread.js', import.meta.url), { workerData: { idTable: fx.idTable } });
+  const worker = new Worker(new URL('./fixtures/id-reader-thread.js', import.meta.url), {
+    workerData: { idTable: fx.idTable },
+  });
   try {
     const reply = await new Promise<{ count: number; first: unknown[]; second: unknown[] }>((resolve, reject) => {
       worker.once('message', resolve);
@@ -89,6 +92,9 @@ test('the id table names devices from another worker_thread', async () => {
 test('bad registry sizes are refused with the option named', () => {
   assert.throws(() => allocateDeviceIdTable(0, 16), /maxDevices must be an integer in \[1, /);
   assert.throws(() => allocateDeviceIdTable(10, 0), /idBytesPerSlot must be an integer in \[1, 1024\]/);
-  assert.throws(() => new DeviceRegistry(allocateDeviceIdTable(10, 16), 0), /shards must be an integer in \[1, 65535\]/);
+  assert.throws(
+    () => new DeviceRegistry(allocateDeviceIdTable(10, 16), 0),
+    /shards must be an integer in \[1, 65535\]/,
+  );
   assert.throws(() => new DeviceIdReader(new SharedArrayBuffer(64)), /bad magic/);
 });

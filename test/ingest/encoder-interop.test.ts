@@ -46,7 +46,9 @@ let pythonFound: string | null | undefined;
 /** A Python that imports msgpack; fails the calling test with what to install when there is none. */
 function pythonWithMsgpack(): string {
   if (pythonFound === undefined) {
-    pythonFound = PYTHON_CANDIDATES.find((exe) => spawnSync(exe, ['-c', 'import msgpack'], { stdio: 'ignore' }).status === 0) ?? null;
+    pythonFound =
+      PYTHON_CANDIDATES.find((exe) => spawnSync(exe, ['-c', 'import msgpack'], { stdio: 'ignore' }).status === 0) ??
+      null;
   }
   if (pythonFound === null) {
     assert.fail(
@@ -101,7 +103,15 @@ test('pings from @msgpack/msgpack and Python msgpack decode at the edge exactly 
   const ids: (string | number)[] = [IMEI, MAX_ID, UINT32_PAST, 2 ** 32 - 1, 200, 7, 'truck-7', '358240051111110'];
   for (let i = 0; i < 40; i++) {
     const id = ids[i % ids.length]!;
-    pings.push({ id, lat: 52.5 + i * 1e-4, lon: -13.4 - i * 1e-4, ts: T0 + i * 1000, speed: i % 5, heading: (i * 37) % 361, accuracy: 0.5 + i });
+    pings.push({
+      id,
+      lat: 52.5 + i * 1e-4,
+      lon: -13.4 - i * 1e-4,
+      ts: T0 + i * 1000,
+      speed: i % 5,
+      heading: (i * 37) % 361,
+      accuracy: 0.5 + i,
+    });
   }
   // Integral coordinates: written as positive and negative fixints.
   pings.push({ id: IMEI, lat: 52, lon: -13, ts: T0 + 50_000 });
@@ -115,14 +125,24 @@ test('pings from @msgpack/msgpack and Python msgpack decode at the edge exactly 
     seen.set(name, fx.sink.pings);
   }
   const reference = seen.get('msgpackr')!;
-  assert.deepEqual(reference.map((p) => p.id), pings.map((p) => p.id), 'ids as sent, 53 bits intact');
-  assert.deepEqual(reference.map((p) => p.tsMs), pings.map((p) => p.ts));
+  assert.deepEqual(
+    reference.map((p) => p.id),
+    pings.map((p) => p.id),
+    'ids as sent, 53 bits intact',
+  );
+  assert.deepEqual(
+    reference.map((p) => p.tsMs),
+    pings.map((p) => p.ts),
+  );
   for (const [name, got] of seen) assert.deepEqual(got, reference, `${name} decodes like msgpackr`);
   // The comparison means something: the foreign encoders really wrote uint64 times, msgpackr float64 ones.
   assert.ok(tsWrittenAs(msgpackrFrames(pings), 0xcb), 'msgpackr writes ts as float64');
   assert.ok(tsWrittenAs(referenceJsFrames(pings), 0xcf), '@msgpack/msgpack writes ts as uint64');
   assert.ok(tsWrittenAs(pythonFrames(pings), 0xcf), 'python msgpack writes ts as uint64');
-  assert.ok(referenceJsFrames([{ id: IMEI, lat: 1, lon: 2, ts: T0 }]).includes(Buffer.from([0xa2, 0x69, 0x64, 0xcf])), 'an IMEI id as uint64');
+  assert.ok(
+    referenceJsFrames([{ id: IMEI, lat: 1, lon: 2, ts: T0 }]).includes(Buffer.from([0xa2, 0x69, 0x64, 0xcf])),
+    'an IMEI id as uint64',
+  );
 });
 
 test('ids above 2^53 - 1 from Python msgpack are rejected as invalid_id with the exact value', () => {
@@ -133,25 +153,68 @@ test('ids above 2^53 - 1 from Python msgpack are rejected as invalid_id with the
   ].join('\n');
   const fx = makeEdge({}, { maxDevices: 100 });
   fx.edge.ingest(runPython(script, ''));
-  assert.deepEqual(fx.sink.pings.map((p) => p.id), [MAX_ID, IMEI]);
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.id),
+    [MAX_ID, IMEI],
+  );
   assert.equal(fx.rejected(RejectReason.INVALID_ID), 4);
   assert.deepEqual(
     fx.logLines.map((l) => /: (id .*) \(first bytes/.exec(l)?.[1]),
-    ['id 9007199254740992 is above 2^53-1', 'id 9007199254740993 is above 2^53-1', 'id 18446744073709551615 is above 2^53-1', 'id -9223372036854775808 is negative'],
+    [
+      'id 9007199254740992 is above 2^53-1',
+      'id 9007199254740993 is above 2^53-1',
+      'id 18446744073709551615 is above 2^53-1',
+      'id -9223372036854775808 is negative',
+    ],
   );
 });
 
 /** A device's scripted path: positions in metres from the fence's centre and times in ms from T0. */
 const PATHS: { id: string | number; steps: [eastM: number, northM: number, dtMs: number][] }[] = [
   // Through A and out: ENTER, EXIT.
-  { id: IMEI, steps: [[-200, 0, 0], [0, 0, 1000], [200, 0, 2000]] },
+  {
+    id: IMEI,
+    steps: [
+      [-200, 0, 0],
+      [0, 0, 1000],
+      [200, 0, 2000],
+    ],
+  },
   // Stays in A past dwellMs: ENTER, DWELL, EXIT.
-  { id: MAX_ID, steps: [[0, -200, 0], [0, 0, 1000], [5, 0, 2000], [0, 5, 3000], [0, 300, 4000]] },
+  {
+    id: MAX_ID,
+    steps: [
+      [0, -200, 0],
+      [0, 0, 1000],
+      [5, 0, 2000],
+      [0, 5, 3000],
+      [0, 300, 4000],
+    ],
+  },
   // Jumps across A in one ping (600 m in 3 s: a plausible speed): CROSS.
-  { id: UINT32_PAST, steps: [[-300, 10, 0], [300, 10, 3000]] },
+  {
+    id: UINT32_PAST,
+    steps: [
+      [-300, 10, 0],
+      [300, 10, 3000],
+    ],
+  },
   // A string id with the IMEI's digits is another device: ENTER only.
-  { id: String(IMEI), steps: [[0, -300, 0], [0, 20, 1000]] },
-  { id: 7, steps: [[-100, 0, 0], [10, 0, 1500], [100, 0, 3000]] },
+  {
+    id: String(IMEI),
+    steps: [
+      [0, -300, 0],
+      [0, 20, 1000],
+    ],
+  },
+  {
+    id: 7,
+    steps: [
+      [-100, 0, 0],
+      [10, 0, 1500],
+      [100, 0, 3000],
+    ],
+  },
 ];
 
 /** The scripted pings, interleaved by time, with integer speeds and headings and a float accuracy. */
@@ -160,7 +223,16 @@ function scriptedPings(): Ping[] {
   PATHS.forEach(({ id, steps }, d) => {
     steps.forEach(([eastM, northM, dtMs], k) => {
       const [lat, lon] = at(eastM, northM);
-      out.push({ id, lat, lon, ts: T0 + dtMs, speed: 3 + k, heading: (90 * k) % 360, accuracy: 4.5, order: dtMs * 10 + d });
+      out.push({
+        id,
+        lat,
+        lon,
+        ts: T0 + dtMs,
+        speed: 3 + k,
+        heading: (90 * k) % 360,
+        accuracy: 4.5,
+        order: dtMs * 10 + d,
+      });
     });
   });
   return out.sort((a, b) => a.order - b.order).map(({ order: _order, ...p }) => p);
@@ -173,7 +245,9 @@ function canonical(triggers: readonly Trigger[]): Trigger[] {
 }
 
 /** Runs `bytes` through a real router; returns the callback's triggers, the webhook's raw ids and the NDJSON text. */
-async function routeThrough(bytes: Buffer): Promise<{ triggers: Trigger[]; webhookRawIds: string[]; ndjson: string; rejected: number }> {
+async function routeThrough(
+  bytes: Buffer,
+): Promise<{ triggers: Trigger[]; webhookRawIds: string[]; ndjson: string; rejected: number }> {
   const http = new TriggerServer();
   await http.start();
   const dir = mkdtempSync(join(tmpdir(), 'gr-interop-'));
@@ -198,14 +272,19 @@ async function routeThrough(bytes: Buffer): Promise<{ triggers: Trigger[]; webho
   try {
     router.ingest(bytes);
     const summary = await router.close();
-    return { triggers: called, webhookRawIds: http.rawDeviceIds, ndjson: readFileSync(ndjsonPath, 'utf8'), rejected: summary.rejectedTotal };
+    return {
+      triggers: called,
+      webhookRawIds: http.rawDeviceIds,
+      ndjson: readFileSync(ndjsonPath, 'utf8'),
+      rejected: summary.rejectedTotal,
+    };
   } finally {
     await router.close();
     await http.stop();
   }
 }
 
-test('through a real router, each encoder\'s frames produce exactly the triggers msgpackr frames produce, ids exact in every sink', async () => {
+test("through a real router, each encoder's frames produce exactly the triggers msgpackr frames produce, ids exact in every sink", async () => {
   const pings = scriptedPings();
   const runs = new Map<string, Awaited<ReturnType<typeof routeThrough>>>();
   for (const { name, frames } of ENCODERS) runs.set(name, await routeThrough(frames(pings)));
@@ -234,6 +313,9 @@ test('through a real router, each encoder\'s frames produce exactly the triggers
     const expectedIds = reference.map((t) => JSON.stringify(t.deviceId)).sort();
     assert.deepEqual(webhookIds, expectedIds, `${name}: webhook deviceIds`);
     assert.deepEqual(ndjsonIds, expectedIds, `${name}: NDJSON deviceIds`);
-    assert.ok(ndjsonIds.includes('358240051111110') && ndjsonIds.includes('9007199254740991'), `${name}: ${ndjsonIds.join(' ')}`);
+    assert.ok(
+      ndjsonIds.includes('358240051111110') && ndjsonIds.includes('9007199254740991'),
+      `${name}: ${ndjsonIds.join(' ')}`,
+    );
   }
 });

@@ -34,15 +34,27 @@ test('plain maps and inline records decode to the same pings', () => {
 });
 
 test('shared-structure records decode when the mode is on, and are not maps when it is off', () => {
-  const sender = new Packr({ structures: telemetrySharedStructures(), maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length });
+  const sender = new Packr({
+    structures: telemetrySharedStructures(),
+    maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length,
+  });
   const frames = [ping('s-1', 1), { id: 's-2', lat: 1, lon: 2, ts: TS }].map((o) => sender.pack(o));
-  assert.ok(frames.every((f) => f[0]! >= 0x40 && f[0]! < 0x44), 'frames start with a shared reference byte');
+  assert.ok(
+    frames.every((f) => f[0]! >= 0x40 && f[0]! < 0x44),
+    'frames start with a shared reference byte',
+  );
   const on = makeEdge({ sharedStructures: true });
   on.edge.ingest(concat(frames));
-  assert.deepEqual(on.sink.pings.map((p) => p.id), ['s-1', 's-2']);
+  assert.deepEqual(
+    on.sink.pings.map((p) => p.id),
+    ['s-1', 's-2'],
+  );
   // Maps and inline records still work in shared mode.
   on.edge.ingest(concat([mapPackr.pack(ping('m', 1)), recordPackr.pack(ping('r', 1))]));
-  assert.deepEqual(on.sink.pings.map((p) => p.id), ['s-1', 's-2', 'm', 'r']);
+  assert.deepEqual(
+    on.sink.pings.map((p) => p.id),
+    ['s-1', 's-2', 'm', 'r'],
+  );
   const off = makeEdge();
   off.edge.ingest(frames[0]!);
   assert.equal(off.sink.pings.length, 0);
@@ -85,7 +97,11 @@ test('every bad frame is rejected and counted by reason, and the next valid fram
     stream.write(concat([mapPackr.pack(ping('before', 1)), bytes, mapPackr.pack(ping('after', 2))]));
     stream.end();
     const name = `reason ${String(reason)} (${bytes.subarray(0, 8).toString('hex')})`;
-    assert.deepEqual(fx.sink.pings.map((p) => p.id), ['before', 'after'], name);
+    assert.deepEqual(
+      fx.sink.pings.map((p) => p.id),
+      ['before', 'after'],
+      name,
+    );
     for (let r = 0; r < REJECT_REASON_COUNT; r++) {
       assert.equal(fx.rejected(r as RejectReason), r === reason ? 1 : 0, `${name}: count of reason ${String(r)}`);
     }
@@ -106,7 +122,7 @@ test('a frame left incomplete at the end of a stream is counted as truncated', (
 test('garbage between frames costs one reject and the stream resynchronises', () => {
   const fx = makeEdge();
   let seed = 12345;
-  const rnd = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 24);
+  const rnd = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 24;
   const garbage = Buffer.alloc(2000);
   for (let i = 0; i < garbage.length; i++) garbage[i] = rnd();
   garbage[0] = 0xc1;
@@ -163,7 +179,10 @@ test('buffered bytes per stream stay below the frame limit while an oversized fr
   s.write(mapPackr.pack(ping('next', 1)));
   s.end();
   assert.equal(fx.rejected(RejectReason.OVERSIZED_FRAME), 1);
-  assert.deepEqual(fx.sink.pings.map((p) => p.id), ['next']);
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.id),
+    ['next'],
+  );
 });
 
 test('push() validates points like frames', () => {

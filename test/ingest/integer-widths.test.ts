@@ -43,12 +43,27 @@ const WIDTHS: readonly Width[] = [
   { name: 'negative fixint', write: (v) => Buffer.from([0x100 + Number(intIn(v, -32n, -1n, 'negative fixint'))]) },
   { name: 'uint8', write: (v) => header(0xcc, 1, (b) => b.writeUInt8(Number(intIn(v, 0n, 0xffn, 'uint8')), 1)) },
   { name: 'uint16', write: (v) => header(0xcd, 2, (b) => b.writeUInt16BE(Number(intIn(v, 0n, 0xffffn, 'uint16')), 1)) },
-  { name: 'uint32', write: (v) => header(0xce, 4, (b) => b.writeUInt32BE(Number(intIn(v, 0n, 0xffffffffn, 'uint32')), 1)) },
-  { name: 'uint64', write: (v) => header(0xcf, 8, (b) => b.writeBigUInt64BE(intIn(v, 0n, 2n ** 64n - 1n, 'uint64'), 1)) },
+  {
+    name: 'uint32',
+    write: (v) => header(0xce, 4, (b) => b.writeUInt32BE(Number(intIn(v, 0n, 0xffffffffn, 'uint32')), 1)),
+  },
+  {
+    name: 'uint64',
+    write: (v) => header(0xcf, 8, (b) => b.writeBigUInt64BE(intIn(v, 0n, 2n ** 64n - 1n, 'uint64'), 1)),
+  },
   { name: 'int8', write: (v) => header(0xd0, 1, (b) => b.writeInt8(Number(intIn(v, -0x80n, 0x7fn, 'int8')), 1)) },
-  { name: 'int16', write: (v) => header(0xd1, 2, (b) => b.writeInt16BE(Number(intIn(v, -0x8000n, 0x7fffn, 'int16')), 1)) },
-  { name: 'int32', write: (v) => header(0xd2, 4, (b) => b.writeInt32BE(Number(intIn(v, -(2n ** 31n), 2n ** 31n - 1n, 'int32')), 1)) },
-  { name: 'int64', write: (v) => header(0xd3, 8, (b) => b.writeBigInt64BE(intIn(v, -(2n ** 63n), 2n ** 63n - 1n, 'int64'), 1)) },
+  {
+    name: 'int16',
+    write: (v) => header(0xd1, 2, (b) => b.writeInt16BE(Number(intIn(v, -0x8000n, 0x7fffn, 'int16')), 1)),
+  },
+  {
+    name: 'int32',
+    write: (v) => header(0xd2, 4, (b) => b.writeInt32BE(Number(intIn(v, -(2n ** 31n), 2n ** 31n - 1n, 'int32')), 1)),
+  },
+  {
+    name: 'int64',
+    write: (v) => header(0xd3, 8, (b) => b.writeBigInt64BE(intIn(v, -(2n ** 63n), 2n ** 63n - 1n, 'int64'), 1)),
+  },
   {
     name: 'float32',
     write: (v) => {
@@ -100,7 +115,9 @@ interface Seen {
 function edge(options: { sharedStructures?: boolean } = {}): EdgeFixture & { seen: Seen[] } {
   const fx = makeEdge({ minTsMs: 0, maxTsMs: Number.MAX_SAFE_INTEGER, ...options }, { maxDevices: 100 });
   const seen: Seen[] = [];
-  const sink: PingSink = { offer: (f: PingFields) => void seen.push({ id: f.id(), values: Array.from(f.values), lane: f.lane }) };
+  const sink: PingSink = {
+    offer: (f: PingFields) => void seen.push({ id: f.id(), values: Array.from(f.values), lane: f.lane }),
+  };
   (fx.edge as unknown as { sink: PingSink }).sink = sink;
   return Object.assign(fx, { seen });
 }
@@ -121,17 +138,42 @@ const CELL: Record<string, number> = {
  * skipped for it, so every width is tried with every value it can carry.
  */
 const CASES: { key: string; good: (bigint | number)[]; bad: (bigint | number)[]; reason: RejectReason }[] = [
-  { key: 'lat', good: [0, 52, 90, -33, -90, 45.5, 2n, -2n], bad: [91, -91, 200, -128, 2n ** 63n, -(2n ** 40n)], reason: RejectReason.INVALID_LAT },
-  { key: 'lon', good: [0, 13, 180, -1, -180, 127, -32, -128.25], bad: [181, -181, 0xffff, -0x8000, 2n ** 64n - 1n, Number.NaN], reason: RejectReason.INVALID_LON },
+  {
+    key: 'lat',
+    good: [0, 52, 90, -33, -90, 45.5, 2n, -2n],
+    bad: [91, -91, 200, -128, 2n ** 63n, -(2n ** 40n)],
+    reason: RejectReason.INVALID_LAT,
+  },
+  {
+    key: 'lon',
+    good: [0, 13, 180, -1, -180, 127, -32, -128.25],
+    bad: [181, -181, 0xffff, -0x8000, 2n ** 64n - 1n, Number.NaN],
+    reason: RejectReason.INVALID_LON,
+  },
   {
     key: 'ts',
     good: [0, 5, 127, 200, 60_000, 4_000_000_000, 1_735_689_600_000n, 2n ** 53n - 1n, 1_048_576, 1_735_689_600_000.5],
     bad: [-1, -20, -300, -70_000, -(2n ** 40n), 2n ** 53n + 2n, 2n ** 64n - 1n],
     reason: RejectReason.INVALID_TS,
   },
-  { key: 'speed', good: [0, 3, 100, 255, 65_535, 4_294_967_295, 2n ** 40n, 12.5], bad: [-1, -32, -100, -40_000, -(2n ** 33n), Number.POSITIVE_INFINITY], reason: RejectReason.INVALID_SPEED },
-  { key: 'heading', good: [0, 90, 127, 255, 360, 359.5], bad: [-1, -30, 361, 1000, 2n ** 40n, -(2n ** 40n)], reason: RejectReason.INVALID_HEADING },
-  { key: 'accuracy', good: [0, 7, 250, 1000, 2n ** 35n, 0.75], bad: [-1, -2, -129, -(2n ** 35n), Number.NaN], reason: RejectReason.INVALID_ACCURACY },
+  {
+    key: 'speed',
+    good: [0, 3, 100, 255, 65_535, 4_294_967_295, 2n ** 40n, 12.5],
+    bad: [-1, -32, -100, -40_000, -(2n ** 33n), Number.POSITIVE_INFINITY],
+    reason: RejectReason.INVALID_SPEED,
+  },
+  {
+    key: 'heading',
+    good: [0, 90, 127, 255, 360, 359.5],
+    bad: [-1, -30, 361, 1000, 2n ** 40n, -(2n ** 40n)],
+    reason: RejectReason.INVALID_HEADING,
+  },
+  {
+    key: 'accuracy',
+    good: [0, 7, 250, 1000, 2n ** 35n, 0.75],
+    bad: [-1, -2, -129, -(2n ** 35n), Number.NaN],
+    reason: RejectReason.INVALID_ACCURACY,
+  },
 ];
 
 /** Encodes `v` in width `w`, or null when the width cannot carry it. */
@@ -169,7 +211,8 @@ test('lat, lon, ts, speed, heading and accuracy accept every number width in ran
         fx.edge.ingest(mapFrame([...entries]));
         const name = `${key} = ${String(v)} as ${w.name}`;
         assert.equal(fx.seen.length, 0, `${name}: rejected`);
-        for (let r = 0; r < REJECT_REASON_COUNT; r++) assert.equal(fx.rejected(r as RejectReason), r === reason ? 1 : 0, `${name}: count of reason ${r}`);
+        for (let r = 0; r < REJECT_REASON_COUNT; r++)
+          assert.equal(fx.rejected(r as RejectReason), r === reason ? 1 : 0, `${name}: count of reason ${r}`);
         assert.match(fx.logLines[0]!, new RegExp(`: ${key} `), `${name}: the log line names the key`);
       }
     }
@@ -181,7 +224,19 @@ test('lat, lon, ts, speed, heading and accuracy accept every number width in ran
 });
 
 test('numeric ids of every width up to 2^53 - 1 are accepted exactly and are one device whatever their width', () => {
-  const ids: (bigint | number)[] = [0, 7, 127, 200, 65_535, 4_294_967_295, 4_294_967_296, 358_240_051_111_110n, 2n ** 53n - 2n, 2n ** 53n - 1n, 16_777_216];
+  const ids: (bigint | number)[] = [
+    0,
+    7,
+    127,
+    200,
+    65_535,
+    4_294_967_295,
+    4_294_967_296,
+    358_240_051_111_110n,
+    2n ** 53n - 2n,
+    2n ** 53n - 1n,
+    16_777_216,
+  ];
   const fx = edge();
   const tried = new Set<string>();
   const sentIds: number[] = [];
@@ -197,9 +252,18 @@ test('numeric ids of every width up to 2^53 - 1 are accepted exactly and are one
     }
   }
   assert.deepEqual(fx.logLines, []);
-  assert.deepEqual(fx.seen.map((s) => s.id), sentIds, 'every id decoded to exactly its value');
+  assert.deepEqual(
+    fx.seen.map((s) => s.id),
+    sentIds,
+    'every id decoded to exactly its value',
+  );
   // Every width except negative fixint can carry some id.
-  assert.deepEqual([...tried].sort(), WIDTHS.map((w) => w.name).filter((n) => n !== 'negative fixint').sort());
+  assert.deepEqual(
+    [...tried].sort(),
+    WIDTHS.map((w) => w.name)
+      .filter((n) => n !== 'negative fixint')
+      .sort(),
+  );
   // 2^53 - 2 and 2^53 - 1 are two devices; the same value in another width is the same device.
   const distinct = new Set(sentIds);
   assert.equal(fx.registry.size, distinct.size);
@@ -233,13 +297,24 @@ test('numeric ids above 2^53 - 1, negative or fractional are invalid_id, counted
     // A valid ping after it: the rejected frame is well delimited, the stream goes on.
     fx.edge.ingest(Buffer.concat([frame, mapFrame([...baseEntries()])]));
     const name = `${String(id)} as ${width}`;
-    assert.deepEqual(fx.seen.map((s) => s.id), ['w'], `${name}: only the valid ping passes`);
+    assert.deepEqual(
+      fx.seen.map((s) => s.id),
+      ['w'],
+      `${name}: only the valid ping passes`,
+    );
     for (let r = 0; r < REJECT_REASON_COUNT; r++) {
-      assert.equal(fx.rejected(r as RejectReason), r === RejectReason.INVALID_ID ? 1 : 0, `${name}: count of reason ${r}`);
+      assert.equal(
+        fx.rejected(r as RejectReason),
+        r === RejectReason.INVALID_ID ? 1 : 0,
+        `${name}: count of reason ${r}`,
+      );
     }
     assert.equal(fx.pipeline.f64[ING_ACCEPTED_F64], 1);
     assert.equal(fx.logLines.length, 1, name);
-    assert.ok(fx.logLines[0]!.startsWith(`ingest: rejected invalid_id from in-process: ${why} (first bytes: `), `${name}: ${fx.logLines[0]}`);
+    assert.ok(
+      fx.logLines[0]!.startsWith(`ingest: rejected invalid_id from in-process: ${why} (first bytes: `),
+      `${name}: ${fx.logLines[0]}`,
+    );
   }
 });
 
@@ -253,7 +328,11 @@ test('the lane key accepts 0, 1 and 2 in every integer width and as floats', () 
       entries.set('lane', w.write(lane));
       fx.edge.ingest(mapFrame([...entries]));
     }
-    assert.deepEqual(fx.seen.map((s) => s.lane), [0, 1, 2], w.name);
+    assert.deepEqual(
+      fx.seen.map((s) => s.lane),
+      [0, 1, 2],
+      w.name,
+    );
     const entries = baseEntries();
     entries.set('lane', w.write(3));
     fx.edge.ingest(mapFrame([...entries]));
@@ -303,7 +382,13 @@ test('value reject log lines name the key and why', () => {
   fx.edge.ingest(frame('accuracy', f64(Number.POSITIVE_INFINITY)));
   fx.edge.ingest(frame('id', str('')));
   fx.edge.ingest(frame('id', Buffer.from([0xc3])));
-  fx.edge.ingest(mapFrame([['id', str('x')], ['lon', f64(1)], ['ts', f64(TS_MS)]]));
+  fx.edge.ingest(
+    mapFrame([
+      ['id', str('x')],
+      ['lon', f64(1)],
+      ['ts', f64(TS_MS)],
+    ]),
+  );
   const details = fx.logLines.map((l) => /^ingest: rejected \w+ from in-process: (.*) \(first bytes: /.exec(l)?.[1]);
   assert.deepEqual(details, [
     'lat 91 is outside [-90, 90]',

@@ -61,7 +61,11 @@ test('explicit lane, then speed, then distance from the anchor', () => {
   assert.equal(classifyLane(0, at(0, 0, 0, Lane.COMPLIANCE), ...anchor(NaN_, NaN_), p, T), Lane.COMPLIANCE);
   assert.equal(classifyLane(0, at(0, 0, 0.2, -1), ...anchor(NaN_, NaN_), p, T), Lane.IDLE);
   assert.equal(classifyLane(0, at(0, 0, 3, -1), ...anchor(0, 0), p, T), Lane.TRANSITION);
-  assert.equal(classifyLane(0, at(0, 0, NaN_, -1), ...anchor(NaN_, NaN_), p, T), Lane.TRANSITION, 'first ping: unknown motion');
+  assert.equal(
+    classifyLane(0, at(0, 0, NaN_, -1), ...anchor(NaN_, NaN_), p, T),
+    Lane.TRANSITION,
+    'first ping: unknown motion',
+  );
   // 5 m north of the anchor: stationary; 20 m: moving.
   const dLat5m = 5 / 111_195;
   assert.equal(classifyLane(0, at(dLat5m, 0, NaN_, -1), ...anchor(0, 0), p, T), Lane.IDLE);
@@ -94,7 +98,10 @@ test('the edge classifies with its predicates', () => {
   fx.edge.push(ping('c', 1, { lat: 10.5, lon: 20.5 }) as never);
   fx.edge.push(ping('s', 1, { speed: 0.1 }) as never);
   fx.edge.push(ping('m', 1) as never);
-  assert.deepEqual(fx.sink.pings.map((x) => x.lane), [Lane.COMPLIANCE, Lane.IDLE, Lane.TRANSITION]);
+  assert.deepEqual(
+    fx.sink.pings.map((x) => x.lane),
+    [Lane.COMPLIANCE, Lane.IDLE, Lane.TRANSITION],
+  );
 });
 
 test('classification and anchor updates allocate nothing', async () => {

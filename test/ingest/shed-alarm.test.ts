@@ -13,9 +13,15 @@ test('COMPLIANCE shedding is reported as one line per check with the count since
   const counters = new Float64Array(allocateAdmissionCounters(2));
   const lines: string[] = [];
   let now = 1000;
-  const alarm = new ComplianceShedAlarm({ admissionCounters: counters, shards: 2, nowMs: () => now, write: (l) => lines.push(l) });
+  const alarm = new ComplianceShedAlarm({
+    admissionCounters: counters,
+    shards: 2,
+    nowMs: () => now,
+    write: (l) => lines.push(l),
+  });
   // Counts before the alarm started are its baseline.
-  const at = (shard: number, lane: Lane, reason: ShedReason): number => shard * ADM_BLOCK_F64 + shedCounterIndex(lane, reason);
+  const at = (shard: number, lane: Lane, reason: ShedReason): number =>
+    shard * ADM_BLOCK_F64 + shedCounterIndex(lane, reason);
   assert.equal(alarm.check(), 0);
   counters[at(0, Lane.IDLE, ShedReason.RATE_LIMITED)] = 500;
   counters[at(1, Lane.TRANSITION, ShedReason.RING_FULL)] = 20;
@@ -27,7 +33,10 @@ test('COMPLIANCE shedding is reported as one line per check with the count since
   now += 1000;
   assert.equal(alarm.check(), 7);
   assert.equal(lines.length, 1);
-  assert.match(lines[0]!, /^ingest: shed 7 COMPLIANCE pings in the last 1\.0s \(ring_full=7\); 7 since start: compliance triggers may be missing/);
+  assert.match(
+    lines[0]!,
+    /^ingest: shed 7 COMPLIANCE pings in the last 1\.0s \(ring_full=7\); 7 since start: compliance triggers may be missing/,
+  );
   now += 1000;
   assert.equal(alarm.check(), 0, 'nothing new: no line');
   assert.equal(lines.length, 1);
@@ -41,7 +50,13 @@ test('COMPLIANCE shedding is reported as one line per check with the count since
 
 test('the alarm refuses counters that do not hold its shards', () => {
   assert.throws(
-    () => new ComplianceShedAlarm({ admissionCounters: new Float64Array(ADM_BLOCK_F64), shards: 2, nowMs: () => 0, write: () => undefined }),
+    () =>
+      new ComplianceShedAlarm({
+        admissionCounters: new Float64Array(ADM_BLOCK_F64),
+        shards: 2,
+        nowMs: () => 0,
+        write: () => undefined,
+      }),
     /admissionCounters must hold 2 blocks/,
   );
 });

@@ -30,7 +30,16 @@ export interface SeenPing {
 export class CollectingSink implements PingSink {
   readonly pings: SeenPing[] = [];
   offer(f: PingFields): void {
-    this.pings.push({ id: f.id(), lat: f.lat, lon: f.lon, tsMs: f.tsMs, speedMps: f.speedMps, slot: f.slot, shard: f.shard, lane: f.lane });
+    this.pings.push({
+      id: f.id(),
+      lat: f.lat,
+      lon: f.lon,
+      tsMs: f.tsMs,
+      speedMps: f.speedMps,
+      slot: f.slot,
+      shard: f.shard,
+      lane: f.lane,
+    });
   }
 }
 
@@ -56,7 +65,13 @@ export function makeEdge(
   const sink = new CollectingSink();
   const logLines: string[] = [];
   const log = new RejectLog({ intervalMs: 0, nowMs: () => 0, write: (l) => logLines.push(l) });
-  const edge = new IngestEdge(options, { pipeline, registry, predicates: sizes.predicates ?? NO_COMPLIANCE, sink, log });
+  const edge = new IngestEdge(options, {
+    pipeline,
+    registry,
+    predicates: sizes.predicates ?? NO_COMPLIANCE,
+    sink,
+    log,
+  });
   return { edge, pipeline, registry, idTable, sink, logLines, rejected: (r) => pipeline.f64[ING_REJECTED_F64 + r]! };
 }
 
@@ -67,7 +82,14 @@ export const recordPackr = new Packr({ useRecords: true });
 
 /** A valid ping object for device `id` at step `i`. */
 export function ping(id: string | number, i: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id, lat: 52.5 + i * 1e-4, lon: 13.4 + i * 1e-4, ts: 1_735_689_600_000 + i * 1000, speed: 5 + (i % 3), ...extra };
+  return {
+    id,
+    lat: 52.5 + i * 1e-4,
+    lon: 13.4 + i * 1e-4,
+    ts: 1_735_689_600_000 + i * 1000,
+    speed: 5 + (i % 3),
+    ...extra,
+  };
 }
 
 /** Concatenates buffers. */
@@ -80,7 +102,9 @@ export function concat(parts: Uint8Array[]): Buffer {
  * (standing in for admission and the pool), with a double admission time handed over in its cell as admission does.
  */
 export function ringSinkEdge(): { ring: SpscRing; fx: ReturnType<typeof makeEdge> } {
-  const ring = SpscRing.wrap(allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }));
+  const ring = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
   const sink: PingSink = {
     offer(f) {
       const s = ring.claim();

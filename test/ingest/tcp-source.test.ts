@@ -116,7 +116,10 @@ test('bad frames over TCP are counted by reason and the connection keeps decodin
   // A frame cut off by the connection's end is truncated.
   s.write(mapPackr.pack(ping('cut', 6)).subarray(0, 12));
   await closeAndWait(fx, s, closedBefore);
-  assert.deepEqual(fx.sink.pings.slice(start).map((p) => p.id), ['ok-1', 'ok-2', 'ok-3', 'ok-4', 'ok-5']);
+  assert.deepEqual(
+    fx.sink.pings.slice(start).map((p) => p.id),
+    ['ok-1', 'ok-2', 'ok-3', 'ok-4', 'ok-5'],
+  );
   for (const r of reasons) assert.equal(fx.rejected(r), before.get(r)! + 1, `reason ${String(r)}`);
 });
 
@@ -127,7 +130,9 @@ test('many concurrent connections keep each device in order', async () => {
   const closedBefore = fx.pipeline.f64[ING_CONNECTIONS_CLOSED_F64]!;
   const sockets = await Promise.all(Array.from({ length: conns }, () => open(source.port)));
   // Interleave writes across connections in small pieces.
-  const streams = sockets.map((_, c) => concat(Array.from({ length: perConn }, (_, i) => mapPackr.pack(ping(`conn${c}`, i)))));
+  const streams = sockets.map((_, c) =>
+    concat(Array.from({ length: perConn }, (_, i) => mapPackr.pack(ping(`conn${c}`, i)))),
+  );
   const longest = Math.max(...streams.map((b) => b.length));
   for (let off = 0; off < longest; off += 97) {
     for (let c = 0; c < conns; c++) sockets[c]!.write(streams[c]!.subarray(off, off + 97));
@@ -215,7 +220,11 @@ test('partial frames across connections stay within maxHeldBytes: the oldest are
   const dropped = small.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.HELD_BYTES]!;
   assert.ok(dropped >= 3, `closed over the budget: ${dropped}`);
   assert.ok(maxHeld <= budget, `held ${maxHeld} bytes, budget ${budget}`);
-  assert.equal(clients[0]!.destroyed || (await new Promise((r) => setTimeout(() => r(clients[0]!.destroyed), 200))), true, 'the oldest partial frame went first');
+  assert.equal(
+    clients[0]!.destroyed || (await new Promise((r) => setTimeout(() => r(clients[0]!.destroyed), 200))),
+    true,
+    'the oldest partial frame went first',
+  );
   // A complete ping on a fresh connection is still taken.
   const honest = await open(src.port);
   honest.write(mapPackr.pack(ping('honest', 1)));

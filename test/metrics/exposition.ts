@@ -14,7 +14,9 @@ export interface Sample {
 
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL = '[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\\\\n]|\\\\[\\\\"n])*"';
-const SAMPLE = new RegExp(`^(${NAME})(?:\\{((?:${LABEL})(?:,${LABEL})*)?,?\\})? ([-+]?(?:[0-9]*\\.?[0-9]+(?:[eE][-+]?[0-9]+)?|[Nn][Aa][Nn]|[Ii][Nn][Ff]))(?: -?[0-9]+)?$`);
+const SAMPLE = new RegExp(
+  `^(${NAME})(?:\\{((?:${LABEL})(?:,${LABEL})*)?,?\\})? ([-+]?(?:[0-9]*\\.?[0-9]+(?:[eE][-+]?[0-9]+)?|[Nn][Aa][Nn]|[Ii][Nn][Ff]))(?: -?[0-9]+)?$`,
+);
 const TYPES = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
 
 /** Parses and checks an exposition; throws an assertion error at the first bad line. */
@@ -40,12 +42,21 @@ export function parseExposition(text: string): Sample[] {
     const m = SAMPLE.exec(line);
     assert.ok(m !== null, `bad sample line: ${line}`);
     const name = m[1]!;
-    const family = [...types.keys()].find((f) => name === f || ((types.get(f) === 'histogram' || types.get(f) === 'summary') && /^(.*)_(bucket|sum|count)$/.exec(name)?.[1] === f));
+    const family = [...types.keys()].find(
+      (f) =>
+        name === f ||
+        ((types.get(f) === 'histogram' || types.get(f) === 'summary') &&
+          /^(.*)_(bucket|sum|count)$/.exec(name)?.[1] === f),
+    );
     assert.ok(family !== undefined, `sample of an undeclared family: ${line}`);
     const labels: Record<string, string> = {};
     for (const lm of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[lm[1]!] = lm[2]!;
     const v = m[3]!;
-    samples.push({ name, labels, value: /nan/i.test(v) ? Number.NaN : /inf/i.test(v) ? (v.startsWith('-') ? -Infinity : Infinity) : Number(v) });
+    samples.push({
+      name,
+      labels,
+      value: /nan/i.test(v) ? Number.NaN : /inf/i.test(v) ? (v.startsWith('-') ? -Infinity : Infinity) : Number(v),
+    });
   }
   return samples;
 }

@@ -21,17 +21,27 @@ test('collectors read cells at scrape time; added series appear', async () => {
   const sab = allocatePipelineRegion(1);
   const m = new RouterMetrics({ pipeline: sab, defaultMetrics: false });
   const cells = new Float64Array(4);
-  m.addSharedCounter('geofence_test_triggers_total', 'Test triggers.', ['type'], [
-    { labels: { type: 'ENTER' }, read: () => cells[0]! },
-    { labels: { type: 'EXIT' }, read: () => cells[1]! },
-  ]);
+  m.addSharedCounter(
+    'geofence_test_triggers_total',
+    'Test triggers.',
+    ['type'],
+    [
+      { labels: { type: 'ENTER' }, read: () => cells[0]! },
+      { labels: { type: 'EXIT' }, read: () => cells[1]! },
+    ],
+  );
   let s = parseExposition(await m.metrics());
-  for (const reason of REJECT_REASON_NAMES) assert.equal(sampleValue(s, MetricNames.INGEST_REJECTED, { reason }), 0, reason);
+  for (const reason of REJECT_REASON_NAMES)
+    assert.equal(sampleValue(s, MetricNames.INGEST_REJECTED, { reason }), 0, reason);
   assert.equal(sampleValue(s, 'geofence_test_triggers_total', { type: 'EXIT' }), 0);
   PipelineRegion.wrap(sab).f64[ING_BYTES_F64] = 12345;
   cells[1] = 7;
   s = parseExposition(await m.metrics());
   assert.equal(sampleValue(s, MetricNames.INGEST_RECEIVED_BYTES), 12345);
   assert.equal(sampleValue(s, 'geofence_test_triggers_total', { type: 'EXIT' }), 7);
-  assert.equal(sampleValue(s, MetricNames.PINGS_OFFERED, { lane: 'idle' }), undefined, 'no admission series without its region');
+  assert.equal(
+    sampleValue(s, MetricNames.PINGS_OFFERED, { lane: 'idle' }),
+    undefined,
+    'no admission series without its region',
+  );
 });

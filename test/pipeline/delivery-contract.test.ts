@@ -20,7 +20,16 @@ const DEVICES = 10_000;
 const RATE = 50_000;
 
 test('200,000 pings over TCP at 50,000/s: webhook, NDJSON and callback with default options each get every trigger once, in per-device order, with no dead letter', async () => {
-  const traffic = cityTraffic({ seed: 11, fences: 2000, devices: DEVICES, pingsPerDevice: PINGS_PER_DEVICE, pingIntervalMs: 8000, speedMps: 25, dwellMs: 30_000, startMs: Date.UTC(2026, 0, 1) });
+  const traffic = cityTraffic({
+    seed: 11,
+    fences: 2000,
+    devices: DEVICES,
+    pingsPerDevice: PINGS_PER_DEVICE,
+    pingIntervalMs: 8000,
+    speedMps: 25,
+    dwellMs: 30_000,
+    startMs: Date.UTC(2026, 0, 1),
+  });
   assert.equal(traffic.pings, 200_000);
   const http = new TriggerServer();
   await http.start();

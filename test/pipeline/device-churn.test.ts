@@ -49,7 +49,10 @@ function centre(k: number): [number, number] {
   return at((k % 5) * 400, Math.floor(k / 5) * 400);
 }
 
-async function pushAll(router: Router, pings: { id: string | number; lat: number; lon: number; ts: number }[]): Promise<void> {
+async function pushAll(
+  router: Router,
+  pings: { id: string | number; lat: number; lon: number; ts: number }[],
+): Promise<void> {
   for (const p of pings) {
     while (!router.push(p)) await router.inputDrained();
   }
@@ -93,17 +96,32 @@ test('ten times maxDevices devices through one router: none rejected, memory fla
       });
       await pushAll(router, pings);
       // Every device of this wave expires, its EXIT delivered and its slot freed, before the next wave arrives.
-      await waitFor(() => router.stats().deviceLifecycle.freed >= (w + 1) * MAX_DEVICES, 20_000, `wave ${w}'s slots freed`);
+      await waitFor(
+        () => router.stats().deviceLifecycle.freed >= (w + 1) * MAX_DEVICES,
+        20_000,
+        `wave ${w}'s slots freed`,
+      );
       global.gc?.();
       rss.push(process.memoryUsage().rss);
     }
-    await waitFor(() => server.received.length === got.length && got.length >= WAVES * MAX_DEVICES * 2, 20_000, 'every trigger delivered');
+    await waitFor(
+      () => server.received.length === got.length && got.length >= WAVES * MAX_DEVICES * 2,
+      20_000,
+      'every trigger delivered',
+    );
     const s = router.stats();
     assert.equal(s.rejectedTotal, 0, `rejected: ${JSON.stringify(s.rejected)}`);
     assert.equal(s.deviceLifecycle.expired, WAVES * MAX_DEVICES);
-    assert.equal(s.deviceLifecycle.reused, (WAVES - 1) * MAX_DEVICES, 'every registration after the first wave took a freed slot');
+    assert.equal(
+      s.deviceLifecycle.reused,
+      (WAVES - 1) * MAX_DEVICES,
+      'every registration after the first wave took a freed slot',
+    );
     assert.equal(s.deviceLifecycle.expiryExits, WAVES * MAX_DEVICES);
-    for (const [name, received] of [['webhook', server.received], ['callback', got]] as const) {
+    for (const [name, received] of [
+      ['webhook', server.received],
+      ['callback', got],
+    ] as const) {
       const report = checkDeliveryContract(received, { stays: true });
       assert.deepEqual(report.problems, [], `${name}: ${report.problems.join('\n')}`);
       const devices = byDevice(received);
@@ -114,7 +132,10 @@ test('ten times maxDevices devices through one router: none rejected, memory fla
         assert.deepEqual(seen, want, `${name}: device ${JSON.stringify(id)}`);
         for (const t of list.filter((x) => x.type === 'EXIT')) {
           const [lat, lon] = centre(Number(t.fenceId.slice(1)));
-          assert.ok(Math.abs(t.lat - lat) < 1e-9 && Math.abs(t.lon - lon) < 1e-9, `${name}: ${JSON.stringify(id)} EXIT at its last position`);
+          assert.ok(
+            Math.abs(t.lat - lat) < 1e-9 && Math.abs(t.lon - lon) < 1e-9,
+            `${name}: ${JSON.stringify(id)} EXIT at its last position`,
+          );
         }
       }
     }
@@ -123,12 +144,19 @@ test('ten times maxDevices devices through one router: none rejected, memory fla
     // plateau); here a leak per device (a slot's worth of memory that is never given back) would still show.
     const settled = rss.slice(Math.floor(WAVES / 2));
     const growth = Math.max(...settled) / settled[0]!;
-    console.log(`# churn: ${WAVES * MAX_DEVICES} devices through ${MAX_DEVICES} slots, ${s.deviceLifecycle.reused} reused; rss after each wave: ${rss.map((b) => (b / 2 ** 20).toFixed(0)).join(' ')} MiB`);
+    console.log(
+      `# churn: ${WAVES * MAX_DEVICES} devices through ${MAX_DEVICES} slots, ${s.deviceLifecycle.reused} reused; rss after each wave: ${rss.map((b) => (b / 2 ** 20).toFixed(0)).join(' ')} MiB`,
+    );
     assert.ok(growth < 1.2, `rss grew ${((growth - 1) * 100).toFixed(1)}% over the second half of the waves`);
   } finally {
     const summary = await router.close();
     await server.stop();
-    assert.ok(formatSummary(summary, 0).some((l) => new RegExp(`devices\\s+in_use=\\d+ expired=${WAVES * MAX_DEVICES} `).test(l)), formatSummary(summary, 0).join('\n'));
+    assert.ok(
+      formatSummary(summary, 0).some((l) =>
+        new RegExp(`devices\\s+in_use=\\d+ expired=${WAVES * MAX_DEVICES} `).test(l),
+      ),
+      formatSummary(summary, 0).join('\n'),
+    );
   }
 });
 
@@ -150,20 +178,30 @@ test('an expired device that comes back after a restart continues above every se
   let router = await open(first);
   const [lat, lon] = centre(0);
   // 'gone' expires and its slot is freed; 'retiring' expires just before the stop (its slot may not be freed yet).
-  await pushAll(router, [{ id: 'gone', lat, lon, ts: T0 }, { id: 7, lat, lon, ts: T0 }]);
+  await pushAll(router, [
+    { id: 'gone', lat, lon, ts: T0 },
+    { id: 7, lat, lon, ts: T0 },
+  ]);
   await waitFor(() => router.stats().deviceLifecycle.freed >= 2, 10_000, 'both slots freed');
   await pushAll(router, [{ id: 'retiring', lat, lon, ts: T0 + 1 }]);
   await waitFor(() => router.stats().deviceLifecycle.expired >= 3, 10_000, 'the third device expired');
   await router.close();
   const second: Trigger[] = [];
   router = await open(second);
-  await pushAll(router, ['gone', 7, 'retiring'].map((id) => ({ id, lat, lon, ts: T0 + 60_000 })));
+  await pushAll(
+    router,
+    ['gone', 7, 'retiring'].map((id) => ({ id, lat, lon, ts: T0 + 60_000 })),
+  );
   await waitFor(() => second.length === 3, 10_000, 'three ENTERs');
   await router.close();
   for (const id of ['gone', 7, 'retiring']) {
     const before = first.filter((t) => t.deviceId === id);
     const after = second.filter((t) => t.deviceId === id);
-    assert.deepEqual(after.map((t) => t.type), ['ENTER'], `${JSON.stringify(id)} enters again`);
+    assert.deepEqual(
+      after.map((t) => t.type),
+      ['ENTER'],
+      `${JSON.stringify(id)} enters again`,
+    );
     const highest = Math.max(...before.map((t) => t.seq));
     assert.ok(after[0]!.seq > highest, `${JSON.stringify(id)}: seq ${after[0]!.seq} after ${highest}`);
   }

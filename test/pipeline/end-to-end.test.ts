@@ -10,11 +10,23 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
-import { byDevice, frameOf, orderProblem, sendOverTcp, square, TriggerServer, waitFor, type ScriptedPing } from './support.js';
+import {
+  byDevice,
+  frameOf,
+  orderProblem,
+  sendOverTcp,
+  square,
+  TriggerServer,
+  waitFor,
+  type ScriptedPing,
+} from './support.js';
 
 const FENCES = {
   type: 'FeatureCollection',
-  features: [square('A', 0, 0, 50, { dwellMs: 1500, tags: ['depot'] }), square('C', 500, 0, 50, { compliance: true, tags: ['port'] })],
+  features: [
+    square('A', 0, 0, 50, { dwellMs: 1500, tags: ['depot'] }),
+    square('C', 500, 0, 50, { compliance: true, tags: ['port'] }),
+  ],
 };
 
 // d1 passes through A, then through the compliance fence C; 42 (a numeric id) stays in A long enough to DWELL;
@@ -88,8 +100,17 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     const c42 = called.find((t) => t.deviceId === 42 && t.type === 'DWELL')!;
     assert.ok(c42.insideMs >= 1500);
     // 42 and "42" are two devices, and the receiver can tell them apart: a JSON number and a JSON string.
-    assert.deepEqual(http.rawDeviceIds.filter((id) => id.startsWith('42') || id.startsWith('"42"')).sort(), ['"42"', '42', '42', '42']);
-    assert.deepEqual(called.filter((t) => t.deviceId === '42').map((t) => t.seq), [1], 'each device its own seq');
+    assert.deepEqual(http.rawDeviceIds.filter((id) => id.startsWith('42') || id.startsWith('"42"')).sort(), [
+      '"42"',
+      '42',
+      '42',
+      '42',
+    ]);
+    assert.deepEqual(
+      called.filter((t) => t.deviceId === '42').map((t) => t.seq),
+      [1],
+      'each device its own seq',
+    );
     assert.deepEqual(called.find((t) => t.fenceId === 'C')!.tags, ['port']);
 
     // Accounting after close.
@@ -106,7 +127,10 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     assert.equal(summary.heldTimeSamples, 18);
     assert.ok(summary.heldTimeP99Ms >= summary.heldTimeP50Ms);
     // The histogram in the snapshot holds every sample (what status lines take windows of).
-    assert.equal(summary.heldTimeBucketCounts.reduce((a, b) => a + b, 0), 18);
+    assert.equal(
+      summary.heldTimeBucketCounts.reduce((a, b) => a + b, 0),
+      18,
+    );
     assert.deepEqual(
       summary.downstreams.map((d) => [d.name, d.delivered, d.queueDepth, d.breakerState]),
       [
@@ -121,8 +145,18 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
 });
 
 test('metricsText and the admin server expose every part of the pipeline', async () => {
-  const router = await createRouter({ fences: FENCES, listenHost: null, adminPort: 0, shards: 2, poolSize: 1, ringCapacitySlots: 256, maxDevices: 100, log: () => undefined,
-    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }], stateDir: mkdtempSync(join(tmpdir(), 'gr-m-')) });
+  const router = await createRouter({
+    fences: FENCES,
+    listenHost: null,
+    adminPort: 0,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    log: () => undefined,
+    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }],
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-m-')),
+  });
   try {
     for (const p of SCRIPT) router.ingest(frameOf(p));
     await router.drain();

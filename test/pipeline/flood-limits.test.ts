@@ -19,19 +19,25 @@ const FLOOD_DEVICES = 5000;
 
 /** The attacker: FLOOD_DEVICES distinct ids, one ping each. */
 function floodFrames(): Buffer {
-  return Buffer.concat(Array.from({ length: FLOOD_DEVICES }, (_, i) => frameOf({ id: `fake-${i}`, eastM: 1000, northM: 0, dtMs: i })));
+  return Buffer.concat(
+    Array.from({ length: FLOOD_DEVICES }, (_, i) => frameOf({ id: `fake-${i}`, eastM: 1000, northM: 0, dtMs: i })),
+  );
 }
 
 /** The honest sender: 20 devices, each in and out of A (a known set of devices, 6 pings each). */
 function honestFrames(): Buffer {
   const pings: ScriptedPing[] = [];
   for (let step = 0; step < 6; step++) {
-    for (let d = 0; d < 20; d++) pings.push({ id: `truck-${d}`, eastM: step % 3 === 2 ? 500 : 0, northM: 0, dtMs: step * 1000 });
+    for (let d = 0; d < 20; d++)
+      pings.push({ id: `truck-${d}`, eastM: step % 3 === 2 ? 500 : 0, northM: 0, dtMs: step * 1000 });
   }
   return Buffer.concat(pings.map(frameOf));
 }
 
-async function run(ingest: NonNullable<RouterOptionsInput['ingest']>, honestKept = true): Promise<{ rejected: Record<string, number>; devices: number; honest: Trigger[] }> {
+async function run(
+  ingest: NonNullable<RouterOptionsInput['ingest']>,
+  honestKept = true,
+): Promise<{ rejected: Record<string, number>; devices: number; honest: Trigger[] }> {
   const got: Trigger[] = [];
   const router = await createRouter({
     fences: FENCES,
@@ -46,12 +52,24 @@ async function run(ingest: NonNullable<RouterOptionsInput['ingest']>, honestKept
     log: () => undefined,
   });
   try {
-    await Promise.all([sendOverTcp(router.ingestPort!, floodFrames(), 65536), sendOverTcp(router.ingestPort!, honestFrames(), 512)]);
+    await Promise.all([
+      sendOverTcp(router.ingestPort!, floodFrames(), 65536),
+      sendOverTcp(router.ingestPort!, honestFrames(), 512),
+    ]);
     await waitFor(() => router.stats().frames >= FLOOD_DEVICES + 120, 10_000, 'every frame read');
-    if (honestKept) await waitFor(() => got.filter((t) => String(t.deviceId).startsWith('truck-')).length >= 80, 10_000, 'the honest triggers');
+    if (honestKept)
+      await waitFor(
+        () => got.filter((t) => String(t.deviceId).startsWith('truck-')).length >= 80,
+        10_000,
+        'the honest triggers',
+      );
     else await router.drain();
     const s = router.stats();
-    return { rejected: s.rejected, devices: s.devices, honest: got.filter((t) => String(t.deviceId).startsWith('truck-')) };
+    return {
+      rejected: s.rejected,
+      devices: s.devices,
+      honest: got.filter((t) => String(t.deviceId).startsWith('truck-')),
+    };
   } finally {
     await router.close();
   }
@@ -68,7 +86,9 @@ test('a new-device flood from one connection is capped per connection; the hones
     assert.equal(r.honest.length, 80, 'every honest trigger: 20 devices x (ENTER, EXIT) x 2');
     assert.deepEqual(checkDeliveryContract(r.honest, { complete: true, stays: true }).problems, []);
   }
-  console.log(`# new-device flood of ${FLOOD_DEVICES} ids from one connection: ${before.devices - 20} slots taken with no limit, ${after.devices - 20} with 200/s per connection (${denied} rejected as new_device_rate); the honest connection got all 80 triggers both times`);
+  console.log(
+    `# new-device flood of ${FLOOD_DEVICES} ids from one connection: ${before.devices - 20} slots taken with no limit, ${after.devices - 20} with 200/s per connection (${denied} rejected as new_device_rate); the honest connection got all 80 triggers both times`,
+  );
 });
 
 test('a ping flood over its connection budget is rejected as connection_rate; other connections are not charged', async () => {
@@ -85,6 +105,9 @@ test('the address budget is shared by every connection from one address', async 
   const after = await run({ maxPingsPerSecPerAddress: 1000 }, false);
   const denied = after.rejected.connection_rate ?? 0;
   assert.ok(denied >= FLOOD_DEVICES - 2500, `connection_rate rejects: ${denied}`);
-  assert.ok(denied <= FLOOD_DEVICES + 120 - 1000, `at least the address budget's burst was admitted: ${denied} rejected`);
+  assert.ok(
+    denied <= FLOOD_DEVICES + 120 - 1000,
+    `at least the address budget's burst was admitted: ${denied} rejected`,
+  );
   assert.deepEqual(checkDeliveryContract(after.honest, {}).problems, []);
 });

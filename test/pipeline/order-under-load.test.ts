@@ -20,7 +20,8 @@ const STEPS = 12;
 test('per-device order holds with 3 pool workers, 16 shards and 3000 devices over 4 connections', async () => {
   // A 10 x 10 grid of 60 m squares every 100 m.
   const features: unknown[] = [];
-  for (let i = 0; i < 10; i++) for (let j = 0; j < 10; j++) features.push(square(`f${i}-${j}`, i * 100, j * 100, 30, { dwellMs: 2500 }));
+  for (let i = 0; i < 10; i++)
+    for (let j = 0; j < 10; j++) features.push(square(`f${i}-${j}`, i * 100, j * 100, 30, { dwellMs: 2500 }));
   const rnd = mulberry32(7);
   const connections: ScriptedPing[][] = [[], [], [], []];
   for (let d = 0; d < DEVICES; d++) {
@@ -45,7 +46,15 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     ringCapacitySlots: 65536,
     maxDevices: DEVICES,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-ord-')),
-    downstreams: [{ name: 'cb', kind: 'callback', maxBatchTriggers: 256, queueCapacitySlots: 1 << 18, callback: (ts) => void got.push(...ts) }],
+    downstreams: [
+      {
+        name: 'cb',
+        kind: 'callback',
+        maxBatchTriggers: 256,
+        queueCapacitySlots: 1 << 18,
+        callback: (ts) => void got.push(...ts),
+      },
+    ],
     log: () => undefined,
   });
   try {
@@ -54,9 +63,16 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     // new ones (on whichever worker is free) take over the groups' shards mid-stream.
     const perRound = STEPS / 3;
     for (let round = 0; round < 3; round++) {
-      const part = (list: ScriptedPing[]): ScriptedPing[] => list.filter((_, i) => Math.floor((i % STEPS) / perRound) === round);
-      await Promise.all(connections.map((list) => sendOverTcp(router.ingestPort!, Buffer.concat(part(list).map(frameOf)), 4096)));
-      await waitFor(() => router.stats().accepted === (DEVICES * STEPS * (round + 1)) / 3, 30_000, `round ${round} read`);
+      const part = (list: ScriptedPing[]): ScriptedPing[] =>
+        list.filter((_, i) => Math.floor((i % STEPS) / perRound) === round);
+      await Promise.all(
+        connections.map((list) => sendOverTcp(router.ingestPort!, Buffer.concat(part(list).map(frameOf)), 4096)),
+      );
+      await waitFor(
+        () => router.stats().accepted === (DEVICES * STEPS * (round + 1)) / 3,
+        30_000,
+        `round ${round} read`,
+      );
       if (round < 2) await new Promise((r) => setTimeout(r, TASK_LINGER_MS * 3));
     }
     const s = await router.close();
@@ -72,7 +88,11 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     // Per device, seq runs 1..n with no gap: nothing lost, nothing duplicated.
     for (const [device, list] of byDevice(got)) {
       const seqs = list.map((t) => t.seq);
-      assert.deepEqual(seqs, seqs.map((_, i) => i + 1), `device ${device}`);
+      assert.deepEqual(
+        seqs,
+        seqs.map((_, i) => i + 1),
+        `device ${device}`,
+      );
     }
   } finally {
     await router.close();

@@ -19,12 +19,27 @@ import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { compareWithReference, referenceTriggers } from '../support/replay-fixture.js';
 import { sendOverTcp, waitFor } from './support.js';
 
-const TRAFFIC = cityTraffic({ seed: 5, fences: 2000, devices: 2000, pingsPerDevice: 20, pingIntervalMs: 8000, speedMps: 25, dwellMs: 30_000, startMs: Date.UTC(2026, 0, 1) });
+const TRAFFIC = cityTraffic({
+  seed: 5,
+  fences: 2000,
+  devices: 2000,
+  pingsPerDevice: 20,
+  pingIntervalMs: 8000,
+  speedMps: 25,
+  dwellMs: 30_000,
+  startMs: Date.UTC(2026, 0, 1),
+});
 const REFERENCE = referenceTriggers(TRAFFIC);
-const POINTS = new Unpackr({ useRecords: false, mapsAsObjects: true }).unpackMultiple(TRAFFIC.frames) as TelemetryPoint[];
+const POINTS = new Unpackr({ useRecords: false, mapsAsObjects: true }).unpackMultiple(
+  TRAFFIC.frames,
+) as TelemetryPoint[];
 
 /** Options of a router with rings far smaller than the input (one worker, small batches). */
-function smallRings(collect: Trigger[], logs: Array<{ line: string; level: string }>, extra: RouterOptionsInput = {}): RouterOptionsInput & Parameters<typeof createRouter>[0] {
+function smallRings(
+  collect: Trigger[],
+  logs: Array<{ line: string; level: string }>,
+  extra: RouterOptionsInput = {},
+): RouterOptionsInput & Parameters<typeof createRouter>[0] {
   return {
     fences: TRAFFIC.fences,
     listenHost: null,
@@ -35,27 +50,40 @@ function smallRings(collect: Trigger[], logs: Array<{ line: string; level: strin
     batchSize: 32,
     maxDevices: 4096,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-overload-')),
-    downstreams: [{ name: 'app', kind: 'callback', queueCapacitySlots: 1 << 18, callback: (ts) => void collect.push(...ts) }],
+    downstreams: [
+      { name: 'app', kind: 'callback', queueCapacitySlots: 1 << 18, callback: (ts) => void collect.push(...ts) },
+    ],
     log: (line, level) => logs.push({ line, level: level ?? 'info' }),
     ...extra,
   };
 }
 
 /** Checks that every ping was admitted and processed and that the triggers are exactly the reference's. */
-function assertNothingLost(summary: RouterSummary, got: readonly Trigger[], traffic: CityTraffic, reference: readonly string[]): void {
+function assertNothingLost(
+  summary: RouterSummary,
+  got: readonly Trigger[],
+  traffic: CityTraffic,
+  reference: readonly string[],
+): void {
   assert.equal(summary.shedTotal, 0, `nothing shed: ${JSON.stringify(summary.shed)}`);
   assert.equal(summary.rejectedTotal, 0);
   assert.equal(summary.admittedTotal, traffic.pings);
   assert.equal(summary.processed, traffic.pings);
   const cmp = compareWithReference(got, reference);
-  assert.deepEqual({ missing: cmp.missingCount, extra: cmp.extraCount }, { missing: 0, extra: 0 }, `missing ${cmp.missing.join(', ')}; extra ${cmp.extra.join(', ')}`);
+  assert.deepEqual(
+    { missing: cmp.missingCount, extra: cmp.extraCount },
+    { missing: 0, extra: 0 },
+    `missing ${cmp.missing.join(', ')}; extra ${cmp.extra.join(', ')}`,
+  );
   assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
 }
 
 test('ingest() and push() flat out into small rings: false at the high-water mark, the caller waits, nothing shed, every trigger once', async () => {
   const got: Trigger[] = [];
   const logs: Array<{ line: string; level: string }> = [];
-  const router = await createRouter(smallRings(got, logs, { ingest: { inputHighWaterBytes: 16 * 1024, inputHighWaterPoints: 256 } }));
+  const router = await createRouter(
+    smallRings(got, logs, { ingest: { inputHighWaterBytes: 16 * 1024, inputHighWaterPoints: 256 } }),
+  );
   let ingestRefusals = 0;
   let pushRefusals = 0;
   let waitedMs = 0;
@@ -83,7 +111,10 @@ test('ingest() and push() flat out into small rings: false at the high-water mar
     assert.ok(ingestRefusals > 0, 'ingest() said to wait');
     assert.ok(pushRefusals > 0, 'push() said to wait');
     assertNothingLost(summary, got, TRAFFIC, REFERENCE);
-    assert.deepEqual(logs.filter((l) => l.level === 'error'), []);
+    assert.deepEqual(
+      logs.filter((l) => l.level === 'error'),
+      [],
+    );
     console.log(
       `${TRAFFIC.pings} pings in-process into 2 x 256 slots: ingest() false ${ingestRefusals} times (waited ${waitedMs.toFixed(0)} ms), ` +
         `push() false ${pushRefusals} times; ${summary.triggersTotal} triggers, shed ${summary.shedTotal}`,
@@ -95,7 +126,9 @@ test('ingest() and push() flat out into small rings: false at the high-water mar
 
 /** The traffic's frames with every other device asking for the COMPLIANCE lane. */
 function withComplianceDevices(): Buffer {
-  return Buffer.concat(POINTS.map((p) => (Number(String(p.id).slice(1)) % 2 === 1 ? pack({ ...p, lane: 'compliance' }) : pack(p))));
+  return Buffer.concat(
+    POINTS.map((p) => (Number(String(p.id).slice(1)) % 2 === 1 ? pack({ ...p, lane: 'compliance' }) : pack(p))),
+  );
 }
 
 test('a TCP flood into small rings with the default policy is shed by lane at the edge, and COMPLIANCE shedding is logged as an error', async () => {
@@ -113,7 +146,10 @@ test('a TCP flood into small rings with the default policy is shed by lane at th
       const shed = Object.values(s.shed[lane]).reduce((a, b) => a + b, 0);
       assert.equal(s.offered[lane], s.admitted[lane] + shed, `${lane}: offered = admitted + shed`);
     }
-    assert.ok(Object.values(s.shed.compliance).reduce((a, b) => a + b, 0) > 0, 'COMPLIANCE pings were shed too (the reserved slice filled)');
+    assert.ok(
+      Object.values(s.shed.compliance).reduce((a, b) => a + b, 0) > 0,
+      'COMPLIANCE pings were shed too (the reserved slice filled)',
+    );
     assert.ok(s.shed.compliance.ring_full! > 0);
     assert.equal(s.processed, s.admittedTotal);
     const alarms = logs.filter((l) => l.level === 'error' && /COMPLIANCE pings/.test(l.line));
@@ -121,7 +157,10 @@ test('a TCP flood into small rings with the default policy is shed by lane at th
     assert.match(alarms[0]!.line, /^ingest: shed \d+ COMPLIANCE pings in the last \d+\.\ds \(ring_full=\d+/);
     // The lines add up to the COMPLIANCE pings shed (every one is reported, none twice).
     const reported = alarms.reduce((n, a) => n + Number(/shed (\d+) COMPLIANCE/.exec(a.line)![1]), 0);
-    assert.equal(reported, Object.values(s.shed.compliance).reduce((a, b) => a + b, 0));
+    assert.equal(
+      reported,
+      Object.values(s.shed.compliance).reduce((a, b) => a + b, 0),
+    );
     assert.ok(got.length < REFERENCE.length, 'triggers are missing, as the shed counts say');
     console.log(
       `TCP flood of ${TRAFFIC.pings} pings into 2 x 256 slots, policy shed: shed ${JSON.stringify(s.shed)}; ` +
@@ -135,19 +174,30 @@ test('a TCP flood into small rings with the default policy is shed by lane at th
 test("the same flood with ingest.overload 'backpressure' pauses the connection: nothing shed, every trigger once", async () => {
   const got: Trigger[] = [];
   const logs: Array<{ line: string; level: string }> = [];
-  const router = await createRouter(smallRings(got, logs, { listenHost: '127.0.0.1', listenPort: 0, ingest: { overload: 'backpressure' } }));
+  const router = await createRouter(
+    smallRings(got, logs, { listenHost: '127.0.0.1', listenPort: 0, ingest: { overload: 'backpressure' } }),
+  );
   try {
     await sendOverTcp(router.ingestPort!, withComplianceDevices(), 1 << 20);
     await waitFor(() => router.stats().accepted === TRAFFIC.pings, 60_000, 'every ping read');
     const summary = await router.close();
     assertNothingLost(summary, got, TRAFFIC, REFERENCE);
-    assert.deepEqual(logs.filter((l) => l.level === 'error'), []);
+    assert.deepEqual(
+      logs.filter((l) => l.level === 'error'),
+      [],
+    );
   } finally {
     await router.close();
   }
 });
 
 test('a bad overload policy is refused naming the option', async () => {
-  await assert.rejects(createRouter({ listenHost: null, adminHost: null, ingest: { overload: 'drop' as never } }), /options\.ingest\.overload must be "shed" or "backpressure", got "drop"/);
-  await assert.rejects(createRouter({ listenHost: null, adminHost: null, ingest: { inputHighWaterBytes: 10 } }), /options\.ingest\.inputHighWaterBytes must be an integer in \[1024, 1073741824\], got 10/);
+  await assert.rejects(
+    createRouter({ listenHost: null, adminHost: null, ingest: { overload: 'drop' as never } }),
+    /options\.ingest\.overload must be "shed" or "backpressure", got "drop"/,
+  );
+  await assert.rejects(
+    createRouter({ listenHost: null, adminHost: null, ingest: { inputHighWaterBytes: 10 } }),
+    /options\.ingest\.inputHighWaterBytes must be an integer in \[1024, 1073741824\], got 10/,
+  );
 });

@@ -18,7 +18,16 @@ const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', fe
 
 /** A small embedded router (no listener, no admin server, 2 shards, 256-slot rings) with `options` on top. */
 function smallRouter(options: Parameters<typeof createRouter>[0]): ReturnType<typeof createRouter> {
-  return createRouter({ listenHost: null, adminHost: null, shards: 2, poolSize: 1, ringCapacitySlots: 256, maxDevices: 100, log: () => undefined, ...options });
+  return createRouter({
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    log: () => undefined,
+    ...options,
+  });
 }
 
 test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSON', async () => {
@@ -35,11 +44,14 @@ test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSO
     assert.deepEqual(got.map((t) => `${t.type} ${t.fenceId}`).sort(), ['ENTER A', 'ENTER B']);
 
     // Bad GeoJSON: refused, generation unchanged, the old fences keep serving.
-    await assert.rejects(router.reloadFences(fc(square('A', 0, 0, 50), { type: 'Feature', properties: {}, geometry: null })), (err: unknown) => {
-      assert.ok(err instanceof FenceValidationError);
-      assert.equal(err.featureIndex, 1);
-      return true;
-    });
+    await assert.rejects(
+      router.reloadFences(fc(square('A', 0, 0, 50), { type: 'Feature', properties: {}, geometry: null })),
+      (err: unknown) => {
+        assert.ok(err instanceof FenceValidationError);
+        assert.equal(err.featureIndex, 1);
+        return true;
+      },
+    );
 
     // Keep A (moved index), drop B, add C where the device is.
     const r = await router.reloadFences(fc(square('C', 0, 0, 30), square('A', 0, 0, 50)));
@@ -55,7 +67,10 @@ test('reload keeps state, emits EXIT for a removed fence, and refuses bad GeoJSO
     router.ingest(frameOf({ id: 'd', eastM: 300, northM: 0, dtMs: 3000 }));
     const s = await router.close();
     assert.deepEqual(
-      got.slice(3).map((t) => `${t.type} ${t.fenceId}`).sort(),
+      got
+        .slice(3)
+        .map((t) => `${t.type} ${t.fenceId}`)
+        .sort(),
       ['ENTER C', 'EXIT A', 'EXIT C'],
     );
     assert.equal(got.find((t) => t.type === 'EXIT' && t.fenceId === 'A')!.insideMs, 2000);
@@ -85,7 +100,11 @@ test('after a reload, workers that did not get the new store ask for it, and eve
     for (let round = 0; round < 4; round++) {
       for (let d = 0; d < devices; d++) {
         router.ingest(frameOf({ id: `d${d}`, eastM: round % 2 === 0 ? 0 : 300, northM: 0, dtMs: round * 1000 }));
-        await waitFor(() => router.stats().processed === round * devices + d + 1, 10_000, `ping ${round}/${d} processed`);
+        await waitFor(
+          () => router.stats().processed === round * devices + d + 1,
+          10_000,
+          `ping ${round}/${d} processed`,
+        );
       }
     }
     const s = await router.close();
@@ -108,10 +127,16 @@ test('triggers queued across reloads keep their fence ids and their per-device o
     fences: fc(square('A', 0, 0, 50, { tags: ['a'] }), square('B', 1000, 0, 50, { compliance: true, tags: ['b'] })),
     stateDir: null,
     // A downstream that holds every batch until the gate opens: everything queues meanwhile.
-    downstreams: [{ name: 'slow', kind: 'callback', callback: async (ts) => {
-      await gate;
-      got.push(...ts);
-    } }],
+    downstreams: [
+      {
+        name: 'slow',
+        kind: 'callback',
+        callback: async (ts) => {
+          await gate;
+          got.push(...ts);
+        },
+      },
+    ],
   });
   try {
     for (let d = 0; d < 20; d++) {
@@ -126,14 +151,22 @@ test('triggers queued across reloads keep their fence ids and their per-device o
     await router.reloadFences(fc(square('A', 0, 0, 50, { tags: ['a'] }), square('C', 2000, 300, 50)));
     // Then up north into C, 300 m north of the row (no fence on the way).
     for (let d = 0; d < 20; d++) router.ingest(frameOf({ id: `d${d}`, eastM: 2000, northM: 300, dtMs: 2000 }));
-    await waitFor(() => router.stats().triggersTotal === 20 + 10 + 10 + 20, 10_000, 'EXITs and ENTERs after the reloads');
+    await waitFor(
+      () => router.stats().triggersTotal === 20 + 10 + 10 + 20,
+      10_000,
+      'EXITs and ENTERs after the reloads',
+    );
     open();
     const s = await router.close();
     assert.equal(s.delivered, 60);
     assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
     for (let d = 0; d < 20; d++) {
       const mine = got.filter((t) => t.deviceId === `d${d}`).map((t) => `${t.type} ${t.fenceId} [${t.tags.join()}]`);
-      assert.deepEqual(mine, d % 2 === 0 ? ['ENTER A [a]', 'EXIT A [a]', 'ENTER C []'] : ['ENTER B [b]', 'EXIT B [b]', 'ENTER C []'], `d${d}`);
+      assert.deepEqual(
+        mine,
+        d % 2 === 0 ? ['ENTER A [a]', 'EXIT A [a]', 'ENTER C []'] : ['ENTER B [b]', 'EXIT B [b]', 'ENTER C []'],
+        `d${d}`,
+      );
     }
   } finally {
     open();
@@ -162,7 +195,13 @@ test('reloadFences(object) validates and indexes off the calling thread: its eve
     // Validated here, the whole check would run between two turns; off the thread, the loop turns throughout.
     assert.ok(turns > 20, `event-loop turns during the reload: ${turns}`);
     // A collection that fails validation comes back as the FenceValidationError it was.
-    await assert.rejects(router.reloadFences({ type: 'FeatureCollection', features: [{ type: 'Feature', properties: {}, geometry: null }] }), FenceValidationError);
+    await assert.rejects(
+      router.reloadFences({
+        type: 'FeatureCollection',
+        features: [{ type: 'Feature', properties: {}, geometry: null }],
+      }),
+      FenceValidationError,
+    );
   } finally {
     await router.close();
   }

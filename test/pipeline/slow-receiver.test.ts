@@ -48,9 +48,11 @@ function quantile(xs: number[], q: number): number {
 
 test('a receiver at a third of the trigger rate for 30 s, then fast: devices without a backlog keep flowing; afterwards every trigger once, in per-device order, no dead letter', async () => {
   const features: unknown[] = [];
-  for (let r = 0; r < ROWS; r++) for (let c = 0; c < COLUMNS; c++) features.push(square(`g${r}-${c}`, c * PITCH_M, r * PITCH_M, 15));
+  for (let r = 0; r < ROWS; r++)
+    for (let c = 0; c < COLUMNS; c++) features.push(square(`g${r}-${c}`, c * PITCH_M, r * PITCH_M, 15));
   // Each light device's own fence, 5 km north of the grid.
-  for (let i = 0; i < LIGHT; i++) features.push(square(`home${i}`, (i % 40) * 200, 5000 + Math.floor(i / 40) * 200, 20));
+  for (let i = 0; i < LIGHT; i++)
+    features.push(square(`home${i}`, (i % 40) * 200, 5000 + Math.floor(i / 40) * 200, 20));
   const receiver = new MeteredReceiver();
   await receiver.start();
   const router = await createRouter({

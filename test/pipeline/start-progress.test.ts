@@ -11,7 +11,12 @@ test('a slow start says which phase it is in, and the finished start is summaris
   await sleep(120);
   const summary = progress.finish();
   assert.ok(lines.length >= 2, lines.join('\n'));
-  assert.ok(lines.every((l) => /^start: still warming 2 containment workers after \d+ s \(\d+ s since the start began\)$/.test(l)), lines.join('\n'));
+  assert.ok(
+    lines.every((l) =>
+      /^start: still warming 2 containment workers after \d+ s \(\d+ s since the start began\)$/.test(l),
+    ),
+    lines.join('\n'),
+  );
   assert.match(summary, /^started in \d+ ms: checking the fences \d+ ms, warming 2 containment workers \d+ ms$/);
   // After finish, nothing more is said.
   const n = lines.length;

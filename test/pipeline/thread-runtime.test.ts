@@ -6,17 +6,27 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRouter } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
-import { allocateThreadRuntimeRegion, claimPoolBlock, readThreadRuntime, startThreadRuntimeReporter } from '../../src/pipeline/thread-runtime.js';
+import {
+  allocateThreadRuntimeRegion,
+  claimPoolBlock,
+  readThreadRuntime,
+  startThreadRuntimeReporter,
+} from '../../src/pipeline/thread-runtime.js';
 import { RT_REPORTED_AT_MS_F64, RT_STRIDE_F64, RT_THREAD_POOL_FIRST } from '../../src/shm/layout.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, square, T0, waitFor } from './support.js';
 
-test('pool blocks: claimed free first, none while every owner reports, a silent owner\'s block taken over', () => {
+test("pool blocks: claimed free first, none while every owner reports, a silent owner's block taken over", () => {
   const region = allocateThreadRuntimeRegion(2);
   const f64 = new Float64Array(region);
   const now = 1_000_000;
   const claimed = [0, 1, 2, 3].map(() => claimPoolBlock(region, now, 1000));
-  assert.deepEqual(claimed, [RT_THREAD_POOL_FIRST, RT_THREAD_POOL_FIRST + 1, RT_THREAD_POOL_FIRST + 2, RT_THREAD_POOL_FIRST + 3]);
+  assert.deepEqual(claimed, [
+    RT_THREAD_POOL_FIRST,
+    RT_THREAD_POOL_FIRST + 1,
+    RT_THREAD_POOL_FIRST + 2,
+    RT_THREAD_POOL_FIRST + 3,
+  ]);
   for (const b of claimed) f64[b * RT_STRIDE_F64 + RT_REPORTED_AT_MS_F64] = now;
   assert.equal(claimPoolBlock(region, now + 1000, 1000), -1, 'every owner reported a second ago');
   // The owner of the second block stops (a terminated worker): five intervals later its block is free again, cleared.
@@ -24,10 +34,15 @@ test('pool blocks: claimed free first, none while every owner reports, a silent 
   assert.equal(claimPoolBlock(region, now + 1000, 1000), RT_THREAD_POOL_FIRST + 1);
   assert.equal(f64[(RT_THREAD_POOL_FIRST + 1) * RT_STRIDE_F64 + RT_REPORTED_AT_MS_F64], 0);
   // A block that never reported is not read.
-  assert.deepEqual(readThreadRuntime(region, now + 1000, 1000).map((r) => r.thread).sort(), ['containment-0', 'containment-2', 'containment-3']);
+  assert.deepEqual(
+    readThreadRuntime(region, now + 1000, 1000)
+      .map((r) => r.thread)
+      .sort(),
+    ['containment-0', 'containment-2', 'containment-3'],
+  );
 });
 
-test('a reporter writes its thread\'s heap and loop figures, and its block drops out when stopped', async () => {
+test("a reporter writes its thread's heap and loop figures, and its block drops out when stopped", async () => {
   const region = allocateThreadRuntimeRegion(1);
   const reporter = startThreadRuntimeReporter(region, 0, 50);
   const busyUntil = Date.now() + 120;
@@ -69,10 +84,16 @@ test('a running router exports heap and loop figures for each of its threads, po
   const text = await router.metricsText();
   await router.close();
   const heap = new Map<string, number>();
-  for (const m of text.matchAll(/^geofence_thread_heap_used_bytes\{thread="([^"]+)"\} (\d+)/gm)) heap.set(m[1]!, Number(m[2]));
+  for (const m of text.matchAll(/^geofence_thread_heap_used_bytes\{thread="([^"]+)"\} (\d+)/gm))
+    heap.set(m[1]!, Number(m[2]));
   assert.deepEqual([...heap.keys()].sort(), ['containment-0', 'containment-1', 'dispatcher', 'ingest', 'main']);
   for (const [thread, bytes] of heap) assert.ok(bytes > 1e6, `${thread}: ${bytes}`);
-  for (const name of ['geofence_thread_heap_live_bytes', 'geofence_thread_event_loop_utilization_ratio', 'geofence_thread_event_loop_delay_p99_seconds', 'geofence_thread_gc_seconds_total']) {
+  for (const name of [
+    'geofence_thread_heap_live_bytes',
+    'geofence_thread_event_loop_utilization_ratio',
+    'geofence_thread_event_loop_delay_p99_seconds',
+    'geofence_thread_gc_seconds_total',
+  ]) {
     assert.match(text, new RegExp(`^${name}\\{thread="ingest"\\} `, 'm'), name);
   }
   const report = checkDeliveryContract(got, { complete: true, stays: true });

@@ -9,10 +9,15 @@ import { drainOutcome, formatSummary } from '../../src/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { at, square, T0, waitFor } from './support.js';
 
-const NESTED = { type: 'FeatureCollection', features: [square('a', 0, 0, 300), square('b', 0, 0, 200), square('c', 0, 0, 100)] };
+const NESTED = {
+  type: 'FeatureCollection',
+  features: [square('a', 0, 0, 300), square('b', 0, 0, 200), square('c', 0, 0, 100)],
+};
 const WALK = [-400, -250, -150, 0, 150, 250, 400];
 
-async function run(maxFencesPerDevice?: number): Promise<{ got: Trigger[]; log: string[]; metrics: string; lines: string[]; outcome: string }> {
+async function run(
+  maxFencesPerDevice?: number,
+): Promise<{ got: Trigger[]; log: string[]; metrics: string; lines: string[]; outcome: string }> {
   const got: Trigger[] = [];
   const log: string[] = [];
   const router = await createRouter({
@@ -40,19 +45,35 @@ async function run(maxFencesPerDevice?: number): Promise<{ got: Trigger[]; log: 
 
 test('nested squares through a real router: with the default options every fence is tracked, exactly', async () => {
   const r = await run();
-  assert.deepEqual(r.got.map((t) => `${t.type} ${t.fenceId}`), ['ENTER a', 'ENTER b', 'ENTER c', 'EXIT c', 'EXIT b', 'EXIT a']);
+  assert.deepEqual(
+    r.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['ENTER a', 'ENTER b', 'ENTER c', 'EXIT c', 'EXIT b', 'EXIT a'],
+  );
   assert.equal(r.outcome, 'delivered');
   assert.ok(!r.log.some((l) => l.includes('could not track')));
 });
 
 test('a bound of 2: no trigger about the third fence, and it is named in metrics, the log and the summary', async () => {
   const r = await run(2);
-  assert.deepEqual(r.got.map((t) => `${t.type} ${t.fenceId}`), ['ENTER a', 'ENTER b', 'EXIT b', 'EXIT a']);
+  assert.deepEqual(
+    r.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['ENTER a', 'ENTER b', 'EXIT b', 'EXIT a'],
+  );
   assert.match(r.metrics, /geofence_fence_untracked_pings\{fence_id="c"\} 1/);
   assert.match(r.metrics, /geofence_fence_entry_overflows_total 1/);
   const line = r.log.find((l) => l.includes('could not track'));
   assert.ok(line !== undefined, r.log.join('\n'));
-  assert.match(line, /1 pings found a device inside a fence it could not track .*maxFencesPerDevice 2.*Most affected fences: c \(1\)/);
-  assert.ok(r.lines.some((l) => /tracking\s+fence_overflows=1 candidate_overflows=0 implausible_segments=0 cross_over_budget=0 untracked_fences\(c=1\)/.test(l)), r.lines.join('\n'));
+  assert.match(
+    line,
+    /1 pings found a device inside a fence it could not track .*maxFencesPerDevice 2.*Most affected fences: c \(1\)/,
+  );
+  assert.ok(
+    r.lines.some((l) =>
+      /tracking\s+fence_overflows=1 candidate_overflows=0 implausible_segments=0 cross_over_budget=0 untracked_fences\(c=1\)/.test(
+        l,
+      ),
+    ),
+    r.lines.join('\n'),
+  );
   assert.notEqual(r.outcome, 'delivered', 'an untracked stay is loss: not "drained cleanly"');
 });

@@ -16,7 +16,10 @@ for (const sharedStructures of [true, false]) {
   test(`the warm-up touches no counter, device or downstream (sharedStructures ${sharedStructures})`, async () => {
     const got: Trigger[] = [];
     const router = await createRouter({
-      fences: { type: 'FeatureCollection', features: [square('a', 0, 0, 50), square('c', 500, 0, 50, { compliance: true })] },
+      fences: {
+        type: 'FeatureCollection',
+        features: [square('a', 0, 0, 50), square('c', 500, 0, 50, { compliance: true })],
+      },
       listenHost: '127.0.0.1',
       listenPort: 0,
       adminHost: null,
@@ -30,7 +33,18 @@ for (const sharedStructures of [true, false]) {
     try {
       const s = router.stats();
       assert.deepEqual(
-        [s.frames, s.accepted, s.rejectedTotal, s.devices, s.offeredTotal, s.admittedTotal, s.processed, s.triggersTotal, s.tasks, s.heldTimeSamples],
+        [
+          s.frames,
+          s.accepted,
+          s.rejectedTotal,
+          s.devices,
+          s.offeredTotal,
+          s.admittedTotal,
+          s.processed,
+          s.triggersTotal,
+          s.tasks,
+          s.heldTimeSamples,
+        ],
         [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
       );
       await sendOverTcp(router.ingestPort!, Buffer.concat([frameOf({ id: 'dev-1', eastM: 0, northM: 0, dtMs: 0 })]));

@@ -28,7 +28,8 @@ function devicesOn(shard: number, n: number, except: number): number[] {
 /** Each device walks through A: outside, inside, outside (ENTER A, EXIT A). */
 function walkThrough(ids: readonly number[], startMs: number): ScriptedPing[] {
   const out: ScriptedPing[] = [];
-  for (const [k, eastM] of [-200, 0, 200].entries()) for (const id of ids) out.push({ id, eastM, northM: 0, dtMs: startMs + k * 1000 });
+  for (const [k, eastM] of [-200, 0, 200].entries())
+    for (const id of ids) out.push({ id, eastM, northM: 0, dtMs: startMs + k * 1000 });
   return out;
 }
 
@@ -80,13 +81,21 @@ test('a hung containment task is aborted by the watchdog; /healthz is 503 meanwh
     // Devices on the hung group's shard and on the other one, before the hang (processed normally).
     const before = [...devicesOn(hungShard, 3, HUNG), ...devicesOn(1 - hungShard, 3, HUNG)];
     for (const p of walkThrough(before, 0)) router.ingest(frameOf(p));
-    await waitFor(() => byDevice(called).size === before.length && called.length === 2 * before.length, 10_000, 'triggers before the hang');
+    await waitFor(
+      () => byDevice(called).size === before.length && called.length === 2 * before.length,
+      10_000,
+      'triggers before the hang',
+    );
 
     // The hang: alone in its batch, so the batch the watchdog drops is that one ping.
     router.ingest(frameOf({ id: HUNG, eastM: 0, northM: 0, dtMs: 10_000 }));
     await new Promise((r) => setTimeout(r, 150));
     const t0 = Date.now();
-    const after = [...devicesOn(hungShard, 4, HUNG).slice(3), ...devicesOn(1 - hungShard, 4, HUNG).slice(3), ...devicesOn(hungShard, 6, HUNG).slice(4)];
+    const after = [
+      ...devicesOn(hungShard, 4, HUNG).slice(3),
+      ...devicesOn(1 - hungShard, 4, HUNG).slice(3),
+      ...devicesOn(hungShard, 6, HUNG).slice(4),
+    ];
     for (const p of walkThrough(after, 20_000)) router.ingest(frameOf(p));
 
     // Detection: /healthz turns 503 naming the stalled shard, and /readyz agrees.
@@ -105,7 +114,11 @@ test('a hung containment task is aborted by the watchdog; /healthz is 503 meanwh
     assert.ok(Date.now() - t0 >= 300, 'not declared hung before the stall timeout');
 
     // Continuity: every later device's walk is delivered, the hung group's shard included.
-    await waitFor(() => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2), 10_000, 'triggers after the hang');
+    await waitFor(
+      () => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2),
+      10_000,
+      'triggers after the hang',
+    );
     expectWalks(called, [...before, ...after]);
     // Healthy again once the replacement task made progress.
     let status = 0;
@@ -146,7 +159,11 @@ for (const [mode, BAD, what] of [
       await waitFor(() => router.stats().lost === 1, 5000, 'the lost batch counted');
       const after = [...devicesOn(badShard, 5, BAD).slice(2), ...devicesOn(1 - badShard, 5, BAD).slice(2)];
       for (const p of walkThrough(after, 20_000)) router.ingest(frameOf(p));
-      await waitFor(() => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2), 10_000, `triggers after the ${mode}`);
+      await waitFor(
+        () => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2),
+        10_000,
+        `triggers after the ${mode}`,
+      );
       expectWalks(called, [...before, ...after]);
       assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
       const text = await router.metricsText();

@@ -43,7 +43,10 @@ test('read + release allocates nothing', async () => {
     }
     const n = ring.available();
     const slot = ring.readSlot(0);
-    sink[0]! += f64[slot * strideF64 + TEL_LAT_F64]! + f64[slot * strideF64 + TEL_LON_F64]! + i32[slot * strideI32 + TEL_DEVICE_SLOT_I32]!;
+    sink[0]! +=
+      f64[slot * strideF64 + TEL_LAT_F64]! +
+      f64[slot * strideF64 + TEL_LON_F64]! +
+      i32[slot * strideI32 + TEL_DEVICE_SLOT_I32]!;
     ring.release(n > 0 ? 1 : 0);
   });
   assertNoAllocation(report);

@@ -33,8 +33,12 @@ async function moveRecords(capacitySlots: number, count: number, batchSlots: num
   const controlBuffer = new SharedArrayBuffer(4);
   const consumerData: RingConsumerData = { ringBuffer, controlBuffer, count, seed };
   const producerData: RingProducerData = { ringBuffer, controlBuffer, count, seed, batchSlots };
-  const consumer = new Worker(new URL('./fixtures/ring-consumer-thread.js', import.meta.url), { workerData: consumerData });
-  const producer = new Worker(new URL('./fixtures/ring-producer-thread.js', import.meta.url), { workerData: producerData });
+  const consumer = new Worker(new URL('./fixtures/ring-consumer-thread.js', import.meta.url), {
+    workerData: consumerData,
+  });
+  const producer = new Worker(new URL('./fixtures/ring-producer-thread.js', import.meta.url), {
+    workerData: producerData,
+  });
   const consumerResult = resultOf<ConsumerResult>(consumer);
   const producerResult = resultOf<ProducerResult>(producer);
   try {
@@ -50,7 +54,10 @@ async function moveRecords(capacitySlots: number, count: number, batchSlots: num
 test('10 million seeded records cross a 1024-slot ring between two threads intact and in order', async () => {
   const count = 10_000_000;
   const { consumed, produced, ring } = await moveRecords(1024, count, 64, 0x5eed1234);
-  assert.deepEqual({ ok: consumed.ok, seq: consumed.seq, field: consumed.field }, { ok: true, seq: undefined, field: undefined });
+  assert.deepEqual(
+    { ok: consumed.ok, seq: consumed.seq, field: consumed.field },
+    { ok: true, seq: undefined, field: undefined },
+  );
   assert.equal(consumed.consumed, count);
   assert.equal(produced.produced, count);
   // The ring wrapped count / capacity times and holds nothing extra.

@@ -6,7 +6,12 @@
 import { connect } from 'node:net';
 import { encodePingInto, MAX_PING_BYTES } from '../../src/ingest/ping-encoder.js';
 import type { FleetPing } from '../../src/fences/synthetic-fleet.js';
-import { generateSyntheticCity, mulberry32, syntheticCityBounds, type FeatureCollectionJson } from '../../src/fences/synthetic-city.js';
+import {
+  generateSyntheticCity,
+  mulberry32,
+  syntheticCityBounds,
+  type FeatureCollectionJson,
+} from '../../src/fences/synthetic-city.js';
 
 /** Options of cityTraffic. */
 export interface CityTrafficOptions {
@@ -97,7 +102,13 @@ export function cityTraffic(o: CityTrafficOptions): CityTraffic {
  * keeping to the rate over the whole run; resolves when all are written and the connection ended. Returns the
  * achieved rate.
  */
-export async function sendPaced(port: number, traffic: CityTraffic, ratePerSec: number, from = 0, to = traffic.pings): Promise<number> {
+export async function sendPaced(
+  port: number,
+  traffic: CityTraffic,
+  ratePerSec: number,
+  from = 0,
+  to = traffic.pings,
+): Promise<number> {
   const socket = connect({ host: '127.0.0.1', port });
   socket.setNoDelay(true);
   await new Promise<void>((resolve, reject) => {

@@ -47,8 +47,10 @@ export function checkDeliveryContract(received: readonly Trigger[], options: Con
     const content = contentOf(t);
     const before = seen.get(key);
     if (before !== undefined) {
-      if (before !== content) note(`device ${JSON.stringify(t.deviceId)} seq ${t.seq} names two triggers: ${before} / ${content}`);
-      else if (options.allowRedelivery !== true) note(`device ${JSON.stringify(t.deviceId)} seq ${t.seq} arrived twice`);
+      if (before !== content)
+        note(`device ${JSON.stringify(t.deviceId)} seq ${t.seq} names two triggers: ${before} / ${content}`);
+      else if (options.allowRedelivery !== true)
+        note(`device ${JSON.stringify(t.deviceId)} seq ${t.seq} arrived twice`);
       continue;
     }
     seen.set(key, content);

@@ -7,7 +7,14 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Unpackr } from 'msgpackr';
-import { allocateDeviceState, buildFenceStore, ContainmentEngine, DeviceState, FenceStore, parseFences } from '../../src/fences/index.js';
+import {
+  allocateDeviceState,
+  buildFenceStore,
+  ContainmentEngine,
+  DeviceState,
+  FenceStore,
+  parseFences,
+} from '../../src/fences/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { allocateCounterRegion } from '../../src/shm/regions.js';
 import { CNT_BLOCK_F64 } from '../../src/shm/layout.js';
@@ -66,17 +73,35 @@ export function triggerKey(t: Pick<Trigger, 'deviceId' | 'type' | 'fenceId' | 'e
  */
 export function referenceTriggers(traffic: CityTraffic, maxFencesPerDevice = 16): string[] {
   const store = FenceStore.open(buildFenceStore(parseFences(traffic.fences), 1));
-  const pings = new Unpackr({ useRecords: false, mapsAsObjects: true }).unpackMultiple(traffic.frames) as Array<{ id: string; lat: number; lon: number; ts: number }>;
+  const pings = new Unpackr({ useRecords: false, mapsAsObjects: true }).unpackMultiple(traffic.frames) as Array<{
+    id: string;
+    lat: number;
+    lon: number;
+    ts: number;
+  }>;
   const slots = new Map<string, number>();
   for (const p of pings) if (!slots.has(p.id)) slots.set(p.id, slots.size);
   const ids = [...slots.keys()];
   const state = DeviceState.open(allocateDeviceState(slots.size, maxFencesPerDevice));
-  const engine = new ContainmentEngine(store, state, new Float64Array(allocateCounterRegion(2, CNT_BLOCK_F64)), CNT_BLOCK_F64);
+  const engine = new ContainmentEngine(
+    store,
+    state,
+    new Float64Array(allocateCounterRegion(2, CNT_BLOCK_F64)),
+    CNT_BLOCK_F64,
+  );
   const ring = triggerRing(4096);
   const out: string[] = [];
   for (const p of pings) {
     engine.processPing(slots.get(p.id)!, p.lat, p.lon, p.ts, 0, 1, ring);
-    for (const t of drain(ring)) out.push(triggerKey({ deviceId: ids[t.slot]!, type: t.type as Trigger['type'], fenceId: store.fenceId(t.fence), eventTimeMs: t.eventTimeMs }));
+    for (const t of drain(ring))
+      out.push(
+        triggerKey({
+          deviceId: ids[t.slot]!,
+          type: t.type as Trigger['type'],
+          fenceId: store.fenceId(t.fence),
+          eventTimeMs: t.eventTimeMs,
+        }),
+      );
   }
   return out;
 }
@@ -85,7 +110,11 @@ export function referenceTriggers(traffic: CityTraffic, maxFencesPerDevice = 16)
  * Compares delivered triggers with the reference: returns what is missing and what is extra or repeated (at most
  * `max` of each), empty when each reference trigger was delivered exactly once.
  */
-export function compareWithReference(delivered: readonly Trigger[], reference: readonly string[], max = 10): { missing: string[]; extra: string[]; missingCount: number; extraCount: number } {
+export function compareWithReference(
+  delivered: readonly Trigger[],
+  reference: readonly string[],
+  max = 10,
+): { missing: string[]; extra: string[]; missingCount: number; extraCount: number } {
   const want = new Map<string, number>();
   for (const k of reference) want.set(k, (want.get(k) ?? 0) + 1);
   const extra: string[] = [];

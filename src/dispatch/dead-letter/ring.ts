@@ -56,7 +56,16 @@ export class DeadLetterRing {
    * (-1: none), stamped `nowNs`. Returns its index, or -1 (nothing stored) when the ring is full: the caller flushes
    * and puts again.
    */
-  put(f64: Float64Array, i32: Int32Array, baseF64: number, baseI32: number, downstreamIndex: number, status: number, slotRef: number, nowNs: number): number {
+  put(
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    downstreamIndex: number,
+    status: number,
+    slotRef: number,
+    nowNs: number,
+  ): number {
     if (this.count === this.capacityRecords) return -1;
     const index = this.count;
     const f = index * DREC_STRIDE_F64;

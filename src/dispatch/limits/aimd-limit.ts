@@ -16,7 +16,7 @@ export interface AimdLimitOptions {
 }
 
 /** Defaults of AimdLimit (the loss-based algorithm as the Netflix library defines it, with a floor of 1). */
-export const AIMD_LIMIT_DEFAULTS: AimdLimitOptions = {
+const AIMD_LIMIT_DEFAULTS: AimdLimitOptions = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,

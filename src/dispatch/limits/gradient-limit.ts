@@ -257,9 +257,17 @@ export class GradientLimit implements Limit {
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
     this.sampleCell[2] = nowNs;
-    if (!didDrop && !this.unconfirmedFastCut && this.estimate >= o.fastDecreaseMinLimit && rtt >= o.fastDecreaseRttRatio * this.rttMinNs) {
+    if (
+      !didDrop &&
+      !this.unconfirmedFastCut &&
+      this.estimate >= o.fastDecreaseMinLimit &&
+      rtt >= o.fastDecreaseRttRatio * this.rttMinNs
+    ) {
       if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
-      if (this.slowRun >= o.fastDecreaseSamples && nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs) {
+      if (
+        this.slowRun >= o.fastDecreaseSamples &&
+        nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs
+      ) {
         this.fastDecrease();
         return;
       }
@@ -326,7 +334,10 @@ export class GradientLimit implements Limit {
       const mayGrow =
         used && (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
       const allowance = mayGrow ? Math.sqrt(L) : 0;
-      const next = Math.max(o.minLimit, Math.min(o.maxLimit, L * (1 - o.smoothing) + (L * g + allowance) * o.smoothing));
+      const next = Math.max(
+        o.minLimit,
+        Math.min(o.maxLimit, L * (1 - o.smoothing) + (L * g + allowance) * o.smoothing),
+      );
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
     }
@@ -340,7 +351,10 @@ export class GradientLimit implements Limit {
     const o = this.o;
     if (didDrop) {
       // Loss during a probe still backs off, at most once per interval.
-      if (nowNs - this.lastUpdateNs >= Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs) && startNs >= this.freshFromNs) {
+      if (
+        nowNs - this.lastUpdateNs >= Math.max(o.updateIntervalNs, o.updateIntervalRtts * this.rttMinNs) &&
+        startNs >= this.freshFromNs
+      ) {
         this.savedEstimate = Math.max(o.minLimit, this.savedEstimate * o.backoffRatio);
         this.recordBackoff();
         this.lastUpdateNs = nowNs;

@@ -20,7 +20,7 @@ export interface Gradient2LimitOptions {
 }
 
 /** Defaults of Gradient2Limit (the Netflix library's, with a floor of 1 instead of 20). */
-export const GRADIENT2_LIMIT_DEFAULTS: Gradient2LimitOptions = {
+const GRADIENT2_LIMIT_DEFAULTS: Gradient2LimitOptions = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,

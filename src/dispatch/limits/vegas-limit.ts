@@ -20,7 +20,7 @@ export interface VegasLimitOptions {
 }
 
 /** Defaults of VegasLimit (the Netflix library's, with a floor of 1). */
-export const VEGAS_LIMIT_DEFAULTS: VegasLimitOptions = {
+const VEGAS_LIMIT_DEFAULTS: VegasLimitOptions = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,

@@ -49,7 +49,8 @@ export class NdjsonSink implements Sink {
       } else {
         const fd = this.fd;
         await new Promise<void>((resolve, reject) => fs.write(fd, text, (err) => (err ? reject(err) : resolve())));
-        if (this.fsync) await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+        if (this.fsync)
+          await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
       }
       return RESULT_OK;
     } catch {

@@ -17,14 +17,14 @@ export interface WebhookSinkOptions {
 }
 
 /** Defaults of WebhookSink (url has none). */
-export const WEBHOOK_SINK_DEFAULTS: Omit<WebhookSinkOptions, 'url'> = {
+const WEBHOOK_SINK_DEFAULTS: Omit<WebhookSinkOptions, 'url'> = {
   timeoutMs: 10_000,
   maxSockets: 256,
   headers: {},
 };
 
 /** Response header in which a consumer may advertise its credit window. */
-export const CREDIT_HEADER = 'x-credit-window';
+const CREDIT_HEADER = 'x-credit-window';
 
 /**
  * HTTP webhook sink: each batch is one `POST` of a JSON array (see `batchJson`) over keep-alive connections

@@ -60,8 +60,3 @@ export class ReadableSource implements TelemetrySource {
 export function fileSource(path: string, readChunkBytes = 64 * 1024): ReadableSource {
   return new ReadableSource(`file ${path}`, () => createReadStream(path, { highWaterMark: readChunkBytes }));
 }
-
-/** Reads frames from the process's stdin. */
-export function stdinSource(): ReadableSource {
-  return new ReadableSource('stdin', () => process.stdin);
-}

@@ -27,7 +27,13 @@ import {
   ING_HELD_BYTES_F64,
 } from '../../shm/layout.js';
 import type { IngestEdge, IngestStream } from '../ingest-edge.js';
-import { FloodGuard, hasFloodLimits, NO_FLOOD_LIMITS, validateFloodLimits, type FloodLimits } from '../stream-limits.js';
+import {
+  FloodGuard,
+  hasFloodLimits,
+  NO_FLOOD_LIMITS,
+  validateFloodLimits,
+  type FloodLimits,
+} from '../stream-limits.js';
 import type { TelemetrySource } from './source.js';
 
 /** Options of the TCP source. */
@@ -70,7 +76,7 @@ interface Connection {
 }
 
 /** Defaults of the TCP source. */
-export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
+const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
   host: '0.0.0.0',
   port: 7070,
   maxConnections: 10_000,
@@ -84,19 +90,26 @@ export const TCP_SOURCE_DEFAULTS: Readonly<TcpSourceOptions> = {
 };
 
 /** Validates TCP source options; throws naming the option and its range. */
-export function validateTcpSourceOptions(o: TcpSourceOptions, prefix = 'options'): void {
-  if (typeof o.host !== 'string' || o.host.length === 0) throw new RangeError(`${prefix}.host must be a non-empty string, got ${String(o.host)}`);
-  if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new RangeError(`${prefix}.port must be an integer in [0, 65535], got ${String(o.port)}`);
+function validateTcpSourceOptions(o: TcpSourceOptions, prefix = 'options'): void {
+  if (typeof o.host !== 'string' || o.host.length === 0)
+    throw new RangeError(`${prefix}.host must be a non-empty string, got ${String(o.host)}`);
+  if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535)
+    throw new RangeError(`${prefix}.port must be an integer in [0, 65535], got ${String(o.port)}`);
   if (!Number.isInteger(o.maxConnections) || o.maxConnections < 1 || o.maxConnections > 1_000_000) {
-    throw new RangeError(`${prefix}.maxConnections must be an integer in [1, 1000000], got ${String(o.maxConnections)}`);
+    throw new RangeError(
+      `${prefix}.maxConnections must be an integer in [1, 1000000], got ${String(o.maxConnections)}`,
+    );
   }
-  if (!Number.isInteger(o.idleTimeoutMs) || o.idleTimeoutMs < 0) throw new RangeError(`${prefix}.idleTimeoutMs must be an integer >= 0, got ${String(o.idleTimeoutMs)}`);
+  if (!Number.isInteger(o.idleTimeoutMs) || o.idleTimeoutMs < 0)
+    throw new RangeError(`${prefix}.idleTimeoutMs must be an integer >= 0, got ${String(o.idleTimeoutMs)}`);
   if (o.overload !== 'shed' && o.overload !== 'backpressure') {
     throw new RangeError(`${prefix}.overload must be "shed" or "backpressure", got ${String(o.overload)}`);
   }
   validateFloodLimits(o.flood, prefix);
   if (!Number.isInteger(o.frameDeadlineMs) || o.frameDeadlineMs < 0 || o.frameDeadlineMs > 3_600_000) {
-    throw new RangeError(`${prefix}.frameDeadlineMs must be an integer in [0, 3600000], got ${String(o.frameDeadlineMs)}`);
+    throw new RangeError(
+      `${prefix}.frameDeadlineMs must be an integer in [0, 3600000], got ${String(o.frameDeadlineMs)}`,
+    );
   }
   if (!Number.isInteger(o.maxHeldBytes) || o.maxHeldBytes < 65_536 || o.maxHeldBytes > 2 ** 40) {
     throw new RangeError(`${prefix}.maxHeldBytes must be an integer in [65536, 2^40], got ${String(o.maxHeldBytes)}`);
@@ -208,12 +221,20 @@ export class TcpSource implements TelemetrySource {
     };
     const tls = this.options.tls;
     const token = this.options.authToken;
-    const accept = token === null ? onConnection : (socket: Socket): void => this.authenticate(socket, token, counters, onConnection);
+    const accept =
+      token === null
+        ? onConnection
+        : (socket: Socket): void => this.authenticate(socket, token, counters, onConnection);
     let server: Server;
     if (tls === null) {
       server = createServer({ noDelay: true }, accept);
     } else {
-      const tlsOptions: TlsOptions = { cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2', handshakeTimeout: AUTH_DEADLINE_MS };
+      const tlsOptions: TlsOptions = {
+        cert: tls.cert,
+        key: tls.key,
+        minVersion: 'TLSv1.2',
+        handshakeTimeout: AUTH_DEADLINE_MS,
+      };
       if (tls.ca !== null) {
         tlsOptions.ca = tls.ca;
         tlsOptions.requestCert = true;
@@ -233,7 +254,10 @@ export class TcpSource implements TelemetrySource {
     const deadlineMs = this.options.frameDeadlineMs;
     if (deadlineMs > 0) {
       // One sweep for every connection, a few times per deadline.
-      this.deadlineTimer = setInterval(() => this.closeLateFrames(counters), Math.max(50, Math.min(1000, deadlineMs / 4)));
+      this.deadlineTimer = setInterval(
+        () => this.closeLateFrames(counters),
+        Math.max(50, Math.min(1000, deadlineMs / 4)),
+      );
       this.deadlineTimer.unref();
     }
     return new Promise((resolve, reject) => {
@@ -305,7 +329,9 @@ export class TcpSource implements TelemetrySource {
 
   /** Closes connections, oldest partial frame first, until the held bytes fit the budget. */
   private closeOldestPartials(counters: Float64Array): void {
-    const partial = [...this.connections.values()].filter((c) => c.held > 0).sort((a, b) => a.partialSinceMs - b.partialSinceMs);
+    const partial = [...this.connections.values()]
+      .filter((c) => c.held > 0)
+      .sort((a, b) => a.partialSinceMs - b.partialSinceMs);
     for (const c of partial) {
       if (this.heldTotal <= this.options.maxHeldBytes) break;
       this.drop(c, ConnectionDropReason.HELD_BYTES, counters);
@@ -316,7 +342,8 @@ export class TcpSource implements TelemetrySource {
   private closeLateFrames(counters: Float64Array): void {
     const before = Date.now() - this.options.frameDeadlineMs;
     for (const c of this.connections.values()) {
-      if (c.partialSinceMs >= 0 && c.partialSinceMs < before) this.drop(c, ConnectionDropReason.FRAME_DEADLINE, counters);
+      if (c.partialSinceMs >= 0 && c.partialSinceMs < before)
+        this.drop(c, ConnectionDropReason.FRAME_DEADLINE, counters);
     }
   }
 
