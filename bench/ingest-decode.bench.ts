@@ -14,7 +14,7 @@ import { allocateDeviceIdTable, DeviceRegistry } from '../src/ingest/device-regi
 import { IngestEdge, type PingSink } from '../src/ingest/ingest-edge.js';
 import { NO_COMPLIANCE } from '../src/ingest/lane-classifier.js';
 import type { PingFields } from '../src/ingest/ping-fields.js';
-import { allocatePipelineRegion, PipelineRegion } from '../src/ingest/pipeline-region.js';
+import { allocatePipelineRegion, PipelineRegion } from '../src/shm/pipeline-region.js';
 import { RejectLog } from '../src/ingest/reject-log.js';
 import { TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from '../src/ingest/wire-format.js';
 import { Fleet, type FleetPing } from './loadgen/fleet.js';

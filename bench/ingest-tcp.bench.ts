@@ -14,7 +14,7 @@ import { ING_ACCEPTED_F64, ING_FRAMES_F64 } from '../src/shm/layout.js';
 import { allocateDeviceIdTable, DeviceRegistry } from '../src/ingest/device-registry.js';
 import { IngestEdge, type PingSink } from '../src/ingest/ingest-edge.js';
 import { NO_COMPLIANCE } from '../src/ingest/lane-classifier.js';
-import { allocatePipelineRegion, PipelineRegion } from '../src/ingest/pipeline-region.js';
+import { allocatePipelineRegion, PipelineRegion } from '../src/shm/pipeline-region.js';
 import { RejectLog } from '../src/ingest/reject-log.js';
 import { TcpSource } from '../src/ingest/sources/tcp-source.js';
 

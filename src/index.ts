@@ -5,7 +5,8 @@
  *
  * The package entry: `createRouter(options)` and the types an embedding needs.
  */
-export { createRouter, type Router, type RouterExtras, type RouterSummary, type ReloadResult } from './router.js';
+export { createRouter } from './router/create-router.js';
+export type { Router, RouterExtras, RouterSummary, ReloadResult } from './router/api.js';
 export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
 export { heldTimeWindow } from './pipeline/stats.js';
 export type { Trigger } from './dispatch/trigger.js';

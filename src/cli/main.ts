@@ -15,8 +15,9 @@ import { loadConfigFile } from '../config/config-file.js';
 import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
 import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
-import { createRouter, type Router } from '../router.js';
-import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../status.js';
+import type { Router } from '../router/api.js';
+import { createRouter } from '../router/create-router.js';
+import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../router/status.js';
 
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;

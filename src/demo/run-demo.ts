@@ -13,8 +13,9 @@ import type { DownstreamOptions, RouterOptionsInput } from '../config/options.js
 import { generateSyntheticCity, syntheticCityBounds } from '../fences/synthetic-city.js';
 import { M_PER_DEG } from '../fences/geometry.js';
 import type { RouterStats } from '../pipeline/stats.js';
-import { createRouter, type Router } from '../router.js';
-import { formatStatusLine } from '../status.js';
+import type { Router } from '../router/api.js';
+import { createRouter } from '../router/create-router.js';
+import { formatStatusLine } from '../router/status.js';
 import { mulberry32 } from '../fences/synthetic-fleet.js';
 import { SimulatedService } from './simulated-service.js';
 import { DemoTraffic } from './traffic.js';

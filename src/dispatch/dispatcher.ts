@@ -117,7 +117,7 @@ import { carryOver, copyRecord, readPendingRecords, takeOver, type CarriedRecord
 import { DeadLetterRing } from './dead-letter/ring.js';
 import { Downstream, type DeadLetterTarget, type DeliveredHook, type DownstreamOptions } from './downstream.js';
 import { FenceCatalog } from './fence-catalog.js';
-import { TriggerRouter } from './router.js';
+import { TriggerRouter } from './trigger-router.js';
 import type { TriggerNamer } from './sinks/format.js';
 import type { BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';

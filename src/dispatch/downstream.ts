@@ -55,7 +55,7 @@ import { Limiter, NO_PERMIT } from './limiter.js';
 import { GradientLimit } from './limits/gradient-limit.js';
 import type { Limit } from './limits/limit.js';
 import { copyTrigger, laneOf } from './record.js';
-import type { Subscription } from './router.js';
+import type { Subscription } from './trigger-router.js';
 import { classifyResult, Outcome, type Sink, type SinkResult } from './sinks/sink.js';
 import { TriggerBatch, type BatchNames } from './sinks/trigger-batch.js';
 import { checkNumber } from './validate.js';

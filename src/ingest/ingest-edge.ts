@@ -29,7 +29,7 @@ import {
   type StationaryThresholds,
 } from './lane-classifier.js';
 import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
-import type { PipelineRegion } from './pipeline-region.js';
+import type { PipelineRegion } from '../shm/pipeline-region.js';
 import type { RejectLog } from './reject-log.js';
 import { PausableFeed, RoomWaiter, UNBOUNDED_ROOM, type PausableFeedHooks } from './backpressure.js';
 

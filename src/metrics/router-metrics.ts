@@ -102,7 +102,7 @@ import {
 } from '../dispatch/metric-names.js';
 import { copyPublished } from '../shm/published-copy.js';
 import { HELD_BUCKET_BOUNDS_S } from '../pipeline/held-time.js';
-import { PipelineRegion } from '../ingest/pipeline-region.js';
+import { PipelineRegion } from '../shm/pipeline-region.js';
 import { MetricNames } from './metric-names.js';
 import { readThreadRuntime, type ThreadRuntimeReading } from '../pipeline/thread-runtime.js';
 

@@ -20,7 +20,7 @@ import { ContainmentEngine } from '../fences/engine.js';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore } from '../fences/store.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
-import { PipelineRegion } from '../ingest/pipeline-region.js';
+import { PipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
   RingKind,

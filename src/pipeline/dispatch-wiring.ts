@@ -16,7 +16,7 @@ import {
 } from '../dispatch/limits/index.js';
 import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 import type { DispatcherDownstreamOptions } from '../dispatch/dispatcher.js';
-import type { Subscription } from '../dispatch/router.js';
+import type { Subscription } from '../dispatch/trigger-router.js';
 import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
 import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';

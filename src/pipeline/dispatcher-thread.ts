@@ -16,7 +16,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { Dispatcher, OFFER_BLOCKED } from '../dispatch/dispatcher.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
-import { PipelineRegion } from '../ingest/pipeline-region.js';
+import { PipelineRegion } from '../shm/pipeline-region.js';
 import { nowNs } from '../shm/clock.js';
 import {
   TRG_DEVICE_SLOT_I32,

@@ -18,7 +18,7 @@ import { DeviceExpiry } from './device-expiry.js';
 import type { FloodLimits } from '../ingest/stream-limits.js';
 import { readFileSync } from 'node:fs';
 import type { IngestTlsConfig } from '../config/options.js';
-import { PipelineRegion } from '../ingest/pipeline-region.js';
+import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';

@@ -21,7 +21,7 @@ import {
   CTL_STDIN_BYTES_I32,
   CTL_STDIN_WAITING_I32,
 } from '../shm/layout.js';
-import type { PipelineRegion } from '../ingest/pipeline-region.js';
+import type { PipelineRegion } from '../shm/pipeline-region.js';
 
 /** High-water marks of the backlog. */
 export interface InputHighWaterMarks {

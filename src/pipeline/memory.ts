@@ -5,7 +5,7 @@
 import { metricsCells } from '../dispatch/dispatcher.js';
 import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { allocateDeviceIdTable } from '../ingest/device-registry.js';
-import { allocatePipelineRegion } from '../ingest/pipeline-region.js';
+import { allocatePipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
   PST_REGION_F64,

@@ -10,7 +10,7 @@ import { ADM_BLOCK_F64, RingKind, TELEMETRY_STRIDE_BYTES } from '../../src/shm/l
 import { allocateCounterRegion, allocateRingRegion } from '../../src/shm/regions.js';
 import { SpscRing } from '../../src/shm/ring.js';
 import { AdminServer } from '../../src/admin/admin-server.js';
-import { allocatePipelineRegion } from '../../src/ingest/pipeline-region.js';
+import { allocatePipelineRegion } from '../../src/shm/pipeline-region.js';
 import { MetricNames } from '../../src/metrics/metric-names.js';
 import { RouterMetrics } from '../../src/metrics/router-metrics.js';
 import { parseExposition, sampleValue } from '../metrics/exposition.js';

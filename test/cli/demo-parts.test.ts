@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { drainedCleanly, drainOutcome, formatStatusLine, formatSummary } from '../../src/status.js';
+import { drainedCleanly, drainOutcome, formatStatusLine, formatSummary } from '../../src/router/status.js';
 import { heldBucketBoundNs } from '../../src/pipeline/held-time.js';
 import { heldTimeWindow } from '../../src/pipeline/stats.js';
 import { HELD_BUCKET_COUNT } from '../../src/shm/layout.js';

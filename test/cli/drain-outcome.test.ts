@@ -13,7 +13,7 @@ import {
   EXIT_LOSS,
   exitCodeOf,
   formatSummary,
-} from '../../src/status.js';
+} from '../../src/router/status.js';
 import { createRouter, type RouterSummary } from '../../src/index.js';
 
 test('the drain outcome, its exit code and the summary list every loss by lane and reason', async () => {

@@ -15,7 +15,7 @@ import { DeadLetterRing } from '../../src/dispatch/dead-letter/ring.js';
 import { DeviceQueues } from '../../src/dispatch/device-queues.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
-import { TriggerRouter } from '../../src/dispatch/router.js';
+import { TriggerRouter } from '../../src/dispatch/trigger-router.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { BacklogLog, LOAD_NONE } from '../../src/durable/backlog-log.js';
 import { TriggerCodec } from '../../src/durable/trigger-codec.js';

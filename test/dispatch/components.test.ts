@@ -19,7 +19,7 @@ import { DeviceQueues, ReadyList } from '../../src/dispatch/device-queues.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { Limiter, NO_PERMIT } from '../../src/dispatch/limiter.js';
 import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
-import { TriggerRouter } from '../../src/dispatch/router.js';
+import { TriggerRouter } from '../../src/dispatch/trigger-router.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { parseRetryAfterMs } from '../../src/dispatch/sinks/webhook-sink.js';
 import { DeadLetterFile, positionOffset } from '../../src/durable/dead-letter-file.js';

@@ -11,7 +11,7 @@ import { allocateDeviceIdTable, DeviceRegistry } from '../../src/ingest/device-r
 import { IngestEdge, type IngestEdgeOptions, type PingSink } from '../../src/ingest/ingest-edge.js';
 import { NO_COMPLIANCE, type LanePredicates } from '../../src/ingest/lane-classifier.js';
 import type { PingFields } from '../../src/ingest/ping-fields.js';
-import { allocatePipelineRegion, PipelineRegion } from '../../src/ingest/pipeline-region.js';
+import { allocatePipelineRegion, PipelineRegion } from '../../src/shm/pipeline-region.js';
 import { RejectLog } from '../../src/ingest/reject-log.js';
 
 /** A copied ping. */

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ING_BYTES_F64, REJECT_REASON_NAMES } from '../../src/shm/layout.js';
-import { allocatePipelineRegion, PipelineRegion } from '../../src/ingest/pipeline-region.js';
+import { allocatePipelineRegion, PipelineRegion } from '../../src/shm/pipeline-region.js';
 import { MetricNames } from '../../src/metrics/metric-names.js';
 import { RouterMetrics } from '../../src/metrics/router-metrics.js';
 import { parseExposition, sampleValue } from './exposition.js';

@@ -11,7 +11,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRouter, type Router } from '../../src/index.js';
-import { formatSummary } from '../../src/status.js';
+import { formatSummary } from '../../src/router/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, byDevice, square, T0, TriggerServer, waitFor } from './support.js';

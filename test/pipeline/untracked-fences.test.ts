@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRouter } from '../../src/index.js';
-import { drainOutcome, formatSummary } from '../../src/status.js';
+import { drainOutcome, formatSummary } from '../../src/router/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { at, square, T0, waitFor } from './support.js';
 

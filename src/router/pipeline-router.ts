@@ -1,15 +1,10 @@
 /**
- * The router (main thread): `createRouter(options)` starts the pipeline threads over freshly allocated shared memory
- * and returns a `Router` for embedding: in-process input, fence reloads, stats, metrics, drain and close.
+ * PipelineRouter (main thread): the lifecycle of one router over its shared memory. It starts the threads (dispatcher
+ * first, then the ingest thread with its containment pool) and the admin server, forwards in-process and stdin input,
+ * runs the checkpoint and progress timers, queues fence reloads (fence-swap.ts does the swap), and drains and closes.
  *
  *   main thread: options, fence loading and reload, admin HTTP server, the embedding's callbacks (bridge), stats
  *   ingest thread (owns the containment pool) -> telemetry rings -> pool workers -> trigger rings -> dispatcher thread
- *
- * Reload protocol: build the new store generation here (a FenceValidationError leaves the old one serving); give it to
- * the dispatcher (it names triggers of every generation still in flight); pause the pool (batches in flight finish on
- * the generation they started with); wait until the dispatcher has read every shard's trigger ring (so a reload EXIT
- * never overtakes the ENTER it closes); carry the device state over, writing EXITs for removed fences into the
- * control trigger ring; wait until the dispatcher has read those too; publish the generation and resume the pool.
  *
  * Durable state (see src/pipeline/state-keeper.ts): the state directory is locked and restored before any thread
  * starts; the dispatcher thread starts next (it takes over what the downstreams' files hold), then the restore's EXITs
@@ -17,36 +12,25 @@
  * chain as reloads; the last one, at a clean close, is marked clean and then the directory's lock is released.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { endianness, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { ADMIN_REFUSAL_REASONS, AdminServer } from './admin/admin-server.js';
-import { isLoopbackHost } from './auth/secrets.js';
-import {
-  resolveRouterOptions,
-  type CallbackDownstreamOptions,
-  type RouterOptions,
-  type RouterOptionsInput,
-} from './config/options.js';
-import { DeviceState } from './fences/device-state.js';
-import { FenceValidationError, parseFences, type ParsedFences } from './fences/parse.js';
-import { loadFenceStoreOffThread, readFenceFile, type FenceFileLimits } from './fences/fence-file.js';
-import { reloadDeviceState } from './fences/reload.js';
-import { buildFenceStore, FenceStore } from './fences/store.js';
-import type { TelemetryPoint } from './ingest/ping-fields.js';
-import { PipelineRegion } from './ingest/pipeline-region.js';
-import { RouterMetrics } from './metrics/router-metrics.js';
-import type { DispatcherThreadData } from './pipeline/dispatcher-thread.js';
-import type { IngestThreadData } from './pipeline/ingest-thread.js';
-import { allocatePipelineMemory, type PipelineMemory } from './pipeline/memory.js';
-import type { CallbackAnswer, CallbackCall, DispatcherRequest, IngestRequest, LogLevel } from './pipeline/messages.js';
-import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from './pipeline/input-backlog.js';
-import { readRouterStats, type RouterStats } from './pipeline/stats.js';
-import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from './pipeline/state-keeper.js';
-import { downstreamSpecs, ThreadHandle } from './pipeline/threads.js';
-import { StateDirectory } from './durable/state-dir.js';
-import type { Trigger } from './dispatch/trigger.js';
-import { nowNs } from './shm/clock.js';
+import { ADMIN_REFUSAL_REASONS, AdminServer } from '../admin/admin-server.js';
+import { isLoopbackHost } from '../auth/secrets.js';
+import type { CallbackDownstreamOptions, RouterOptions } from '../config/options.js';
+import { DeviceState } from '../fences/device-state.js';
+import { loadFenceStoreOffThread, type FenceFileLimits } from '../fences/fence-file.js';
+import { FenceStore } from '../fences/store.js';
+import type { TelemetryPoint } from '../ingest/ping-fields.js';
+import { PipelineRegion } from '../shm/pipeline-region.js';
+import { RouterMetrics } from '../metrics/router-metrics.js';
+import type { DispatcherThreadData } from '../pipeline/dispatcher-thread.js';
+import { allocatePipelineMemory, type PipelineMemory } from '../pipeline/memory.js';
+import type { DispatcherRequest, IngestRequest, LogLevel } from '../pipeline/messages.js';
+import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from '../pipeline/input-backlog.js';
+import { readRouterStats, type RouterStats } from '../pipeline/stats.js';
+import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from '../pipeline/state-keeper.js';
+import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
+import { StateDirectory } from '../durable/state-dir.js';
 import {
   CNT_BLOCK_F64,
   CNT_FENCE_OVERFLOW_F64,
@@ -57,105 +41,25 @@ import {
   RT_THREAD_MAIN,
   WDG_STALLED_I32,
   WDG_STRIDE_I32,
-} from './shm/layout.js';
-import { SpscRing } from './shm/ring.js';
-import { LOOKUP_ONLY_STORE } from './pipeline/store-views.js';
-import { StartProgress } from './pipeline/start-progress.js';
-import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from './pipeline/thread-runtime.js';
+} from '../shm/layout.js';
+import { SpscRing } from '../shm/ring.js';
+import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
+import type { StartProgress } from '../pipeline/start-progress.js';
+import type { ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
+import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
+import { ingestThreadData } from './thread-data.js';
+import { swapFenceGeneration } from './fence-swap.js';
+import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
 
 /** Least time between two log lines about untracked fences, ms. */
 const UNTRACKED_LOG_INTERVAL_MS = 10_000;
-
-/** Extra inputs of createRouter beyond the serialisable options. */
-export interface RouterExtras {
-  /** Fences as a GeoJSON FeatureCollection object (instead of `fencesFile`). */
-  fences?: unknown;
-  /**
-   * Where log lines of the router go (default console.warn, and console.error for level 'error'). Level 'error' marks
-   * loss that must not go unnoticed: COMPLIANCE pings shed at the edge (at most one line a second, with the count).
-   */
-  log?: (line: string, level?: LogLevel) => void;
-}
-
-/** The outcome of a fence reload. */
-export interface ReloadResult {
-  /** The generation now in force. */
-  generation: number;
-  /** Fences in it. */
-  fenceCount: number;
-}
-
-/** What close() returns: the final stats and how long the router ran. */
-export interface RouterSummary extends RouterStats {
-  /** Milliseconds from start to the end of close(). */
-  uptimeMs: number;
-  /** The state directory (null when it was a temporary one, now removed). */
-  stateDir: string | null;
-  /** The checkpoint period in force, ms. */
-  checkpointIntervalMs: number;
-  /** The last checkpoint's wall time, epoch ms (the clean one written by close). */
-  lastCheckpointMs: number;
-}
-
-/** A running router. */
-export interface Router {
-  /** Bound port of the telemetry TCP listener (null when there is none). */
-  readonly ingestPort: number | null;
-  /** Bound port of the admin HTTP server (null when there is none). */
-  readonly adminPort: number | null;
-  /** The options in force (defaults filled in). */
-  readonly options: Readonly<RouterOptions>;
-  /** The state directory in use (absolute). */
-  readonly stateDir: string;
-  /** What the start found in the state directory and did about it (restored devices, what an unclean stop lost). */
-  readonly recovery: RecoveryReport;
-  /**
-   * Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). In-process
-   * input is back-pressured, never shed: the ingest thread feeds it only as fast as the telemetry rings take it and
-   * keeps the rest in call order. Returns false, as `Writable.write()` does, when the bytes posted and not yet fed
-   * reach `options.ingest.inputHighWaterBytes`: the call was taken, but the caller should stop and
-   * `await inputDrained()` before the next one. Ignoring it only grows the memory the backlog holds.
-   *
-   * @example
-   *   for (const chunk of chunks) if (!router.ingest(chunk)) await router.inputDrained();
-   */
-  ingest(bytes: Uint8Array): boolean;
-  /**
-   * Ingests one decoded point (validated like a frame), back-pressured like `ingest()`. Returns false when the points
-   * posted and not yet offered to admission reach `options.ingest.inputHighWaterPoints`: await `inputDrained()`.
-   */
-  push(point: TelemetryPoint): boolean;
-  /**
-   * Resolves when the in-process input in flight (`ingest()` bytes and `push()` points posted and not yet fed) is at
-   * or below half its high-water marks: at once when it already is, and when the router closes. What a caller awaits
-   * after `ingest()` or `push()` returned false.
-   */
-  inputDrained(): Promise<void>;
-  /**
-   * Replaces the fences. Rejects with FenceValidationError (feature index and reason) for bad GeoJSON and the old
-   * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT.
-   */
-  reloadFences(geojson: unknown): Promise<ReloadResult>;
-  /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */
-  reloadFencesFile(): Promise<ReloadResult>;
-  /** A snapshot of every counter, read from shared memory. */
-  stats(): RouterStats;
-  /** The Prometheus text exposition `/metrics` serves. */
-  metricsText(): Promise<string>;
-  /** Resolves when every `options.inputs` file (and stdin) has been read to its end. */
-  inputsFinished(): Promise<void>;
-  /** Stops ingest (listener closed, further input shed as draining), empties the rings, finishes deliveries. */
-  drain(): Promise<void>;
-  /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
-  close(): Promise<RouterSummary>;
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
 /** The Router implementation. */
-class PipelineRouter implements Router {
+export class PipelineRouter implements Router {
   ingestPort: number | null = null;
   adminPort: number | null = null;
   readonly options: Readonly<RouterOptions>;
@@ -179,7 +83,7 @@ class PipelineRouter implements Router {
   private ingestThread: ThreadHandle | null = null;
   private dispatcherThread: ThreadHandle | null = null;
   private admin: AdminServer | null = null;
-  private bridge: MessagePort | null = null;
+  private bridge: CallbackBridgeEnd | null = null;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private drainPromise: Promise<void> | null = null;
   private closePromise: Promise<RouterSummary> | null = null;
@@ -368,36 +272,11 @@ class PipelineRouter implements Router {
     this.runtimeReporter = startThreadRuntimeReporter(this.memory.threadRuntime, RT_THREAD_MAIN);
     const o = this.options;
     const m = this.memory;
-    const callbacks = o.downstreams.map((d) =>
-      d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null,
+    const bridge = openCallbackBridge(
+      o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null)),
     );
-    let bridgePort: MessagePort | null = null;
-    if (callbacks.some((c) => c !== null)) {
-      const channel = new MessageChannel();
-      bridgePort = channel.port1;
-      this.bridge = channel.port2;
-      const port = channel.port2;
-      port.on('message', (call: CallbackCall) => {
-        // The callback's own duration, measured here where it runs: the limiter samples this, not the round trip
-        // through the message port (which also holds however long this thread was busy with other work).
-        const startNs = nowNs();
-        const answer = (ok: boolean): void =>
-          port.postMessage({ id: call.id, ok, serviceNs: nowNs() - startNs } satisfies CallbackAnswer);
-        try {
-          const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
-          if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
-            (r as Promise<void>).then(
-              () => answer(true),
-              () => answer(false),
-            );
-          } else {
-            answer(true);
-          }
-        } catch {
-          answer(false);
-        }
-      });
-    }
+    this.bridge = bridge;
+    const bridgePort = bridge?.workerPort ?? null;
     // The restored state (with its seq floor and the restore's EXIT seqs) is durable before any trigger is issued; the
     // checkpoint's number names this run in the durable trigger records (it rises with every start).
     progress?.phase('writing the first checkpoint');
@@ -415,7 +294,7 @@ class PipelineRouter implements Router {
     };
     const noop = (): void => undefined;
     this.dispatcherThread = new ThreadHandle(
-      new URL('./pipeline/dispatcher-thread.js', import.meta.url),
+      new URL('../pipeline/dispatcher-thread.js', import.meta.url),
       dispatcherData,
       bridgePort === null ? [] : [bridgePort],
       'dispatcher thread',
@@ -430,44 +309,9 @@ class PipelineRouter implements Router {
       while (this.controlRing.available() > 0) await sleep(1);
     }
     const stdin = o.inputs.includes('-');
-    const ingestData: IngestThreadData = {
-      memory: m,
-      fences: this.store.descriptor,
-      listenHost: o.listenHost,
-      listenPort: o.listenPort,
-      ingest: {
-        ...o.ingest,
-        flood: {
-          maxPingsPerSecPerConnection: o.ingest.maxPingsPerSecPerConnection,
-          maxNewDevicesPerSecPerConnection: o.ingest.maxNewDevicesPerSecPerConnection,
-          maxPingsPerSecPerAddress: o.ingest.maxPingsPerSecPerAddress,
-          maxNewDevicesPerSecPerAddress: o.ingest.maxNewDevicesPerSecPerAddress,
-        },
-      },
-      admission: {
-        reservedFraction: o.admission.reservedFraction,
-        watermarkFraction: o.admission.watermarkFraction,
-        idleBucketCapacity: o.admission.idleBucketCapacity,
-        idleBucketRatePerSecond: o.admission.idleBucketRatePerSec,
-        queueDelayTargetMs: o.admission.queueDelayTargetMs,
-        queueDelayIntervalMs: o.admission.queueDelayIntervalMs,
-      },
-      complianceMarginM: o.complianceMarginM,
-      batchSize: o.batchSize,
-      poolSize: o.poolSize,
-      containmentStallMs: o.containmentStallMs,
-      deviceIdleTimeoutMs: o.deviceIdleTimeoutMs,
-      exitOnExpiry: o.deviceExpiry === 'exit',
-      cross: {
-        maxSpeedMps: o.crossMaxSpeedMps,
-        maxGapMs: o.crossMaxGapMs,
-        maxPerDevicePerSec: o.crossMaxPerDevicePerSec,
-      },
-      inputFiles: o.inputs.filter((p) => p !== '-'),
-      stdinForwarded: stdin,
-    };
+    const ingestData = ingestThreadData(o, m, this.store.descriptor);
     this.ingestThread = new ThreadHandle(
-      new URL('./pipeline/ingest-thread.js', import.meta.url),
+      new URL('../pipeline/ingest-thread.js', import.meta.url),
       ingestData,
       [],
       'ingest thread',
@@ -676,39 +520,21 @@ class PipelineRouter implements Router {
       throw err;
     }
     if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
-    await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({
-      type: 'fences',
-      fences: next.descriptor,
-    });
-    await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' });
-    let resumeWith = this.store;
-    try {
-      // Every trigger of the old generation already produced is read before the reload's EXITs are written.
-      while (this.shardTriggerRings.some((r) => r.available() > 0)) await sleep(1);
-      const exits = reloadDeviceState(
-        this.state,
-        this.store,
-        next,
-        this.controlRing,
-        this.containment,
-        this.memory.shards * CNT_BLOCK_F64,
-        {
-          reloadTimeNs: nowNs(),
-        },
-      );
-      if (exits > 0) this.pipeline.ringDispatcher();
-      // The EXITs are read before any trigger of the new generation can be produced.
-      while (this.controlRing.available() > 0) await sleep(1);
-      this.pipeline.setFenceGeneration(next.generation);
-      this.store = next;
-      resumeWith = next;
-      this.statsCells[PST_RELOADS_F64]!++;
-    } finally {
-      await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'resume' }>>({
-        type: 'resume',
-        fences: resumeWith.descriptor,
-      });
-    }
+    this.store = await swapFenceGeneration(
+      {
+        dispatcher: this.dispatcherThread!,
+        ingest: this.ingestThread!,
+        shardTriggerRings: this.shardTriggerRings,
+        controlRing: this.controlRing,
+        state: this.state,
+        pipeline: this.pipeline,
+        containment: this.containment,
+        controlCounterBase: this.memory.shards * CNT_BLOCK_F64,
+      },
+      this.store,
+      next,
+    );
+    this.statsCells[PST_RELOADS_F64]!++;
     return { generation: next.generation, fenceCount: next.fenceCount };
   }
 
@@ -812,57 +638,7 @@ class PipelineRouter implements Router {
   }
 }
 
-/**
- * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
- * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
- * the dispatcher thread, the ingest thread with its containment pool, and the admin server.
- */
-export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
-  if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
-  const { fences, log, ...rest } = options;
-  const resolved = resolveRouterOptions(rest);
-  if (endianness() !== 'LE')
-    throw new Error('the router needs a little-endian host (its durable files are little-endian)');
-  const progress = new StartProgress(log ?? ((line) => console.warn(line)));
-  let router: PipelineRouter | null = null;
-  try {
-    const limits = fenceFileLimits(resolved);
-    let parsed: ParsedFences;
-    if (fences !== undefined || resolved.fencesFile === null) {
-      progress.phase('checking the fences');
-      parsed = parseFences(fences ?? { type: 'FeatureCollection', features: [] }, limits);
-    } else {
-      progress.phase('reading and checking the fences file');
-      try {
-        parsed = readFenceFile(resolved.fencesFile, limits);
-      } catch (err) {
-        // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
-        if (err instanceof FenceValidationError) throw err;
-        throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`, { cause: err });
-      }
-    }
-    progress.phase(`indexing ${parsed.fences.length} fences`);
-    const store = FenceStore.open(buildFenceStore(parsed, 1), LOOKUP_ONLY_STORE);
-    const extras: RouterExtras = {};
-    if (log !== undefined) extras.log = log;
-    progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, extras);
-    await router.start(progress);
-  } catch (err) {
-    const where = progress.fail();
-    // Once threads are involved, where it failed is worth a line of its own (the error says why).
-    if (router !== null) {
-      log?.(where);
-      await router.abandon();
-    }
-    throw err;
-  }
-  const line = progress.finish();
-  if (log !== undefined) log(line);
-  return router;
-}
-
 /** The fence file limits of `o`. */
-function fenceFileLimits(o: RouterOptions): FenceFileLimits {
+export function fenceFileLimits(o: RouterOptions): FenceFileLimits {
   return { maxFileBytes: o.maxFenceFileBytes, maxFences: o.maxFences, maxVerticesPerRing: o.maxVerticesPerRing };
 }

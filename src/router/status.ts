@@ -2,8 +2,8 @@
  * Status and summary lines of the command line (main thread), built from `router.stats()` snapshots. Numbers are
  * printed as `name=value` with plain digits, so people read them and scripts parse them.
  */
-import { heldTimeWindow, type RouterStats } from './pipeline/stats.js';
-import type { RouterSummary } from './router.js';
+import { heldTimeWindow, type RouterStats } from '../pipeline/stats.js';
+import type { RouterSummary } from './api.js';
 
 function shedOf(s: RouterStats, lane: keyof RouterStats['shed']): number {
   let n = 0;

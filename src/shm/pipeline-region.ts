@@ -16,7 +16,7 @@ import {
   PIPE_SHARDS_I32,
   PIPE_VERSION_I32,
   type IngestState,
-} from '../shm/layout.js';
+} from './layout.js';
 
 /** Allocates the pipeline region for a router with `shards` shards. */
 export function allocatePipelineRegion(shards: number): SharedArrayBuffer {

@@ -1,0 +1,93 @@
+/**
+ * The router's public face: what `createRouter` takes beyond the options, and the `Router` it returns (in-process
+ * input, fence reloads, stats, metrics, drain and close), with the results of a reload and of `close()`.
+ */
+import type { RouterOptions } from '../config/options.js';
+import type { TelemetryPoint } from '../ingest/ping-fields.js';
+import type { LogLevel } from '../pipeline/messages.js';
+import type { RecoveryReport } from '../pipeline/state-keeper.js';
+import type { RouterStats } from '../pipeline/stats.js';
+
+/** Extra inputs of createRouter beyond the serialisable options. */
+export interface RouterExtras {
+  /** Fences as a GeoJSON FeatureCollection object (instead of `fencesFile`). */
+  fences?: unknown;
+  /**
+   * Where log lines of the router go (default console.warn, and console.error for level 'error'). Level 'error' marks
+   * loss that must not go unnoticed: COMPLIANCE pings shed at the edge (at most one line a second, with the count).
+   */
+  log?: (line: string, level?: LogLevel) => void;
+}
+
+/** The outcome of a fence reload. */
+export interface ReloadResult {
+  /** The generation now in force. */
+  generation: number;
+  /** Fences in it. */
+  fenceCount: number;
+}
+
+/** What close() returns: the final stats and how long the router ran. */
+export interface RouterSummary extends RouterStats {
+  /** Milliseconds from start to the end of close(). */
+  uptimeMs: number;
+  /** The state directory (null when it was a temporary one, now removed). */
+  stateDir: string | null;
+  /** The checkpoint period in force, ms. */
+  checkpointIntervalMs: number;
+  /** The last checkpoint's wall time, epoch ms (the clean one written by close). */
+  lastCheckpointMs: number;
+}
+
+/** A running router. */
+export interface Router {
+  /** Bound port of the telemetry TCP listener (null when there is none). */
+  readonly ingestPort: number | null;
+  /** Bound port of the admin HTTP server (null when there is none). */
+  readonly adminPort: number | null;
+  /** The options in force (defaults filled in). */
+  readonly options: Readonly<RouterOptions>;
+  /** The state directory in use (absolute). */
+  readonly stateDir: string;
+  /** What the start found in the state directory and did about it (restored devices, what an unclean stop lost). */
+  readonly recovery: RecoveryReport;
+  /**
+   * Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). In-process
+   * input is back-pressured, never shed: the ingest thread feeds it only as fast as the telemetry rings take it and
+   * keeps the rest in call order. Returns false, as `Writable.write()` does, when the bytes posted and not yet fed
+   * reach `options.ingest.inputHighWaterBytes`: the call was taken, but the caller should stop and
+   * `await inputDrained()` before the next one. Ignoring it only grows the memory the backlog holds.
+   *
+   * @example
+   *   for (const chunk of chunks) if (!router.ingest(chunk)) await router.inputDrained();
+   */
+  ingest(bytes: Uint8Array): boolean;
+  /**
+   * Ingests one decoded point (validated like a frame), back-pressured like `ingest()`. Returns false when the points
+   * posted and not yet offered to admission reach `options.ingest.inputHighWaterPoints`: await `inputDrained()`.
+   */
+  push(point: TelemetryPoint): boolean;
+  /**
+   * Resolves when the in-process input in flight (`ingest()` bytes and `push()` points posted and not yet fed) is at
+   * or below half its high-water marks: at once when it already is, and when the router closes. What a caller awaits
+   * after `ingest()` or `push()` returned false.
+   */
+  inputDrained(): Promise<void>;
+  /**
+   * Replaces the fences. Rejects with FenceValidationError (feature index and reason) for bad GeoJSON and the old
+   * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT.
+   */
+  reloadFences(geojson: unknown): Promise<ReloadResult>;
+  /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */
+  reloadFencesFile(): Promise<ReloadResult>;
+  /** A snapshot of every counter, read from shared memory. */
+  stats(): RouterStats;
+  /** The Prometheus text exposition `/metrics` serves. */
+  metricsText(): Promise<string>;
+  /** Resolves when every `options.inputs` file (and stdin) has been read to its end. */
+  inputsFinished(): Promise<void>;
+  /** Stops ingest (listener closed, further input shed as draining), empties the rings, finishes deliveries. */
+  drain(): Promise<void>;
+  /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
+  close(): Promise<RouterSummary>;
+}
