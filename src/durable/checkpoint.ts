@@ -137,8 +137,11 @@ export class DeviceStateCopy {
    */
   capture(state: DeviceState, count: number, generation: number, ids: DeviceIdReader | null = null): void {
     this.begin(state, count, generation, ids);
+    // Nothing writes meanwhile: the cells go over in two bulk copies, then each device's entries.
+    this.devF64.set(state.devF64.subarray(0, count * DEV_STRIDE_F64));
+    this.devI32.set(state.devI32.subarray(0, count * DEV_STRIDE_I32));
     let e = 0;
-    for (let d = 0; d < count; d++) e = this.copyDevice(state, d, e);
+    for (let d = 0; d < count; d++) e = this.copyEntries(state, d, e);
     this.entryStart[count] = e;
   }
 
@@ -202,6 +205,15 @@ export class DeviceStateCopy {
     for (let c = 0; c < DEV_STRIDE_F64; c++) this.devF64[sf + c] = state.devF64[sf + c]!;
     const si = d * DEV_STRIDE_I32;
     for (let c = 0; c < DEV_STRIDE_I32; c++) this.devI32[si + c] = state.devI32[si + c]!;
+    return this.copyEntries(state, d, e);
+  }
+
+  /**
+   * Copies device `d`'s entries (their count from this copy's cells) from compact entry `e` on; returns the next
+   * free compact entry, or -1 when the count is out of range.
+   */
+  private copyEntries(state: DeviceState, d: number, e: number): number {
+    const si = d * DEV_STRIDE_I32;
     this.entryStart[d] = e;
     const n = this.devI32[si + DEV_ENTRY_COUNT_I32]!;
     if (n === 0) return e;

@@ -252,11 +252,11 @@ export class ContainmentEngine {
     const state = this.state;
     if (!(slot >= 0 && slot < state.maxDevices)) return this.step(slot, lane, triggers);
     state.beginWrite(slot);
-    try {
-      return this.step(slot, lane, triggers);
-    } finally {
-      state.endWrite(slot);
-    }
+    // No try/finally (it keeps step from being inlined here): a throw leaves the version odd, which the device's next
+    // update heals (beginWrite) and a checkpoint meanwhile treats as an update in progress.
+    const n = this.step(slot, lane, triggers);
+    state.endWrite(slot);
+    return n;
   }
 
   /** `expire` inside the device's write version (see writeStep). */
@@ -264,11 +264,9 @@ export class ContainmentEngine {
     const state = this.state;
     if (!(slot >= 0 && slot < state.maxDevices)) return this.expire(slot, triggers);
     state.beginWrite(slot);
-    try {
-      return this.expire(slot, triggers);
-    } finally {
-      state.endWrite(slot);
-    }
+    const n = this.expire(slot, triggers);
+    state.endWrite(slot);
+    return n;
   }
 
   /**
