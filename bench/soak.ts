@@ -235,6 +235,8 @@ interface Sample {
   /** Heap in use and live heap (after the latest full collection) per router thread, MiB. */
   heapByThread: Record<string, number>;
   liveByThread: Record<string, number>;
+  /** Memory outside the V8 heap per router thread, MiB. */
+  externalByThread: Record<string, number>;
   /** Event-loop utilisation per router thread, 0..1. */
   loopByThread: Record<string, number>;
   /** The latest checkpoint's containment pause, ms. */
@@ -313,6 +315,7 @@ async function main(): Promise<void> {
           heapByThread: byThread(s, 'geofence_thread_heap_used_bytes'),
           liveByThread: byThread(s, 'geofence_thread_heap_live_bytes'),
           loopByThread: byThread(s, 'geofence_thread_event_loop_utilization_ratio', 1),
+          externalByThread: byThread(s, 'geofence_thread_external_memory_bytes'),
           checkpointPauseMs: sumOf(s, 'geofence_checkpoint_last_pause_seconds') * 1000,
           fill: cap > 0 ? depth / cap : 0,
           processed: sumOf(s, 'geofence_pings_processed_total'),
@@ -413,6 +416,10 @@ async function main(): Promise<void> {
     heapAllThreadsMiB: growth((x) => total(x.heapByThread)),
     liveHeapAllThreadsMiB: growth((x) => total(x.liveByThread)),
     heapByThreadMiB: Object.fromEntries(threads.map((t) => [t, growth((x) => x.heapByThread[t] ?? Number.NaN)])),
+    externalAllThreadsMiB: growth((x) => total(x.externalByThread)),
+    externalByThreadMiB: Object.fromEntries(
+      threads.map((t) => [t, growth((x) => x.externalByThread[t] ?? Number.NaN)]),
+    ),
     loopUtilizationMedianByThread: Object.fromEntries(
       threads.map((t) => [t, round(median(after.map((x) => x.loopByThread[t] ?? Number.NaN)))]),
     ),
@@ -481,10 +488,11 @@ async function main(): Promise<void> {
       [
         { title: 'RSS, MiB', lines: [{ label: 'rss', colour: '#1f77b4', values: soak.map((x) => x.rssMiB) }] },
         {
-          title: 'Heap of every router thread, MiB',
+          title: 'Every router thread: heap and external memory, MiB',
           lines: [
             { label: 'in use', colour: '#9467bd', values: soak.map((x) => total(x.heapByThread)) },
             { label: 'live (after full GC)', colour: '#8c564b', values: soak.map((x) => total(x.liveByThread)) },
+            { label: 'external', colour: '#e377c2', values: soak.map((x) => total(x.externalByThread)) },
           ],
         },
         {
