@@ -8,6 +8,7 @@
  * removed fences into the control trigger ring; wait until the dispatcher has read those too; publish the generation
  * and resume the pool, on the new generation, or on the old one when a step failed.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { reloadDeviceState } from '../fences/reload.js';
 import type { DeviceState } from '../fences/device-state.js';
 import type { FenceStore } from '../fences/store.js';
@@ -35,10 +36,6 @@ export interface SwapParts {
   containment: Float64Array;
   /** Start of the reload's block among them. */
   controlCounterBase: number;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Swaps `next` in for `current` (see the module comment); resolves with the store now in force, `next`. */

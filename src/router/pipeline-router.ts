@@ -11,6 +11,7 @@
  * for removed fences are written and read, then the ingest thread starts. Checkpoints run in the same one-at-a-time
  * chain as reloads; the last one, at a clean close, is marked clean and then the directory's lock is released.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,10 +54,6 @@ import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipel
 
 /** Least time between two log lines about untracked fences, ms. */
 const UNTRACKED_LOG_INTERVAL_MS = 10_000;
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
 /** The Router implementation. */
 export class PipelineRouter implements Router {
