@@ -13,6 +13,7 @@ export type { Trigger } from './dispatch/trigger.js';
 export {
   resolveRouterOptions,
   validateRouterOptions,
+  routerConfigSchema,
   ROUTER_DEFAULTS,
   DEFAULT_POOL_SIZE,
   type RouterOptions,
@@ -28,6 +29,7 @@ export {
   type LimitChoice,
 } from './config/options.js';
 export { loadConfigFile } from './config/config-file.js';
+export { OptionError } from './option-schema/option-check.js';
 export { parseCliArgs, optionsFromCli, mergeOptionInputs, HELP_TEXT, type CliRequest } from './config/cli-args.js';
 export { FenceValidationError, type FenceProblem } from './fences/parse.js';
 export {

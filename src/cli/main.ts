@@ -12,7 +12,7 @@
  */
 import { parseCliArgs, HELP_TEXT, mergeOptionInputs, type CliRequest } from '../config/cli-args.js';
 import { loadConfigFile } from '../config/config-file.js';
-import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
+import { resolveRouterOptions, routerConfigSchema, type RouterOptionsInput } from '../config/options.js';
 import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import type { Router } from '../router/api.js';
@@ -147,6 +147,10 @@ async function main(argv: readonly string[]): Promise<number> {
     request = parseCliArgs(argv);
     if (request.help) {
       out(HELP_TEXT);
+      return 0;
+    }
+    if (request.printConfigSchema) {
+      out(JSON.stringify(routerConfigSchema(), null, 2));
       return 0;
     }
     const file = request.configPath !== null ? loadConfigFile(request.configPath) : {};

@@ -1,11 +1,14 @@
 /**
  * JSON config file loading (main thread). The file holds a RouterOptionsInput (the same names as the library
- * options); unknown names are refused with the option's path. Relative paths inside it (fencesFile, ndjson paths,
- * inputs, stateDir) are resolved against the file's directory.
+ * options, described by the JSON Schema `--print-config-schema` prints; a `$schema` key is allowed for editors);
+ * every value is checked on load, and a bad or unknown one is refused naming the file and the key. Relative paths
+ * inside it (fencesFile, ndjson paths, inputs, stateDir, TLS files) are resolved against the file's directory.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { checkInput, fileNamer } from '../option-schema/option-check.js';
 import type { RouterOptionsInput } from './options.js';
+import { ROUTER_SPEC } from './router-option-spec.js';
 
 /** Reads and parses a config file; throws an Error naming the file and what is wrong. */
 export function loadConfigFile(path: string): RouterOptionsInput {
@@ -24,7 +27,11 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new Error(`config file ${path}: must hold a JSON object`);
   }
-  const input = value as RouterOptionsInput;
+  const { $schema, ...rest } = value as Record<string, unknown>;
+  if ($schema !== undefined && typeof $schema !== 'string')
+    throw new Error(`config file ${path}: $schema must be a string, got ${JSON.stringify($schema)}`);
+  checkInput(ROUTER_SPEC, rest, [], fileNamer(path));
+  const input = rest as RouterOptionsInput;
   const base = dirname(resolve(path));
   const rel = (p: string): string => (p === '-' || isAbsolute(p) ? p : resolve(base, p));
   if (typeof input.fencesFile === 'string') input.fencesFile = rel(input.fencesFile);

@@ -37,7 +37,7 @@ export interface BreakerOptions {
 }
 
 /** Defaults of CircuitBreaker. */
-const BREAKER_DEFAULTS: BreakerOptions = {
+export const BREAKER_DEFAULTS: Readonly<BreakerOptions> = {
   failureRateThreshold: 0.5,
   minimumRequests: 10,
   windowSize: 50,

@@ -194,7 +194,7 @@ export const OFFER_BLOCKED = -2;
 const ALARM_COUNTS = 1 + DEAD_LETTER_DROP_REASON_COUNT;
 
 /** Default cap of a backlog log, bytes. */
-const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
+export const DEFAULT_BACKLOG_MAX_BYTES = 1024 * 1024 * 1024;
 
 /** Sums of the accounting counters over every downstream. */
 export interface DispatchTotals {

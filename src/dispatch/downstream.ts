@@ -65,6 +65,14 @@ const RETRY_BACKOFF_FIRST_NS = 10e6;
 /** Longest backoff after repeated failed deliveries, ns. */
 const RETRY_BACKOFF_MAX_NS = 1e9;
 
+/** Defaults of a downstream's tuning. */
+export const DOWNSTREAM_DEFAULTS = Object.freeze({
+  safetyCap: 256,
+  queueCapacitySlots: 16384,
+  maxBatchTriggers: 128,
+  maxAttempts: 3,
+});
+
 /** Configuration of one downstream. */
 export interface DownstreamOptions {
   /** Unique name (metric label, directory name of its durable files). */
@@ -243,22 +251,34 @@ export class Downstream {
     this.ctx = ctx;
     this.backlog = ctx.backlog;
     this.deadLetterFile = ctx.deadLetterFile;
-    const safetyCap = options.safetyCap ?? 256;
+    const safetyCap = options.safetyCap ?? DOWNSTREAM_DEFAULTS.safetyCap;
     this.limiter = new Limiter(options.limit ?? new GradientLimit(), safetyCap);
     this.breaker = new CircuitBreaker(options.breaker);
     this.credits = new CreditWindow(options.credits);
-    const cap = checkNumber(`${this.name}.queueCapacitySlots`, options.queueCapacitySlots ?? 16384, 1, 1 << 22, true);
+    const cap = checkNumber(
+      `${this.name}.queueCapacitySlots`,
+      options.queueCapacitySlots ?? DOWNSTREAM_DEFAULTS.queueCapacitySlots,
+      1,
+      1 << 22,
+      true,
+    );
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
     this.maxBatchTriggers = checkNumber(
       `${this.name}.maxBatchTriggers`,
-      options.maxBatchTriggers ?? 128,
+      options.maxBatchTriggers ?? DOWNSTREAM_DEFAULTS.maxBatchTriggers,
       1,
       4096,
       true,
     );
     this.quantum = Math.max(1, Math.floor(this.maxBatchTriggers / 4));
-    this.maxAttempts = checkNumber(`${this.name}.maxAttempts`, options.maxAttempts ?? 3, 1, 100, true);
+    this.maxAttempts = checkNumber(
+      `${this.name}.maxAttempts`,
+      options.maxAttempts ?? DOWNSTREAM_DEFAULTS.maxAttempts,
+      1,
+      100,
+      true,
+    );
     this.maxAgeNs =
       options.maxQueueAgeMs === undefined
         ? Infinity

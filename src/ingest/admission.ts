@@ -160,7 +160,7 @@ export class LaneAdmission {
     this.capacitySlots = ring.capacitySlots;
     this.sharedSlots = ring.capacitySlots - ring.reservedSlots;
     this.watermarkSlots = Math.ceil(valid.watermarkFraction * ring.capacitySlots);
-    this.idleBucket = new TokenBucket(valid.idleBucketCapacity, valid.idleBucketRatePerSecond, nowNs);
+    this.idleBucket = new TokenBucket(valid.idleBucketCapacity, valid.idleBucketRatePerSec, nowNs);
     this.delayTargetNs = valid.queueDelayTargetMs * 1e6;
     this.delayIntervalNs = valid.queueDelayIntervalMs * 1e6;
     this.updateFastPath();

@@ -15,6 +15,7 @@ import {
   type Limit,
 } from '../dispatch/limits/index.js';
 import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
+import type { ResolvedDownstream } from '../config/options.js';
 import type { DispatcherDownstreamOptions } from '../dispatch/dispatcher.js';
 import type { Subscription } from '../dispatch/trigger-router.js';
 import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
@@ -34,37 +35,19 @@ import { recordHeldTimeFrom } from './held-time.js';
 import type { CallbackAnswer, CallbackCall } from './messages.js';
 import type { Trigger } from '../dispatch/trigger.js';
 
-/** A downstream as the main thread hands it to the dispatcher thread (no functions: structured-clone safe). */
-export interface DownstreamSpec {
-  /** Name. */
-  name: string;
-  /** Transport. */
-  kind: 'webhook' | 'ndjson' | 'callback';
-  /** Webhook URL. */
-  url?: string;
-  /** NDJSON path ("-": stdout). */
-  path?: string;
-  /** Webhook timeout, ms. */
-  timeoutMs?: number;
-  /** Subscription (types as TriggerType numbers). */
-  subscription?: { fenceIds?: string[]; tags?: string[]; types?: number[] };
-  /** Limit algorithm or fixed limit. */
-  limit?: string | number;
-  /** Gradient limit tuning (with limit 'gradient' or absent). */
-  gradient?: Partial<GradientLimitOptions>;
-  /** Dispatcher tuning, passed through when set. */
-  safetyCap?: number;
-  maxBatchTriggers?: number;
-  queueCapacitySlots?: number;
-  maxQueueAgeMs?: number;
-  maxAttempts?: number;
-  replay?: boolean;
-  backlogMaxBytes?: number;
+/** A resolved downstream without its callback (a callback stays on the main thread). */
+type WithoutCallback<D> = D extends { kind: 'callback' } ? Omit<D, 'callback'> : D;
+
+/**
+ * A downstream as the main thread hands it to the dispatcher thread: the resolved downstream options (no functions:
+ * structured-clone safe) and the router-wide dead-letter budgets that apply to it.
+ */
+export type DownstreamSpec = WithoutCallback<ResolvedDownstream> & {
   /** Size budget of its dead letters on disk, bytes. */
-  deadLetterMaxBytes?: number;
+  deadLetterMaxBytes: number;
   /** Age budget of its dead letters, ms. */
-  deadLetterMaxAgeMs?: number;
-}
+  deadLetterMaxAgeMs: number;
+};
 
 /** Fences of a generation known by name only (the fences a restored checkpoint named that the fences file lost). */
 export interface NamesOnlyGeneration {
@@ -230,32 +213,49 @@ export function buildDownstreams(
   return specs.map((s, i) => {
     let sink: Sink;
     if (s.kind === 'webhook') {
-      sink = new WebhookSink(s.timeoutMs === undefined ? { url: s.url! } : { url: s.url!, timeoutMs: s.timeoutMs });
+      sink = new WebhookSink({
+        url: s.url,
+        timeoutMs: s.timeoutMs,
+        maxSockets: s.safetyCap,
+        ...(s.headers === undefined ? {} : { headers: s.headers }),
+      });
     } else if (s.kind === 'ndjson') {
-      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path! });
+      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path });
     } else {
       if (bridge === null) throw new Error(`downstream ${s.name}: callback downstream without a bridge`);
       sink = bridge.sinkFor(i);
     }
-    const o: DispatcherDownstreamOptions = { name: s.name, sink };
-    if (s.subscription !== undefined) {
+    const o: DispatcherDownstreamOptions = {
+      name: s.name,
+      sink,
+      safetyCap: s.safetyCap,
+      maxBatchTriggers: s.maxBatchTriggers,
+      queueCapacitySlots: s.queueCapacitySlots,
+      maxAttempts: s.maxAttempts,
+      replay: s.replay,
+      backlogMaxBytes: s.backlogMaxBytes,
+      deadLetterMaxBytes: s.deadLetterMaxBytes,
+      deadLetterMaxAgeMs: s.deadLetterMaxAgeMs,
+      breaker: {
+        failureRateThreshold: s.breaker.failureRateThreshold,
+        windowSize: s.breaker.windowSize,
+        minimumRequests: s.breaker.minimumRequests,
+        refusalsToOpen: s.breaker.refusalsToOpen,
+        openDurationNs: s.breaker.openDurationMs * 1e6,
+        maxOpenDurationNs: s.breaker.maxOpenDurationMs * 1e6,
+      },
+    };
+    if (s.subscribe !== undefined) {
       const sub: Subscription = {};
-      if (s.subscription.fenceIds !== undefined) sub.fenceIds = s.subscription.fenceIds;
-      if (s.subscription.tags !== undefined) sub.tags = s.subscription.tags;
-      if (s.subscription.types !== undefined) sub.types = s.subscription.types as TriggerType[];
+      if (s.subscribe.fenceIds !== undefined) sub.fenceIds = s.subscribe.fenceIds;
+      if (s.subscribe.tags !== undefined) sub.tags = s.subscribe.tags;
+      if (s.subscribe.types !== undefined)
+        sub.types = s.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t) as TriggerType);
       o.subscription = sub;
     }
     const limit = limitOf(s.limit, s.gradient);
     if (limit !== undefined) o.limit = limit;
-    if (s.safetyCap !== undefined) o.safetyCap = s.safetyCap;
-    if (s.maxBatchTriggers !== undefined) o.maxBatchTriggers = s.maxBatchTriggers;
-    if (s.queueCapacitySlots !== undefined) o.queueCapacitySlots = s.queueCapacitySlots;
     if (s.maxQueueAgeMs !== undefined) o.maxQueueAgeMs = s.maxQueueAgeMs;
-    if (s.maxAttempts !== undefined) o.maxAttempts = s.maxAttempts;
-    if (s.replay !== undefined) o.replay = s.replay;
-    if (s.backlogMaxBytes !== undefined) o.backlogMaxBytes = s.backlogMaxBytes;
-    if (s.deadLetterMaxBytes !== undefined) o.deadLetterMaxBytes = s.deadLetterMaxBytes;
-    if (s.deadLetterMaxAgeMs !== undefined) o.deadLetterMaxAgeMs = s.deadLetterMaxAgeMs;
     return o;
   });
 }

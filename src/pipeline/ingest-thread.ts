@@ -12,12 +12,11 @@ import { Piscina } from 'piscina';
 import { parentPort, workerData } from 'node:worker_threads';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
-import { LaneAdmission, type AdmissionOptions } from '../ingest/admission.js';
+import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { DeviceExpiry } from './device-expiry.js';
-import type { FloodLimits } from '../ingest/stream-limits.js';
 import { readFileSync } from 'node:fs';
-import type { IngestTlsConfig } from '../config/options.js';
+import type { IngestTlsConfig, ThreadOptions } from '../config/options.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
@@ -48,62 +47,18 @@ import type { IngestRequest, ThreadEvent } from './messages.js';
 import { ShardScheduler, WATCHDOG_INTERVAL_MS, type WatchdogSettings } from './shard-scheduler.js';
 import type { WarmUpTask } from './warm-up.js';
 
-/** What the ingest thread needs (structured-clone safe). */
-export interface IngestThreadData {
+/**
+ * What the ingest thread needs (structured-clone safe): the router options tagged for this thread, the shared memory,
+ * the first fence generation and where its inputs come from.
+ */
+export type IngestThreadData = ThreadOptions<'ingest'> & {
   /** The router's shared regions. */
   memory: PipelineMemory;
   /** The first fence-store generation. */
   fences: FenceStoreDescriptor;
-  /** TCP listener address (host null: none). */
-  listenHost: string | null;
-  /** TCP listener port (0: any). */
-  listenPort: number;
-  /** Edge options. */
-  ingest: {
-    maxFrameBytes: number;
-    readChunkBytes: number;
-    sharedStructures: boolean;
-    maxConnections: number;
-    idleTimeoutMs: number;
-    frameDeadlineMs: number;
-    maxHeldBytes: number;
-    stationarySpeedMps: number;
-    stationaryRadiusM: number;
-    rejectLogIntervalMs: number;
-    /** The TCP listener's overload policy (pausable sources always wait). */
-    overload: 'shed' | 'backpressure';
-    /** High-water mark of in-process and of forwarded stdin bytes in flight (see input-backlog.ts). */
-    inputHighWaterBytes: number;
-    /** High-water mark of in-process points in flight. */
-    inputHighWaterPoints: number;
-    /** The TCP listener's flood limits (0: none). */
-    flood: FloodLimits;
-    /** TLS for the TCP listener (PEM files, read here at start; null: plain TCP). */
-    tls: IngestTlsConfig | null;
-    /** Token TCP producers present first (null: none). */
-    authToken: string | null;
-  };
-  /** Admission options (LaneAdmission's names). */
-  admission: AdmissionOptions;
-  /** Compliance margin, m. */
-  complianceMarginM: number;
-  /** Records per containment task. */
-  batchSize: number;
-  /** Containment worker threads. */
-  poolSize: number;
-  /** Containment watchdog: a group without progress for this long (records waiting) is aborted and resubmitted, ms. */
-  containmentStallMs: number;
-  /** Devices without a ping for this long are expired and their slots reused, ms (0: never). */
-  deviceIdleTimeoutMs: number;
-  /** A device that expires inside fences gets an EXIT for each, marked expired (true), or none (false). */
-  exitOnExpiry: boolean;
-  /** The CROSS rules of the containment engine (see RouterOptions). */
-  cross: { maxSpeedMps: number; maxGapMs: number; maxPerDevicePerSec: number };
-  /** Replay files (stdin is forwarded by the main thread). */
-  inputFiles: string[];
-  /** True when the main thread forwards stdin as stream-data messages. */
+  /** True when the main thread forwards stdin as stream-data messages (the `inputs` entry "-"). */
   stdinForwarded: boolean;
-}
+};
 
 /** Synthetic pings each pool worker runs before the router starts (see warm-up.ts). */
 const WARM_UP_PINGS = 100_000;
@@ -241,10 +196,10 @@ async function main(): Promise<void> {
     memory: m,
     fences: d.fences,
     engine: {
-      exitOnExpiry: d.exitOnExpiry,
-      crossMaxSpeedMps: d.cross.maxSpeedMps,
-      crossMaxGapMs: d.cross.maxGapMs,
-      crossMaxPerDevicePerSec: d.cross.maxPerDevicePerSec,
+      exitOnExpiry: d.deviceExpiry === 'exit',
+      crossMaxSpeedMps: d.crossMaxSpeedMps,
+      crossMaxGapMs: d.crossMaxGapMs,
+      crossMaxPerDevicePerSec: d.crossMaxPerDevicePerSec,
     },
   };
   const pool = new Piscina<ContainmentTask, number>({
@@ -309,11 +264,11 @@ async function main(): Promise<void> {
           frameDeadlineMs: d.ingest.frameDeadlineMs,
           maxHeldBytes: d.ingest.maxHeldBytes,
           overload: d.ingest.overload,
-          flood: d.ingest.flood,
+          flood: d.ingest,
           tls: readTls(d.ingest.tls),
           authToken: d.ingest.authToken,
         });
-  const files: ReadableSource[] = d.inputFiles.map((p) => fileSource(p, d.ingest.readChunkBytes));
+  const files: ReadableSource[] = d.inputs.filter((p) => p !== '-').map((p) => fileSource(p, d.ingest.readChunkBytes));
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes
   // are fed as a pausable source's, and every byte fed is taken off the backlog.
   let stdinFeed: PausableFeed | null = d.stdinForwarded

@@ -4,7 +4,6 @@
  */
 import { Worker, type MessagePort } from 'node:worker_threads';
 import type { RouterOptions } from '../config/options.js';
-import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import type { DownstreamSpec } from './dispatch-wiring.js';
 import { Requester, type LogLevel, type ThreadEvent } from './messages.js';
 
@@ -63,32 +62,13 @@ export class ThreadHandle {
 /** The downstream options as the dispatcher thread receives them (callbacks stay on the main thread). */
 export function downstreamSpecs(o: RouterOptions): DownstreamSpec[] {
   return o.downstreams.map((d) => {
-    const s: DownstreamSpec = { name: d.name, kind: d.kind };
-    if (d.kind === 'webhook') {
-      s.url = d.url;
-      if (d.timeoutMs !== undefined) s.timeoutMs = d.timeoutMs;
-    }
-    if (d.kind === 'ndjson') s.path = d.path;
-    if (d.subscribe !== undefined) {
-      const sub: NonNullable<DownstreamSpec['subscription']> = {};
-      if (d.subscribe.fenceIds !== undefined) sub.fenceIds = d.subscribe.fenceIds;
-      if (d.subscribe.tags !== undefined) sub.tags = d.subscribe.tags;
-      if (d.subscribe.types !== undefined)
-        sub.types = d.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t));
-      s.subscription = sub;
-    }
-    if (d.limit !== undefined) s.limit = d.limit;
-    if (d.gradient !== undefined) s.gradient = { ...d.gradient };
-    if (d.safetyCap !== undefined) s.safetyCap = d.safetyCap;
-    if (d.maxBatchTriggers !== undefined) s.maxBatchTriggers = d.maxBatchTriggers;
-    if (d.queueCapacitySlots !== undefined) s.queueCapacitySlots = d.queueCapacitySlots;
-    if (d.maxQueueAgeMs !== undefined) s.maxQueueAgeMs = d.maxQueueAgeMs;
-    if (d.maxAttempts !== undefined) s.maxAttempts = d.maxAttempts;
-    if (d.replay !== undefined) s.replay = d.replay;
-    if (d.backlogMaxBytes !== undefined) s.backlogMaxBytes = d.backlogMaxBytes;
     // The dead-letter budgets are router-wide options, applied to each downstream.
-    s.deadLetterMaxBytes = o.deadLetter.maxBytesPerDownstream;
-    s.deadLetterMaxAgeMs = o.deadLetter.maxAgeMs;
-    return s;
+    const budgets = {
+      deadLetterMaxBytes: o.deadLetter.maxBytesPerDownstream,
+      deadLetterMaxAgeMs: o.deadLetter.maxAgeMs,
+    };
+    if (d.kind !== 'callback') return { ...d, ...budgets };
+    const { callback: _callback, ...rest } = d;
+    return { ...rest, ...budgets };
   });
 }

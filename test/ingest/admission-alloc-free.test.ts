@@ -26,7 +26,7 @@ test('admit + write + batch publish + the queue-delay look allocate nothing, on 
   const options = {
     ...DEFAULT_ADMISSION_OPTIONS,
     idleBucketCapacity: 64,
-    idleBucketRatePerSecond: 100_000,
+    idleBucketRatePerSec: 100_000,
     queueDelayTargetMs: 0.1,
     queueDelayIntervalMs: 5,
   };

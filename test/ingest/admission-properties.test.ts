@@ -18,7 +18,7 @@ interface Scenario {
   reservedFraction: number;
   watermarkFraction: number;
   idleBucketCapacity: number;
-  idleBucketRatePerSecond: number;
+  idleBucketRatePerSec: number;
   shard: number;
   steps: Step[];
 }
@@ -54,7 +54,7 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
     fc.double({ min: 0, max: 1, noNaN: true }),
   ),
   idleBucketCapacity: fc.oneof(fc.constant(1), fc.double({ min: 1, max: 40, noNaN: true })),
-  idleBucketRatePerSecond: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 200_000, noNaN: true })),
+  idleBucketRatePerSec: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 200_000, noNaN: true })),
   shard: fc.integer({ min: 0, max: 2 }),
   steps: fc.array(stepArb, { minLength: 1, maxLength: 400 }),
 });
@@ -74,7 +74,14 @@ function runScenario(s: Scenario): void {
     ring,
     counters,
     base,
-    { ...s, queueDelayTargetMs: 0, queueDelayIntervalMs: 0 },
+    {
+      reservedFraction: s.reservedFraction,
+      watermarkFraction: s.watermarkFraction,
+      idleBucketCapacity: s.idleBucketCapacity,
+      idleBucketRatePerSec: s.idleBucketRatePerSec,
+      queueDelayTargetMs: 0,
+      queueDelayIntervalMs: 0,
+    },
     START_NS,
   );
   const sharedSlots = capacitySlots - ring.reservedSlots;
@@ -136,7 +143,7 @@ function runScenario(s: Scenario): void {
     );
     // 3. IDLE above the watermark is admitted at no more than the bucket's rate (plus its burst).
     if (lane === Lane.IDLE && result >= 0 && depthSlots >= watermarkSlots) idleAdmittedAboveWatermark++;
-    const allowed = s.idleBucketCapacity + (s.idleBucketRatePerSecond * (nowNs - START_NS)) / 1e9;
+    const allowed = s.idleBucketCapacity + (s.idleBucketRatePerSec * (nowNs - START_NS)) / 1e9;
     assert.ok(
       idleAdmittedAboveWatermark <= allowed + 1e-6,
       `${idleAdmittedAboveWatermark} idle admitted, bucket allows ${allowed}`,

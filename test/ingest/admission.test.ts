@@ -61,7 +61,7 @@ test('lower lanes stop at the reserved slice; COMPLIANCE fills it; unpublished c
 });
 
 test('above the watermark IDLE takes tokens: burst, then the refill rate', () => {
-  const { ring, admission } = setup(1024, { idleBucketCapacity: 3, idleBucketRatePerSecond: 1000 });
+  const { ring, admission } = setup(1024, { idleBucketCapacity: 3, idleBucketRatePerSec: 1000 });
   assert.equal(admission.watermarkSlots, 615);
   // Below the watermark IDLE is never rate limited, however many arrive at once.
   for (let i = 0; i < 615; i++) assert.ok(admission.admit(Lane.IDLE, T0) >= 0);
@@ -104,7 +104,7 @@ test('while draining every lane is shed as DRAINING and counted; stopping the dr
 });
 
 test('a pausable source is never rate limited: same lane limits and draining, counted like admit()', () => {
-  const { ring, admission } = setup(64, { idleBucketCapacity: 1, idleBucketRatePerSecond: 0 });
+  const { ring, admission } = setup(64, { idleBucketCapacity: 1, idleBucketRatePerSec: 0 });
   const time = new Float64Array([T0]);
   // IDLE past the watermark with an empty bucket: admitted all the way to the lower lanes' limit.
   for (let i = 0; i < 60; i++) assert.ok(admission.admitPausableAt(Lane.IDLE, time, 0) >= 0, `admit ${i}`);

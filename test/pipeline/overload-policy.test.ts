@@ -194,7 +194,7 @@ test("the same flood with ingest.overload 'backpressure' pauses the connection: 
 test('a bad overload policy is refused naming the option', async () => {
   await assert.rejects(
     createRouter({ listenHost: null, adminHost: null, ingest: { overload: 'drop' as never } }),
-    /options\.ingest\.overload must be "shed" or "backpressure", got "drop"/,
+    /options\.ingest\.overload must be one of "shed", "backpressure", got "drop"/,
   );
   await assert.rejects(
     createRouter({ listenHost: null, adminHost: null, ingest: { inputHighWaterBytes: 10 } }),

@@ -1,5 +1,5 @@
 /** Test support for the pipeline: fences in metres around an origin, a trigger-collecting HTTP server, TCP sending. */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { pack } from 'msgpackr';
 import type { Trigger } from '../../src/dispatch/trigger.js';
@@ -56,6 +56,8 @@ export class TriggerServer {
   readonly receivedAtMs: number[] = [];
   /** The `deviceId` of every received trigger as it appeared in the JSON text (`42` and `"42"` apart). */
   readonly rawDeviceIds: string[] = [];
+  /** The headers of every request, in arrival order. */
+  readonly requestHeaders: IncomingHttpHeaders[] = [];
   private readonly answer: BatchAnswer;
   private server: Server | null = null;
   port = 0;
@@ -66,6 +68,7 @@ export class TriggerServer {
 
   async start(): Promise<void> {
     const server = createServer((req, res) => {
+      this.requestHeaders.push(req.headers);
       let body = '';
       req.setEncoding('utf8');
       req.on('data', (c: string) => (body += c));

@@ -17,7 +17,7 @@ export interface WebhookSinkOptions {
 }
 
 /** Defaults of WebhookSink (url has none). */
-const WEBHOOK_SINK_DEFAULTS: Omit<WebhookSinkOptions, 'url'> = {
+export const WEBHOOK_SINK_DEFAULTS: Readonly<Omit<WebhookSinkOptions, 'url'>> = {
   timeoutMs: 10_000,
   maxSockets: 256,
   headers: {},

@@ -1,0 +1,704 @@
+/**
+ * Every option of the router, declared once: name, type, default, range, unit, doc line, flag, help section and the
+ * threads that read it. The option types (`options.ts`), defaults, validation, `--help`, the README's options table
+ * and the config file's JSON Schema are all derived from this definition; add an option here and it appears in all
+ * of them.
+ */
+import { availableParallelism } from 'node:os';
+import { isLoopbackHost } from '../auth/secrets.js';
+import { BREAKER_DEFAULTS } from '../dispatch/breaker.js';
+import { DEFAULT_BACKLOG_MAX_BYTES } from '../dispatch/dispatcher.js';
+import { DOWNSTREAM_DEFAULTS } from '../dispatch/downstream.js';
+import {
+  GRADIENT_LIMIT_DEFAULTS,
+  GradientLimit,
+  type GradientLimitOptions,
+} from '../dispatch/limits/gradient-limit.js';
+import { WEBHOOK_SINK_DEFAULTS } from '../dispatch/sinks/webhook-sink.js';
+import type { Trigger } from '../dispatch/trigger.js';
+import { ADMISSION_SPEC } from '../ingest/admission-options.js';
+import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
+import {
+  bool,
+  choice,
+  delegate,
+  fn,
+  group,
+  int,
+  list,
+  nullable,
+  num,
+  optional,
+  stringMap,
+  text,
+  variants,
+  type GroupCheck,
+} from '../option-schema/option-spec.js';
+
+/** Names of the adaptive limit algorithms. */
+const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
+
+/** Default pool size: every core but one (the ingest thread's), at least one. */
+export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
+
+/** Headers a webhook's `headers` may not set: the router sets them, or they belong to the connection. */
+const ROUTER_SET_HEADERS = [
+  'content-type',
+  'content-length',
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'expect',
+];
+
+const subscription = group(
+  {
+    fenceIds: optional(list(text('name', { doc: 'a fence id' }), { doc: 'fence ids (a trigger of any of them)' })),
+    tags: optional(list(text('name', { doc: 'a fence tag' }), { doc: 'fence tags (a trigger of a fence with any)' })),
+    types: optional(list(choice(TRIGGER_TYPE_NAMES, { doc: 'a trigger type' }), { doc: 'trigger types' })),
+  },
+  { doc: 'which triggers it receives: a trigger matches when it matches every list given (absent: all)' },
+);
+
+const breaker = group(
+  {
+    failureRateThreshold: num({
+      doc: 'failed share of the window that opens the breaker',
+      min: 0.01,
+      max: 1,
+      unit: 'fraction',
+      default: BREAKER_DEFAULTS.failureRateThreshold,
+    }),
+    windowSize: int({ doc: 'outcomes remembered', min: 1, max: 100_000, default: BREAKER_DEFAULTS.windowSize }),
+    minimumRequests: int({
+      doc: 'outcomes in the window before the failed share is trusted (at most windowSize)',
+      min: 1,
+      max: 100_000,
+      default: BREAKER_DEFAULTS.minimumRequests,
+    }),
+    refusalsToOpen: int({
+      doc: 'consecutive refused connections that open the breaker at once',
+      min: 1,
+      max: 1_000_000,
+      default: BREAKER_DEFAULTS.refusalsToOpen,
+    }),
+    openDurationMs: int({
+      doc: 'first open period (then a probe)',
+      min: 1,
+      max: 86_400_000,
+      unit: 'ms',
+      default: BREAKER_DEFAULTS.openDurationNs / 1e6,
+    }),
+    maxOpenDurationMs: int({
+      doc: 'longest open period after repeated failed probes (at least openDurationMs)',
+      min: 1,
+      max: 86_400_000,
+      unit: 'ms',
+      default: BREAKER_DEFAULTS.maxOpenDurationNs / 1e6,
+    }),
+  },
+  {
+    doc: 'circuit breaker of the downstream',
+    threads: ['dispatcher'],
+    check: (b, name) =>
+      (b['minimumRequests'] as number) > (b['windowSize'] as number)
+        ? `${name('minimumRequests')} must be at most ${name('windowSize')} (${String(b['windowSize'])}), got ${String(b['minimumRequests'])}`
+        : (b['maxOpenDurationMs'] as number) < (b['openDurationMs'] as number)
+          ? `${name('maxOpenDurationMs')} must be at least ${name('openDurationMs')} (${String(b['openDurationMs'])}), got ${String(b['maxOpenDurationMs'])}`
+          : undefined,
+  },
+);
+
+/** Fields every downstream has. */
+const downstreamBase = {
+  name: text('name', { doc: 'unique name (metric label, directory of its durable files)' }),
+  subscribe: optional(subscription),
+  limit: optional(
+    delegate<(typeof LIMIT_NAMES)[number] | number>({
+      doc: `concurrency limit: ${LIMIT_NAMES.map((n) => `"${n}"`).join(', ')} (default "gradient"), or a fixed number of requests in [1, 4096]`,
+      check: (v) => {
+        if (typeof v === 'string' && (LIMIT_NAMES as readonly string[]).includes(v)) return;
+        if (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 4096) return;
+        throw new RangeError(
+          `must be one of ${LIMIT_NAMES.map((n) => `"${n}"`).join(', ')} or an integer in [1, 4096], got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`,
+        );
+      },
+      schema: { anyOf: [{ enum: [...LIMIT_NAMES] }, { type: 'integer', minimum: 1, maximum: 4096 }] },
+    }),
+  ),
+  gradient: optional(
+    delegate<Partial<GradientLimitOptions>>({
+      doc: 'tuning of the gradient limit (limit "gradient" or none), e.g. { "fastDecreaseRttRatio": 2 }',
+      check: (v) => {
+        if (v === null || typeof v !== 'object' || Array.isArray(v))
+          throw new RangeError('must be an object of gradient limit options');
+        for (const k of Object.keys(v)) {
+          if (!(k in GRADIENT_LIMIT_DEFAULTS))
+            throw new RangeError(
+              `${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`,
+            );
+        }
+        // The limit checks each value with a message naming it.
+        new GradientLimit(v as Partial<GradientLimitOptions>);
+      },
+      schema: {
+        type: 'object',
+        additionalProperties: false,
+        properties: Object.fromEntries(Object.keys(GRADIENT_LIMIT_DEFAULTS).map((k) => [k, { type: 'number' }])),
+      },
+    }),
+  ),
+  breaker,
+  safetyCap: int({
+    doc: 'static cap on requests in flight, above the adaptive limit',
+    min: 1,
+    max: 4096,
+    default: DOWNSTREAM_DEFAULTS.safetyCap,
+  }),
+  maxBatchTriggers: int({
+    doc: 'triggers per delivery at most (a batch takes what is waiting, up to this)',
+    min: 1,
+    max: 4096,
+    default: DOWNSTREAM_DEFAULTS.maxBatchTriggers,
+  }),
+  queueCapacitySlots: int({
+    doc: 'triggers held in memory; more wait in order in the backlog log',
+    min: 1,
+    max: 1 << 22,
+    default: DOWNSTREAM_DEFAULTS.queueCapacitySlots,
+  }),
+  maxQueueAgeMs: optional(
+    int({
+      doc: 'a trigger not delivered this long after its ping was admitted is dead-lettered as expired (absent: never)',
+      min: 1,
+      max: 86_400_000,
+      unit: 'ms',
+    }),
+  ),
+  maxAttempts: int({
+    doc: 'delivery attempts per trigger before it is undeliverable',
+    min: 1,
+    max: 100,
+    default: DOWNSTREAM_DEFAULTS.maxAttempts,
+  }),
+  replay: bool({
+    doc: 'an undeliverable trigger waits in the replay lane, its device behind it (true), or is dead-lettered (false)',
+    default: true,
+  }),
+  backlogMaxBytes: int({
+    doc: 'largest backlog log on disk; past it the trigger rings are held back',
+    min: 1 << 20,
+    max: Number.MAX_SAFE_INTEGER,
+    unit: 'bytes',
+    default: DEFAULT_BACKLOG_MAX_BYTES,
+  }),
+} as const;
+
+const gradientNeedsGradientLimit: GroupCheck = (d, name) =>
+  d['gradient'] !== undefined && d['limit'] !== undefined && d['limit'] !== 'gradient'
+    ? `${name('gradient')} applies only with limit "gradient" (or no limit), got limit ${JSON.stringify(d['limit'])}`
+    : undefined;
+
+const downstream = variants(
+  'kind',
+  {
+    webhook: group(
+      {
+        ...downstreamBase,
+        url: text('url', { doc: 'the URL batches are POSTed to', protocols: ['http:'] }),
+        timeoutMs: int({
+          doc: 'per-request timeout: no answer in time is a failed delivery',
+          min: 1,
+          max: 3_600_000,
+          unit: 'ms',
+          default: WEBHOOK_SINK_DEFAULTS.timeoutMs,
+          flag: 'webhook-timeout-ms',
+        }),
+        headers: optional(
+          stringMap({
+            doc: 'extra request headers (e.g. an API key); a flag value is "Name: value"',
+            keyPattern: /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+            keyRule: 'an HTTP header name',
+            reservedKeys: ROUTER_SET_HEADERS,
+            flag: 'webhook-header',
+          }),
+        ),
+      },
+      {
+        doc: 'an HTTP webhook receiving batched JSON POSTs',
+        section: 'Webhooks (every --webhook)',
+        check: gradientNeedsGradientLimit,
+      },
+    ),
+    ndjson: group(
+      { ...downstreamBase, path: text('path', { doc: 'file appended to, one trigger per line ("-": stdout)' }) },
+      { doc: 'an NDJSON file', check: gradientNeedsGradientLimit },
+    ),
+    callback: group(
+      {
+        ...downstreamBase,
+        callback: fn<(triggers: readonly Trigger[]) => Promise<void> | void>({
+          doc: 'receives each batch on the thread that created the router; a throw or rejection is a failed delivery',
+        }),
+      },
+      { doc: 'an in-process callback (library only)', check: gradientNeedsGradientLimit },
+    ),
+  },
+  { doc: 'a downstream triggers are delivered to' },
+);
+
+const uniqueNames: GroupCheck = (o, name) => {
+  const seen = new Set<string>();
+  const list = o['downstreams'] as { name: string }[];
+  for (let i = 0; i < list.length; i++) {
+    const n = list[i]!.name;
+    if (seen.has(n)) return `${name('downstreams', i, 'name')} must be unique, got ${JSON.stringify(n)} twice`;
+    seen.add(n);
+  }
+  return undefined;
+};
+
+/**
+ * Refuses a telemetry listener on a non-loopback address with neither TLS nor a token, or an admin server there
+ * without a token, unless `allowUnauthenticated` says so.
+ */
+const exposure: GroupCheck = (o) => {
+  if (o['allowUnauthenticated'] === true) return undefined;
+  const ingest = o['ingest'] as { tls: unknown; authToken: unknown };
+  const listenHost = o['listenHost'] as string | null;
+  if (listenHost !== null && !isLoopbackHost(listenHost) && ingest.tls === null && ingest.authToken === null) {
+    return `options.listenHost ${listenHost} is not a loopback address and the telemetry listener has neither TLS (options.ingest.tls, --tls-cert/--tls-key) nor a token (options.ingest.authToken, --ingest-token-file): anyone who reaches it could inject pings; set one, or options.allowUnauthenticated (--allow-unauthenticated) to accept that`;
+  }
+  const adminHost = o['adminHost'] as string | null;
+  if (adminHost !== null && !isLoopbackHost(adminHost) && o['adminToken'] === null) {
+    return `options.adminHost ${adminHost} is not a loopback address and the admin server has no token (options.adminToken, --admin-token-file): anyone who reaches it could reload the fences; set one, or options.allowUnauthenticated (--allow-unauthenticated) to accept that`;
+  }
+  return undefined;
+};
+
+const floodLimit = (doc: string, flag: string) =>
+  num({ doc: `${doc} (0: no limit)`, min: 0, max: 1e9, unit: 'per s', default: 0, flag });
+
+const tls = nullable(
+  group(
+    {
+      certFile: text('path', { doc: 'server certificate chain (PEM)' }),
+      keyFile: text('path', { doc: 'its private key (PEM)' }),
+      caFile: nullable(text('path', { doc: 'CA bundle client certificates must chain to (null: not asked for)' })),
+      requireClientCert: bool({ doc: 'with a CA: refuse a client without a valid certificate', default: true }),
+    },
+    {
+      doc: 'TLS for the telemetry listener (null: plain TCP)',
+      cliText: '--tls-cert, --tls-key, --tls-ca, --tls-client-cert-optional',
+    },
+  ),
+);
+
+const ingest = group(
+  {
+    maxFrameBytes: int({
+      doc: 'largest telemetry frame',
+      min: 16,
+      max: 16 * 1024 * 1024,
+      unit: 'bytes',
+      default: 1024,
+      flag: 'max-frame-bytes',
+    }),
+    readChunkBytes: int({
+      doc: 'bytes a stream processes per step',
+      min: 256,
+      max: 16 * 1024 * 1024,
+      unit: 'bytes',
+      default: 65536,
+    }),
+    sharedStructures: bool({
+      doc: 'accept msgpackr shared-structure records (all senders must use them)',
+      default: false,
+      flag: 'shared-structures',
+    }),
+    maxConnections: int({
+      doc: 'simultaneous TCP connections',
+      min: 1,
+      max: 1_000_000,
+      default: 10_000,
+      flag: 'max-connections',
+    }),
+    idleTimeoutMs: int({
+      doc: 'close a TCP connection that sent nothing this long (0: never; a paused one is not idle)',
+      min: 0,
+      max: 86_400_000,
+      unit: 'ms',
+      default: 300_000,
+    }),
+    tls,
+    authToken: nullable(
+      text('token', {
+        doc: 'token each TCP connection presents first, as the line "AUTH <token>"',
+        cliText: '--ingest-token-file, GEOFENCE_INGEST_TOKEN',
+      }),
+    ),
+    frameDeadlineMs: int({
+      doc: 'close a connection that begins a frame and does not finish it within this (0: never)',
+      min: 0,
+      max: 3_600_000,
+      unit: 'ms',
+      default: 10_000,
+      flag: 'frame-deadline-ms',
+    }),
+    maxHeldBytes: int({
+      doc: 'bytes all connections may hold for partial frames; past it the oldest partial frames’ connections close',
+      min: 65_536,
+      max: 2 ** 40,
+      unit: 'bytes',
+      default: 64 * 1024 * 1024,
+      flag: 'max-held-bytes',
+    }),
+    stationarySpeedMps: num({
+      doc: 'speed below which a ping is stationary',
+      min: 0,
+      max: 100,
+      unit: 'm/s',
+      default: 0.5,
+    }),
+    stationaryRadiusM: num({
+      doc: 'distance within which an unmoving device is stationary',
+      min: 0,
+      max: 10_000,
+      unit: 'm',
+      default: 10,
+    }),
+    rejectLogIntervalMs: int({
+      doc: 'least time between two log lines of one reject reason',
+      min: 0,
+      max: 86_400_000,
+      unit: 'ms',
+      default: 10_000,
+    }),
+    overload: choice(['shed', 'backpressure'], {
+      doc: 'when a ring is full the TCP listener sheds by lane, or pauses the connection (files, stdin, push() always wait)',
+      default: 'shed',
+      flag: 'overload',
+    }),
+    inputHighWaterBytes: int({
+      doc: 'ingest() bytes in flight at which ingest() returns false (and stdin pauses)',
+      min: 1024,
+      max: 1 << 30,
+      unit: 'bytes',
+      default: 1 << 20,
+    }),
+    inputHighWaterPoints: int({
+      doc: 'push() points in flight at which push() returns false',
+      min: 1,
+      max: 1 << 24,
+      default: 8192,
+    }),
+    maxPingsPerSecPerConnection: floodLimit('pings per TCP connection a second', 'max-pings-per-sec-per-connection'),
+    maxNewDevicesPerSecPerConnection: floodLimit(
+      'new devices per TCP connection a second',
+      'max-new-devices-per-sec-per-connection',
+    ),
+    maxPingsPerSecPerAddress: floodLimit(
+      'pings per source address a second (its connections share it)',
+      'max-pings-per-sec-per-address',
+    ),
+    maxNewDevicesPerSecPerAddress: floodLimit(
+      'new devices per source address a second',
+      'max-new-devices-per-sec-per-address',
+    ),
+  },
+  { doc: 'the ingest edge', section: 'Telemetry and admin', threads: ['ingest'] },
+);
+
+const deadLetter = group(
+  {
+    capacityRecords: int({
+      doc: 'dead-letter ring records before a flush',
+      min: 1,
+      max: 1 << 20,
+      default: 4096,
+      flag: 'dead-letter-capacity',
+    }),
+    maxBytesPerDownstream: int({
+      doc: 'dead letters kept on disk per downstream; the oldest past it are dropped (over_budget)',
+      min: 1 << 20,
+      max: Number.MAX_SAFE_INTEGER,
+      unit: 'bytes',
+      default: 256 * 1024 * 1024,
+      flag: 'dead-letter-max-bytes',
+    }),
+    maxAgeMs: int({
+      doc: 'dead letters older than this are dropped (too_old); one waiting for replay is given up',
+      min: 1,
+      max: Number.MAX_SAFE_INTEGER,
+      unit: 'ms',
+      default: 7 * 24 * 3600 * 1000,
+      flag: 'dead-letter-max-age-ms',
+    }),
+  },
+  {
+    doc: 'dead letters',
+    section: 'Fences and downstreams',
+    threads: ['dispatcher'],
+    retired: { dir: 'dead letters live in options.stateDir (<stateDir>/downstreams/<name>/)' },
+  },
+);
+
+/** The router's options. */
+export const ROUTER_SPEC = group(
+  {
+    listenHost: nullable(
+      text('host', {
+        doc: 'interface of the telemetry TCP listener (null: none); non-loopback needs TLS or a token',
+        default: '127.0.0.1',
+        section: 'Telemetry and admin',
+        threads: ['ingest'],
+        cliText: '--listen HOST:PORT, --no-listen',
+      }),
+    ),
+    listenPort: int({
+      doc: 'port of the telemetry listener (0: any free port)',
+      min: 0,
+      max: 65535,
+      default: 7070,
+      threads: ['ingest'],
+      cliText: '--listen HOST:PORT',
+    }),
+    adminHost: nullable(
+      text('host', {
+        doc: 'interface of the admin HTTP server (null: none); non-loopback needs adminToken',
+        default: '127.0.0.1',
+        cliText: '--admin HOST:PORT, --no-admin',
+      }),
+    ),
+    adminPort: int({
+      doc: 'port of the admin HTTP server',
+      min: 0,
+      max: 65535,
+      default: 9464,
+      cliText: '--admin HOST:PORT',
+    }),
+    adminToken: nullable(
+      text('token', {
+        doc: 'bearer token every admin route that changes anything requires',
+        cliText: '--admin-token-file, GEOFENCE_ADMIN_TOKEN',
+      }),
+    ),
+    allowUnauthenticated: bool({
+      doc: 'bind non-loopback addresses without TLS or tokens (logged as a warning)',
+      default: false,
+      flag: 'allow-unauthenticated',
+      section: 'Telemetry and admin',
+    }),
+    shards: int({
+      doc: 'telemetry shards (rings); a device always maps to one',
+      min: 1,
+      max: 1024,
+      default: 8,
+      flag: 'shards',
+      section: 'Pipeline',
+      threads: ['ingest', 'containment'],
+    }),
+    ringCapacitySlots: int({
+      doc: 'slots per telemetry ring',
+      min: 64,
+      max: 1 << 24,
+      powerOfTwo: true,
+      default: 16384,
+      flag: 'ring-capacity',
+      section: 'Pipeline',
+    }),
+    admission: ADMISSION_SPEC,
+    poolSize: int({
+      doc: 'containment worker threads',
+      min: 1,
+      max: 256,
+      default: DEFAULT_POOL_SIZE,
+      defaultText: 'cores - 1',
+      flag: 'pool-size',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    batchSize: int({
+      doc: 'pings per shard per pass of a containment task at most (batches never wait to fill)',
+      min: 1,
+      max: 65536,
+      default: 512,
+      flag: 'batch-size',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    containmentStallMs: int({
+      doc: 'a containment task with records waiting and no batch begun this long is aborted and replaced',
+      min: 100,
+      max: 3_600_000,
+      unit: 'ms',
+      default: 10_000,
+      flag: 'containment-stall-ms',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    maxDevices: int({
+      doc: 'device slots',
+      min: 1,
+      max: 1 << 24,
+      default: 100_000,
+      flag: 'max-devices',
+      section: 'Pipeline',
+    }),
+    deviceIdleTimeoutMs: int({
+      doc: 'a device without a ping this long is expired and its slot reused (0: never)',
+      min: 100,
+      max: 31_536_000_000,
+      zeroOff: true,
+      unit: 'ms',
+      default: 86_400_000,
+      flag: 'device-idle-timeout-ms',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    deviceExpiry: choice(['exit', 'silent'], {
+      doc: 'an expired device inside fences gets an EXIT per fence with "reason":"expired", or nothing',
+      default: 'exit',
+      flag: 'device-expiry',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    crossMaxSpeedMps: num({
+      doc: 'no CROSS for a move between two pings faster than this (0: no such rule)',
+      min: 1,
+      max: 1e6,
+      zeroOff: true,
+      unit: 'm/s',
+      default: 250,
+      flag: 'cross-max-speed-mps',
+      section: 'Pipeline',
+      threads: ['ingest', 'containment'],
+    }),
+    crossMaxGapMs: int({
+      doc: 'no CROSS across a gap between pings longer than this (0: off)',
+      min: 1000,
+      max: 86_400_000,
+      zeroOff: true,
+      unit: 'ms',
+      default: 3_600_000,
+      flag: 'cross-max-gap-ms',
+      section: 'Pipeline',
+      threads: ['ingest', 'containment'],
+    }),
+    crossMaxPerDevicePerSec: int({
+      doc: 'CROSS triggers per device a second at most; the rest are counted, not written (0: no limit)',
+      min: 1,
+      max: 1_000_000,
+      zeroOff: true,
+      unit: 'per s',
+      default: 100,
+      flag: 'cross-max-per-device-per-sec',
+      section: 'Pipeline',
+      threads: ['ingest', 'containment'],
+    }),
+    idBytesPerSlot: int({ doc: 'UTF-8 bytes of the longest device id', min: 1, max: 1024, unit: 'bytes', default: 64 }),
+    maxFencesPerDevice: int({
+      doc: 'fences a device can be inside at once; beyond it a fence is untracked for that stay (counted)',
+      min: 1,
+      max: 256,
+      default: 64,
+      flag: 'max-fences-per-device',
+      section: 'Pipeline',
+    }),
+    fenceEntriesPerDevice: int({
+      doc: 'fence entries provisioned per device on average (8 own, the rest from a shared pool, 24 bytes each)',
+      min: 1,
+      max: 256,
+      default: 32,
+      flag: 'fence-entries-per-device',
+      section: 'Pipeline',
+    }),
+    fencesFile: nullable(
+      text('path', {
+        doc: 'GeoJSON FeatureCollection of fences (null: none, or `fences` given to createRouter)',
+        flag: 'fences',
+        section: 'Fences and downstreams',
+      }),
+    ),
+    complianceMarginM: num({
+      doc: 'a ping this close to a compliance fence’s box travels in the COMPLIANCE lane',
+      min: 0,
+      max: 100_000,
+      unit: 'm',
+      default: 100,
+      flag: 'compliance-margin-m',
+      section: 'Fences and downstreams',
+      threads: ['ingest'],
+    }),
+    maxFenceFileBytes: int({
+      doc: 'largest fence file read; a larger one is refused',
+      min: 1024,
+      max: 2 ** 40,
+      unit: 'bytes',
+      default: 2 ** 30,
+      flag: 'max-fence-file-bytes',
+      section: 'Fences and downstreams',
+    }),
+    maxFences: int({
+      doc: 'most fences in one file or collection',
+      min: 1,
+      max: 10_000_000,
+      default: 1_000_000,
+      flag: 'max-fences',
+      section: 'Fences and downstreams',
+    }),
+    maxVerticesPerRing: int({
+      doc: 'most positions in one polygon ring',
+      min: 4,
+      max: 10_000_000,
+      default: 100_000,
+      flag: 'max-vertices-per-ring',
+      section: 'Fences and downstreams',
+    }),
+    inputs: list(text('path', { doc: 'a file path, or "-" for stdin' }), {
+      doc: 'files of concatenated MessagePack frames to replay at start ("-": stdin)',
+      default: [],
+      threads: ['ingest'],
+      cliText: '--input FILE (repeatable)',
+    }),
+    downstreams: list(downstream, {
+      doc: 'downstreams triggers are delivered to',
+      default: [],
+      threads: ['dispatcher'],
+      cliText: '--webhook URL, --ndjson PATH (repeatable)',
+    }),
+    deadLetter,
+    stateDir: nullable(
+      text('path', {
+        doc: 'checkpoints, backlog logs, dead letters; one router at a time (null: a temporary directory)',
+        default: 'geofence-router-state',
+        flag: 'state-dir',
+        section: 'Durable state',
+      }),
+    ),
+    checkpointIntervalMs: int({
+      doc: 'device state is checkpointed this often: what a crash can lose',
+      min: 100,
+      max: 86_400_000,
+      unit: 'ms',
+      default: 5000,
+      flag: 'checkpoint-interval-ms',
+      section: 'Durable state',
+    }),
+    drainDeadlineMs: int({
+      doc: 'how long a drain keeps delivering; what is left is kept in the state directory for the next start',
+      min: 0,
+      max: 3_600_000,
+      unit: 'ms',
+      default: 30_000,
+      flag: 'drain-deadline-ms',
+      section: 'Durable state',
+    }),
+    ingest,
+  },
+  { doc: 'the router', check: (o, name) => uniqueNames(o, name) ?? exposure(o, name) },
+);
