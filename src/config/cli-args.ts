@@ -358,6 +358,35 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   }
   const v = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const str = (k: string): string | undefined => v[k] as string | undefined;
+  // --help and --print-config-schema answer whatever else is wrong on the line.
+  const answersOnly = v['help'] === true || v['print-config-schema'] === true;
+  let overrides: RouterOptionsInput = {};
+  let demoFlags: DemoFlags = {};
+  try {
+    overrides = overridesFrom(v);
+    demoFlags = parseDemoFlags(
+      v as Partial<Record<'demo-seconds' | 'demo-devices' | 'demo-fences' | 'demo-seed', string>>,
+    );
+  } catch (err) {
+    if (!answersOnly) throw err;
+  }
+  if (v['demo'] !== true && !answersOnly) {
+    const given = Object.keys(demoFlags)[0];
+    if (given !== undefined) throw new OptionError(`--demo-${given} needs --demo (see --help)`);
+  }
+  return {
+    help: v['help'] === true,
+    demo: v['demo'] === true,
+    printConfigSchema: v['print-config-schema'] === true,
+    demoFlags,
+    configPath: str('config') ?? null,
+    overrides,
+  };
+}
+
+/** The options the flags `v` set, each checked and named by its flag. */
+function overridesFrom(v: Record<string, string | boolean | string[] | undefined>): RouterOptionsInput {
+  const str = (k: string): string | undefined => v[k] as string | undefined;
   const o: Record<string, unknown> = {};
   const webhookFields: Record<string, unknown> = {};
   for (const opt of OPTION_FLAGS) {
@@ -421,21 +450,7 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   const overrides = o as RouterOptionsInput;
   // Values a flag built from several parts (or from a file) are checked here too, each named by its flag.
   checkInput(ROUTER_SPEC, overrides, [], flagNamer);
-  const demoFlags = parseDemoFlags(
-    v as Partial<Record<'demo-seconds' | 'demo-devices' | 'demo-fences' | 'demo-seed', string>>,
-  );
-  if (v['demo'] !== true && v['help'] !== true) {
-    const given = Object.keys(demoFlags)[0];
-    if (given !== undefined) throw new OptionError(`--demo-${given} needs --demo (see --help)`);
-  }
-  return {
-    help: v['help'] === true,
-    demo: v['demo'] === true,
-    printConfigSchema: v['print-config-schema'] === true,
-    demoFlags,
-    configPath: str('config') ?? null,
-    overrides,
-  };
+  return overrides;
 }
 
 /** Names an option by the flag that set it. */
@@ -446,7 +461,7 @@ const flagNamer: Namer = (path) => {
   if (own !== undefined) return `--${own.field.flag}`;
   if (head === 'listenHost' || head === 'listenPort') return '--listen';
   if (head === 'adminHost' || head === 'adminPort') return '--admin';
-  if (head === 'adminToken') return '--admin-token-file';
+  if (head === 'adminToken') return '--admin-token-file (or GEOFENCE_ADMIN_TOKEN)';
   if (head === 'inputs') return '--input';
   if (head === 'downstreams') {
     const field = path[2];
@@ -454,7 +469,7 @@ const flagNamer: Namer = (path) => {
     if (byFlag !== undefined) return `--${byFlag.field.flag}`;
     return field === 'path' ? '--ndjson' : '--webhook';
   }
-  if (at === 'ingest.authToken') return '--ingest-token-file';
+  if (at === 'ingest.authToken') return '--ingest-token-file (or GEOFENCE_INGEST_TOKEN)';
   if (at.startsWith('ingest.tls'))
     return `--tls-${path[2] === 'caFile' ? 'ca' : path[2] === 'keyFile' ? 'key' : 'cert'}`;
   return libraryNamer(path);

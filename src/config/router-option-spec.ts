@@ -137,7 +137,7 @@ const downstreamBase = {
         if (v === null || typeof v !== 'object' || Array.isArray(v))
           throw new RangeError('must be an object of gradient limit options');
         for (const k of Object.keys(v)) {
-          if (!(k in GRADIENT_LIMIT_DEFAULTS))
+          if (!Object.hasOwn(GRADIENT_LIMIT_DEFAULTS, k))
             throw new RangeError(
               `${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`,
             );

@@ -113,8 +113,11 @@ function numberOk(f: Declared & { kind: 'int' | 'num' }, v: number): boolean {
 
 function textOk(f: Declared & { kind: 'text' }, v: string): boolean {
   if (v.length === 0) return false;
-  if (f.text === 'token') return v.length >= 16 && !/\s/.test(v);
+  // Characters, not UTF-16 units (as a JSON Schema minLength counts them).
+  if (f.text === 'token') return [...v].length >= 16 && !/\s/.test(v);
   if (f.text === 'url') {
+    // The text itself must start with the scheme and hold no space (the URL parser would forgive both).
+    if (!/^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(v)) return false;
     try {
       return (f.protocols ?? ['http:']).includes(new URL(v).protocol);
     } catch {
@@ -158,8 +161,10 @@ export function checkInput(f: Declared, v: unknown, path: OptionPath, name: Name
           throw new OptionError(`${name([...path, k])}: ${JSON.stringify(k)} is not ${f.keyRule}`);
         if (f.reservedKeys.includes(k.toLowerCase()))
           throw new OptionError(`${name([...path, k])} is set by the router and cannot be given`);
-        if (typeof x !== 'string' || /[\r\n\0]/.test(x))
-          throw new OptionError(`${name([...path, k])} must be a string without line breaks, got ${show(x)}`);
+        if (typeof x !== 'string' || /[^\t\x20-\x7e\x80-\xff]/.test(x))
+          throw new OptionError(
+            `${name([...path, k])} must be a string of tabs and printable Latin-1 characters (what HTTP allows), got ${show(x)}`,
+          );
       }
       return;
     case 'group':
@@ -204,7 +209,7 @@ function checkGroupInput(
   of?: string,
 ): void {
   for (const k of Object.keys(v)) {
-    const retired = f.retired?.[k];
+    const retired = f.retired !== undefined && Object.hasOwn(f.retired, k) ? f.retired[k] : undefined;
     if (retired !== undefined) throw new OptionError(`${name([...path, k])} is not an option: ${retired}`);
     if (!Object.prototype.hasOwnProperty.call(f.fields, k))
       throw new OptionError(`${name([...path, k])} is not an option${of === undefined ? '' : ` of ${of}`}`);
@@ -273,10 +278,16 @@ export function checkRules(f: Declared, v: unknown, path: OptionPath, name: Name
 export function mergeInputs(f: Declared, base: unknown, over: unknown): unknown {
   if (over === undefined) return base;
   if (f.kind === 'group' && isObject(base) && isObject(over)) {
-    const out: Record<string, unknown> = { ...base };
+    const out: Record<string, unknown> = {};
+    // Own properties only, defined rather than assigned: a "__proto__" key stays a key (and is refused), it does not
+    // become the prototype through which options could be read without being checked.
+    const put = (k: string, x: unknown): void => {
+      Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
+    };
+    for (const [k, x] of Object.entries(base)) put(k, x);
     for (const [k, x] of Object.entries(over)) {
-      const field = f.fields[k];
-      out[k] = field === undefined ? x : mergeInputs(field, base[k], x);
+      const field = Object.hasOwn(f.fields, k) ? f.fields[k] : undefined;
+      put(k, field === undefined ? x : mergeInputs(field, Object.hasOwn(base, k) ? base[k] : undefined, x));
     }
     return out;
   }

@@ -225,7 +225,7 @@ function schemaOf(f: Declared): Record<string, unknown> {
     case 'text':
       s = { type: 'string', minLength: f.text === 'token' ? 16 : 1 };
       if (f.text === 'token') s['pattern'] = '^\\S+$';
-      if (f.text === 'url') s['pattern'] = `^(${(f.protocols ?? ['http:']).join('|')})//`;
+      if (f.text === 'url') s['pattern'] = `^(?:${(f.protocols ?? ['http:']).map(anyCase).join('|')})//\\S+$`;
       break;
     case 'list':
       s = { type: 'array', items: schemaOf(f.item) };
@@ -238,7 +238,7 @@ function schemaOf(f: Declared): Record<string, unknown> {
           // Reserved names are compared without case; a schema pattern has no flags, so each letter is a class.
           not: { pattern: `^(?:${f.reservedKeys.map(anyCase).join('|')})$` },
         },
-        additionalProperties: { type: 'string', pattern: '^[^\\r\\n\\u0000]*$' },
+        additionalProperties: { type: 'string', pattern: '^[\\t\\x20-\\x7e\\x80-\\xff]*$' },
       };
       break;
     case 'group': {

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { HELP_TEXT, optionsFromCli, parseCliArgs } from '../../src/config/cli-args.js';
+import { HELP_TEXT, mergeOptionInputs, optionsFromCli, parseCliArgs } from '../../src/config/cli-args.js';
 import { loadConfigFile } from '../../src/config/config-file.js';
 import { declaredOptions, optionsMarkdown } from '../../src/option-schema/option-docs.js';
 import {
@@ -106,6 +106,7 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
           subscribe: { types: ['ENTER', 'EXIT'], tags: ['depot'] },
         },
         { kind: 'ndjson', name: 'file', path: '-', limit: 'aimd', replay: false },
+        { kind: 'webhook', name: 'upper', url: 'HTTP://127.0.0.1:9/x', headers: { 'X-Tab': 'a\tb' } },
       ],
     },
   ];
@@ -116,6 +117,28 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
     [{ deviceIdleTimeoutMs: 50 }, /: deviceIdleTimeoutMs must be 0 or an integer in \[100, 31536000000\], got 50$/],
     [{ ingest: { overload: 'drop' } }, /: ingest\.overload must be one of "shed", "backpressure", got "drop"$/],
     [{ ingest: { colour: 1 } }, /: ingest\.colour is not an option$/],
+    [{ deadLetter: { constructor: 1 } }, /: deadLetter\.constructor is not an option$/],
+    [{ adminToken: '🙂🙂🙂🙂🙂🙂🙂🙂' }, /: adminToken must be a string of at least 16 characters/],
+    [
+      { downstreams: [{ kind: 'webhook', name: 'h', url: ' http://x/' }] },
+      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+    ],
+    [
+      { downstreams: [{ kind: 'webhook', name: 'h', url: 'http:/x' }] },
+      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+    ],
+    [
+      { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://' }] },
+      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+    ],
+    [
+      { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://x/', headers: { 'X-K': 'snow\u2603' } }] },
+      /: downstreams\[0\]\.headers\.X-K must be a string of tabs and printable Latin-1 characters/,
+    ],
+    [
+      { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://x/', gradient: { constructor: 5 } }] },
+      /: downstreams\[0\]\.gradient: constructor is not a gradient limit option/,
+    ],
     [{ ingest: { tls: { certFile: 'a.pem' } } }, /: ingest\.tls\.keyFile is required/],
     [
       { adminToken: 'short' },
@@ -139,7 +162,7 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://x/', headers: { 'X-A': 'v\r\nX-B: w' } }] },
-      /: downstreams\[0\]\.headers\.X-A must be a string without line breaks/,
+      /: downstreams\[0\]\.headers\.X-A must be a string of tabs and printable Latin-1 characters/,
     ],
     [
       { downstreams: [{ kind: 'ndjson', name: 'f', path: '-', path2: 1 }] },
@@ -241,6 +264,25 @@ test('webhook headers: one definition gives the type, the flag, the checks, the 
   assert.match(optionsMarkdown(ROUTER_SPEC), /\| `downstreams\[\]\.headers` \(webhook\) \| `--webhook-header` \|/);
   const items = JSON.stringify(routerConfigSchema());
   assert.ok(items.includes('"headers":{"type":"object"'), 'the schema has headers');
+});
+
+test('--help answers whatever else is wrong; "__proto__" cannot carry options past the checks', () => {
+  assert.equal(parseCliArgs(['--help', '--shards', '0']).help, true);
+  assert.equal(parseCliArgs(['--print-config-schema', '--listen', 'x']).printConfigSchema, true);
+  const saved = process.env['GEOFENCE_ADMIN_TOKEN'];
+  process.env['GEOFENCE_ADMIN_TOKEN'] = 'short';
+  try {
+    assert.throws(
+      () => parseCliArgs([]),
+      /^OptionError: --admin-token-file \(or GEOFENCE_ADMIN_TOKEN\) must be a string/,
+    );
+  } finally {
+    if (saved === undefined) delete process.env['GEOFENCE_ADMIN_TOKEN'];
+    else process.env['GEOFENCE_ADMIN_TOKEN'] = saved;
+  }
+  const evil = JSON.parse('{"__proto__":{"allowUnauthenticated":true},"listenHost":"0.0.0.0"}') as RouterOptionsInput;
+  assert.throws(() => resolveRouterOptions(mergeOptionInputs({}, evil)), /options\.__proto__ is not an option/);
+  assert.throws(() => resolveRouterOptions(mergeOptionInputs(evil, {})), /options\.__proto__ is not an option/);
 });
 
 test('each thread gets the options tagged for it, and nothing it cannot clone', () => {
