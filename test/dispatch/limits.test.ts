@@ -80,7 +80,7 @@ test('gradient: one update per interval; samples inside the interval are average
   assert.equal(g.estimatedLimit, before * 0.5);
 });
 
-test('gradient: re-probes the reference after the window, so a slower baseline is relearnt', () => {
+test('gradient: re-probes the reference after the window, so a slower baseline is relearnt (early probes off)', () => {
   const g = new GradientLimit({
     ...perSample,
     initialLimit: 40,
@@ -88,6 +88,7 @@ test('gradient: re-probes the reference after the window, so a slower baseline i
     maxLimit: 400,
     rttMinWindowNs: 10_000 * MS,
     probeSamples: 3,
+    reprobeRttRatio: Infinity,
   });
   let t = feed(g, 0, 100, MS, 10 * MS, saturated);
   assert.equal(g.referenceRttNs, 10 * MS);
@@ -105,6 +106,71 @@ test('gradient: re-probes the reference after the window, so a slower baseline i
   assert.equal(g.referenceRttNs, 30 * MS);
   feed(g, t, 200, MS, 30 * MS, saturated);
   assert.ok(g.limit > collapsed * 3, `limit recovers after the re-probe: ${g.limit}`);
+});
+
+test('gradient: a slower baseline under load is relearnt by an early probe within a few intervals: a dip, no collapse', () => {
+  const g = new GradientLimit({ ...perSample, initialLimit: 40, minLimit: 4, maxLimit: 400, probeSamples: 3 });
+  let t = feed(g, 0, 100, MS, 10 * MS, saturated);
+  const before = g.estimatedLimit;
+  // The service gets slower (10 -> 30 ms) with nothing queued: three slow intervals start a probe.
+  t = feed(g, t, 3, MS, 30 * MS, saturated);
+  assert.equal(g.isProbing, true);
+  assert.equal(g.earlyProbes, 1);
+  // At half the load the RTT stays at 30 ms: the baseline moved, and the reference follows it.
+  t = feed(g, t + 50 * MS, 3, MS, 30 * MS, saturated);
+  assert.equal(g.isProbing, false);
+  assert.equal(g.referenceRttNs, 30 * MS);
+  assert.equal(g.baselineMoves, 1);
+  const dipped = g.estimatedLimit;
+  assert.ok(dipped > before * 0.65, `dipped to ${dipped.toFixed(1)} from ${before.toFixed(1)}, no collapse`);
+  feed(g, t, 200, MS, 30 * MS, saturated);
+  assert.ok(g.estimatedLimit > before, `grows again at the new baseline: ${g.estimatedLimit.toFixed(1)}`);
+});
+
+test('gradient: an early probe that drains a queue keeps the reference, and the limit settles near capacity', () => {
+  // A downstream of 16 servers and a 10 ms service: RTT = 10 ms * max(1, in-flight / 16).
+  const g = new GradientLimit({ initialLimit: 100, minLimit: 4, maxLimit: 400, updateIntervalNs: 20 * MS });
+  let t = 0;
+  g.onSample(t, 10 * MS, 1, false); // the no-load reference
+  const limits: number[] = [];
+  for (let i = 0; i < 20_000; i++) {
+    const inflight = g.limit;
+    const rtt = 10 * MS * Math.max(1, inflight / 16);
+    t += rtt / inflight; // completions spread over one RTT
+    g.onSample(t - rtt, rtt, inflight, false);
+    if (i >= 15_000) limits.push(g.limit);
+  }
+  assert.ok(g.earlyProbes >= 1, `early probes: ${g.earlyProbes}`);
+  assert.equal(g.baselineMoves, 0, 'no probe mistook the queue for a slower downstream');
+  assert.equal(g.referenceRttNs, 10 * MS);
+  limits.sort((a, b) => a - b);
+  const median = limits[limits.length >> 1]!;
+  assert.ok(median >= 12 && median <= 26, `settles near the 16 servers: median limit ${median}`);
+});
+
+test('gradient: holds while the downstream is not pressed (peak in-flight under half the limit), whatever the RTT', () => {
+  const light = new GradientLimit({ ...perSample, initialLimit: 40 });
+  let t = feed(light, 0, 50, MS, 10 * MS, saturated);
+  const L0 = light.estimatedLimit;
+  feed(light, t, 500, MS, 40 * MS, () => Math.floor(L0 / 4));
+  assert.equal(light.estimatedLimit, L0, 'a slower answer at a quarter of the limit moves nothing');
+  assert.ok(light.heldUpdates >= 490, `held updates: ${light.heldUpdates}`);
+  assert.equal(light.earlyProbes, 0);
+  // The same RTT with the limit pressed is a queue: it shrinks (early probes off to show the gradient alone).
+  const pressed = new GradientLimit({ ...perSample, initialLimit: 40, reprobeRttRatio: Infinity });
+  t = feed(pressed, 0, 50, MS, 10 * MS, saturated);
+  feed(pressed, t, 50, MS, 40 * MS, saturated);
+  assert.ok(pressed.estimatedLimit < L0 * 0.3, `pressed: ${pressed.estimatedLimit.toFixed(1)}`);
+  // appLimitedUtilisation 0 turns the hold off.
+  const off = new GradientLimit({
+    ...perSample,
+    initialLimit: 40,
+    appLimitedUtilisation: 0,
+    reprobeRttRatio: Infinity,
+  });
+  t = feed(off, 0, 50, MS, 10 * MS, saturated);
+  feed(off, t, 50, MS, 40 * MS, () => Math.floor(L0 / 4));
+  assert.ok(off.estimatedLimit < L0 * 0.3);
 });
 
 test('gradient: probes more slowly after repeated backoffs', () => {

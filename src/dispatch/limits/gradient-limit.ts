@@ -55,6 +55,22 @@ export interface GradientLimitOptions {
   probeFraction: number;
   /** Samples started after the probe began that it collects before the new reference is taken. */
   probeSamples: number;
+  /**
+   * The downstream is not the constraint while the interval's peak in-flight stays under this fraction of the limit:
+   * the limit then holds (no decrease for a slower RTT, no growth either), in [0, 1]; 0 turns the hold off. A
+   * slower answer with little load on the downstream is its own business, not a queue this limit built.
+   */
+  appLimitedUtilisation: number;
+  /**
+   * A probe is started early (before `rttMinWindowNs`) when `reprobeIntervals` intervals in a row had a median RTT of
+   * at least this many reference RTTs, >= 1 (Infinity: never early). The probe tells a moved baseline (a slower
+   * service: the RTT stays up at half the load, and becomes the new reference) from a queue (the RTT falls back).
+   */
+  reprobeRttRatio: number;
+  /** Consecutive slow intervals that start an early probe, >= 1. */
+  reprobeIntervals: number;
+  /** Two early probes are at least this far apart, ns. */
+  reprobeMinGapNs: number;
   /** Loss backoffs within `cautiousWindowNs` that make growth cautious. */
   cautiousBackoffs: number;
   /** Window in which `cautiousBackoffs` backoffs make growth cautious, ns. */
@@ -81,6 +97,10 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   rttMinWindowNs: 60e9,
   probeFraction: 0.5,
   probeSamples: 5,
+  appLimitedUtilisation: 0.5,
+  reprobeRttRatio: 1.5,
+  reprobeIntervals: 3,
+  reprobeMinGapNs: 5e9,
   cautiousBackoffs: 3,
   cautiousWindowNs: 300e9,
   cautiousIntervalMultiplier: 4,
@@ -113,8 +133,18 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * were sent under the old limit and show the queue the cut is removing, so reacting to them would be reacting to
  * the loop's own past decision. This also makes successive backoffs at least one RTT apart.
  *
+ * While the interval's peak in-flight stays under `appLimitedUtilisation * L` the downstream is not the constraint and
+ * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
+ * downstream's own, and growth is earned only under pressure).
+ *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` a probe holds the limit at `probeFraction * L`, takes the
  * smallest RTT of `probeSamples` samples that started after the probe began as the new reference, then restores L.
+ * A probe also starts early when `reprobeIntervals` pressed intervals in a row had a median of at least
+ * `reprobeRttRatio * rttMin` (at most once per `reprobeMinGapNs`): if the downstream merely got slower (a deploy, a
+ * drifting service time), its RTT stays up at the probe's reduced load and becomes the reference, so the limit stops
+ * shrinking against a stale one within a few intervals instead of at the end of the window; if a queue made the RTT
+ * high, the probe drains it (its smallest RTT is under `1 / reprobeRttRatio` of the slow median) and the reference
+ * stays.
  * Growth is cautious while `cautiousBackoffs` loss backoffs happened within `cautiousWindowNs`.
  * Time comes only from the samples (`startNs + rttNs` is "now").
  */
@@ -130,6 +160,8 @@ export class GradientLimit implements Limit {
   private accDrop = false;
   private probing = false;
   private probeStartNs = 0;
+  /** Probes started so far (the first early probe needs no gap before it). */
+  private probes = 0;
   private probeMinNs = Infinity;
   private probeSeen = 0;
   private savedEstimate = 0;
@@ -149,6 +181,16 @@ export class GradientLimit implements Limit {
   fastDecreases = 0;
   /** A fast cut was made and no interval since has come back below the fast ratio. */
   private unconfirmedFastCut = false;
+  /** Intervals in a row whose median RTT was at least `reprobeRttRatio` reference RTTs. */
+  private slowIntervals = 0;
+  /** Probes started before the reference window was over (a suspected baseline move). */
+  earlyProbes = 0;
+  /** Early probes that found the downstream slower at half the load (the reference moved up). */
+  baselineMoves = 0;
+  /** The slow interval median that started the current early probe, ns (0: a window probe). */
+  private probeSlowMedianNs = 0;
+  /** Interval updates held because the downstream was not pressed (peak in-flight under appLimitedUtilisation). */
+  heldUpdates = 0;
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
@@ -168,6 +210,10 @@ export class GradientLimit implements Limit {
     checkNumber('options.fastDecreaseSpanRtts', o.fastDecreaseSpanRtts, 0, 10);
     checkNumber('options.rttMinWindowNs', o.rttMinWindowNs, 1, Number.MAX_SAFE_INTEGER);
     checkNumber('options.probeFraction', o.probeFraction, 0.01, 1);
+    checkNumber('options.appLimitedUtilisation', o.appLimitedUtilisation, 0, 1);
+    checkNumber('options.reprobeRttRatio', o.reprobeRttRatio, 1, Infinity);
+    checkNumber('options.reprobeIntervals', o.reprobeIntervals, 1, 1e6, true);
+    checkNumber('options.reprobeMinGapNs', o.reprobeMinGapNs, 0, Number.MAX_SAFE_INTEGER);
     checkNumber('options.probeSamples', o.probeSamples, 1, 1e6, true);
     checkNumber('options.cautiousBackoffs', o.cautiousBackoffs, 1, 1000, true);
     checkNumber('options.cautiousWindowNs', o.cautiousWindowNs, 0, Number.MAX_SAFE_INTEGER);
@@ -287,6 +333,9 @@ export class GradientLimit implements Limit {
   }
 
   private startProbe(nowNs: number): void {
+    this.probes++;
+    this.slowIntervals = 0;
+    this.probeSlowMedianNs = 0;
     this.probing = true;
     this.probeStartNs = nowNs;
     this.probeMinNs = Infinity;
@@ -328,6 +377,11 @@ export class GradientLimit implements Limit {
     if (backoff) {
       this.estimate = Math.max(o.minLimit, L * o.backoffRatio);
       this.recordBackoff();
+      this.slowIntervals = 0;
+    } else if (this.accPeakInflight < o.appLimitedUtilisation * Math.floor(L)) {
+      // Not the constraint: a slower answer at this load is not a queue this limit built, and no growth is earned.
+      this.heldUpdates++;
+      this.slowIntervals = 0;
     } else {
       const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / rttNs));
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
@@ -340,8 +394,18 @@ export class GradientLimit implements Limit {
       );
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
+      this.slowIntervals = rttNs >= o.reprobeRttRatio * this.rttMinNs ? this.slowIntervals + 1 : 0;
     }
     this.endInterval(nowNs, backoff);
+    // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
+    if (
+      this.slowIntervals >= o.reprobeIntervals &&
+      (this.probes === 0 || nowNs - this.probeStartNs >= o.reprobeMinGapNs)
+    ) {
+      this.earlyProbes++;
+      this.startProbe(nowNs);
+      this.probeSlowMedianNs = rttNs;
+    }
   }
 
   private onProbeSample(didDrop: boolean): void {
@@ -366,7 +430,16 @@ export class GradientLimit implements Limit {
     if (startNs < this.probeStartNs) return;
     if (rtt < this.probeMinNs) this.probeMinNs = rtt;
     if (++this.probeSeen < o.probeSamples) return;
-    this.rttMinNs = this.probeMinNs;
+    // An early probe whose RTT fell well below the slow median drained a queue: the old reference stands. One whose
+    // RTT stayed up at half the load met a slower downstream: that is the new baseline.
+    const drainedQueue = this.probeSlowMedianNs > 0 && this.probeMinNs * o.reprobeRttRatio < this.probeSlowMedianNs;
+    if (drainedQueue) {
+      if (this.probeMinNs < this.rttMinNs) this.rttMinNs = this.probeMinNs;
+    } else {
+      if (this.probeSlowMedianNs > 0) this.baselineMoves++;
+      this.rttMinNs = this.probeMinNs;
+    }
+    this.probeSlowMedianNs = 0;
     this.windowStartNs = nowNs;
     this.estimate = this.savedEstimate;
     this.probing = false;
