@@ -16,6 +16,13 @@ import {
 } from '../dispatch/limits/gradient-limit.js';
 import { WEBHOOK_SINK_DEFAULTS } from '../dispatch/sinks/webhook-sink.js';
 import type { Trigger } from '../dispatch/trigger.js';
+import { AIMD_LIMIT_DEFAULTS, AimdLimit, type AimdLimitOptions } from '../dispatch/limits/aimd-limit.js';
+import {
+  GRADIENT2_LIMIT_DEFAULTS,
+  Gradient2Limit,
+  type Gradient2LimitOptions,
+} from '../dispatch/limits/gradient2-limit.js';
+import { VEGAS_LIMIT_DEFAULTS, VegasLimit, type VegasLimitOptions } from '../dispatch/limits/vegas-limit.js';
 import { ADMISSION_SPEC } from '../ingest/admission-options.js';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import {
@@ -113,6 +120,40 @@ const breaker = group(
   },
 );
 
+/**
+ * Tuning of one limit algorithm: an object of its options (their names and types from its defaults), checked by the
+ * algorithm itself, which names the option in its message.
+ */
+function tuning<T extends object>(
+  algorithm: string,
+  defaults: Readonly<T>,
+  build: (v: Partial<T>) => unknown,
+  example: string,
+) {
+  return delegate<Partial<T>>({
+    doc: `tuning of the ${algorithm} limit (with limit "${algorithm}"${algorithm === 'gradient' ? ' or none' : ''}), e.g. ${example}`,
+    check: (v) => {
+      if (v === null || typeof v !== 'object' || Array.isArray(v))
+        throw new RangeError(`must be an object of ${algorithm} limit options`);
+      for (const k of Object.keys(v)) {
+        const d: unknown = Object.hasOwn(defaults, k) ? (defaults as Record<string, unknown>)[k] : 0;
+        if (typeof d !== 'number' && typeof d !== 'boolean')
+          throw new RangeError(`${k} is set only by the library (not a number a config file can give)`);
+      }
+      build(v as Partial<T>);
+    },
+    schema: {
+      type: 'object',
+      additionalProperties: false,
+      properties: Object.fromEntries(
+        Object.entries(defaults)
+          .filter(([, x]) => typeof x === 'number' || typeof x === 'boolean')
+          .map(([k, x]) => [k, { type: typeof x }]),
+      ),
+    },
+  });
+}
+
 /** Fields every downstream has. */
 const downstreamBase = {
   name: text('name', { doc: 'unique name (metric label, directory of its durable files)' }),
@@ -131,26 +172,26 @@ const downstreamBase = {
     }),
   ),
   gradient: optional(
-    delegate<Partial<GradientLimitOptions>>({
-      doc: 'tuning of the gradient limit (limit "gradient" or none), e.g. { "fastDecreaseRttRatio": 2 }',
-      check: (v) => {
-        if (v === null || typeof v !== 'object' || Array.isArray(v))
-          throw new RangeError('must be an object of gradient limit options');
-        for (const k of Object.keys(v)) {
-          if (!Object.hasOwn(GRADIENT_LIMIT_DEFAULTS, k))
-            throw new RangeError(
-              `${k} is not a gradient limit option (one of ${Object.keys(GRADIENT_LIMIT_DEFAULTS).join(', ')})`,
-            );
-        }
-        // The limit checks each value with a message naming it.
-        new GradientLimit(v as Partial<GradientLimitOptions>);
-      },
-      schema: {
-        type: 'object',
-        additionalProperties: false,
-        properties: Object.fromEntries(Object.keys(GRADIENT_LIMIT_DEFAULTS).map((k) => [k, { type: 'number' }])),
-      },
-    }),
+    tuning<GradientLimitOptions>(
+      'gradient',
+      GRADIENT_LIMIT_DEFAULTS,
+      (v) => new GradientLimit(v),
+      '{ "fastDecreaseRttRatio": 2 }',
+    ),
+  ),
+  aimd: optional(
+    tuning<AimdLimitOptions>('aimd', AIMD_LIMIT_DEFAULTS, (v) => new AimdLimit(v), '{ "backoffRatio": 0.8 }'),
+  ),
+  vegas: optional(
+    tuning<VegasLimitOptions>('vegas', VEGAS_LIMIT_DEFAULTS, (v) => new VegasLimit(v), '{ "smoothing": 0.5 }'),
+  ),
+  gradient2: optional(
+    tuning<Gradient2LimitOptions>(
+      'gradient2',
+      GRADIENT2_LIMIT_DEFAULTS,
+      (v) => new Gradient2Limit(v),
+      '{ "queueSize": 8 }',
+    ),
   ),
   breaker,
   safetyCap: int({
@@ -198,10 +239,16 @@ const downstreamBase = {
   }),
 } as const;
 
-const gradientNeedsGradientLimit: GroupCheck = (d, name) =>
-  d['gradient'] !== undefined && d['limit'] !== undefined && d['limit'] !== 'gradient'
-    ? `${name('gradient')} applies only with limit "gradient" (or no limit), got limit ${JSON.stringify(d['limit'])}`
-    : undefined;
+/** A limit's tuning applies only with that limit ("gradient" is the default). */
+const gradientNeedsGradientLimit: GroupCheck = (d, name) => {
+  const limit = d['limit'] ?? 'gradient';
+  for (const algorithm of LIMIT_NAMES) {
+    if (d[algorithm] !== undefined && limit !== algorithm) {
+      return `${name(algorithm)} applies only with limit "${algorithm}"${algorithm === 'gradient' ? ' (or no limit)' : ''}, got limit ${JSON.stringify(d['limit'])}`;
+    }
+  }
+  return undefined;
+};
 
 const downstream = variants(
   'kind',

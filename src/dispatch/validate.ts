@@ -27,3 +27,17 @@ export function withDefaults<T extends object>(defaults: T, options: Partial<T> 
   }
   return out;
 }
+
+/**
+ * Throws a RangeError naming the first key of `options` that `defaults` does not have (a misspelt or foreign option
+ * would otherwise be ignored without a word), or when `options` is not an object.
+ */
+export function refuseUnknownOptions(defaults: object, options: unknown, what: string): void {
+  if (options === undefined) return;
+  if (options === null || typeof options !== 'object' || Array.isArray(options))
+    throw new RangeError(`${what} options must be an object, got ${String(options)}`);
+  for (const k of Object.keys(options)) {
+    if (!Object.hasOwn(defaults, k))
+      throw new RangeError(`${k} is not a ${what} option (one of ${Object.keys(defaults).join(', ')})`);
+  }
+}

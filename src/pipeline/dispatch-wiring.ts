@@ -14,7 +14,6 @@ import {
   VegasLimit,
   type Limit,
 } from '../dispatch/limits/index.js';
-import type { GradientLimitOptions } from '../dispatch/limits/gradient-limit.js';
 import type { ResolvedDownstream } from '../config/options.js';
 import type { DispatcherDownstreamOptions } from '../dispatch/dispatcher.js';
 import type { Subscription } from '../dispatch/trigger-router.js';
@@ -185,23 +184,20 @@ export class CallbackBridge {
   }
 }
 
-function limitOf(
-  choice: string | number | undefined,
-  gradient: Partial<GradientLimitOptions> | undefined,
-): Limit | undefined {
-  if (choice === undefined) return gradient === undefined ? undefined : new GradientLimit(gradient);
+/** The downstream's limit: its algorithm with its tuning, a fixed limit, or undefined for the default gradient. */
+function limitOf(s: DownstreamSpec): Limit | undefined {
+  const choice = s.limit;
+  if (choice === undefined) return s.gradient === undefined ? undefined : new GradientLimit(s.gradient);
   if (typeof choice === 'number') return new FixedLimit(choice);
   switch (choice) {
     case 'gradient':
-      return new GradientLimit(gradient);
+      return new GradientLimit(s.gradient);
     case 'aimd':
-      return new AimdLimit();
+      return new AimdLimit(s.aimd);
     case 'vegas':
-      return new VegasLimit();
+      return new VegasLimit(s.vegas);
     case 'gradient2':
-      return new Gradient2Limit();
-    default:
-      throw new RangeError(`unknown limit ${choice}`);
+      return new Gradient2Limit(s.gradient2);
   }
 }
 
@@ -253,7 +249,7 @@ export function buildDownstreams(
         sub.types = s.subscribe.types.map((t) => (TRIGGER_TYPE_NAMES as readonly string[]).indexOf(t) as TriggerType);
       o.subscription = sub;
     }
-    const limit = limitOf(s.limit, s.gradient);
+    const limit = limitOf(s);
     if (limit !== undefined) o.limit = limit;
     if (s.maxQueueAgeMs !== undefined) o.maxQueueAgeMs = s.maxQueueAgeMs;
     return o;

@@ -20,6 +20,9 @@ import {
   type RouterOptionsInput,
 } from '../../src/config/options.js';
 import { ROUTER_SPEC } from '../../src/config/router-option-spec.js';
+import { AimdLimit, Gradient2Limit, GradientLimit, VegasLimit } from '../../src/dispatch/limits/index.js';
+import { buildDownstreams } from '../../src/pipeline/dispatch-wiring.js';
+import { downstreamSpecs } from '../../src/pipeline/threads.js';
 import { createRouter } from '../../src/index.js';
 import { cityTraffic, sendPaced } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
@@ -283,6 +286,44 @@ test('--help answers whatever else is wrong; "__proto__" cannot carry options pa
   const evil = JSON.parse('{"__proto__":{"allowUnauthenticated":true},"listenHost":"0.0.0.0"}') as RouterOptionsInput;
   assert.throws(() => resolveRouterOptions(mergeOptionInputs({}, evil)), /options\.__proto__ is not an option/);
   assert.throws(() => resolveRouterOptions(mergeOptionInputs(evil, {})), /options\.__proto__ is not an option/);
+});
+
+test('every limit algorithm is tuned from the router options; a tuning for another algorithm or a foreign name is refused', () => {
+  const o = resolveRouterOptions({
+    downstreams: [
+      { kind: 'ndjson', name: 'a', path: '-', limit: 'aimd', aimd: { initialLimit: 40, backoffRatio: 0.5 } },
+      { kind: 'ndjson', name: 'v', path: '-', limit: 'vegas', vegas: { initialLimit: 7 } },
+      { kind: 'ndjson', name: 'g2', path: '-', limit: 'gradient2', gradient2: { initialLimit: 9, queueSize: 8 } },
+      { kind: 'ndjson', name: 'g', path: '-', gradient: { initialLimit: 11 } },
+    ],
+  });
+  const built = buildDownstreams(downstreamSpecs(o), null);
+  const [aimd, vegas, gradient2, gradient] = built.map((d) => d.limit!);
+  assert.ok(aimd instanceof AimdLimit && vegas instanceof VegasLimit && gradient2 instanceof Gradient2Limit);
+  assert.ok(gradient instanceof GradientLimit);
+  assert.deepEqual([aimd.limit, vegas.limit, gradient2.limit, gradient.limit], [40, 7, 9, 11]);
+  aimd.onSample(0, 1e6, 40, true);
+  assert.equal(aimd.limit, 20, 'the AIMD backoff ratio given (0.5) is the one applied');
+  for (const d of built) void d.sink.close();
+  const bad = (d: Record<string, unknown>): void =>
+    void resolveRouterOptions({ downstreams: [{ kind: 'ndjson', name: 'x', path: '-', ...d }] } as RouterOptionsInput);
+  assert.throws(
+    () => bad({ limit: 'aimd', aimd: { bogus: 1 } }),
+    /^OptionError: options\.downstreams\[0\]\.aimd: bogus is not a AIMD limit option/,
+  );
+  assert.throws(
+    () => bad({ limit: 'vegas', aimd: { backoffRatio: 0.8 } }),
+    /options\.downstreams\[0\]\.aimd applies only with limit "aimd", got limit "vegas"/,
+  );
+  assert.throws(() => bad({ vegas: { smoothing: 0.5 } }), /vegas applies only with limit "vegas", got limit undefined/);
+  assert.throws(() => bad({ limit: 'vegas', vegas: { random: 1 } }), /vegas: random is set only by the library/);
+  assert.throws(
+    () => bad({ limit: 'gradient2', gradient2: { rttTolerance: 2 } }),
+    /gradient2: rttTolerance is not a Gradient2 limit option/,
+  );
+  const schema = JSON.stringify(routerConfigSchema());
+  for (const k of ['"aimd"', '"vegas"', '"gradient2"', '"backoffRatio"', '"queueSize"'])
+    assert.ok(schema.includes(k), k);
 });
 
 test('each thread gets the options tagged for it, and nothing it cannot clone', () => {

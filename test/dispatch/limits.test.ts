@@ -387,6 +387,23 @@ test('gradient2: grows while saturated, not while idle, floor and ceiling', () =
   assert.equal(z.limit, 5);
 });
 
+test('every algorithm refuses an option it does not have, naming it and the ones it has', () => {
+  assert.throws(
+    () => new GradientLimit({ rttTolerance: 2 } as never),
+    /^RangeError: rttTolerance is not a gradient limit option \(one of initialLimit, /,
+  );
+  assert.throws(
+    () => new Gradient2Limit({ rttTolerance: 2 } as never),
+    /^RangeError: rttTolerance is not a Gradient2 limit option \(one of /,
+  );
+  assert.throws(
+    () => new VegasLimit({ maxConcurrency: 5 } as never),
+    /^RangeError: maxConcurrency is not a Vegas limit option/,
+  );
+  assert.throws(() => new AimdLimit({ backoff: 0.5 } as never), /^RangeError: backoff is not a AIMD limit option/);
+  assert.throws(() => new AimdLimit(7 as never), /AIMD limit options must be an object/);
+});
+
 test('fixed: never moves', () => {
   const f = new FixedLimit(7);
   feed(f, 0, 100, MS, MS, saturated, true);

@@ -1,5 +1,5 @@
 import type { Limit } from './limit.js';
-import { checkNumber, withDefaults } from '../validate.js';
+import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js';
 
 /** Options of AimdLimit. */
 export interface AimdLimitOptions {
@@ -16,7 +16,7 @@ export interface AimdLimitOptions {
 }
 
 /** Defaults of AimdLimit (the loss-based algorithm as the Netflix library defines it, with a floor of 1). */
-const AIMD_LIMIT_DEFAULTS: AimdLimitOptions = {
+export const AIMD_LIMIT_DEFAULTS: Readonly<AimdLimitOptions> = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,
@@ -41,6 +41,7 @@ export class AimdLimit implements Limit {
 
   /** Validates every option (see AimdLimitOptions). */
   constructor(options?: Partial<AimdLimitOptions>) {
+    refuseUnknownOptions(AIMD_LIMIT_DEFAULTS, options, 'AIMD limit');
     const o = withDefaults(AIMD_LIMIT_DEFAULTS, options);
     checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
     checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);

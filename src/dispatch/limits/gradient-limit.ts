@@ -1,5 +1,5 @@
 import type { Limit } from './limit.js';
-import { checkNumber, withDefaults } from '../validate.js';
+import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js';
 
 /** RTTs kept per update interval for its median (the most recent ones when an interval has more). */
 const INTERVAL_SAMPLE_CAPACITY = 256;
@@ -194,6 +194,7 @@ export class GradientLimit implements Limit {
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
+    refuseUnknownOptions(GRADIENT_LIMIT_DEFAULTS, options, 'gradient limit');
     const o = withDefaults(GRADIENT_LIMIT_DEFAULTS, options);
     checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
     checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);

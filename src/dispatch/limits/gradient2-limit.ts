@@ -1,5 +1,5 @@
 import type { Limit } from './limit.js';
-import { checkNumber, withDefaults } from '../validate.js';
+import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js';
 
 /** Options of Gradient2Limit. */
 export interface Gradient2LimitOptions {
@@ -20,7 +20,7 @@ export interface Gradient2LimitOptions {
 }
 
 /** Defaults of Gradient2Limit (the Netflix library's, with a floor of 1 instead of 20). */
-const GRADIENT2_LIMIT_DEFAULTS: Gradient2LimitOptions = {
+export const GRADIENT2_LIMIT_DEFAULTS: Readonly<Gradient2LimitOptions> = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,
@@ -49,6 +49,7 @@ export class Gradient2Limit implements Limit {
 
   /** Validates every option (see Gradient2LimitOptions). */
   constructor(options?: Partial<Gradient2LimitOptions>) {
+    refuseUnknownOptions(GRADIENT2_LIMIT_DEFAULTS, options, 'Gradient2 limit');
     const o = withDefaults(GRADIENT2_LIMIT_DEFAULTS, options);
     checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
     checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);

@@ -1,5 +1,5 @@
 import { seededRandom, type Limit, type RandomSource } from './limit.js';
-import { checkNumber, withDefaults } from '../validate.js';
+import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js';
 
 /** Options of VegasLimit. */
 export interface VegasLimitOptions {
@@ -20,7 +20,7 @@ export interface VegasLimitOptions {
 }
 
 /** Defaults of VegasLimit (the Netflix library's, with a floor of 1). */
-const VEGAS_LIMIT_DEFAULTS: VegasLimitOptions = {
+export const VEGAS_LIMIT_DEFAULTS: Readonly<VegasLimitOptions> = {
   initialLimit: 20,
   minLimit: 1,
   maxLimit: 1000,
@@ -52,6 +52,7 @@ export class VegasLimit implements Limit {
 
   /** Validates every option (see VegasLimitOptions). */
   constructor(options?: Partial<VegasLimitOptions>) {
+    refuseUnknownOptions(VEGAS_LIMIT_DEFAULTS, options, 'Vegas limit');
     const o = withDefaults(VEGAS_LIMIT_DEFAULTS, options);
     checkNumber('options.minLimit', o.minLimit, 1, 1e6, true);
     checkNumber('options.maxLimit', o.maxLimit, o.minLimit, 1e6, true);
