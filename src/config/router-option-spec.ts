@@ -23,6 +23,12 @@ import {
   type Gradient2LimitOptions,
 } from '../dispatch/limits/gradient2-limit.js';
 import { VEGAS_LIMIT_DEFAULTS, VegasLimit, type VegasLimitOptions } from '../dispatch/limits/vegas-limit.js';
+import { FixedLimit } from '../dispatch/limits/fixed-limit.js';
+import {
+  WINDOWED_LIMIT_DEFAULTS,
+  WindowedLimit,
+  type WindowedLimitOptions,
+} from '../dispatch/limits/windowed-limit.js';
 import { ADMISSION_SPEC } from '../ingest/admission-options.js';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import {
@@ -129,9 +135,12 @@ function tuning<T extends object>(
   defaults: Readonly<T>,
   build: (v: Partial<T>) => unknown,
   example: string,
+  doc?: string,
 ) {
   return delegate<Partial<T>>({
-    doc: `tuning of the ${algorithm} limit (with limit "${algorithm}"${algorithm === 'gradient' ? ' or none' : ''}), e.g. ${example}`,
+    doc:
+      doc ??
+      `tuning of the ${algorithm} limit (with limit "${algorithm}"${algorithm === 'gradient' ? ' or none' : ''}), e.g. ${example}`,
     check: (v) => {
       if (v === null || typeof v !== 'object' || Array.isArray(v))
         throw new RangeError(`must be an object of ${algorithm} limit options`);
@@ -193,6 +202,15 @@ const downstreamBase = {
       '{ "queueSize": 8 }',
     ),
   ),
+  window: optional(
+    tuning<WindowedLimitOptions>(
+      'window',
+      WINDOWED_LIMIT_DEFAULTS,
+      (v) => new WindowedLimit(new FixedLimit(1), v),
+      '{ "windowSamples": 20 }',
+      'the adaptive limit runs on windows of samples (mean RTT, peak in-flight) instead of single ones, e.g. { "windowSamples": 20 }',
+    ),
+  ),
   breaker,
   safetyCap: int({
     doc: 'static cap on requests in flight, above the adaptive limit',
@@ -242,6 +260,8 @@ const downstreamBase = {
 /** A limit's tuning applies only with that limit ("gradient" is the default). */
 const gradientNeedsGradientLimit: GroupCheck = (d, name) => {
   const limit = d['limit'] ?? 'gradient';
+  if (d['window'] !== undefined && typeof d['limit'] === 'number')
+    return `${name('window')} applies only to an adaptive limit, got the fixed limit ${String(d['limit'])}`;
   for (const algorithm of LIMIT_NAMES) {
     if (d[algorithm] !== undefined && limit !== algorithm) {
       return `${name(algorithm)} applies only with limit "${algorithm}"${algorithm === 'gradient' ? ' (or no limit)' : ''}, got limit ${JSON.stringify(d['limit'])}`;

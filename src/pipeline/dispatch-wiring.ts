@@ -12,6 +12,7 @@ import {
   Gradient2Limit,
   GradientLimit,
   VegasLimit,
+  WindowedLimit,
   type Limit,
 } from '../dispatch/limits/index.js';
 import type { ResolvedDownstream } from '../config/options.js';
@@ -184,8 +185,15 @@ export class CallbackBridge {
   }
 }
 
-/** The downstream's limit: its algorithm with its tuning, a fixed limit, or undefined for the default gradient. */
+/** The downstream's limit (its algorithm with its tuning, run on windows when `window` is given), or undefined. */
 function limitOf(s: DownstreamSpec): Limit | undefined {
+  const limit = bareLimitOf(s);
+  if (s.window === undefined) return limit;
+  return new WindowedLimit(limit ?? new GradientLimit(), s.window);
+}
+
+/** The downstream's algorithm with its tuning, a fixed limit, or undefined for the default gradient. */
+function bareLimitOf(s: DownstreamSpec): Limit | undefined {
   const choice = s.limit;
   if (choice === undefined) return s.gradient === undefined ? undefined : new GradientLimit(s.gradient);
   if (typeof choice === 'number') return new FixedLimit(choice);

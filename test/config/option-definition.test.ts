@@ -20,7 +20,13 @@ import {
   type RouterOptionsInput,
 } from '../../src/config/options.js';
 import { ROUTER_SPEC } from '../../src/config/router-option-spec.js';
-import { AimdLimit, Gradient2Limit, GradientLimit, VegasLimit } from '../../src/dispatch/limits/index.js';
+import {
+  AimdLimit,
+  Gradient2Limit,
+  GradientLimit,
+  VegasLimit,
+  WindowedLimit,
+} from '../../src/dispatch/limits/index.js';
 import { buildDownstreams } from '../../src/pipeline/dispatch-wiring.js';
 import { downstreamSpecs } from '../../src/pipeline/threads.js';
 import { createRouter } from '../../src/index.js';
@@ -322,8 +328,22 @@ test('every limit algorithm is tuned from the router options; a tuning for anoth
     /gradient2: rttTolerance is not a Gradient2 limit option/,
   );
   const schema = JSON.stringify(routerConfigSchema());
-  for (const k of ['"aimd"', '"vegas"', '"gradient2"', '"backoffRatio"', '"queueSize"'])
+  for (const k of ['"aimd"', '"vegas"', '"gradient2"', '"backoffRatio"', '"queueSize"', '"window"', '"windowSamples"'])
     assert.ok(schema.includes(k), k);
+  // Any adaptive limit runs on windows of samples when `window` is given.
+  const windowed = buildDownstreams(
+    downstreamSpecs(
+      resolveRouterOptions({
+        downstreams: [{ kind: 'ndjson', name: 'w', path: '-', limit: 'vegas', window: { windowSamples: 20 } }],
+      }),
+    ),
+    null,
+  );
+  const w = windowed[0]!.limit;
+  assert.ok(w instanceof WindowedLimit && w.inner instanceof VegasLimit);
+  void windowed[0]!.sink.close();
+  assert.throws(() => bad({ limit: 8, window: {} }), /window applies only to an adaptive limit, got the fixed limit 8/);
+  assert.throws(() => bad({ window: { windowSize: 3 } }), /window: windowSize is not a windowed limit option/);
 });
 
 test('each thread gets the options tagged for it, and nothing it cannot clone', () => {

@@ -6,6 +6,7 @@ import {
   Gradient2Limit,
   GradientLimit,
   VegasLimit,
+  WindowedLimit,
   type Limit,
 } from '../../src/dispatch/limits/index.js';
 
@@ -402,6 +403,68 @@ test('every algorithm refuses an option it does not have, naming it and the ones
   );
   assert.throws(() => new AimdLimit({ backoff: 0.5 } as never), /^RangeError: backoff is not a AIMD limit option/);
   assert.throws(() => new AimdLimit(7 as never), /AIMD limit options must be an object/);
+});
+
+test('windowed: one sample per window (mean RTT, peak in-flight, any loss), closed by size and age; fast samples left out', () => {
+  const seen: [number, number, number, boolean][] = [];
+  const inner: Limit = {
+    limit: 5,
+    referenceRttNs: 7,
+    onSample: (start, rtt, inflight, drop) => void seen.push([start, rtt, inflight, drop]),
+  };
+  const w = new WindowedLimit(inner, { minWindowNs: 100 * MS, maxWindowNs: 1000 * MS, windowSamples: 4, minRttNs: MS });
+  assert.equal(w.limit, 5);
+  assert.equal(w.referenceRttNs, 7);
+  // Four samples 10 ms apart: enough samples, but the window is not 100 ms old yet.
+  for (let i = 0; i < 4; i++) w.onSample(i * 10 * MS, (10 + i) * MS, 3 + i, false);
+  assert.equal(seen.length, 0);
+  w.onSample(200 * MS, 0.5 * MS, 50, false); // under minRttNs: left out
+  w.onSample(200 * MS, 15 * MS, 2, false); // closes it: 5 samples, 215 ms old
+  assert.deepEqual(seen, [[0, ((10 + 11 + 12 + 13 + 15) / 5) * MS, 6, false]]);
+  // A window with few samples closes at maxWindowNs; a fast loss still counts.
+  w.onSample(300 * MS, 0.1 * MS, 1, true);
+  w.onSample(1400 * MS, 20 * MS, 1, false);
+  assert.equal(seen.length, 2);
+  assert.deepEqual(seen[1], [300 * MS, 10.05 * MS, 1, true]);
+  assert.equal(w.windows, 2);
+  assert.throws(
+    () => new WindowedLimit(inner, { windowSize: 3 } as never),
+    /windowSize is not a windowed limit option/,
+  );
+  assert.throws(() => new WindowedLimit(inner, { minWindowNs: 10, maxWindowNs: 5 }), /options\.maxWindowNs must be/);
+});
+
+test('windowed: Vegas run per window is steadier than per sample under jittery RTTs', () => {
+  // 16 servers, 10 ms service with +-30 % jitter, 800 requests/s; the same seeded samples for both.
+  const run = (limit: Limit): number[] => {
+    let seed = 42;
+    const rand = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    const limits: number[] = [];
+    let t = 0;
+    for (let i = 0; i < 40_000; i++) {
+      const inflight = limit.limit;
+      const rtt = 10 * MS * Math.max(1, inflight / 16) * (0.7 + 0.6 * rand());
+      t += 1.25 * MS;
+      limit.onSample(t, rtt, inflight, false);
+      if (i >= 20_000) limits.push(limit.limit);
+    }
+    return limits;
+  };
+  const cv = (xs: number[]): number => {
+    const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+    return Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length) / mean;
+  };
+  const perSample = cv(run(new VegasLimit({ initialLimit: 10, seed: 3 })));
+  const windowed = cv(
+    run(
+      new WindowedLimit(new VegasLimit({ initialLimit: 10, seed: 3 }), {
+        minWindowNs: 50 * MS,
+        maxWindowNs: 200 * MS,
+        windowSamples: 20,
+      }),
+    ),
+  );
+  assert.ok(windowed < perSample, `stddev/mean per window ${windowed.toFixed(3)} < per sample ${perSample.toFixed(3)}`);
 });
 
 test('fixed: never moves', () => {
