@@ -397,20 +397,16 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
     if (opt.path[0] === 'downstreams') webhookFields[opt.path[1] as string] = value;
     else setPath(o, opt.path, value);
   }
-  const listen = str('listen');
-  if (listen !== undefined) {
-    const hp = hostPort('listen', listen);
-    o['listenHost'] = hp.host;
-    o['listenPort'] = hp.port;
+  // --listen / --no-listen and --admin / --no-admin: an address, or none.
+  for (const flag of ['listen', 'admin'] as const) {
+    const text = str(flag);
+    if (text !== undefined) {
+      const hp = hostPort(flag, text);
+      o[`${flag}Host`] = hp.host;
+      o[`${flag}Port`] = hp.port;
+    }
+    if (v[`no-${flag}`] === true) o[`${flag}Host`] = null;
   }
-  if (v['no-listen'] === true) o['listenHost'] = null;
-  const admin = str('admin');
-  if (admin !== undefined) {
-    const hp = hostPort('admin', admin);
-    o['adminHost'] = hp.host;
-    o['adminPort'] = hp.port;
-  }
-  if (v['no-admin'] === true) o['adminHost'] = null;
   const adminToken = tokenFrom('admin-token-file', str('admin-token-file'), 'GEOFENCE_ADMIN_TOKEN');
   if (adminToken !== undefined) o['adminToken'] = adminToken;
   const ingestToken = tokenFrom('ingest-token-file', str('ingest-token-file'), 'GEOFENCE_INGEST_TOKEN');

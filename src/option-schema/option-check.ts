@@ -77,8 +77,6 @@ export function expectation(f: Declared): string {
       break;
     case 'group':
     case 'delegate':
-      e = 'an object';
-      break;
     case 'variants':
       e = 'an object';
       break;
