@@ -9,7 +9,8 @@
  *   capacity) since `reset`. Busy time is the real time a worker holds a request (a timer that fires late keeps the
  *   worker busy longer), and requests still in service after capacity drops count only up to the new worker count.
  *   `nominalBusyMs` (service time x requests served) is kept for comparison.
- * - queue waits (arrival to start of service) of every request, for their P99;
+ * - queue waits (arrival to start of service) of every request, for their P99, and the residence time (arrival to
+ *   answer) of every request served, for the server-side P99;
  * - overload episodes: a maximal period in which every request that started service (or was refused) had waited
  *   longer than `overloadWaitMs`, lasting at least `overloadMinMs`.
  */
@@ -38,6 +39,9 @@ let busyIntegralMs = 0;
 let capacityIntegralMs = 0;
 const waits = new Float64Array(400_000);
 let nWaits = 0;
+/** Residence times (arrival to answer) of served requests, ms. */
+const residences = new Float64Array(400_000);
+let nResidences = 0;
 
 /** Advances the busy and capacity integrals to `nowMs` (called before every change of `busy` or `workers`). */
 function advance(nowMs: number): void {
@@ -83,6 +87,7 @@ const server = http.createServer((req, res) => {
         busy--;
         nominalBusyMs += cfg.serviceMs;
         served++;
+        if (nResidences < residences.length) residences[nResidences++] = performance.now() - arrived;
         res.statusCode = 200;
         res.end();
         next();
@@ -112,6 +117,7 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
     episodeStart = -1;
     maxWaitMs = 0;
     nWaits = 0;
+    nResidences = 0;
   }
   if (m.op === 'stats') {
     const now = performance.now();
@@ -119,6 +125,8 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
     const open = episodeStart >= 0 && now - episodeStart >= cfg.overloadMinMs ? 1 : 0;
     const sorted = waits.slice(0, nWaits).sort();
     const waitP99Ms = nWaits === 0 ? NaN : sorted[Math.min(nWaits - 1, Math.floor(0.99 * nWaits))]!;
+    const res = residences.slice(0, nResidences).sort();
+    const residenceP99Ms = nResidences === 0 ? NaN : res[Math.min(nResidences - 1, Math.floor(0.99 * nResidences))]!;
     process.send!({
       op: 'stats',
       busyIntegralMs,
@@ -129,6 +137,7 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
       episodes: episodes + open,
       maxWaitMs,
       waitP99Ms,
+      residenceP99Ms,
     });
   }
   if (m.op === 'exit') process.exit(0);

@@ -1,20 +1,28 @@
 /**
- * Limiter comparison against a real HTTP downstream in a separate process whose capacity changes during each run:
- * 1x (16 workers), then 2x (32), then 0.6x (10 workers); service time 40 ms. For each limiter a fresh Dispatcher
- * offers triggers at a fixed rate above the largest capacity and the figures are taken side by side:
- * utilisation of true capacity, P99 trigger latency (send to acknowledgment), overload episodes, deferred triggers.
+ * Limiter comparison against a real HTTP downstream in a separate process whose capacity changes during each run, the
+ * step test and the first seed's scenario on real HTTP: 1x (16 workers), then 2x (32: a deploy doubles it), then
+ * 0.6x (10 workers: a noisy neighbour); service time 20 ms. For each limiter a fresh Dispatcher (product defaults:
+ * the dispatcher thread's own loop stalls are taken out of the samples) offers triggers at a fixed rate above the
+ * largest capacity and the figures are taken side by side: utilisation of true capacity, P99 trigger latency (send
+ * to acknowledgment), server-side P99 (arrival to answer), overload episodes, deferred triggers, and per step the
+ * settling time and overshoot of the limit.
  *
  * The unloaded latency baseline is measured after a discarded warm-up (JIT, first connections) against the same
  * server given 64 workers, with a fixed limit of 24: the server never queues, while the client sends about as many
  * requests per second as in the loaded runs, so its own event-loop and scheduling delays (large on a shared 2-core
- * host) are in the baseline as they are in the runs. 6 s before and 6 s after the candidates; the baseline is the
- * P99 of the pooled samples (several thousand), not the maximum of a few dozen. The client's event-loop delay and
- * the server-side queue wait are recorded per run, so client-side inflation can be told from downstream queueing.
+ * host) are in the baseline as they are in the runs. Before and after the candidates; the baseline is the P99 of
+ * the pooled samples (several thousand), not the maximum of a few dozen. The client's event-loop delay and the
+ * server-side queue wait are recorded per run, so client-side inflation can be told from downstream queueing.
  *
- * Run: npm run build && node --expose-gc dist/bench/limiters.bench.js [--repeats N] [--only NAME]
- *   --repeats N   run every candidate N times (interleaved) and report per-limiter medians (default 1)
- *   --only NAME   only the candidates whose name contains NAME (for tuning; the report needs all of them)
- * Writes bench/out/limiters.json.
+ * Settling: after each step, the time until the limit's 250 ms moving average enters, and then stays within, +-15 %
+ * of the phase's final level (the median limit over the phase's last half); overshoot: how far the moving average went
+ * past that level in the step's direction after first reaching it, as a fraction of it.
+ *
+ * Run: npm run build && node --expose-gc dist/bench/limiters.bench.js [--repeats N] [--only NAME] [--phase-ms MS]
+ *   --repeats N    run every candidate N times (interleaved) and report per-limiter medians (default 1)
+ *   --only NAME    only the candidates whose name contains NAME (for tuning; the report needs all of them)
+ *   --phase-ms MS  length of each capacity phase (default 8000)
+ * Writes bench/out/limiters.json (every pass, the medians, and each row's limit over time).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -31,20 +39,25 @@ import {
   Gradient2Limit,
   GradientLimit,
   VegasLimit,
+  WindowedLimit,
   type Limit,
 } from '../src/dispatch/limits/index.js';
 import { IndexNamer } from '../src/dispatch/sinks/format.js';
 import { WebhookSink } from '../src/dispatch/sinks/webhook-sink.js';
 import { TriggerRecord } from '../test/dispatch/fixtures.js';
 
-const SERVICE_MS = 40;
+const SERVICE_MS = 20;
 const BASE_WORKERS = 16;
-const PHASES: [string, number, number][] = [
-  ['1x', BASE_WORKERS, 6000],
-  ['2x', BASE_WORKERS * 2, 6000],
-  ['0.6x', Math.round(BASE_WORKERS * 0.6), 6000],
+const PHASE_WORKERS: [string, number][] = [
+  ['1x', BASE_WORKERS],
+  ['2x', BASE_WORKERS * 2],
+  ['0.6x', Math.round(BASE_WORKERS * 0.6)],
 ];
-const OFFER_PER_S = 1000; // above the 2x capacity of 800 requests/s
+const OFFER_PER_S = 2000; // above the 2x capacity of 1,600 requests/s
+/** Limit samples for the settling figures: a moving average over this long, ms. */
+const SETTLE_AVERAGE_MS = 250;
+/** The settled band around a phase's final level. */
+const SETTLE_BAND = 0.15;
 const TICK_MS = 5;
 const SEED = 0x5eed;
 const UNLOADED_LIMIT = 24;
@@ -67,6 +80,13 @@ interface Row {
   utilisationPerPhase: number[];
   /** Gradient only: fast decreases made. */
   fastDecreases: number;
+  /** Server side: P99 from arrival to answer, ms. */
+  serverP99Ms: number;
+  /** Per step (phases 2 and 3): settling time, ms (NaN: never settled), and overshoot as a fraction. */
+  settleMsPerStep: number[];
+  overshootPerStep: number[];
+  /** The limit every tick: [ms since the run's start, limit] pairs. */
+  limitSeries: number[];
   samplesMs: Float64Array;
 }
 
@@ -78,6 +98,7 @@ interface ServerStats {
   refused: number;
   episodes: number;
   waitP99Ms: number;
+  residenceP99Ms: number;
 }
 
 function rpc<T>(child: ChildProcess, msg: object, reply?: string): Promise<T> {
@@ -106,6 +127,38 @@ function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * Settling time and overshoot of one phase from its limit samples ([t, limit] pairs relative to the step): see the
+ * module comment. `up` is the step's direction.
+ */
+function settleOf(points: number[], up: boolean): { settleMs: number; overshoot: number } {
+  const n = points.length / 2;
+  if (n < 4) return { settleMs: NaN, overshoot: NaN };
+  const tEnd = points[2 * (n - 1)]!;
+  const tail: number[] = [];
+  for (let i = 0; i < n; i++) if (points[2 * i]! >= tEnd / 2) tail.push(points[2 * i + 1]!);
+  const level = median(tail);
+  const avg: number[] = [];
+  let lo = 0;
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    sum += points[2 * i + 1]!;
+    while (points[2 * i]! - points[2 * lo]! > SETTLE_AVERAGE_MS) sum -= points[2 * lo++ + 1]!;
+    avg.push(sum / (i - lo + 1));
+  }
+  let lastOut = -1;
+  for (let i = 0; i < n; i++) if (Math.abs(avg[i]! - level) > SETTLE_BAND * level) lastOut = i;
+  const settleMs = lastOut === n - 1 ? NaN : lastOut < 0 ? 0 : points[2 * (lastOut + 1)]!;
+  let reached = false;
+  let overshoot = 0;
+  for (let i = 0; i < n; i++) {
+    const a = avg[i]!;
+    if (!reached && (up ? a >= level : a <= level)) reached = true;
+    if (reached) overshoot = Math.max(overshoot, up ? (a - level) / level : (level - a) / level);
+  }
+  return { settleMs, overshoot };
 }
 
 async function runOne(
@@ -153,13 +206,19 @@ async function runOne(
   loop.enable();
   const meanLimits: number[] = [];
   const phaseUtil: number[] = [];
+  const settleMsPerStep: number[] = [];
+  const overshootPerStep: number[] = [];
+  const limitSeries: number[] = [];
+  const runStart = performance.now();
   let prev = { busy: 0, cap: 0 };
-  for (const [, workers, ms] of phases) {
+  for (let p = 0; p < phases.length; p++) {
+    const [, workers, ms] = phases[p]!;
     await rpc(child, { op: 'workers', workers });
     const start = performance.now();
     let offeredInPhase = 0;
     let limitSum = 0;
     let limitN = 0;
+    const points: number[] = [];
     while (performance.now() - start < ms) {
       const due = Math.floor(((performance.now() - start) / 1000) * OFFER_PER_S);
       while (offeredInPhase < due) {
@@ -173,9 +232,16 @@ async function runOne(
       d.pump();
       limitSum += ds.limiter.limit;
       limitN++;
+      points.push(performance.now() - start, ds.limiter.limit);
+      limitSeries.push(Math.round(performance.now() - runStart), ds.limiter.limit);
       await new Promise((res) => setTimeout(res, TICK_MS));
     }
     meanLimits.push(limitSum / limitN);
+    if (p > 0) {
+      const st = settleOf(points, workers > phases[p - 1]![1]);
+      settleMsPerStep.push(st.settleMs);
+      overshootPerStep.push(st.overshoot);
+    }
     const s = await rpc<ServerStats>(child, { op: 'stats' }, 'stats');
     phaseUtil.push((s.busyIntegralMs - prev.busy) / (s.capacityIntegralMs - prev.cap));
     prev = { busy: s.busyIntegralMs, cap: s.capacityIntegralMs };
@@ -200,6 +266,10 @@ async function runOne(
     meanLimitPerPhase: meanLimits,
     utilisationPerPhase: phaseUtil,
     fastDecreases: limit instanceof GradientLimit ? limit.fastDecreases : 0,
+    serverP99Ms: stats.residenceP99Ms,
+    settleMsPerStep,
+    overshootPerStep,
+    limitSeries,
     samplesMs: sorted,
   };
 }
@@ -214,6 +284,10 @@ async function main(): Promise<void> {
   if (!Number.isInteger(repeats) || repeats < 1 || repeats > 20)
     throw new RangeError(`--repeats must be an integer in [1, 20], got ${String(argValue('--repeats'))}`);
   const only = argValue('--only');
+  const phaseMs = Number(argValue('--phase-ms') ?? '8000');
+  if (!Number.isInteger(phaseMs) || phaseMs < 2000 || phaseMs > 600_000)
+    throw new RangeError(`--phase-ms must be an integer in [2000, 600000], got ${String(argValue('--phase-ms'))}`);
+  const PHASES: [string, number, number][] = PHASE_WORKERS.map(([n, w]) => [n, w, phaseMs]);
   const here = path.dirname(fileURLToPath(import.meta.url));
   const child = fork(path.join(here, 'dispatch-capacity-server.js'), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -232,23 +306,21 @@ async function main(): Promise<void> {
     ['unloaded', UNLOADED_WORKERS, 2000],
   ]);
   const unloadedA = await runOne(child, ready.port, 'unloaded', new FixedLimit(UNLOADED_LIMIT), 256, unloadedPhase);
+  // Fixed limits sized for the low case (10 workers) and the high case (32); the Netflix algorithms with the bounds
+  // of our gradient, per sample and on windows (their library's WindowedLimit defaults: 1 s windows of at least 10
+  // samples), as their users run them; the gradient with the product defaults, bare and under a static cap.
+  const bounds = { initialLimit: 20, minLimit: 4, maxLimit: 400 };
   const candidates: [string, () => Limit, number][] = [
     ['fixed-low (10)', () => new FixedLimit(10), 256],
     ['fixed-high (32)', () => new FixedLimit(32), 256],
-    ['aimd', () => new AimdLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
-    ['vegas', () => new VegasLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
-    ['gradient2', () => new Gradient2Limit({ initialLimit: 10, minLimit: 2, maxLimit: 200 }), 256],
-    // The fast decrease is opt-in (see GradientLimit); this is the configuration the target is measured with.
-    [
-      'gradient',
-      () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }),
-      256,
-    ],
-    [
-      'gradient + cap 48',
-      () => new GradientLimit({ initialLimit: 10, minLimit: 2, maxLimit: 200, fastDecreaseRttRatio: 2 }),
-      48,
-    ],
+    ['aimd', () => new AimdLimit(bounds), 256],
+    ['aimd (windowed)', () => new WindowedLimit(new AimdLimit(bounds)), 256],
+    ['vegas', () => new VegasLimit(bounds), 256],
+    ['vegas (windowed)', () => new WindowedLimit(new VegasLimit(bounds)), 256],
+    ['gradient2', () => new Gradient2Limit(bounds), 256],
+    ['gradient2 (windowed)', () => new WindowedLimit(new Gradient2Limit(bounds)), 256],
+    ['gradient', () => new GradientLimit(), 256],
+    ['gradient + cap 48', () => new GradientLimit(), 48],
   ].filter(([n]) => only === undefined || (n as string).includes(only)) as [string, () => Limit, number][];
   const passes: Row[][] = [];
   for (let k = 0; k < repeats; k++) {
@@ -262,9 +334,11 @@ async function main(): Promise<void> {
   const pooled = Float64Array.from([...unloadedA.samplesMs, ...unloadedB.samplesMs]).sort();
   const baseP50 = percentile(pooled, 0.5);
   const base = percentile(pooled, 0.99);
+  const srvBase = Math.max(unloadedA.serverP99Ms, unloadedB.serverP99Ms);
   console.log(
     `unloaded latency (fixed limit ${UNLOADED_LIMIT}, ${UNLOADED_WORKERS} workers, ${pooled.length} samples, before + after): P50 ${baseP50.toFixed(1)} ms, ` +
       `P99 ${base.toFixed(1)} ms (before ${unloadedA.p99Ms.toFixed(1)}, after ${unloadedB.p99Ms.toFixed(1)}); ` +
+      `server-side P99 ${srvBase.toFixed(1)} ms; ` +
       `load average ${loadBefore.map((x) => x.toFixed(2)).join(' ')} -> ${loadAfter.map((x) => x.toFixed(2)).join(' ')}`,
   );
   const show = (r: Row): Record<string, string | number> => ({
@@ -283,6 +357,10 @@ async function main(): Promise<void> {
     'limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
     'util % 1x/2x/0.6x': r.utilisationPerPhase.map((x) => (x * 100).toFixed(0)).join(' / '),
     'fast cuts': r.fastDecreases,
+    'srv P99': r.serverP99Ms.toFixed(1),
+    'srv P99/unl': (r.serverP99Ms / srvBase).toFixed(2),
+    'settle ms 2x/0.6x': r.settleMsPerStep.map((x) => x.toFixed(0)).join(' / '),
+    'overshoot % 2x/0.6x': r.overshootPerStep.map((x) => (x * 100).toFixed(0)).join(' / '),
   });
   passes.forEach((rows, k) => {
     console.log(`pass ${k + 1} of ${repeats}`);
@@ -306,6 +384,9 @@ async function main(): Promise<void> {
       delivered: m((r) => r.delivered),
       refused503: m((r) => r.refused503),
       meanLimitPerPhase: [0, 1, 2].map((p) => m((r) => r.meanLimitPerPhase[p]!)),
+      serverP99Ms: m((r) => r.serverP99Ms),
+      settleMsPerStep: [0, 1].map((p) => m((r) => r.settleMsPerStep[p]!)),
+      overshootPerStep: [0, 1].map((p) => m((r) => r.overshootPerStep[p]!)),
     };
   });
   if (repeats > 1) {
@@ -322,6 +403,10 @@ async function main(): Promise<void> {
         deferred: r.deferred,
         '503s': r.refused503,
         'limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
+        'srv P99': r.serverP99Ms.toFixed(1),
+        'srv P99/unl': (r.serverP99Ms / srvBase).toFixed(2),
+        'settle ms': r.settleMsPerStep.map((x) => x.toFixed(0)).join(' / '),
+        'overshoot %': r.overshootPerStep.map((x) => (x * 100).toFixed(0)).join(' / '),
       })),
     );
   }
@@ -345,6 +430,8 @@ async function main(): Promise<void> {
         passes: passes.map((rows) => rows.map(strip)),
         medians,
         serviceMs: SERVICE_MS,
+        phaseMs,
+        unloadedServerP99Ms: srvBase,
         baseWorkers: BASE_WORKERS,
         offerPerS: OFFER_PER_S,
       },

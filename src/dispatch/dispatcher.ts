@@ -16,6 +16,7 @@
  * (counted as `disk_error`). Every other downstream goes on. Dead-letter storage is kept within its size and age
  * budgets (DeadLetterFile); what they drop is alarmed the same way.
  */
+import { LoopStallMeter } from './loop-stall.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
@@ -66,6 +67,8 @@ import {
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
   DS_LIMIT_DECREASES_F64,
+  DS_LOCAL_STALL_NS_F64,
+  DS_STALL_CORRECTED_F64,
   DS_LIMIT_F64,
   DS_LIMIT_INCREASES_F64,
   DS_MEMORY_ONLY_F64,
@@ -165,6 +168,11 @@ export interface DispatcherOptions {
   spill?: boolean;
   /** Monotonic clock (ns). Default the router's cross-thread clock. */
   clock?: ClockNs;
+  /**
+   * Take the dispatcher thread's own event-loop stalls out of the limiters' RTT samples (default true): a
+   * `LoopStallMeter` runs on this thread (a 1 ms timer) while the dispatcher is open. See `Limiter`.
+   */
+  localStallCorrection?: boolean;
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
@@ -239,6 +247,8 @@ export class Dispatcher implements DeadLetterTarget {
   readonly passTime = new Float64Array(1);
   /** Directory of each downstream's durable files. */
   readonly directories: readonly string[];
+  /** This thread's loop-stall meter (null: `localStallCorrection` off). */
+  readonly stallMeter: LoopStallMeter | null;
   private readonly router: TriggerRouter;
   private readonly codec: TriggerCodec;
   private readonly clock: ClockNs;
@@ -302,6 +312,7 @@ export class Dispatcher implements DeadLetterTarget {
       throw new RangeError('options.stateDir must be a directory path');
     checkNumber('options.maxDevices', options.maxDevices, 1, 1 << 26, true);
     this.clock = options.clock ?? defaultClock;
+    this.stallMeter = options.localStallCorrection === false ? null : new LoopStallMeter(this.clock).start();
     const cap = checkNumber(
       'options.deadLetterCapacityRecords',
       options.deadLetterCapacityRecords ?? 4096,
@@ -438,6 +449,7 @@ export class Dispatcher implements DeadLetterTarget {
           resolver,
           onDelivered: options.onDelivered,
           onHeld: options.onHeld ?? null,
+          stall: this.stallMeter === null ? null : this.stallMeter.cells,
         },
         carried.length,
       );
@@ -919,6 +931,7 @@ export class Dispatcher implements DeadLetterTarget {
     if (this.closed) return;
     await this.drain(deadlineMs);
     this.closed = true;
+    this.stallMeter?.stop();
     // One last try without waiting out a retry pause; what the disk still will not take is counted as dropped, and
     // its parked triggers go to the pending file.
     this.retryWriteAtNs.fill(0);
@@ -979,6 +992,8 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_SUCCEEDED_F64] = l.succeeded;
       m[b + DS_LIMIT_INCREASES_F64] = l.limitIncreases;
       m[b + DS_LIMIT_DECREASES_F64] = l.limitDecreases;
+      m[b + DS_LOCAL_STALL_NS_F64] = l.localStallNs;
+      m[b + DS_STALL_CORRECTED_F64] = l.stallCorrectedSamples;
       m[b + DS_CREDITS_F64] = ds.credits.enabled ? ds.credits.remaining : NaN;
       m[b + DS_BREAKER_STATE_F64] = ds.breaker.state;
       m[b + DS_BREAKER_OPENS_F64] = ds.breaker.opens;

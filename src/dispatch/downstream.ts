@@ -151,6 +151,8 @@ export interface DownstreamContext {
    * in `held[0]` (ns), and whether it was a re-delivered dead letter; null: not recorded. Must not allocate.
    */
   onHeld: ((held: Float64Array, replayed: boolean, lane: number, downstream: number) => void) | null;
+  /** The dispatcher thread's loop-stall state (`LoopStallMeter.cells`), taken out of limiter samples; null: none. */
+  stall: Float64Array | null;
 }
 
 /** One downstream (see the module comment). */
@@ -252,7 +254,7 @@ export class Downstream {
     this.backlog = ctx.backlog;
     this.deadLetterFile = ctx.deadLetterFile;
     const safetyCap = options.safetyCap ?? DOWNSTREAM_DEFAULTS.safetyCap;
-    this.limiter = new Limiter(options.limit ?? new GradientLimit(), safetyCap);
+    this.limiter = new Limiter(options.limit ?? new GradientLimit(), safetyCap, ctx.stall);
     this.breaker = new CircuitBreaker(options.breaker);
     this.credits = new CreditWindow(options.credits);
     const cap = checkNumber(
@@ -543,13 +545,13 @@ export class Downstream {
     const outcome = classifyResult(result);
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
-    const sampleEndNs =
-      result.serviceNs !== undefined && result.serviceNs >= 0 ? batch.sentAtNs + result.serviceNs : nowNs;
+    const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
+    const sampleEndNs = measuredElsewhere ? batch.sentAtNs + result.serviceNs! : nowNs;
     if (outcome === Outcome.OK) {
-      this.limiter.releaseSuccess(permit, sampleEndNs);
+      this.limiter.releaseSuccess(permit, sampleEndNs, !measuredElsewhere);
       this.breaker.onSuccess(nowNs);
     } else if (outcome === Outcome.LOSS) {
-      this.limiter.releaseDropped(permit, sampleEndNs);
+      this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
       if (pause) this.breaker.onIgnored();
       else this.breaker.onFailure(nowNs, false);

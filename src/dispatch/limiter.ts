@@ -5,10 +5,16 @@
  * start and the RTT never includes the wait for a permit), then exactly one of `releaseSuccess`, `releaseIgnore`,
  * `releaseDropped`. A permit is a number that encodes its slot and a generation: releasing a permit twice, or a stale
  * one, does nothing and returns false. Nothing here allocates after construction.
+ *
+ * With a loop-stall state (`LoopStallMeter.cells`), the part of a round trip during which the caller's own event loop
+ * was unavailable is taken out of the sample the algorithm sees: `rtt - stall`, but never below the algorithm's
+ * reference RTT (a stall that overlapped the downstream's own work must not make the downstream look faster than its
+ * baseline). A sample that met no stall passes unchanged. The RTT histogram and sums keep the measured round trip.
  */
 import type { Limit } from './limits/limit.js';
 import { DS_RTT_BUCKET_BOUNDS_MS, DS_RTT_BUCKET_COUNT } from '../shm/layout.js';
 import { checkNumber } from './validate.js';
+import { STALL_ALLOWANCE_NS, STALL_LAST_TICK_NS, STALL_TOTAL_NS } from './loop-stall.js';
 
 /** Returned by `tryAcquire` when no permit is available. */
 export const NO_PERMIT = -1;
@@ -34,6 +40,12 @@ export class Limiter {
   private readonly slotMask: number;
   private readonly startNs: Float64Array;
   private readonly inflightAtStart: Int32Array;
+  /** Cell 0: the RTT the algorithm is given (the measured one less any local stall), ns. */
+  private readonly seenCell = new Float64Array(1);
+  /** The stall clock when each permit's request started, ns. */
+  private readonly stallAtStartNs: Float64Array;
+  /** The caller's loop-stall state (null: samples are taken as measured). */
+  private readonly stall: Float64Array | null;
   private readonly generation: Float64Array;
   private readonly active: Uint8Array;
   private readonly freeSlots: Int32Array;
@@ -60,13 +72,18 @@ export class Limiter {
   rttCount = 0;
   /** Smallest RTT sample seen, ns (Infinity before any). */
   rttMinSeenNs = Infinity;
+  /** Local stall taken out of samples, ns (see the class comment). */
+  localStallNs = 0;
+  /** Samples a local stall was taken out of. */
+  stallCorrectedSamples = 0;
   /** RTT histogram counts (bucket i: RTT <= DS_RTT_BUCKET_BOUNDS_MS[i]; last bucket: above all bounds). */
   readonly rttBuckets = new Float64Array(DS_RTT_BUCKET_COUNT);
 
-  /** `safetyCap` must be an integer in [1, 65536]. */
-  constructor(algorithm: Limit, safetyCap: number) {
+  /** `safetyCap` must be an integer in [1, 65536]; `stall` is the caller's `LoopStallMeter.cells` (optional). */
+  constructor(algorithm: Limit, safetyCap: number, stall: Float64Array | null = null) {
     checkNumber('safetyCap', safetyCap, 1, 65536, true);
     this.algorithm = algorithm;
+    this.stall = stall;
     this.safetyCap = safetyCap;
     let slots = 1;
     while (slots < safetyCap) slots <<= 1;
@@ -74,6 +91,7 @@ export class Limiter {
     this.slotMask = slots - 1;
     this.startNs = new Float64Array(slots);
     this.inflightAtStart = new Int32Array(slots);
+    this.stallAtStartNs = new Float64Array(slots);
     this.generation = new Float64Array(slots);
     this.active = new Uint8Array(slots);
     this.freeSlots = new Int32Array(slots);
@@ -123,6 +141,7 @@ export class Limiter {
     const slot = this.freeSlots[--this.freeTop]!;
     this.active[slot] = 1;
     this.startNs[slot] = nowNs;
+    if (this.stall !== null) this.markStallAtStart(slot);
     this.inflightCount++;
     this.inflightAtStart[slot] = this.inflightCount;
     return this.generation[slot]! * this.slotCount + slot;
@@ -135,7 +154,11 @@ export class Limiter {
 
   /** Restarts a permit's clock (call just before the I/O if anything happened between acquire and send). */
   restart(permit: number, nowNs: number): void {
-    if (this.isLive(permit)) this.startNs[permit & this.slotMask] = nowNs;
+    if (!this.isLive(permit)) return;
+    const slot = permit & this.slotMask;
+    this.startNs[slot] = nowNs;
+    this.timeCell[0] = nowNs;
+    if (this.stall !== null) this.markStallAtStart(slot);
   }
 
   /** True while `permit` is held (granted and not yet released). */
@@ -145,21 +168,25 @@ export class Limiter {
     return this.active[slot] === 1 && Math.floor(permit / this.slotCount) === this.generation[slot];
   }
 
-  /** Releases with success: the RTT (`nowNs - start`) is a sample. Returns false for a stale or repeated release. */
-  releaseSuccess(permit: number, nowNs: number): boolean {
+  /**
+   * Releases with success: the RTT (`nowNs - start`) is a sample. Returns false for a stale or repeated release.
+   * `measuredHere` false: the RTT was measured on another thread (a callback's own duration), so this thread's loop
+   * stalls are not in it and are not taken out.
+   */
+  releaseSuccess(permit: number, nowNs: number, measuredHere = true): boolean {
     this.timeCell[0] = nowNs;
     if (!this.free(permit)) return false;
     this.succeeded++;
-    this.sample(permit & this.slotMask, false);
+    this.sample(permit & this.slotMask, false, measuredHere);
     return true;
   }
 
   /** Releases as loss (error, timeout, 429/503): a sample with `didDrop`. False for a stale or repeated release. */
-  releaseDropped(permit: number, nowNs: number): boolean {
+  releaseDropped(permit: number, nowNs: number, measuredHere = true): boolean {
     this.timeCell[0] = nowNs;
     if (!this.free(permit)) return false;
     this.dropped++;
-    this.sample(permit & this.slotMask, true);
+    this.sample(permit & this.slotMask, true, measuredHere);
     return true;
   }
 
@@ -169,7 +196,7 @@ export class Limiter {
     if (!this.free(permit)) return false;
     if (outcome === RELEASE_DROPPED) this.dropped++;
     else this.succeeded++;
-    this.sample(permit & this.slotMask, outcome === RELEASE_DROPPED);
+    this.sample(permit & this.slotMask, outcome === RELEASE_DROPPED, true);
     return true;
   }
 
@@ -191,11 +218,14 @@ export class Limiter {
     return true;
   }
 
-  private sample(slot: number, didDrop: boolean): void {
+  private sample(slot: number, didDrop: boolean, measuredHere: boolean): void {
     const start = this.startNs[slot]!;
     const rtt = this.timeCell[0]! - start;
+    // Kept small (the stall correction is a call of its own) so the algorithm's trampoline is inlined here.
+    this.seenCell[0] = rtt;
+    if (this.stall !== null && measuredHere) this.takeOutStall(slot);
     const before = this.algorithm.limit;
-    this.algorithm.onSample(start, rtt, this.inflightAtStart[slot]!, didDrop);
+    this.algorithm.onSample(start, this.seenCell[0]!, this.inflightAtStart[slot]!, didDrop);
     const after = this.algorithm.limit;
     if (after > before) this.limitIncreases++;
     else if (after < before) this.limitDecreases++;
@@ -206,5 +236,28 @@ export class Limiter {
     // Twelve bounds: a linear scan is cheaper than a search.
     while (b < RTT_BOUNDS_NS.length && rtt > RTT_BOUNDS_NS[b]!) b++;
     this.rttBuckets[b] = this.rttBuckets[b]! + 1;
+  }
+
+  /** The stall clock (as `stallClockNs` in loop-stall.ts) at `timeCell[0]`, into the slot's start cell. */
+  private markStallAtStart(slot: number): void {
+    const c = this.stall!;
+    const pending = this.timeCell[0]! - c[STALL_LAST_TICK_NS]! - c[STALL_ALLOWANCE_NS]!;
+    this.stallAtStartNs[slot] = pending > 0 ? c[STALL_TOTAL_NS]! + pending : c[STALL_TOTAL_NS]!;
+  }
+
+  /** Takes the local stall since the slot's start out of `seenCell[0]` (see the class comment). */
+  private takeOutStall(slot: number): void {
+    const c = this.stall!;
+    const pending = this.timeCell[0]! - c[STALL_LAST_TICK_NS]! - c[STALL_ALLOWANCE_NS]!;
+    const local = (pending > 0 ? c[STALL_TOTAL_NS]! + pending : c[STALL_TOTAL_NS]!) - this.stallAtStartNs[slot]!;
+    if (!(local > 0)) return;
+    const rtt = this.seenCell[0]!;
+    // Only a stalled sample reads the reference (a getter's double may be boxed).
+    const ref = this.algorithm.referenceRttNs;
+    const floor = ref > 0 ? (ref < rtt ? ref : rtt) : 0;
+    const seen = rtt - local > floor ? rtt - local : floor;
+    this.seenCell[0] = seen;
+    this.localStallNs += rtt - seen;
+    this.stallCorrectedSamples++;
   }
 }

@@ -1035,12 +1035,16 @@ export const DS_CURSOR_DAMAGED_COPIES_F64 = DS_DEAD_LETTER_BYTES_F64 + 3;
 export const DS_CURSOR_FALLBACKS_F64 = DS_DEAD_LETTER_BYTES_F64 + 4;
 /** 1 while the downstream's last durable write failed (its dead letters wait in the ring), else 0. */
 export const DS_DURABLE_FAILING_F64 = DS_DEAD_LETTER_BYTES_F64 + 5;
+/** Time the dispatcher's own event loop stalled during requests, taken out of the limiter's samples, ns. */
+export const DS_LOCAL_STALL_NS_F64 = DS_DEAD_LETTER_BYTES_F64 + 6;
+/** Samples a local stall was taken out of. */
+export const DS_STALL_CORRECTED_F64 = DS_DEAD_LETTER_BYTES_F64 + 7;
 /**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_DURABLE_FAILING_F64 + 1) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_STALL_CORRECTED_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */

@@ -151,3 +151,64 @@ test('gradient limit stays far below the cap when the downstream answers fast er
   assert.equal(t.offered, t.final + t.inFlight);
   assert.equal(t.inFlight, d.carriedOver[0]);
 });
+
+/** Busy-waits `ms` on this thread: the router's own CPU stall (a long task, or a thread waiting for a core). */
+function stallThread(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+test("the dispatcher's own event-loop stalls are not taken for a downstream queue: no fast cut, the limit holds", async () => {
+  const server = new CapacityServer({ workers: 24, serviceMs: 20 });
+  await server.start();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grad-stall-'));
+  const d = new Dispatcher({
+    stateDir: dir,
+    namer: new IndexNamer(),
+    maxDevices: 1024,
+    spill: false,
+    downstreams: [
+      {
+        name: 'hook',
+        sink: new WebhookSink({ url: server.url, maxSockets: 256 }),
+        // Product defaults but the start and the bounds: the fast decrease is on (ratio 2, armed from a limit of 12).
+        limit: new GradientLimit({ initialLimit: 16, minLimit: 2, maxLimit: 200 }),
+        safetyCap: 200,
+        maxBatchTriggers: 1,
+        queueCapacitySlots: 1024,
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  const seq = { n: 0 };
+  const ds = d.downstreams[0]!;
+  const g = ds.limiter.algorithm as GradientLimit;
+  try {
+    const settled = await runPhase(d, r, seq, 2500);
+    const cutsBefore = g.fastDecreases;
+    // From now on the thread stalls for 25 ms out of every 50 (longer than the downstream's 20 ms service time).
+    const staller = setInterval(() => stallThread(25), 50);
+    const stallBefore = ds.limiter.localStallNs;
+    let stalled: number;
+    try {
+      stalled = await runPhase(d, r, seq, 4000);
+    } finally {
+      clearInterval(staller);
+    }
+    assert.ok(
+      ds.limiter.localStallNs - stallBefore > 1e9,
+      `stalls were measured and taken out: ${((ds.limiter.localStallNs - stallBefore) / 1e6).toFixed(0)} ms over ${ds.limiter.stallCorrectedSamples} samples`,
+    );
+    assert.equal(g.fastDecreases - cutsBefore, 0, 'no fast cut for stalls of the caller');
+    assert.ok(
+      stalled >= settled * 0.7 && stalled >= 12,
+      `the limit held through the stalls: ${stalled.toFixed(1)} (settled ${settled.toFixed(1)})`,
+    );
+  } finally {
+    await d.close(5000);
+    await server.kill();
+  }
+  const t = d.totals();
+  assert.equal(t.offered + t.recovered, t.delivered + t.replayed + t.final + t.inFlight);
+  assert.equal(t.deadLettered, 0);
+});

@@ -30,9 +30,9 @@ export interface GradientLimitOptions {
   /**
    * A queue is clearly building when `fastDecreaseSamples` consecutive samples each took at least this many
    * reference RTTs; the limit is then cut at once by `minGradient` (unsmoothed, at most once per RTT). >= 1;
-   * Infinity (the default) turns the fast path off. 2 is the tested setting: it removes the overload at a sudden
-   * capacity drop, but where the caller's own stalls are as long as the downstream's RTT (a CPU-starved host and a
-   * 20 ms downstream) it fires falsely now and then, so it is opt-in.
+   * Infinity turns the fast path off. Default 2: it removes the overload at a sudden capacity drop. The caller's own
+   * stalls (a CPU-starved host) look like a queue to it unless they are taken out of the samples first: the router's
+   * dispatcher does that (`Limiter` with a `LoopStallMeter`); a caller that cannot may prefer Infinity.
    */
   fastDecreaseRttRatio: number;
   /** Consecutive slow samples that make a fast decrease (a run, not one outlier). */
@@ -90,7 +90,7 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   backoffRatio: 0.5,
   updateIntervalNs: 50e6,
   updateIntervalRtts: 1.5,
-  fastDecreaseRttRatio: Infinity,
+  fastDecreaseRttRatio: 2,
   fastDecreaseSamples: 3,
   fastDecreaseMinLimit: 12,
   fastDecreaseSpanRtts: 0.5,
@@ -118,8 +118,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  *   `cautiousIntervalMultiplier` intervals old), else 0,
  *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
  *
- * Fast decrease (opt-in: `fastDecreaseRttRatio` is Infinity by default), without waiting for the interval's end,
- * while `L >= fastDecreaseMinLimit`: when
+ * Fast decrease (on by default; `fastDecreaseRttRatio` Infinity turns it off), without waiting for the interval's
+ * end, while `L >= fastDecreaseMinLimit`: when
  * `fastDecreaseSamples` consecutive samples each took
  * at least `fastDecreaseRttRatio * rttMin`, completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
  * clearly building, not one burst of completions handled late together by a stalled caller),
@@ -346,17 +346,20 @@ export class GradientLimit implements Limit {
   }
 
   private fastDecrease(): void {
-    const nowNs = this.sampleCell[2]!;
     const o = this.o;
     const L = this.estimate;
     this.estimate = Math.max(o.minLimit, L * o.minGradient);
     this.fastDecreases++;
     this.unconfirmedFastCut = true;
-    this.endInterval(nowNs, true);
+    this.endInterval(true);
   }
 
-  /** Starts a new interval at `nowNs`; after a backoff, older requests' samples stop counting. */
-  private endInterval(nowNs: number, backedOff: boolean): void {
+  /**
+   * Starts a new interval at the sample's time (`sampleCell[2]`: a double passed as an argument may be boxed); after
+   * a backoff, older requests' samples stop counting.
+   */
+  private endInterval(backedOff: boolean): void {
+    const nowNs = this.sampleCell[2]!;
     this.accCount = 0;
     this.accPeakInflight = 0;
     this.accDrop = false;
@@ -397,7 +400,7 @@ export class GradientLimit implements Limit {
       this.estimate = next;
       this.slowIntervals = rttNs >= o.reprobeRttRatio * this.rttMinNs ? this.slowIntervals + 1 : 0;
     }
-    this.endInterval(nowNs, backoff);
+    this.endInterval(backoff);
     // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
     if (
       this.slowIntervals >= o.reprobeIntervals &&
@@ -444,7 +447,7 @@ export class GradientLimit implements Limit {
     this.windowStartNs = nowNs;
     this.estimate = this.savedEstimate;
     this.probing = false;
-    this.endInterval(nowNs, false);
+    this.endInterval(false);
   }
 
   /** Median of the interval's kept RTTs into sampleCell[3] (quickselect in place; the interval ends after). */
