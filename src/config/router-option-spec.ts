@@ -126,28 +126,43 @@ const breaker = group(
   },
 );
 
+/** What a tuning declares beyond its algorithm's defaults. */
+interface TuningExtras {
+  /** The doc line, when the generated one does not fit. */
+  doc?: string;
+  /** Options whose default is a library-only rule (a function) but that a config file may set to a number. */
+  numbers?: readonly string[];
+}
+
 /**
  * Tuning of one limit algorithm: an object of its options (their names and types from its defaults), checked by the
- * algorithm itself, which names the option in its message.
+ * algorithm itself, which names the option in its message. An option whose default is not a number or a boolean, or
+ * a function given for any option, is refused as set only by the library (a function cannot cross to the dispatcher
+ * thread), unless `numbers` lists the option and the value is a number.
  */
 function tuning<T extends object>(
   algorithm: string,
   defaults: Readonly<T>,
   build: (v: Partial<T>) => unknown,
   example: string,
-  doc?: string,
+  extras: TuningExtras = {},
 ) {
+  const numbers = extras.numbers ?? [];
   return delegate<Partial<T>>({
     doc:
-      doc ??
+      extras.doc ??
       `tuning of the ${algorithm} limit (with limit "${algorithm}"${algorithm === 'gradient' ? ' or none' : ''}), e.g. ${example}`,
     check: (v) => {
       if (v === null || typeof v !== 'object' || Array.isArray(v))
         throw new RangeError(`must be an object of ${algorithm} limit options`);
-      for (const k of Object.keys(v)) {
-        const d: unknown = Object.hasOwn(defaults, k) ? (defaults as Record<string, unknown>)[k] : 0;
-        if (typeof d !== 'number' && typeof d !== 'boolean')
-          throw new RangeError(`${k} is set only by the library (not a number a config file can give)`);
+      for (const [k, x] of Object.entries(v)) {
+        // A name the algorithm does not have is left to it: its message lists the ones it has.
+        if (!Object.hasOwn(defaults, k)) continue;
+        const d: unknown = (defaults as Record<string, unknown>)[k];
+        const settable =
+          typeof x !== 'function' &&
+          (typeof d === 'number' || typeof d === 'boolean' || (numbers.includes(k) && typeof x === 'number'));
+        if (!settable) throw new RangeError(`${k} is set only by the library (not a number a config file can give)`);
       }
       build(v as Partial<T>);
     },
@@ -156,8 +171,8 @@ function tuning<T extends object>(
       additionalProperties: false,
       properties: Object.fromEntries(
         Object.entries(defaults)
-          .filter(([, x]) => typeof x === 'number' || typeof x === 'boolean')
-          .map(([k, x]) => [k, { type: typeof x }]),
+          .filter(([k, x]) => typeof x === 'number' || typeof x === 'boolean' || numbers.includes(k))
+          .map(([k, x]) => [k, { type: typeof x === 'boolean' ? 'boolean' : 'number' }]),
       ),
     },
   });
@@ -192,14 +207,20 @@ const downstreamBase = {
     tuning<AimdLimitOptions>('aimd', AIMD_LIMIT_DEFAULTS, (v) => new AimdLimit(v), '{ "backoffRatio": 0.8 }'),
   ),
   vegas: optional(
-    tuning<VegasLimitOptions>('vegas', VEGAS_LIMIT_DEFAULTS, (v) => new VegasLimit(v), '{ "smoothing": 0.5 }'),
+    tuning<VegasLimitOptions>(
+      'vegas',
+      VEGAS_LIMIT_DEFAULTS,
+      (v) => new VegasLimit(v),
+      '{ "smoothing": 0.5, "alpha": 3, "beta": 6 } (alpha, beta, threshold: requests here, functions of the limit only in the library)',
+      { numbers: ['alpha', 'beta', 'threshold'] },
+    ),
   ),
   gradient2: optional(
     tuning<Gradient2LimitOptions>(
       'gradient2',
       GRADIENT2_LIMIT_DEFAULTS,
       (v) => new Gradient2Limit(v),
-      '{ "queueSize": 8 }',
+      '{ "queueSize": 8, "rttTolerance": 2 }',
     ),
   ),
   window: optional(
@@ -208,7 +229,9 @@ const downstreamBase = {
       WINDOWED_LIMIT_DEFAULTS,
       (v) => new WindowedLimit(new FixedLimit(1), v),
       '{ "windowSamples": 20 }',
-      'the adaptive limit runs on windows of samples (mean RTT, peak in-flight) instead of single ones, e.g. { "windowSamples": 20 }',
+      {
+        doc: 'the adaptive limit runs on windows of samples (mean RTT, peak in-flight) instead of single ones, e.g. { "windowSamples": 20 }',
+      },
     ),
   ),
   breaker,

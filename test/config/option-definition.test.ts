@@ -298,8 +298,20 @@ test('every limit algorithm is tuned from the router options; a tuning for anoth
   const o = resolveRouterOptions({
     downstreams: [
       { kind: 'ndjson', name: 'a', path: '-', limit: 'aimd', aimd: { initialLimit: 40, backoffRatio: 0.5 } },
-      { kind: 'ndjson', name: 'v', path: '-', limit: 'vegas', vegas: { initialLimit: 7 } },
-      { kind: 'ndjson', name: 'g2', path: '-', limit: 'gradient2', gradient2: { initialLimit: 9, queueSize: 8 } },
+      {
+        kind: 'ndjson',
+        name: 'v',
+        path: '-',
+        limit: 'vegas',
+        vegas: { initialLimit: 7, alpha: 2, beta: 4, threshold: 1 },
+      },
+      {
+        kind: 'ndjson',
+        name: 'g2',
+        path: '-',
+        limit: 'gradient2',
+        gradient2: { initialLimit: 9, queueSize: 8, rttTolerance: 1 },
+      },
       { kind: 'ndjson', name: 'g', path: '-', gradient: { initialLimit: 11 } },
     ],
   });
@@ -310,6 +322,10 @@ test('every limit algorithm is tuned from the router options; a tuning for anoth
   assert.deepEqual([aimd.limit, vegas.limit, gradient2.limit, gradient.limit], [40, 7, 9, 11]);
   aimd.onSample(0, 1e6, 40, true);
   assert.equal(aimd.limit, 20, 'the AIMD backoff ratio given (0.5) is the one applied');
+  // Gradient2 with tolerance 1: a sample over the long RTT scales L by long / rtt (the default 1.5 would keep L whole).
+  gradient2.onSample(0, 10e6, 9, false);
+  gradient2.onSample(0, 15e6, 9, false);
+  assert.equal(gradient2.limit, Math.floor(10.6 * 0.8 + (10.6 * (12.5 / 15) + 8) * 0.2));
   for (const d of built) void d.sink.close();
   const bad = (d: Record<string, unknown>): void =>
     void resolveRouterOptions({ downstreams: [{ kind: 'ndjson', name: 'x', path: '-', ...d }] } as RouterOptionsInput);
@@ -324,11 +340,30 @@ test('every limit algorithm is tuned from the router options; a tuning for anoth
   assert.throws(() => bad({ vegas: { smoothing: 0.5 } }), /vegas applies only with limit "vegas", got limit undefined/);
   assert.throws(() => bad({ limit: 'vegas', vegas: { random: 1 } }), /vegas: random is set only by the library/);
   assert.throws(
-    () => bad({ limit: 'gradient2', gradient2: { rttTolerance: 2 } }),
-    /gradient2: rttTolerance is not a Gradient2 limit option/,
+    () => bad({ limit: 'gradient2', gradient2: { driftMultiplier: 2 } }),
+    /gradient2: driftMultiplier is not a Gradient2 limit option \(one of .*rttTolerance/,
   );
+  assert.throws(() => bad({ limit: 'gradient2', gradient2: { rttTolerance: 0.5 } }), /options\.rttTolerance must be/);
+  assert.throws(
+    () => bad({ limit: 'gradient2', gradient2: { queueSize: () => 4 } }),
+    /gradient2: queueSize is set only by the library/,
+  );
+  assert.throws(() => bad({ limit: 'vegas', vegas: { decrease: 3 } }), /vegas: decrease is set only by the library/);
+  assert.throws(() => bad({ limit: 'vegas', vegas: { alpha: () => 3 } }), /vegas: alpha is set only by the library/);
+  assert.throws(() => bad({ limit: 'vegas', vegas: { beta: -1 } }), /options\.beta must be a number in \[0, /);
   const schema = JSON.stringify(routerConfigSchema());
-  for (const k of ['"aimd"', '"vegas"', '"gradient2"', '"backoffRatio"', '"queueSize"', '"window"', '"windowSamples"'])
+  for (const k of [
+    '"aimd"',
+    '"vegas"',
+    '"gradient2"',
+    '"backoffRatio"',
+    '"queueSize"',
+    '"rttTolerance"',
+    '"alpha"',
+    '"threshold"',
+    '"window"',
+    '"windowSamples"',
+  ])
     assert.ok(schema.includes(k), k);
   // Any adaptive limit runs on windows of samples when `window` is given.
   const windowed = buildDownstreams(

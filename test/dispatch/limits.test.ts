@@ -345,6 +345,18 @@ test('aimd: +1 while in use, none while idle, x0.9 on loss and on timeout, floor
   assert.equal(a.limit, 30);
 });
 
+test('aimd: the backoff ratio is in [0.5, 1), a ratio just under 1 still backs off by one', () => {
+  const a = new AimdLimit({ initialLimit: 20, backoffRatio: 0.9999 });
+  a.onSample(0, MS, 20, true);
+  assert.equal(a.limit, 19);
+  assert.throws(
+    () => new AimdLimit({ backoffRatio: 1 }),
+    /^RangeError: options\.backoffRatio must be a number in \[0\.5, 1\), got 1$/,
+  );
+  assert.throws(() => new AimdLimit({ backoffRatio: 0.4 }), /options\.backoffRatio/);
+  assert.equal(new AimdLimit().limit, 20);
+});
+
 test('vegas: grows with no queue, not while idle, shrinks on loss and queueing, floor, ceiling, re-probe', () => {
   const v = new VegasLimit({ initialLimit: 20, maxLimit: 200, probeMultiplier: 1000 });
   v.onSample(0, 10 * MS, 20, false); // sets the no-load RTT
@@ -365,6 +377,58 @@ test('vegas: grows with no queue, not while idle, shrinks on loss and queueing, 
   p.onSample(0, 10 * MS, 10, false);
   feed(p, 0, 8, MS, 50 * MS, saturated); // jitter 0.5: probe after 0.5 * 2 * L samples
   assert.equal(p.referenceRttNs, 50 * MS, 'the no-load RTT was re-probed');
+});
+
+test('vegas: alpha, beta, threshold, increase and decrease as functions of the limit', () => {
+  const seen: number[] = [];
+  const v = new VegasLimit({
+    initialLimit: 100,
+    smoothing: 1,
+    probeMultiplier: 1000,
+    alpha: (l) => Math.floor(l / 10),
+    beta: (l) => (seen.push(l), Math.floor(l / 5)),
+    threshold: 2,
+    increase: (l) => l + 5,
+    decrease: (l) => l * 0.8,
+  });
+  v.onSample(0, 10 * MS, 100, false); // the no-load RTT
+  v.onSample(0, 11 * MS, 100, false); // queue ceil(100 / 11) = 10, not < alpha 10, not > beta 20: unchanged
+  assert.equal(v.limit, 100);
+  v.onSample(0, 10.5 * MS, 100, false); // queue 5: > threshold 2, < alpha 10: increase
+  assert.equal(v.limit, 105);
+  v.onSample(0, 30 * MS, 105, false); // queue 70 > beta 21: decrease
+  assert.equal(v.limit, 84);
+  v.onSample(0, 10 * MS, 84, false); // queue 0 <= threshold: + beta (16)
+  assert.equal(v.limit, 100);
+  v.onSample(0, 10 * MS, 100, true); // loss: decrease
+  assert.equal(v.limit, 80);
+  assert.deepEqual(seen, [100, 100, 105, 84]);
+  // With smoothing the estimate is fractional; alpha, beta and threshold see it in whole requests.
+  const w = new VegasLimit({
+    initialLimit: 100,
+    smoothing: 0.5,
+    probeMultiplier: 1000,
+    beta: (l) => (seen.push(l), 6),
+  });
+  w.onSample(0, 10 * MS, 100, false);
+  w.onSample(0, 10 * MS, 100, true); // decrease: 100 - 2, smoothed: 99
+  w.onSample(0, 10 * MS, 100, true); // 99 - 1, smoothed: 98.5
+  seen.length = 0;
+  w.onSample(0, 10 * MS, 100, false);
+  assert.deepEqual(seen, [98]);
+  // A function returning NaN leaves the limit as it was.
+  const n = new VegasLimit({ initialLimit: 10, probeMultiplier: 1000, decrease: () => NaN });
+  n.onSample(0, 10 * MS, 10, false);
+  n.onSample(0, 10 * MS, 10, true);
+  assert.equal(n.limit, 10);
+  assert.throws(
+    () => new VegasLimit({ alpha: -1 }),
+    /^RangeError: options\.alpha must be a number in \[0, 1000000\], got -1$/,
+  );
+  assert.throws(
+    () => new VegasLimit({ increase: 3 as never }),
+    /^RangeError: options\.increase must be a function of the limit \(library only\), got 3$/,
+  );
 });
 
 test('gradient2: grows while saturated, not while idle, floor and ceiling', () => {
@@ -388,14 +452,62 @@ test('gradient2: grows while saturated, not while idle, floor and ceiling', () =
   assert.equal(z.limit, 5);
 });
 
+test('gradient2: a sample within rttTolerance of the long RTT is no queue; beyond it the gradient is tolerance * long / rtt', () => {
+  const g = new Gradient2Limit({ initialLimit: 20, smoothing: 1 });
+  g.onSample(0, 10 * MS, 20, false); // long 10 ms, gradient 1: L = 20 + 4
+  assert.equal(g.limit, 24);
+  g.onSample(0, 14 * MS, 24, false); // long 12 ms (warm-up mean), 1.5 * 12 / 14 > 1: L = 24 + 4
+  assert.equal(g.limit, 28);
+  g.onSample(0, 40 * MS, 28, false); // long 64 / 3 ms, gradient 1.5 * 64 / 3 / 40 = 0.8: L = 28 * 0.8 + 4 = 26.4
+  assert.equal(g.limit, 26);
+  const strict = new Gradient2Limit({ initialLimit: 20, smoothing: 1, rttTolerance: 1 });
+  for (const [rtt, inflight] of [
+    [10, 20],
+    [14, 24],
+    [40, 28],
+  ] as const)
+    strict.onSample(0, rtt * MS, inflight, false);
+  // Tolerance 1: 14 ms against a 12 ms long RTT already shrinks (24 * 6 / 7 + 4), then 40 ms against 64 / 3 ms.
+  const L2 = 24 * (12 / 14) + 4;
+  assert.equal(strict.limit, Math.floor(L2 * (64 / 3 / 40) + 4));
+  assert.throws(() => new Gradient2Limit({ rttTolerance: 0.9 }), /options\.rttTolerance must be a number in \[1, /);
+});
+
+test('gradient2: a long RTT over twice the sample is cut by 5 % (after this sample); under half the limit it only learns', () => {
+  const g = new Gradient2Limit({ initialLimit: 20, smoothing: 1, longWindow: 3, warmupWindow: 1 });
+  g.onSample(0, 100, 20, false);
+  assert.equal(g.referenceRttNs, 100);
+  g.onSample(0, 20, 24, false); // EMA factor 0.5: long 60 = 3 * 20, cut to 57
+  assert.ok(Math.abs(g.referenceRttNs - 57) < 1e-9, `long RTT ${g.referenceRttNs}`);
+  assert.equal(g.limit, 28, 'the gradient (of the uncut 60) is clamped at 1');
+  g.onSample(0, 40, 13, false); // inflight 13 < 28 / 2: the long RTT moves (48.5), the limit does not
+  assert.ok(Math.abs(g.referenceRttNs - 48.5) < 1e-9, `long RTT ${g.referenceRttNs}`);
+  assert.equal(g.limit, 28);
+});
+
+test('gradient2: queueSize as a function of the limit (whole requests)', () => {
+  const seen: number[] = [];
+  const g = new Gradient2Limit({
+    initialLimit: 100,
+    maxLimit: 1000,
+    smoothing: 0.5,
+    queueSize: (l) => (seen.push(l), Math.floor(Math.sqrt(l))),
+  });
+  g.onSample(0, 10 * MS, 100, false); // L' = 100 + 10, smoothed: 105
+  assert.equal(g.limit, 105);
+  g.onSample(0, 10 * MS, 105, false); // L' = 105 + 10, smoothed: 110
+  assert.equal(g.limit, 110);
+  assert.deepEqual(seen, [100, 105]);
+});
+
 test('every algorithm refuses an option it does not have, naming it and the ones it has', () => {
   assert.throws(
     () => new GradientLimit({ rttTolerance: 2 } as never),
     /^RangeError: rttTolerance is not a gradient limit option \(one of initialLimit, /,
   );
   assert.throws(
-    () => new Gradient2Limit({ rttTolerance: 2 } as never),
-    /^RangeError: rttTolerance is not a Gradient2 limit option \(one of /,
+    () => new Gradient2Limit({ driftMultiplier: 2 } as never),
+    /^RangeError: driftMultiplier is not a Gradient2 limit option \(one of initialLimit, minLimit, maxLimit, smoothing, queueSize, rttTolerance, longWindow, warmupWindow\)$/,
   );
   assert.throws(
     () => new VegasLimit({ maxConcurrency: 5 } as never),
