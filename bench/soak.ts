@@ -22,7 +22,7 @@
  * stderr; `--config-extra '<json>'` adds router options to its config file.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,6 +64,7 @@ const { values } = parseArgs({
     'router-log': { type: 'string' },
     city: { type: 'string', default: 'district' },
     'config-extra': { type: 'string' },
+    'malloc-arena-max': { type: 'string' },
   },
 });
 
@@ -153,11 +154,51 @@ function boxOf(coords: unknown): [number, number, number, number] {
   return b;
 }
 
+/**
+ * Resident memory of a process by kind of mapping, from /proc/<pid>/smaps (Linux; null elsewhere), MiB: the brk
+ * heap, anonymous mappings (malloc arenas of other threads, V8's spaces, ArrayBuffer backing stores), file-backed
+ * mappings (code, shared libraries), and the thread stacks.
+ */
+function residentByKind(pid: number): Record<string, number> | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return null;
+  }
+  const out: Record<string, number> = { brkHeap: 0, anonymous: 0, fileBacked: 0, stacks: 0, anonymousMappings: 0 };
+  let kind = 'anonymous';
+  for (const line of text.split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head !== null) {
+      const name = head[1]!;
+      kind =
+        name === '[heap]'
+          ? 'brkHeap'
+          : name.startsWith('[stack')
+            ? 'stacks'
+            : name === ''
+              ? 'anonymous'
+              : name.startsWith('/')
+                ? 'fileBacked'
+                : 'anonymous';
+      if (name === '') out.anonymousMappings!++;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss !== null) out[kind] = out[kind]! + Number(rss[1]) / 1024;
+  }
+  for (const k of Object.keys(out)) out[k] = round(out[k]!);
+  return out;
+}
+
 /** Starts the router binary; resolves with the process, its ports and a reader of its stderr. */
 async function startRouter(
   args: string[],
 ): Promise<{ child: ChildProcess; port: number; admin: number; stderr: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const arenas = values['malloc-arena-max'];
+  const env = arenas === undefined ? process.env : { ...process.env, MALLOC_ARENA_MAX: arenas };
+  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let err = '';
   let out = '';
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
@@ -295,6 +336,7 @@ async function main(): Promise<void> {
   // The first scrape at or after the end of the warm-up (the held-time window starts there).
   let warmEndS = Infinity;
   let atWarmEnd: Series | null = null;
+  let residentAtWarmEnd: Record<string, number> | null = null;
   const scrapeStart = Date.now();
   const scraper = (async () => {
     while (scraping) {
@@ -307,7 +349,10 @@ async function main(): Promise<void> {
         const depth = sumOf(s, 'geofence_ring_depth_slots', { ring: 'telemetry' });
         const cap = sumOf(s, 'geofence_ring_capacity_slots', { ring: 'telemetry' });
         const tS = (Date.now() - scrapeStart) / 1000;
-        if (atWarmEnd === null && tS >= warmEndS) atWarmEnd = s;
+        if (atWarmEnd === null && tS >= warmEndS) {
+          atWarmEnd = s;
+          residentAtWarmEnd = residentByKind(router.child.pid!);
+        }
         samples.push({
           tS,
           rssMiB: sumOf(s, 'process_resident_memory_bytes') / 2 ** 20,
@@ -355,6 +400,7 @@ async function main(): Promise<void> {
   const gen = await loadgen(router.port, rate, soakS + warmupS);
   const soakEndS = samples[samples.length - 1]!.tS;
   const atEnd = last!;
+  const residentAtEnd = residentByKind(router.child.pid!);
   scraping = false;
   await scraper;
   router.child.kill('SIGTERM');
@@ -412,6 +458,8 @@ async function main(): Promise<void> {
     identityViolations: violations.length,
     identityExamples: violations.slice(0, 5),
     rssMiB: growth((x) => x.rssMiB),
+    mallocArenaMax: values['malloc-arena-max'] ?? null,
+    residentByKindMiB: { atWarmUpEnd: residentAtWarmEnd, atEnd: residentAtEnd },
     heapMiB: growth((x) => x.heapMiB),
     heapAllThreadsMiB: growth((x) => total(x.heapByThread)),
     liveHeapAllThreadsMiB: growth((x) => total(x.liveByThread)),
