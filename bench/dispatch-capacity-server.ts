@@ -10,7 +10,8 @@
  *   worker busy longer), and requests still in service after capacity drops count only up to the new worker count.
  *   `nominalBusyMs` (service time x requests served) is kept for comparison.
  * - queue waits (arrival to start of service) of every request, for their P99, and the residence time (arrival to
- *   answer) of every request served, for the server-side P99;
+ *   answer) of every request served, for the server-side P99, over the whole run and over each phase (`mark`) from
+ *   `settleMs` after its start (the settled P99);
  * - overload episodes: a maximal period in which every request that started service (or was refused) had waited
  *   longer than `overloadWaitMs`, lasting at least `overloadMinMs`.
  */
@@ -41,7 +42,11 @@ const waits = new Float64Array(400_000);
 let nWaits = 0;
 /** Residence times (arrival to answer) of served requests, ms. */
 const residences = new Float64Array(400_000);
+/** Arrival time of each residence sample, ms on this process's clock. */
+const residenceArrivals = new Float64Array(400_000);
 let nResidences = 0;
+/** Phase starts (`mark`), ms on this process's clock. */
+let marks: number[] = [];
 
 /** Advances the busy and capacity integrals to `nowMs` (called before every change of `busy` or `workers`). */
 function advance(nowMs: number): void {
@@ -87,7 +92,10 @@ const server = http.createServer((req, res) => {
         busy--;
         nominalBusyMs += cfg.serviceMs;
         served++;
-        if (nResidences < residences.length) residences[nResidences++] = performance.now() - arrived;
+        if (nResidences < residences.length) {
+          residenceArrivals[nResidences] = arrived;
+          residences[nResidences++] = performance.now() - arrived;
+        }
         res.statusCode = 200;
         res.end();
         next();
@@ -99,7 +107,7 @@ const server = http.createServer((req, res) => {
 });
 server.keepAliveTimeout = 60_000;
 
-process.on('message', (m: { op: string; workers?: number; config?: Partial<Config> }) => {
+process.on('message', (m: { op: string; workers?: number; config?: Partial<Config>; settleMs?: number }) => {
   if (m.op === 'config') Object.assign(cfg, m.config);
   if (m.op === 'workers') {
     advance(performance.now());
@@ -118,7 +126,9 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
     maxWaitMs = 0;
     nWaits = 0;
     nResidences = 0;
+    marks = [];
   }
+  if (m.op === 'mark') marks.push(performance.now());
   if (m.op === 'stats') {
     const now = performance.now();
     advance(now);
@@ -127,6 +137,17 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
     const waitP99Ms = nWaits === 0 ? NaN : sorted[Math.min(nWaits - 1, Math.floor(0.99 * nWaits))]!;
     const res = residences.slice(0, nResidences).sort();
     const residenceP99Ms = nResidences === 0 ? NaN : res[Math.min(nResidences - 1, Math.floor(0.99 * nResidences))]!;
+    // Settled P99: requests that arrived at least `settleMs` after a phase began (mark) and before the next one.
+    const settled: number[] = [];
+    for (let i = 0; i < nResidences; i++) {
+      const a = residenceArrivals[i]!;
+      let k = marks.length - 1;
+      while (k >= 0 && marks[k]! > a) k--;
+      if (k >= 0 && a - marks[k]! >= (m.settleMs ?? 2000)) settled.push(residences[i]!);
+    }
+    settled.sort((x, y) => x - y);
+    const settledResidenceP99Ms =
+      settled.length === 0 ? NaN : settled[Math.min(settled.length - 1, Math.floor(0.99 * settled.length))]!;
     process.send!({
       op: 'stats',
       busyIntegralMs,
@@ -138,6 +159,7 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
       maxWaitMs,
       waitP99Ms,
       residenceP99Ms,
+      settledResidenceP99Ms,
     });
   }
   if (m.op === 'exit') process.exit(0);

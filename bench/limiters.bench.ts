@@ -22,6 +22,7 @@
  *   --repeats N    run every candidate N times (interleaved) and report per-limiter medians (default 1)
  *   --only NAME    only the candidates whose name contains NAME (for tuning; the report needs all of them)
  *   --phase-ms MS  length of each capacity phase (default 8000)
+ *   GRADIENT_TRY='{"allowanceFactor":0.5}' (environment) adds a row: the gradient with those options
  * Writes bench/out/limiters.json (every pass, the medians, and each row's limit over time).
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -58,6 +59,8 @@ const OFFER_PER_S = 2000; // above the 2x capacity of 1,600 requests/s
 const SETTLE_AVERAGE_MS = 250;
 /** The settled band around a phase's final level. */
 const SETTLE_BAND = 0.15;
+/** The settled server-side P99 leaves out requests that arrived within this long of a step, ms. */
+const SETTLED_AFTER_MS = 2000;
 const TICK_MS = 5;
 const SEED = 0x5eed;
 const UNLOADED_LIMIT = 24;
@@ -82,6 +85,8 @@ interface Row {
   fastDecreases: number;
   /** Server side: P99 from arrival to answer, ms. */
   serverP99Ms: number;
+  /** The same over each phase from SETTLED_AFTER_MS after its start (the limit has had time to settle), ms. */
+  settledServerP99Ms: number;
   /** Per step (phases 2 and 3): settling time, ms (NaN: never settled), and overshoot as a fraction. */
   settleMsPerStep: number[];
   overshootPerStep: number[];
@@ -99,6 +104,7 @@ interface ServerStats {
   episodes: number;
   waitP99Ms: number;
   residenceP99Ms: number;
+  settledResidenceP99Ms: number;
 }
 
 function rpc<T>(child: ChildProcess, msg: object, reply?: string): Promise<T> {
@@ -214,6 +220,7 @@ async function runOne(
   for (let p = 0; p < phases.length; p++) {
     const [, workers, ms] = phases[p]!;
     await rpc(child, { op: 'workers', workers });
+    await rpc(child, { op: 'mark' });
     const start = performance.now();
     let offeredInPhase = 0;
     let limitSum = 0;
@@ -247,7 +254,7 @@ async function runOne(
     prev = { busy: s.busyIntegralMs, cap: s.capacityIntegralMs };
   }
   loop.disable();
-  const stats = await rpc<ServerStats>(child, { op: 'stats' }, 'stats');
+  const stats = await rpc<ServerStats>(child, { op: 'stats', settleMs: SETTLED_AFTER_MS }, 'stats');
   await d.close(2000);
   fs.rmSync(dir, { recursive: true, force: true });
   const sorted = rtts.slice(0, nRtt).sort();
@@ -267,6 +274,7 @@ async function runOne(
     utilisationPerPhase: phaseUtil,
     fastDecreases: limit instanceof GradientLimit ? limit.fastDecreases : 0,
     serverP99Ms: stats.residenceP99Ms,
+    settledServerP99Ms: stats.settledResidenceP99Ms,
     settleMsPerStep,
     overshootPerStep,
     limitSeries,
@@ -321,6 +329,13 @@ async function main(): Promise<void> {
     ['gradient2 (windowed)', () => new WindowedLimit(new Gradient2Limit(bounds)), 256],
     ['gradient', () => new GradientLimit(), 256],
     ['gradient + cap 48', () => new GradientLimit(), 48],
+    ...(process.env.GRADIENT_TRY === undefined
+      ? []
+      : ([['gradient try', () => new GradientLimit(JSON.parse(process.env.GRADIENT_TRY!) as object), 256]] as [
+          string,
+          () => Limit,
+          number,
+        ][])),
   ].filter(([n]) => only === undefined || (n as string).includes(only)) as [string, () => Limit, number][];
   const passes: Row[][] = [];
   for (let k = 0; k < repeats; k++) {
@@ -359,6 +374,7 @@ async function main(): Promise<void> {
     'fast cuts': r.fastDecreases,
     'srv P99': r.serverP99Ms.toFixed(1),
     'srv P99/unl': (r.serverP99Ms / srvBase).toFixed(2),
+    'settled srv P99/unl': (r.settledServerP99Ms / srvBase).toFixed(2),
     'settle ms 2x/0.6x': r.settleMsPerStep.map((x) => x.toFixed(0)).join(' / '),
     'overshoot % 2x/0.6x': r.overshootPerStep.map((x) => (x * 100).toFixed(0)).join(' / '),
   });
@@ -385,6 +401,7 @@ async function main(): Promise<void> {
       refused503: m((r) => r.refused503),
       meanLimitPerPhase: [0, 1, 2].map((p) => m((r) => r.meanLimitPerPhase[p]!)),
       serverP99Ms: m((r) => r.serverP99Ms),
+      settledServerP99Ms: m((r) => r.settledServerP99Ms),
       settleMsPerStep: [0, 1].map((p) => m((r) => r.settleMsPerStep[p]!)),
       overshootPerStep: [0, 1].map((p) => m((r) => r.overshootPerStep[p]!)),
     };
@@ -405,6 +422,7 @@ async function main(): Promise<void> {
         'limit 1x/2x/0.6x': r.meanLimitPerPhase.map((x) => x.toFixed(1)).join(' / '),
         'srv P99': r.serverP99Ms.toFixed(1),
         'srv P99/unl': (r.serverP99Ms / srvBase).toFixed(2),
+        'settled srv P99/unl': (r.settledServerP99Ms / srvBase).toFixed(2),
         'settle ms': r.settleMsPerStep.map((x) => x.toFixed(0)).join(' / '),
         'overshoot %': r.overshootPerStep.map((x) => (x * 100).toFixed(0)).join(' / '),
       })),

@@ -18,6 +18,11 @@ export interface GradientLimitOptions {
   minGradient: number;
   /** Growth only while the peak in-flight of the interval is at least this fraction of the limit, in (0, 1]. */
   growthUtilisation: number;
+  /**
+   * The growth allowance is `allowanceFactor * sqrt(L)`, in (0, 4]: it is also the queue the limit keeps at the
+   * downstream in equilibrium (`L (1 - g) = allowance`), so it trades latency at the downstream for the speed of growth.
+   */
+  allowanceFactor: number;
   /** Multiplier applied on loss (error, timeout, 429/503), in (0, 1). */
   backoffRatio: number;
   /** Shortest time between two limit updates, ns; samples in between are averaged. */
@@ -87,6 +92,7 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   smoothing: 0.2,
   minGradient: 0.5,
   growthUtilisation: 0.8,
+  allowanceFactor: 1,
   backoffRatio: 0.5,
   updateIntervalNs: 50e6,
   updateIntervalRtts: 1.5,
@@ -114,7 +120,7 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * there are more) and `peak` its largest in-flight:
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
  * - else `g = clamp(rttMin / rtt, minGradient, 1)`,
- *   `allowance = sqrt(L)` when `peak >= growthUtilisation * L` (and, when cautious, the last increase is at least
+ *   `allowance = allowanceFactor * sqrt(L)` when `peak >= growthUtilisation * L` (and, when cautious, the last increase is at least
  *   `cautiousIntervalMultiplier` intervals old), else 0,
  *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
  *
@@ -202,6 +208,7 @@ export class GradientLimit implements Limit {
     checkNumber('options.smoothing', o.smoothing, 1e-6, 1);
     checkNumber('options.minGradient', o.minGradient, 0.01, 1);
     checkNumber('options.growthUtilisation', o.growthUtilisation, 0.01, 1);
+    checkNumber('options.allowanceFactor', o.allowanceFactor, 0.01, 4);
     checkNumber('options.backoffRatio', o.backoffRatio, 0.01, 0.999);
     checkNumber('options.updateIntervalNs', o.updateIntervalNs, 0, 3.6e12);
     checkNumber('options.updateIntervalRtts', o.updateIntervalRtts, 0, 1000);
@@ -391,7 +398,7 @@ export class GradientLimit implements Limit {
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
       const mayGrow =
         used && (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
-      const allowance = mayGrow ? Math.sqrt(L) : 0;
+      const allowance = mayGrow ? o.allowanceFactor * Math.sqrt(L) : 0;
       const next = Math.max(
         o.minLimit,
         Math.min(o.maxLimit, L * (1 - o.smoothing) + (L * g + allowance) * o.smoothing),
