@@ -132,13 +132,18 @@ abstract class RingPolicy implements TelemetryPolicy {
   protected readonly timeCell = new Float64Array(1);
   private nextShard = 0;
   peakDepth = 0;
-  /** Records admitted and not yet drained (kept here: reading every ring's counters per chunk costs atomics). */
-  private heldCount = 0;
+  /**
+   * Records admitted and not yet drained, in all and per ring: the simulator plays producer and consumer on one
+   * thread, so it counts them itself rather than reading every ring's counters (atomics) every chunk and tick.
+   */
+  protected heldCount = 0;
+  private readonly ringHeld: Float64Array;
 
   private readonly availScratch: Float64Array;
   private readonly takeScratch: Float64Array;
 
   protected constructor(shards: number, capacitySlots: number, reservedFraction: number) {
+    this.ringHeld = new Float64Array(shards);
     this.availScratch = new Float64Array(shards);
     this.takeScratch = new Float64Array(shards);
     this.rings = Array.from({ length: shards }, () =>
@@ -152,6 +157,7 @@ abstract class RingPolicy implements TelemetryPolicy {
     this.beforeChunk();
     const offered = this.offered;
     const shed = this.shed;
+    const ringHeld = this.ringHeld;
     let admitted = 0;
     for (let i = 0; i < count; i++) {
       const lane = lanes[i]! as Lane;
@@ -165,9 +171,10 @@ abstract class RingPolicy implements TelemetryPolicy {
       const ring = this.rings[shard]!;
       ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = nowNs;
       ring.i32[slot * ring.strideI32 + TEL_LANE_I32] = lane;
+      ringHeld[shard]!++;
       admitted++;
     }
-    for (const ring of this.rings) ring.publish();
+    for (const ring of this.rings) if (ring.pendingCount() > 0) ring.publish();
     this.heldCount += admitted;
     if (this.heldCount > this.peakDepth) this.peakDepth = this.heldCount;
   }
@@ -181,11 +188,12 @@ abstract class RingPolicy implements TelemetryPolicy {
   drain(budget: number, nowNs: number): number {
     const rings = this.rings;
     const n = rings.length;
+    if (this.heldCount === 0) return 0;
     const avail = this.availScratch;
     const take = this.takeScratch;
     let total = 0;
     for (let k = 0; k < n; k++) {
-      avail[k] = rings[k]!.available();
+      avail[k] = this.ringHeld[k]!;
       take[k] = 0;
       total += avail[k]!;
     }
@@ -204,7 +212,11 @@ abstract class RingPolicy implements TelemetryPolicy {
         left -= t;
       }
     }
-    for (let k = 0; k < n; k++) if (take[k]! > 0) this.takeFrom(rings[k]!, take[k]!, nowNs);
+    for (let k = 0; k < n; k++) {
+      if (take[k]! === 0) continue;
+      this.takeFrom(rings[k]!, take[k]!, nowNs);
+      this.ringHeld[k] = this.ringHeld[k]! - take[k]!;
+    }
     this.nextShard = (this.nextShard + 1) % n;
     this.heldCount -= drained;
     return drained;
@@ -275,8 +287,8 @@ export class LaneAdmissionRings extends RingPolicy {
 
   /** Lets each ring's queue-delay controller look, once per chunk, as the ingest thread does. */
   protected override beforeChunk(): void {
-    let idle = true;
-    for (const ring of this.rings) if (ring.writeSeq() !== ring.readSeq()) idle = false;
+    // The consumer has run out of records when every ring is empty.
+    const idle = this.heldCount === 0;
     for (const a of this.admissions) a.observeQueueDelay(this.timeCell, 0, idle);
   }
 

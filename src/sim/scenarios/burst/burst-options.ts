@@ -97,7 +97,7 @@ export function resolveBurstOptions(options: Partial<BurstScenarioOptions> = {})
     throw new RangeError(
       `options.ringCapacitySlots must be a power of two in [64, ${RING_MAX_CAPACITY_SLOTS}], got ${String(cap)}`,
     );
-  const admission = built('options.admission', 'admission', DEFAULT_ADMISSION_OPTIONS, o.admission, () =>
+  const admission = built('options.admission', 'lane admission', DEFAULT_ADMISSION_OPTIONS, o.admission, () =>
     validateAdmissionOptions(o.admission),
   );
   checkNumber('options.chunkMs', o.chunkMs, 0.01, 1000);

@@ -24,6 +24,37 @@ import { built, checkKeys, checkNumber, checkOneOf, withDefaults } from '../chec
 /** The adaptive algorithms a row may name (a number is a fixed limit). */
 const ALGORITHMS = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
 
+/** Per algorithm: its name in messages and tables, its defaults (for unknown keys) and its production constructor. */
+const ALGORITHM_ENTRIES: Record<
+  (typeof ALGORITHMS)[number],
+  { what: string; className: string; defaults: object; make: (tuning: never) => Limit }
+> = {
+  gradient: {
+    what: 'gradient limit',
+    className: 'GradientLimit',
+    defaults: GRADIENT_LIMIT_DEFAULTS,
+    make: (t: Partial<GradientLimitOptions> | undefined) => new GradientLimit(t),
+  },
+  aimd: {
+    what: 'AIMD limit',
+    className: 'AimdLimit',
+    defaults: AIMD_LIMIT_DEFAULTS,
+    make: (t: Partial<AimdLimitOptions> | undefined) => new AimdLimit(t),
+  },
+  vegas: {
+    what: 'Vegas limit',
+    className: 'VegasLimit',
+    defaults: VEGAS_LIMIT_DEFAULTS,
+    make: (t: Partial<VegasLimitOptions> | undefined) => new VegasLimit(t),
+  },
+  gradient2: {
+    what: 'Gradient2 limit',
+    className: 'Gradient2Limit',
+    defaults: GRADIENT2_LIMIT_DEFAULTS,
+    make: (t: Partial<Gradient2LimitOptions> | undefined) => new Gradient2Limit(t),
+  },
+};
+
 /**
  * One row of the comparison: a limit built the way the router builds a downstream's (`limit`, the algorithm's own
  * tuning under its name, `window` to run it on windows of samples) and the static safety cap above it.
@@ -178,34 +209,11 @@ function resolveRow(row: unknown, path: string): ResolvedRow {
         throw new RangeError(`${path}.${other} applies only to limit "${other}", got limit "${algorithm}"`);
     }
     const tuning = r[algorithm];
-    const at = `${path}.${algorithm}`;
-    const bare: () => Limit =
-      algorithm === 'gradient'
-        ? () => new GradientLimit(r.gradient)
-        : algorithm === 'aimd'
-          ? () => new AimdLimit(r.aimd)
-          : algorithm === 'vegas'
-            ? () => new VegasLimit(r.vegas)
-            : () => new Gradient2Limit(r.gradient2);
-    const defaults =
-      algorithm === 'gradient'
-        ? GRADIENT_LIMIT_DEFAULTS
-        : algorithm === 'aimd'
-          ? AIMD_LIMIT_DEFAULTS
-          : algorithm === 'vegas'
-            ? VEGAS_LIMIT_DEFAULTS
-            : GRADIENT2_LIMIT_DEFAULTS;
+    const entry = ALGORITHM_ENTRIES[algorithm];
+    const bare = (): Limit => entry.make(tuning as never);
     // Built once here so a wrong option is refused now, naming it, rather than in the middle of a run.
-    built(at, `${algorithm} limit`, defaults, tuning, bare);
-    const name =
-      algorithm === 'gradient'
-        ? 'GradientLimit'
-        : algorithm === 'aimd'
-          ? 'AimdLimit'
-          : algorithm === 'vegas'
-            ? 'VegasLimit'
-            : 'Gradient2Limit';
-    description = `${name}(${tuning === undefined ? 'defaults' : JSON.stringify(tuning)})`;
+    built(`${path}.${algorithm}`, entry.what, entry.defaults, tuning, bare);
+    description = `${entry.className}(${tuning === undefined ? 'defaults' : JSON.stringify(tuning)})`;
     if (r.window !== undefined) {
       const w = r.window;
       built(`${path}.window`, 'windowed limit', WINDOWED_LIMIT_DEFAULTS, w, () => new WindowedLimit(bare(), w));
