@@ -9,24 +9,15 @@
  * `traffic/` (Poisson arrivals, telemetry read chunks), `ingest/` (the ingest-edge policies and the drain),
  * `stats/` (histograms), `chart/` (SVG line charts), `scenarios/` (limiters and burst), `report/` (tables).
  */
-export {
-  simulateLimiters,
-  type LimitersResult,
-  type LimiterRowResult,
-  type LimiterSeries,
-} from './scenarios/limiters/limiters-scenario.js';
+export { simulateLimiters } from './scenarios/limiters/limiters-scenario.js';
+export type { LimitersResult, LimiterRowResult, LimiterSeries } from './scenarios/limiters/limiters-result.js';
 export {
   LIMITERS_SCENARIO_DEFAULTS,
   type LimitersScenarioOptions,
   type LimiterRowOptions,
 } from './scenarios/limiters/limiters-options.js';
-export {
-  simulateBurst,
-  type BurstResult,
-  type BurstRowResult,
-  type BurstPolicy,
-  type LaneFigures,
-} from './scenarios/burst/burst-scenario.js';
+export { simulateBurst } from './scenarios/burst/burst-scenario.js';
+export type { BurstResult, BurstRowResult, BurstPolicy, LaneFigures } from './scenarios/burst/burst-result.js';
 export { BURST_SCENARIO_DEFAULTS, type BurstScenarioOptions } from './scenarios/burst/burst-options.js';
 export { limitersChartSvg, gradientChartSvg } from './scenarios/limiters/limiters-charts.js';
 export { burstChartSvg } from './scenarios/burst/burst-charts.js';

@@ -1,8 +1,8 @@
 /**
  * The scenarios' results as Markdown tables (what `npm run sim` prints and bench/RESULTS.md quotes).
  */
-import type { BurstResult, LaneFigures } from '../scenarios/burst/burst-scenario.js';
-import type { LimitersResult } from '../scenarios/limiters/limiters-scenario.js';
+import type { BurstResult, LaneFigures } from '../scenarios/burst/burst-result.js';
+import type { LimitersResult } from '../scenarios/limiters/limiters-result.js';
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;

@@ -3,7 +3,7 @@
  * and what each bounded policy sheds by lane, over the run.
  */
 import { renderChart } from '../../chart/svg-chart.js';
-import type { BurstResult, BurstRowResult } from './burst-scenario.js';
+import type { BurstResult, BurstRowResult } from './burst-result.js';
 
 const pct = (share: number): string => `${Number((share * 100).toFixed(2))} %`;
 

@@ -3,7 +3,7 @@
  * in-flight and RTT-min together (the three signals the router exports per downstream).
  */
 import { renderChart, type ChartMark } from '../../chart/svg-chart.js';
-import type { LimitersResult } from './limiters-scenario.js';
+import type { LimitersResult } from './limiters-result.js';
 
 const CAPACITY_COLOUR = '#555';
 
