@@ -3,7 +3,8 @@
  * CROSS triggers delivered to webhooks, NDJSON files and in-process callbacks, with priority shedding and
  * per-downstream adaptive concurrency limits.
  *
- * The package entry: `createRouter(options)` and the types an embedding needs.
+ * The package entry: `createRouter(options)` and the types an embedding needs; `simulateLimiters(options)` and
+ * `simulateBurst(options)` run the deterministic simulator (src/sim) over the production control modules.
  */
 export { createRouter } from './router/create-router.js';
 export type { Router, RouterExtras, RouterSummary, ReloadResult } from './router/api.js';
@@ -40,3 +41,29 @@ export {
 } from './fences/synthetic-city.js';
 export type { TelemetryPoint } from './ingest/ping-fields.js';
 export { TELEMETRY_KEYS, TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from './ingest/wire-format.js';
+export {
+  simulateLimiters,
+  simulateBurst,
+  LIMITERS_SCENARIO_DEFAULTS,
+  BURST_SCENARIO_DEFAULTS,
+  limitersTable,
+  burstTable,
+  limitersChartSvg,
+  gradientChartSvg,
+  burstChartSvg,
+  renderChart,
+  type LimitersScenarioOptions,
+  type LimiterRowOptions,
+  type LimitersResult,
+  type LimiterRowResult,
+  type LimiterSeries,
+  type BurstScenarioOptions,
+  type BurstResult,
+  type BurstRowResult,
+  type BurstPolicy,
+  type LaneFigures,
+  type ChartSpec,
+  type ChartPanel,
+  type ChartSeries,
+  type ChartMark,
+} from './sim/index.js';

@@ -1,4 +1,8 @@
-/** A plain SVG of the soak's time series: one panel per quantity, stacked, sharing the time axis. */
+/**
+ * A plain SVG of the soak's time series: one panel per quantity, stacked, sharing the time axis. Drawn by the
+ * simulator's chart module (`src/sim/chart/svg-chart.ts`); this keeps the soak's own small interface.
+ */
+import { renderChart } from '../../src/sim/chart/svg-chart.js';
 
 /** One line of a panel. */
 export interface Line {
@@ -14,17 +18,6 @@ export interface Panel {
   lines: Line[];
 }
 
-const WIDTH = 900;
-const PANEL_HEIGHT = 150;
-const LEFT = 70;
-const RIGHT = 20;
-const TOP = 30;
-const GAP = 45;
-
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-const fmt = (v: number): string =>
-  Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
-
 /** Renders `panels` over the sample times `tS` (seconds); `marks` draws labelled vertical lines (warm-up end). */
 export function renderSvg(
   title: string,
@@ -32,52 +25,14 @@ export function renderSvg(
   panels: readonly Panel[],
   marks: readonly { atS: number; label: string }[] = [],
 ): string {
-  const height = TOP + panels.length * (PANEL_HEIGHT + GAP);
-  const tMax = Math.max(1, ...tS);
-  const plotW = WIDTH - LEFT - RIGHT;
-  const x = (t: number): number => LEFT + (t / tMax) * plotW;
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="${LEFT}" y="18" font-size="13" font-weight="bold">${esc(title)}</text>`,
-  ];
-  panels.forEach((p, i) => {
-    const top = TOP + i * (PANEL_HEIGHT + GAP) + 15;
-    let yMax = 0;
-    for (const l of p.lines) for (const v of l.values) if (Number.isFinite(v) && v > yMax) yMax = v;
-    if (yMax === 0) yMax = 1;
-    const y = (v: number): number => top + PANEL_HEIGHT - (v / yMax) * PANEL_HEIGHT;
-    parts.push(`<text x="${LEFT}" y="${top - 5}" font-weight="bold">${esc(p.title)}</text>`);
-    parts.push(`<rect x="${LEFT}" y="${top}" width="${plotW}" height="${PANEL_HEIGHT}" fill="none" stroke="#999"/>`);
-    for (const frac of [0, 0.5, 1]) {
-      parts.push(`<text x="${LEFT - 5}" y="${y(yMax * frac) + 4}" text-anchor="end">${fmt(yMax * frac)}</text>`);
-    }
-    for (const m of marks) {
-      parts.push(
-        `<line x1="${x(m.atS)}" y1="${top}" x2="${x(m.atS)}" y2="${top + PANEL_HEIGHT}" stroke="#bbb" stroke-dasharray="4 3"/>`,
-      );
-      if (i === 0) parts.push(`<text x="${x(m.atS) + 3}" y="${top + 12}" fill="#777">${esc(m.label)}</text>`);
-    }
-    p.lines.forEach((l, k) => {
-      let d = '';
-      l.values.forEach((v, j) => {
-        if (!Number.isFinite(v)) return;
-        d += `${d === '' ? 'M' : 'L'}${x(tS[j]!).toFixed(1)},${y(v).toFixed(1)}`;
-      });
-      if (d !== '') parts.push(`<path d="${d}" fill="none" stroke="${l.colour}" stroke-width="1.3"/>`);
-      parts.push(
-        `<text x="${LEFT + plotW - 150 + 0}" y="${top + 14 + k * 13}" fill="${l.colour}">${esc(l.label)}</text>`,
-      );
-    });
-    if (i === panels.length - 1) {
-      for (let k = 0; k <= 5; k++) {
-        const t = (tMax * k) / 5;
-        parts.push(
-          `<text x="${x(t)}" y="${top + PANEL_HEIGHT + 14}" text-anchor="middle">${(t / 60).toFixed(1)} min</text>`,
-        );
-      }
-    }
+  return renderChart({
+    title,
+    x: tS.map((t) => t / 60),
+    xLabel: 'minutes',
+    panels: panels.map((p) => ({
+      title: p.title,
+      series: p.lines.map((l) => ({ label: l.label, colour: l.colour, values: l.values })),
+    })),
+    marks: marks.map((m) => ({ x: m.atS / 60, label: m.label })),
   });
-  parts.push('</svg>');
-  return parts.join('\n');
 }

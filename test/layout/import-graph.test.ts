@@ -78,6 +78,23 @@ test('no production module imports demo/, config/ imports no thread module, opti
   assert.deepEqual(wrong, []);
 });
 
+test('src/sim imports only the modules it drives, and nothing in src but index.ts imports src/sim', () => {
+  const wrong: string[] = [];
+  for (const e of importEdges()) {
+    const a = partOf(e.from);
+    const b = partOf(e.to);
+    // The simulator drives the production control modules; the router itself never depends on the simulator.
+    if (b === 'sim' && a !== 'sim' && a !== '.') wrong.push(`${relative(SRC, e.from)} imports ${relative(SRC, e.to)}`);
+    if (a === 'sim' && !['sim', 'dispatch', 'ingest', 'shm'].includes(b))
+      wrong.push(`${relative(SRC, e.from)} imports ${relative(SRC, e.to)}`);
+  }
+  assert.deepEqual(wrong, []);
+  assert.ok(
+    importEdges().some((e) => partOf(e.from) === 'sim' && e.to.endsWith(join('dispatch', 'limiter.ts'))),
+    'src/sim imports the production Limiter',
+  );
+});
+
 test('every relative import names a source that exists', () => {
   const files = new Set(sourcesUnder(SRC));
   const missing = importEdges()
