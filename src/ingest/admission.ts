@@ -69,7 +69,22 @@ const DQ_SPELL_END = 4;
 const DQ_LAST_SHED = 5;
 /** 1 when a look in the current window found the ring empty (the consumer waited for records), else 0. */
 const DQ_STARVED = 6;
-const DQ_CELLS = 7;
+/** Since when the oldest record's wait has been above the target while the consumer kept reading, ns. */
+const DQ_WAIT_SINCE = 7;
+/** The ring's depth at DQ_WAIT_SINCE, slots. */
+const DQ_WAIT_DEPTH = 8;
+/** The ring's read sequence at the last look. */
+const DQ_LAST_READ_SEQ = 9;
+/** When a look last found the read sequence advanced (the consumer reading), ns. */
+const DQ_LAST_READ_NS = 10;
+/** When a look last found the ring empty, ns. */
+const DQ_LAST_EMPTY_NS = 11;
+const DQ_CELLS = 12;
+/**
+ * Intervals a backlog must build below the watermark before it starts a spell (see observeQueueDelay): longer than a
+ * consumer's stall on a busy host, which it then catches up, short next to a sustained overload.
+ */
+const DQ_BACKLOG_INTERVALS = 10;
 /** Growth of a spell's depth limit after a window in which the consumer found the ring empty. */
 const DQ_STARVED_GROWTH = 1.5;
 /** Drain-rate window: longer than a containment task's pass over its shards. */
@@ -174,7 +189,12 @@ export class LaneAdmission {
    * It measures how fast the consumer drains this ring (over windows of DQ_RATE_WINDOW_NS) and how long the oldest
    * record has waited. A spell starts when that wait has been above the target for the interval (at once when the
    * last spell ended less than an interval ago) while the ring is at or above the watermark: a sustained overload,
-   * not a consumer that stalled for a moment. During a spell, live IDLE and TRANSITION pings are admitted only
+   * not a consumer that stalled for a moment. Below the watermark a spell also starts when a backlog builds while the
+   * consumer works flat out: the wait has been above the target for DQ_BACKLOG_INTERVALS intervals, the consumer kept
+   * reading (it read within the last half interval; a stall restarts the clock), the ring was never empty meanwhile (a consumer
+   * that batches empties it, an overloaded one never does), and the depth is no lower than when the wait went above
+   * the target (a consumer catching up after a stall shrinks it). So an overload that grows slowly is shed at the
+   * target's depth instead of filling the ring to the watermark first. During a spell, live IDLE and TRANSITION pings are admitted only
    * while the depth is under what the consumer drains within the target (at least MIN_DELAY_DEPTH_SLOTS): the limit
    * works on the depth a new ping would wait behind, so the queue never overshoots by what arrives while the oldest
    * record ages. After a window in which the consumer ran out of records the limit grows instead (by
@@ -196,7 +216,10 @@ export class LaneAdmission {
     const wasShedding = this.delayShedding;
     const now = timeCells[cellIndex]!;
     const readSeq = ring.readSeq();
-    const empty = ring.writeSeq() === readSeq;
+    const writeSeq = ring.writeSeq();
+    const empty = writeSeq === readSeq;
+    // Published records not yet read, exact (producerDepth may count from a stale read sequence).
+    const backlogSlots = (writeSeq - readSeq) | 0;
     const depthSlots = ring.producerDepth();
     // The record at the read sequence is published when the ring is not empty (and only this thread writes records):
     // its admission time is the wait of the oldest record still in the ring.
@@ -237,7 +260,25 @@ export class LaneAdmission {
     const spellRecent = now - spellEnd < interval ? 1 : 0;
     const shedRecent = now - lastShed < interval ? 1 : 0;
     const was = wasShedding ? 1 : 0;
-    const starts = (1 - was) & above & ((wasAbove & aboveLong) | (hadSpell & spellRecent));
+    // The backlog test below the watermark (see the method comment).
+    const waitSince = st[DQ_WAIT_SINCE]!;
+    const waitDepth = st[DQ_WAIT_DEPTH]!;
+    const lastReadSeq = st[DQ_LAST_READ_SEQ]!;
+    const lastReadNs = st[DQ_LAST_READ_NS]!;
+    const lastEmptyNs = st[DQ_LAST_EMPTY_NS]!;
+    const readNow = readSeq !== lastReadSeq ? 1 : 0;
+    const lastRead = readNow === 1 ? now : lastReadNs;
+    const reading = (lastRead >= 0 ? 1 : 0) & (now - lastRead < interval / 2 ? 1 : 0);
+    const lastEmpty = empty ? now : lastEmptyNs;
+    const neverEmpty = now - lastEmpty >= interval * DQ_BACKLOG_INTERVALS ? 1 : 0;
+    const waiting = waitedAbove & reading;
+    const wasWaiting = waitSince >= 0 ? 1 : 0;
+    const waitFrom = wasWaiting === 1 ? waitSince : now;
+    const waitFromDepth = wasWaiting === 1 ? waitDepth : backlogSlots;
+    const waitLong = now - waitFrom >= interval * DQ_BACKLOG_INTERVALS ? 1 : 0;
+    const notShrinking = backlogSlots >= waitFromDepth ? 1 : 0;
+    const backlog = waiting & waitLong & neverEmpty & notShrinking;
+    const starts = (1 - was) & waitedAbove & ((deep & ((wasAbove & aboveLong) | (hadSpell & spellRecent))) | backlog);
     // A spell ends once nothing was shed for an interval and the oldest record's wait is under the target.
     const ends = was & (1 - waitedAbove) & (1 - shedRecent);
     const shedding = starts | (was & (1 - ends));
@@ -254,6 +295,11 @@ export class LaneAdmission {
     st[DQ_ABOVE_SINCE] = (above & (1 - shedding)) === 1 ? aboveFrom : -1;
     st[DQ_LAST_SHED] = starts === 1 ? now : lastShed;
     st[DQ_SPELL_END] = ends === 1 ? now : spellEnd;
+    st[DQ_WAIT_SINCE] = (waiting & (1 - shedding)) === 1 ? waitFrom : -1;
+    st[DQ_WAIT_DEPTH] = (waiting & (1 - shedding)) === 1 ? waitFromDepth : -1;
+    st[DQ_LAST_READ_SEQ] = readSeq;
+    st[DQ_LAST_READ_NS] = lastRead;
+    st[DQ_LAST_EMPTY_NS] = lastEmpty;
     limitCell[0] = limit;
     this.delayShedding = shedding === 1;
     this.updateFastPath();

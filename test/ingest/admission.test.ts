@@ -253,3 +253,65 @@ test('queue delay: after a window in which the consumer ran out of records, the 
   for (let i = 0; i < 24; i++) assert.ok(admitStamped(Lane.TRANSITION, T0 + 131 * MS) >= 0, `admit ${i}`);
   assert.equal(admitStamped(Lane.TRANSITION, T0 + 131 * MS), -1 - ShedReason.QUEUE_DELAY);
 });
+
+/**
+ * A ring of 1,024 slots (watermark 615) fed every 10 ms with `arrive` stamped records while its consumer reads up to
+ * `read(t)` of them; returns the time of the first look that found a spell (NaN: none) and the deepest depth seen.
+ */
+function drive(
+  arrive: (t: number) => number,
+  read: (t: number) => number,
+  untilMs: number,
+): { spellAtMs: number; maxDepth: number } {
+  const { ring, admission } = setup(1024, { queueDelayTargetMs: 5, queueDelayIntervalMs: 100 });
+  const cell = new Float64Array(1);
+  let maxDepth = 0;
+  for (let t = 0; t <= untilMs; t += 10) {
+    const now = T0 + t * MS;
+    for (let i = arrive(t); i > 0; i--) {
+      const slot = admission.admit(Lane.TRANSITION, now);
+      if (slot >= 0) ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = now;
+    }
+    ring.publish();
+    ring.release(Math.min(ring.available(), read(t)));
+    maxDepth = Math.max(maxDepth, ring.refreshDepth());
+    cell[0] = now;
+    admission.observeQueueDelay(cell, 0, false);
+    if (admission.isDelayShedding()) return { spellAtMs: t, maxDepth };
+  }
+  return { spellAtMs: NaN, maxDepth };
+}
+
+test('queue delay: below the watermark, a backlog that builds while the consumer reads flat out starts a spell; a stalled consumer, one catching up and one that empties the ring do not', () => {
+  // 12 arrive and 10 are read every 10 ms: the backlog grows by 2 a look, the oldest record waits ever longer.
+  const ramp = drive(
+    () => 12,
+    () => 10,
+    3000,
+  );
+  // The wait passes the target at about 30 ms; ten intervals later the spell starts.
+  assert.ok(ramp.spellAtMs > 1000 && ramp.spellAtMs <= 1100, `spell at ${ramp.spellAtMs} ms`);
+  assert.ok(ramp.maxDepth < 300, `shed far under the 615-slot watermark: depth ${ramp.maxDepth}`);
+  // A consumer that stalls for a second with 500 records waiting (under the watermark): no spell.
+  const stalled = drive(
+    (t) => (t === 0 ? 500 : 0),
+    () => 0,
+    1000,
+  );
+  assert.ok(Number.isNaN(stalled.spellAtMs), `no spell for a stall: ${stalled.spellAtMs}`);
+  // Stalled for 200 ms with arrivals going on, then catching up at twice the arrival rate: the depth shrinks, and
+  // although the oldest record waits past the target for longer than the interval, no spell starts.
+  const catchingUp = drive(
+    () => 10,
+    (t) => (t < 200 ? 0 : 20),
+    1000,
+  );
+  assert.ok(Number.isNaN(catchingUp.spellAtMs), `no spell while catching up: ${catchingUp.spellAtMs}`);
+  // A consumer that takes everything every 40 ms: its records wait up to 40 ms, but it empties the ring.
+  const batching = drive(
+    () => 10,
+    (t) => (t % 40 === 30 ? 1000 : 0),
+    2000,
+  );
+  assert.ok(Number.isNaN(batching.spellAtMs), `no spell for a batching consumer: ${batching.spellAtMs}`);
+});
