@@ -31,7 +31,8 @@ test('loop stall meter: lateness beyond the period and the grace adds up; a stal
 /**
  * A caller's event loop and a downstream, in 0.25 ms steps. The downstream answers each request `serviceMs(t)` after
  * it was sent; the loop handles what arrived only while it is available (`available(t)`), running its due timer tick
- * first (timers come before I/O in a loop turn), then the answers, then sends one request per ms of its own time.
+ * first (timers come before I/O in a loop turn), then the answers, then, once per ms of its own time, sends
+ * `sendPerMs` requests (or up to the limit).
  */
 function run(
   limiter: Limiter,
@@ -40,6 +41,7 @@ function run(
   endMs: number,
   available: (tMs: number) => boolean,
   serviceMs: (tMs: number) => number,
+  sendPerMs: number,
 ): void {
   const pending: { permit: number; doneMs: number }[] = [];
   let lastTickMs = 0;
@@ -54,8 +56,12 @@ function run(
     }
     while (pending.length > 0 && pending[0]!.doneMs <= t) limiter.releaseSuccess(pending.shift()!.permit, t * MS);
     if (t - lastSendMs >= 1) {
-      const permit = limiter.tryAcquire(t * MS);
-      if (permit >= 0) pending.push({ permit, doneMs: t + serviceMs(t) });
+      // The caller always has work: `sendPerMs` a ms (Infinity: up to the limit), so the downstream is pressed.
+      for (let k = 0; k < sendPerMs; k++) {
+        const permit = limiter.tryAcquire(t * MS);
+        if (permit < 0) break;
+        pending.push({ permit, doneMs: t + serviceMs(t) });
+      }
       lastSendMs = t;
     }
   }
@@ -78,7 +84,7 @@ test("limiter: the caller's own stalls are taken out of the samples, so they do 
   const clock = { now: 0 };
   const meter = new LoopStallMeter(() => clock.now);
   const corrected = new Limiter(fastOnlyLimit(), 400, meter.cells);
-  run(corrected, meter, clock, 400, starved, () => 10);
+  run(corrected, meter, clock, 400, starved, () => 10, Infinity);
   const g = corrected.algorithm as GradientLimit;
   assert.equal(g.fastDecreases, 0, 'no fast cut for stalls of the caller');
   assert.equal(g.estimatedLimit, 40);
@@ -92,7 +98,7 @@ test("limiter: the caller's own stalls are taken out of the samples, so they do 
   const clock2 = { now: 0 };
   const meter2 = new LoopStallMeter(() => clock2.now);
   const raw = new Limiter(fastOnlyLimit(), 400);
-  run(raw, meter2, clock2, 400, starved, () => 10);
+  run(raw, meter2, clock2, 400, starved, () => 10, Infinity);
   assert.ok((raw.algorithm as GradientLimit).fastDecreases >= 1, 'uncorrected, the stalls cut the limit');
   assert.ok((raw.algorithm as GradientLimit).estimatedLimit <= 20);
 });
@@ -109,6 +115,7 @@ test('limiter: with the correction on, a queue at the downstream still cuts the 
     200,
     () => true,
     (t) => (t < 60 ? 10 : 30),
+    4,
   );
   const g = limiter.algorithm as GradientLimit;
   assert.equal(g.fastDecreases, 1);

@@ -125,7 +125,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
  *
  * Fast decrease (on by default; `fastDecreaseRttRatio` Infinity turns it off), without waiting for the interval's
- * end, while `L >= fastDecreaseMinLimit`: when
+ * end, while `L >= fastDecreaseMinLimit` and for samples sent while the downstream was pressed (in flight at least
+ * `appLimitedUtilisation * L`: a light load builds no queue, and a slower answer then is the downstream's own): when
  * `fastDecreaseSamples` consecutive samples each took
  * at least `fastDecreaseRttRatio * rttMin`, completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
  * clearly building, not one burst of completions handled late together by a stalled caller),
@@ -311,7 +312,9 @@ export class GradientLimit implements Limit {
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
     this.sampleCell[2] = nowNs;
-    if (
+    if (inflight < o.appLimitedUtilisation * this.estimate) {
+      // Sent while the downstream was not pressed: no evidence of a queue either way (neither counts nor breaks a run).
+    } else if (
       !didDrop &&
       !this.unconfirmedFastCut &&
       this.estimate >= o.fastDecreaseMinLimit &&
