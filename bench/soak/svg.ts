@@ -1,4 +1,7 @@
-/** A plain SVG of the soak's time series: one panel per quantity, stacked, sharing the time axis. */
+/**
+ * A plain SVG of a benchmark's time series (the soak's, the burst bench's): one panel per quantity, stacked, sharing
+ * the time axis.
+ */
 
 /** One line of a panel. */
 export interface Line {
@@ -12,6 +15,18 @@ export interface Line {
 export interface Panel {
   title: string;
   lines: Line[];
+  /** Top of the y axis (default: the largest value; 1 when every value is 0). */
+  yMax?: number;
+}
+
+/** How the time axis and the marks are drawn. */
+export interface SvgOptions {
+  /** Unit of the time axis labels (default 'min'). */
+  timeUnit?: 's' | 'min';
+  /** Label the marks in every panel (default: the first panel only). */
+  labelMarksInEveryPanel?: boolean;
+  /** A caption under the time axis (none by default). */
+  xLabel?: string;
 }
 
 const WIDTH = 900;
@@ -25,14 +40,19 @@ const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;'
 const fmt = (v: number): string =>
   Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
 
-/** Renders `panels` over the sample times `tS` (seconds); `marks` draws labelled vertical lines (warm-up end). */
+/**
+ * Renders `panels` over the sample times `tS` (seconds); `marks` draws labelled vertical lines (warm-up end, a
+ * burst's start and end).
+ */
 export function renderSvg(
   title: string,
   tS: readonly number[],
   panels: readonly Panel[],
   marks: readonly { atS: number; label: string }[] = [],
+  options: SvgOptions = {},
 ): string {
-  const height = TOP + panels.length * (PANEL_HEIGHT + GAP);
+  const inSeconds = options.timeUnit === 's';
+  const height = TOP + panels.length * (PANEL_HEIGHT + GAP) + (options.xLabel === undefined ? 0 : 14);
   const tMax = Math.max(1, ...tS);
   const plotW = WIDTH - LEFT - RIGHT;
   const x = (t: number): number => LEFT + (t / tMax) * plotW;
@@ -43,8 +63,9 @@ export function renderSvg(
   ];
   panels.forEach((p, i) => {
     const top = TOP + i * (PANEL_HEIGHT + GAP) + 15;
-    let yMax = 0;
-    for (const l of p.lines) for (const v of l.values) if (Number.isFinite(v) && v > yMax) yMax = v;
+    let yMax = p.yMax ?? 0;
+    if (p.yMax === undefined)
+      for (const l of p.lines) for (const v of l.values) if (Number.isFinite(v) && v > yMax) yMax = v;
     if (yMax === 0) yMax = 1;
     const y = (v: number): number => top + PANEL_HEIGHT - (v / yMax) * PANEL_HEIGHT;
     parts.push(`<text x="${LEFT}" y="${top - 5}" font-weight="bold">${esc(p.title)}</text>`);
@@ -56,7 +77,8 @@ export function renderSvg(
       parts.push(
         `<line x1="${x(m.atS)}" y1="${top}" x2="${x(m.atS)}" y2="${top + PANEL_HEIGHT}" stroke="#bbb" stroke-dasharray="4 3"/>`,
       );
-      if (i === 0) parts.push(`<text x="${x(m.atS) + 3}" y="${top + 12}" fill="#777">${esc(m.label)}</text>`);
+      if (i === 0 || options.labelMarksInEveryPanel === true)
+        parts.push(`<text x="${x(m.atS) + 3}" y="${top + 12}" fill="#777">${esc(m.label)}</text>`);
     }
     p.lines.forEach((l, k) => {
       let d = '';
@@ -73,7 +95,12 @@ export function renderSvg(
       for (let k = 0; k <= 5; k++) {
         const t = (tMax * k) / 5;
         parts.push(
-          `<text x="${x(t)}" y="${top + PANEL_HEIGHT + 14}" text-anchor="middle">${(t / 60).toFixed(1)} min</text>`,
+          `<text x="${x(t)}" y="${top + PANEL_HEIGHT + 14}" text-anchor="middle">${inSeconds ? `${t.toFixed(0)} s` : `${(t / 60).toFixed(1)} min`}</text>`,
+        );
+      }
+      if (options.xLabel !== undefined) {
+        parts.push(
+          `<text x="${LEFT + plotW / 2}" y="${top + PANEL_HEIGHT + 30}" text-anchor="middle">${esc(options.xLabel)}</text>`,
         );
       }
     }
