@@ -6,18 +6,22 @@
  * traffic.
  *
  *   npx tsc -p tsconfig.json && node dist/bench/burst.bench.js [--baseline N] [--seconds S] [--runs K]
- *       [--capacity C] [--warmup-seconds 5] [--lead-seconds 3] [--tail-seconds 6] [--rows unbounded,naive,lanes]
+ *       [--capacity C] [--warmup-seconds 4] [--lead-seconds 3] [--tail-seconds 6] [--rows unbounded,naive,lanes]
+ *       (`--rows unbounded-deadline`: the unbounded row with the frame deadline at its default)
  *
  * Schedule per row: `--warmup-seconds` at a third of the baseline (the router's cold start), `--lead-seconds` at the
- * baseline, `--seconds` (default 10) at 3x the baseline, `--tail-seconds` at the baseline.
+ * baseline, `--seconds` (default 12) at 3x the baseline, `--tail-seconds` at the baseline.
  *
  * Scaling to the host: first a probe (a router with the naive row's options, offered more than it can take for
- * `--probe-seconds` after the same warm-up) measures the pipeline's drain capacity C here: the median processed rate
- * of 250 ms samples over the probe's second half, once the rings stay at least half full (the probe rate grows by 1.6
+ * `--probe-seconds` after a 3 s warm-up) measures the pipeline's drain capacity C here: the median processed rate of
+ * 250 ms samples over the probe's second half, once the rings stay at least half full (the probe rate grows by 1.6
  * until they do, and is measured again at about the burst's rate when it was far from it: the drain shares the two
  * cores with the edge's decoding and shedding). The baseline is then 0.6 x C (or `--baseline`), the burst 3 x the
- * baseline (1.8 x C): the baseline drains with room to spare and the burst exceeds the drain. `--capacity` skips the
- * probe.
+ * baseline (1.8 x C): the baseline drains with room to spare and the burst exceeds the drain. The host's other work
+ * moves the drain by up to 2x within minutes, so each later run is scaled to the drain the run before it measured
+ * (its naive row's mean processed rate during the burst), and a run whose burst did not exceed that drain plus the
+ * rings' capacity (the minimum below is 0) is discarded and run again, at most twice in all (discarded runs are kept
+ * in the JSON). `--capacity` skips the probe and scales every run to C.
  *
  * Traffic (bench/burst/traffic.ts): a seeded fleet of `--devices` devices in a 6 x 6 km city of 12,000 fences, 56 % of
  * the devices parked, and two sites of small compliance fences sized so that about 2 % of pings fall near one: the
@@ -44,9 +48,10 @@
  * The minimum: with the rings empty when the burst starts (the baseline is below the drain), a policy that drains at
  * D pings/s and may hold Q records (every shard's ring, `shards x ringCapacitySlots`) must shed at least
  * `max(0, A_burst - D x S - Q)`, A_burst the pings sent during the S-second burst. D is the drain measured in the
- * same run with the rings kept full (the naive row's median processed rate over the burst's second half; the
- * probe's C when that row is not run). Also reported: the same with Q replaced by what D drains in 40 ms (the most a
- * policy can hold and keep its wait under 40 ms), and with D the row's own drain.
+ * same run by the policy that keeps the rings full (the naive row: pings it processed during the burst / S; the
+ * probe's C when that row is not run), so the minimum moves with the host's load from run to run. Also reported: the
+ * same with Q replaced by what D drains in 40 ms (the most a policy can hold and keep its wait under 40 ms), and with
+ * D the row's own drain during the burst (what its shed would have been worth had it kept the consumer as busy).
  *
  * Writes bench/out/burst.json (the figures of every run and their medians, and a time series per row of the last
  * run: ring fill, shed, admitted and offered per lane per second, 250 ms apart) and bench/burst.svg (ring fill and
@@ -74,13 +79,13 @@ const LOADGEN = join(here, 'loadgen', 'burst-loadgen.js');
 const { values } = parseArgs({
   options: {
     baseline: { type: 'string' },
-    seconds: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '12' },
     runs: { type: 'string', default: '1' },
     capacity: { type: 'string' },
-    'warmup-seconds': { type: 'string', default: '5' },
+    'warmup-seconds': { type: 'string', default: '4' },
     'lead-seconds': { type: 'string', default: '3' },
     'tail-seconds': { type: 'string', default: '6' },
-    'probe-seconds': { type: 'string', default: '8' },
+    'probe-seconds': { type: 'string', default: '6' },
     'probe-rate': { type: 'string', default: '40000' },
     devices: { type: 'string', default: '6000' },
     'sample-ms': { type: 'string', default: '250' },
@@ -106,6 +111,10 @@ const sampleMs = positive('sample-ms', values['sample-ms']);
 /** Share of the baseline in the drain capacity, and the burst's multiple of the baseline. */
 const BASELINE_OF_CAPACITY = 0.6;
 const BURST_MULTIPLE = 3;
+/** The probe's warm-up at a third of its rate, s. */
+const PROBE_WARMUP_S = 3;
+/** Runs discarded for want of an overload (the host drained the whole burst) before the bench gives up on more. */
+const MAX_DISCARDED_RUNS = 2;
 /** The schedule's phases: warm-up, baseline, burst, baseline. */
 const PHASE_BURST = 2;
 /** The held-time bound the second minimum allows a policy, s. */
@@ -146,8 +155,17 @@ const ROWS: readonly { key: string; name: string; options: RouterOptionsInput }[
   },
   { key: 'lanes', name: 'lane admission (defaults)', options: {} },
 ];
+/** Rows run only when `--rows` names them. */
+const EXTRA_ROWS: readonly { key: string; name: string; options: RouterOptionsInput }[] = [
+  {
+    // The unbounded row with the frame deadline at its default (10 s).
+    key: 'unbounded-deadline',
+    name: 'backpressure, frame deadline 10 s',
+    options: { ingest: { overload: 'backpressure' } },
+  },
+];
 const rowFilter = values.rows?.split(',');
-const rows = ROWS.filter((r) => rowFilter === undefined || rowFilter.includes(r.key));
+const rows = rowFilter === undefined ? ROWS : [...ROWS, ...EXTRA_ROWS].filter((r) => rowFilter.includes(r.key));
 
 /** What the generator printed. */
 interface GeneratorRun {
@@ -255,18 +273,27 @@ function processedRates(samples: RowSample[], fromMs: number, toMs: number): num
   return out;
 }
 
-/** The probe: the drain capacity C on this host. */
-async function probe(fencesPath: string): Promise<{ capacityPerSec: number; offeredPerSec: number; fill: number }> {
-  let rate = positive('probe-rate', values['probe-rate']);
+/** What the probe found. */
+interface Capacity {
+  /** Where it came from: the probe, the previous run's naive row, or --capacity. */
+  source: 'probe' | 'previous run' | 'given';
+  capacityPerSec: number;
+  offeredPerSec: number;
+  fill: number;
+}
+
+/** The probe: the drain capacity C on this host now, starting at `startRate` pings/s. */
+async function probe(fencesPath: string, startRate: number): Promise<Capacity> {
+  let rate = Math.round(startRate);
   for (let attempt = 0; ; attempt++) {
     const { report, gen } = await runRow(
       'probe',
       ROWS[1]!.options,
       fencesPath,
-      `${Math.round(rate / 3)}:${warmupS},${rate}:${probeS}`,
+      `${Math.round(rate / 3)}:${PROBE_WARMUP_S},${rate}:${probeS}`,
     );
-    const from = gen.epochStartMs + (warmupS + probeS / 2) * 1000;
-    const to = gen.epochStartMs + (warmupS + probeS) * 1000;
+    const from = gen.epochStartMs + (PROBE_WARMUP_S + probeS / 2) * 1000;
+    const to = gen.epochStartMs + (PROBE_WARMUP_S + probeS) * 1000;
     const capacity = median(processedRates(report.samples, from, to));
     const inWindow = report.samples.filter((x) => x.atMs >= from && x.atMs <= to);
     const fill = median(inWindow.map((x) => x.ringDepth / x.ringCapacity));
@@ -278,7 +305,8 @@ async function probe(fencesPath: string): Promise<{ capacityPerSec: number; offe
     // saturating probe was far from it.
     const burstRate = capacity * BASELINE_OF_CAPACITY * BURST_MULTIPLE;
     const near = rate >= burstRate * 0.8 && rate <= burstRate * 1.25;
-    if ((fill >= 0.5 && near) || attempt === 3) return { capacityPerSec: capacity, offeredPerSec: rate, fill };
+    if ((fill >= 0.5 && near) || attempt === 3)
+      return { source: 'probe', capacityPerSec: capacity, offeredPerSec: rate, fill };
     rate = fill >= 0.5 ? Math.round(burstRate) : Math.round(rate * 1.6);
   }
 }
@@ -289,10 +317,21 @@ function p99Ms(bounds: readonly number[], before: number[] | undefined, after: n
   return quantileBetween({ counts: before ?? [] }, { bounds: [...bounds], counts: after }, 0.99) * 1000;
 }
 
-/** Median processed rate over the burst's second half (the rings are full by then wherever the policy lets them). */
+/** Pings processed by `ms` (epoch), interpolated between the two samples around it. */
+function processedAt(samples: RowSample[], ms: number): number {
+  let i = samples.findIndex((x) => x.atMs >= ms);
+  if (i < 0) return samples[samples.length - 1]!.processed;
+  if (i === 0) i = 1;
+  const a = samples[i - 1]!;
+  const b = samples[i]!;
+  return a.processed + ((b.processed - a.processed) * (ms - a.atMs)) / Math.max(1, b.atMs - a.atMs);
+}
+
+/** Mean processed rate over the burst (pings processed between its start and its end, per second). */
 function burstDrain(report: RowReport, gen: GeneratorRun): number {
   const burstStartMs = gen.epochStartMs + burstStartS * 1000;
-  return median(processedRates(report.samples, burstStartMs + (burstS * 1000) / 2, burstStartMs + burstS * 1000));
+  const burstEndMs = burstStartMs + burstS * 1000;
+  return (processedAt(report.samples, burstEndMs) - processedAt(report.samples, burstStartMs)) / burstS;
 }
 
 /** The figures of one row of one run; `drainPerSec` is the drain the minimum shed is computed with. */
@@ -341,6 +380,9 @@ function figures(
   };
   // Shed before the burst (a router that was not yet keeping up with the baseline).
   const shedBeforeBurst = total(before.shed);
+  // Shed after the burst, while the offered rate was back at the baseline.
+  const atBurstEnd = [...samples].reverse().find((x) => x.atMs <= burstEndMs) ?? samples[0]!;
+  const shedAfterBurst = total(last.shed) - total(atBurstEnd.shed);
   const rssAtBurstStart = before.rssBytes;
   const fromStart = samples.filter((s) => s.atMs >= gen.epochStartMs);
   const series = fromStart.slice(1).map((s, i) => {
@@ -359,6 +401,7 @@ function figures(
       routerRssMiB: round(s.rssBytes / 2 ** 20, 1),
       generatorQueuedMiB: round(g.queuedBytes / 2 ** 20, 2),
       waitingInFrontPings: Math.max(0, g.sent - total(s.offered)),
+      waitingInFrontMiB: round((Math.max(0, g.sent - total(s.offered)) * bytesPerPing) / 2 ** 20, 2),
     };
   });
   const offeredAll = total(f.offered);
@@ -415,6 +458,7 @@ function figures(
       2,
     ),
     shedBeforeBurst,
+    shedAfterBurst,
     waitingInFrontPeakMiB: round((waitingPeak * bytesPerPing) / 2 ** 20, 2),
     generatorFlushedAfterScheduleS: round(gen.done.flushedAtS - gen.done.scheduleEndS, 2),
     connectionsDropped: last.connectionsDropped,
@@ -439,71 +483,120 @@ async function main(): Promise<void> {
       `compliance ${round(city.expected.compliance * 100)} %, idle ${round(city.expected.idle * 100)} %`,
   );
   const loadAtStart = loadavg().map((v) => round(v));
-  const capacity =
-    values.capacity === undefined
-      ? await probe(fencesPath)
-      : { capacityPerSec: positive('capacity', values.capacity), offeredPerSec: Number.NaN, fill: Number.NaN };
-  const baseline =
-    values.baseline === undefined
-      ? Math.round(capacity.capacityPerSec * BASELINE_OF_CAPACITY)
-      : positive('baseline', values.baseline);
-  const burst = baseline * BURST_MULTIPLE;
-  const schedule = `${Math.round(baseline / 3)}:${warmupS},${baseline}:${leadS},${burst}:${burstS},${baseline}:${tailS}`;
-  log(
-    `capacity ${Math.round(capacity.capacityPerSec)}/s; baseline ${baseline}/s (${round(baseline / capacity.capacityPerSec)} x C), ` +
-      `burst ${burst}/s (${round(burst / capacity.capacityPerSec)} x C) for ${burstS} s between ${leadS} s and ${tailS} s of baseline (after a ${warmupS} s warm-up at a third of the baseline)`,
-  );
   const perRun: Record<string, unknown>[][] = [];
+  const discarded: Record<string, unknown>[][] = [];
   const lastSeries: Record<string, Record<string, unknown>[]> = {};
   const loads: number[][] = [];
-  for (let run = 0; run < runs; run++) {
+  // The drain the next run is scaled to: the probe's before the first run, then the naive row's of the run before.
+  let nextCapacity: Capacity | null = null;
+  let scaled = { capacityPerSec: Number.NaN, baseline: Number.NaN, burst: Number.NaN };
+  for (let run = 0; perRun.length < runs && discarded.length <= MAX_DISCARDED_RUNS; run++) {
+    const capacity: Capacity =
+      values.capacity !== undefined
+        ? {
+            source: 'given',
+            capacityPerSec: positive('capacity', values.capacity),
+            offeredPerSec: Number.NaN,
+            fill: Number.NaN,
+          }
+        : (nextCapacity ?? (await probe(fencesPath, positive('probe-rate', values['probe-rate']))));
+    const baseline =
+      values.baseline === undefined
+        ? Math.round(capacity.capacityPerSec * BASELINE_OF_CAPACITY)
+        : positive('baseline', values.baseline);
+    const burst = baseline * BURST_MULTIPLE;
+    const schedule = `${Math.round(baseline / 3)}:${warmupS},${baseline}:${leadS},${burst}:${burstS},${baseline}:${tailS}`;
+    log(
+      `run ${run + 1}: capacity ${Math.round(capacity.capacityPerSec)}/s (${capacity.source}); baseline ${baseline}/s ` +
+        `(${round(baseline / capacity.capacityPerSec)} x C), burst ${burst}/s (${round(burst / capacity.capacityPerSec)} x C) ` +
+        `for ${burstS} s between ${leadS} s and ${tailS} s of baseline (after a ${warmupS} s warm-up at a third of the baseline)`,
+    );
     const done: { report: RowReport; gen: GeneratorRun; load: number[] }[] = [];
     for (const r of rows) {
       const { report, gen } = await runRow(r.name, r.options, fencesPath, schedule);
       const load = loadavg().map((v) => round(v));
       loads.push(load);
       done.push({ report, gen, load });
-      log(`run ${run + 1} ${r.name}: done, drain in the burst ${Math.round(burstDrain(report, gen))}/s`);
+      log(`run ${run + 1} ${r.name}: done, mean drain in the burst ${Math.round(burstDrain(report, gen))}/s`);
     }
     // The drain the minimum is computed with: this run's, with the rings kept full (the naive row), else the probe's.
     const naive = rows.findIndex((r) => r.key === 'naive');
     const drainPerSec = naive >= 0 ? burstDrain(done[naive]!.report, done[naive]!.gen) : capacity.capacityPerSec;
+    const series: Record<string, Record<string, unknown>[]> = {};
     const rowsOfRun = rows.map((r, i) => {
-      const { series, ...fig } = figures(r.name, done[i]!.report, done[i]!.gen, drainPerSec);
-      lastSeries[r.key] = series;
+      const { series: rowSeries, ...fig } = figures(r.name, done[i]!.report, done[i]!.gen, drainPerSec);
+      series[r.key] = rowSeries;
       log(`run ${run + 1} ${r.name}: ${JSON.stringify({ ...fig, shedByReason: undefined, errorExamples: undefined })}`);
-      return { ...fig, loadAvg: done[i]!.load };
+      return {
+        ...fig,
+        capacityPerSec: Math.round(capacity.capacityPerSec),
+        scaledTo: capacity.source,
+        baselinePerSec: baseline,
+        burstPerSec: burst,
+        loadAvg: done[i]!.load,
+      };
     });
+    // The host's free CPU moves with its other work: the next run is scaled to the drain this run measured.
+    if (naive >= 0)
+      nextCapacity = { source: 'previous run', capacityPerSec: drainPerSec, offeredPerSec: burst, fill: Number.NaN };
+    // A run whose burst did not exceed the drain plus the rings (minimum 0: the host drained what the rings could not
+    // hold) had no overload to judge a policy by: it does not count.
+    const minShed = naive >= 0 ? ((rowsOfRun[naive] as Record<string, unknown>).minShed as number) : 1;
+    if (minShed <= 0) {
+      log(`run ${run + 1}: the burst did not exceed the drain plus the rings' capacity; run discarded`);
+      discarded.push(rowsOfRun);
+      continue;
+    }
     perRun.push(rowsOfRun);
+    Object.assign(lastSeries, series);
+    scaled = { capacityPerSec: capacity.capacityPerSec, baseline, burst };
   }
   // Medians over runs of every numeric figure (and of numeric fields one level down).
-  const medians = rows.map((r, i) =>
-    medianFigures(
-      r.name,
-      perRun.map((rr) => rr[i]!),
-    ),
-  );
+  const medians =
+    perRun.length === 0
+      ? []
+      : rows.map((r, i) =>
+          medianFigures(
+            r.name,
+            perRun.map((rr) => rr[i]!),
+          ),
+        );
   const result = {
     command: `node dist/bench/burst.bench.js ${process.argv.slice(2).join(' ')}`.trim(),
     date: new Date().toISOString(),
     host: { loadAvgAtStart: loadAtStart, loadAvgAfterEachRow: loads },
-    capacity: { ...capacity, probeSeconds: probeS, given: values.capacity !== undefined },
-    baselinePerSec: baseline,
-    burstPerSec: burst,
-    schedule: { warmupS, leadS, burstS, tailS, text: schedule },
+    scaling: {
+      baselineOfCapacity: BASELINE_OF_CAPACITY,
+      burstMultiple: BURST_MULTIPLE,
+      probeSeconds: probeS,
+      probeWarmupSeconds: PROBE_WARMUP_S,
+      capacityGiven: values.capacity !== undefined,
+      baselineGiven: values.baseline !== undefined,
+      lastRun: scaled,
+    },
+    schedule: { warmupS, leadS, burstS, tailS },
     waitBoundS: WAIT_BOUND_S,
     fleet: FLEET,
     city: { ...CITY, complianceFences: city.complianceFences, expectedLaneShares: city.expected },
     rows: rows.map((r) => ({ key: r.key, name: r.name, options: r.options })),
     medians,
     runs: perRun,
+    discardedRuns: discarded,
     seriesOfLastRun: lastSeries,
   };
   mkdirSync(join(REPO, 'bench', 'out'), { recursive: true });
   writeFileSync(join(REPO, 'bench', 'out', 'burst.json'), `${JSON.stringify(result, null, 2)}\n`);
   if (Object.keys(lastSeries).length > 0)
-    writeFileSync(join(REPO, 'bench', 'burst.svg'), plot(lastSeries, baseline, burst));
+    writeFileSync(join(REPO, 'bench', 'burst.svg'), plot(lastSeries, scaled.baseline, scaled.burst));
   process.stdout.write(`${markdownTable(medians)}\n`);
+  for (const [k, rr] of perRun.entries()) {
+    const f = rr[0]!;
+    process.stdout.write(
+      `run ${k + 1}: C ${String(f.capacityPerSec)}/s (${String(f.scaledTo)}), baseline ${String(f.baselinePerSec)}/s, burst ${String(f.burstPerSec)}/s, ` +
+        `drain D ${String(f.minShedDrainPerSec)}/s, ring capacity ${String(f.ringCapacitySlots)} slots, burst sent ${String(f.sentBurst)}\n`,
+    );
+  }
+  if (discarded.length > 0) process.stdout.write(`runs discarded (no overload): ${discarded.length}\n`);
   process.stdout.write(
     `load average (1, 5, 15 min): at the start ${loadAtStart.join(', ')}; after each row ${loads.map((l) => l[0]).join(', ')}\n`,
   );
@@ -550,7 +643,13 @@ function markdownTable(medians: Record<string, unknown>[]): string {
 
 /** The SVG: per row, the telemetry ring fill and the shed rate by lane through the burst. */
 function plot(series: Record<string, Record<string, unknown>[]>, baseline: number, burst: number): string {
-  type Point = { tS: number; ringFill: number; shedPerSec: Record<string, number>; generatorQueuedMiB: number };
+  type Point = {
+    tS: number;
+    ringFill: number;
+    shedPerSec: Record<string, number>;
+    generatorQueuedMiB: number;
+    waitingInFrontMiB: number;
+  };
   // One time axis: the longest row's samples; shorter rows end early (no points past their end).
   const keys = rows.map((r) => r.key).filter((k) => series[k] !== undefined);
   const longest = keys.reduce((a, k) => (series[k]!.length > series[a]!.length ? k : a), keys[0]!);
@@ -576,10 +675,17 @@ function plot(series: Record<string, Record<string, unknown>[]>, baseline: numbe
         { label: 'compliance', colour: '#d62728', values: at(r.key, (p) => p.shedPerSec.compliance! / 1000) },
       ],
     });
-    if (r.key === 'unbounded') {
+    if (r.key.startsWith('unbounded')) {
       panels.push({
-        title: `${r.name}: bytes queued in the generator, MiB`,
-        lines: [{ label: 'generator queue', colour: '#1f77b4', values: at(r.key, (p) => p.generatorQueuedMiB) }],
+        title: `${r.name}: sent and not yet offered to admission, MiB (socket buffers, the generator's queue)`,
+        lines: [
+          { label: 'waiting in front of the router', colour: '#9467bd', values: at(r.key, (p) => p.waitingInFrontMiB) },
+          {
+            label: "of it in the generator's queue",
+            colour: '#1f77b4',
+            values: at(r.key, (p) => p.generatorQueuedMiB),
+          },
+        ],
       });
     }
   }

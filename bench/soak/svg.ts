@@ -88,7 +88,7 @@ export function renderSvg(
       });
       if (d !== '') parts.push(`<path d="${d}" fill="none" stroke="${l.colour}" stroke-width="1.3"/>`);
       parts.push(
-        `<text x="${LEFT + plotW - 150 + 0}" y="${top + 14 + k * 13}" fill="${l.colour}">${esc(l.label)}</text>`,
+        `<text x="${LEFT + plotW - 6}" y="${top + 14 + k * 13}" text-anchor="end" fill="${l.colour}">${esc(l.label)}</text>`,
       );
     });
     if (i === panels.length - 1) {
