@@ -113,8 +113,8 @@ const BASELINE_OF_CAPACITY = 0.6;
 const BURST_MULTIPLE = 3;
 /** The probe's warm-up at a third of its rate, s. */
 const PROBE_WARMUP_S = 3;
-/** Runs discarded for want of an overload (the host drained the whole burst) before the bench gives up on more. */
-const MAX_DISCARDED_RUNS = 2;
+/** How many times at most a run without an overload (the host drained the whole burst) is run again. */
+const MAX_RERUNS = 2;
 /** The schedule's phases: warm-up, baseline, burst, baseline. */
 const PHASE_BURST = 2;
 /** The held-time bound the second minimum allows a policy, s. */
@@ -137,7 +137,6 @@ const CITY: CityShape = {
   maxVertices: 64,
 };
 const COMPLIANCE_SHARE = 0.02;
-const COMPLIANCE_SITES_TEXT = 'two sites';
 
 /** The rows: name and the router options that make it. */
 const ROWS: readonly { key: string; name: string; options: RouterOptionsInput }[] = [
@@ -478,7 +477,7 @@ async function main(): Promise<void> {
   const city = shapeCity(CITY, FLEET, COMPLIANCE_SHARE);
   writeFileSync(fencesPath, JSON.stringify(city.geojson));
   log(
-    `city: ${CITY.fenceCount} fences and ${city.complianceFences} compliance fences in ${COMPLIANCE_SITES_TEXT}` +
+    `city: ${CITY.fenceCount} fences and ${city.complianceFences} compliance fences in ${city.sites} sites` +
       ` of ${Math.round(city.siteSideM)} m; expected lanes ` +
       `compliance ${round(city.expected.compliance * 100)} %, idle ${round(city.expected.idle * 100)} %`,
   );
@@ -490,7 +489,7 @@ async function main(): Promise<void> {
   // The drain the next run is scaled to: the probe's before the first run, then the naive row's of the run before.
   let nextCapacity: Capacity | null = null;
   let scaled = { capacityPerSec: Number.NaN, baseline: Number.NaN, burst: Number.NaN };
-  for (let run = 0; perRun.length < runs && discarded.length <= MAX_DISCARDED_RUNS; run++) {
+  for (let run = 0; perRun.length < runs && discarded.length <= MAX_RERUNS; run++) {
     const capacity: Capacity =
       values.capacity !== undefined
         ? {

@@ -7,9 +7,9 @@
  * (default 100 m) of a compliance fence's bounding box, or its device is inside a compliance fence; IDLE when its
  * reported speed is below 0.5 m/s; TRANSITION otherwise. The fleet (src/fences/synthetic-fleet.ts, pinging
  * round-robin, so every device sends the same share) has `parkedFraction` of its devices parked (speed under
- * 0.3 m/s: IDLE) and the rest moving at 3-23 m/s (TRANSITION). The compliance fences are small sites (depots,
- * restricted yards) in two square sites inside the fleet's disc, each site sized so that the two, widened by the
- * margin, cover `complianceShare` of the disc: the moving devices wander across them (and cross many small fences
+ * 0.3 m/s: IDLE) and the rest moving at 3-23 m/s (TRANSITION). The compliance fences are small (depots, restricted
+ * yards; 15-40 m), 160 in each of two square sites inside the fleet's disc, the sites sized so that the two, widened
+ * by the margin, cover `complianceShare` of the disc: the moving devices wander across them (and cross many small fences
  * there, so COMPLIANCE triggers are frequent enough for a held-time P99), the parked devices in them stay COMPLIANCE.
  * The expected shares are computed from the parked devices' positions and from points spread over the disc (the
  * moving devices' share); IDLE is then about parkedFraction x (1 - complianceShare).
@@ -88,6 +88,8 @@ const SITE_FENCE_RADIUS_M = { min: 15, max: 40 } as const;
 export interface ShapedCity {
   geojson: { type: 'FeatureCollection'; features: Record<string, unknown>[] };
   complianceFences: number;
+  /** Compliance sites. */
+  sites: number;
   /** Side of each compliance site, m. */
   siteSideM: number;
   /** Expected shares of pings per lane. */
@@ -173,5 +175,11 @@ function buildSites(city: CityShape, fleetShape: FleetShape, siteSideM: number):
   }
   const compliance = (parkedNear + ((fleet.size - parked) * discNear) / points) / fleet.size;
   const idle = (parked - parkedNear) / fleet.size;
-  return { geojson, complianceFences, siteSideM, expected: { compliance, idle, transition: 1 - compliance - idle } };
+  return {
+    geojson,
+    complianceFences,
+    sites: COMPLIANCE_SITES,
+    siteSideM,
+    expected: { compliance, idle, transition: 1 - compliance - idle },
+  };
 }
