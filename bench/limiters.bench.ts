@@ -23,7 +23,8 @@
  *   --only NAME    only the candidates whose name contains NAME (for tuning; the report needs all of them)
  *   --phase-ms MS  length of each capacity phase (default 8000)
  *   GRADIENT_TRY='{"allowanceFactor":0.5}' (environment) adds a row: the gradient with those options
- * Writes bench/out/limiters.json (every pass, the medians, and each row's limit over time).
+ * Writes bench/out/limiters.json (every pass, the medians, and each row's limit over time) and
+ * bench/limiters-http.svg (limit vs true capacity over time, every row of the first pass).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -46,6 +47,7 @@ import {
 import { IndexNamer } from '../src/dispatch/sinks/format.js';
 import { WebhookSink } from '../src/dispatch/sinks/webhook-sink.js';
 import { TriggerRecord } from '../test/dispatch/fixtures.js';
+import { renderChart } from '../src/sim/chart/svg-chart.js';
 
 const SERVICE_MS = 20;
 const BASE_WORKERS = 16;
@@ -282,6 +284,53 @@ async function runOne(
   };
 }
 
+/** Limit vs true capacity over time for every row of one pass (the limit resampled every 100 ms). */
+function limitChart(rows: Row[], phases: [string, number, number][]): string {
+  const stepMs = 100;
+  const totalMs = phases.reduce((a, [, , ms]) => a + ms, 0);
+  const x: number[] = [];
+  for (let t = 0; t <= totalMs; t += stepMs) x.push(t / 1000);
+  const workersAt = (tMs: number): number => {
+    let end = 0;
+    for (const [, workers, ms] of phases) {
+      end += ms;
+      if (tMs < end) return workers;
+    }
+    return phases[phases.length - 1]![1];
+  };
+  const resample = (series: number[]): (number | null)[] => {
+    const out: (number | null)[] = [];
+    let k = 0;
+    let last: number | null = null;
+    for (const t of x) {
+      while (k < series.length / 2 && series[2 * k]! <= t * 1000) last = series[2 * k++ + 1]!;
+      out.push(last);
+    }
+    return out;
+  };
+  let markMs = 0;
+  const marks = phases.slice(1).map(([name, workers], i) => {
+    markMs += phases[i]![2];
+    return { x: markMs / 1000, label: `${name}: ${workers} workers` };
+  });
+  return renderChart({
+    title: 'Limit vs true capacity on a real HTTP downstream (20 ms service), per limiter',
+    subtitle: `one pass of bench/limiters.bench.ts; capacity ${phases.map(([, w]) => w).join(' -> ')} workers`,
+    x,
+    xLabel: 'time, s',
+    marks,
+    panelHeight: 90,
+    panels: rows.map((r) => ({
+      title: `${r.limiter}: utilisation ${(r.utilisation * 100).toFixed(1)} %, P99 ${r.p99Ms.toFixed(1)} ms, overload episodes ${r.overloadEpisodes}`,
+      yLabel: 'requests',
+      series: [
+        { label: 'true capacity (workers)', values: x.map((t) => workersAt(t * 1000)), dash: '5 3', colour: '#555' },
+        { label: 'limit', values: resample(r.limitSeries), step: true },
+      ],
+    })),
+  });
+}
+
 function argValue(name: string): string | undefined {
   const i = process.argv.indexOf(name);
   return i >= 0 ? process.argv[i + 1] : undefined;
@@ -428,6 +477,7 @@ async function main(): Promise<void> {
       })),
     );
   }
+  fs.writeFileSync('bench/limiters-http.svg', limitChart(passes[0]!, PHASES));
   const strip = ({ samplesMs: _s, ...rest }: Row): Omit<Row, 'samplesMs'> => rest;
   fs.mkdirSync('bench/out', { recursive: true });
   fs.writeFileSync(

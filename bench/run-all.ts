@@ -30,6 +30,7 @@ const BENCHMARKS: ReadonlyArray<{ name: string; file: string; args: string[] }> 
   { name: 'dispatch-ops', file: 'dispatch-ops.bench.js', args: [] },
   { name: 'checkpoint', file: 'checkpoint.bench.js', args: [] },
   { name: 'replay', file: 'replay.bench.js', args: [] },
+  { name: 'burst', file: 'burst.bench.js', args: [] },
 ];
 
 const filters = process.argv.slice(2);
