@@ -191,6 +191,27 @@ test("the same flood with ingest.overload 'backpressure' pauses the connection: 
   }
 });
 
+test('a connection the router holds back is not a slow client: a short frame deadline closes nothing while it is paused', async () => {
+  const got: Trigger[] = [];
+  const logs: Array<{ line: string; level: string }> = [];
+  // The flood is paused mid-frame again and again, for far longer than 100 ms in all.
+  const router = await createRouter(
+    smallRings(got, logs, {
+      listenHost: '127.0.0.1',
+      listenPort: 0,
+      ingest: { overload: 'backpressure', frameDeadlineMs: 100 },
+    }),
+  );
+  try {
+    await sendOverTcp(router.ingestPort!, withComplianceDevices(), 1 << 20);
+    await waitFor(() => router.stats().accepted === TRAFFIC.pings, 60_000, 'every ping read');
+    const summary = await router.close();
+    assertNothingLost(summary, got, TRAFFIC, REFERENCE);
+  } finally {
+    await router.close();
+  }
+});
+
 test('a bad overload policy is refused naming the option', async () => {
   await assert.rejects(
     createRouter({ listenHost: null, adminHost: null, ingest: { overload: 'drop' as never } }),

@@ -11,7 +11,8 @@
  * reject pings and new devices over a connection's or a source address's per-second budget, counted by reason.
  *
  * Slow clients are bounded: a connection that begins a frame and does not complete it within `frameDeadlineMs` is
- * closed (a client trickling bytes holds no slot for long), and the bytes all connections hold for partial frames
+ * closed (a client trickling bytes holds no slot for long; a connection the router itself holds back with
+ * 'backpressure' is not late while it is held, and its clock restarts when it may send again), and the bytes all connections hold for partial frames
  * stay within `maxHeldBytes`: past it, the connections whose partial frames are oldest are closed until the rest fit.
  * Each closure is counted by reason (ING_CONNECTIONS_DROPPED_F64); the partial frame counts as truncated.
  */
@@ -71,8 +72,10 @@ interface Connection {
   readonly stream: IngestStream;
   /** Bytes its stream holds for a partial frame, as last counted into the total. */
   held: number;
-  /** When its current partial frame began, ms since the epoch (-1: none). */
+  /** When its current partial frame began, ms since the epoch (-1: none, or the router holds the connection back). */
   partialSinceMs: number;
+  /** True while the router holds the connection back ('backpressure'): its partial frame is not the sender's delay. */
+  paused: boolean;
 }
 
 /** Defaults of the TCP source. */
@@ -188,24 +191,36 @@ export class TcpSource implements TelemetrySource {
           {
             onResume: () => {
               if (idleMs > 0) socket.setTimeout(idleMs);
+              const c = this.connections.get(socket);
+              if (c !== undefined) {
+                // The frame deadline runs again from now: the sender could not send while it was held back.
+                c.paused = false;
+                c.partialSinceMs = c.stream.bufferedBytes === 0 ? -1 : Date.now();
+              }
               socket.resume();
             },
           },
           limits,
         );
-        this.connections.set(socket, { socket, stream: feed.stream, held: 0, partialSinceMs: -1 });
+        this.connections.set(socket, { socket, stream: feed.stream, held: 0, partialSinceMs: -1, paused: false });
         socket.on('data', (chunk: Buffer) => {
           const fed = feed.write(chunk);
           this.afterData(socket, counters);
           if (fed) return;
-          // Waiting for the rings is not idleness: the idle clock stops while the router holds the connection.
+          // Waiting for the rings is not idleness, nor a slow sender: the idle clock and the frame deadline stop while
+          // the router holds the connection.
           if (idleMs > 0) socket.setTimeout(0);
+          const c = this.connections.get(socket);
+          if (c !== undefined) {
+            c.paused = true;
+            c.partialSinceMs = -1;
+          }
           socket.pause();
         });
         socket.on('close', () => void feed.end().then(closed));
       } else {
         const stream = edge.openStream(name, limits);
-        this.connections.set(socket, { socket, stream, held: 0, partialSinceMs: -1 });
+        this.connections.set(socket, { socket, stream, held: 0, partialSinceMs: -1, paused: false });
         socket.on('data', (chunk: Buffer) => {
           stream.write(chunk);
           this.afterData(socket, counters);
@@ -323,7 +338,7 @@ export class TcpSource implements TelemetrySource {
       counters[ING_HELD_BYTES_F64] = this.heldTotal;
     }
     if (c.stream.bufferedBytes === 0) c.partialSinceMs = -1;
-    else if (c.partialSinceMs < 0) c.partialSinceMs = Date.now();
+    else if (c.partialSinceMs < 0 && !c.paused) c.partialSinceMs = Date.now();
     if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
   }
 
