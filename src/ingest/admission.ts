@@ -194,7 +194,9 @@ export class LaneAdmission {
    * reading (it read within the last half interval; a stall restarts the clock), the ring was never empty meanwhile (a consumer
    * that batches empties it, an overloaded one never does), and the depth is no lower than when the wait went above
    * the target (a consumer catching up after a stall shrinks it). So an overload that grows slowly is shed at the
-   * target's depth instead of filling the ring to the watermark first. During a spell, live IDLE and TRANSITION pings are admitted only
+   * target's depth instead of filling the ring to the watermark first. Within DQ_BACKLOG_INTERVALS intervals of a
+   * spell's end one interval of that evidence is enough: an overload that outlasts a spell is shed again before the
+   * ring refills. During a spell, live IDLE and TRANSITION pings are admitted only
    * while the depth is under what the consumer drains within the target (at least MIN_DELAY_DEPTH_SLOTS): the limit
    * works on the depth a new ping would wait behind, so the queue never overshoots by what arrives while the oldest
    * record ages. After a window in which the consumer ran out of records the limit grows instead (by
@@ -278,7 +280,14 @@ export class LaneAdmission {
     const waitLong = now - waitFrom >= interval * DQ_BACKLOG_INTERVALS ? 1 : 0;
     const notShrinking = backlogSlots >= waitFromDepth ? 1 : 0;
     const backlog = waiting & waitLong & neverEmpty & notShrinking;
-    const starts = (1 - was) & waitedAbove & ((deep & ((wasAbove & aboveLong) | (hadSpell & spellRecent))) | backlog);
+    // Within DQ_BACKLOG_INTERVALS intervals of a spell's end the overload is known: one interval of the same evidence
+    // restarts it (the ring does not refill to the watermark first).
+    const spellRecentLong = now - spellEnd < interval * DQ_BACKLOG_INTERVALS ? 1 : 0;
+    const waitOne = now - waitFrom >= interval ? 1 : 0;
+    const neverEmptyOne = now - lastEmpty >= interval ? 1 : 0;
+    const again = hadSpell & spellRecentLong & waiting & waitOne & neverEmptyOne & notShrinking;
+    const starts =
+      (1 - was) & waitedAbove & ((deep & ((wasAbove & aboveLong) | (hadSpell & spellRecent))) | backlog | again);
     // A spell ends once nothing was shed for an interval and the oldest record's wait is under the target.
     const ends = was & (1 - waitedAbove) & (1 - shedRecent);
     const shedding = starts | (was & (1 - ends));

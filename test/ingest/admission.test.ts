@@ -315,3 +315,33 @@ test('queue delay: below the watermark, a backlog that builds while the consumer
   );
   assert.ok(Number.isNaN(batching.spellAtMs), `no spell for a batching consumer: ${batching.spellAtMs}`);
 });
+
+test('queue delay: an overload that comes back soon after a spell ended is shed again after one interval, not ten', () => {
+  const { ring, admission } = setup(1024, { queueDelayTargetMs: 5, queueDelayIntervalMs: 100 });
+  const cell = new Float64Array(1);
+  const changes: [number, boolean][] = [];
+  let shedding = false;
+  // Overloaded (12 in, 10 read per 10 ms) until 1.5 s, light (5 in) until 2 s, overloaded again from 2 s.
+  for (let t = 0; t <= 4000; t += 10) {
+    const now = T0 + t * MS;
+    const arrive = t < 1500 || t >= 2000 ? 12 : 5;
+    for (let i = 0; i < arrive; i++) {
+      const slot = admission.admit(Lane.TRANSITION, now);
+      if (slot >= 0) ring.f64[slot * ring.strideF64 + TEL_ADMIT_TIME_NS_F64] = now;
+    }
+    ring.publish();
+    ring.release(Math.min(ring.available(), 10));
+    ring.refreshDepth();
+    cell[0] = now;
+    admission.observeQueueDelay(cell, 0, false);
+    if (admission.isDelayShedding() !== shedding) {
+      shedding = !shedding;
+      changes.push([t, shedding]);
+    }
+  }
+  assert.ok(changes.length >= 3, `a spell, its end and a second spell: ${JSON.stringify(changes)}`);
+  const [first, end, second] = changes as [[number, boolean], [number, boolean], [number, boolean]];
+  assert.ok(first[1] && first[0] > 1000 && first[0] <= 1100, `first spell after ten intervals: ${first[0]}`);
+  assert.ok(!end[1] && end[0] >= 1500 && end[0] < 2000, `it ends in the light phase: ${end[0]}`);
+  assert.ok(second[1] && second[0] > 2000 && second[0] < 2400, `the second within a few intervals: ${second[0]}`);
+});
