@@ -466,7 +466,7 @@ export class RouterMetrics {
       });
       this.addSharedHistogram(
         METRIC_HELD_TIME_SECONDS,
-        'Time from admission to the hand-over (of the attempt that succeeded) to this downstream, by lane of the ping, per trigger delivered without a dead letter.',
+        "Time from admission to the hand-over (of the attempt that succeeded) to this downstream, by the trigger's lane (its fence's class: COMPLIANCE for a compliance fence, else TRANSITION), per trigger delivered without a dead letter.",
         laneHeld,
       );
     }

@@ -127,7 +127,7 @@ function triggerOf(batch: TriggerBatch, i: number): Trigger {
 
 /**
  * The held-time recorder of the dispatcher: the held time in `held[0]`, into the held-time block of `cells` (triggers
- * delivered without a dead letter; also into the downstream's block for the ping's lane in `dispatchCells`) or the
+ * delivered without a dead letter; also into the downstream's block for the trigger's lane (its fence's class) in `dispatchCells`) or the
  * replay block (re-delivered dead letters). Allocation-free.
  */
 export function heldTimeRecorder(

@@ -158,7 +158,7 @@ export interface DownstreamStats {
   /** Backlog cursor copies found damaged at start, and starts with no valid copy (the log read again from its start). */
   cursorDamagedCopies: number;
   cursorFallbacks: number;
-  /** Held time of its triggers delivered without a dead letter, P99 by lane of the ping, ms (NaN: none yet). */
+  /** Held time of its triggers delivered without a dead letter, P99 by the trigger's lane (its fence's class), ms (NaN: none yet). */
   heldTimeP99MsByLane: PerLane;
   /** Those held-time samples by lane. */
   heldTimeSamplesByLane: PerLane;
