@@ -132,6 +132,8 @@ export class TcpSource implements TelemetrySource {
   private readonly connections = new Map<Socket, Connection>();
   /** Bytes the connections hold for partial frames, summed. */
   private heldTotal = 0;
+  /** When the frame-deadline sweep last ran, ms since the epoch. */
+  private lastSweepMs = 0;
   private deadlineTimer: NodeJS.Timeout | null = null;
 
   constructor(options: Partial<TcpSourceOptions> = {}) {
@@ -269,10 +271,9 @@ export class TcpSource implements TelemetrySource {
     const deadlineMs = this.options.frameDeadlineMs;
     if (deadlineMs > 0) {
       // One sweep for every connection, a few times per deadline.
-      this.deadlineTimer = setInterval(
-        () => this.closeLateFrames(counters),
-        Math.max(50, Math.min(1000, deadlineMs / 4)),
-      );
+      const sweepMs = Math.max(50, Math.min(1000, deadlineMs / 4));
+      this.lastSweepMs = Date.now();
+      this.deadlineTimer = setInterval(() => this.closeLateFrames(counters, sweepMs), sweepMs);
       this.deadlineTimer.unref();
     }
     return new Promise((resolve, reject) => {
@@ -353,9 +354,17 @@ export class TcpSource implements TelemetrySource {
     }
   }
 
-  /** Closes the connections whose partial frame is older than the frame deadline. */
-  private closeLateFrames(counters: Float64Array): void {
-    const before = Date.now() - this.options.frameDeadlineMs;
+  /**
+   * Closes the connections whose partial frame is older than the frame deadline. A sweep that runs late found this
+   * thread's own loop stalled, the senders' bytes waiting unread in their sockets: that time is not theirs, so every
+   * partial frame's age is moved on by the lateness first.
+   */
+  private closeLateFrames(counters: Float64Array, sweepMs: number): void {
+    const now = Date.now();
+    const lateMs = now - this.lastSweepMs - sweepMs;
+    this.lastSweepMs = now;
+    if (lateMs > 0) for (const c of this.connections.values()) if (c.partialSinceMs >= 0) c.partialSinceMs += lateMs;
+    const before = now - this.options.frameDeadlineMs;
     for (const c of this.connections.values()) {
       if (c.partialSinceMs >= 0 && c.partialSinceMs < before)
         this.drop(c, ConnectionDropReason.FRAME_DEADLINE, counters);
