@@ -39,6 +39,7 @@ import {
   type Series,
 } from './soak/scrape.js';
 import { renderSvg } from './soak/svg.js';
+import { coordinateBox } from './support/coordinate-box.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const MAIN = join(here, '..', 'src', 'cli', 'main.js');
@@ -130,7 +131,7 @@ function buildCity(seed: number): object {
     const f = features[Math.floor(rng() * features.length)]!;
     // Polygons only: a circle's box is not in its coordinates.
     if (f.properties.compliance === true || f.geometry.type !== 'Polygon') continue;
-    const box = boxOf(f.geometry.coordinates);
+    const box = coordinateBox(f.geometry.coordinates);
     const areaKm2 = (box[2] - box[0]) * 111.32 * Math.cos((52.52 * Math.PI) / 180) * ((box[3] - box[1]) * 110.57);
     if (covered + areaKm2 > complianceShare * cityAreaKm2 * 1.2) continue;
     f.properties.compliance = true;
@@ -138,20 +139,6 @@ function buildCity(seed: number): object {
     marked++;
   }
   return city;
-}
-
-function boxOf(coords: unknown): [number, number, number, number] {
-  const b: [number, number, number, number] = [Infinity, Infinity, -Infinity, -Infinity];
-  const walk = (c: unknown): void => {
-    if (Array.isArray(c) && typeof c[0] === 'number') {
-      b[0] = Math.min(b[0], c[0] as number);
-      b[1] = Math.min(b[1], c[1] as number);
-      b[2] = Math.max(b[2], c[0] as number);
-      b[3] = Math.max(b[3], c[1] as number);
-    } else if (Array.isArray(c)) for (const x of c) walk(x);
-  };
-  walk(coords);
-  return b;
 }
 
 /**

@@ -14,6 +14,7 @@
  * The expected shares are computed from the parked devices' positions and from points spread over the disc (the
  * moving devices' share); IDLE is then about parkedFraction x (1 - complianceShare).
  */
+import { coordinateBox } from '../support/coordinate-box.js';
 import { generateSyntheticCity, mulberry32 } from '../../src/fences/synthetic-city.js';
 import { Fleet, type FleetPing } from '../../src/fences/synthetic-fleet.js';
 
@@ -56,17 +57,7 @@ function boxOf(feature: Record<string, unknown>): [number, number, number, numbe
     const dLon = r / (M_PER_DEG * Math.cos((lat * Math.PI) / 180));
     return [lon - dLon, lat - dLat, lon + dLon, lat + dLat];
   }
-  const b: [number, number, number, number] = [Infinity, Infinity, -Infinity, -Infinity];
-  const walk = (c: unknown): void => {
-    if (Array.isArray(c) && typeof c[0] === 'number') {
-      b[0] = Math.min(b[0], c[0] as number);
-      b[1] = Math.min(b[1], c[1] as number);
-      b[2] = Math.max(b[2], c[0] as number);
-      b[3] = Math.max(b[3], c[1] as number);
-    } else if (Array.isArray(c)) for (const x of c) walk(x);
-  };
-  walk(geometry.coordinates);
-  return b;
+  return coordinateBox(geometry.coordinates);
 }
 
 /** The box widened by the compliance margin on every side (what the classifier's nearCompliance tests). */

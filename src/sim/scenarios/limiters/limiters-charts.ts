@@ -2,10 +2,21 @@
  * The limiters scenario's plots: every row's limit against the downstream's true capacity, and the gradient's limit,
  * in-flight and RTT-min together (the three signals the router exports per downstream).
  */
-import { renderChart, type ChartMark } from '../../chart/svg-chart.js';
+import { renderChart, type ChartMark, type ChartSeries } from '../../chart/svg-chart.js';
 import type { LimitersResult } from './limiters-result.js';
 
 const CAPACITY_COLOUR = '#555';
+
+/** The downstream's true capacity (its workers) as a dashed step series. */
+function capacitySeries(result: LimitersResult): ChartSeries {
+  return {
+    label: 'true capacity (workers)',
+    values: result.capacityWorkers,
+    step: true,
+    colour: CAPACITY_COLOUR,
+    dash: '5 3',
+  };
+}
 
 function minutes(result: LimitersResult): number[] {
   return result.timesS.map((t) => t / 60);
@@ -38,13 +49,7 @@ export function limitersChartSvg(result: LimitersResult): string {
       title: `${row.name}: utilisation ${(row.utilisation * 100).toFixed(1)} %, P99 ${row.p99Ms.toFixed(1)} ms, overload episodes ${row.overloadEpisodes}`,
       yLabel: 'requests',
       series: [
-        {
-          label: 'true capacity (workers)',
-          values: result.capacityWorkers,
-          step: true,
-          colour: CAPACITY_COLOUR,
-          dash: '5 3',
-        },
+        capacitySeries(result),
         { label: 'limit', values: row.series.limit, step: true, colour: '#1f77b4' },
         { label: 'in flight (mean)', values: row.series.inflight, colour: '#ff7f0e', width: 1 },
       ],
@@ -66,13 +71,7 @@ export function gradientChartSvg(result: LimitersResult, rowName = 'gradient'): 
         title: 'concurrency',
         yLabel: 'requests',
         series: [
-          {
-            label: 'true capacity (workers)',
-            values: result.capacityWorkers,
-            step: true,
-            colour: CAPACITY_COLOUR,
-            dash: '5 3',
-          },
+          capacitySeries(result),
           { label: 'limit', values: row.series.limit, step: true, colour: '#1f77b4' },
           { label: 'in flight (mean per window)', values: row.series.inflight, colour: '#ff7f0e', width: 1 },
         ],
