@@ -12,6 +12,15 @@ export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWin
 export { heldTimeWindow } from './pipeline/stats.js';
 export type { Trigger } from './dispatch/trigger.js';
 export {
+  verifyWebhookSignature,
+  signWebhook,
+  SIGNATURE_HEADER,
+  SIGNATURE_TIMESTAMP_HEADER,
+  DEFAULT_SIGNATURE_TOLERANCE_S,
+  type WebhookSignatureInput,
+  type WebhookSignatureVerdict,
+} from './dispatch/sinks/webhook-signature.js';
+export {
   resolveRouterOptions,
   validateRouterOptions,
   routerConfigSchema,

@@ -163,6 +163,20 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     help: 'each connection must open with the line "AUTH <token>" carrying the token in FILE (or GEOFENCE_INGEST_TOKEN); at least 16 characters',
   },
   {
+    name: 'webhook-bearer-token-file',
+    type: 'string',
+    value: 'FILE',
+    section: 'Webhooks (every --webhook)',
+    help: 'each request carries "Authorization: Bearer <token>" with the token in FILE (or GEOFENCE_WEBHOOK_BEARER_TOKEN)',
+  },
+  {
+    name: 'webhook-signing-secret-file',
+    type: 'string',
+    value: 'FILE',
+    section: 'Webhooks (every --webhook)',
+    help: 'each request is signed with HMAC-SHA256 keyed by the secret in FILE (or GEOFENCE_WEBHOOK_SIGNING_SECRET): x-geofence-timestamp and x-geofence-signature',
+  },
+  {
     name: 'admin',
     type: 'string',
     value: 'HOST:PORT',
@@ -431,6 +445,18 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
   }
   const inputs = v['input'] as string[] | undefined;
   if (inputs !== undefined) o['inputs'] = inputs;
+  const bearer = tokenFrom(
+    'webhook-bearer-token-file',
+    str('webhook-bearer-token-file'),
+    'GEOFENCE_WEBHOOK_BEARER_TOKEN',
+  );
+  if (bearer !== undefined) webhookFields['bearerToken'] = bearer;
+  const signing = tokenFrom(
+    'webhook-signing-secret-file',
+    str('webhook-signing-secret-file'),
+    'GEOFENCE_WEBHOOK_SIGNING_SECRET',
+  );
+  if (signing !== undefined) webhookFields['signingSecret'] = signing;
   const webhooks = (v['webhook'] as string[] | undefined) ?? [];
   const downstreams: Record<string, unknown>[] = [];
   webhooks.forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url, ...webhookFields }));
@@ -463,6 +489,8 @@ const flagNamer: Namer = (path) => {
     const field = path[2];
     const byFlag = OPTION_FLAGS.find((o) => o.path[0] === 'downstreams' && o.path[1] === field);
     if (byFlag !== undefined) return `--${byFlag.field.flag}`;
+    if (field === 'bearerToken') return '--webhook-bearer-token-file (or GEOFENCE_WEBHOOK_BEARER_TOKEN)';
+    if (field === 'signingSecret') return '--webhook-signing-secret-file (or GEOFENCE_WEBHOOK_SIGNING_SECRET)';
     return field === 'path' ? '--ndjson' : '--webhook';
   }
   if (at === 'ingest.authToken') return '--ingest-token-file (or GEOFENCE_INGEST_TOKEN)';

@@ -42,9 +42,17 @@ export function loadConfigFile(path: string): RouterOptionsInput {
   }
   if (Array.isArray(input.inputs)) input.inputs = input.inputs.map((p) => (typeof p === 'string' ? rel(p) : p));
   if (Array.isArray(input.downstreams)) {
+    input.downstreams.forEach((d, i) => {
+      if (d !== null && typeof d === 'object' && d.kind === 'stream')
+        throw new Error(
+          `config file ${path}: downstreams[${i}] is a trigger stream, which only an embedding process can read (router.triggers()); use a webhook or an NDJSON file`,
+        );
+    });
     for (const d of input.downstreams) {
       if (d !== null && typeof d === 'object' && d.kind === 'ndjson' && typeof d.path === 'string')
         d.path = rel(d.path);
+      if (d !== null && typeof d === 'object' && d.kind === 'webhook' && typeof d.caFile === 'string')
+        d.caFile = rel(d.caFile);
     }
   }
   return input;

@@ -15,6 +15,7 @@ import {
   type GradientLimitOptions,
 } from '../dispatch/limits/gradient-limit.js';
 import { WEBHOOK_SINK_DEFAULTS } from '../dispatch/sinks/webhook-sink.js';
+import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER } from '../dispatch/sinks/webhook-signature.js';
 import type { Trigger } from '../dispatch/trigger.js';
 import { AIMD_LIMIT_DEFAULTS, AimdLimit, type AimdLimitOptions } from '../dispatch/limits/aimd-limit.js';
 import {
@@ -66,7 +67,21 @@ const ROUTER_SET_HEADERS = [
   'trailer',
   'upgrade',
   'expect',
+  SIGNATURE_HEADER,
+  SIGNATURE_TIMESTAMP_HEADER,
 ];
+
+/** A webhook's CA bundle needs https:, and its bearer token and an `authorization` header exclude each other. */
+const webhookSecurityRule: GroupCheck = (d, name) => {
+  const url = d['url'];
+  if (d['caFile'] !== null && d['caFile'] !== undefined && typeof url === 'string' && !url.startsWith('https:'))
+    return `${name('caFile')} applies to an https: url only, got ${name('url')} ${JSON.stringify(url)}`;
+  const headers = d['headers'] as Record<string, unknown> | undefined;
+  const hasAuthHeader = headers !== undefined && Object.keys(headers).some((k) => k.toLowerCase() === 'authorization');
+  if (d['bearerToken'] !== null && d['bearerToken'] !== undefined && hasAuthHeader)
+    return `${name('bearerToken')} and an authorization entry in ${name('headers')} both set the Authorization header: keep one`;
+  return undefined;
+};
 
 const subscription = group(
   {
@@ -299,15 +314,44 @@ const downstream = variants(
     webhook: group(
       {
         ...downstreamBase,
-        url: text('url', { doc: 'the URL batches are POSTed to', protocols: ['http:'] }),
+        url: text('url', {
+          doc: 'the URL batches are POSTed to (redirects are not followed)',
+          protocols: ['http:', 'https:'],
+        }),
         timeoutMs: int({
-          doc: 'per-request timeout: no answer in time is a failed delivery',
+          doc: 'the whole answer must be in by then, from the start of the request: otherwise a failed delivery',
           min: 1,
           max: 3_600_000,
           unit: 'ms',
           default: WEBHOOK_SINK_DEFAULTS.timeoutMs,
           flag: 'webhook-timeout-ms',
         }),
+        connectTimeoutMs: int({
+          doc: 'a new connection (TCP, and the TLS handshake for https:) must be up by then: otherwise a failed delivery',
+          min: 1,
+          max: 3_600_000,
+          unit: 'ms',
+          default: WEBHOOK_SINK_DEFAULTS.connectTimeoutMs,
+          flag: 'webhook-connect-timeout-ms',
+        }),
+        caFile: nullable(
+          text('path', {
+            doc: 'PEM file of the CA certificates an https: webhook is verified against (null: the system store)',
+            flag: 'webhook-ca-file',
+          }),
+        ),
+        bearerToken: nullable(
+          text('token', {
+            doc: 'sent as "Authorization: Bearer <token>"',
+            cliText: '--webhook-bearer-token-file, GEOFENCE_WEBHOOK_BEARER_TOKEN',
+          }),
+        ),
+        signingSecret: nullable(
+          text('token', {
+            doc: 'HMAC-SHA256 key: each request carries x-geofence-timestamp and x-geofence-signature (see the README)',
+            cliText: '--webhook-signing-secret-file, GEOFENCE_WEBHOOK_SIGNING_SECRET',
+          }),
+        ),
         headers: optional(
           stringMap({
             doc: 'extra request headers (e.g. an API key); a flag value is "Name: value"',
@@ -319,9 +363,9 @@ const downstream = variants(
         ),
       },
       {
-        doc: 'an HTTP webhook receiving batched JSON POSTs',
+        doc: 'an HTTP(S) webhook receiving batched JSON POSTs',
         section: 'Webhooks (every --webhook)',
-        check: gradientNeedsGradientLimit,
+        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? webhookSecurityRule(d, name),
       },
     ),
     ndjson: group(
@@ -336,6 +380,13 @@ const downstream = variants(
         }),
       },
       { doc: 'an in-process callback (library only)', check: gradientNeedsGradientLimit },
+    ),
+    stream: group(
+      { ...downstreamBase },
+      {
+        doc: 'a trigger stream the embedding reads with `for await (const batch of router.triggers(name))` (library only)',
+        check: gradientNeedsGradientLimit,
+      },
     ),
   },
   { doc: 'a downstream triggers are delivered to' },
@@ -618,6 +669,16 @@ export const ROUTER_SPEC = group(
       max: 65536,
       default: 512,
       flag: 'batch-size',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    batchBudgetUs: int({
+      doc: 'a containment batch is sized from the measured cost per ping to take about this long (batchSize caps it): short batches keep a pass over the shards, and so every ring wait, short when pings are expensive',
+      min: 10,
+      max: 1_000_000,
+      unit: 'µs',
+      default: 250,
+      flag: 'batch-budget-us',
       section: 'Pipeline',
       threads: ['ingest'],
     }),

@@ -15,6 +15,11 @@ export interface ContainmentTask {
   fromSeqs: number[];
   /** Records per batch at most (one processBatch call, then release and doorbell). */
   batchRecords: number;
+  /**
+   * Time one batch is sized to, ns: the worker measures its cost per ping and takes fewer than `batchRecords` when
+   * pings are expensive, so one pass over the group's shards (and every record's wait for it) stays short.
+   */
+  batchBudgetNs: number;
   /** The task returns after this long even if records keep arriving, ms: bounds a task's life (pause and drain use the control cell). */
   maxTaskMs: number;
   /** When a pass finds every shard empty, the task waits this long for more records before it returns, ms. */

@@ -3,6 +3,7 @@
  * generation still referenced, the held-time recorder, the bridge to callbacks that live on the main thread, and
  * building Dispatcher downstream options from the router's serialisable downstream specs.
  */
+import { readFileSync } from 'node:fs';
 import type { MessagePort } from 'node:worker_threads';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import type { FenceStore } from '../fences/store.js';
@@ -209,6 +210,18 @@ function bareLimitOf(s: DownstreamSpec): Limit | undefined {
   }
 }
 
+/** Reads a webhook's CA bundle; an error names the downstream and the option. */
+function readCaFile(name: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(
+      `downstream ${name}: caFile ${path} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
 /** Builds the Dispatcher's downstream options from the specs. */
 export function buildDownstreams(
   specs: readonly DownstreamSpec[],
@@ -220,8 +233,12 @@ export function buildDownstreams(
       sink = new WebhookSink({
         url: s.url,
         timeoutMs: s.timeoutMs,
+        connectTimeoutMs: s.connectTimeoutMs,
         maxSockets: s.safetyCap,
         ...(s.headers === undefined ? {} : { headers: s.headers }),
+        ca: s.caFile === null ? null : readCaFile(s.name, s.caFile),
+        bearerToken: s.bearerToken,
+        signingSecret: s.signingSecret,
       });
     } else if (s.kind === 'ndjson') {
       sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path });

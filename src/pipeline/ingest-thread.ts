@@ -105,7 +105,16 @@ function buildIngestPath(
         triggerRings: m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER)),
       }
     : null;
-  const scheduler = new ShardScheduler(pool, rings, d.batchSize, d.poolSize, stats, d.fences, log, watchdog);
+  const scheduler = new ShardScheduler(
+    pool,
+    rings,
+    { batchSize: d.batchSize, batchBudgetUs: d.batchBudgetUs },
+    d.poolSize,
+    stats,
+    d.fences,
+    log,
+    watchdog,
+  );
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map(

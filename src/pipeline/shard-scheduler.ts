@@ -79,10 +79,20 @@ export interface WatchdogSettings {
   triggerRings: readonly SpscRing[];
 }
 
+/** How containment batches are sized: a count that caps them and a time they are sized to. */
+export interface BatchSettings {
+  /** Records per shard per pass at most (also the claimed count at which a shard is published). */
+  batchSize: number;
+  /** Time one batch is sized to from the worker's measured cost per ping, µs. */
+  batchBudgetUs: number;
+}
+
 /** Per-shard batching and task submission. Ingest thread only. */
 export class ShardScheduler {
   /** Records per task at most; also the claimed count that publishes a shard early. */
   readonly batchSize: number;
+  /** Time a containment batch is sized to, µs (see ContainmentTask.batchBudgetNs). */
+  readonly batchBudgetUs: number;
   private readonly pool: Piscina<ContainmentTask, number>;
   /** The shards' telemetry rings (producer side). */
   readonly rings: readonly SpscRing[];
@@ -128,7 +138,7 @@ export class ShardScheduler {
   constructor(
     pool: Piscina<ContainmentTask, number>,
     rings: readonly SpscRing[],
-    batchSize: number,
+    batching: BatchSettings,
     groups: number,
     stats: Float64Array,
     fences: FenceStoreDescriptor,
@@ -137,7 +147,8 @@ export class ShardScheduler {
   ) {
     this.pool = pool;
     this.rings = rings;
-    this.batchSize = batchSize;
+    this.batchSize = batching.batchSize;
+    this.batchBudgetUs = batching.batchBudgetUs;
     this.stats = stats;
     this.fences = fences;
     this.generation = fences.generation;
@@ -350,6 +361,7 @@ export class ShardScheduler {
       shards,
       fromSeqs,
       batchRecords: this.batchSize,
+      batchBudgetNs: this.batchBudgetUs * 1e3,
       maxTaskMs: TASK_MAX_MS,
       lingerMs: TASK_LINGER_MS,
       generation: this.generation,

@@ -2,6 +2,7 @@
  * The router's public face: what `createRouter` takes beyond the options, and the `Router` it returns (in-process
  * input, fence reloads, stats, metrics, drain and close), with the results of a reload and of `close()`.
  */
+import type { Trigger } from '../dispatch/trigger.js';
 import type { RouterOptions } from '../config/options.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
 import type { LogLevel } from '../pipeline/messages.js';
@@ -80,6 +81,17 @@ export interface Router {
   reloadFences(geojson: unknown): Promise<ReloadResult>;
   /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */
   reloadFencesFile(): Promise<ReloadResult>;
+  /**
+   * The trigger stream downstream `name` (a `{ kind: 'stream' }` downstream; `name` may be left out when there is
+   * one): an async iterable of batches, each in per-device order, read by one loop. A batch counts as delivered when
+   * the loop asks for the next one (or leaves the loop); a loop slower than the triggers gets the treatment of any
+   * slow downstream (its limit, its per-device queues and backlog log, then dead letters), never unbounded memory.
+   * Throws when there is no such stream.
+   *
+   * @example
+   *   for await (const batch of router.triggers()) for (const t of batch) handle(t);
+   */
+  triggers(name?: string): AsyncIterableIterator<readonly Trigger[]>;
   /** A snapshot of every counter, read from shared memory. */
   stats(): RouterStats;
   /** The Prometheus text exposition `/metrics` serves. */

@@ -48,6 +48,7 @@ import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { StartProgress } from '../pipeline/start-progress.js';
 import type { ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
 import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
+import { TriggerStream } from './trigger-stream.js';
 import { ingestThreadData } from './thread-data.js';
 import { swapFenceGeneration } from './fence-swap.js';
 import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
@@ -81,6 +82,8 @@ export class PipelineRouter implements Router {
   private dispatcherThread: ThreadHandle | null = null;
   private admin: AdminServer | null = null;
   private bridge: CallbackBridgeEnd | null = null;
+  /** The trigger streams, by downstream index (null for a downstream of another kind). */
+  private readonly streams: (TriggerStream | null)[];
   private reloadChain: Promise<unknown> = Promise.resolve();
   private drainPromise: Promise<void> | null = null;
   private closePromise: Promise<RouterSummary> | null = null;
@@ -119,6 +122,7 @@ export class PipelineRouter implements Router {
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
     this.log = extras.log ?? ((line, level) => (level === 'error' ? console.error(line) : console.warn(line)));
     this.drainDeadlineMs = options.drainDeadlineMs;
+    this.streams = options.downstreams.map((d) => (d.kind === 'stream' ? new TriggerStream(d.name) : null));
     this.memory = allocatePipelineMemory({
       shards: options.shards,
       ringCapacitySlots: options.ringCapacitySlots,
@@ -270,7 +274,9 @@ export class PipelineRouter implements Router {
     const o = this.options;
     const m = this.memory;
     const bridge = openCallbackBridge(
-      o.downstreams.map((d) => (d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : null)),
+      o.downstreams.map((d, i) =>
+        d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : (this.streams[i]?.deliver ?? null),
+      ),
     );
     this.bridge = bridge;
     const bridgePort = bridge?.workerPort ?? null;
@@ -564,6 +570,25 @@ export class PipelineRouter implements Router {
     return this.drainPromise;
   }
 
+  triggers(name?: string): TriggerStream {
+    const streams = this.streams.filter((x): x is TriggerStream => x !== null);
+    const names = streams.map((x) => x.name).join(', ');
+    if (name === undefined) {
+      if (streams.length === 1) return streams[0]!;
+      throw new Error(
+        streams.length === 0
+          ? 'triggers(): no downstream is a trigger stream (add { kind: "stream", name } to options.downstreams)'
+          : `triggers(): ${streams.length} downstreams are trigger streams (${names}): name one`,
+      );
+    }
+    const found = streams.find((x) => x.name === name);
+    if (found === undefined)
+      throw new Error(
+        `triggers(${JSON.stringify(name)}): no trigger stream of that name (streams: ${names || 'none'})`,
+      );
+    return found;
+  }
+
   close(): Promise<RouterSummary> {
     if (this.closePromise === null) {
       this.closePromise = (async () => {
@@ -606,6 +631,8 @@ export class PipelineRouter implements Router {
     await this.ingestThread?.stop();
     await this.dispatcherThread?.stop();
     this.bridge?.close();
+    // Nothing will be sent any more: each stream's loop ends after the batch it holds.
+    for (const stream of this.streams) stream?.end();
   }
 
   /**

@@ -1,52 +1,24 @@
 /**
- * Authenticated, encrypted ingest through the real binary: a certificate generated here (openssl), the listener on
+ * Authenticated, encrypted ingest through the real binary: a CA and a certificate generated here (openssl), the listener on
  * TLS with a producer token, triggers delivered end to end to a real webhook under the delivery contract; a
  * plain-TCP client and a TLS client with a wrong token are refused and counted, and pings they sent are not taken.
  * Also: a non-loopback bind without TLS or a token refuses to start, naming the options; the admin server's
  * mutating route needs its token.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { makeCertificates } from '../support/tls-certs.js';
 import { frameOf, square, TriggerServer, waitFor } from '../pipeline/support.js';
 import { CliProcess, runCli } from './support.js';
 
 const TOKEN = 'producer-token-0123456789abcdef';
 const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
-
-/** A self-signed certificate for localhost, made with openssl (Debian's). */
-function makeCertificate(dir: string): { cert: string; key: string } {
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
 
 /** Frames of `devices` devices each moving into square A and out again (ENTER then EXIT each). */
 function traffic(prefix: string, devices: number): Buffer {
@@ -71,7 +43,9 @@ function valueOf(text: string, series: string): number {
 
 test('TLS ingest with a producer token delivers end to end; plain TCP and a wrong token are refused and counted', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gr-tls-'));
-  const { cert, key } = makeCertificate(dir);
+  const certs = makeCertificates(dir);
+  const cert = certs.certFile;
+  const key = certs.keyFile;
   const fences = join(dir, 'fences.geojson');
   writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features: [square('A', 0, 0, 100)] }));
   const tokenFile = join(dir, 'token');
@@ -108,7 +82,7 @@ test('TLS ingest with a producer token delivers end to end; plain TCP and a wron
   const admin = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
 
   // A producer over TLS (verifying the server's certificate) with the token: 40 devices, an ENTER and an EXIT each.
-  const good = tlsConnect({ host: '127.0.0.1', port, ca: [readFileSync(cert)], servername: 'localhost' });
+  const good = tlsConnect({ host: '127.0.0.1', port, ca: [certs.caPem], servername: 'localhost' });
   await new Promise<void>((resolve, reject) => {
     good.once('secureConnect', resolve);
     good.once('error', reject);

@@ -130,15 +130,15 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
     [{ adminToken: '🙂🙂🙂🙂🙂🙂🙂🙂' }, /: adminToken must be a string of at least 16 characters/],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: ' http://x/' }] },
-      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+      /: downstreams\[0\]\.url must be an http:\/\/ or https:\/\/ URL/,
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'http:/x' }] },
-      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+      /: downstreams\[0\]\.url must be an http:\/\/ or https:\/\/ URL/,
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://' }] },
-      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+      /: downstreams\[0\]\.url must be an http:\/\/ or https:\/\/ URL/,
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://x/', headers: { 'X-K': 'snow\u2603' } }] },
@@ -155,7 +155,7 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'ftp://x' }] },
-      /: downstreams\[0\]\.url must be an http:\/\/ URL/,
+      /: downstreams\[0\]\.url must be an http:\/\/ or https:\/\/ URL/,
     ],
     [
       { downstreams: [{ kind: 'pigeon', name: 'h' }] },

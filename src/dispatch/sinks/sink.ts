@@ -4,7 +4,7 @@
 import type { TriggerBatch } from './trigger-batch.js';
 
 /** Why a sink call failed below HTTP (status 0). */
-export type SinkError = 'refused' | 'timeout' | 'network';
+export type SinkError = 'refused' | 'timeout' | 'connect-timeout' | 'network' | 'tls';
 
 /** Outcome of one `deliver` call, in HTTP terms. */
 export interface SinkResult {

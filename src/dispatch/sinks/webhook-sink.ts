@@ -1,76 +1,124 @@
 import * as http from 'node:http';
+import * as https from 'node:https';
+import type { Socket } from 'node:net';
 import { batchJson } from './format.js';
-import type { Sink, SinkResult } from './sink.js';
+import type { Sink, SinkError, SinkResult } from './sink.js';
 import type { TriggerBatch } from './trigger-batch.js';
+import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER, signWebhook } from './webhook-signature.js';
 import { checkNumber, withDefaults } from '../validate.js';
 
 /** Options of WebhookSink. */
 export interface WebhookSinkOptions {
-  /** Target URL (http:). */
+  /** Target URL (http: or https:). */
   url: string;
-  /** Per-request timeout, ms: no answer in time is loss. */
+  /** The answer must have come in full this long after the request began, ms: otherwise the attempt is lost. */
   timeoutMs: number;
+  /** A new connection (TCP, and TLS for https:) must be up within this, ms: otherwise the attempt is lost. */
+  connectTimeoutMs: number;
   /** Keep-alive sockets at most (set it to the downstream's safety cap). */
   maxSockets: number;
   /** Extra request headers. */
   headers: Readonly<Record<string, string>>;
+  /** PEM certificates an https: server is verified against instead of the system's store; null: the system's. */
+  ca: string | null;
+  /** Sent as `Authorization: Bearer <token>`; null: no such header. */
+  bearerToken: string | null;
+  /** Key of the HMAC-SHA256 signature over timestamp and body (see webhook-signature.ts); null: unsigned. */
+  signingSecret: string | null;
 }
 
 /** Defaults of WebhookSink (url has none). */
 export const WEBHOOK_SINK_DEFAULTS: Readonly<Omit<WebhookSinkOptions, 'url'>> = {
   timeoutMs: 10_000,
+  connectTimeoutMs: 5_000,
   maxSockets: 256,
   headers: {},
+  ca: null,
+  bearerToken: null,
+  signingSecret: null,
 };
 
 /** Response header in which a consumer may advertise its credit window. */
 const CREDIT_HEADER = 'x-credit-window';
 
 /**
- * HTTP webhook sink: each batch is one `POST` of a JSON array (see `batchJson`) over keep-alive connections
- * (node:http Agent). 2xx is delivered; `Retry-After` (seconds or an HTTP date) and `x-credit-window` are read from
- * the answer; connection refused, timeouts and socket errors come back as status 0 with the reason.
+ * HTTP(S) webhook sink: each batch is one `POST` of a JSON array (see `batchJson`) over keep-alive connections.
+ * 2xx is delivered; a redirect is not followed (a 3xx answer is a permanent rejection, as another 4xx would be);
+ * `Retry-After` (seconds or an HTTP date) and `x-credit-window` are read from the answer; connection refused,
+ * connect and answer timeouts, TLS failures and socket errors come back as status 0 with the reason.
  */
 export class WebhookSink implements Sink {
   private readonly options: WebhookSinkOptions;
   private readonly agent: http.Agent;
   private readonly target: URL;
+  private readonly secure: boolean;
+  /** Sockets already connected once (a reused keep-alive socket has no connect phase to time). */
+  private readonly connected = new WeakSet<Socket>();
 
-  /** Validates the options; the URL must be http:. */
+  /** Validates the options; the URL must be http: or https:. */
   constructor(options: Partial<WebhookSinkOptions> & { url: string }) {
     const o = withDefaults({ ...WEBHOOK_SINK_DEFAULTS, url: options.url }, options);
-    const target = new URL(o.url);
-    if (target.protocol !== 'http:') throw new RangeError(`options.url must be an http: URL, got ${o.url}`);
+    let target: URL;
+    try {
+      target = new URL(o.url);
+    } catch {
+      throw new RangeError(`options.url must be an http: or https: URL, got ${JSON.stringify(o.url)}`);
+    }
+    if (target.protocol !== 'http:' && target.protocol !== 'https:')
+      throw new RangeError(`options.url must be an http: or https: URL, got ${o.url}`);
     checkNumber('options.timeoutMs', o.timeoutMs, 1, 3_600_000);
+    checkNumber('options.connectTimeoutMs', o.connectTimeoutMs, 1, 3_600_000);
     checkNumber('options.maxSockets', o.maxSockets, 1, 65536, true);
+    if (o.ca !== null && !o.ca.includes('-----BEGIN CERTIFICATE-----'))
+      throw new RangeError('options.ca must hold PEM certificates (-----BEGIN CERTIFICATE-----)');
+    if (o.ca !== null && target.protocol !== 'https:') throw new RangeError('options.ca applies to an https: URL only');
+    for (const k of ['bearerToken', 'signingSecret'] as const) {
+      const v = o[k];
+      if (v !== null && (typeof v !== 'string' || v.length === 0 || /[\r\n]/.test(v)))
+        throw new RangeError(`options.${k} must be a non-empty string on one line`);
+    }
     this.options = o;
     this.target = target;
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: o.maxSockets });
+    this.secure = target.protocol === 'https:';
+    this.agent = this.secure
+      ? new https.Agent({ keepAlive: true, maxSockets: o.maxSockets, ...(o.ca === null ? {} : { ca: o.ca }) })
+      : new http.Agent({ keepAlive: true, maxSockets: o.maxSockets });
   }
 
   /** POSTs the batch; never rejects. */
   deliver(batch: TriggerBatch): Promise<SinkResult> {
     const body = batchJson(batch);
+    const o = this.options;
+    const headers: Record<string, string | number> = {
+      ...o.headers,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    };
+    if (o.bearerToken !== null) headers['authorization'] = `Bearer ${o.bearerToken}`;
+    if (o.signingSecret !== null) {
+      const ts = Math.floor(Date.now() / 1000);
+      headers[SIGNATURE_TIMESTAMP_HEADER] = String(ts);
+      headers[SIGNATURE_HEADER] = signWebhook(o.signingSecret, ts, body);
+    }
     return new Promise<SinkResult>((resolve) => {
       let settled = false;
+      let connectTimer: NodeJS.Timeout | null = null;
       const done = (r: SinkResult): void => {
-        if (!settled) {
-          settled = true;
-          resolve(r);
-        }
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        if (connectTimer !== null) clearTimeout(connectTimer);
+        resolve(r);
       };
-      const req = http.request(
+      const request = (this.secure ? https.request : http.request) as typeof http.request;
+      const req = request(
         {
           agent: this.agent,
           method: 'POST',
           hostname: this.target.hostname,
           port: this.target.port,
           path: this.target.pathname + this.target.search,
-          headers: {
-            ...this.options.headers,
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(body),
-          },
+          headers,
         },
         (res) => {
           const status = res.statusCode ?? 0;
@@ -85,12 +133,25 @@ export class WebhookSink implements Sink {
           res.resume();
         },
       );
-      req.setTimeout(this.options.timeoutMs, () => {
+      // Why a deadline of our own: req.setTimeout is an idle timeout, which a server trickling bytes never trips.
+      const deadline = setTimeout(() => {
         done({ status: 0, error: 'timeout' });
         req.destroy();
+      }, o.timeoutMs);
+      req.on('socket', (socket: Socket) => {
+        if (this.connected.has(socket)) return;
+        connectTimer = setTimeout(() => {
+          done({ status: 0, error: 'connect-timeout' });
+          req.destroy();
+        }, o.connectTimeoutMs);
+        socket.once(this.secure ? 'secureConnect' : 'connect', () => {
+          this.connected.add(socket);
+          if (connectTimer !== null) clearTimeout(connectTimer);
+          connectTimer = null;
+        });
       });
       req.on('error', (err: NodeJS.ErrnoException) => {
-        done({ status: 0, error: err.code === 'ECONNREFUSED' ? 'refused' : 'network' });
+        done({ status: 0, error: errorKind(err) });
       });
       req.end(body);
     });
@@ -100,6 +161,15 @@ export class WebhookSink implements Sink {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/** What a request error was, for the sink result. */
+function errorKind(err: NodeJS.ErrnoException): SinkError {
+  if (err.code === 'ECONNREFUSED') return 'refused';
+  const code = err.code ?? '';
+  // Certificate and handshake failures (node:tls and OpenSSL codes).
+  if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || /CERT|SELF_SIGNED|VERIFY/.test(code)) return 'tls';
+  return 'network';
 }
 
 /** Parses a Retry-After header (delay seconds or an HTTP date) into ms from `nowMs`; undefined when absent or bad. */

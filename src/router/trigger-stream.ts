@@ -1,0 +1,102 @@
+/**
+ * A trigger stream: a downstream an embedding reads with `for await (const batch of router.triggers(name))`.
+ *
+ * It is a downstream like any other (its own limiter, per-device FIFOs, backlog log, breaker and dead letters),
+ * reached through the callback bridge: each batch the dispatcher sends waits here until the loop takes it, and counts
+ * as delivered when the loop comes back for the next one (or leaves the loop). So a consumer slower than the trigger
+ * rate holds at most the batches in flight (the limit, under its safety cap); the rest waits in the dispatcher's
+ * bounded queues and its backlog log, in per-device order, as for a slow webhook. The time a batch waits for the loop
+ * is what the limiter samples. A stream has one consumer. Once its loop has ended, batches sent to it fail, as they
+ * would to a downstream that is down: the breaker opens, triggers past their attempts are dead-lettered, and what is
+ * left at close is kept in the state directory for the stream of the next start.
+ */
+import type { Trigger } from '../dispatch/trigger.js';
+
+/** A batch waiting for the loop, with how to settle its delivery. */
+interface Pending {
+  batch: readonly Trigger[];
+  delivered: () => void;
+  failed: (err: Error) => void;
+}
+
+/** One stream downstream's main-thread end (see the module comment). */
+export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> {
+  /** The downstream's name. */
+  readonly name: string;
+  private readonly waiting: Pending[] = [];
+  /** The batch the loop holds now (delivered when it asks for the next). */
+  private current: Pending | null = null;
+  /** The loop's pending `next()`, waiting for a batch. */
+  private pull: ((r: IteratorResult<readonly Trigger[]>) => void) | null = null;
+  private taken = false;
+  private ended = false;
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  /** The downstream's callback: resolves once the loop has taken and finished the batch; rejects once the stream ended. */
+  readonly deliver = (batch: readonly Trigger[]): Promise<void> => {
+    if (this.ended) return Promise.reject(new Error(`trigger stream ${this.name} has ended`));
+    return new Promise<void>((delivered, failed) => {
+      const p: Pending = { batch, delivered, failed };
+      const pull = this.pull;
+      if (pull !== null) {
+        this.pull = null;
+        this.current = p;
+        pull({ value: batch, done: false });
+      } else {
+        this.waiting.push(p);
+      }
+    });
+  };
+
+  /** Batches waiting for the loop (at most the downstream's in-flight requests). */
+  get waitingBatches(): number {
+    return this.waiting.length;
+  }
+
+  /** The stream itself; it has one consumer, so a second iteration is refused. */
+  [Symbol.asyncIterator](): this {
+    if (this.taken) throw new Error(`trigger stream ${this.name} is already being read (one consumer per stream)`);
+    this.taken = true;
+    return this;
+  }
+
+  /** The next batch: the one before it is delivered now. */
+  next(): Promise<IteratorResult<readonly Trigger[]>> {
+    this.settleCurrent();
+    if (this.ended) return Promise.resolve({ value: undefined, done: true });
+    const p = this.waiting.shift();
+    if (p !== undefined) {
+      this.current = p;
+      return Promise.resolve({ value: p.batch, done: false });
+    }
+    if (this.pull !== null)
+      return Promise.reject(new Error(`trigger stream ${this.name}: next() called twice at once`));
+    return new Promise((resolve) => (this.pull = resolve));
+  }
+
+  /** Leaving the loop: the batch it held is delivered; the stream ends. */
+  return(): Promise<IteratorResult<readonly Trigger[]>> {
+    this.settleCurrent();
+    this.end();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  /** Ends the stream (its loop ends after the batch it holds; batches not taken fail). */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const p of this.waiting.splice(0)) p.failed(new Error(`trigger stream ${this.name} has ended`));
+    const pull = this.pull;
+    this.pull = null;
+    pull?.({ value: undefined, done: true });
+  }
+
+  private settleCurrent(): void {
+    const c = this.current;
+    this.current = null;
+    c?.delivered();
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * `router.triggers()`: a downstream an embedding reads with `for await`, through the router's real threads. A loop
+ * that keeps up gets every trigger once, in per-device order; a loop slower than the triggers holds at most the
+ * batches in flight (the rest waits in the dispatcher's queues and backlog log, as for a slow webhook) and still gets
+ * everything in order once it catches up; a loop that leaves early ends the stream, and what comes after is treated
+ * as for a downstream that is down: the breaker opens, triggers past their attempts are dead-lettered, and what is
+ * left at close is kept in the state directory for the next start.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { createRouter, type Trigger } from '../../src/index.js';
+import { cityTraffic, sendPaced, type CityTraffic } from '../support/city-traffic.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { waitFor } from './support.js';
+
+function traffic(devices: number): CityTraffic {
+  return cityTraffic({
+    seed: 21,
+    fences: 300,
+    devices,
+    pingsPerDevice: 20,
+    pingIntervalMs: 8000,
+    speedMps: 25,
+    dwellMs: 30_000,
+    startMs: Date.UTC(2026, 0, 1),
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A router over `t`'s fences with one stream downstream `app` (its other options from `extra`). */
+function startWithStream(t: CityTraffic, extra: Record<string, number>): ReturnType<typeof createRouter> {
+  return createRouter({
+    fences: t.fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-stream-')), 'state'),
+    downstreams: [{ name: 'app', kind: 'stream', ...extra }],
+    log: () => undefined,
+  });
+}
+
+test('a loop slower than the triggers: at most the in-flight batches wait for it, the backlog goes to disk, and every trigger arrives once, in per-device order', async () => {
+  const t = traffic(1000);
+  const SAFETY_CAP = 8;
+  // A small queue, so that what the slow loop cannot take goes to the backlog log early.
+  const router = await startWithStream(t, { safetyCap: SAFETY_CAP, maxBatchTriggers: 32, queueCapacitySlots: 1024 });
+  const stream = router.triggers();
+  assert.throws(() => router.triggers('nope'), /no trigger stream of that name \(streams: app\)/);
+  const received: Trigger[] = [];
+  let maxWaiting = 0;
+  let slow = true;
+  const loop = (async () => {
+    for await (const batch of stream) {
+      received.push(...batch);
+      maxWaiting = Math.max(maxWaiting, (stream as unknown as { waitingBatches: number }).waitingBatches);
+      // About 3,000 triggers a second at most while slow: far below what the traffic makes.
+      if (slow) await sleep(10);
+    }
+  })();
+  await sendPaced(router.ingestPort!, t, 20_000);
+  await waitFor(() => router.stats().accepted === t.pings, 60_000, 'every ping read');
+  const during = router.stats().downstreams[0]!;
+  slow = false;
+  await waitFor(() => router.stats().delivered === router.stats().triggersTotal, 120_000, 'the loop caught up');
+  const summary = await router.close();
+  await loop;
+  assert.equal(summary.shedTotal, 0);
+  assert.equal(summary.deadLettered, 0, 'no dead letter');
+  assert.equal(received.length, summary.triggersTotal);
+  assert.deepEqual(checkDeliveryContract(received, { complete: true, stays: true }).problems, []);
+  assert.ok(maxWaiting <= SAFETY_CAP, `batches waiting for the loop: at most ${maxWaiting}`);
+  assert.ok(
+    summary.downstreams[0]!.spilled > 0,
+    `the backlog went to the backlog log: ${summary.downstreams[0]!.spilled}`,
+  );
+  console.log(
+    `slow stream: ${summary.triggersTotal} triggers, at most ${maxWaiting} batches waiting for the loop, ` +
+      `${summary.downstreams[0]!.spilled} spilled (${during.backlogRecords} in the backlog log when the input ended)`,
+  );
+});
+
+test('a loop that leaves early: the stream ends, a second loop is refused, and the later triggers are treated as for a downstream that is down (dead letters, then kept for the next start)', async () => {
+  const t = traffic(300);
+  const router = await startWithStream(t, { maxAttempts: 1, maxBatchTriggers: 16 });
+  let taken = 0;
+  const loop = (async () => {
+    for await (const batch of router.triggers('app')) {
+      taken += batch.length;
+      if (taken > 100) break;
+    }
+  })();
+  await sendPaced(router.ingestPort!, t, 20_000);
+  await loop;
+  assert.throws(() => router.triggers()[Symbol.asyncIterator](), /already being read \(one consumer per stream\)/);
+  await waitFor(() => router.stats().accepted === t.pings, 60_000, 'every ping read');
+  const summary = await router.close();
+  const d = summary.downstreams[0]!;
+  assert.equal(d.delivered, taken, 'what the loop took, and nothing after it, was delivered');
+  assert.equal(d.breakerState, 'open', 'an ended stream is a downstream that is down');
+  assert.ok(
+    d.deadLettered > 0,
+    `triggers past their attempts were dead-lettered: ${JSON.stringify(d.deadLetteredByReason)}`,
+  );
+  assert.equal(d.delivered + d.carriedOver, d.offered, 'the rest was kept in the state directory for the next start');
+  assert.ok(d.memoryOnly <= 8192, `memory held the queue's bound at most: ${d.memoryOnly}`);
+});
