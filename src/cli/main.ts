@@ -10,7 +10,13 @@
  * (bad GeoJSON, busy port, a state directory in use) or the drain could not account for every admitted ping; 2 bad
  * flags, config file or options.
  */
-import { parseCliArgs, HELP_TEXT, mergeOptionInputs, type CliRequest } from '../config/cli-args.js';
+import {
+  CLI_NETWORK_DEFAULTS,
+  parseCliArgs,
+  HELP_TEXT,
+  mergeOptionInputs,
+  type CliRequest,
+} from '../config/cli-args.js';
 import { loadConfigFile } from '../config/config-file.js';
 import { resolveRouterOptions, routerConfigSchema, type RouterOptionsInput } from '../config/options.js';
 import { startDemo } from '../demo/run-demo.js';
@@ -155,6 +161,8 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     const file = request.configPath !== null ? loadConfigFile(request.configPath) : {};
     input = mergeOptionInputs(file, request.overrides);
+    // The demo picks its own ports (see run-demo.ts); a plain run listens where the CLI documents it.
+    if (!request.demo) input = mergeOptionInputs(CLI_NETWORK_DEFAULTS, input);
     // Validate here so a bad option is reported before anything starts (the demo adds its own on top).
     resolveRouterOptions(input);
   } catch (e) {

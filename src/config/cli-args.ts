@@ -475,6 +475,17 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
   return overrides;
 }
 
+/**
+ * Where the CLI listens unless told otherwise (`--listen`, `--admin`, `--no-listen`, `--no-admin`, or the config file):
+ * the library opens no listener unless asked, the command line does.
+ */
+export const CLI_NETWORK_DEFAULTS: Readonly<RouterOptionsInput> = Object.freeze({
+  listenHost: '127.0.0.1',
+  listenPort: 7070,
+  adminHost: '127.0.0.1',
+  adminPort: 9464,
+});
+
 /** Names an option by the flag that set it. */
 const flagNamer: Namer = (path) => {
   const head = path[0];
@@ -534,5 +545,5 @@ export function mergeOptionInputs(file: RouterOptionsInput, flags: RouterOptions
 /** Resolves the router options a command line asks for (reads the config file when --config is given). */
 export function optionsFromCli(request: CliRequest): RouterOptions {
   const file = request.configPath !== null ? loadConfigFile(request.configPath) : {};
-  return resolveRouterOptions(mergeOptionInputs(file, request.overrides));
+  return resolveRouterOptions(mergeOptionInputs(mergeOptionInputs(CLI_NETWORK_DEFAULTS, file), request.overrides));
 }

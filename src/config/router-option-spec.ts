@@ -15,6 +15,9 @@ import {
   type GradientLimitOptions,
 } from '../dispatch/limits/gradient-limit.js';
 import { WEBHOOK_SINK_DEFAULTS } from '../dispatch/sinks/webhook-sink.js';
+import { JETSTREAM_SINK_DEFAULTS } from '../dispatch/sinks/jetstream-sink.js';
+import { SubjectTemplate } from '../dispatch/sinks/subject-template.js';
+import { MQTT_SINK_DEFAULTS } from '../dispatch/sinks/mqtt-sink.js';
 import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER } from '../dispatch/sinks/webhook-signature.js';
 import type { Trigger } from '../dispatch/trigger.js';
 import { AIMD_LIMIT_DEFAULTS, AimdLimit, type AimdLimitOptions } from '../dispatch/limits/aimd-limit.js';
@@ -70,6 +73,36 @@ const ROUTER_SET_HEADERS = [
   SIGNATURE_HEADER,
   SIGNATURE_TIMESTAMP_HEADER,
 ];
+
+/** An MQTT topic template must parse; a password needs a user name. */
+const mqttRule: GroupCheck = (d, name) => {
+  const topic = d['topic'];
+  if (typeof topic === 'string') {
+    try {
+      new SubjectTemplate(name('topic'), topic);
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+  if (d['password'] !== null && d['password'] !== undefined && (d['username'] === null || d['username'] === undefined))
+    return `${name('password')} needs ${name('username')}`;
+  return undefined;
+};
+
+/** A JetStream subject template must parse, and a stream the router creates needs a literal prefix to capture. */
+const jetstreamRule: GroupCheck = (d, name) => {
+  const subject = d['subject'];
+  if (typeof subject !== 'string') return undefined;
+  let template: SubjectTemplate;
+  try {
+    template = new SubjectTemplate(name('subject'), subject);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  if (d['createStream'] !== false && !template.prefix.endsWith('.'))
+    return `${name('subject')} ${JSON.stringify(subject)} must start with literal tokens ending in "." for the router to create its stream (subjects "<prefix>>"); or create the stream yourself and set ${name('createStream')} false`;
+  return undefined;
+};
 
 /** A webhook's CA bundle needs https:, and its bearer token and an `authorization` header exclude each other. */
 const webhookSecurityRule: GroupCheck = (d, name) => {
@@ -368,6 +401,90 @@ const downstream = variants(
         check: (d, name) => gradientNeedsGradientLimit(d, name) ?? webhookSecurityRule(d, name),
       },
     ),
+    jetstream: group(
+      {
+        ...downstreamBase,
+        servers: list(text('url', { doc: 'a NATS server', protocols: ['nats:', 'tls:'] }), {
+          doc: 'NATS servers, nats://host:4222 (the client fails over between them)',
+        }),
+        subject: text('name', {
+          doc: 'subject template: {type}, {fenceId}, {deviceId}, {lane} (each value with characters other than letters, digits, - and _ replaced by _)',
+          default: JETSTREAM_SINK_DEFAULTS.subject,
+        }),
+        stream: text('name', {
+          doc: 'the JetStream stream the subjects belong to',
+          default: JETSTREAM_SINK_DEFAULTS.stream,
+        }),
+        createStream: bool({
+          doc: 'create the stream when missing (subjects "<template prefix>>", file storage, limits retention)',
+          default: JETSTREAM_SINK_DEFAULTS.createStream,
+        }),
+        duplicateWindowMs: int({
+          doc: 'duplicate window of a stream the router creates: a trigger re-sent within it is stored once',
+          min: 1000,
+          max: 7 * 86_400_000,
+          unit: 'ms',
+          default: JETSTREAM_SINK_DEFAULTS.duplicateWindowMs,
+        }),
+        streamReplicas: int({
+          doc: 'replicas of a stream the router creates',
+          min: 1,
+          max: 5,
+          default: JETSTREAM_SINK_DEFAULTS.streamReplicas,
+        }),
+        ackTimeoutMs: int({
+          doc: 'how long a publish waits for its acknowledgement: otherwise the batch fails and is re-sent',
+          min: 1,
+          max: 3_600_000,
+          unit: 'ms',
+          default: JETSTREAM_SINK_DEFAULTS.ackTimeoutMs,
+        }),
+        token: nullable(text('token', { doc: 'token of a server that requires one' })),
+      },
+      {
+        doc: 'a NATS JetStream stream, one message per trigger, de-duplicated by (deviceId, seq)',
+        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? jetstreamRule(d, name),
+      },
+    ),
+    mqtt: group(
+      {
+        ...downstreamBase,
+        url: text('url', { doc: 'the broker, mqtt://host:1883 or mqtts://host:8883', protocols: ['mqtt:', 'mqtts:'] }),
+        topic: text('name', {
+          doc: 'topic template: {type}, {fenceId}, {deviceId}, {lane} (each value with characters other than letters, digits, - and _ replaced by _)',
+          default: MQTT_SINK_DEFAULTS.topic,
+        }),
+        protocolVersion: int({
+          doc: 'MQTT protocol version: 5, or 4 for 3.1.1',
+          min: 4,
+          max: 5,
+          default: MQTT_SINK_DEFAULTS.protocolVersion,
+        }),
+        clientId: optional(
+          text('name', { doc: 'client id of the persistent session (default: geofence-router-<name>)' }),
+        ),
+        sessionExpirySeconds: int({
+          doc: 'how long the broker keeps the session while the router is away (MQTT 5)',
+          min: 0,
+          max: 4_294_967_295,
+          unit: 's',
+          default: MQTT_SINK_DEFAULTS.sessionExpirySeconds,
+        }),
+        ackTimeoutMs: int({
+          doc: 'how long a batch waits for every PUBACK: otherwise it fails and is re-sent',
+          min: 1,
+          max: 3_600_000,
+          unit: 'ms',
+          default: MQTT_SINK_DEFAULTS.ackTimeoutMs,
+        }),
+        username: nullable(text('name', { doc: 'user name for a broker that requires one' })),
+        password: nullable(text('name', { doc: 'password (with username)' })),
+      },
+      {
+        doc: 'an MQTT broker (5 or 3.1.1), one QoS 1 message per trigger, retain off, persistent session',
+        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? mqttRule(d, name),
+      },
+    ),
     ndjson: group(
       { ...downstreamBase, path: text('path', { doc: 'file appended to, one trigger per line ("-": stdout)' }) },
       { doc: 'an NDJSON file', check: gradientNeedsGradientLimit },
@@ -593,7 +710,7 @@ export const ROUTER_SPEC = group(
   {
     listenHost: nullable(
       text('host', {
-        doc: 'interface of the telemetry TCP listener (null: none); non-loopback needs TLS or a token',
+        doc: 'interface of the telemetry TCP listener (null: none; the library opens none unless listenHost or listenPort is given); non-loopback needs TLS or a token',
         default: '127.0.0.1',
         section: 'Telemetry and admin',
         threads: ['ingest'],
@@ -610,7 +727,7 @@ export const ROUTER_SPEC = group(
     }),
     adminHost: nullable(
       text('host', {
-        doc: 'interface of the admin HTTP server (null: none); non-loopback needs adminToken',
+        doc: 'interface of the admin HTTP server (null: none; the library opens none unless adminHost or adminPort is given); non-loopback needs adminToken',
         default: '127.0.0.1',
         cliText: '--admin HOST:PORT, --no-admin',
       }),

@@ -23,6 +23,8 @@ import { NdjsonSink } from '../dispatch/sinks/ndjson-sink.js';
 import type { Sink, SinkResult } from '../dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../dispatch/sinks/trigger-batch.js';
 import type { TriggerNamer } from '../dispatch/sinks/format.js';
+import { JetStreamSink } from '../dispatch/sinks/jetstream-sink.js';
+import { MqttSink } from '../dispatch/sinks/mqtt-sink.js';
 import { WebhookSink } from '../dispatch/sinks/webhook-sink.js';
 import {
   DS_BLOCK_F64,
@@ -239,6 +241,28 @@ export function buildDownstreams(
         ca: s.caFile === null ? null : readCaFile(s.name, s.caFile),
         bearerToken: s.bearerToken,
         signingSecret: s.signingSecret,
+      });
+    } else if (s.kind === 'jetstream') {
+      sink = new JetStreamSink({
+        servers: s.servers,
+        subject: s.subject,
+        stream: s.stream,
+        createStream: s.createStream,
+        duplicateWindowMs: s.duplicateWindowMs,
+        streamReplicas: s.streamReplicas,
+        ackTimeoutMs: s.ackTimeoutMs,
+        token: s.token,
+      });
+    } else if (s.kind === 'mqtt') {
+      sink = new MqttSink({
+        url: s.url,
+        topic: s.topic,
+        protocolVersion: s.protocolVersion === 4 ? 4 : 5,
+        clientId: s.clientId ?? `geofence-router-${s.name}`.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64),
+        sessionExpirySeconds: s.sessionExpirySeconds,
+        ackTimeoutMs: s.ackTimeoutMs,
+        username: s.username,
+        password: s.password,
       });
     } else if (s.kind === 'ndjson') {
       sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path });

@@ -14,6 +14,18 @@ import type { Router, RouterExtras } from './api.js';
 import { fenceFileLimits, PipelineRouter } from './pipeline-router.js';
 
 /**
+ * An embedded router opens no network listener unless asked: with neither `listenHost` nor `listenPort` given there is
+ * no telemetry listener, with neither `adminHost` nor `adminPort` no admin server (the CLI sets both; see
+ * CLI_NETWORK_DEFAULTS).
+ */
+function withoutUnaskedListeners(o: RouterOptionsInput): RouterOptionsInput {
+  const out: RouterOptionsInput = { ...o };
+  if (o.listenHost === undefined && o.listenPort === undefined) out.listenHost = null;
+  if (o.adminHost === undefined && o.adminPort === undefined) out.adminHost = null;
+  return out;
+}
+
+/**
  * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
  * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
  * the dispatcher thread, the ingest thread with its containment pool, and the admin server.
@@ -21,7 +33,7 @@ import { fenceFileLimits, PipelineRouter } from './pipeline-router.js';
 export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
   const { fences, log, ...rest } = options;
-  const resolved = resolveRouterOptions(rest);
+  const resolved = resolveRouterOptions(withoutUnaskedListeners(rest));
   if (endianness() !== 'LE')
     throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const progress = new StartProgress(log ?? ((line) => console.warn(line)));

@@ -159,7 +159,7 @@ test('the JSON Schema (strict draft 2020-12) and the validation agree on good an
     ],
     [
       { downstreams: [{ kind: 'pigeon', name: 'h' }] },
-      /: downstreams\[0\]\.kind must be one of "webhook", "ndjson", "callback"/,
+      /: downstreams\[0\]\.kind must be one of "webhook", "jetstream", "mqtt", "ndjson", "callback", "stream"/,
     ],
     [
       { downstreams: [{ kind: 'webhook', name: 'h', url: 'http://x/', headers: { 'Content-Type': 'text/plain' } }] },

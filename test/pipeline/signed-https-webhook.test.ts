@@ -12,17 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import {
-  createRouter,
-  SIGNATURE_HEADER,
-  SIGNATURE_TIMESTAMP_HEADER,
-  verifyWebhookSignature,
-  type Trigger,
-} from '../../src/index.js';
-import { cityTraffic, sendPaced } from '../support/city-traffic.js';
+import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER, verifyWebhookSignature, type Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { routerFor, runThrough, sinkTraffic } from '../support/sink-run.js';
 import { makeCertificates } from '../support/tls-certs.js';
-import { waitFor } from './support.js';
 
 const SECRET = 'whsec-9f8e7d6c5b4a39281706f5e4d3c2b1a0';
 const TOKEN = 'receiver-token-0123456789abcdef';
@@ -109,38 +102,20 @@ test('a signed HTTPS webhook through the router: every request verified, every t
   const receiver = new VerifyingReceiver(certs.certPem, certs.keyPem);
   await receiver.start();
   t.after(() => receiver.stop());
-  const traffic = cityTraffic({
-    seed: 5,
-    fences: 300,
-    devices: 500,
-    pingsPerDevice: 20,
-    pingIntervalMs: 8000,
-    speedMps: 25,
-    dwellMs: 30_000,
-    startMs: Date.UTC(2026, 0, 1),
-  });
-  const router = await createRouter({
-    fences: traffic.fences,
-    listenHost: '127.0.0.1',
-    listenPort: 0,
-    adminHost: null,
-    stateDir: join(dir, 'state'),
-    downstreams: [
-      {
-        name: 'signed',
-        kind: 'webhook',
-        url: `https://127.0.0.1:${receiver.port}/hook`,
-        caFile: certs.caFile,
-        bearerToken: TOKEN,
-        signingSecret: SECRET,
-      },
-    ],
-    log: () => undefined,
-  });
-  await sendPaced(router.ingestPort!, traffic, 10_000);
-  await waitFor(() => router.stats().accepted === traffic.pings, 60_000, 'every ping read');
-  await waitFor(() => router.stats().delivered === router.stats().triggersTotal, 60_000, 'every trigger delivered');
-  const summary = await router.close();
+  const traffic = sinkTraffic(5);
+  const router = await routerFor(
+    traffic,
+    {
+      name: 'signed',
+      kind: 'webhook',
+      url: `https://127.0.0.1:${receiver.port}/hook`,
+      caFile: certs.caFile,
+      bearerToken: TOKEN,
+      signingSecret: SECRET,
+    },
+    join(dir, 'state'),
+  );
+  const summary = await runThrough(router, traffic, 10_000);
   assert.equal(summary.shedTotal, 0);
   assert.ok(summary.triggersTotal > 1000, `triggers: ${summary.triggersTotal}`);
   assert.equal(summary.deadLettered, 0, 'no dead letter');

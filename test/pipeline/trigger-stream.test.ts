@@ -12,21 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter, type Trigger } from '../../src/index.js';
-import { cityTraffic, sendPaced, type CityTraffic } from '../support/city-traffic.js';
+import { sendPaced, type CityTraffic } from '../support/city-traffic.js';
+import { sinkTraffic } from '../support/sink-run.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { waitFor } from './support.js';
 
 function traffic(devices: number): CityTraffic {
-  return cityTraffic({
-    seed: 21,
-    fences: 300,
-    devices,
-    pingsPerDevice: 20,
-    pingIntervalMs: 8000,
-    speedMps: 25,
-    dwellMs: 30_000,
-    startMs: Date.UTC(2026, 0, 1),
-  });
+  return sinkTraffic(21, devices);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

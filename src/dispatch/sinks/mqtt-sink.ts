@@ -1,0 +1,119 @@
+/**
+ * MQTT sink (MQTT 5 or 3.1.1): each trigger is one QoS 1 message (the trigger's JSON object, as a webhook receives it
+ * in its array), retain off, on the topic its template names. A batch is delivered when the broker has acknowledged
+ * every message (PUBACK). The session is persistent (a fixed client id, clean start off), so after a broker restart
+ * the client resumes it and re-sends what was not acknowledged; a batch not acknowledged within `ackTimeoutMs` fails
+ * and is re-sent by the router. QoS 1 is at-least-once: a subscriber can see a trigger twice after such a failure and
+ * keeps the first (deviceId, seq), as with any re-delivery.
+ *
+ * Per-device order: one downstream never has two batches with triggers of one device in flight, and one connection
+ * publishes a batch in order.
+ */
+import mqtt, { type MqttClient } from 'mqtt';
+import type { Sink, SinkResult } from './sink.js';
+import { SubjectTemplate } from './subject-template.js';
+import { triggerJson } from './format.js';
+import type { TriggerBatch } from './trigger-batch.js';
+import { checkNumber } from '../validate.js';
+
+/** Options of MqttSink. */
+export interface MqttSinkOptions {
+  /** Broker URL: `mqtt://host:1883` or `mqtts://host:8883`. */
+  url: string;
+  /** Topic template (see subject-template.ts), e.g. `geofence/{type}/{fenceId}`. */
+  topic: string;
+  /** MQTT protocol version: 5, or 4 for 3.1.1. */
+  protocolVersion: 4 | 5;
+  /** Client id of the persistent session. */
+  clientId: string;
+  /** How long the broker keeps the session while the router is away, s (MQTT 5). */
+  sessionExpirySeconds: number;
+  /** How long a batch waits for every PUBACK, ms. */
+  ackTimeoutMs: number;
+  /** User name and password for a broker that requires them; null: none. */
+  username: string | null;
+  /** Password (with username). */
+  password: string | null;
+}
+
+/** Defaults of MqttSink (url and clientId have none). */
+export const MQTT_SINK_DEFAULTS: Readonly<Omit<MqttSinkOptions, 'url' | 'clientId'>> = {
+  topic: 'geofence/{type}/{fenceId}',
+  protocolVersion: 5,
+  sessionExpirySeconds: 3600,
+  ackTimeoutMs: 10_000,
+  username: null,
+  password: null,
+};
+
+/** Publishes triggers to an MQTT broker (see the module comment). */
+export class MqttSink implements Sink {
+  private readonly options: MqttSinkOptions;
+  private readonly template: SubjectTemplate;
+  private client: MqttClient | null = null;
+
+  /** Validates the options (errors name them); connects at once and keeps reconnecting. */
+  constructor(options: Partial<MqttSinkOptions> & { url: string; clientId: string }) {
+    const o: MqttSinkOptions = { ...MQTT_SINK_DEFAULTS, ...options };
+    if (!/^mqtts?:\/\/[^\s/]+\/?$/.test(o.url))
+      throw new RangeError(`options.url must be an mqtt:// or mqtts:// URL, got ${JSON.stringify(o.url)}`);
+    this.template = new SubjectTemplate('options.topic', o.topic);
+    if (o.protocolVersion !== 4 && o.protocolVersion !== 5)
+      throw new RangeError(`options.protocolVersion must be 4 (3.1.1) or 5, got ${String(o.protocolVersion)}`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(o.clientId))
+      throw new RangeError(`options.clientId must be 1-64 letters, digits, - or _, got ${JSON.stringify(o.clientId)}`);
+    checkNumber('options.sessionExpirySeconds', o.sessionExpirySeconds, 0, 4_294_967_295, true);
+    checkNumber('options.ackTimeoutMs', o.ackTimeoutMs, 1, 3_600_000);
+    this.options = o;
+    this.connected();
+  }
+
+  /** Publishes every trigger of the batch at QoS 1 and waits for every PUBACK; never rejects. */
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    const client = this.connected();
+    if (!client.connected) return { status: 0, error: 'refused' };
+    let pending = batch.count;
+    let failed = false;
+    return new Promise<SinkResult>((resolve) => {
+      let settled = false;
+      const finish = (r: SinkResult): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      const timer = setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs);
+      const acked = (err?: Error): void => {
+        if (err !== undefined && err !== null) failed = true;
+        if (--pending === 0) finish(failed ? { status: 0, error: 'network' } : { status: 200 });
+      };
+      for (let i = 0; i < batch.count; i++)
+        client.publish(this.template.render(batch, i), triggerJson(batch, i), { qos: 1, retain: false }, acked);
+    });
+  }
+
+  /** Ends the session's connection (the broker keeps the session for `sessionExpirySeconds`). */
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = null;
+    if (c !== null) await c.endAsync(false).catch(() => c.end(true));
+  }
+
+  private connected(): MqttClient {
+    if (this.client !== null) return this.client;
+    const o = this.options;
+    this.client = mqtt.connect(o.url, {
+      clientId: o.clientId,
+      protocolVersion: o.protocolVersion,
+      clean: false,
+      reconnectPeriod: 250,
+      connectTimeout: 5_000,
+      ...(o.protocolVersion === 5 ? { properties: { sessionExpiryInterval: o.sessionExpirySeconds } } : {}),
+      ...(o.username === null ? {} : { username: o.username }),
+      ...(o.password === null ? {} : { password: o.password }),
+    });
+    // Why a no-op listener: a connection error must not become an uncaught 'error' event; reconnects follow.
+    this.client.on('error', () => undefined);
+    return this.client;
+  }
+}

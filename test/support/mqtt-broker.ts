@@ -1,0 +1,70 @@
+/**
+ * A Mosquitto broker of a test's own (the installed `mosquitto` binary, Debian's) on a free port, with persistence in
+ * a scratch directory so that it can be restarted with its sessions and queued messages.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { acceptingOn, freePort } from './nats-server.js';
+
+/** A Mosquitto broker that can be restarted on the same port. */
+export class MosquittoBroker {
+  readonly port: number;
+  private readonly configFile: string;
+  private child: ChildProcess | null = null;
+  private exited: Promise<void> = Promise.resolve();
+
+  private constructor(port: number, configFile: string) {
+    this.port = port;
+    this.configFile = configFile;
+  }
+
+  /** Starts one on a free port (persistence on). */
+  static async start(): Promise<MosquittoBroker> {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'mosquitto-'));
+    const configFile = join(dir, 'mosquitto.conf');
+    writeFileSync(
+      configFile,
+      // Why max_queued_messages: Mosquitto drops QoS 1 messages for a subscriber more than 1000 behind by default (the
+      // test's subscriber shares a busy thread with the router), and that loss would be the broker's, not ours.
+      `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${dir}/\n` +
+        'max_queued_messages 0\n',
+    );
+    const broker = new MosquittoBroker(port, configFile);
+    await broker.run();
+    return broker;
+  }
+
+  /** mqtt://127.0.0.1:<port>. */
+  get url(): string {
+    return `mqtt://127.0.0.1:${this.port}`;
+  }
+
+  /** Stops it (SIGTERM: it saves its sessions) and starts it again after `pauseMs`. */
+  async restart(pauseMs: number): Promise<void> {
+    await this.stop();
+    await new Promise((r) => setTimeout(r, pauseMs));
+    await this.run();
+  }
+
+  /** Stops it. */
+  async stop(): Promise<void> {
+    this.child?.kill('SIGTERM');
+    await this.exited;
+    this.child = null;
+  }
+
+  private async run(): Promise<void> {
+    const child = spawn('mosquitto', ['-c', this.configFile], { stdio: 'ignore' });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    const failed = new Promise<never>((_, reject) =>
+      child.once('error', (e) =>
+        reject(new Error(`mosquitto could not start (install Debian's mosquitto): ${e.message}`)),
+      ),
+    );
+    await Promise.race([acceptingOn(this.port, 10_000), failed]);
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * One run of the sink tests: a seeded city (300 fences, 20 pings a device, CROSS-heavy), a router over it with one
+ * downstream under test, the traffic sent over TCP, and the wait until every trigger is acknowledged there.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createRouter, type Router, type RouterSummary } from '../../src/index.js';
+import type { DownstreamOptions } from '../../src/config/options.js';
+import { cityTraffic, sendPaced, type CityTraffic } from './city-traffic.js';
+import { waitFor } from '../pipeline/support.js';
+
+/** The sink tests' seeded city with `devices` devices. */
+export function sinkTraffic(seed: number, devices = 500): CityTraffic {
+  return cityTraffic({
+    seed,
+    fences: 300,
+    devices,
+    pingsPerDevice: 20,
+    pingIntervalMs: 8000,
+    speedMps: 25,
+    dwellMs: 30_000,
+    startMs: Date.UTC(2026, 0, 1),
+  });
+}
+
+/** A router over `traffic`'s fences, listening on a free loopback port, delivering to `downstream` only. */
+export function routerFor(traffic: CityTraffic, downstream: DownstreamOptions, stateDir?: string): Promise<Router> {
+  return createRouter({
+    fences: traffic.fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    stateDir: stateDir ?? join(mkdtempSync(join(tmpdir(), 'gr-sink-')), 'state'),
+    downstreams: [downstream],
+    log: () => undefined,
+  });
+}
+
+/** Waits until every ping is read and every trigger delivered (or replayed) at the first downstream; then closes. */
+export async function finishRun(router: Router, traffic: CityTraffic): Promise<RouterSummary> {
+  await waitFor(() => router.stats().accepted === traffic.pings, 60_000, 'every ping read');
+  await waitFor(
+    () => {
+      const d = router.stats().downstreams[0]!;
+      return d.delivered + d.replayed === router.stats().triggersTotal;
+    },
+    60_000,
+    'every trigger acknowledged',
+  ).catch((e: Error) => {
+    throw new Error(`${e.message}: ${JSON.stringify(router.stats().downstreams[0])}`);
+  });
+  return router.close();
+}
+
+/** Sends `traffic` at `perSec` and finishes the run. */
+export async function runThrough(router: Router, traffic: CityTraffic, perSec: number): Promise<RouterSummary> {
+  await sendPaced(router.ingestPort!, traffic, perSec);
+  return finishRun(router, traffic);
+}
