@@ -8,6 +8,7 @@
  */
 export { createRouter } from './router/create-router.js';
 export type { Router, RouterExtras, RouterSummary, ReloadResult } from './router/api.js';
+export type { DeviceNow, FenceStay, FenceOccupant } from './router/state-queries.js';
 export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
 export { heldTimeWindow } from './pipeline/stats.js';
 export type { Trigger } from './dispatch/trigger.js';

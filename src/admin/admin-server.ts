@@ -4,6 +4,7 @@
  * - GET /healthz: 200 while the process serves requests and the health function (if any) says healthy, else 503 with
  *   its reason (liveness: e.g. a containment shard group declared hung by the watchdog);
  * - GET /readyz: 200 when the readiness function says ready, else 503 with its reason;
+ * - GET /devices/:id and GET /fences/:id/devices: what a device is inside now, and who is inside a fence now;
  * - POST /admin/reload-fences: runs the reload handler once at a time; 200 with its result as JSON, 409 while one
  *   runs, 500 with the error message when it fails (file system paths in it reduced to their last part).
  *
@@ -37,6 +38,11 @@ export interface AdminServerOptions {
   health?: () => Readiness;
   /** Reloads the fences; its resolved value is returned as JSON. */
   reloadFences: () => Promise<unknown>;
+  /** Answers the read-only state routes (GET /devices/:id, GET /fences/:id/devices); absent: those routes are 404. */
+  queries?: {
+    device(deviceId: string | number): unknown;
+    occupants(fenceId: string): unknown;
+  };
   /** Bearer token every mutating route requires (null: none; then only a loopback bind is safe). */
   token: string | null;
   /** Largest request body accepted, bytes (none of the routes reads one). */
@@ -209,6 +215,30 @@ export class AdminServer {
         this.reloading = false;
       }
     }
+    const q = this.options.queries;
+    const device = /^\/devices\/([^/]+)$/.exec(path ?? '');
+    if (q !== undefined && device !== null) {
+      if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET');
+      const raw = decodeUriPart(device[1]!);
+      if (raw === null) return sendJson(res, 400, { error: 'malformed percent-encoding in the device id' });
+      // Digits name a numeric id unless ?type=string says the device sent a string (42 and "42" are two devices).
+      const asString = /[?&]type=string(&|$)/.test(req.url ?? '');
+      const id = !asString && /^\d{1,16}$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : raw;
+      const answer = q.device(id);
+      return answer === null
+        ? sendJson(res, 404, { error: `no device ${JSON.stringify(id)}` })
+        : sendJson(res, 200, answer);
+    }
+    const fence = /^\/fences\/([^/]+)\/devices$/.exec(path ?? '');
+    if (q !== undefined && fence !== null) {
+      if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET');
+      const fenceId = decodeUriPart(fence[1]!);
+      if (fenceId === null) return sendJson(res, 400, { error: 'malformed percent-encoding in the fence id' });
+      const answer = q.occupants(fenceId);
+      return answer === null
+        ? sendJson(res, 404, { error: `no fence ${JSON.stringify(fenceId)}` })
+        : sendJson(res, 200, { fenceId, devices: answer });
+    }
     return send(res, 404, 'text/plain', 'not found\n');
   }
 
@@ -245,4 +275,13 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
 function methodNotAllowed(res: ServerResponse, allow: string): void {
   res.setHeader('allow', allow);
   send(res, 405, 'text/plain', 'method not allowed\n');
+}
+
+/** A percent-decoded path segment, or null when its encoding is malformed. */
+function decodeUriPart(s: string): string | null {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return null;
+  }
 }

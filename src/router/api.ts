@@ -3,6 +3,7 @@
  * input, fence reloads, stats, metrics, drain and close), with the results of a reload and of `close()`.
  */
 import type { Trigger } from '../dispatch/trigger.js';
+import type { DeviceNow, FenceOccupant } from './state-queries.js';
 import type { RouterOptions } from '../config/options.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
 import type { LogLevel } from '../pipeline/messages.js';
@@ -92,6 +93,14 @@ export interface Router {
    *   for await (const batch of router.triggers()) for (const t of batch) handle(t);
    */
   triggers(name?: string): AsyncIterableIterator<readonly Trigger[]>;
+  /**
+   * What the router knows about a device now: its last accepted position and event time, and the fences it is inside
+   * (ENTER sent, no EXIT yet) with when each stay began; null when it does not know the device (42 and "42" are two).
+   * Read from shared state while the pipeline runs (a slot scan: for now-and-then questions, not a hot path).
+   */
+  device(deviceId: string | number): DeviceNow | null;
+  /** The devices inside fence `fenceId` now, with when each stay began; null when no fence has that id. */
+  fenceOccupants(fenceId: string): FenceOccupant[] | null;
   /** A snapshot of every counter, read from shared memory. */
   stats(): RouterStats;
   /** The Prometheus text exposition `/metrics` serves. */

@@ -48,7 +48,9 @@ import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { StartProgress } from '../pipeline/start-progress.js';
 import type { ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
 import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
+import { DeviceIdReader } from '../ingest/device-registry.js';
 import { TriggerStream } from './trigger-stream.js';
+import { StateQueries, type DeviceNow, type FenceOccupant } from './state-queries.js';
 import { ingestThreadData } from './thread-data.js';
 import { swapFenceGeneration } from './fence-swap.js';
 import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
@@ -82,6 +84,7 @@ export class PipelineRouter implements Router {
   private dispatcherThread: ThreadHandle | null = null;
   private admin: AdminServer | null = null;
   private bridge: CallbackBridgeEnd | null = null;
+  private readonly queries: StateQueries;
   /** The trigger streams, by downstream index (null for a downstream of another kind). */
   private readonly streams: (TriggerStream | null)[];
   private reloadChain: Promise<unknown> = Promise.resolve();
@@ -142,6 +145,7 @@ export class PipelineRouter implements Router {
       points: options.ingest.inputHighWaterPoints,
     });
     this.state = DeviceState.open(m.deviceState);
+    this.queries = new StateQueries(this.state, new DeviceIdReader(m.idTable), () => this.store);
     this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
     this.containment = new Float64Array(m.containmentCounters);
@@ -358,6 +362,7 @@ export class PipelineRouter implements Router {
         readiness: () => this.readiness(),
         health: () => this.health(),
         reloadFences: () => this.reloadFencesFile(),
+        queries: this.queries,
       });
       this.admin = admin;
       this.metrics.addSharedCounter(
@@ -568,6 +573,14 @@ export class PipelineRouter implements Router {
       })();
     }
     return this.drainPromise;
+  }
+
+  device(deviceId: string | number): DeviceNow | null {
+    return this.queries.device(deviceId);
+  }
+
+  fenceOccupants(fenceId: string): FenceOccupant[] | null {
+    return this.queries.occupants(fenceId);
   }
 
   triggers(name?: string): TriggerStream {
