@@ -211,6 +211,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
   let unrung = 0;
   for (;;) {
     let pass = 0;
+    // One clock read a batch: a batch's end is the next one's start, and the last one's end is the pass's.
+    let clockNs = nowNs();
     for (let i = 0; i < shards.length; i++) {
       const shard = shards[i]!;
       const tel = telemetry[shard]!;
@@ -229,11 +231,12 @@ export default function runContainmentTask(task: ContainmentTask): number {
         const at = faultIndexIn(tel, tel.readSeq(), count);
         if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[shard]!);
       }
-      const batchStartNs = nowNs();
+      const batchStartNs = clockNs;
       const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
       tel.release(count);
       watchdog[wb + WDG_HELD_SHARD_I32] = -1;
       const batchEndNs = nowNs();
+      clockNs = batchEndNs;
       sizer.note(batchEndNs - batchStartNs, count);
       pass += count;
       unrung += written;
@@ -244,7 +247,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
         unrung = 0;
       }
     }
-    const now = nowNs();
+    const now = clockNs;
     if (unrung > 0) {
       pipeline.ringDispatcher();
       lastRingNs = now;

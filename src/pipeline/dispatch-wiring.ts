@@ -243,16 +243,8 @@ export function buildDownstreams(
         signingSecret: s.signingSecret,
       });
     } else if (s.kind === 'jetstream') {
-      sink = new JetStreamSink({
-        servers: s.servers,
-        subject: s.subject,
-        stream: s.stream,
-        createStream: s.createStream,
-        duplicateWindowMs: s.duplicateWindowMs,
-        streamReplicas: s.streamReplicas,
-        ackTimeoutMs: s.ackTimeoutMs,
-        token: s.token,
-      });
+      // The downstream's options carry the sink's under the same names.
+      sink = new JetStreamSink(s);
     } else if (s.kind === 'mqtt') {
       sink = new MqttSink({
         url: s.url,

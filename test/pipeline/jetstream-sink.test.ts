@@ -58,6 +58,8 @@ test('JetStream sink: every trigger stored once and in per-device order, through
   const summary = await runThrough(router, traffic, 10_000);
   const stored = await readStream(nats.url, 'GF');
   assert.equal(summary.shedTotal, 0);
+  assert.equal(summary.deadLettered, 0, 'a receiver that keeps up gets no dead letter');
+  assert.equal(summary.final, 0);
   assert.ok(summary.triggersTotal > 1000, `triggers: ${summary.triggersTotal}`);
   assert.equal(stored.length, summary.triggersTotal, 'the stream holds every trigger once');
   assert.ok(

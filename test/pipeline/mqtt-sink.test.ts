@@ -69,6 +69,8 @@ async function run(protocolVersion: 4 | 5, restart: boolean): Promise<void> {
     );
     await sub.end();
     assert.equal(summary.shedTotal, 0);
+    assert.equal(summary.deadLettered, 0, 'a receiver that keeps up gets no dead letter');
+    assert.equal(summary.final, 0);
     assert.ok(summary.triggersTotal > 1000, `triggers: ${summary.triggersTotal}`);
     const report = checkDeliveryContract(
       sub.received.map((m) => m.trigger),

@@ -11,7 +11,7 @@
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient, type PubAck } from '@nats-io/jetstream';
-import type { Sink, SinkResult } from './sink.js';
+import type { Sink, SinkError, SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
 import type { TriggerBatch } from './trigger-batch.js';
@@ -165,7 +165,7 @@ function isServerRefusal(err: unknown): boolean {
   return e.api_error !== undefined || e.name === 'JetStreamApiError';
 }
 
-function connectError(err: unknown): SinkResult['error'] & string {
+function connectError(err: unknown): SinkError {
   const msg = String((err as Error).message ?? err);
   const cause = (err as { cause?: { code?: string } }).cause?.code;
   return cause === 'ECONNREFUSED' || /refused/i.test(msg) ? 'refused' : 'network';
