@@ -6,7 +6,10 @@
  * - GET /readyz: 200 when the readiness function says ready, else 503 with its reason;
  * - GET /devices/:id and GET /fences/:id/devices: what a device is inside now, and who is inside a fence now;
  * - POST /admin/reload-fences: runs the reload handler once at a time; 200 with its result as JSON, 409 while one
- *   runs, 500 with the error message when it fails (file system paths in it reduced to their last part).
+ *   runs, 500 with the error message when it fails (file system paths in it reduced to their last part);
+ * - PUT /admin/fences/:id (body: one GeoJSON Feature, up to `maxFenceBodyBytes`; its `properties.id` is the path's
+ *   id or absent) and DELETE /admin/fences/:id: live fence edits; 200 with the edit's result, 400 for an invalid
+ *   fence (every problem listed), 404 for deleting an id not in force, 503 when the router cannot take edits now.
  *
  * Hygiene: a route that changes anything needs `Authorization: Bearer <token>` when a token is set (compared in
  * constant time; 401 otherwise) and is rate limited (429 with Retry-After past `mutationsPerMinute`); a request body
@@ -43,12 +46,23 @@ export interface AdminServerOptions {
     device(deviceId: string | number): unknown;
     occupants(fenceId: string): unknown;
   };
+  /** Live fence edits (PUT / DELETE /admin/fences/:id); absent: those routes are 404. */
+  fences?: {
+    /** Adds or replaces the fence; rejects with an error carrying `errors` (problems) for an invalid one. */
+    upsert(feature: unknown): Promise<{ action: string }>;
+    /** Removes the fence; resolves with action 'absent' when no fence has that id. */
+    remove(fenceId: string): Promise<{ action: string }>;
+  };
   /** Bearer token every mutating route requires (null: none; then only a loopback bind is safe). */
   token: string | null;
-  /** Largest request body accepted, bytes (none of the routes reads one). */
+  /** Largest request body accepted, bytes, on every route but the fence upsert. */
   maxBodyBytes: number;
+  /** Largest fence upsert body accepted, bytes. */
+  maxFenceBodyBytes: number;
   /** Mutating requests accepted per minute (a token bucket of that many, refilled evenly). */
   mutationsPerMinute: number;
+  /** Fence edits accepted per minute (a bucket of their own). */
+  fenceEditsPerMinute: number;
 }
 
 /** Defaults of the admin server. */
@@ -57,7 +71,9 @@ const ADMIN_DEFAULTS = {
   port: 9464,
   token: null,
   maxBodyBytes: 16 * 1024,
+  maxFenceBodyBytes: 4 * 1024 * 1024,
   mutationsPerMinute: 12,
+  fenceEditsPerMinute: 600,
 } as const;
 
 /** Why the admin server refused a request. */
@@ -74,6 +90,35 @@ function withoutPaths(text: string): string {
   });
 }
 
+/** The admin options with defaults. */
+type DefaultedOption = keyof typeof ADMIN_DEFAULTS;
+
+/** A token bucket of `perMinute` requests a minute, refilled evenly. */
+class MinuteBucket {
+  private tokens: number;
+  private refilledAtMs = Date.now();
+
+  constructor(
+    name: string,
+    readonly perMinute: number,
+  ) {
+    if (!Number.isInteger(perMinute) || perMinute < 1 || perMinute > 60_000) {
+      throw new RangeError(`options.${name} must be an integer in [1, 60000], got ${String(perMinute)}`);
+    }
+    this.tokens = perMinute;
+  }
+
+  /** Takes one token; false when none is left. */
+  take(): boolean {
+    const now = Date.now();
+    this.tokens = Math.min(this.perMinute, this.tokens + ((now - this.refilledAtMs) * this.perMinute) / 60_000);
+    this.refilledAtMs = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+}
+
 /** The admin HTTP server. */
 export class AdminServer {
   private readonly options: AdminServerOptions;
@@ -82,16 +127,14 @@ export class AdminServer {
   private boundPort = 0;
   /** Requests refused, by reason. */
   readonly refused: AdminRefusals = { unauthorized: 0, rate_limited: 0, body_too_large: 0 };
-  /** Mutation tokens left, and when they were last refilled (ms). */
-  private mutationTokens: number;
-  private refilledAtMs = Date.now();
+  /** Mutations (reloads) and fence edits allowed now. */
+  private readonly mutations: MinuteBucket;
+  private readonly edits: MinuteBucket;
 
-  constructor(
-    options: Omit<AdminServerOptions, 'host' | 'port' | 'token' | 'maxBodyBytes' | 'mutationsPerMinute'> &
-      Partial<Pick<AdminServerOptions, 'host' | 'port' | 'token' | 'maxBodyBytes' | 'mutationsPerMinute'>>,
-  ) {
+  constructor(options: Omit<AdminServerOptions, DefaultedOption> & Partial<Pick<AdminServerOptions, DefaultedOption>>) {
     this.options = { ...ADMIN_DEFAULTS, ...options };
-    const { host, port, token, maxBodyBytes, mutationsPerMinute } = this.options;
+    const { host, port, token, maxBodyBytes, maxFenceBodyBytes, mutationsPerMinute, fenceEditsPerMinute } =
+      this.options;
     if (typeof host !== 'string' || host.length === 0)
       throw new RangeError(`options.host must be a non-empty string, got ${String(host)}`);
     if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -101,12 +144,13 @@ export class AdminServer {
     if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0 || maxBodyBytes > 1 << 30) {
       throw new RangeError(`options.maxBodyBytes must be an integer in [0, 2^30], got ${String(maxBodyBytes)}`);
     }
-    if (!Number.isInteger(mutationsPerMinute) || mutationsPerMinute < 1 || mutationsPerMinute > 60_000) {
+    if (!Number.isInteger(maxFenceBodyBytes) || maxFenceBodyBytes < 0 || maxFenceBodyBytes > 1 << 30) {
       throw new RangeError(
-        `options.mutationsPerMinute must be an integer in [1, 60000], got ${String(mutationsPerMinute)}`,
+        `options.maxFenceBodyBytes must be an integer in [0, 2^30], got ${String(maxFenceBodyBytes)}`,
       );
     }
-    this.mutationTokens = mutationsPerMinute;
+    this.mutations = new MinuteBucket('mutationsPerMinute', mutationsPerMinute);
+    this.edits = new MinuteBucket('fenceEditsPerMinute', fenceEditsPerMinute);
   }
 
   /** The bound port (after `start`). */
@@ -148,9 +192,11 @@ export class AdminServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     const method = req.method ?? 'GET';
-    // None of the routes reads a body: one announced too large is refused at once, one that turns out too large as it
-    // arrives closes the connection; the rest is drained.
-    const limit = this.options.maxBodyBytes;
+    // Only the fence upsert reads a body: one announced too large is refused at once, one that turns out too large as
+    // it arrives closes the connection; the rest is drained.
+    const fenceRoute = /^\/admin\/fences\/([^/]+)$/.exec(path ?? '');
+    const readsBody = fenceRoute !== null && method === 'PUT' && this.options.fences !== undefined;
+    const limit = readsBody ? this.options.maxFenceBodyBytes : this.options.maxBodyBytes;
     const announced = Number(req.headers['content-length'] ?? 0);
     if (announced > limit) {
       this.refused.body_too_large++;
@@ -160,12 +206,17 @@ export class AdminServer {
       return;
     }
     let received = 0;
+    const chunks: Buffer[] = [];
+    const body = new Promise<Buffer | null>((resolve) => {
+      req.on('end', () => resolve(Buffer.concat(chunks)));
+      req.on('close', () => resolve(null));
+    });
     req.on('data', (c: Buffer) => {
       received += c.length;
       if (received > limit) {
         this.refused.body_too_large++;
         req.socket.destroy();
-      }
+      } else if (readsBody) chunks.push(c);
     });
     req.resume();
     if (path === '/metrics') {
@@ -194,16 +245,7 @@ export class AdminServer {
     }
     if (path === '/admin/reload-fences') {
       if (method !== 'POST') return methodNotAllowed(res, 'POST');
-      if (!this.authorized(req)) {
-        this.refused.unauthorized++;
-        res.setHeader('www-authenticate', 'Bearer');
-        return send(res, 401, 'text/plain', 'unauthorized\n');
-      }
-      if (!this.takeMutation()) {
-        this.refused.rate_limited++;
-        res.setHeader('retry-after', String(Math.ceil(60 / this.options.mutationsPerMinute)));
-        return send(res, 429, 'text/plain', 'too many requests\n');
-      }
+      if (!this.admitMutation(req, res, this.mutations)) return;
       if (this.reloading) return sendJson(res, 409, { error: 'a fence reload is already running' });
       this.reloading = true;
       try {
@@ -213,6 +255,30 @@ export class AdminServer {
         return sendJson(res, 500, { ok: false, error: withoutPaths(err instanceof Error ? err.message : String(err)) });
       } finally {
         this.reloading = false;
+      }
+    }
+    const edits = this.options.fences;
+    if (edits !== undefined && fenceRoute !== null) {
+      if (method !== 'PUT' && method !== 'DELETE') return methodNotAllowed(res, 'PUT, DELETE');
+      if (!this.admitMutation(req, res, this.edits)) return;
+      const fenceId = decodeUriPart(fenceRoute[1]!);
+      if (fenceId === null) return sendJson(res, 400, { error: 'malformed percent-encoding in the fence id' });
+      try {
+        if (method === 'DELETE') {
+          const result = await edits.remove(fenceId);
+          return result.action === 'absent'
+            ? sendJson(res, 404, { error: `no fence ${JSON.stringify(fenceId)}` })
+            : sendJson(res, 200, { ok: true, result });
+        }
+        const raw = await body;
+        if (raw === null) return undefined;
+        const feature = featureFor(fenceId, raw);
+        if (typeof feature === 'string') return sendJson(res, 400, { error: feature });
+        return sendJson(res, 200, { ok: true, result: await edits.upsert(feature) });
+      } catch (err) {
+        const problems = (err as { errors?: unknown }).errors;
+        if (Array.isArray(problems)) return sendJson(res, 400, { error: (err as Error).message, problems });
+        return sendJson(res, 503, { error: withoutPaths(err instanceof Error ? err.message : String(err)) });
       }
     }
     const q = this.options.queries;
@@ -242,6 +308,23 @@ export class AdminServer {
     return send(res, 404, 'text/plain', 'not found\n');
   }
 
+  /** Checks the token and takes a token from `bucket`; answers 401 or 429 and returns false when either fails. */
+  private admitMutation(req: IncomingMessage, res: ServerResponse, bucket: MinuteBucket): boolean {
+    if (!this.authorized(req)) {
+      this.refused.unauthorized++;
+      res.setHeader('www-authenticate', 'Bearer');
+      send(res, 401, 'text/plain', 'unauthorized\n');
+      return false;
+    }
+    if (!bucket.take()) {
+      this.refused.rate_limited++;
+      res.setHeader('retry-after', String(Math.ceil(60 / bucket.perMinute)));
+      send(res, 429, 'text/plain', 'too many requests\n');
+      return false;
+    }
+    return true;
+  }
+
   /** Whether the request carries the bearer token (always, when none is set). */
   private authorized(req: IncomingMessage): boolean {
     const token = this.options.token;
@@ -249,17 +332,6 @@ export class AdminServer {
     const header = req.headers.authorization ?? '';
     const m = /^Bearer (.+)$/.exec(header);
     return m !== null && secretMatches(m[1]!, token);
-  }
-
-  /** Takes one mutation token from the bucket (refilled evenly, mutationsPerMinute a minute). */
-  private takeMutation(): boolean {
-    const perMinute = this.options.mutationsPerMinute;
-    const now = Date.now();
-    this.mutationTokens = Math.min(perMinute, this.mutationTokens + ((now - this.refilledAtMs) * perMinute) / 60_000);
-    this.refilledAtMs = now;
-    if (this.mutationTokens < 1) return false;
-    this.mutationTokens -= 1;
-    return true;
   }
 }
 
@@ -275,6 +347,25 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
 function methodNotAllowed(res: ServerResponse, allow: string): void {
   res.setHeader('allow', allow);
   send(res, 405, 'text/plain', 'method not allowed\n');
+}
+
+/** The Feature a PUT body holds, its `properties.id` set to the path's id; or what is wrong with it. */
+function featureFor(fenceId: string, raw: Buffer): unknown {
+  let feature: unknown;
+  try {
+    feature = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    return `body is not JSON: ${(err as Error).message}`;
+  }
+  if (typeof feature !== 'object' || feature === null || Array.isArray(feature)) return 'body is not a GeoJSON Feature';
+  const f = feature as { properties?: unknown };
+  const props = f.properties ?? {};
+  if (typeof props !== 'object' || props === null || Array.isArray(props)) return 'properties must be an object';
+  const id = (props as { id?: unknown }).id;
+  if (id !== undefined && String(id) !== fenceId) {
+    return `properties.id ${JSON.stringify(id)} differs from the id in the path ${JSON.stringify(fenceId)}`;
+  }
+  return { ...f, properties: { ...props, id: fenceId } };
 }
 
 /** A percent-decoded path segment, or null when its encoding is malformed. */

@@ -61,7 +61,15 @@ export class BoxTree {
 
   /** searchInto with the query box in box[at .. at + 3] (minX, minY, maxX, maxY): no double crosses a call. */
   searchBoxInto(box: Float64Array, at: number, out: Int32Array): number {
-    return this.walk(box, at, out, 0);
+    return this.walk(box, at, out, 0, 0, 0);
+  }
+
+  /**
+   * searchBoxInto writing from out[from] on, each id plus `idBase` (a second index appended after a first one's
+   * results); returns how many matched. Allocates nothing.
+   */
+  searchBoxIntoFrom(box: Float64Array, at: number, out: Int32Array, from: number, idBase: number): number {
+    return this.walk(box, at, out, from, idBase, 0);
   }
 
   /** True when any box intersects or touches the query box; stops at the first. Allocates nothing. */
@@ -76,14 +84,22 @@ export class BoxTree {
 
   /** any() with the query box in box[at .. at + 3]. */
   anyInBox(box: Float64Array, at: number): boolean {
-    return this.walk(box, at, NO_OUTPUT, 1) > 0;
+    return this.walk(box, at, NO_OUTPUT, 0, 0, 1) > 0;
   }
 
   /**
-   * The depth-first walk behind searchBoxInto and anyInBox: writes matching ids into `out` (at most out.length) and
-   * returns how many matched, stopping as soon as that count reaches `stopAtCount` (0: never stop early).
+   * The depth-first walk behind searchBoxInto and anyInBox: writes matching ids (plus idBase) into `out` from
+   * out[from] on (while there is room) and returns how many matched, stopping as soon as that count reaches
+   * `stopAtCount` (0: never stop early).
    */
-  private walk(box: Float64Array, at: number, out: Int32Array, stopAtCount: number): number {
+  private walk(
+    box: Float64Array,
+    at: number,
+    out: Int32Array,
+    from: number,
+    idBase: number,
+    stopAtCount: number,
+  ): number {
     const minX = box[at]!;
     const minY = box[at + 1]!;
     const maxX = box[at + 2]!;
@@ -111,7 +127,7 @@ export class BoxTree {
         if (minY > boxes[pos + 3]!) continue;
         const id = indices[pos >> 2]!;
         if (isLeafLevel) {
-          if (count < capacity) out[count] = id;
+          if (from + count < capacity) out[from + count] = id + idBase;
           // anyInBox needs only the first match.
           if (++count === stopAtCount) return count;
         } else {

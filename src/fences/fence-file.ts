@@ -7,7 +7,11 @@ import { readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { FenceValidationError, parseFences, type FenceLimits, type FenceProblem, type ParsedFences } from './parse.js';
-import { buildFenceStore, type FenceStoreDescriptor } from './store.js';
+import { applyEdit, liveFences, type FenceEdit } from './store-edit.js';
+import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from './store.js';
+
+/** How the loader opens a store it rebuilds: no per-thread accelerators. */
+const LOOKUP_ONLY = Object.freeze({ grid: false, edgeBands: false });
 
 /** Limits of a fence file: its size, and what parseFences checks. */
 export interface FenceFileLimits extends FenceLimits {
@@ -41,20 +45,27 @@ export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFenc
 export type FenceLoadAnswer =
   { ok: true; descriptor: FenceStoreDescriptor } | { ok: false; message: string; problems: FenceProblem[] | null };
 
-/** What the loader thread is given: a file to read, or a GeoJSON value already in memory (structured-cloned). */
+/**
+ * What the loader thread is given: a file to read, a GeoJSON value already in memory (structured-cloned), or a store
+ * generation to rebuild in full with one edit applied (an edit that did not fit the store's headroom).
+ */
 export interface FenceLoadRequest {
   path?: string;
   geojson?: unknown;
+  compact?: { from: FenceStoreDescriptor; edit: FenceEdit };
   limits: FenceFileLimits;
   generation: number;
 }
 
 /** Reads (or takes), validates and indexes fences into a store of `generation` (on the calling thread). */
 export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor {
+  const compact = request.compact;
   const parsed =
-    request.path !== undefined
-      ? readFenceFile(request.path, request.limits)
-      : parseFences(request.geojson, request.limits);
+    compact !== undefined
+      ? { fences: applyEdit(liveFences(FenceStore.open(compact.from, LOOKUP_ONLY)), compact.edit) }
+      : request.path !== undefined
+        ? readFenceFile(request.path, request.limits)
+        : parseFences(request.geojson, request.limits);
   return buildFenceStore(parsed, request.generation);
 }
 

@@ -4,7 +4,9 @@
  * Accepted: a FeatureCollection whose features are Polygon or MultiPolygon (with holes), or Point with a `radius` in
  * metres (a circle). Properties: `id` (required, non-empty string or finite number, unique), `compliance` (boolean),
  * `dwellMs`, `exitBufferM`, `minInsideMs`, `minOutsideMs` (non-negative finite numbers), `tags` (at most MAX_TAGS
- * strings of at most MAX_TAG_CHARS characters: they travel with every trigger and into every durable record). Unknown properties are ignored.
+ * strings of at most MAX_TAG_CHARS characters: they travel with every trigger and into every durable record),
+ * `expiresAt` (epoch milliseconds, or an ISO 8601 date-time string with a time zone: the router removes the fence
+ * then, as a live edit would). Unknown properties are ignored.
  *
  * Not supported (rejected with a reason): rings crossing the antimeridian (a ring may not span more than 180 degrees
  * of longitude: split such a fence at 180), circles centred beyond 85 degrees of latitude or wider than
@@ -95,6 +97,8 @@ export interface ParsedFence {
   readonly radiusM: number;
   /** Bounding box [minLon, minLat, maxLon, maxLat]. */
   readonly bbox: readonly [number, number, number, number];
+  /** When the fence is removed, epoch ms; Infinity when it does not expire. */
+  readonly expiresAtMs: number;
 }
 
 /** The result of parseFences: fences in feature order. */
@@ -207,6 +211,20 @@ export function parseFences(geojson: unknown, limits: FenceLimits = DEFAULT_FENC
   return { fences };
 }
 
+/**
+ * Parses and validates one GeoJSON Feature (a live edit); throws FenceValidationError (feature index 0) listing every
+ * problem.
+ */
+export function parseFence(feature: unknown, limits: FenceLimits = DEFAULT_FENCE_LIMITS): ParsedFence {
+  const problems: string[] = [];
+  const fence = parseFeature(feature, problems, limits);
+  if (fence === null || problems.length > 0) {
+    if (problems.length === 0) problems.push('is not a valid fence');
+    throw new FenceValidationError(problems.map((reason) => ({ featureIndex: 0, reason })));
+  }
+  return fence;
+}
+
 function parseFeature(feature: unknown, problems: string[], limits: FenceLimits): ParsedFence | null {
   if (!isObject(feature) || feature['type'] !== 'Feature') {
     problems.push('is not a GeoJSON Feature');
@@ -238,6 +256,7 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
       `dwellMs (${dwellMs}) is less than minInsideMs (${minInsideMs}): a device cannot dwell before it enters`,
     );
   }
+  const expiresAtMs = parseExpiry(props['expiresAt'], problems);
   const rawTags = props['tags'];
   let tags: string[] = [];
   if (rawTags !== undefined) {
@@ -344,5 +363,23 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
     centerLat,
     radiusM,
     bbox,
+    expiresAtMs,
   };
+}
+
+/** An ISO 8601 date-time with a time zone (Z or an offset). */
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** The `expiresAt` property as epoch ms (Infinity when absent). */
+function parseExpiry(raw: unknown, problems: string[]): number {
+  if (raw === undefined || raw === null) return Infinity;
+  if (typeof raw === 'number' && Number.isFinite(raw) && raw >= 0) return raw;
+  if (typeof raw === 'string' && ISO_DATE_TIME.test(raw)) {
+    const ms = Date.parse(raw);
+    if (Number.isFinite(ms)) return ms;
+  }
+  problems.push(
+    `expiresAt must be epoch milliseconds or an ISO 8601 date-time with a time zone (e.g. 2026-12-31T23:00:00Z), got ${describe(raw)}`,
+  );
+  return Infinity;
 }

@@ -59,6 +59,8 @@ export interface ReloadOptions {
   toSlot?: number;
   /** Admission-time cell of the EXIT triggers written (the router's clock at reload, ns; default 0). */
   reloadTimeNs?: number;
+  /** Old fence index -> new index (-1: removed), when the caller knows it (a live edit); default: matched by id. */
+  oldToNew?: Int32Array;
 }
 
 /**
@@ -85,8 +87,15 @@ export function reloadDeviceState(
   if (!Number.isInteger(toSlot) || toSlot < fromSlot || toSlot > state.maxDevices) {
     throw new RangeError(`options.toSlot must be an integer in [fromSlot, ${state.maxDevices}], got ${String(toSlot)}`);
   }
-  const oldToNew = new Int32Array(oldStore.fenceCount);
-  for (let f = 0; f < oldStore.fenceCount; f++) oldToNew[f] = newStore.indexOfId(oldStore.fenceId(f));
+  let oldToNew = options.oldToNew;
+  if (oldToNew === undefined) {
+    oldToNew = new Int32Array(oldStore.fenceCount);
+    for (let f = 0; f < oldStore.fenceCount; f++) {
+      oldToNew[f] = oldStore.isRemoved(f) ? -1 : newStore.indexOfId(oldStore.fenceId(f));
+    }
+  } else if (oldToNew.length !== oldStore.fenceCount) {
+    throw new RangeError(`options.oldToNew must have ${oldStore.fenceCount} cells, got ${oldToNew.length}`);
+  }
   const oldGen = oldStore.generation;
   const newGen = newStore.generation;
   const rec = new Float64Array(REC_CELLS);

@@ -8,11 +8,11 @@
  *
  * Methods marked allocation-free may run on hot paths; `open` and the string accessors' first use allocate.
  */
+import { randomInt } from 'node:crypto';
 import Flatbush from 'flatbush';
 import {
   FENCE_CENTER_X_F64,
   FENCE_CENTER_Y_F64,
-  FENCE_DWELL_MS_F64,
   FENCE_EXIT_BUFFER_M_F64,
   FENCE_FIRST_RING_I32,
   FENCE_FLAG_CIRCLE,
@@ -20,8 +20,6 @@ import {
   FENCE_FLAGS_I32,
   FENCE_MAX_X_F64,
   FENCE_MAX_Y_F64,
-  FENCE_MIN_INSIDE_MS_F64,
-  FENCE_MIN_OUTSIDE_MS_F64,
   FENCE_MIN_X_F64,
   FENCE_MIN_Y_F64,
   FENCE_M_PER_DEG_X_F64,
@@ -30,28 +28,34 @@ import {
   FENCE_STRIDE_F64,
   FENCE_STRIDE_I32,
   fenceStoreSections,
+  FSTORE_BASE_ID_HI_I32,
+  FSTORE_BASE_ID_LO_I32,
   FSTORE_COMPLIANCE_COUNT_I32,
+  FSTORE_FENCE_CAPACITY_I32,
   FSTORE_FENCE_COUNT_I32,
   FSTORE_GENERATION_I32,
   FSTORE_HEADER_BYTES,
   FSTORE_MAGIC,
   FSTORE_MAGIC_I32,
   FSTORE_META_BYTES_I32,
+  FSTORE_RING_CAPACITY_I32,
   FSTORE_RING_COUNT_I32,
   FSTORE_VERSION_I32,
+  FSTORE_VERTEX_CAPACITY_I32,
   FSTORE_VERTEX_COUNT_I32,
   LAYOUT_VERSION,
   TRG_FENCE_INDEX_MASK,
   VERTEX_STRIDE_F64,
 } from '../shm/layout.js';
 import { BoxTree } from './box-tree.js';
-import { FenceGrid } from './fence-grid.js';
-import { RingBands } from './ring-bands.js';
+import type { FenceGrid } from './fence-grid.js';
+import { fenceSize, regionSections, withHeadroom, writeFenceRecord } from './fence-record.js';
+import type { RingBands } from './ring-bands.js';
+import { StoreBase } from './store-base.js';
 import {
   containsCircle,
   containsRings,
   distanceToRingsM,
-  metresPerDegreeX,
   M_PER_DEG,
   Q_CELLS,
   Q_LIMIT_M,
@@ -67,23 +71,47 @@ import {
 } from './geometry.js';
 import type { ParsedFences } from './parse.js';
 
+/** Fences appended by live edits since a store's full build (position k is fence index baseFenceCount + k). */
+export interface AppendedFences {
+  /** Ids. */
+  readonly ids: readonly string[];
+  /** Tags. */
+  readonly tags: readonly (readonly string[])[];
+  /** Expiry times, epoch ms (Infinity: none). */
+  readonly expiresAtMs: readonly number[];
+}
+
 /** Everything a thread needs to open a store generation: SharedArrayBuffers and numbers (structured-clone safe). */
 export interface FenceStoreDescriptor {
   /** Layout version the regions were built with. */
   readonly layoutVersion: number;
   /** Generation number. */
   readonly generation: number;
-  /** Number of fences. */
+  /** Fence indices in use (the full build's fences plus those edits appended; removed ones included). */
   readonly fenceCount: number;
-  /** Store region (header, fence records, rings, vertices, ids and tags). */
+  /** Rings in use. */
+  readonly ringCount: number;
+  /** Vertices in use. */
+  readonly vertexCount: number;
+  /** The region's identity (random; shared by a full build and every edit over it). */
+  readonly baseId: number;
+  /** Store region (header, fence records, rings, vertices, ids and tags), with headroom for edits. */
   readonly storeBuffer: SharedArrayBuffer;
-  /** flatbush index over all fence boxes (null when there are no fences). */
+  /** flatbush index over the full build's fence boxes (null when it had no fences). */
   readonly indexBuffer: SharedArrayBuffer | null;
-  /** flatbush index over compliance fence boxes (null when there are none). */
+  /** flatbush index over the full build's compliance fence boxes (null when it had none). */
   readonly complianceIndexBuffer: SharedArrayBuffer | null;
+  /** Fences appended by edits since the full build (null: none). */
+  readonly appended: AppendedFences | null;
+  /** flatbush index over the appended fences' boxes, item k = fence baseFenceCount + k (null: none). */
+  readonly appendedIndexBuffer: SharedArrayBuffer | null;
+  /** flatbush index over the boxes of the appended compliance fences still in force (null: none). */
+  readonly appendedComplianceIndexBuffer: SharedArrayBuffer | null;
+  /** Indices of the fences removed or replaced by edits since the full build, ascending. */
+  readonly removed: readonly number[];
   /**
-   * Per fence (Int32, Atomics.add): pings that found a device inside it with no free entry to track it (this
-   * generation's count; see CNT_FENCE_OVERFLOW_F64 for the router's total).
+   * Per fence (Int32, Atomics.add): pings that found a device inside it with no free entry to track it (since the full
+   * build; see CNT_FENCE_OVERFLOW_F64 for the router's total). Sized to the region's fence capacity.
    */
   readonly untrackedBuffer: SharedArrayBuffer;
 }
@@ -133,21 +161,24 @@ export function buildFenceStore(
   let ringCount = 0;
   let vertexCount = 0;
   let complianceCount = 0;
-  for (const f of fences) {
-    ringCount += f.rings.length;
-    for (const ring of f.rings) vertexCount += ring.length / 2;
+  const expires: [number, number][] = [];
+  for (let i = 0; i < fenceCount; i++) {
+    const f = fences[i]!;
+    const size = fenceSize(f);
+    ringCount += size.rings;
+    vertexCount += size.vertices;
     if (f.compliance) complianceCount++;
+    if (f.expiresAtMs !== Infinity) expires.push([i, f.expiresAtMs]);
   }
   const meta = new TextEncoder().encode(
-    JSON.stringify({ ids: fences.map((f) => f.id), tags: fences.map((f) => f.tags) }),
+    JSON.stringify({ ids: fences.map((f) => f.id), tags: fences.map((f) => f.tags), expires }),
   );
-  const sections = fenceStoreSections(fenceCount, ringCount, vertexCount, meta.length);
+  const [fenceRoom, ringRoom, vertexRoom] = withHeadroom(fenceCount, ringCount, vertexCount);
+  const fenceCapacity = Math.min(fenceRoom, TRG_FENCE_INDEX_MASK);
+  const sections = fenceStoreSections(fenceCapacity, ringRoom, vertexRoom, meta.length);
   const storeBuffer = new SharedArrayBuffer(sections.totalBytes);
   const header = new Int32Array(storeBuffer, 0, FSTORE_HEADER_BYTES / 4);
-  const fenceF64 = new Float64Array(storeBuffer, sections.fenceF64Byte, fenceCount * FENCE_STRIDE_F64);
-  const fenceI32 = new Int32Array(storeBuffer, sections.fenceI32Byte, fenceCount * FENCE_STRIDE_I32);
-  const ringOffsets = new Int32Array(storeBuffer, sections.ringOffsetsByte, ringCount + 1);
-  const vertices = new Float64Array(storeBuffer, sections.verticesByte, vertexCount * VERTEX_STRIDE_F64);
+  const region = regionSections(storeBuffer, sections, fenceCapacity, ringRoom, vertexRoom);
   new Uint8Array(storeBuffer, sections.metaByte, meta.length).set(meta);
 
   const index = fenceCount > 0 ? new Flatbush(fenceCount, nodeSize, Float64Array, SharedArrayBuffer) : null;
@@ -157,37 +188,18 @@ export function buildFenceStore(
   let vertex = 0;
   for (let i = 0; i < fenceCount; i++) {
     const f = fences[i]!;
-    const b = i * FENCE_STRIDE_F64;
+    [ring, vertex] = writeFenceRecord(region, i, ring, vertex, f);
     const [minX, minY, maxX, maxY] = f.bbox;
-    fenceF64[b + FENCE_MIN_X_F64] = minX;
-    fenceF64[b + FENCE_MIN_Y_F64] = minY;
-    fenceF64[b + FENCE_MAX_X_F64] = maxX;
-    fenceF64[b + FENCE_MAX_Y_F64] = maxY;
-    fenceF64[b + FENCE_DWELL_MS_F64] = f.dwellMs;
-    fenceF64[b + FENCE_EXIT_BUFFER_M_F64] = f.exitBufferM;
-    fenceF64[b + FENCE_MIN_INSIDE_MS_F64] = f.minInsideMs;
-    fenceF64[b + FENCE_MIN_OUTSIDE_MS_F64] = f.minOutsideMs;
-    fenceF64[b + FENCE_CENTER_X_F64] = f.centerLon;
-    fenceF64[b + FENCE_CENTER_Y_F64] = f.centerLat;
-    fenceF64[b + FENCE_RADIUS_M_F64] = f.radiusM;
-    fenceF64[b + FENCE_M_PER_DEG_X_F64] = f.kind === 'circle' ? metresPerDegreeX(f.centerLat) : 0;
-    const bi = i * FENCE_STRIDE_I32;
-    fenceI32[bi + FENCE_FLAGS_I32] =
-      (f.kind === 'circle' ? FENCE_FLAG_CIRCLE : 0) | (f.compliance ? FENCE_FLAG_COMPLIANCE : 0);
-    fenceI32[bi + FENCE_FIRST_RING_I32] = ring;
-    fenceI32[bi + FENCE_RING_COUNT_I32] = f.rings.length;
-    for (const r of f.rings) {
-      ringOffsets[ring++] = vertex;
-      vertices.set(r, vertex * VERTEX_STRIDE_F64);
-      vertex += r.length / 2;
-    }
     index!.add(minX, minY, maxX, maxY);
     if (f.compliance) complianceIndex!.add(minX, minY, maxX, maxY);
   }
-  ringOffsets[ringCount] = vertex;
+  region.ringOffsets[ringCount] = vertex;
   index?.finish();
   complianceIndex?.finish();
 
+  // 62 random bits: a thread that opened this region before knows it again; two routers never share one.
+  const idLo = randomInt(0x7fffffff);
+  const idHi = randomInt(0x7fffffff);
   header[FSTORE_VERSION_I32] = LAYOUT_VERSION;
   header[FSTORE_GENERATION_I32] = generation;
   header[FSTORE_FENCE_COUNT_I32] = fenceCount;
@@ -195,26 +207,48 @@ export function buildFenceStore(
   header[FSTORE_VERTEX_COUNT_I32] = vertexCount;
   header[FSTORE_COMPLIANCE_COUNT_I32] = complianceCount;
   header[FSTORE_META_BYTES_I32] = meta.length;
+  header[FSTORE_FENCE_CAPACITY_I32] = fenceCapacity;
+  header[FSTORE_RING_CAPACITY_I32] = ringRoom;
+  header[FSTORE_VERTEX_CAPACITY_I32] = vertexRoom;
+  header[FSTORE_BASE_ID_LO_I32] = idLo;
+  header[FSTORE_BASE_ID_HI_I32] = idHi;
   // The magic goes in last: a half-built region never looks valid.
   Atomics.store(header, FSTORE_MAGIC_I32, FSTORE_MAGIC);
   return {
     layoutVersion: LAYOUT_VERSION,
     generation,
     fenceCount,
+    ringCount,
+    vertexCount,
+    baseId: idHi * 0x80000000 + idLo,
     storeBuffer,
     indexBuffer: index === null ? null : (index.data as SharedArrayBuffer),
     complianceIndexBuffer: complianceIndex === null ? null : (complianceIndex.data as SharedArrayBuffer),
-    untrackedBuffer: new SharedArrayBuffer(Math.max(1, fenceCount) * 4),
+    appended: null,
+    appendedIndexBuffer: null,
+    appendedComplianceIndexBuffer: null,
+    removed: [],
+    untrackedBuffer: new SharedArrayBuffer(Math.max(1, fenceCapacity) * 4),
   };
 }
 
-/** One thread's view of a store generation. Construct with `FenceStore.open(descriptor)`. */
+/**
+ * One thread's view of a store generation. Construct with `FenceStore.open(descriptor)`.
+ *
+ * A generation published by live edits covers the full build's fences plus those the edits appended (indices from
+ * `baseFenceCount` on), less those they removed or replaced (`removed`); the candidate queries never return a removed
+ * fence, and the appended ones come from a small index of their own.
+ */
 export class FenceStore {
   /** Generation number. */
   readonly generation: number;
-  /** Number of fences. */
+  /** Fence indices in use (removed ones included: an index is never reused within a region). */
   readonly fenceCount: number;
-  /** Number of compliance fences. */
+  /** Fences in force (fenceCount less those removed). */
+  readonly liveFenceCount: number;
+  /** Fences of the full build this generation edits (indices below it are the full build's). */
+  readonly baseFenceCount: number;
+  /** Compliance fences in force. */
   readonly complianceCount: number;
   /** The descriptor this view was opened from. */
   readonly descriptor: FenceStoreDescriptor;
@@ -233,16 +267,21 @@ export class FenceStore {
    * the `...At` methods, which take no double arguments (doubles crossing a non-inlined call are boxed).
    */
   readonly q: Float64Array = new Float64Array(Q_CELLS);
-  /** Traversal view of the all-fences index (null when empty). */
+  /** Traversal view of the full build's index (null when it had no fences). */
   readonly tree: BoxTree | null;
-  /** This thread's grid over the fence boxes, or null (declined, disabled or empty): queries walk `tree` then. */
+  /** This thread's grid over the full build's boxes, or null (declined, disabled or empty): queries walk `tree` then. */
   readonly grid: FenceGrid | null;
-  /** This thread's edge bands, or null (disabled): the exact tests read every edge then. */
+  /** This thread's edge bands over the full build's polygons, or null (disabled): exact tests read every edge then. */
   readonly bands: RingBands | null;
+  private readonly base: StoreBase;
   private readonly complianceTree: BoxTree | null;
-  private readonly ids: readonly string[];
-  private readonly tagLists: readonly (readonly string[])[];
-  private readonly idToIndex: Map<string, number>;
+  private readonly appendedTree: BoxTree | null;
+  private readonly appendedComplianceTree: BoxTree | null;
+  private readonly appended: AppendedFences | null;
+  /** Appended fences in force, by id. */
+  private readonly appendedIds: Map<string, number>;
+  /** 1 for a removed fence index (null when none is). */
+  private readonly removedFlags: Uint8Array | null;
 
   private constructor(d: FenceStoreDescriptor, options: FenceStoreOpenOptions) {
     const useGrid = options.grid ?? FENCE_STORE_OPEN_DEFAULTS.grid;
@@ -254,68 +293,105 @@ export class FenceStore {
       throw new TypeError('descriptor.storeBuffer must be a SharedArrayBuffer');
     if (d.layoutVersion !== LAYOUT_VERSION)
       throw new RangeError(`fence store layout ${d.layoutVersion} != ${LAYOUT_VERSION}`);
-    const header = new Int32Array(d.storeBuffer, 0, FSTORE_HEADER_BYTES / 4);
-    if (Atomics.load(header, FSTORE_MAGIC_I32) !== FSTORE_MAGIC)
-      throw new RangeError('not a fence store region (bad magic)');
-    if (header[FSTORE_VERSION_I32] !== LAYOUT_VERSION)
-      throw new RangeError('fence store region has another layout version');
-    if (header[FSTORE_GENERATION_I32] !== d.generation || header[FSTORE_FENCE_COUNT_I32] !== d.fenceCount) {
-      throw new RangeError('fence store descriptor does not match its region (generation or fence count)');
+    const base = StoreBase.open(d.baseId, d.storeBuffer, d.indexBuffer, d.complianceIndexBuffer, useGrid, useBands);
+    const appendedCount = d.appended === null ? 0 : d.appended.ids.length;
+    if (
+      d.generation < base.generation ||
+      d.fenceCount !== base.fenceCount + appendedCount ||
+      d.fenceCount > base.fenceCapacity ||
+      d.ringCount > base.ringCapacity ||
+      d.vertexCount > base.vertexCapacity
+    ) {
+      throw new RangeError('fence store descriptor does not match its region (generation or counts)');
     }
     const fenceCount = d.fenceCount;
-    const ringCount = header[FSTORE_RING_COUNT_I32]!;
-    const vertexCount = header[FSTORE_VERTEX_COUNT_I32]!;
-    const metaBytes = header[FSTORE_META_BYTES_I32]!;
-    const s = fenceStoreSections(fenceCount, ringCount, vertexCount, metaBytes);
-    if (s.totalBytes !== d.storeBuffer.byteLength)
-      throw new RangeError('fence store region size does not match its header');
+    const r = base.region;
+    this.base = base;
     this.descriptor = d;
     this.generation = d.generation;
     this.fenceCount = fenceCount;
-    this.complianceCount = header[FSTORE_COMPLIANCE_COUNT_I32]!;
-    this.fenceF64 = new Float64Array(d.storeBuffer, s.fenceF64Byte, fenceCount * FENCE_STRIDE_F64);
-    this.fenceI32 = new Int32Array(d.storeBuffer, s.fenceI32Byte, fenceCount * FENCE_STRIDE_I32);
-    this.ringOffsets = new Int32Array(d.storeBuffer, s.ringOffsetsByte, ringCount + 1);
-    this.vertices = new Float64Array(d.storeBuffer, s.verticesByte, vertexCount * VERTEX_STRIDE_F64);
+    this.baseFenceCount = base.fenceCount;
+    this.fenceF64 = r.fenceF64.subarray(0, fenceCount * FENCE_STRIDE_F64);
+    this.fenceI32 = r.fenceI32.subarray(0, fenceCount * FENCE_STRIDE_I32);
+    this.ringOffsets = r.ringOffsets.subarray(0, d.ringCount + 1);
+    this.vertices = r.vertices.subarray(0, d.vertexCount * VERTEX_STRIDE_F64);
     this.untracked = new Int32Array(d.untrackedBuffer, 0, Math.max(1, fenceCount));
-    // TextDecoder refuses views over shared memory: copy the blob once.
-    const metaCopy = new Uint8Array(metaBytes);
-    metaCopy.set(new Uint8Array(d.storeBuffer, s.metaByte, metaBytes));
-    const meta = JSON.parse(new TextDecoder().decode(metaCopy)) as { ids: string[]; tags: string[][] };
-    this.ids = meta.ids;
-    this.tagLists = meta.tags.map((t) => Object.freeze(t));
-    this.idToIndex = new Map(meta.ids.map((id, i) => [id, i]));
-    this.tree = d.indexBuffer === null ? null : new BoxTree(d.indexBuffer);
-    this.complianceTree = d.complianceIndexBuffer === null ? null : new BoxTree(d.complianceIndexBuffer);
-    this.grid = useGrid ? FenceGrid.build(this.fenceF64, fenceCount) : null;
-    this.bands = useBands
-      ? new RingBands(this.fenceF64, this.fenceI32, this.ringOffsets, this.vertices, fenceCount)
-      : null;
-    if (fenceCount > 0 && this.tree?.size !== fenceCount)
-      throw new RangeError('fence index size does not match the store');
-    if (this.complianceCount > 0 && this.complianceTree?.size !== this.complianceCount) {
-      throw new RangeError('compliance index size does not match the store');
+    this.tree = base.tree;
+    this.complianceTree = base.complianceTree;
+    this.grid = base.grid;
+    this.bands = base.bands;
+    this.appended = d.appended;
+    this.appendedTree = d.appendedIndexBuffer === null ? null : new BoxTree(d.appendedIndexBuffer);
+    this.appendedComplianceTree =
+      d.appendedComplianceIndexBuffer === null ? null : new BoxTree(d.appendedComplianceIndexBuffer);
+    if (this.appendedTree !== null && this.appendedTree.size !== appendedCount)
+      throw new RangeError('appended fence index size does not match the descriptor');
+    let removedFlags: Uint8Array | null = null;
+    let complianceCount = base.complianceCount;
+    if (d.removed.length > 0) {
+      removedFlags = new Uint8Array(fenceCount);
+      for (const f of d.removed) {
+        if (!Number.isInteger(f) || f < 0 || f >= fenceCount)
+          throw new RangeError(`removed fence index ${f} out of range`);
+        removedFlags[f] = 1;
+        if (f < base.fenceCount && this.isCompliance(f)) complianceCount--;
+      }
     }
+    this.removedFlags = removedFlags;
+    this.appendedIds = new Map();
+    for (let k = 0; k < appendedCount; k++) {
+      const f = base.fenceCount + k;
+      if (removedFlags !== null && removedFlags[f] === 1) continue;
+      this.appendedIds.set(d.appended!.ids[k]!, f);
+      if (this.isCompliance(f)) complianceCount++;
+    }
+    this.complianceCount = complianceCount;
+    this.liveFenceCount = fenceCount - d.removed.length;
   }
 
   /**
    * Opens a store generation zero-copy over the descriptor's shared buffers (checks magic, version and sizes) and,
-   * unless options.grid is false, builds this thread's candidate grid (fence-grid.ts).
+   * unless options.grid is false, builds this thread's candidate grid (fence-grid.ts); a generation over a region this
+   * thread opened before reuses what it derived then (store-base.ts).
    */
   static open(d: FenceStoreDescriptor, options: FenceStoreOpenOptions = {}): FenceStore {
     return new FenceStore(d, options);
   }
 
-  /** Id of fence `index`. */
+  /** Id of fence `index` (a removed fence keeps its id). */
   fenceId(index: number): string {
-    const id = this.ids[index];
-    if (id === undefined) throw new RangeError(`fence index ${index} out of range [0, ${this.fenceCount})`);
+    const id = index < this.baseFenceCount ? this.base.ids[index] : this.appended?.ids[index - this.baseFenceCount];
+    if (id === undefined || index < 0 || index >= this.fenceCount)
+      throw new RangeError(`fence index ${index} out of range [0, ${this.fenceCount})`);
     return id;
   }
 
-  /** Index of the fence with `id`, or -1. */
+  /** Index of the fence in force with `id`, or -1. */
   indexOfId(id: string): number {
-    return this.idToIndex.get(id) ?? -1;
+    const appended = this.appendedIds.get(id);
+    if (appended !== undefined) return appended;
+    const index = this.base.idToIndex.get(id);
+    if (index === undefined || this.isRemoved(index)) return -1;
+    return index;
+  }
+
+  /** Whether fence `index` was removed (or replaced) by an edit. Allocation-free. */
+  isRemoved(index: number): boolean {
+    return this.removedFlags !== null && this.removedFlags[index] === 1;
+  }
+
+  /** When fence `index` expires, epoch ms (Infinity: never). */
+  expiresAtMs(index: number): number {
+    if (index >= this.baseFenceCount) return this.appended?.expiresAtMs[index - this.baseFenceCount] ?? Infinity;
+    return this.base.expiresAtMs.get(index) ?? Infinity;
+  }
+
+  /** Indices of the fences in force that expire (cold path: allocates). */
+  expiringFences(): number[] {
+    const out: number[] = [];
+    for (const f of this.base.expiresAtMs.keys()) if (!this.isRemoved(f)) out.push(f);
+    for (const f of this.appendedIds.values()) if (this.expiresAtMs(f) !== Infinity) out.push(f);
+    return out;
   }
 
   /** Whether fence `index` is a compliance fence. Allocation-free. */
@@ -325,7 +401,12 @@ export class FenceStore {
 
   /** Tags of fence `index` (frozen). */
   tags(index: number): readonly string[] {
-    const t = this.tagLists[index];
+    const t =
+      index < this.baseFenceCount
+        ? this.base.tagLists[index]
+        : index < this.fenceCount
+          ? this.appended?.tags[index - this.baseFenceCount]
+          : undefined;
     if (t === undefined) throw new RangeError(`fence index ${index} out of range [0, ${this.fenceCount})`);
     return t;
   }
@@ -355,8 +436,26 @@ export class FenceStore {
    */
   candidatesInQueryBoxInto(out: Int32Array): number {
     const grid = this.grid;
-    if (grid !== null) return grid.searchBoxInto(this.q, Q_MIN_X, out);
-    return this.tree === null ? 0 : this.tree.searchBoxInto(this.q, Q_MIN_X, out);
+    let n =
+      grid !== null
+        ? grid.searchBoxInto(this.q, Q_MIN_X, out)
+        : this.tree === null
+          ? 0
+          : this.tree.searchBoxInto(this.q, Q_MIN_X, out);
+    const appendedTree = this.appendedTree;
+    if (appendedTree !== null) n += appendedTree.searchBoxIntoFrom(this.q, Q_MIN_X, out, n, this.baseFenceCount);
+    const removed = this.removedFlags;
+    if (removed !== null) {
+      // Drop removed fences in place (the scratch holds every index, so nothing was cut).
+      const m = n < out.length ? n : out.length;
+      let w = 0;
+      for (let k = 0; k < m; k++) {
+        const f = out[k]!;
+        if (removed[f] === 0) out[w++] = f;
+      }
+      n = w + (n - m);
+    }
+    return n;
   }
 
   /**
@@ -367,7 +466,7 @@ export class FenceStore {
     const out: { fenceId: string; pings: number }[] = [];
     for (let f = 0; f < this.fenceCount; f++) {
       const n = Atomics.load(this.untracked, f);
-      if (n > 0) out.push({ fenceId: this.ids[f]!, pings: n });
+      if (n > 0 && !this.isRemoved(f)) out.push({ fenceId: this.fenceId(f), pings: n });
     }
     out.sort((a, b) => b.pings - a.pings || (a.fenceId < b.fenceId ? -1 : 1));
     return out.slice(0, limit);
@@ -400,7 +499,7 @@ export class FenceStore {
     if ((this.fenceI32[bi + FENCE_FLAGS_I32]! & FENCE_FLAG_CIRCLE) !== 0)
       return containsCircle(f, b + FENCE_CENTER_X_F64, q);
     const bands = this.bands;
-    if (bands !== null) return bands.containsAt(index, q);
+    if (bands !== null && index < this.baseFenceCount) return bands.containsAt(index, q);
     return containsRings(
       this.vertices,
       this.ringOffsets,
@@ -436,7 +535,7 @@ export class FenceStore {
       return segmentTouchesCircle(this.fenceF64, index * FENCE_STRIDE_F64 + FENCE_CENTER_X_F64, this.q);
     }
     const bands = this.bands;
-    if (bands !== null) return bands.segmentTouchesAt(index, this.q);
+    if (bands !== null && index < this.baseFenceCount) return bands.segmentTouchesAt(index, this.q);
     return segmentTouchesRings(
       this.vertices,
       this.ringOffsets,
@@ -505,7 +604,7 @@ export class FenceStore {
    * it stays allocation-free even where V8 does not inline it.
    */
   nearComplianceAt(): boolean {
-    if (this.complianceTree === null) return false;
+    if (this.complianceCount === 0) return false;
     const q = this.q;
     const lon = q[Q_X]!;
     const lat = q[Q_Y]!;
@@ -518,6 +617,9 @@ export class FenceStore {
     q[Q_MIN_X + 1] = lat - dLat;
     q[Q_MIN_X + 2] = lon + dLon;
     q[Q_MIN_X + 3] = lat + dLat;
-    return this.complianceTree.anyInBox(q, Q_MIN_X);
+    // A compliance fence of the full build removed by an edit still counts here (its pings travel COMPLIANCE) until
+    // the next full build: the lane decision errs towards keeping.
+    if (this.complianceTree !== null && this.complianceTree.anyInBox(q, Q_MIN_X)) return true;
+    return this.appendedComplianceTree !== null && this.appendedComplianceTree.anyInBox(q, Q_MIN_X);
   }
 }

@@ -74,6 +74,9 @@ import {
   PST_LOST_PINGS_F64,
   PST_REPLAY_HELD_BASE_F64,
   PST_RELOADS_F64,
+  PST_FENCE_EDITS_F64,
+  PST_FENCE_EDITS_FAILED_F64,
+  PST_FENCE_EDIT_LAST_NS_F64,
   PST_TASKS_COMPLETED_F64,
   REJECT_REASON_COUNT,
   REJECT_REASON_NAMES,
@@ -254,6 +257,12 @@ export interface RouterStats {
   tasks: number;
   /** Fence reloads completed. */
   reloads: number;
+  /** Live fence edits applied (upserts, removals, expiries). */
+  fenceEdits: number;
+  /** Live fence edits refused (invalid fence) or failed. */
+  fenceEditsFailed: number;
+  /** Duration of the last live fence edit, ms (0 before the first). */
+  fenceEditLastMs: number;
   /** Containment diagnostics: fence-entry overflows, candidate overflows, generation mismatches. */
   fenceOverflows: number;
   candidateOverflows: number;
@@ -456,6 +465,9 @@ export function readRouterStats(v: StatsViews): RouterStats {
     checkpointDevices: v.stats[PST_CHECKPOINT_DEVICES_F64]!,
     tasks: v.stats[PST_TASKS_COMPLETED_F64]!,
     reloads: v.stats[PST_RELOADS_F64]!,
+    fenceEdits: v.stats[PST_FENCE_EDITS_F64]!,
+    fenceEditsFailed: v.stats[PST_FENCE_EDITS_FAILED_F64]!,
+    fenceEditLastMs: v.stats[PST_FENCE_EDIT_LAST_NS_F64]! / 1e6,
     fenceOverflows: cntSum(CNT_FENCE_OVERFLOW_F64),
     candidateOverflows: cntSum(CNT_CANDIDATE_OVERFLOW_F64),
     implausibleSegments: cntSum(CNT_IMPLAUSIBLE_SEGMENTS_F64),

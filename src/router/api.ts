@@ -29,6 +29,27 @@ export interface ReloadResult {
   fenceCount: number;
 }
 
+/** The outcome of a live fence edit (`upsertFence`, `removeFence`). */
+export interface FenceEditResult {
+  /** The fence's id. */
+  fenceId: string;
+  /** What happened: added, replaced (same id), removed, or nothing (a removal of an id not in force). */
+  action: 'created' | 'replaced' | 'removed' | 'absent';
+  /** The generation now in force (unchanged for 'absent'). */
+  generation: number;
+  /** Fences in force now. */
+  fenceCount: number;
+  /** EXIT triggers written for devices inside the fence removed (or replaced away). */
+  exits: number;
+  /**
+   * True when the edit did not fit the store's headroom and a full build was made (off this thread) instead of an
+   * edit generation over the same store.
+   */
+  fullBuild: boolean;
+  /** From the call to the new generation in force, ms. */
+  elapsedMs: number;
+}
+
 /** What close() returns: the final stats and how long the router ran. */
 export interface RouterSummary extends RouterStats {
   /** Milliseconds from start to the end of close(). */
@@ -82,6 +103,17 @@ export interface Router {
   reloadFences(geojson: unknown): Promise<ReloadResult>;
   /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */
   reloadFencesFile(): Promise<ReloadResult>;
+  /**
+   * Adds a fence, or replaces the one with the same `properties.id`: one GeoJSON Feature, validated as a fence file's
+   * features are (rejects with FenceValidationError, and nothing changes). Applied as a new generation over the same
+   * store without rebuilding its index; device state carries over as for a reload (a replaced fence keeps its
+   * occupants' stays, and their next ping decides against the new shape). Edits and reloads run one at a time; a
+   * later reload of the fences file (or a restart) returns to the file's fences. `properties.expiresAt` (epoch ms or
+   * ISO 8601) removes the fence at that time.
+   */
+  upsertFence(feature: unknown): Promise<FenceEditResult>;
+  /** Removes the fence with `fenceId` (devices inside it get an EXIT); action 'absent' when no fence has that id. */
+  removeFence(fenceId: string): Promise<FenceEditResult>;
   /**
    * The trigger stream downstream `name` (a `{ kind: 'stream' }` downstream; `name` may be left out when there is
    * one): an async iterable of batches, each in per-device order, read by one loop. A batch counts as delivered when

@@ -38,19 +38,29 @@ export interface SwapParts {
   controlCounterBase: number;
 }
 
-/** Swaps `next` in for `current` (see the module comment); resolves with the store now in force, `next`. */
-export async function swapFenceGeneration(p: SwapParts, current: FenceStore, next: FenceStore): Promise<FenceStore> {
+/**
+ * Swaps `next` in for `current` (see the module comment); resolves with the number of EXITs written for removed
+ * fences. `oldToNew` maps current's fence indices to next's when the caller knows it (a live edit).
+ */
+export async function swapFenceGeneration(
+  p: SwapParts,
+  current: FenceStore,
+  next: FenceStore,
+  oldToNew?: Int32Array,
+): Promise<number> {
   await p.dispatcher.requests.request<Extract<DispatcherRequest, { type: 'fences' }>>({
     type: 'fences',
     fences: next.descriptor,
   });
   await p.ingest.requests.request<Extract<IngestRequest, { type: 'pause' }>>({ type: 'pause' });
   let resumeWith = current;
+  let exits: number;
   try {
     // Every trigger of the old generation already produced is read before the reload's EXITs are written.
     while (p.shardTriggerRings.some((r) => r.available() > 0)) await sleep(1);
-    const exits = reloadDeviceState(p.state, current, next, p.controlRing, p.containment, p.controlCounterBase, {
+    exits = reloadDeviceState(p.state, current, next, p.controlRing, p.containment, p.controlCounterBase, {
       reloadTimeNs: nowNs(),
+      ...(oldToNew === undefined ? {} : { oldToNew }),
     });
     if (exits > 0) p.pipeline.ringDispatcher();
     // The EXITs are read before any trigger of the new generation can be produced.
@@ -63,5 +73,5 @@ export async function swapFenceGeneration(p: SwapParts, current: FenceStore, nex
       fences: resumeWith.descriptor,
     });
   }
-  return next;
+  return exits;
 }

@@ -38,6 +38,9 @@ import {
   IngestState,
   PST_RELOADS_F64,
   PST_RELOADS_FAILED_F64,
+  PST_FENCE_EDITS_F64,
+  PST_FENCE_EDITS_FAILED_F64,
+  PST_FENCE_EDIT_LAST_NS_F64,
   RingKind,
   RT_THREAD_MAIN,
   WDG_STALLED_I32,
@@ -46,13 +49,14 @@ import {
 import { SpscRing } from '../shm/ring.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { StartProgress } from '../pipeline/start-progress.js';
-import type { ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
+import type { FenceEditResult, ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
 import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { TriggerStream } from './trigger-stream.js';
 import { StateQueries, type DeviceNow, type FenceOccupant } from './state-queries.js';
 import { ingestThreadData } from './thread-data.js';
 import { swapFenceGeneration } from './fence-swap.js';
+import { FenceEditor } from './fence-edits.js';
 import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
 
 /** Least time between two log lines about untracked fences, ms. */
@@ -88,6 +92,8 @@ export class PipelineRouter implements Router {
   /** The trigger streams, by downstream index (null for a downstream of another kind). */
   private readonly streams: (TriggerStream | null)[];
   private reloadChain: Promise<unknown> = Promise.resolve();
+  /** Live fence edits and fence expiry. */
+  private readonly editor: FenceEditor;
   private drainPromise: Promise<void> | null = null;
   private closePromise: Promise<RouterSummary> | null = null;
   private inputsDone: () => void = () => undefined;
@@ -121,6 +127,20 @@ export class PipelineRouter implements Router {
   constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras) {
     this.options = options;
     this.store = store;
+    this.editor = new FenceEditor({
+      current: () => this.store,
+      queue: (job) => this.queueFenceJob(job),
+      swap: (next, oldToNew) => this.swapIn(next, oldToNew),
+      limits: () => fenceFileLimits(this.options),
+      log: (line) => this.log(line),
+      failed: () => {
+        this.statsCells[PST_FENCE_EDITS_FAILED_F64]!++;
+      },
+      applied: (elapsedMs) => {
+        this.statsCells[PST_FENCE_EDITS_F64]!++;
+        this.statsCells[PST_FENCE_EDIT_LAST_NS_F64] = elapsedMs * 1e6;
+      },
+    });
     this.ephemeral = options.stateDir === null;
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
     this.log = extras.log ?? ((line, level) => (level === 'error' ? console.error(line) : console.warn(line)));
@@ -264,6 +284,7 @@ export class PipelineRouter implements Router {
   }
 
   private stopTimers(): void {
+    this.editor.close();
     this.runtimeReporter?.stop();
     this.runtimeReporter = null;
     if (this.checkpointTimer !== null) clearInterval(this.checkpointTimer);
@@ -333,6 +354,7 @@ export class PipelineRouter implements Router {
     this.ingestStarted = true;
     this.ingestPort = o.listenHost === null ? null : port;
     this.startTimers();
+    this.editor.scheduleExpiry();
     if (stdin) this.forwardStdin();
     if (o.allowUnauthenticated) {
       if (
@@ -348,7 +370,7 @@ export class PipelineRouter implements Router {
       }
       if (o.adminHost !== null && !isLoopbackHost(o.adminHost) && o.adminToken === null) {
         this.log(
-          `warning: the admin server on ${o.adminHost} lets anyone who reaches it reload the fences (no token; allowUnauthenticated)`,
+          `warning: the admin server on ${o.adminHost} lets anyone who reaches it reload and edit the fences (no token; allowUnauthenticated)`,
           'error',
         );
       }
@@ -362,6 +384,7 @@ export class PipelineRouter implements Router {
         readiness: () => this.readiness(),
         health: () => this.health(),
         reloadFences: () => this.reloadFencesFile(),
+        fences: { upsert: (f) => this.upsertFence(f), remove: (id) => this.removeFence(id) },
         queries: this.queries,
       });
       this.admin = admin;
@@ -509,12 +532,7 @@ export class PipelineRouter implements Router {
     const limits = fenceFileLimits(this.options);
     const build = async (generation: number): Promise<FenceStore> =>
       FenceStore.open(await loadFenceStoreOffThread({ ...source, limits, generation }), LOOKUP_ONLY_STORE);
-    const run = this.reloadChain.then(
-      () => this.reloadNow(build),
-      () => this.reloadNow(build),
-    );
-    this.reloadChain = run.catch(() => undefined);
-    return run;
+    return this.queueFenceJob(() => this.reloadNow(build));
   }
 
   /** Builds the next generation with `build` (given its generation number) and swaps it in. */
@@ -527,8 +545,23 @@ export class PipelineRouter implements Router {
       this.statsCells[PST_RELOADS_FAILED_F64]!++;
       throw err;
     }
-    if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be reloaded');
-    this.store = await swapFenceGeneration(
+    await this.swapIn(next);
+    this.statsCells[PST_RELOADS_F64]!++;
+    this.editor.scheduleExpiry();
+    return { generation: next.generation, fenceCount: next.liveFenceCount };
+  }
+
+  /** Runs a reload or an edit after those queued before it. */
+  private queueFenceJob<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.reloadChain.then(job, job);
+    this.reloadChain = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Swaps `next` in for the generation in force; resolves with the EXITs written for removed fences. */
+  private async swapIn(next: FenceStore, oldToNew?: Int32Array): Promise<number> {
+    if (this.drainPromise !== null) throw new Error('the router is draining: fences cannot be changed');
+    const exits = await swapFenceGeneration(
       {
         dispatcher: this.dispatcherThread!,
         ingest: this.ingestThread!,
@@ -541,9 +574,18 @@ export class PipelineRouter implements Router {
       },
       this.store,
       next,
+      oldToNew,
     );
-    this.statsCells[PST_RELOADS_F64]!++;
-    return { generation: next.generation, fenceCount: next.fenceCount };
+    this.store = next;
+    return exits;
+  }
+
+  upsertFence(feature: unknown): Promise<FenceEditResult> {
+    return this.editor.upsert(feature);
+  }
+
+  removeFence(fenceId: string): Promise<FenceEditResult> {
+    return this.editor.remove(fenceId);
   }
 
   stats(): RouterStats {

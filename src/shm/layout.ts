@@ -17,7 +17,7 @@ const CACHE_LINE_BYTES = 64;
 const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 4;
+export const LAYOUT_VERSION = 5;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
@@ -216,6 +216,11 @@ export const ADM_BLOCK_F64 = Math.ceil(ADM_BLOCK_USED_F64 / 8) * 8;
 // A fence store generation is three SharedArrayBuffers: the store region below, a flatbush index over every fence's
 // bounding box (its own self-describing format) and, when any fence is a compliance fence, a second flatbush index over
 // the compliance fences only. Coordinates are stored x = longitude, y = latitude, in degrees.
+//
+// The region is built with headroom (the *_CAPACITY cells): a live edit appends the new fence's record, rings and
+// vertices past the counts of the generation it edits and publishes a new generation that covers them, while older
+// generations never read past their own counts. The header's counts are those of the full build (the "base"); an edit
+// generation's counts travel in its descriptor.
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Magic number at FSTORE_MAGIC_I32 identifying a fence store region ("GRFS"). */
@@ -224,18 +229,28 @@ export const FSTORE_MAGIC = 0x47524653;
 export const FSTORE_MAGIC_I32 = 0;
 /** Layout version the store was built with (LAYOUT_VERSION). */
 export const FSTORE_VERSION_I32 = 1;
-/** Generation number of the store (a reload builds generation + 1). */
+/** Generation number of the full build (a reload builds generation + 1; edits publish later generations over it). */
 export const FSTORE_GENERATION_I32 = 2;
-/** Number of fences. */
+/** Number of fences of the full build. */
 export const FSTORE_FENCE_COUNT_I32 = 3;
-/** Number of rings (outer rings and holes of every polygon part). */
+/** Number of rings of the full build (outer rings and holes of every polygon part). */
 export const FSTORE_RING_COUNT_I32 = 4;
-/** Number of packed vertices (each ring stores its closing vertex). */
+/** Number of packed vertices of the full build (each ring stores its closing vertex). */
 export const FSTORE_VERTEX_COUNT_I32 = 5;
-/** Number of compliance fences. */
+/** Number of compliance fences of the full build. */
 export const FSTORE_COMPLIANCE_COUNT_I32 = 6;
-/** Byte length of the UTF-8 metadata blob (ids and tags as JSON) at the end of the region. */
+/** Byte length of the UTF-8 metadata blob (ids, tags and expiry times as JSON) at the end of the region. */
 export const FSTORE_META_BYTES_I32 = 7;
+/** Fence records the region has room for (full build plus edit headroom). */
+export const FSTORE_FENCE_CAPACITY_I32 = 8;
+/** Rings the region has room for. */
+export const FSTORE_RING_CAPACITY_I32 = 9;
+/** Vertices the region has room for. */
+export const FSTORE_VERTEX_CAPACITY_I32 = 10;
+/** Low 31 bits of the region's random identity (threads reuse what they derived from a region they already opened). */
+export const FSTORE_BASE_ID_LO_I32 = 11;
+/** High bits of the region's identity. */
+export const FSTORE_BASE_ID_HI_I32 = 12;
 /** Header bytes: one cache line. */
 export const FSTORE_HEADER_BYTES = CACHE_LINE_BYTES;
 
@@ -298,7 +313,10 @@ export interface FenceStoreSections {
   totalBytes: number;
 }
 
-/** Computes the sections of a fence store region; every section starts on an 8-byte boundary. */
+/**
+ * Computes the sections of a fence store region from its capacities (fence records, rings, vertices) and metadata
+ * size; every section starts on an 8-byte boundary.
+ */
 export function fenceStoreSections(
   fenceCount: number,
   ringCount: number,
@@ -740,6 +758,12 @@ export const PST_CHECKPOINT_DEVICES_F64 = 15;
  * settle within its budget (a device's update held up, e.g. by a full trigger ring), so the pausing copy was used.
  */
 export const PST_CHECKPOINTS_PAUSED_F64 = 16;
+/** Live fence edits applied (upserts and removals, expiries included; main thread). */
+export const PST_FENCE_EDITS_F64 = 17;
+/** Live fence edits refused (invalid fence) or failed. */
+export const PST_FENCE_EDITS_FAILED_F64 = 18;
+/** Duration of the last live fence edit (call to the new generation in force), ns. */
+export const PST_FENCE_EDIT_LAST_NS_F64 = 19;
 /** First cell of the held-time block (line 3): written by the dispatcher thread only. */
 export const PST_HELD_BASE_F64 = 24;
 /** Held-time samples (triggers delivered, timed to the hand-over of the attempt that succeeded). */
