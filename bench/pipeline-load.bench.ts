@@ -9,7 +9,7 @@
  *
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--shards N] [--connections N] [--warmup-seconds S]
- *       [--downstream webhook] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
+ *       [--downstream webhook|jetstream|mqtt|ndjson] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
  *
  * Writes bench/out/pipeline-load.json (pipeline-load-webhook.json with the webhook). A rate "holds" when nothing was
  * shed, every ping sent was processed, and the held-time P99 is at most 10 ms. With the webhook it also reports the
@@ -18,11 +18,13 @@
  * the last trigger was delivered.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createRouter, generateSyntheticCity, heldTimeWindow } from '../src/index.js';
+import type { DownstreamOptions } from '../src/config/options.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,8 +49,39 @@ const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
 const webhook = values.downstream === 'webhook';
-if (!webhook && values.downstream !== 'callback')
-  throw new RangeError(`--downstream must be callback or webhook, got ${values.downstream}`);
+const SINK_KINDS = ['callback', 'webhook', 'jetstream', 'mqtt', 'ndjson'];
+if (!SINK_KINDS.includes(values.downstream!))
+  throw new RangeError(`--downstream must be one of ${SINK_KINDS.join(', ')}, got ${values.downstream}`);
+
+/**
+ * The downstream under test other than the callback and the webhook: NATS JetStream on 127.0.0.1:4222 (stream
+ * GFBENCH, created on first use), Mosquitto on 127.0.0.1:1883 (QoS 1), or an NDJSON file in a scratch folder; each
+ * with the default downstream options. Delivered = acknowledged by the server (written, for the file).
+ */
+function brokerDownstream(rate: number): DownstreamOptions {
+  if (values.downstream === 'jetstream') {
+    return {
+      name: 'js',
+      kind: 'jetstream',
+      servers: ['nats://127.0.0.1:4222'],
+      subject: 'gfbench.{type}',
+      stream: `GFBENCH${rate}`,
+    };
+  }
+  if (values.downstream === 'mqtt')
+    return {
+      name: 'mqtt',
+      kind: 'mqtt',
+      url: 'mqtt://127.0.0.1:1883',
+      topic: 'gfbench/{type}',
+      clientId: `gf-bench-${rate}`,
+    };
+  return {
+    name: 'file',
+    kind: 'ndjson',
+    path: join(mkdtempSync(join(tmpdir(), 'gr-bench-ndjson-')), 'triggers.ndjson'),
+  };
+}
 
 /** The receiver process (webhook runs only) and its port. */
 async function startReceiver(): Promise<{
@@ -138,8 +171,9 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     maxDevices: 50_000,
     ingest: { sharedStructures: values.encoding === 'shared' },
     stateDir: null,
-    downstreams:
-      receiver === null
+    downstreams: !['callback', 'webhook'].includes(values.downstream!)
+      ? [brokerDownstream(rate)]
+      : receiver === null
         ? [
             {
               name: 'sink',
@@ -284,6 +318,8 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   if (receiver !== null) {
     delivered = (await receiver.count()).triggers;
     receiver.stop();
+  } else if (values.downstream !== 'callback') {
+    delivered = s.downstreams[0]!.delivered;
   }
   const hook = s.downstreams[0]!;
   return {

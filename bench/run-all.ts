@@ -29,6 +29,7 @@ const BENCHMARKS: ReadonlyArray<{ name: string; file: string; args: string[] }> 
   },
   { name: 'dispatch-ops', file: 'dispatch-ops.bench.js', args: [] },
   { name: 'checkpoint', file: 'checkpoint.bench.js', args: [] },
+  { name: 'fence-edit', file: 'fence-edit.bench.js', args: [] },
   { name: 'replay', file: 'replay.bench.js', args: [] },
   { name: 'burst', file: 'burst.bench.js', args: [] },
 ];

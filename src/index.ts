@@ -7,7 +7,7 @@
  * `simulateBurst(options)` run the deterministic simulator (src/sim) over the production control modules.
  */
 export { createRouter } from './router/create-router.js';
-export type { Router, RouterExtras, RouterSummary, ReloadResult } from './router/api.js';
+export type { Router, RouterExtras, RouterSummary, ReloadResult, FenceEditResult } from './router/api.js';
 export type { DeviceNow, FenceStay, FenceOccupant } from './router/state-queries.js';
 export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
 export { heldTimeWindow } from './pipeline/stats.js';

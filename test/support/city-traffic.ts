@@ -100,7 +100,7 @@ export function cityTraffic(o: CityTrafficOptions): CityTraffic {
 /**
  * Sends pings [from, to) of `traffic` over one TCP connection at `ratePerSec`, in 10 ms slices (one write each),
  * keeping to the rate over the whole run; resolves when all are written and the connection ended. Returns the
- * achieved rate.
+ * achieved rate. `progress.sent`, when given, is kept at the number of pings written so far.
  */
 export async function sendPaced(
   port: number,
@@ -108,6 +108,7 @@ export async function sendPaced(
   ratePerSec: number,
   from = 0,
   to = traffic.pings,
+  progress?: { sent: number },
 ): Promise<number> {
   const socket = connect({ host: '127.0.0.1', port });
   socket.setNoDelay(true);
@@ -123,6 +124,7 @@ export async function sendPaced(
     const start = k === 0 ? 0 : traffic.ends[k - 1]!;
     const ok = socket.write(traffic.frames.subarray(start, traffic.ends[next - 1]!));
     k = next;
+    if (progress !== undefined) progress.sent = k;
     if (!ok) await new Promise<void>((resolve) => socket.once('drain', resolve));
     // Where the schedule says we should be; sleep off any lead.
     const dueMs = ((k - from) / ratePerSec) * 1000;
