@@ -64,7 +64,7 @@ function brokerDownstream(rate: number): DownstreamOptions {
       name: 'js',
       kind: 'jetstream',
       servers: ['nats://127.0.0.1:4222'],
-      subject: 'gfbench.{type}',
+      subject: `gfbench${rate}.{type}`,
       stream: `GFBENCH${rate}`,
     };
   }
@@ -334,7 +334,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     rejected: s.rejectedTotal,
     triggers: s.triggersTotal,
     delivered,
-    ...(webhook
+    ...(values.downstream !== 'callback'
       ? {
           medianDeliveredPerSec: Math.round(median(deliveredPerSec)),
           spilled: hook.spilled,

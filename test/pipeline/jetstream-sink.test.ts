@@ -12,6 +12,8 @@ import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
 import { routerFor, runThrough, sinkTraffic } from '../support/sink-run.js';
+import { sendPaced } from '../support/city-traffic.js';
+import { waitFor } from './support.js';
 
 /** Every message of `stream`, in stream order, with its subject. */
 async function readStream(url: string, stream: string): Promise<{ subject: string; trigger: Trigger }[]> {
@@ -76,4 +78,31 @@ test('JetStream sink: every trigger stored once and in per-device order, through
     `jetstream: ${stored.length} triggers stored once from ${relay.msgIdsSeen} publishes (acks held back 600 ms for 1.5 s from the first publish); ` +
       `delivered ${summary.downstreams[0]!.delivered}, replayed ${summary.downstreams[0]!.replayed}`,
   );
+});
+
+test('JetStream sink: a subject no stream captures is refused at once (404), dead-lettered as rejected, nothing lost', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const traffic = sinkTraffic(9, 50);
+  const router = await routerFor(traffic, {
+    name: 'js',
+    kind: 'jetstream',
+    servers: [nats.url],
+    subject: 'unrouted.{type}',
+    stream: 'NONE',
+    createStream: false,
+  });
+  await sendPaced(router.ingestPort!, traffic, 5_000);
+  await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
+  await waitFor(
+    () => router.stats().downstreams[0]!.deadLettered === router.stats().triggersTotal,
+    60_000,
+    'every trigger dead-lettered',
+  );
+  const summary = await router.close();
+  assert.ok(summary.triggersTotal > 100, `triggers: ${summary.triggersTotal}`);
+  const ds = summary.downstreams[0]!;
+  assert.equal(ds.delivered, 0);
+  assert.equal(ds.deadLetteredByReason.rejected, summary.triggersTotal, 'every trigger dead-lettered as rejected');
+  assert.equal(summary.lost, 0);
 });

@@ -8,6 +8,12 @@
  *
  * Per-device order: one downstream never has two batches with triggers of one device in flight, and one connection
  * publishes a batch in order.
+ *
+ * Throughput: a broker that leaves Nagle's algorithm on (Mosquitto's default, `set_tcp_nodelay false`) holds its
+ * PUBACKs back until the router's side acknowledges the first of them at the TCP level, which a receiver with nothing
+ * to send delays by up to 40 ms: one stall per batch (about 5,500 messages/s in batches of 256 on a local Mosquitto).
+ * So while acknowledgements are outstanding, every chunk read from the broker is answered at once with a PINGREQ (two
+ * bytes, which carry the TCP acknowledgement): about 55,000 messages/s there.
  */
 import mqtt, { type MqttClient } from 'mqtt';
 import type { Sink, SinkResult } from './sink.js';
@@ -46,11 +52,16 @@ export const MQTT_SINK_DEFAULTS: Readonly<Omit<MqttSinkOptions, 'url' | 'clientI
   password: null,
 };
 
+/** An MQTT PINGREQ packet. */
+const PINGREQ = Buffer.from([0xc0, 0x00]);
+
 /** Publishes triggers to an MQTT broker (see the module comment). */
 export class MqttSink implements Sink {
   private readonly options: MqttSinkOptions;
   private readonly template: SubjectTemplate;
   private client: MqttClient | null = null;
+  /** PUBACKs the sink waits for. */
+  private outstanding = 0;
 
   /** Validates the options (errors name them); connects at once and keeps reconnecting. */
   constructor(options: Partial<MqttSinkOptions> & { url: string; clientId: string }) {
@@ -74,17 +85,21 @@ export class MqttSink implements Sink {
     if (!client.connected) return { status: 0, error: 'refused' };
     let pending = batch.count;
     let failed = false;
+    this.outstanding += batch.count;
     return new Promise<SinkResult>((resolve) => {
       let settled = false;
       const finish = (r: SinkResult): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        this.outstanding -= pending;
         resolve(r);
       };
       const timer = setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs);
       const acked = (err?: Error): void => {
+        if (settled) return;
         if (err !== undefined && err !== null) failed = true;
+        this.outstanding--;
         if (--pending === 0) finish(failed ? { status: 0, error: 'network' } : { status: 200 });
       };
       for (let i = 0; i < batch.count; i++)
@@ -114,6 +129,17 @@ export class MqttSink implements Sink {
     });
     // Why a no-op listener: a connection error must not become an uncaught 'error' event; reconnects follow.
     this.client.on('error', () => undefined);
-    return this.client;
+    const client = this.client;
+    const nudged = new WeakSet<object>();
+    // Each connection gets a new stream: answer its reads while PUBACKs are outstanding (see the module comment).
+    client.on('connect', () => {
+      const stream = client.stream;
+      if (nudged.has(stream)) return;
+      nudged.add(stream);
+      stream.on('data', () => {
+        if (this.outstanding > 0 && stream.writable) stream.write(PINGREQ);
+      });
+    });
+    return client;
   }
 }
