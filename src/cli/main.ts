@@ -23,6 +23,7 @@ import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import type { Router } from '../router/api.js';
 import { createRouter } from '../router/create-router.js';
+import { PACKAGE_VERSION } from '../version.js';
 import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../router/status.js';
 
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
@@ -153,6 +154,10 @@ async function main(argv: readonly string[]): Promise<number> {
     request = parseCliArgs(argv);
     if (request.help) {
       out(HELP_TEXT);
+      return 0;
+    }
+    if (request.version) {
+      out(`geofence-router ${PACKAGE_VERSION}`);
       return 0;
     }
     if (request.printConfigSchema) {

@@ -35,6 +35,8 @@ export interface DemoFlags {
 export interface CliRequest {
   /** --help was given. */
   help: boolean;
+  /** --version was given. */
+  version: boolean;
   /** --demo was given. */
   demo: boolean;
   /** The demo's settings (empty unless demo flags were given; they need --demo). */
@@ -87,6 +89,7 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     help: 'print the JSON Schema of the config file and exit',
   },
   { name: 'help', short: 'h', type: 'boolean', section: 'General', help: 'show this text' },
+  { name: 'version', short: 'v', type: 'boolean', section: 'General', help: 'print the version and exit' },
   {
     name: 'demo-seconds',
     type: 'string',
@@ -373,7 +376,7 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   const v = parsed.values as Record<string, string | boolean | string[] | undefined>;
   const str = (k: string): string | undefined => v[k] as string | undefined;
   // --help and --print-config-schema answer whatever else is wrong on the line.
-  const answersOnly = v['help'] === true || v['print-config-schema'] === true;
+  const answersOnly = v['help'] === true || v['version'] === true || v['print-config-schema'] === true;
   let overrides: RouterOptionsInput = {};
   let demoFlags: DemoFlags = {};
   try {
@@ -390,6 +393,7 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
   }
   return {
     help: v['help'] === true,
+    version: v['version'] === true,
     demo: v['demo'] === true,
     printConfigSchema: v['print-config-schema'] === true,
     demoFlags,

@@ -12,7 +12,7 @@
  * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
  * telemetry frame are decoded as one (and validated like any other).
  */
-import { Unpackr } from 'msgpackr';
+import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
 import { FrameWalker, WALK_NEED_MORE, WALK_OK } from './frame-walker.js';
 import { PING_VALID, PingFields, validatePingInto, type PingLimits } from './ping-fields.js';

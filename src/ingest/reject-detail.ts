@@ -6,7 +6,7 @@
  * exactly what the sender wrote even where the hot-path decoder rounded it to a double (a uint64 id above 2^53 - 1).
  * Allocates freely; never called per ping.
  */
-import { Unpackr } from 'msgpackr';
+import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
 import { LANE_WIRE_NAMES, telemetrySharedStructures, type TelemetryKey } from './wire-format.js';
 

@@ -57,6 +57,7 @@ import { StateQueries, type DeviceNow, type FenceOccupant } from './state-querie
 import { ingestThreadData } from './thread-data.js';
 import { swapFenceGeneration } from './fence-swap.js';
 import { FenceEditor } from './fence-edits.js';
+import { dependencyAddonsLoaded } from './native-check.js';
 import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
 
 /** Least time between two log lines about untracked fences, ms. */
@@ -397,6 +398,13 @@ export class PipelineRouter implements Router {
       progress?.phase('starting the admin server');
       await this.admin.start();
       this.adminPort = this.admin.port;
+    }
+    const addons = dependencyAddonsLoaded();
+    if (addons.length > 0) {
+      this.log(
+        `error: a compiled add-on of a dependency is loaded, the router is meant to run without: ${addons.join(', ')}`,
+        'error',
+      );
     }
   }
 
