@@ -2,7 +2,8 @@
  * The package as a consumer gets it: `npm pack`, then `npm install <tarball>` into a scratch project with npm's default
  * settings (so the optional native packages of msgpackr and piscina are installed there), then a router started from
  * it routes a ping to an ENTER (its threads load the decoder as for any input), and the process report lists no
- * compiled add-on loaded; the installed CLI answers
+ * compiled add-on loaded (while a process that deliberately loads msgpackr's native entry is seen to, and the router
+ * logs an error about it at start); the installed CLI answers
  * --version with the package's version; the tarball holds the compiled library, its types, README and LICENSE, and
  * no test, benchmark or source map.
  */
@@ -23,21 +24,24 @@ function defaultNpmEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
+/** The consumer: a router from the installed package; with ALLOW_NATIVE it loads msgpackr's native entry itself first. */
 const CONSUMER = `
-import { createRouter } from 'geofence-trigger-router';
+if (process.env.ALLOW_NATIVE === '1') await import('msgpackr');
+const { createRouter } = await import('geofence-trigger-router');
+const lines = [];
 const square = [[13.0, 52.0], [13.01, 52.0], [13.01, 52.01], [13.0, 52.01], [13.0, 52.0]];
 const got = [];
 const router = await createRouter({
   fences: { type: 'FeatureCollection', features: [
     { type: 'Feature', properties: { id: 'sq' }, geometry: { type: 'Polygon', coordinates: [square] } } ] },
   downstreams: [{ name: 'app', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-  log: () => undefined,
+  log: (line) => void lines.push(line),
 });
 router.push({ id: 'd1', lat: 52.005, lon: 13.005, ts: Date.now() });
 for (let i = 0; i < 200 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 25));
 await router.close();
 const addons = (process.report.getReport().sharedObjects ?? []).filter((p) => p.endsWith('.node'));
-console.log(JSON.stringify({ triggers: got.map((t) => t.type + ' ' + t.fenceId), addons }));
+console.log(JSON.stringify({ triggers: got.map((t) => t.type + ' ' + t.fenceId), addons, lines }));
 `;
 
 test('installed from its tarball with default npm settings: a router runs, and no compiled add-on is loaded', async () => {
@@ -69,9 +73,31 @@ test('installed from its tarball with default npm settings: a router runs, and n
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
   writeFileSync(join(app, 'consumer.mjs'), CONSUMER);
   const out = execFileSync(process.execPath, ['consumer.mjs'], { cwd: app, env, encoding: 'utf8' });
-  const result = JSON.parse(out.trim().split('\n').at(-1)!) as { triggers: string[]; addons: string[] };
+  const result = JSON.parse(out.trim().split('\n').at(-1)!) as {
+    triggers: string[];
+    addons: string[];
+    lines: string[];
+  };
   assert.deepEqual(result.triggers, ['ENTER sq']);
   assert.deepEqual(result.addons, [], 'no .node file loaded');
+  assert.ok(!result.lines.some((l) => /compiled add-on/.test(l)), result.lines.join('\n'));
+
+  // With the native extension deliberately allowed (the process loads msgpackr's native entry), the same check sees
+  // the add-on, and the router says so at start.
+  const allowed = execFileSync(process.execPath, ['consumer.mjs'], {
+    cwd: app,
+    env: { ...env, ALLOW_NATIVE: '1' },
+    encoding: 'utf8',
+  });
+  const native = JSON.parse(allowed.trim().split('\n').at(-1)!) as { addons: string[]; lines: string[] };
+  assert.ok(
+    native.addons.some((a) => a.includes('msgpackr-extract')),
+    `the add-on is seen when allowed: ${native.addons.join(', ')}`,
+  );
+  assert.ok(
+    native.lines.some((l) => /error: a compiled add-on of a dependency is loaded.*msgpackr-extract/.test(l)),
+    native.lines.join('\n'),
+  );
   const version = execFileSync(join(app, 'node_modules', '.bin', 'geofence-router'), ['--version'], {
     cwd: app,
     env,
