@@ -65,6 +65,12 @@ export interface AdminServerOptions {
   fenceEditsPerMinute: number;
 }
 
+/** The handlers a router serves through the admin server (see `AdminServer.use`). */
+export type AdminHandlers = Pick<
+  AdminServerOptions,
+  'registry' | 'readiness' | 'health' | 'reloadFences' | 'fences' | 'queries'
+>;
+
 /** Defaults of the admin server. */
 const ADMIN_DEFAULTS = {
   host: '127.0.0.1',
@@ -151,6 +157,14 @@ export class AdminServer {
     }
     this.mutations = new MinuteBucket('mutationsPerMinute', mutationsPerMinute);
     this.edits = new MinuteBucket('fenceEditsPerMinute', fenceEditsPerMinute);
+  }
+
+  /**
+   * Serves `handlers` from now on: the server starts before the router it serves exists (so `/healthz` and `/readyz`
+   * answer while the fences load and the threads start) and is handed over once the router runs.
+   */
+  use(handlers: AdminHandlers): void {
+    Object.assign(this.options, handlers);
   }
 
   /** The bound port (after `start`). */

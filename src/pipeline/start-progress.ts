@@ -24,6 +24,11 @@ export class StartProgress {
     this.timer.unref();
   }
 
+  /** The phase running now. */
+  get current(): string {
+    return this.phaseName;
+  }
+
   /** Ends the current phase and begins `name` (a lower-case description: "starting the dispatcher thread"). */
   phase(name: string): void {
     const nowMs = performance.now();

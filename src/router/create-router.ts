@@ -5,9 +5,10 @@
  */
 import { endianness } from 'node:os';
 import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
-import { readFenceFile } from '../fences/fence-file.js';
-import { FenceValidationError, parseFences, type ParsedFences } from '../fences/parse.js';
-import { buildFenceStore, FenceStore } from '../fences/store.js';
+import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
+import { loadFenceStoreOffThread } from '../fences/fence-file.js';
+import { FenceValidationError, parseFences } from '../fences/parse.js';
+import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { StartProgress } from '../pipeline/start-progress.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { Router, RouterExtras } from './api.js';
@@ -26,6 +27,24 @@ function withoutUnaskedListeners(o: RouterOptionsInput): RouterOptionsInput {
 }
 
 /**
+ * Fences given as an object with fewer features than this are checked on the calling thread (a few milliseconds);
+ * larger collections, and every fences file, on the loader thread, so the admin server keeps answering meanwhile.
+ */
+const MAIN_THREAD_MAX_FEATURES = 2000;
+
+/** What the admin server answers while the router starts: not ready (naming the phase), healthy, nothing to change. */
+function startingHandlers(progress: StartProgress): AdminHandlers {
+  const starting = (): Promise<never> => Promise.reject(new Error('the router is starting'));
+  return {
+    registry: { contentType: 'text/plain; version=0.0.4; charset=utf-8', metrics: () => Promise.resolve('') },
+    readiness: () => ({ ready: false, reason: `starting: ${progress.current}` }),
+    health: () => ({ ready: true }),
+    reloadFences: starting,
+    fences: { upsert: starting, remove: starting },
+  };
+}
+
+/**
  * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
  * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
  * the dispatcher thread, the ingest thread with its containment pool, and the admin server.
@@ -38,29 +57,48 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const progress = new StartProgress(log ?? ((line) => console.warn(line)));
   let router: PipelineRouter | null = null;
+  let admin: AdminServer | null = null;
   try {
+    if (resolved.adminHost !== null) {
+      // Up before anything else: /healthz answers and /readyz says which phase the start is in.
+      progress.phase('starting the admin server');
+      admin = new AdminServer({
+        host: resolved.adminHost,
+        port: resolved.adminPort,
+        token: resolved.adminToken,
+        ...startingHandlers(progress),
+      });
+      await admin.start();
+    }
     const limits = fenceFileLimits(resolved);
-    let parsed: ParsedFences;
+    let descriptor: FenceStoreDescriptor;
     if (fences !== undefined || resolved.fencesFile === null) {
-      progress.phase('checking the fences');
-      parsed = parseFences(fences ?? { type: 'FeatureCollection', features: [] }, limits);
+      const geojson = fences ?? { type: 'FeatureCollection', features: [] };
+      const features = (geojson as { features?: unknown }).features;
+      if (Array.isArray(features) && features.length < MAIN_THREAD_MAX_FEATURES) {
+        progress.phase('checking and indexing the fences');
+        descriptor = buildFenceStore(parseFences(geojson, limits), 1);
+      } else {
+        progress.phase('checking and indexing the fences (loader thread)');
+        descriptor = await loadFenceStoreOffThread({ geojson, limits, generation: 1 });
+      }
     } else {
-      progress.phase('reading and checking the fences file');
+      progress.phase('reading, checking and indexing the fences file (loader thread)');
       try {
-        parsed = readFenceFile(resolved.fencesFile, limits);
+        descriptor = await loadFenceStoreOffThread({ path: resolved.fencesFile, limits, generation: 1 });
       } catch (err) {
         // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
         if (err instanceof FenceValidationError) throw err;
         throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`, { cause: err });
       }
     }
-    progress.phase(`indexing ${parsed.fences.length} fences`);
-    const store = FenceStore.open(buildFenceStore(parsed, 1), LOOKUP_ONLY_STORE);
+    const store = FenceStore.open(descriptor, LOOKUP_ONLY_STORE);
     const extras: RouterExtras = {};
     if (log !== undefined) extras.log = log;
     progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, extras);
+    router = new PipelineRouter(resolved, store, extras, admin);
     await router.start(progress);
+    admin?.use(router.adminHandlers());
   } catch (err) {
     const where = progress.fail();
     // Once threads are involved, where it failed is worth a line of its own (the error says why).
@@ -68,6 +106,7 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
       log?.(where);
       await router.abandon();
     }
+    await admin?.close();
     throw err;
   }
   const line = progress.finish();

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ADMIN_REFUSAL_REASONS, AdminServer } from '../admin/admin-server.js';
+import { ADMIN_REFUSAL_REASONS, type AdminHandlers, type AdminServer } from '../admin/admin-server.js';
 import { isLoopbackHost } from '../auth/secrets.js';
 import type { CallbackDownstreamOptions, RouterOptions } from '../config/options.js';
 import { DeviceState } from '../fences/device-state.js';
@@ -125,9 +125,11 @@ export class PipelineRouter implements Router {
   }
 
   /** Locks the state directory, allocates the shared memory and restores the durable state into it. */
-  constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras) {
+  constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras, admin: AdminServer | null = null) {
     this.options = options;
     this.store = store;
+    this.admin = admin;
+    this.adminPort = admin?.port ?? null;
     this.editor = new FenceEditor({
       current: () => this.store,
       queue: (job) => this.queueFenceJob(job),
@@ -191,6 +193,14 @@ export class PipelineRouter implements Router {
       pipelineStats: m.stats,
       threadRuntime: m.threadRuntime,
     });
+    if (admin !== null) {
+      this.metrics.addSharedCounter(
+        'geofence_admin_requests_refused_total',
+        'Admin requests refused, by reason: unauthorized (no or a wrong token), rate_limited, body_too_large.',
+        ['reason'],
+        ADMIN_REFUSAL_REASONS.map((reason) => ({ labels: { reason }, read: () => admin.refused[reason] })),
+      );
+    }
     this.metrics.addFenceTracking(
       (n) => this.store.mostUntracked(n),
       () => this.state.poolChunksInUse(),
@@ -376,29 +386,6 @@ export class PipelineRouter implements Router {
         );
       }
     }
-    if (o.adminHost !== null) {
-      const admin = new AdminServer({
-        host: o.adminHost,
-        port: o.adminPort,
-        token: o.adminToken,
-        registry: this.metrics,
-        readiness: () => this.readiness(),
-        health: () => this.health(),
-        reloadFences: () => this.reloadFencesFile(),
-        fences: { upsert: (f) => this.upsertFence(f), remove: (id) => this.removeFence(id) },
-        queries: this.queries,
-      });
-      this.admin = admin;
-      this.metrics.addSharedCounter(
-        'geofence_admin_requests_refused_total',
-        'Admin requests refused, by reason: unauthorized (no or a wrong token), rate_limited, body_too_large.',
-        ['reason'],
-        ADMIN_REFUSAL_REASONS.map((reason) => ({ labels: { reason }, read: () => admin.refused[reason] })),
-      );
-      progress?.phase('starting the admin server');
-      await this.admin.start();
-      this.adminPort = this.admin.port;
-    }
     const addons = dependencyAddonsLoaded();
     if (addons.length > 0) {
       this.log(
@@ -447,6 +434,21 @@ export class PipelineRouter implements Router {
     const waiters = this.drainedWaiters;
     this.drainedWaiters = [];
     for (const w of waiters) w();
+  }
+
+  /**
+   * The admin server's handlers for this router (createRouter starts the server before the router exists, with
+   * handlers of its own for the start, and hands over to these).
+   */
+  adminHandlers(): AdminHandlers {
+    return {
+      registry: this.metrics,
+      readiness: () => this.readiness(),
+      health: () => this.health(),
+      reloadFences: () => this.reloadFencesFile(),
+      fences: { upsert: (f) => this.upsertFence(f), remove: (id) => this.removeFence(id) },
+      queries: this.queries,
+    };
   }
 
   private readiness(): { ready: boolean; reason?: string } {
