@@ -220,3 +220,24 @@ export function readThreadRuntime(
   }
   return out;
 }
+
+/** Environment variable of the event-loop block drill (see `armBlockDrill`). */
+const BLOCK_DRILL_ENV = 'GEOFENCE_DRILL_BLOCK';
+
+/**
+ * DRILL HOOK, off by default. `GEOFENCE_DRILL_BLOCK=<thread>:<afterMs>:<forMs>` (read when the thread starts; thread
+ * `ingest` or `dispatcher`) blocks that thread's event loop for `forMs` starting `afterMs` after its start: a stalled
+ * thread, for the health drill. Unset, nothing happens; a malformed value fails the thread's start, so a mistyped
+ * drill does not pass silently.
+ */
+export function armBlockDrill(thread: 'ingest' | 'dispatcher'): void {
+  const value = process.env[BLOCK_DRILL_ENV];
+  if (value === undefined || value === '') return;
+  const m = /^(ingest|dispatcher):(\d+):(\d+)$/.exec(value);
+  if (m === null) {
+    throw new Error(`${BLOCK_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>:<forMs>, got ${JSON.stringify(value)}`);
+  }
+  if (m[1] !== thread) return;
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  setTimeout(() => Atomics.wait(cell, 0, 0, Number(m[3])), Number(m[2])).unref();
+}

@@ -13,6 +13,8 @@ export class ThreadHandle {
   readonly requests: Requester;
   readonly started: Promise<number>;
   private exited = false;
+  /** stop() was called: an exit after it is the expected one. */
+  private stopping = false;
 
   /**
    * Starts the thread; `started` resolves with the port it reports (or rejects when it fails to start). `onDrained`
@@ -53,8 +55,14 @@ export class ThreadHandle {
     this.started.catch(() => undefined);
   }
 
+  /** True once the thread has exited without being asked to (stop()). */
+  get died(): boolean {
+    return this.exited && !this.stopping;
+  }
+
   /** Terminates the thread unless it has exited. */
   async stop(): Promise<void> {
+    this.stopping = true;
     if (!this.exited) await this.worker.terminate();
   }
 }

@@ -42,6 +42,10 @@ import {
   PST_FENCE_EDITS_FAILED_F64,
   PST_FENCE_EDIT_LAST_NS_F64,
   RingKind,
+  RT_REPORTED_AT_MS_F64,
+  RT_STRIDE_F64,
+  RT_THREAD_DISPATCHER,
+  RT_THREAD_INGEST,
   RT_THREAD_MAIN,
   WDG_STALLED_I32,
   WDG_STRIDE_I32,
@@ -59,6 +63,9 @@ import { swapFenceGeneration } from './fence-swap.js';
 import { FenceEditor } from './fence-edits.js';
 import { dependencyAddonsLoaded } from './native-check.js';
 import { startThreadRuntimeReporter, type ThreadRuntimeReporter } from '../pipeline/thread-runtime.js';
+
+/** A pipeline thread whose runtime report (its heartbeat, every second) is older than this is unhealthy, ms. */
+const HEARTBEAT_STALE_MS = 5000;
 
 /** Least time between two log lines about untracked fences, ms. */
 const UNTRACKED_LOG_INTERVAL_MS = 10_000;
@@ -467,8 +474,29 @@ export class PipelineRouter implements Router {
     return { ready: true };
   }
 
-  /** Liveness for /healthz: unhealthy while the containment watchdog holds a shard group as hung (WDG_STALLED_I32). */
+  /**
+   * Liveness for /healthz: unhealthy when the ingest or the dispatcher thread has died or stopped reporting (its
+   * runtime report is its heartbeat, every THREAD_RUNTIME_INTERVAL_MS; stale after HEARTBEAT_STALE_MS: its event loop
+   * is blocked), or while the containment watchdog holds a shard group as hung (WDG_STALLED_I32).
+   */
   private health(): { ready: boolean; reason?: string } {
+    if (this.ingestStarted && this.closePromise === null) {
+      const rt = new Float64Array(this.memory.threadRuntime);
+      const nowMs = Date.now();
+      for (const [name, handle, block] of [
+        ['ingest thread', this.ingestThread, RT_THREAD_INGEST],
+        ['dispatcher thread', this.dispatcherThread, RT_THREAD_DISPATCHER],
+      ] as const) {
+        if (handle?.died === true) return { ready: false, reason: `the ${name} has exited` };
+        const silentMs = nowMs - rt[block * RT_STRIDE_F64 + RT_REPORTED_AT_MS_F64]!;
+        if (silentMs > HEARTBEAT_STALE_MS) {
+          return {
+            ready: false,
+            reason: `the ${name} has not reported for ${(silentMs / 1000).toFixed(1)} s (its event loop is blocked)`,
+          };
+        }
+      }
+    }
     const cells = new Int32Array(this.memory.watchdog);
     let stalled = '';
     for (let s = 0; s < this.memory.shards; s++) {
