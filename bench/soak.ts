@@ -357,7 +357,7 @@ async function main(): Promise<void> {
             downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_concurrency_limit', { downstream: ds })]),
           ),
           inflight: Object.fromEntries(
-            downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_inflight_requests', { downstream: ds })]),
+            downstreams.map((ds) => [ds, sumOf(s, 'geofence_dispatch_in_flight_requests', { downstream: ds })]),
           ),
         });
       }

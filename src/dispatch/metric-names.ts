@@ -18,7 +18,6 @@ import {
   DS_BACKLOG_RECORDS_F64,
   DS_BACKPRESSURE_WAITS_F64,
   DS_BREAKER_OPENS_F64,
-  DS_BREAKER_STATE_F64,
   DS_CARRIED_OVER_F64,
   DS_CREDITS_F64,
   DS_DEAD_LETTER_DEPTH_F64,
@@ -59,7 +58,7 @@ export const DOWNSTREAM_LABEL = 'downstream';
 /** The three limiter signals, exported together. */
 const METRIC_LIMIT = 'geofence_dispatch_concurrency_limit';
 /** Requests in flight. */
-const METRIC_INFLIGHT = 'geofence_dispatch_inflight_requests';
+const METRIC_INFLIGHT = 'geofence_dispatch_in_flight_requests';
 /** Reference (minimum) RTT. */
 const METRIC_RTT_MIN_SECONDS = 'geofence_dispatch_rtt_min_seconds';
 /** RTT histogram (buckets DS_RTT_BUCKET_BOUNDS_MS / 1000; cells are per bucket, make them cumulative). */
@@ -70,6 +69,10 @@ export const METRIC_HELD_TIME_SECONDS = 'geofence_dispatch_held_time_seconds';
 export const METRIC_DEAD_LETTERED = 'geofence_dispatch_dead_lettered_total';
 /** Dead-letter records dropped by downstream and reason (registered by the wiring from the by-reason cells). */
 export const METRIC_DEAD_LETTER_DROPPED = 'geofence_dispatch_dead_letter_dropped_total';
+/** Circuit breaker state, one series per state (1 for the state in force). */
+export const METRIC_BREAKER_STATE = 'geofence_dispatch_breaker_state';
+/** Breaker states by the value of their cell (DS_BREAKER_STATE_F64). */
+export const BREAKER_STATE_NAMES = ['closed', 'open', 'half_open'] as const;
 /** Longest flush. */
 const METRIC_FLUSH_MAX_SECONDS = 'geofence_dispatch_dead_letter_flush_max_seconds';
 
@@ -260,15 +263,8 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
   {
     name: 'geofence_dispatch_credits_remaining',
     type: 'gauge',
-    help: 'Credits left in the credit window (NaN: no window).',
+    help: 'Credits left in the credit window (no series for a downstream without one).',
     cell: DS_CREDITS_F64,
-    scale: 1,
-  },
-  {
-    name: 'geofence_dispatch_breaker_state',
-    type: 'gauge',
-    help: 'Circuit breaker state: 0 closed, 1 open, 2 half-open.',
-    cell: DS_BREAKER_STATE_F64,
     scale: 1,
   },
   {
@@ -395,7 +391,7 @@ export const DISPATCHER_CELL_METRICS: readonly CellMetric[] = [
     scale: 1,
   },
   {
-    name: 'geofence_dispatch_dead_letter_flush_seconds_sum',
+    name: 'geofence_dispatch_dead_letter_flush_seconds_total',
     type: 'counter',
     help: 'Total time spent flushing the dead-letter ring.',
     cell: DISP_FLUSH_SUM_NS_F64,

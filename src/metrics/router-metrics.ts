@@ -57,6 +57,7 @@ import {
   DEAD_LETTER_REASON_COUNT,
   DEAD_LETTER_REASON_NAMES,
   DS_BLOCK_F64,
+  DS_BREAKER_STATE_F64,
   DS_DEAD_LETTER_DROPPED_F64,
   DS_DEAD_LETTERED_BY_REASON_F64,
   DS_RTT_BUCKET_BOUNDS_MS,
@@ -97,6 +98,8 @@ import {
   DISPATCHER_CELL_METRICS,
   DOWNSTREAM_CELL_METRICS,
   DOWNSTREAM_LABEL,
+  METRIC_BREAKER_STATE,
+  BREAKER_STATE_NAMES,
   METRIC_DEAD_LETTER_DROPPED,
   METRIC_DEAD_LETTERED,
   METRIC_HELD_TIME_SECONDS,
@@ -279,7 +282,11 @@ export class RouterMetrics {
       registers: [this.registry],
       collect(this: Gauge) {
         this.reset();
-        for (const s of series) this.set(s.labels, s.read());
+        // A value that is not a number (nothing measured, nothing configured) is left out, never exported as NaN.
+        for (const s of series) {
+          const v = s.read();
+          if (v === v) this.set(s.labels, v);
+        }
       },
     });
   }
@@ -411,6 +418,21 @@ export class RouterMetrics {
         if (m.type === 'counter') this.addSharedCounter(m.name, m.help, [DOWNSTREAM_LABEL], series);
         else this.addSharedGauge(m.name, m.help, [DOWNSTREAM_LABEL], series);
       }
+      const breaker: SharedSeries[] = [];
+      names.forEach((n, d) => {
+        BREAKER_STATE_NAMES.forEach((state, value) =>
+          breaker.push({
+            labels: { [DOWNSTREAM_LABEL]: n, state },
+            read: () => (f[d * DS_BLOCK_F64 + DS_BREAKER_STATE_F64] === value ? 1 : 0),
+          }),
+        );
+      });
+      this.addSharedGauge(
+        METRIC_BREAKER_STATE,
+        'Circuit breaker state, one series per state (closed, open, half_open): 1 for the state in force, else 0.',
+        [DOWNSTREAM_LABEL, 'state'],
+        breaker,
+      );
       const byReason: SharedSeries[] = [];
       names.forEach((n, d) => {
         for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
