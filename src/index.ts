@@ -12,6 +12,7 @@ export type { DeviceNow, FenceStay, FenceOccupant } from './router/state-queries
 export type { RouterStats, DownstreamStats, PerLane, PerTriggerType, HeldTimeWindow } from './pipeline/stats.js';
 export { heldTimeWindow } from './pipeline/stats.js';
 export type { Trigger } from './dispatch/trigger.js';
+export type { LoggerLike, LogLineCallback, LogLevel, LogFields } from './log/router-log.js';
 export {
   verifyWebhookSignature,
   signWebhook,

@@ -23,6 +23,9 @@ import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import type { Router } from '../router/api.js';
 import { createRouter } from '../router/create-router.js';
+import type { Logger } from 'pino';
+import { createCliLogger } from '../log/cli-logger.js';
+import type { LogLevel } from '../log/router-log.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../router/status.js';
 
@@ -30,7 +33,20 @@ import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } fro
 const FORCE_AFTER_MS = 2_000;
 
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
-const err = (line: string): void => void process.stderr.write(`geofence-router: ${line}\n`);
+
+/**
+ * The process's log: plain `geofence-router: ...` lines on stderr until the flags are read (a usage error is reported
+ * that way), then the logger the flags ask for (--log-format, --log-level).
+ */
+const cli: { logger: Logger | null; close: () => Promise<void> } = { logger: null, close: async () => undefined };
+
+/** Logs `message` at `level` from the main thread. */
+function say(message: string, level: LogLevel = 'info'): void {
+  const logger = cli.logger;
+  if (logger === null) process.stderr.write(`geofence-router: ${level === 'info' ? '' : `${level}: `}${message}\n`);
+  else if (level === 'debug') logger.debug({ thread: 'main' }, message);
+  else logger[level]({ thread: 'main' }, message);
+}
 
 /** What the serve loop does around the router's close. */
 interface ServeHooks {
@@ -63,13 +79,13 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
     let stoppingSinceMs = -1;
     const onHup = (): void => {
       router.reloadFencesFile().then(
-        (r) => err(`fences reloaded: generation ${r.generation}, ${r.fenceCount} fences`),
-        (e: unknown) => err(`fences reload failed, the previous fences keep serving: ${(e as Error).message}`),
+        (r) => say(`fences reloaded: generation ${r.generation}, ${r.fenceCount} fences`),
+        (e: unknown) => say(`fences reload failed, the previous fences keep serving: ${(e as Error).message}`, 'error'),
       );
     };
     const stop = async (reason: string): Promise<void> => {
       stoppingSinceMs = performance.now();
-      err(`${reason}: draining`);
+      say(`${reason}: draining`);
       try {
         await hooks.beforeClose();
         const summary = await router.close();
@@ -77,7 +93,7 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
         for (const line of hooks.summaryLines()) out(line);
         resolve(exitCodeOf(drainOutcome(summary)));
       } catch (e) {
-        err(`close failed: ${(e as Error).stack ?? String(e)}`);
+        say(`close failed: ${(e as Error).stack ?? String(e)}`, 'error');
         resolve(EXIT_FAILURE);
       }
     };
@@ -88,8 +104,8 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
       }
       // A signal sent to the whole process group arrives twice at once; only a later one means "now".
       if (performance.now() - stoppingSinceMs < FORCE_AFTER_MS) return;
-      err(`${signal} again: exiting without waiting for the drain`);
-      process.exit(EXIT_FAILURE);
+      say(`${signal} again: exiting without waiting for the drain`, 'warn');
+      void cli.close().then(() => process.exit(EXIT_FAILURE));
     };
     process.on('SIGHUP', onHup);
     early.onSignal = onStopSignal;
@@ -110,15 +126,15 @@ function describeStartError(e: unknown, input: RouterOptionsInput): string {
 async function runPlain(input: RouterOptionsInput): Promise<number> {
   let router: Router;
   try {
-    router = await createRouter({ ...input, log: (line, level) => err(level === 'error' ? `error: ${line}` : line) });
+    router = await createRouter({ ...input, logger: cli.logger! });
   } catch (e) {
-    err(describeStartError(e, input));
+    say(describeStartError(e, input), 'error');
     return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
   }
   const o = router.options;
-  if (router.ingestPort !== null) err(`telemetry tcp://${o.listenHost}:${router.ingestPort} (MessagePack)`);
-  if (router.adminPort !== null) err(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);
-  err(
+  if (router.ingestPort !== null) say(`telemetry tcp://${o.listenHost}:${router.ingestPort} (MessagePack)`);
+  if (router.adminPort !== null) say(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);
+  say(
     `downstreams: ${o.downstreams.length === 0 ? 'none (triggers are counted as unrouted)' : o.downstreams.map((d) => `${d.name} (${d.kind})`).join(', ')}`,
   );
   // With no listener, a replay of input files ends the run when every file is read.
@@ -130,9 +146,9 @@ async function runPlain(input: RouterOptionsInput): Promise<number> {
 async function runDemo(input: RouterOptionsInput, request: CliRequest): Promise<number> {
   let demo;
   try {
-    demo = await startDemo(input, request.demoFlags, out);
+    demo = await startDemo(input, request.demoFlags, out, cli.logger!);
   } catch (e) {
-    err(`demo: ${describeStartError(e, input)}`);
+    say(`demo: ${describeStartError(e, input)}`, 'error');
     return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
   }
   try {
@@ -171,16 +187,25 @@ async function main(argv: readonly string[]): Promise<number> {
     // Validate here so a bad option is reported before anything starts (the demo adds its own on top).
     resolveRouterOptions(input);
   } catch (e) {
-    err((e as Error).message);
+    say((e as Error).message, 'error');
     return EXIT_USAGE;
   }
+  const logging = createCliLogger(request.logFormat, request.logLevel);
+  cli.logger = logging.logger;
+  cli.close = logging.close;
   return request.demo ? runDemo(input, request) : runPlain(input);
 }
 
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (e: unknown) => {
-    err(`unexpected failure: ${(e as Error).stack ?? String(e)}`);
+  async (code) => {
+    process.exitCode = code;
+    await cli.close();
+    process.exit(code);
+  },
+  async (e: unknown) => {
+    say(`unexpected failure: ${(e as Error).stack ?? String(e)}`, 'error');
+    process.exitCode = EXIT_FAILURE;
+    await cli.close();
     process.exit(EXIT_FAILURE);
   },
 );

@@ -2,6 +2,8 @@
  * Command-line flags (main thread): node:util parseArgs, a --help text, and the merge rule: defaults, then the
  * config file (--config), then flags. Downstreams given by flags replace the file's list.
  */
+import { LOG_FORMATS, type LogFormat } from '../log/cli-logger.js';
+import { LOG_LEVELS, type LogLevel } from '../log/router-log.js';
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfigFile } from './config-file.js';
@@ -45,6 +47,10 @@ export interface CliRequest {
   printConfigSchema: boolean;
   /** --config path, if given. */
   configPath: string | null;
+  /** --log-format (default json). */
+  logFormat: LogFormat;
+  /** --log-level (default info). */
+  logLevel: LogLevel;
   /** Options given by flags. */
   overrides: RouterOptionsInput;
 }
@@ -90,6 +96,20 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
   },
   { name: 'help', short: 'h', type: 'boolean', section: 'General', help: 'show this text' },
   { name: 'version', short: 'v', type: 'boolean', section: 'General', help: 'print the version and exit' },
+  {
+    name: 'log-format',
+    type: 'string',
+    value: 'json|pretty',
+    section: 'General',
+    help: 'log lines on stderr: one JSON object each (default), or pretty for a terminal',
+  },
+  {
+    name: 'log-level',
+    type: 'string',
+    value: 'LEVEL',
+    section: 'General',
+    help: 'least severe level logged: error, warn, info (default) or debug',
+  },
   {
     name: 'demo-seconds',
     type: 'string',
@@ -398,8 +418,17 @@ export function parseCliArgs(argv: readonly string[]): CliRequest {
     printConfigSchema: v['print-config-schema'] === true,
     demoFlags,
     configPath: str('config') ?? null,
+    logFormat: oneOf('--log-format', str('log-format'), LOG_FORMATS, 'json'),
+    logLevel: oneOf('--log-level', str('log-level'), LOG_LEVELS, 'info'),
     overrides,
   };
+}
+
+/** `given` when it is one of `allowed`, `fallback` when absent; else an OptionError naming the flag. */
+function oneOf<T extends string>(flag: string, given: string | undefined, allowed: readonly T[], fallback: T): T {
+  if (given === undefined) return fallback;
+  if ((allowed as readonly string[]).includes(given)) return given as T;
+  throw new OptionError(`${flag} must be one of ${allowed.join(', ')} (got ${JSON.stringify(given)})`);
 }
 
 /** The options the flags `v` set, each checked and named by its flag. */

@@ -3,6 +3,7 @@
  * work), a router listening on 127.0.0.1, a simulated fleet pinging it over TCP, an in-process downstream with
  * drifting latency and a fixed-limit NDJSON downstream, and one status line a second.
  */
+import type { LoggerLike } from '../log/router-log.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -89,6 +90,7 @@ export async function startDemo(
   input: RouterOptionsInput,
   flags: DemoFlags,
   print: (line: string) => void,
+  logger: LoggerLike,
 ): Promise<RunningDemo> {
   const settings: DemoSettings = { ...DEMO_DEFAULTS, ...flags };
   if (input.listenHost === null)
@@ -142,10 +144,7 @@ export async function startDemo(
       },
     ];
     options.downstreams = [...(input.downstreams ?? []), ...demoDownstreams];
-    const router = await createRouter({
-      ...options,
-      log: (line, level) => process.stderr.write(`${level === 'error' ? 'error: ' : ''}${line}\n`),
-    });
+    const router = await createRouter({ ...options, logger });
     const b = syntheticCityBounds(city);
     const traffic = new DemoTraffic({
       devices: settings.devices,

@@ -91,7 +91,7 @@ function buildIngestPath(
   m: PipelineMemory,
   d: IngestThreadData,
   pool: Piscina<ContainmentTask, number>,
-  log: (line: string) => void,
+  log: { error: (line: string) => void; warn: (line: string) => void },
   watched: boolean,
 ): IngestPath {
   const stats = new Float64Array(m.stats);
@@ -112,7 +112,7 @@ function buildIngestPath(
     d.poolSize,
     stats,
     d.fences,
-    log,
+    log.error,
     watchdog,
   );
   const admissionCounters = new Float64Array(m.admissionCounters);
@@ -128,7 +128,11 @@ function buildIngestPath(
     rings,
     registry.shardOfSlot,
   );
-  const rejectLog = new RejectLog({ intervalMs: d.ingest.rejectLogIntervalMs, nowMs: () => Date.now(), write: log });
+  const rejectLog = new RejectLog({
+    intervalMs: d.ingest.rejectLogIntervalMs,
+    nowMs: () => Date.now(),
+    write: log.warn,
+  });
   const sink = new AdmissionSink(admissions, scheduler, predicates);
   const edge = new PipelineEdge(
     {
@@ -161,7 +165,8 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
     maxFencesPerDevice: 16,
     downstreams: 1,
   });
-  const path = buildIngestPath(scratch, d, pool, () => undefined, false);
+  const quiet = (): void => undefined;
+  const path = buildIngestPath(scratch, d, pool, { error: quiet, warn: quiet }, false);
   void path.scheduler.pause();
   const rings = path.scheduler.rings;
   // The fleet walks around the first fence, so classification meets fences and the compliance boxes.
@@ -222,13 +227,14 @@ async function main(): Promise<void> {
     workerData: poolData,
   });
   const logError = (line: string): void => post({ type: 'log', line, level: 'error' });
+  const logWarning = (line: string): void => post({ type: 'log', line, level: 'warn' });
   // Why listen: Piscina emits 'error' for a worker that fails with no task on it; unheard, it would end this thread.
   pool.on('error', (err: unknown) => logError(`containment pool: ${err instanceof Error ? err.message : String(err)}`));
   const { scheduler, admissions, predicates, sink, edge, room, registry, state } = buildIngestPath(
     m,
     d,
     pool,
-    logError,
+    { error: logError, warn: logWarning },
     true,
   );
   const expiry =

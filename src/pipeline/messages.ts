@@ -3,6 +3,7 @@
  * only (start, pause, resume, drain, close, embedding input, backlog wake-ups): no message is sent per event except
  * `push`.
  */
+import type { LogFields, LogLevel } from '../log/router-log.js';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
 
@@ -34,11 +35,8 @@ export type ThreadEvent =
    * mark while the main thread waited for it (see input-backlog.ts): one per wait.
    */
   | { type: 'input-drained'; which: 'input' | 'stdin' }
-  /** A log line; `level` 'error' for loss that must not go unnoticed (a shed COMPLIANCE ping). */
-  | { type: 'log'; line: string; level?: LogLevel };
-
-/** Severity of a log line: 'info' (default) or 'error'. */
-export type LogLevel = 'info' | 'error';
+  /** A log line (level 'info' when absent) with its fields; the main thread adds the thread's name. */
+  | { type: 'log'; line: string; level?: LogLevel; fields?: LogFields };
 
 /** Dispatcher thread -> main, over the callback bridge: one batch for the callback of downstream `downstream`. */
 export interface CallbackCall {

@@ -5,7 +5,8 @@
 import { Worker, type MessagePort } from 'node:worker_threads';
 import type { RouterOptions } from '../config/options.js';
 import type { DownstreamSpec } from './dispatch-wiring.js';
-import { Requester, type LogLevel, type ThreadEvent } from './messages.js';
+import type { LogFn } from '../log/router-log.js';
+import { Requester, type ThreadEvent } from './messages.js';
 
 /** A pipeline thread and its request channel. */
 export class ThreadHandle {
@@ -25,23 +26,25 @@ export class ThreadHandle {
     data: unknown,
     transfer: MessagePort[],
     name: string,
-    log: (line: string, level?: LogLevel) => void,
+    log: LogFn,
     onInputsDone: () => void,
     onDrained: (which: 'input' | 'stdin') => void = () => undefined,
   ) {
     this.worker = new Worker(url, { workerData: data, transferList: transfer, name });
     this.requests = new Requester(this.worker, name);
+    // The `thread` field of its log lines: "ingest" for the "ingest thread".
+    const thread = name.replace(/ thread$/, '');
     this.started = new Promise((resolve, reject) => {
       this.worker.on('message', (e: ThreadEvent) => {
         if (e.type === 'started') resolve(e.port);
         else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
         else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
-        else if (e.type === 'log') log(e.line, e.level);
+        else if (e.type === 'log') log(e.line, e.level ?? 'info', { ...e.fields, thread });
         else if (e.type === 'inputs-done') onInputsDone();
         else if (e.type === 'input-drained') onDrained(e.which);
       });
       this.worker.on('error', (err) => {
-        log(`${name} failed: ${err.stack ?? err.message}`);
+        log(`${name} failed: ${err.stack ?? err.message}`, 'error', { thread });
         reject(err);
         this.requests.failAll(err.message);
       });

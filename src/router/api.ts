@@ -6,7 +6,7 @@ import type { Trigger } from '../dispatch/trigger.js';
 import type { DeviceNow, FenceOccupant } from './state-queries.js';
 import type { RouterOptions } from '../config/options.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
-import type { LogLevel } from '../pipeline/messages.js';
+import type { LoggerLike, LogLineCallback } from '../log/router-log.js';
 import type { RecoveryReport } from '../pipeline/state-keeper.js';
 import type { RouterStats } from '../pipeline/stats.js';
 
@@ -15,10 +15,15 @@ export interface RouterExtras {
   /** Fences as a GeoJSON FeatureCollection object (instead of `fencesFile`). */
   fences?: unknown;
   /**
-   * Where log lines of the router go (default console.warn, and console.error for level 'error'). Level 'error' marks
-   * loss that must not go unnoticed: COMPLIANCE pings shed at the edge (at most one line a second, with the count).
+   * A logger object for the router's lines: pino, bunyan, or anything with `error`, `warn`, `info` (and optionally
+   * `debug`) methods taking `(fields, message)`. Every line's fields name the thread it came from (`thread`: main,
+   * ingest, dispatcher, fence-loader). Level 'error' marks loss that must not go unnoticed (COMPLIANCE pings shed,
+   * dead letters dropped, durable writes failing). Repeats of one line are rate-limited (see RouterLog). Without
+   * `logger` or `log`, warnings and errors go to the console.
    */
-  log?: (line: string, level?: LogLevel) => void;
+  logger?: LoggerLike;
+  /** A line callback instead of `logger` (not both): the message, its level and its fields. */
+  log?: LogLineCallback;
 }
 
 /** The outcome of a fence reload. */

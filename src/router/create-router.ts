@@ -9,6 +9,7 @@ import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
 import { loadFenceStoreOffThread } from '../fences/fence-file.js';
 import { FenceValidationError, parseFences } from '../fences/parse.js';
 import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import { isLoggerLike, RouterLog, type LogLineCallback } from '../log/router-log.js';
 import { StartProgress } from '../pipeline/start-progress.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { Router, RouterExtras } from './api.js';
@@ -24,6 +25,28 @@ function withoutUnaskedListeners(o: RouterOptionsInput): RouterOptionsInput {
   if (o.listenHost === undefined && o.listenPort === undefined) out.listenHost = null;
   if (o.adminHost === undefined && o.adminPort === undefined) out.adminHost = null;
   return out;
+}
+
+/**
+ * The router's log over the caller's `log` callback or `logger` object (not both: RangeError), or the console. A
+ * callback or logger receives every level (its own filter applies); the console gets warnings and errors only, so an
+ * embedded router says nothing unasked until something goes wrong.
+ */
+function openRouterLog(log: unknown, logger: unknown): RouterLog {
+  if (log !== undefined && logger !== undefined) {
+    throw new RangeError('options.log and options.logger cannot both be given (use one)');
+  }
+  if (log !== undefined) {
+    if (typeof log !== 'function') throw new RangeError(`options.log must be a function (got ${typeof log})`);
+    return new RouterLog(log as LogLineCallback, { level: 'debug' });
+  }
+  if (logger !== undefined) {
+    if (!isLoggerLike(logger)) {
+      throw new RangeError('options.logger must be an object with error, warn and info methods (as pino has)');
+    }
+    return new RouterLog(logger, { level: 'debug' });
+  }
+  return new RouterLog(undefined, { level: 'warn' });
 }
 
 /**
@@ -51,11 +74,13 @@ function startingHandlers(progress: StartProgress): AdminHandlers {
  */
 export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
-  const { fences, log, ...rest } = options;
+  const { fences, log: logCallback, logger, ...rest } = options;
   const resolved = resolveRouterOptions(withoutUnaskedListeners(rest));
   if (endianness() !== 'LE')
     throw new Error('the router needs a little-endian host (its durable files are little-endian)');
-  const progress = new StartProgress(log ?? ((line) => console.warn(line)));
+  const routerLog = openRouterLog(logCallback, logger);
+  const log = routerLog.fn;
+  const progress = new StartProgress(log);
   let router: PipelineRouter | null = null;
   let admin: AdminServer | null = null;
   try {
@@ -93,23 +118,21 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
       }
     }
     const store = FenceStore.open(descriptor, LOOKUP_ONLY_STORE);
-    const extras: RouterExtras = {};
-    if (log !== undefined) extras.log = log;
     progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, extras, admin);
+    router = new PipelineRouter(resolved, store, routerLog, admin);
     await router.start(progress);
     admin?.use(router.adminHandlers());
   } catch (err) {
     const where = progress.fail();
     // Once threads are involved, where it failed is worth a line of its own (the error says why).
     if (router !== null) {
-      log?.(where);
+      log(where, 'error');
       await router.abandon();
     }
     await admin?.close();
+    routerLog.close();
     throw err;
   }
-  const line = progress.finish();
-  if (log !== undefined) log(line);
+  log(progress.finish());
   return router;
 }

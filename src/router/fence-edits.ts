@@ -4,6 +4,7 @@
  * that does not fit the store's headroom becomes a full build on the loader thread. Fences with an `expiresAt` are
  * removed at that time by the same path (one timer, set for the earliest).
  */
+import type { LogLevel } from '../log/router-log.js';
 import { performance } from 'node:perf_hooks';
 import { loadFenceStoreOffThread, type FenceFileLimits } from '../fences/fence-file.js';
 import { parseFence } from '../fences/parse.js';
@@ -26,7 +27,7 @@ export interface FenceEditHost {
   /** Fence limits (the fences file's). */
   limits(): FenceFileLimits;
   /** Log line. */
-  log(line: string): void;
+  log(line: string, level?: LogLevel): void;
   /** Counts an edit that failed (validation or swap). */
   failed(): void;
   /** Counts an edit applied, and how long it took. */
@@ -112,7 +113,7 @@ export class FenceEditor {
         (err: unknown) => {
           this.expiring.delete(id);
           if (!this.closed)
-            this.host.log(`error: fence ${JSON.stringify(id)} expired but was not removed: ${String(err)}`);
+            this.host.log(`fence ${JSON.stringify(id)} expired but was not removed: ${String(err)}`, 'error');
         },
       );
     }

@@ -26,7 +26,8 @@ import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
 import type { DispatcherThreadData } from '../pipeline/dispatcher-thread.js';
 import { allocatePipelineMemory, type PipelineMemory } from '../pipeline/memory.js';
-import type { DispatcherRequest, IngestRequest, LogLevel } from '../pipeline/messages.js';
+import type { LogFn, RouterLog } from '../log/router-log.js';
+import type { DispatcherRequest, IngestRequest } from '../pipeline/messages.js';
 import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from '../pipeline/input-backlog.js';
 import { readRouterStats, type RouterStats } from '../pipeline/stats.js';
 import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from '../pipeline/state-keeper.js';
@@ -53,7 +54,7 @@ import {
 import { SpscRing } from '../shm/ring.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { StartProgress } from '../pipeline/start-progress.js';
-import type { FenceEditResult, ReloadResult, Router, RouterExtras, RouterSummary } from './api.js';
+import type { FenceEditResult, ReloadResult, Router, RouterSummary } from './api.js';
 import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { TriggerStream } from './trigger-stream.js';
@@ -84,7 +85,8 @@ export class PipelineRouter implements Router {
   private readonly statsCells: Float64Array;
   private readonly views: Parameters<typeof readRouterStats>[0];
   private readonly metrics: RouterMetrics;
-  private readonly log: (line: string, level?: LogLevel) => void;
+  private readonly log: LogFn;
+  private readonly routerLog: RouterLog;
   /** In-process and stdin input posted to the ingest thread and not yet fed (shared cells). */
   private readonly backlog: InputBacklog;
   /** Resolvers of inputDrained() calls waiting for the in-process backlog. */
@@ -132,7 +134,7 @@ export class PipelineRouter implements Router {
   }
 
   /** Locks the state directory, allocates the shared memory and restores the durable state into it. */
-  constructor(options: RouterOptions, store: FenceStore, extras: RouterExtras, admin: AdminServer | null = null) {
+  constructor(options: RouterOptions, store: FenceStore, routerLog: RouterLog, admin: AdminServer | null = null) {
     this.options = options;
     this.store = store;
     this.admin = admin;
@@ -142,7 +144,7 @@ export class PipelineRouter implements Router {
       queue: (job) => this.queueFenceJob(job),
       swap: (next, oldToNew) => this.swapIn(next, oldToNew),
       limits: () => fenceFileLimits(this.options),
-      log: (line) => this.log(line),
+      log: (line, level) => this.log(line, level),
       failed: () => {
         this.statsCells[PST_FENCE_EDITS_FAILED_F64]!++;
       },
@@ -153,7 +155,8 @@ export class PipelineRouter implements Router {
     });
     this.ephemeral = options.stateDir === null;
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
-    this.log = extras.log ?? ((line, level) => (level === 'error' ? console.error(line) : console.warn(line)));
+    this.routerLog = routerLog;
+    this.log = routerLog.fn;
     this.drainDeadlineMs = options.drainDeadlineMs;
     this.streams = options.downstreams.map((d) => (d.kind === 'stream' ? new TriggerStream(d.name) : null));
     this.memory = allocatePipelineMemory({
@@ -260,14 +263,14 @@ export class PipelineRouter implements Router {
   private startTimers(): void {
     this.checkpointTimer = setInterval(() => {
       this.checkpointNow().catch((err: unknown) =>
-        this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`),
+        this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`, 'error'),
       );
     }, this.options.checkpointIntervalMs);
     this.progressTimer = setInterval(() => {
       try {
         this.keeper.markProgress(this.progressCounts());
       } catch (err) {
-        this.log(`progress mark failed: ${(err as Error).message}`);
+        this.log(`progress mark failed: ${(err as Error).message}`, 'error');
       }
       this.reportUntracked();
     }, PROGRESS_INTERVAL_MS);
@@ -293,9 +296,10 @@ export class PipelineRouter implements Router {
       .map((u) => `${u.fenceId} (${u.pings})`)
       .join(', ');
     this.log(
-      `error: ${n - this.untrackedLogged} pings found a device inside a fence it could not track (no free entry: ` +
+      `${n - this.untrackedLogged} pings found a device inside a fence it could not track (no free entry: ` +
         `maxFencesPerDevice ${this.options.maxFencesPerDevice}, pool ${this.state.poolChunksInUse()}/${this.state.poolChunks} chunks in use); ` +
         `no trigger is written about those stays. Most affected fences: ${top}`,
+      'error',
     );
     this.untrackedLogged = n;
     this.untrackedLoggedAtMs = nowMs;
@@ -382,21 +386,21 @@ export class PipelineRouter implements Router {
         o.ingest.authToken === null
       ) {
         this.log(
-          `warning: the telemetry listener on ${o.listenHost} takes pings from anyone who reaches it (no TLS, no token; allowUnauthenticated)`,
-          'error',
+          `the telemetry listener on ${o.listenHost} takes pings from anyone who reaches it (no TLS, no token; allowUnauthenticated)`,
+          'warn',
         );
       }
       if (o.adminHost !== null && !isLoopbackHost(o.adminHost) && o.adminToken === null) {
         this.log(
-          `warning: the admin server on ${o.adminHost} lets anyone who reaches it reload and edit the fences (no token; allowUnauthenticated)`,
-          'error',
+          `the admin server on ${o.adminHost} lets anyone who reaches it reload and edit the fences (no token; allowUnauthenticated)`,
+          'warn',
         );
       }
     }
     const addons = dependencyAddonsLoaded();
     if (addons.length > 0) {
       this.log(
-        `error: a compiled add-on of a dependency is loaded, the router is meant to run without: ${addons.join(', ')}`,
+        `a compiled add-on of a dependency is loaded, the router is meant to run without: ${addons.join(', ')}`,
         'error',
       );
     }
@@ -700,6 +704,7 @@ export class PipelineRouter implements Router {
           // Only a drained pipeline's state is final: otherwise the lock stays and the next start treats this stop as
           // unclean (it raises the seq floor).
           if (drained) await this.finishState();
+          this.routerLog.close();
         }
         return {
           ...this.stats(),
@@ -736,7 +741,10 @@ export class PipelineRouter implements Router {
     try {
       await this.checkpointNow(true);
     } catch (err) {
-      this.log(`final checkpoint failed (the next start treats this stop as unclean): ${(err as Error).message}`);
+      this.log(
+        `final checkpoint failed (the next start treats this stop as unclean): ${(err as Error).message}`,
+        'error',
+      );
       this.keeper.close();
       return;
     }

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
 import { at, sendOverTcp, square, T0, TriggerServer, waitFor } from '../pipeline/support.js';
-import { MAIN_PATH } from './support.js';
+import { hasLogLine, MAIN_PATH } from './support.js';
 
 /** File-size limit of the child, KiB (bash's `ulimit -f` unit): the dead-letter file passes it, nothing else does. */
 const FILE_LIMIT_KIB = 64;
@@ -122,9 +122,13 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     assert.ok(drainMs < 20_000, `SIGTERM to exit: ${drainMs} ms`);
     assert.equal(code, 3, `drained, with dead letters\n${stdout}\n${stderr}`);
     assert.equal(good.received.length, expected, 'the healthy downstream got every trigger, once');
-    assert.match(
+    assert.ok(
+      hasLogLine(
+        stderr,
+        'error',
+        /^downstream refuses: durable writes failing \(EFBIG: file too large[^)]*\): \d+ failed writes/,
+      ),
       stderr,
-      /error: downstream refuses: durable writes failing \(EFBIG: file too large[^)]*\): \d+ failed writes/,
     );
     const line = stdout.split('\n').find((l) => l.trimStart().startsWith('refuses '));
     assert.ok(line !== undefined, stdout);

@@ -35,7 +35,7 @@ const router = await createRouter({
   fences: { type: 'FeatureCollection', features: [
     { type: 'Feature', properties: { id: 'sq' }, geometry: { type: 'Polygon', coordinates: [square] } } ] },
   downstreams: [{ name: 'app', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-  log: (line) => void lines.push(line),
+  log: (line, level) => void lines.push(level + ': ' + line),
 });
 router.push({ id: 'd1', lat: 52.005, lon: 13.005, ts: Date.now() });
 for (let i = 0; i < 200 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 25));

@@ -15,7 +15,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { makeCertificates } from '../support/tls-certs.js';
 import { frameOf, square, TriggerServer, waitFor } from '../pipeline/support.js';
-import { CliProcess, runCli } from './support.js';
+import { CliProcess, hasLogLine, runCli } from './support.js';
 
 const TOKEN = 'producer-token-0123456789abcdef';
 const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
@@ -138,7 +138,7 @@ test('a non-loopback bind without TLS or a token refuses to start, naming the op
     dir,
   );
   await p.waitFor('the warning', (x) =>
-    /warning: the telemetry listener on 0\.0\.0\.0 takes pings from anyone/.test(x.stderr),
+    hasLogLine(x.stderr, 'warn', /^the telemetry listener on 0\.0\.0\.0 takes pings from anyone/),
   );
   p.child.kill('SIGTERM');
   assert.equal((await p.exited).code, 0);

@@ -96,3 +96,31 @@ export function valueOf(text: string, name: string): number {
   if (m === null) throw new Error(`no ${name}= in:\n${text}`);
   return Number(m[1]);
 }
+
+/** One JSON log line of the binary (stderr, the default --log-format json). */
+export interface LogLine {
+  level: 'error' | 'warn' | 'info' | 'debug';
+  time: string;
+  thread: string;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** The JSON log lines in `stderr` (lines that are not JSON objects, such as a usage error, are skipped). */
+export function logLines(stderr: string): LogLine[] {
+  const lines: LogLine[] = [];
+  for (const text of stderr.split('\n')) {
+    if (!text.startsWith('{')) continue;
+    try {
+      lines.push(JSON.parse(text) as LogLine);
+    } catch {
+      // A partial last line (the process is still writing): read on the next call.
+    }
+  }
+  return lines;
+}
+
+/** True when `stderr` holds a log line at `level` whose message matches `pattern`. */
+export function hasLogLine(stderr: string, level: LogLine['level'], pattern: RegExp): boolean {
+  return logLines(stderr).some((l) => l.level === level && pattern.test(l.msg));
+}
