@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { acceptingOn, freePort } from './nats-server.js';
 
@@ -29,8 +29,10 @@ export class MosquittoBroker {
       configFile,
       // Why max_queued_messages: Mosquitto drops QoS 1 messages for a subscriber more than 1000 behind by default (the
       // test's subscriber shares a busy thread with the router), and that loss would be the broker's, not ours.
+      // Why user: started as root, Mosquitto switches to the user `mosquitto`, which cannot write this 0700 scratch
+      // directory; its persistence then fails without a word, and a restart loses every session and queued message.
       `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${dir}/\n` +
-        'max_queued_messages 0\n',
+        `max_queued_messages 0\nuser ${userInfo().username}\n`,
     );
     const broker = new MosquittoBroker(port, configFile);
     await broker.run();
