@@ -77,7 +77,9 @@ import {
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
   DS_REJECTED_F64,
+  DS_REPLAY_REJECTED_BY_REASON_F64,
   DS_REPLAY_REJECTED_F64,
+  DS_REPLAYED_BY_REASON_F64,
   DS_REPLAYED_F64,
   DS_RTT_BUCKET_COUNT,
   DS_RTT_BUCKETS_F64,
@@ -1000,6 +1002,10 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_DEAD_LETTER_DEPTH_F64] = ds.parked;
       m[b + DS_REPLAYED_F64] = ds.replayed;
       m[b + DS_REPLAY_REJECTED_F64] = ds.replayRejected;
+      for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
+        m[b + DS_REPLAYED_BY_REASON_F64 + r] = ds.replayedByReason[r]!;
+        m[b + DS_REPLAY_REJECTED_BY_REASON_F64 + r] = ds.replayRejectedByReason[r]!;
+      }
       m[b + DS_PAUSES_F64] = ds.pauses;
       m[b + DS_SPILLED_F64] = ds.spilled;
       m[b + DS_BACKLOG_RECORDS_F64] = ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding;

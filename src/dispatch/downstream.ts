@@ -27,6 +27,7 @@
  * `inFlightTriggers` counts triggers in memory (queued, parked, being sent) and in the backlog log.
  */
 import {
+  DEAD_LETTER_REASON_COUNT,
   DeadLetterReason,
   DeadLetterStatus,
   DREC_ATTEMPTS_I32,
@@ -64,6 +65,14 @@ import { checkNumber } from './validate.js';
 const RETRY_BACKOFF_FIRST_NS = 10e6;
 /** Longest backoff after repeated failed deliveries, ns. */
 const RETRY_BACKOFF_MAX_NS = 1e9;
+
+/**
+ * The by-reason cell of a parked record's reason (>= 0). A reason this router does not know (a record of another
+ * version's file) counts as undeliverable, as the replay lane parks it: the by-reason cells keep summing to the total.
+ */
+function reasonIndex(reason: number): number {
+  return reason < DEAD_LETTER_REASON_COUNT ? reason : DeadLetterReason.UNDELIVERABLE;
+}
 
 /** Defaults of a downstream's tuning. */
 export const DOWNSTREAM_DEFAULTS = Object.freeze({
@@ -200,6 +209,10 @@ export class Downstream {
   readonly deadLetteredByReason = new Float64Array(3);
   /** Parked dead letters later refused for good by the replay lane. */
   replayRejected = 0;
+  /** Re-delivered dead letters by the reason they were dead-lettered with (sums to `replayed`). */
+  readonly replayedByReason = new Float64Array(DEAD_LETTER_REASON_COUNT);
+  /** Dead letters refused for good by the replay lane, by the reason they were parked with (sums to `replayRejected`). */
+  readonly replayRejectedByReason = new Float64Array(DEAD_LETTER_REASON_COUNT);
   /** Parked dead letters given up because the dead-letter storage dropped their copies (budgets). */
   givenUp = 0;
   /** Triggers appended to the backlog log. */
@@ -602,7 +615,8 @@ export class Downstream {
     for (let k = 0; k < batch.count; k++) {
       const slot = batch.slots[k]!;
       const f = slot * DREC_STRIDE_F64;
-      const replayed = q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0;
+      const reason = q.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]!;
+      const replayed = reason >= 0;
       // Held time runs from admission to the hand-over of the attempt that succeeded (handed over in a cell).
       if (onHeld !== null) {
         this.heldCell[0] = batch.sentAtNs - q.f64[f + TRG_ADMIT_TIME_NS_F64]!;
@@ -610,6 +624,7 @@ export class Downstream {
       }
       if (replayed) {
         this.replayed++;
+        this.replayedByReason[reasonIndex(reason)]!++;
         this.parked--;
       } else {
         this.delivered++;
@@ -714,10 +729,13 @@ export class Downstream {
     const i = slot * DREC_STRIDE_I32;
     this.deadLetteredByReason[reason]!++;
     this.final++;
-    const wasParked = q.i32[i + DREC_REASON_I32]! >= 0;
-    if (wasParked) {
+    const parkedReason = q.i32[i + DREC_REASON_I32]!;
+    if (parkedReason >= 0) {
       this.parked--;
-      if (reason === DeadLetterReason.REJECTED) this.replayRejected++;
+      if (reason === DeadLetterReason.REJECTED) {
+        this.replayRejected++;
+        this.replayRejectedByReason[reasonIndex(parkedReason)]!++;
+      }
     }
     if (q.f64[f + DREC_DLQ_POS_F64]! === -1) {
       // No copy in the dead-letter file yet: write one, final.

@@ -44,8 +44,6 @@ import {
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
   DS_REJECTED_F64,
-  DS_REPLAY_REJECTED_F64,
-  DS_REPLAYED_F64,
   DS_RTT_MIN_NS_F64,
   DS_SENDING_F64,
   DS_SPILLED_F64,
@@ -67,6 +65,16 @@ export const METRIC_RTT_SECONDS = 'geofence_dispatch_request_duration_seconds';
 export const METRIC_HELD_TIME_SECONDS = 'geofence_dispatch_held_time_seconds';
 /** Dead letters by downstream and reason (registered by the wiring from the by-reason cells). */
 export const METRIC_DEAD_LETTERED = 'geofence_dispatch_dead_lettered_total';
+/**
+ * Dead letters re-delivered by the replay lane, by downstream and the reason they were dead-lettered with (registered
+ * by the wiring from the DS_REPLAYED_BY_REASON_F64 cells).
+ */
+export const METRIC_REPLAYED = 'geofence_dispatch_replayed_total';
+/**
+ * Dead letters the replay lane found refused for good, by downstream and the reason they were dead-lettered with
+ * (registered by the wiring from the DS_REPLAY_REJECTED_BY_REASON_F64 cells).
+ */
+export const METRIC_REPLAY_REJECTED = 'geofence_dispatch_replay_rejected_total';
 /** Dead-letter records dropped by downstream and reason (registered by the wiring from the by-reason cells). */
 export const METRIC_DEAD_LETTER_DROPPED = 'geofence_dispatch_dead_letter_dropped_total';
 /** Circuit breaker state, one series per state (1 for the state in force). */
@@ -279,20 +287,6 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
     type: 'gauge',
     help: 'Dead letters waiting in the replay lane (their devices wait behind them).',
     cell: DS_DEAD_LETTER_DEPTH_F64,
-    scale: 1,
-  },
-  {
-    name: 'geofence_dispatch_replayed_total',
-    type: 'counter',
-    help: 'Dead letters re-delivered by the replay lane.',
-    cell: DS_REPLAYED_F64,
-    scale: 1,
-  },
-  {
-    name: 'geofence_dispatch_replay_rejected_total',
-    type: 'counter',
-    help: 'Dead letters the replay lane found refused for good.',
-    cell: DS_REPLAY_REJECTED_F64,
     scale: 1,
   },
   {

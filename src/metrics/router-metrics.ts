@@ -60,6 +60,8 @@ import {
   DS_BREAKER_STATE_F64,
   DS_DEAD_LETTER_DROPPED_F64,
   DS_DEAD_LETTERED_BY_REASON_F64,
+  DS_REPLAY_REJECTED_BY_REASON_F64,
+  DS_REPLAYED_BY_REASON_F64,
   DS_RTT_BUCKET_BOUNDS_MS,
   DS_RTT_BUCKETS_F64,
   DS_RTT_COUNT_F64,
@@ -103,6 +105,8 @@ import {
   METRIC_DEAD_LETTER_DROPPED,
   METRIC_DEAD_LETTERED,
   METRIC_HELD_TIME_SECONDS,
+  METRIC_REPLAY_REJECTED,
+  METRIC_REPLAYED,
   METRIC_RTT_SECONDS,
 } from '../dispatch/metric-names.js';
 import { copyPublished } from '../shm/published-copy.js';
@@ -447,6 +451,31 @@ export class RouterMetrics {
         'Triggers dead-lettered, by reason: rejected (refused for good), expired, undeliverable (every attempt failed; waits in the replay lane).',
         [DOWNSTREAM_LABEL, 'reason'],
         byReason,
+      );
+      // Replays by the reason their trigger was dead-lettered with (the replay lane parks undeliverable ones).
+      const replayedByReason: SharedSeries[] = [];
+      const replayRejectedByReason: SharedSeries[] = [];
+      names.forEach((n, d) => {
+        for (let r = 0; r < DEAD_LETTER_REASON_COUNT; r++) {
+          const labels = { [DOWNSTREAM_LABEL]: n, reason: DEAD_LETTER_REASON_NAMES[r]! };
+          replayedByReason.push({ labels, read: () => f[d * DS_BLOCK_F64 + DS_REPLAYED_BY_REASON_F64 + r]! });
+          replayRejectedByReason.push({
+            labels,
+            read: () => f[d * DS_BLOCK_F64 + DS_REPLAY_REJECTED_BY_REASON_F64 + r]!,
+          });
+        }
+      });
+      this.addSharedCounter(
+        METRIC_REPLAYED,
+        'Dead letters re-delivered by the replay lane, by the reason they were dead-lettered with.',
+        [DOWNSTREAM_LABEL, 'reason'],
+        replayedByReason,
+      );
+      this.addSharedCounter(
+        METRIC_REPLAY_REJECTED,
+        'Dead letters the replay lane found refused for good (counted under dead-lettered reason rejected too), by the reason they were dead-lettered with first.',
+        [DOWNSTREAM_LABEL, 'reason'],
+        replayRejectedByReason,
       );
       const dropped: SharedSeries[] = [];
       names.forEach((n, d) => {

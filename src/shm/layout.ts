@@ -17,7 +17,7 @@ const CACHE_LINE_BYTES = 64;
 const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 5;
+export const LAYOUT_VERSION = 6;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).
@@ -1064,11 +1064,21 @@ export const DS_LOCAL_STALL_NS_F64 = DS_DEAD_LETTER_BYTES_F64 + 6;
 /** Samples a local stall was taken out of. */
 export const DS_STALL_CORRECTED_F64 = DS_DEAD_LETTER_BYTES_F64 + 7;
 /**
+ * Dead letters re-delivered by the replay lane, by the DeadLetterReason they were dead-lettered with: cell
+ * DS_REPLAYED_BY_REASON_F64 + reason (they sum to DS_REPLAYED_F64).
+ */
+export const DS_REPLAYED_BY_REASON_F64 = DS_STALL_CORRECTED_F64 + 1;
+/**
+ * Dead letters the replay lane found refused for good, by the DeadLetterReason they were dead-lettered with first:
+ * cell DS_REPLAY_REJECTED_BY_REASON_F64 + reason (they sum to DS_REPLAY_REJECTED_F64).
+ */
+export const DS_REPLAY_REJECTED_BY_REASON_F64 = DS_REPLAYED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
+/**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_STALL_CORRECTED_F64 + 1) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */

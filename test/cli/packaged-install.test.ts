@@ -4,8 +4,8 @@
  * it routes a ping to an ENTER (its threads load the decoder as for any input), and the process report lists no
  * compiled add-on loaded (while a process that deliberately loads msgpackr's native entry is seen to, and the router
  * logs an error about it at start); the installed CLI answers
- * --version with the package's version; the tarball holds the compiled library, its types, README and LICENSE, and
- * no test, benchmark or source map.
+ * --version with the package's version; the tarball holds the compiled library, its types, README, LICENSE and the
+ * Grafana dashboard, and no other source, no test, benchmark or source map.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -44,6 +44,9 @@ const addons = (process.report.getReport().sharedObjects ?? []).filter((p) => p.
 console.log(JSON.stringify({ triggers: got.map((t) => t.type + ' ' + t.fenceId), addons, lines }));
 `;
 
+/** The one file under src/ the package ships: the Grafana dashboard (JSON, imported into Grafana as it is). */
+const GRAFANA_DASHBOARD = 'src/metrics/grafana-dashboard.json';
+
 test('installed from its tarball with default npm settings: a router runs, and no compiled add-on is loaded', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gr-pack-'));
   const env = defaultNpmEnv();
@@ -54,8 +57,9 @@ test('installed from its tarball with default npm settings: a router runs, and n
   assert.ok(files.includes('LICENSE') && files.includes('README.md') && files.includes('package.json'));
   assert.ok(files.includes('dist/src/index.js') && files.includes('dist/src/index.d.ts'));
   assert.ok(files.includes('dist/src/cli/main.js'));
+  assert.ok(files.includes(GRAFANA_DASHBOARD), 'the Grafana dashboard');
   assert.deepEqual(
-    files.filter((f) => /^(src|test|bench)\/|^dist\/(test|bench)\/|\.map$/.test(f)),
+    files.filter((f) => f !== GRAFANA_DASHBOARD && /^(src|test|bench)\/|^dist\/(test|bench)\/|\.map$/.test(f)),
     [],
     'no sources, tests, benchmarks or source maps',
   );
