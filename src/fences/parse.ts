@@ -10,14 +10,23 @@
  *
  * Not supported (rejected with a reason): rings crossing the antimeridian (a ring may not span more than 180 degrees
  * of longitude: split such a fence at 180), circles centred beyond 85 degrees of latitude or wider than
- * MAX_CIRCLE_RADIUS_M, other geometry types. Not checked (the caller must supply valid RFC 7946 geometry):
- * self-intersecting rings and overlapping MultiPolygon parts; a hole with a vertex outside its outer ring is rejected.
+ * MAX_CIRCLE_RADIUS_M, other geometry types.
+ *
+ * Geometry checked (rejected with a reason naming the ring and positions): a ring (outer or hole) that crosses itself
+ * or runs back along itself (a spike), or has fewer than 3 distinct positions; a hole with a vertex outside its outer
+ * ring or an edge crossing it (hole-check.ts); two holes of one polygon that cross or overlap; two MultiPolygon parts
+ * that cross or overlap (one inside another's area). Accepted: a ring touching itself at a point without crossing (a
+ * pinched ring), holes or parts touching at points or along an edge from opposite sides, a part inside another part's
+ * hole (ring-validity.ts says how each is decided, and the one kind of overlap it does not look for). Not checked: ring
+ * orientation (either winding is accepted; RFC 7946 only recommends one).
  *
  * All errors are collected: the thrown FenceValidationError carries the first as `featureIndex` / `reason` and all of
  * them in `errors`.
  */
 import { MAX_CIRCLE_ABS_LAT_DEG, MAX_CIRCLE_RADIUS_M, metresPerDegreeX, M_PER_DEG } from './geometry.js';
 import { holeProblem } from './hole-check.js';
+import { firstOverlap, ringSelfProblem } from './ring-validity.js';
+import type { RegionOverlap } from './ring-validity.js';
 
 /** Limits a fence file must keep (a file over one is refused, naming the feature and the limit). */
 export interface FenceLimits {
@@ -161,12 +170,63 @@ function parsePolygon(raw: unknown, prefix: string, rings: Float64Array[], limit
     if (typeof ring === 'string') return ring;
     rings.push(ring);
   }
+  for (let r = first; r < rings.length; r++) {
+    const problem = ringSelfProblem(rings[r]!);
+    if (problem !== null) return `${prefix}polygon ring ${r - first} ${problem}`;
+  }
   const outer = rings[first]!;
   for (let h = first + 1; h < rings.length; h++) {
     const problem = holeProblem(outer, rings[h]!);
     if (problem !== null) return `${prefix}polygon ring ${h - first} (a hole) ${problem}`;
   }
+  if (rings.length - first > 2) {
+    const overlap = firstOverlap(rings.slice(first + 1).map((hole) => [hole]));
+    if (overlap !== null) return `${prefix}${holesOverlapReason(overlap)}`;
+  }
   return null;
+}
+
+/** The reason for two overlapping holes (regions are holes: region k is polygon ring k + 1). */
+function holesOverlapReason(o: RegionOverlap): string {
+  const ring = (region: number): string => `ring ${region + 1}`;
+  const head = `polygon ring ${o.second + 1} (a hole)`;
+  const other = `${ring(o.first)}, another hole`;
+  if (o.kind === 'cross') {
+    return `${head} crosses ${other} (edges from positions ${o.position} and ${o.otherPosition})`;
+  }
+  if (o.kind === 'along') {
+    return (
+      `${head} overlaps ${other} (the edge from position ${o.position} of ${ring(o.second)} runs along the edge ` +
+      `from position ${o.otherPosition} of ${ring(o.first)}, both holes on the same side)`
+    );
+  }
+  const inside = ring(o.region === o.first ? o.second : o.first);
+  const shown =
+    o.kind === 'vertex'
+      ? `position ${o.position} of ${ring(o.region)} lies inside ${inside}`
+      : `the edge from position ${o.position} of ${ring(o.region)} runs inside ${inside}`;
+  return `${head} overlaps ${other} (${shown})`;
+}
+
+/** The reason for two overlapping MultiPolygon parts (region k is part k). */
+function partsOverlapReason(o: RegionOverlap): string {
+  const head = `multipolygon parts ${o.first} and ${o.second} overlap`;
+  if (o.kind === 'cross') {
+    return (
+      `${head} (the edge from position ${o.position} of part ${o.second} ring ${o.ring} crosses the edge from ` +
+      `position ${o.otherPosition} of part ${o.first} ring ${o.otherRing})`
+    );
+  }
+  if (o.kind === 'along') {
+    return (
+      `${head} (the edge from position ${o.position} of part ${o.second} ring ${o.ring} runs along the edge from ` +
+      `position ${o.otherPosition} of part ${o.first} ring ${o.otherRing}, both parts on the same side)`
+    );
+  }
+  const inside = `part ${o.region === o.first ? o.second : o.first}`;
+  return o.kind === 'vertex'
+    ? `${head} (position ${o.position} of part ${o.region} ring 0 lies inside ${inside})`
+    : `${head} (the edge from position ${o.position} of part ${o.region} ring 0 runs inside ${inside})`;
 }
 
 function optionalNonNegative(props: Json, name: string, fallback: number, problems: string[]): number {
@@ -297,12 +357,22 @@ function parseFeature(feature: unknown, problems: string[], limits: FenceLimits)
     } else if (!Array.isArray(coordinates) || coordinates.length === 0) {
       problems.push('coordinates must be a non-empty array of polygons');
     } else {
+      const partFirstRing: number[] = [];
+      let partsValid = true;
       for (let p = 0; p < coordinates.length; p++) {
+        partFirstRing.push(rings.length);
         const reason = parsePolygon(coordinates[p], `part ${p} `, rings, limits);
         if (reason !== null) {
           problems.push(reason);
+          partsValid = false;
           break;
         }
+      }
+      if (partsValid && partFirstRing.length > 1) {
+        partFirstRing.push(rings.length);
+        const parts = partFirstRing.slice(0, -1).map((r, p) => rings.slice(r, partFirstRing[p + 1]));
+        const overlap = firstOverlap(parts);
+        if (overlap !== null) problems.push(partsOverlapReason(overlap));
       }
     }
     for (const ring of rings) {
