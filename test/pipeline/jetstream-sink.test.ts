@@ -2,9 +2,13 @@
  * The NATS JetStream sink through the router's threads against a real nats-server (started here, JetStream on): every
  * trigger is in the stream once, in per-device order, on the subject its template names, even though the relay in
  * between holds back the server's acknowledgements for a while (so the router times out and re-sends batches the
- * stream had already stored: the message id drops them).
+ * stream had already stored: the message id drops them); and across a restart, whose re-sends carry the first run's
+ * message ids.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -105,4 +109,80 @@ test('JetStream sink: a subject no stream captures is refused at once (404), dea
   assert.equal(ds.delivered, 0);
   assert.equal(ds.deadLetteredByReason.rejected, summary.triggersTotal, 'every trigger dead-lettered as rejected');
   assert.equal(summary.lost, 0);
+});
+
+test('JetStream sink across a restart: what the first run left unacknowledged is re-sent by the next with the same ids, and the stream holds each trigger once', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const relay = new HoldingRelay(nats.port);
+  await relay.start();
+  t.after(() => relay.stop());
+  const traffic = sinkTraffic(10);
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-js-restart-')), 'state');
+  const downstream = {
+    name: 'js',
+    kind: 'jetstream' as const,
+    servers: [`nats://127.0.0.1:${relay.port}`],
+    subject: 'gf.{type}.{fenceId}',
+    stream: 'GF',
+    ackTimeoutMs: 300,
+    maxAttempts: 3,
+  };
+  const first = await routerFor(traffic, downstream, stateDir, { drainDeadlineMs: 1000 });
+  // Half a second after the first publish the server's acknowledgements stop coming back (the stream still stores
+  // every message): the rest of the run's triggers are stored but never acknowledged to the router.
+  const hold = setInterval(() => {
+    if (relay.msgIdsSeen > 0) {
+      clearInterval(hold);
+      setTimeout(() => (relay.delayMs = 600_000), 500);
+    }
+  }, 5);
+  t.after(() => clearInterval(hold));
+  await sendPaced(first.ingestPort!, traffic, 10_000);
+  await waitFor(() => first.stats().processed === traffic.pings, 60_000, 'every ping processed');
+  const one = await first.close();
+  const triggers = one.triggersTotal;
+  const acked = one.downstreams[0]!.delivered + one.downstreams[0]!.replayed;
+  assert.ok(triggers > 1000, `triggers: ${triggers}`);
+  assert.ok(acked > 0 && acked < triggers, `acknowledged in the first run: ${acked} of ${triggers}`);
+  assert.equal(one.carriedOver + one.deadLetterDropped.over_budget + one.deadLetterDropped.too_old, triggers - acked);
+  assert.equal(one.shedTotal, 0);
+  const storedBefore = (await readStream(nats.url, 'GF')).length;
+  assert.ok(storedBefore > acked, `the stream holds more than was acknowledged: ${storedBefore} > ${acked}`);
+  // The next run over the same state directory, acknowledgements flowing again: it re-sends what it took over.
+  relay.delayMs = 0;
+  const publishesBefore = relay.msgIdsSeen;
+  const second = await routerFor(traffic, downstream, stateDir);
+  const recovered = second.stats().recovered;
+  assert.equal(recovered, triggers - acked, 'the next run takes over every unacknowledged trigger');
+  await waitFor(
+    () => {
+      const d = second.stats().downstreams[0]!;
+      return d.delivered + d.replayed === recovered;
+    },
+    60_000,
+    'every trigger taken over acknowledged',
+  );
+  const two = await second.close();
+  assert.equal(two.final, 0);
+  assert.equal(two.triggersTotal, 0, 'no ping in the second run');
+  const stored = await readStream(nats.url, 'GF');
+  assert.ok(relay.msgIdsSeen - publishesBefore >= recovered, 'the second run re-published what it took over');
+  const ids = new Set(stored.map((s) => `${JSON.stringify(s.trigger.deviceId)}/${s.trigger.seq}`));
+  assert.equal(
+    stored.length,
+    triggers,
+    `each trigger stored once: the re-sends carried the ids of the first run (${ids.size} distinct (deviceId, seq))`,
+  );
+  assert.deepEqual(
+    checkDeliveryContract(
+      stored.map((s) => s.trigger),
+      { complete: true, stays: true },
+    ).problems,
+    [],
+  );
+  console.log(
+    `jetstream restart: ${triggers} triggers; first run acknowledged ${acked} (stream held ${storedBefore}); ` +
+      `second run took over ${recovered} and re-published ${relay.msgIdsSeen - publishesBefore}; stream holds ${stored.length}`,
+  );
 });

@@ -84,6 +84,7 @@ export class HoldingRelay {
   msgIdsSeen = 0;
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
+  private readonly timers = new Set<NodeJS.Timeout>();
   port = 0;
 
   constructor(targetPort: number) {
@@ -103,7 +104,11 @@ export class HoldingRelay {
       upstream.on('data', (b: Buffer) => {
         const at = Math.max(Date.now() + this.delayMs, last);
         last = at;
-        setTimeout(() => client.writable && client.write(b), at - Date.now());
+        const timer = setTimeout(() => {
+          this.timers.delete(timer);
+          if (client.writable) client.write(b);
+        }, at - Date.now());
+        this.timers.add(timer);
       });
       const end = (): void => {
         client.destroy();
@@ -121,6 +126,7 @@ export class HoldingRelay {
 
   async stop(): Promise<void> {
     for (const s of this.sockets) s.destroy();
+    for (const timer of this.timers) clearTimeout(timer);
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }

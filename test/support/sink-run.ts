@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRouter, type Router, type RouterSummary } from '../../src/index.js';
-import type { DownstreamOptions } from '../../src/config/options.js';
+import type { DownstreamOptions, RouterOptionsInput } from '../../src/config/options.js';
 import { cityTraffic, sendPaced, type CityTraffic } from './city-traffic.js';
 import { waitFor } from '../pipeline/support.js';
 
@@ -25,8 +25,14 @@ export function sinkTraffic(seed: number, devices = 500): CityTraffic {
 }
 
 /** A router over `traffic`'s fences, listening on a free loopback port, delivering to `downstream` only. */
-export function routerFor(traffic: CityTraffic, downstream: DownstreamOptions, stateDir?: string): Promise<Router> {
+export function routerFor(
+  traffic: CityTraffic,
+  downstream: DownstreamOptions,
+  stateDir?: string,
+  extra: RouterOptionsInput = {},
+): Promise<Router> {
   return createRouter({
+    ...extra,
     fences: traffic.fences,
     listenHost: '127.0.0.1',
     listenPort: 0,

@@ -16,7 +16,7 @@
  */
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { Sink, SinkError, SinkResult } from './sink.js';
+import { closeWithin, type Sink, type SinkError, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
 import type { TriggerBatch } from './trigger-batch.js';
@@ -149,12 +149,16 @@ export class JetStreamSink implements Sink {
     if (--state.waiting === 0) state.settle();
   }
 
-  /** Drains and closes the connection. */
+  /** Drains and closes the connection (closed outright if the server does not answer the drain in time). */
   async close(): Promise<void> {
     this.closed = true;
     const nc = this.nc;
     this.nc = null;
-    if (nc !== null) await nc.drain().catch(() => nc.close());
+    if (nc !== null)
+      await closeWithin(
+        () => nc.drain(),
+        () => nc.close(),
+      );
   }
 
   private client(): Promise<NatsConnection> {

@@ -16,7 +16,7 @@
  * bytes, which carry the TCP acknowledgement): about 55,000 messages/s there.
  */
 import mqtt, { type MqttClient } from 'mqtt';
-import type { Sink, SinkResult } from './sink.js';
+import { closeWithin, type Sink, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
 import type { TriggerBatch } from './trigger-batch.js';
@@ -111,7 +111,11 @@ export class MqttSink implements Sink {
   async close(): Promise<void> {
     const c = this.client;
     this.client = null;
-    if (c !== null) await c.endAsync(false).catch(() => c.end(true));
+    if (c !== null)
+      await closeWithin(
+        () => c.endAsync(false),
+        () => c.endAsync(true),
+      );
   }
 
   private connected(): MqttClient {

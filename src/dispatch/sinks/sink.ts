@@ -55,5 +55,25 @@ export function classifyResult(r: SinkResult): Outcome {
   return Outcome.REJECTED;
 }
 
+/** How long a sink's orderly close may wait on its server before the connection is dropped, ms. */
+const SINK_CLOSE_GRACE_MS = 2000;
+
+/**
+ * Runs `orderly` (a drain or a graceful disconnect that waits for the server); if it has not settled within
+ * `SINK_CLOSE_GRACE_MS`, or fails, runs `force`. A server that stopped answering must not hold the router's close.
+ */
+export async function closeWithin(orderly: () => Promise<unknown>, force: () => unknown): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SINK_CLOSE_GRACE_MS)));
+  try {
+    const r = await Promise.race([orderly().then(() => 'done' as const), late]);
+    if (r === 'late') await force();
+  } catch {
+    await force();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A delivered result (shared, frozen: sinks return it without allocating). */
 export const RESULT_OK: SinkResult = Object.freeze({ status: 200 });
