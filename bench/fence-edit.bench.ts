@@ -7,13 +7,16 @@
  * - rebuild: what a reload of the same fences costs instead: parse + validate every feature, build the store, open it
  *   as a containment worker (its grid and bands built again) and lookup only.
  * Through a running router (1 containment worker, idle pipeline): `router.upsertFence` from call to the generation in
- * force, against `router.reloadFences` of the same collection plus one fence.
+ * force, against `router.reloadFences` of the same collection plus one fence; and `upsertFence` with a state directory
+ * (each edit appended to the fence edit journal and fsynced before it resolves).
  *
  *   node dist/bench/fence-edit.bench.js [--sizes 10000,100000] [--runs 15]
  *
  * Prints one JSON line per size; writes bench/out/fence-edit.json.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { createRouter } from '../src/index.js';
@@ -88,6 +91,25 @@ for (const n of sizes) {
     routerReload.push(performance.now() - t0);
   }
   await router.close();
+  // The same edits with a state directory: each is journaled (appended and fsynced) before it resolves.
+  const dir = mkdtempSync(join(tmpdir(), 'fence-edit-bench-'));
+  const journaled = await createRouter({
+    fences: city,
+    listenHost: null,
+    adminHost: null,
+    poolSize: 1,
+    stateDir: join(dir, 'state'),
+    downstreams: [{ name: 'none', kind: 'callback', callback: () => undefined }],
+    log: () => undefined,
+  });
+  const journaledEdit: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const r = await journaled.upsertFence(featureAs(city.features[i], `kept-${i}`));
+    if (!r.persisted) throw new Error('edit not journaled');
+    journaledEdit.push(r.elapsedMs);
+  }
+  await journaled.close();
+  rmSync(dir, { recursive: true, force: true });
   const r = {
     fences: n,
     editMedianMs: round(median(edit)),
@@ -96,6 +118,8 @@ for (const n of sizes) {
     rebuildOverEdit: Math.round(median(rebuild) / median(edit)),
     routerUpsertMedianMs: round(median(routerEdit)),
     routerUpsertMaxMs: round(Math.max(...routerEdit)),
+    journaledUpsertMedianMs: round(median(journaledEdit)),
+    journaledUpsertMaxMs: round(Math.max(...journaledEdit)),
     routerReloadMedianMs: round(median(routerReload)),
     routerReloadOverUpsert: Math.round(median(routerReload) / median(routerEdit)),
     runs,

@@ -8,6 +8,7 @@ import { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { FenceValidationError, parseFences, type FenceLimits, type FenceProblem, type ParsedFences } from './parse.js';
 import { applyEdit, liveFences, type FenceEdit } from './store-edit.js';
+import { applyStoredEdits, type StoredFenceEdit } from './stored-edits.js';
 import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from './store.js';
 
 /** How the loader opens a store it rebuilds: no per-thread accelerators. */
@@ -43,39 +44,54 @@ export function readFenceFile(path: string, limits: FenceFileLimits): ParsedFenc
 
 /** What the loader thread answers. */
 export type FenceLoadAnswer =
-  { ok: true; descriptor: FenceStoreDescriptor } | { ok: false; message: string; problems: FenceProblem[] | null };
+  ({ ok: true } & LoadedFences) | { ok: false; message: string; problems: FenceProblem[] | null };
+
+/** A store loaded, and the stored edits that could not be applied over its fences. */
+export interface LoadedFences {
+  /** The store. */
+  descriptor: FenceStoreDescriptor;
+  /** One line per stored edit skipped because it no longer validates (see applyStoredEdits). */
+  skippedEdits: string[];
+}
 
 /**
  * What the loader thread is given: a file to read, a GeoJSON value already in memory (structured-cloned), or a store
- * generation to rebuild in full with one edit applied (an edit that did not fit the store's headroom).
+ * generation to rebuild in full with one edit applied (an edit that did not fit the store's headroom); with a file or
+ * a value, the stored edits to apply over its fences (a restart's journal).
  */
 export interface FenceLoadRequest {
   path?: string;
   geojson?: unknown;
   compact?: { from: FenceStoreDescriptor; edit: FenceEdit };
+  edits?: readonly StoredFenceEdit[];
   limits: FenceFileLimits;
   generation: number;
 }
 
 /** Reads (or takes), validates and indexes fences into a store of `generation` (on the calling thread). */
-export function loadFenceStore(request: FenceLoadRequest): FenceStoreDescriptor {
+export function loadFenceStore(request: FenceLoadRequest): LoadedFences {
   const compact = request.compact;
+  if (compact !== undefined) {
+    const fences = applyEdit(liveFences(FenceStore.open(compact.from, LOOKUP_ONLY)), compact.edit);
+    return { descriptor: buildFenceStore({ fences }, request.generation), skippedEdits: [] };
+  }
   const parsed =
-    compact !== undefined
-      ? { fences: applyEdit(liveFences(FenceStore.open(compact.from, LOOKUP_ONLY)), compact.edit) }
-      : request.path !== undefined
-        ? readFenceFile(request.path, request.limits)
-        : parseFences(request.geojson, request.limits);
-  return buildFenceStore(parsed, request.generation);
+    request.path !== undefined
+      ? readFenceFile(request.path, request.limits)
+      : parseFences(request.geojson, request.limits);
+  if (request.edits === undefined || request.edits.length === 0)
+    return { descriptor: buildFenceStore(parsed, request.generation), skippedEdits: [] };
+  const edited = applyStoredEdits(parsed.fences, request.edits, request.limits);
+  return { descriptor: buildFenceStore(edited, request.generation), skippedEdits: edited.skipped };
 }
 
 /**
  * Loads a fence file (or validates a GeoJSON value: only its structured clone runs on the calling thread) into a
  * store of `generation` on a worker thread of its own; resolves with the store's
- * descriptor (its buffers are shared, not copied), rejects with the loader's error (a FenceValidationError's message
+ * descriptor (its buffers are shared, not copied) and the stored edits skipped, rejects with the loader's error (a FenceValidationError's message
  * for a file that fails validation).
  */
-export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<FenceStoreDescriptor> {
+export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<LoadedFences> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL('./fence-load-thread.js', import.meta.url), {
       workerData: request,
@@ -84,7 +100,7 @@ export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<Fenc
     let answered = false;
     worker.once('message', (answer: FenceLoadAnswer) => {
       answered = true;
-      if (answer.ok) resolve(answer.descriptor);
+      if (answer.ok) resolve({ descriptor: answer.descriptor, skippedEdits: answer.skippedEdits });
       // A validation failure comes back as the FenceValidationError it was, every problem listed.
       else reject(answer.problems !== null ? new FenceValidationError(answer.problems) : new Error(answer.message));
     });

@@ -5,7 +5,7 @@ import { failedLoad, loadFenceStore, type FenceLoadAnswer, type FenceLoadRequest
 const request = workerData as FenceLoadRequest;
 let answer: FenceLoadAnswer;
 try {
-  answer = { ok: true, descriptor: loadFenceStore(request) };
+  answer = { ok: true, ...loadFenceStore(request) };
 } catch (err) {
   answer = failedLoad(err);
 }

@@ -51,6 +51,12 @@ export interface FenceEditResult {
    * edit generation over the same store.
    */
   fullBuild: boolean;
+  /**
+   * True when the edit is kept in the state directory (fsynced before this result): a restart applies it again over
+   * the fences the router starts with. False without a `stateDir` of the caller's, for 'absent', or when the journal
+   * could not be written (logged as an error).
+   */
+  persisted: boolean;
   /** From the call to the new generation in force, ms. */
   elapsedMs: number;
 }
@@ -112,9 +118,10 @@ export interface Router {
    * Adds a fence, or replaces the one with the same `properties.id`: one GeoJSON Feature, validated as a fence file's
    * features are (rejects with FenceValidationError, and nothing changes). Applied as a new generation over the same
    * store without rebuilding its index; device state carries over as for a reload (a replaced fence keeps its
-   * occupants' stays, and their next ping decides against the new shape). Edits and reloads run one at a time; a
-   * later reload of the fences file (or a restart) returns to the file's fences. `properties.expiresAt` (epoch ms or
-   * ISO 8601) removes the fence at that time.
+   * occupants' stays, and their next ping decides against the new shape). Edits and reloads run one at a time. With a
+   * `stateDir`, the edit is kept there before the promise resolves and a restart applies it again over the fences the
+   * router starts with; a reload makes the reloaded fences the new base (the edits before it are dropped).
+   * `properties.expiresAt` (epoch ms or ISO 8601) removes the fence at that time.
    */
   upsertFence(feature: unknown): Promise<FenceEditResult>;
   /** Removes the fence with `fenceId` (devices inside it get an EXIT); action 'absent' when no fence has that id. */

@@ -4,11 +4,14 @@
  * whatever it had started and settles the state directory.
  */
 import { endianness } from 'node:os';
-import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
+import { join, resolve } from 'node:path';
+import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput } from '../config/options.js';
 import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
-import { loadFenceStoreOffThread } from '../fences/fence-file.js';
+import { FENCE_EDIT_JOURNAL_FILE, readFenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
+import { loadFenceStoreOffThread, type LoadedFences } from '../fences/fence-file.js';
 import { FenceValidationError, parseFences } from '../fences/parse.js';
-import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import { applyStoredEdits, type StoredFenceEdit } from '../fences/stored-edits.js';
+import { buildFenceStore, FenceStore } from '../fences/store.js';
 import { isLoggerLike, RouterLog, type LogLineCallback } from '../log/router-log.js';
 import { StartProgress } from '../pipeline/start-progress.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
@@ -67,6 +70,50 @@ function startingHandlers(progress: StartProgress): AdminHandlers {
   };
 }
 
+/** Loads the start's fences (`fences`, or the fences file, or none) with the stored `edits` applied over them. */
+async function loadStartFences(
+  fences: unknown,
+  resolved: RouterOptions,
+  edits: readonly StoredFenceEdit[],
+  progress: StartProgress,
+): Promise<LoadedFences> {
+  const limits = fenceFileLimits(resolved);
+  if (fences !== undefined || resolved.fencesFile === null) {
+    const geojson = fences ?? { type: 'FeatureCollection', features: [] };
+    const features = (geojson as { features?: unknown }).features;
+    if (Array.isArray(features) && features.length + edits.length < MAIN_THREAD_MAX_FEATURES) {
+      progress.phase('checking and indexing the fences');
+      const edited = applyStoredEdits(parseFences(geojson, limits).fences, edits, limits);
+      return { descriptor: buildFenceStore(edited, 1), skippedEdits: edited.skipped };
+    }
+    progress.phase('checking and indexing the fences (loader thread)');
+    return loadFenceStoreOffThread({ geojson, edits, limits, generation: 1 });
+  }
+  progress.phase('reading, checking and indexing the fences file (loader thread)');
+  try {
+    return await loadFenceStoreOffThread({ path: resolved.fencesFile, edits, limits, generation: 1 });
+  } catch (err) {
+    // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
+    if (err instanceof FenceValidationError) throw err;
+    throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Logs what the fence edit journal gave the start: edits applied, and lines or edits it could not use. */
+function reportJournal(journal: JournalContents, skipped: readonly string[], log: RouterLog['fn']): void {
+  if (journal.edits.length > 0) {
+    log(
+      `fence edits since the last reload applied over the fences: ${journal.edits.length - skipped.length} (from ${journal.lines} journal lines)`,
+    );
+  }
+  for (const line of skipped) log(`fence edit journal: ${line}: not applied`, 'error');
+  if (journal.damagedLines > 0) {
+    log(`fence edit journal: ${journal.damagedLines} damaged lines skipped (${journal.damaged.join('; ')})`, 'error');
+  }
+  if (journal.tornTail)
+    log('fence edit journal: its last line was cut short (an edit not acknowledged): ignored', 'warn');
+}
+
 /**
  * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
  * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
@@ -95,31 +142,17 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
       });
       await admin.start();
     }
-    const limits = fenceFileLimits(resolved);
-    let descriptor: FenceStoreDescriptor;
-    if (fences !== undefined || resolved.fencesFile === null) {
-      const geojson = fences ?? { type: 'FeatureCollection', features: [] };
-      const features = (geojson as { features?: unknown }).features;
-      if (Array.isArray(features) && features.length < MAIN_THREAD_MAX_FEATURES) {
-        progress.phase('checking and indexing the fences');
-        descriptor = buildFenceStore(parseFences(geojson, limits), 1);
-      } else {
-        progress.phase('checking and indexing the fences (loader thread)');
-        descriptor = await loadFenceStoreOffThread({ geojson, limits, generation: 1 });
-      }
-    } else {
-      progress.phase('reading, checking and indexing the fences file (loader thread)');
-      try {
-        descriptor = await loadFenceStoreOffThread({ path: resolved.fencesFile, limits, generation: 1 });
-      } catch (err) {
-        // A validation error names the feature already; anything else (unreadable, too large, not JSON) the option.
-        if (err instanceof FenceValidationError) throw err;
-        throw new Error(`options.fencesFile ${resolved.fencesFile}: ${(err as Error).message}`, { cause: err });
-      }
-    }
-    const store = FenceStore.open(descriptor, LOOKUP_ONLY_STORE);
+    // The edits made since the last reload, kept in the state directory, apply over the fences the router starts with.
+    const journal =
+      resolved.stateDir === null
+        ? null
+        : readFenceEditJournal(join(resolve(resolved.stateDir), FENCE_EDIT_JOURNAL_FILE));
+    const edits = journal?.edits ?? [];
+    const descriptor = await loadStartFences(fences, resolved, edits, progress);
+    if (journal !== null) reportJournal(journal, descriptor.skippedEdits, log);
+    const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
     progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, routerLog, admin);
+    router = new PipelineRouter(resolved, store, routerLog, admin, journal);
     await router.start(progress);
     admin?.use(router.adminHandlers());
   } catch (err) {

@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { loadFenceStoreOffThread, type FenceFileLimits } from '../fences/fence-file.js';
 import { parseFence } from '../fences/parse.js';
 import { editFenceStore, type FenceEdit } from '../fences/store-edit.js';
+import type { StoredFenceEdit } from '../fences/stored-edits.js';
 import { FenceStore } from '../fences/store.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { FenceEditResult } from './api.js';
@@ -32,6 +33,8 @@ export interface FenceEditHost {
   failed(): void;
   /** Counts an edit applied, and how long it took. */
   applied(elapsedMs: number): void;
+  /** Keeps an applied edit for the next start; false when it is not kept (no journal, or a write error). */
+  record(edit: StoredFenceEdit): boolean;
 }
 
 /** Live edits and expiry of one router's fences. */
@@ -53,7 +56,7 @@ export class FenceEditor {
       this.host.failed();
       return Promise.reject(err);
     }
-    return this.host.queue(() => this.apply(edit, started));
+    return this.host.queue(() => this.apply(edit, { upsert: feature }, started));
   }
 
   /** See Router.removeFence. */
@@ -62,7 +65,7 @@ export class FenceEditor {
     if (typeof fenceId !== 'string' || fenceId.length === 0) {
       return Promise.reject(new TypeError(`fenceId must be a non-empty string, got ${String(fenceId)}`));
     }
-    return this.host.queue(() => this.apply({ remove: fenceId }, started));
+    return this.host.queue(() => this.apply({ remove: fenceId }, { remove: fenceId }, started));
   }
 
   /** Arms the expiry timer for the earliest expiring fence of the generation in force (after a load or an edit). */
@@ -120,7 +123,8 @@ export class FenceEditor {
     this.scheduleExpiry();
   }
 
-  private async apply(edit: FenceEdit, startedMs: number): Promise<FenceEditResult> {
+  /** Applies `edit` (`stored`: the same edit as the journal keeps it) as a new generation. */
+  private async apply(edit: FenceEdit, stored: StoredFenceEdit, startedMs: number): Promise<FenceEditResult> {
     const current = this.host.current();
     const fenceId = 'upsert' in edit ? edit.upsert.id : edit.remove;
     const generation = current.generation + 1;
@@ -139,6 +143,7 @@ export class FenceEditor {
         fenceCount: current.liveFenceCount,
         exits: 0,
         fullBuild: false,
+        persisted: false,
         elapsedMs: performance.now() - startedMs,
       };
     }
@@ -149,7 +154,7 @@ export class FenceEditor {
     try {
       if (made === 'no-room') {
         action = 'upsert' in edit ? (current.indexOfId(fenceId) >= 0 ? 'replaced' : 'created') : 'removed';
-        const descriptor = await loadFenceStoreOffThread({
+        const { descriptor } = await loadFenceStoreOffThread({
           compact: { from: current.descriptor, edit },
           limits: this.host.limits(),
           generation,
@@ -171,6 +176,7 @@ export class FenceEditor {
       this.host.failed();
       throw err;
     }
+    const persisted = this.host.record(stored);
     const elapsedMs = performance.now() - startedMs;
     this.host.applied(elapsedMs);
     this.scheduleExpiry();
@@ -181,6 +187,7 @@ export class FenceEditor {
       fenceCount: next.liveFenceCount,
       exits,
       fullBuild,
+      persisted,
       elapsedMs,
     };
   }

@@ -33,6 +33,8 @@ import { readRouterStats, type RouterStats } from '../pipeline/stats.js';
 import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from '../pipeline/state-keeper.js';
 import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
 import { StateDirectory } from '../durable/state-dir.js';
+import { FENCE_EDIT_JOURNAL_FILE, FenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
+import type { StoredFenceEdit } from '../fences/stored-edits.js';
 import {
   CNT_BLOCK_F64,
   CNT_FENCE_OVERFLOW_F64,
@@ -113,6 +115,8 @@ export class PipelineRouter implements Router {
   /** True when the state directory is a temporary one, removed at close. */
   private readonly ephemeral: boolean;
   private readonly keeper: StateKeeper;
+  /** The live edits since the last reload, kept for the next start (null without a state directory of the caller's). */
+  private journal: FenceEditJournal | null = null;
   private checkpointTimer: NodeJS.Timeout | null = null;
   /** The main thread's runtime reports (started with the threads, stopped with the timers). */
   private runtimeReporter: ThreadRuntimeReporter | null = null;
@@ -134,7 +138,13 @@ export class PipelineRouter implements Router {
   }
 
   /** Locks the state directory, allocates the shared memory and restores the durable state into it. */
-  constructor(options: RouterOptions, store: FenceStore, routerLog: RouterLog, admin: AdminServer | null = null) {
+  constructor(
+    options: RouterOptions,
+    store: FenceStore,
+    routerLog: RouterLog,
+    admin: AdminServer | null = null,
+    journal: JournalContents | null = null,
+  ) {
     this.options = options;
     this.store = store;
     this.admin = admin;
@@ -152,6 +162,7 @@ export class PipelineRouter implements Router {
         this.statsCells[PST_FENCE_EDITS_F64]!++;
         this.statsCells[PST_FENCE_EDIT_LAST_NS_F64] = elapsedMs * 1e6;
       },
+      record: (edit) => this.recordEdit(edit),
     });
     this.ephemeral = options.stateDir === null;
     this.dir = StateDirectory.open(options.stateDir ?? mkdtempSync(join(tmpdir(), 'geofence-router-state-')));
@@ -219,6 +230,8 @@ export class PipelineRouter implements Router {
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
     try {
       this.keeper = StateKeeper.restore(this.dir, m, store, options);
+      if (journal !== null && !this.ephemeral)
+        this.journal = FenceEditJournal.open(this.dir.file(FENCE_EDIT_JOURNAL_FILE), journal);
     } catch (err) {
       this.dir.release();
       throw err;
@@ -573,7 +586,7 @@ export class PipelineRouter implements Router {
   private reloadFrom(source: { path: string } | { geojson: unknown }): Promise<ReloadResult> {
     const limits = fenceFileLimits(this.options);
     const build = async (generation: number): Promise<FenceStore> =>
-      FenceStore.open(await loadFenceStoreOffThread({ ...source, limits, generation }), LOOKUP_ONLY_STORE);
+      FenceStore.open((await loadFenceStoreOffThread({ ...source, limits, generation })).descriptor, LOOKUP_ONLY_STORE);
     return this.queueFenceJob(() => this.reloadNow(build));
   }
 
@@ -589,6 +602,14 @@ export class PipelineRouter implements Router {
     }
     await this.swapIn(next);
     this.statsCells[PST_RELOADS_F64]!++;
+    try {
+      this.journal?.reset();
+    } catch (err) {
+      this.log(
+        `${(err as Error).message}: the edits made before this reload will be applied again at the next start`,
+        'error',
+      );
+    }
     this.editor.scheduleExpiry();
     return { generation: next.generation, fenceCount: next.liveFenceCount };
   }
@@ -620,6 +641,18 @@ export class PipelineRouter implements Router {
     );
     this.store = next;
     return exits;
+  }
+
+  /** Keeps an applied edit for the next start; false when there is no journal or it could not be written. */
+  private recordEdit(edit: StoredFenceEdit): boolean {
+    if (this.journal === null) return false;
+    try {
+      this.journal.append(edit);
+      return true;
+    } catch (err) {
+      this.log(`${(err as Error).message}: the edit is in force but will not survive a restart`, 'error');
+      return false;
+    }
   }
 
   upsertFence(feature: unknown): Promise<FenceEditResult> {
@@ -749,6 +782,7 @@ export class PipelineRouter implements Router {
       return;
     }
     this.keeper.close();
+    this.journal?.close();
     this.dir.release();
     if (this.ephemeral) rmSync(this.dir.dir, { recursive: true, force: true });
   }

@@ -125,7 +125,7 @@ test('an edit past the headroom says no-room, and the full build of it agrees wi
           compact: { from: store.descriptor, edit },
           limits: { ...DEFAULT_FENCE_LIMITS, maxFileBytes: 1 << 30 },
           generation: store.generation + 1,
-        }),
+        }).descriptor,
       );
       assert.equal(rebuilt.liveFenceCount, store.liveFenceCount + 1);
       assert.equal(rebuilt.baseFenceCount, rebuilt.fenceCount, 'a full build: nothing appended');
