@@ -113,6 +113,10 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
     hooks.autoStop?.then((reason) => {
       if (stoppingSinceMs < 0) void stop(reason);
     });
+    // A pipeline thread gone: nothing more can be processed; stop (close() reports it) and exit with the failure code.
+    void router.failure.then((err) => {
+      if (stoppingSinceMs < 0) void stop(err.message);
+    });
   });
 }
 

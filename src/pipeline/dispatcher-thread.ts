@@ -42,7 +42,7 @@ import {
   type NamesOnlyGeneration,
 } from './dispatch-wiring.js';
 import type { PipelineMemory } from './memory.js';
-import { armBlockDrill, startThreadRuntimeReporter } from './thread-runtime.js';
+import { armThreadDrills, startThreadRuntimeReporter } from './thread-runtime.js';
 import { SlotRetirer } from './slot-retirer.js';
 import type { DispatcherRequest, ThreadEvent } from './messages.js';
 
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
   const d = workerData as DispatcherThreadData;
   const m = d.memory;
   startThreadRuntimeReporter(m.threadRuntime, RT_THREAD_DISPATCHER);
-  armBlockDrill('dispatcher');
+  armThreadDrills('dispatcher');
   const pipeline = PipelineRegion.wrap(m.pipeline);
   const rings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
   const statsCells = new Float64Array(m.stats);

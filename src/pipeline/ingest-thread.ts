@@ -40,7 +40,7 @@ import { InputBacklog } from './input-backlog.js';
 import { COMPLIANCE_ALARM_INTERVAL_MS, ComplianceShedAlarm } from '../ingest/shed-alarm.js';
 import type { PausableFeed } from '../ingest/backpressure.js';
 import { allocatePipelineMemory, type PipelineMemory } from './memory.js';
-import { armBlockDrill, startThreadRuntimeReporter } from './thread-runtime.js';
+import { armThreadDrills, startThreadRuntimeReporter } from './thread-runtime.js';
 import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../ingest/ping-encoder.js';
 import { Fleet, type FleetPing } from '../fences/synthetic-fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
@@ -204,7 +204,7 @@ async function main(): Promise<void> {
   const d = workerData as IngestThreadData;
   const m = d.memory;
   startThreadRuntimeReporter(m.threadRuntime, RT_THREAD_INGEST);
-  armBlockDrill('ingest');
+  armThreadDrills('ingest');
   const pipeline = PipelineRegion.wrap(m.pipeline);
   pipeline.setIngestState(IngestState.STARTING);
   const poolData: ContainmentWorkerData = {

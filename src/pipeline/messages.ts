@@ -69,6 +69,8 @@ export class Requester {
   private readonly pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   private readonly target: RequestTarget;
   private readonly what: string;
+  /** Why every request now fails at once (the thread exited), or null while it runs. */
+  private gone: string | null = null;
 
   /** `what` names the thread in errors. */
   constructor(target: RequestTarget, what: string) {
@@ -78,6 +80,7 @@ export class Requester {
 
   /** Sends `message` with a fresh id; resolves on its reply, rejects with the thread's error. */
   request<M extends { id: number }>(message: Omit<M, 'id'>): Promise<void> {
+    if (this.gone !== null) return Promise.reject(new Error(`${this.what}: ${this.gone}`));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
@@ -94,8 +97,9 @@ export class Requester {
     else p.reject(new Error(`${this.what}: ${error}`));
   }
 
-  /** Rejects every pending request (the thread exited). */
+  /** Rejects every pending request and every later one (the thread exited). */
   failAll(reason: string): void {
+    this.gone = reason;
     for (const p of this.pending.values()) p.reject(new Error(`${this.what}: ${reason}`));
     this.pending.clear();
   }

@@ -221,23 +221,37 @@ export function readThreadRuntime(
   return out;
 }
 
-/** Environment variable of the event-loop block drill (see `armBlockDrill`). */
+/** Environment variable of the event-loop block drill (see `armThreadDrills`). */
 const BLOCK_DRILL_ENV = 'GEOFENCE_DRILL_BLOCK';
+/** Environment variable of the thread exit drill (see `armThreadDrills`). */
+const EXIT_DRILL_ENV = 'GEOFENCE_DRILL_EXIT';
+/** Exit code of a thread ended by the exit drill. */
+const EXIT_DRILL_CODE = 70;
 
 /**
- * DRILL HOOK, off by default. `GEOFENCE_DRILL_BLOCK=<thread>:<afterMs>:<forMs>` (read when the thread starts; thread
- * `ingest` or `dispatcher`) blocks that thread's event loop for `forMs` starting `afterMs` after its start: a stalled
- * thread, for the health drill. Unset, nothing happens; a malformed value fails the thread's start, so a mistyped
- * drill does not pass silently.
+ * DRILL HOOKS, off by default, read when the thread starts (thread `ingest` or `dispatcher`):
+ * `GEOFENCE_DRILL_BLOCK=<thread>:<afterMs>:<forMs>` blocks that thread's event loop for `forMs` starting `afterMs`
+ * after its start (a stalled thread); `GEOFENCE_DRILL_EXIT=<thread>:<afterMs>` ends that thread (exit code 70)
+ * `afterMs` after its start (a dead thread). For the health drills. Unset, nothing happens; a malformed value fails
+ * the thread's start, so a mistyped drill does not pass silently.
  */
-export function armBlockDrill(thread: 'ingest' | 'dispatcher'): void {
-  const value = process.env[BLOCK_DRILL_ENV];
-  if (value === undefined || value === '') return;
-  const m = /^(ingest|dispatcher):(\d+):(\d+)$/.exec(value);
-  if (m === null) {
-    throw new Error(`${BLOCK_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>:<forMs>, got ${JSON.stringify(value)}`);
+export function armThreadDrills(thread: 'ingest' | 'dispatcher'): void {
+  const block = process.env[BLOCK_DRILL_ENV];
+  if (block !== undefined && block !== '') {
+    const m = /^(ingest|dispatcher):(\d+):(\d+)$/.exec(block);
+    if (m === null) {
+      throw new Error(`${BLOCK_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>:<forMs>, got ${JSON.stringify(block)}`);
+    }
+    if (m[1] === thread) {
+      const cell = new Int32Array(new SharedArrayBuffer(4));
+      setTimeout(() => Atomics.wait(cell, 0, 0, Number(m[3])), Number(m[2])).unref();
+    }
   }
-  if (m[1] !== thread) return;
-  const cell = new Int32Array(new SharedArrayBuffer(4));
-  setTimeout(() => Atomics.wait(cell, 0, 0, Number(m[3])), Number(m[2])).unref();
+  const exit = process.env[EXIT_DRILL_ENV];
+  if (exit !== undefined && exit !== '') {
+    const m = /^(ingest|dispatcher):(\d+)$/.exec(exit);
+    if (m === null)
+      throw new Error(`${EXIT_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>, got ${JSON.stringify(exit)}`);
+    if (m[1] === thread) setTimeout(() => process.exit(EXIT_DRILL_CODE), Number(m[2])).unref();
+  }
 }

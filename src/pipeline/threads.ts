@@ -13,7 +13,11 @@ export class ThreadHandle {
   readonly worker: Worker;
   readonly requests: Requester;
   readonly started: Promise<number>;
+  /** Rejects (naming the thread and its exit code) when the thread exits without being asked to; never resolves. */
+  readonly death: Promise<never>;
   private exited = false;
+  /** The thread reported its start. */
+  private running = false;
   /** stop() was called: an exit after it is the expected one. */
   private stopping = false;
 
@@ -31,13 +35,18 @@ export class ThreadHandle {
     onDrained: (which: 'input' | 'stdin') => void = () => undefined,
   ) {
     this.worker = new Worker(url, { workerData: data, transferList: transfer, name });
+    let died: (err: Error) => void = () => undefined;
+    this.death = new Promise<never>((_resolve, reject) => (died = reject));
+    this.death.catch(() => undefined);
     this.requests = new Requester(this.worker, name);
     // The `thread` field of its log lines: "ingest" for the "ingest thread".
     const thread = name.replace(/ thread$/, '');
     this.started = new Promise((resolve, reject) => {
       this.worker.on('message', (e: ThreadEvent) => {
-        if (e.type === 'started') resolve(e.port);
-        else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
+        if (e.type === 'started') {
+          this.running = true;
+          resolve(e.port);
+        } else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
         else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
         else if (e.type === 'log') log(e.line, e.level ?? 'info', { ...e.fields, thread });
         else if (e.type === 'inputs-done') onInputsDone();
@@ -50,6 +59,9 @@ export class ThreadHandle {
       });
       this.worker.on('exit', (code) => {
         this.exited = true;
+        // An exit nobody asked for: the thread's work has stopped (/healthz says so too).
+        if (!this.stopping) died(new Error(`the ${name} exited with code ${code}`));
+        if (this.running && !this.stopping) log(`${name} exited with code ${code}`, 'error', { thread });
         reject(new Error(`${name} exited with code ${code} before it started`));
         this.requests.failAll(`exited with code ${code}`);
       });

@@ -86,6 +86,13 @@ export interface Router {
   /** What the start found in the state directory and did about it (restored devices, what an unclean stop lost). */
   readonly recovery: RecoveryReport;
   /**
+   * Resolves with an Error naming the thread when the ingest or the dispatcher thread exits without being asked to:
+   * the router can no longer take or deliver telemetry (`/healthz` says so too), and `close()` then stops it as after
+   * a crash, rejecting with that reason (the next start over the state directory recovers). Never resolves otherwise.
+   * The CLI exits with its failure code when it does, for a supervisor to restart it.
+   */
+  readonly failure: Promise<Error>;
+  /**
    * Ingests raw concatenated MessagePack frames (copied; a partial frame at the end counts as truncated). In-process
    * input is back-pressured, never shed: the ingest thread feeds it only as fast as the telemetry rings take it and
    * keeps the rest in call order. Returns false, as `Writable.write()` does, when the bytes posted and not yet fed

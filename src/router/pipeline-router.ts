@@ -132,6 +132,10 @@ export class PipelineRouter implements Router {
     return this.dir.dir;
   }
 
+  /** See Router.failure. */
+  readonly failure: Promise<Error>;
+  private failed: (err: Error) => void = () => undefined;
+
   /** What the start found in the state directory. */
   get recovery(): RecoveryReport {
     return this.keeper.report;
@@ -228,6 +232,7 @@ export class PipelineRouter implements Router {
       this.state.poolChunks,
     );
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
+    this.failure = new Promise((r) => (this.failed = r));
     try {
       this.keeper = StateKeeper.restore(this.dir, m, store, options);
       if (journal !== null && !this.ephemeral)
@@ -364,6 +369,7 @@ export class PipelineRouter implements Router {
       this.log,
       noop,
     );
+    this.dispatcherThread.death.catch((err: Error) => this.failed(err));
     progress?.phase('starting the dispatcher thread');
     await this.dispatcherThread.started;
     // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
@@ -382,6 +388,7 @@ export class PipelineRouter implements Router {
       () => this.inputsDone(),
       (which) => (which === 'input' ? this.onInputDrained() : this.onStdinDrained()),
     );
+    this.ingestThread.death.catch((err: Error) => this.failed(err));
     progress?.phase(
       `starting the ingest thread and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`,
     );
@@ -679,7 +686,7 @@ export class PipelineRouter implements Router {
 
   drain(): Promise<void> {
     if (this.drainPromise === null) {
-      this.drainPromise = (async () => {
+      const drained = (async () => {
         await this.reloadChain;
         this.pipeline.setDraining(true);
         await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
@@ -688,6 +695,15 @@ export class PipelineRouter implements Router {
           deadlineMs: this.drainDeadlineMs,
         });
       })();
+      // Why race the threads' deaths: with the dispatcher gone the trigger rings never empty and the ingest thread's
+      // drain would wait for good; a pipeline missing a thread stops as after a crash (the next start recovers it).
+      const death = Promise.race([this.ingestThread!.death, this.dispatcherThread!.death]).catch((err: unknown) => {
+        throw new Error(
+          `${(err as Error).message}: the router cannot drain; it stops without its final checkpoint (the next start recovers as after a crash)`,
+          { cause: err },
+        );
+      });
+      this.drainPromise = Promise.race([drained, death]);
     }
     return this.drainPromise;
   }
