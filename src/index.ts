@@ -51,6 +51,8 @@ export {
   type FeatureCollectionJson,
 } from './fences/synthetic-city.js';
 export type { TelemetryPoint } from './ingest/ping-fields.js';
+export { partitionOf, partitionSubject, deviceIdToken, parsePartitionList } from './ingest/sources/partitions.js';
+export { partitionConsumerName, JETSTREAM_SOURCE_DEFAULTS } from './ingest/sources/jetstream-source.js';
 export { TELEMETRY_KEYS, TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from './ingest/wire-format.js';
 export {
   simulateLimiters,

@@ -137,13 +137,21 @@ async function runPlain(input: RouterOptionsInput): Promise<number> {
   }
   const o = router.options;
   if (router.ingestPort !== null) say(`telemetry tcp://${o.listenHost}:${router.ingestPort} (MessagePack)`);
+  if (o.jetstreamSource !== null) {
+    const j = o.jetstreamSource;
+    say(
+      `telemetry jetstream ${j.servers.join(',')} stream ${j.stream}, partitions ${j.partitions} of ${j.partitionCount}`,
+    );
+  }
   if (router.adminPort !== null) say(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);
   say(
     `downstreams: ${o.downstreams.length === 0 ? 'none (triggers are counted as unrouted)' : o.downstreams.map((d) => `${d.name} (${d.kind})`).join(', ')}`,
   );
   // With no listener, a replay of input files ends the run when every file is read.
   const autoStop =
-    o.listenHost === null && o.inputs.length > 0 ? router.inputsFinished().then(() => 'inputs read') : null;
+    o.listenHost === null && o.jetstreamSource === null && o.inputs.length > 0
+      ? router.inputsFinished().then(() => 'inputs read')
+      : null;
   return serve(router, { autoStop, beforeClose: async () => undefined, summaryLines: () => [] });
 }
 

@@ -179,6 +179,27 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     help: 'with --tls-ca, ask for a client certificate without requiring one',
   },
   {
+    name: 'source',
+    type: 'string',
+    value: 'URL',
+    section: 'Telemetry and admin',
+    help: 'read telemetry from a NATS JetStream stream: jetstream://HOST:PORT[,HOST:PORT][/STREAM] (stream default GEOFENCE_TELEMETRY); one durable pull consumer per partition, nothing shed while the log holds the backlog',
+  },
+  {
+    name: 'partitions',
+    type: 'string',
+    value: 'LIST',
+    section: 'Telemetry and admin',
+    help: 'with --source: the partitions this router consumes, "all" (default) or numbers and ranges such as 0-7,12',
+  },
+  {
+    name: 'partition-count',
+    type: 'string',
+    value: 'N',
+    section: 'Telemetry and admin',
+    help: "with --source: partitions the stream's subjects are split into (default 16; the ingest tier must agree)",
+  },
+  {
     name: 'ingest-token-file',
     type: 'string',
     value: 'FILE',
@@ -471,6 +492,17 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
   } else if (str('tls-ca') !== undefined) {
     throw new OptionError('--tls-ca needs --tls-cert and --tls-key');
   }
+  const source = str('source');
+  if (source !== undefined) {
+    const js: Record<string, unknown> = parseSourceUrl(source);
+    const partitions = str('partitions');
+    if (partitions !== undefined) js['partitions'] = partitions;
+    const count = integerIn('partition-count', str('partition-count'), 1, 4096);
+    if (count !== undefined) js['partitionCount'] = count;
+    o['jetstreamSource'] = js;
+  } else if (str('partitions') !== undefined || str('partition-count') !== undefined) {
+    throw new OptionError('--partitions and --partition-count need --source');
+  }
   if (str('dead-letter-dir') !== undefined) {
     throw new OptionError(
       '--dead-letter-dir is replaced by --state-dir (dead letters live in <state-dir>/downstreams/<name>/)',
@@ -519,6 +551,18 @@ export const CLI_NETWORK_DEFAULTS: Readonly<RouterOptionsInput> = Object.freeze(
   adminPort: 9464,
 });
 
+/** `jetstream://host:port[,host:port][/STREAM]` as the jetstreamSource option's servers and stream. */
+function parseSourceUrl(text: string): Record<string, unknown> {
+  const m = /^jetstream:\/\/([^/?#]+)(?:\/([A-Za-z0-9_-]+))?\/?$/.exec(text);
+  if (m === null) {
+    throw new OptionError(
+      `--source must be jetstream://HOST:PORT[,HOST:PORT][/STREAM] (stream names: letters, digits, - and _), got ${JSON.stringify(text)}`,
+    );
+  }
+  const servers = m[1]!.split(',').map((hp) => `nats://${hp}`);
+  return m[2] === undefined ? { servers } : { servers, stream: m[2] };
+}
+
 /** Names an option by the flag that set it. */
 const flagNamer: Namer = (path) => {
   const head = path[0];
@@ -529,6 +573,11 @@ const flagNamer: Namer = (path) => {
   if (head === 'adminHost' || head === 'adminPort') return '--admin';
   if (head === 'adminToken') return '--admin-token-file (or GEOFENCE_ADMIN_TOKEN)';
   if (head === 'inputs') return '--input';
+  if (head === 'jetstreamSource') {
+    if (path[1] === 'partitions') return '--partitions';
+    if (path[1] === 'partitionCount') return '--partition-count';
+    if (path[1] === 'servers' || path[1] === 'stream' || path[1] === undefined) return '--source';
+  }
   if (head === 'downstreams') {
     const field = path[2];
     const byFlag = OPTION_FLAGS.find((o) => o.path[0] === 'downstreams' && o.path[1] === field);

@@ -34,6 +34,8 @@ import {
   type WindowedLimitOptions,
 } from '../dispatch/limits/windowed-limit.js';
 import { ADMISSION_SPEC } from '../ingest/admission-options.js';
+import { JETSTREAM_SOURCE_DEFAULTS } from '../ingest/sources/jetstream-source.js';
+import { MAX_PARTITIONS, parsePartitionList } from '../ingest/sources/partitions.js';
 import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import {
   bool,
@@ -101,6 +103,23 @@ const jetstreamRule: GroupCheck = (d, name) => {
   }
   if (d['createStream'] !== false && !template.prefix.endsWith('.'))
     return `${name('subject')} ${JSON.stringify(subject)} must start with literal tokens ending in "." for the router to create its stream (subjects "<prefix>>"); or create the stream yourself and set ${name('createStream')} false`;
+  return undefined;
+};
+
+/** A JetStream source's partition list must parse against its count, and its subject prefix be literal tokens. */
+const partitionsRule: GroupCheck = (d, name) => {
+  const count = d['partitionCount'];
+  const list = d['partitions'];
+  if (typeof count === 'number' && typeof list === 'string') {
+    try {
+      if (parsePartitionList(list, count, name('partitions')).length === 0) return `${name('partitions')} is empty`;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+  const prefix = d['subjectPrefix'];
+  if (typeof prefix === 'string' && !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(prefix))
+    return `${name('subjectPrefix')} must be literal subject tokens (letters, digits, - and _, separated by "."), got ${JSON.stringify(prefix)}`;
   return undefined;
 };
 
@@ -927,6 +946,89 @@ export const ROUTER_SPEC = group(
       flag: 'max-vertices-per-ring',
       section: 'Fences and downstreams',
     }),
+    jetstreamSource: nullable(
+      group(
+        {
+          servers: list(text('url', { doc: 'a NATS server', protocols: ['nats:', 'tls:'] }), {
+            doc: 'NATS servers, nats://host:4222 (the client fails over between them)',
+          }),
+          stream: text('name', {
+            doc: 'the stream holding the telemetry',
+            default: JETSTREAM_SOURCE_DEFAULTS.stream,
+          }),
+          subjectPrefix: text('name', {
+            doc: 'pings are published to <subjectPrefix>.<partition>.<deviceId>; the partition is partitionOf(deviceId, partitionCount)',
+            default: JETSTREAM_SOURCE_DEFAULTS.subjectPrefix,
+          }),
+          partitionCount: int({
+            doc: 'partitions the subjects are split into (every router and the ingest tier must agree)',
+            min: 1,
+            max: MAX_PARTITIONS,
+            default: JETSTREAM_SOURCE_DEFAULTS.partitionCount,
+          }),
+          partitions: text('name', {
+            doc: 'partitions this router consumes: "all", or numbers and ranges such as "0-7,12"',
+            default: JETSTREAM_SOURCE_DEFAULTS.partitions,
+          }),
+          consumerPrefix: text('name', {
+            doc: 'durable consumers are named <consumerPrefix>-p<partition>',
+            default: JETSTREAM_SOURCE_DEFAULTS.consumerPrefix,
+          }),
+          createStream: bool({
+            doc: 'create the stream when missing (subjects "<subjectPrefix>.>", file storage, limits retention)',
+            default: JETSTREAM_SOURCE_DEFAULTS.createStream,
+          }),
+          streamReplicas: int({
+            doc: 'replicas of a stream the router creates',
+            min: 1,
+            max: 5,
+            default: JETSTREAM_SOURCE_DEFAULTS.streamReplicas,
+          }),
+          streamMaxAgeMs: int({
+            doc: 'how long a stream the router creates keeps a message (0: no age limit)',
+            min: 0,
+            max: Number.MAX_SAFE_INTEGER,
+            unit: 'ms',
+            default: JETSTREAM_SOURCE_DEFAULTS.streamMaxAgeMs,
+          }),
+          duplicateWindowMs: int({
+            doc: 'duplicate window of a stream the router creates (a re-publish with the same Nats-Msg-Id is stored once)',
+            min: 1000,
+            max: 7 * 86_400_000,
+            unit: 'ms',
+            default: JETSTREAM_SOURCE_DEFAULTS.duplicateWindowMs,
+          }),
+          fetchMessages: int({
+            doc: 'messages one fetch of a partition asks for',
+            min: 1,
+            max: 100_000,
+            default: JETSTREAM_SOURCE_DEFAULTS.fetchMessages,
+          }),
+          ackWaitMs: int({
+            doc: 'how long the server waits for an acknowledgement before delivering a message again',
+            min: 1000,
+            max: 3_600_000,
+            unit: 'ms',
+            default: JETSTREAM_SOURCE_DEFAULTS.ackWaitMs,
+          }),
+          maxBacklogAgeMs: int({
+            doc: 'messages older than this when taken are fed as live traffic, where lane shedding applies (0: never; the log absorbs any backlog)',
+            min: 0,
+            max: Number.MAX_SAFE_INTEGER,
+            unit: 'ms',
+            default: JETSTREAM_SOURCE_DEFAULTS.maxBacklogAgeMs,
+          }),
+          token: nullable(text('token', { doc: 'token of a server that requires one' })),
+        },
+        {
+          doc: 'a NATS JetStream stream read as telemetry, one durable pull consumer per owned partition (null: none)',
+          section: 'Telemetry and admin',
+          threads: ['ingest'],
+          cliText: '--source jetstream://HOST:PORT[,HOST:PORT]/STREAM, --partitions, --partition-count',
+          check: (d, name) => partitionsRule(d, name),
+        },
+      ),
+    ),
     inputs: list(text('path', { doc: 'a file path, or "-" for stdin' }), {
       doc: 'files of concatenated MessagePack frames to replay at start ("-": stdin)',
       default: [],

@@ -36,6 +36,15 @@ import {
   REJECT_REASON_NAMES,
   SHED_REASON_COUNT,
   SHED_REASON_NAMES,
+  SRC_ACKED_STREAM_SEQ_F64,
+  SRC_AGED_MESSAGES_F64,
+  SRC_BYTES_F64,
+  SRC_LAG_AGE_MS_F64,
+  SRC_LAG_MESSAGES_F64,
+  SRC_MESSAGES_F64,
+  SRC_OWNED_F64,
+  SRC_REDELIVERED_F64,
+  SRC_STRIDE_F64,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
 import {
@@ -263,6 +272,67 @@ export class RouterMetrics {
     );
   }
 
+  /**
+   * Adds the partitioned source's series, one per partition this router owns (`partition` label): consumer lag in
+   * messages and seconds, messages, bytes, redeliveries and aged messages taken, the stream sequence acknowledged.
+   * `cells` is the SRC_* region (src/shm/layout.ts).
+   */
+  addSourcePartitions(cells: Float64Array, partitionCount: number): void {
+    const per = (cell: number, scale = 1): SharedSeries[] =>
+      Array.from({ length: partitionCount }, (_, p) => ({
+        labels: { partition: String(p) },
+        read: () => (cells[p * SRC_STRIDE_F64 + SRC_OWNED_F64] === 1 ? cells[p * SRC_STRIDE_F64 + cell]! * scale : NaN),
+      }));
+    this.addSharedGauge(
+      MetricNames.SOURCE_PARTITION_OWNED,
+      'Partitions of the JetStream source this router consumes (1 per owned partition).',
+      ['partition'],
+      per(SRC_OWNED_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.SOURCE_LAG_MESSAGES,
+      'Messages of the partition not yet delivered to this router, as of the last message taken.',
+      ['partition'],
+      per(SRC_LAG_MESSAGES_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.SOURCE_LAG_SECONDS,
+      'Age of the last message taken from the partition when it was taken.',
+      ['partition'],
+      per(SRC_LAG_AGE_MS_F64, 1e-3),
+    );
+    this.addSharedGauge(
+      MetricNames.SOURCE_ACKED_SEQ,
+      'Stream sequence of the last message of the partition acknowledged (fed to the rings with everything before it).',
+      ['partition'],
+      per(SRC_ACKED_STREAM_SEQ_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.SOURCE_MESSAGES,
+      'Messages taken from the partition.',
+      ['partition'],
+      per(SRC_MESSAGES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.SOURCE_BYTES,
+      'Bytes taken from the partition.',
+      ['partition'],
+      per(SRC_BYTES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.SOURCE_REDELIVERED,
+      'Messages the server delivered again (an acknowledgement it did not get in time, or another router before).',
+      ['partition'],
+      per(SRC_REDELIVERED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.SOURCE_AGED,
+      'Messages older than maxBacklogAgeMs when taken, fed as live traffic (lane shedding applies).',
+      ['partition'],
+      per(SRC_AGED_MESSAGES_F64),
+    );
+  }
+
   /** Adds a counter whose series are read from shared memory at scrape time. */
   addSharedCounter(name: string, help: string, labelNames: readonly string[], series: SharedSeries[]): void {
     new Counter({
@@ -272,7 +342,10 @@ export class RouterMetrics {
       registers: [this.registry],
       collect(this: Counter) {
         this.reset();
-        for (const s of series) this.inc(s.labels, s.read());
+        for (const s of series) {
+          const v = s.read();
+          if (v === v) this.inc(s.labels, v);
+        }
       },
     });
   }

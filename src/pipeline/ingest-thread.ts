@@ -21,6 +21,7 @@ import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';
+import { JetStreamSource } from '../ingest/sources/jetstream-source.js';
 import { nowNs } from '../shm/clock.js';
 import {
   ADM_BLOCK_F64,
@@ -284,6 +285,12 @@ async function main(): Promise<void> {
           tls: readTls(d.ingest.tls),
           authToken: d.ingest.authToken,
         });
+  const jetstreamSource =
+    d.jetstreamSource === null
+      ? null
+      : new JetStreamSource(d.jetstreamSource, new Float64Array(m.sourcePartitions), (level, line) =>
+          post({ type: 'log', line, level }),
+        );
   const files: ReadableSource[] = d.inputs.filter((p) => p !== '-').map((p) => fileSource(p, d.ingest.readChunkBytes));
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes
   // are fed as a pausable source's, and every byte fed is taken off the backlog.
@@ -312,6 +319,7 @@ async function main(): Promise<void> {
     // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
     // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
+    await jetstreamSource?.stop();
     await Promise.all(files.map((f) => f.stop()));
     await endStdin();
     await inProcess.idle();
@@ -387,6 +395,7 @@ async function main(): Promise<void> {
   warmIngestPath(d, pool, predicates.store);
   await warmed;
   if (tcp !== null) await tcp.start(edge);
+  if (jetstreamSource !== null) await jetstreamSource.start(edge);
   for (const f of files) await f.start(edge);
   pipeline.setIngestPort(tcp?.port ?? 0);
   pipeline.setIngestState(IngestState.RUNNING);

@@ -10,6 +10,7 @@ import {
   CNT_BLOCK_F64,
   PST_REGION_F64,
   RingKind,
+  sourcePartitionRegionF64,
   TRIGGER_STRIDE_BYTES,
   watchdogRegionBytes,
   WDG_HELD_SHARD_I32,
@@ -55,6 +56,10 @@ export interface PipelineMemory {
   readonly watchdog: SharedArrayBuffer;
   /** Per-thread runtime reports (RT_*, thread-runtime.ts). */
   readonly threadRuntime: SharedArrayBuffer;
+  /** Per-partition cells of a partitioned source (SRC_*, one block per partition; one unused block without one). */
+  readonly sourcePartitions: SharedArrayBuffer;
+  /** Partitions of the partitioned source (0: none). */
+  readonly sourcePartitionCount: number;
 }
 
 /** What to allocate. */
@@ -77,6 +82,8 @@ export interface PipelineMemorySpec {
   downstreams: number;
   /** Containment pool workers (sizes the thread runtime region; default 1). */
   poolSize?: number;
+  /** Partitions of the partitioned telemetry source (default 0: none). */
+  sourcePartitionCount?: number;
 }
 
 /** Allocates every region of a router (main thread). */
@@ -115,6 +122,8 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
     watchdog: allocateWatchdogRegion(spec.shards),
     threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1),
+    sourcePartitions: new SharedArrayBuffer(sourcePartitionRegionF64(spec.sourcePartitionCount ?? 0) * 8),
+    sourcePartitionCount: spec.sourcePartitionCount ?? 0,
   };
 }
 

@@ -184,6 +184,7 @@ export class PipelineRouter implements Router {
       fenceEntriesPerDevice: options.fenceEntriesPerDevice,
       downstreams: options.downstreams.length,
       poolSize: options.poolSize,
+      sourcePartitionCount: options.jetstreamSource?.partitionCount ?? 0,
     });
     const m = this.memory;
     this.pipeline = PipelineRegion.wrap(m.pipeline);
@@ -226,6 +227,8 @@ export class PipelineRouter implements Router {
         ADMIN_REFUSAL_REASONS.map((reason) => ({ labels: { reason }, read: () => admin.refused[reason] })),
       );
     }
+    if (m.sourcePartitionCount > 0)
+      this.metrics.addSourcePartitions(new Float64Array(m.sourcePartitions), m.sourcePartitionCount);
     this.metrics.addFenceTracking(
       (n) => this.store.mostUntracked(n),
       () => this.state.poolChunksInUse(),

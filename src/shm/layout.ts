@@ -1186,3 +1186,32 @@ function threadRuntimePoolSlots(poolSize: number): number {
 export function threadRuntimeRegionF64(poolSize: number): number {
   return (RT_THREAD_POOL_FIRST + threadRuntimePoolSlots(poolSize)) * RT_STRIDE_F64;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Source partitions: one block per partition of a partitioned telemetry source (a JetStream stream), written by the
+// ingest thread as it consumes, read by the metrics collectors and the status line.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Float64 cells per partition block. */
+export const SRC_STRIDE_F64 = 8;
+/** 1 while this router consumes the partition, else 0. */
+export const SRC_OWNED_F64 = 0;
+/** Messages taken from the partition so far (redeliveries included). */
+export const SRC_MESSAGES_F64 = 1;
+/** Messages the server delivered again (an acknowledgement it did not get in time, or a restart). */
+export const SRC_REDELIVERED_F64 = 2;
+/** Stream sequence of the last message acknowledged (every message up to it is fed to the rings). */
+export const SRC_ACKED_STREAM_SEQ_F64 = 3;
+/** Messages in the partition not yet delivered to this router, as of the last message taken (consumer lag). */
+export const SRC_LAG_MESSAGES_F64 = 4;
+/** Age of the last message taken when it was taken (now minus its publish time), ms: the lag in time. */
+export const SRC_LAG_AGE_MS_F64 = 5;
+/** Messages older than the backlog age limit, fed as live traffic (lane shedding applies to them). */
+export const SRC_AGED_MESSAGES_F64 = 6;
+/** Bytes taken from the partition so far. */
+export const SRC_BYTES_F64 = 7;
+
+/** Float64 cells of the source partition region for `partitionCount` partitions (one block at the least). */
+export function sourcePartitionRegionF64(partitionCount: number): number {
+  return Math.max(1, partitionCount) * SRC_STRIDE_F64;
+}

@@ -4,7 +4,7 @@
  * acknowledgements on purpose.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,11 +47,20 @@ export class NatsServer {
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
   }
 
-  /** Starts one (JetStream on, store in a scratch directory); fails with the reason when the binary is missing. */
-  static async start(): Promise<NatsServer> {
+  /**
+   * Starts one (JetStream on, store in a scratch directory); fails with the reason when the binary is missing.
+   * `config`, when given, is the text of a server configuration file (e.g. subject mappings) the server also reads.
+   */
+  static async start(config?: string): Promise<NatsServer> {
     const port = await freePort();
     const store = mkdtempSync(join(tmpdir(), 'nats-js-'));
-    const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], {
+    const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store];
+    if (config !== undefined) {
+      const file = join(store, 'server.conf');
+      writeFileSync(file, config);
+      args.unshift('-c', file);
+    }
+    const child = spawn('nats-server', args, {
       stdio: 'ignore',
     });
     const failed = new Promise<never>((_, reject) =>

@@ -1,0 +1,374 @@
+/**
+ * A NATS JetStream stream as a telemetry source (ingest thread): one durable pull consumer per partition this router
+ * owns, each read at the router's own pace.
+ *
+ * Subjects are `<subjectPrefix>.<partition>.<deviceId>` (see partitions.ts); a message holds one or more whole frames,
+ * the same MessagePack bytes as over TCP. The log absorbs overload, so a partition's messages go through a pausable
+ * feed: when the rings have no room the partition stops fetching and nothing is shed. A message older than
+ * `maxBacklogAgeMs` when it is taken (the router has fallen that far behind) is fed as live traffic instead, so the
+ * lane admission decides what of it to keep, and counted (SRC_AGED_MESSAGES_F64): a backlog that old is worth less
+ * than the present, and COMPLIANCE still keeps its reserved slice.
+ *
+ * Acknowledgement: each consumer acknowledges cumulatively (AckPolicy.All) the last message whose bytes have all
+ * been handed to the edge (decoded, admitted or shed, written to the rings), after each fetch and every
+ * ACK_INTERVAL_MS. What the server has delivered and not had acknowledged is delivered again after `ackWaitMs` or to
+ * the next router on the partition; a re-delivered ping whose event time is older than its device's last is
+ * recognised by containment and produces nothing.
+ *
+ * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries and
+ * aged messages, and keep the consumer lag (messages not yet delivered, and the age of the last message taken) and
+ * the stream sequence last acknowledged.
+ */
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type Consumer,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import type { IngestEdge, IngestStream } from '../ingest-edge.js';
+import type { PausableFeed } from '../backpressure.js';
+import {
+  SRC_ACKED_STREAM_SEQ_F64,
+  SRC_AGED_MESSAGES_F64,
+  SRC_BYTES_F64,
+  SRC_LAG_AGE_MS_F64,
+  SRC_LAG_MESSAGES_F64,
+  SRC_MESSAGES_F64,
+  SRC_OWNED_F64,
+  SRC_REDELIVERED_F64,
+  SRC_STRIDE_F64,
+} from '../../shm/layout.js';
+import { parsePartitionList } from './partitions.js';
+import type { TelemetrySource } from './source.js';
+
+/** How often each partition acknowledges what it has fed, ms (also after every fetch). */
+const ACK_INTERVAL_MS = 250;
+/** How long one fetch waits for messages on an empty partition, ms (also bounds how long a stop waits for it). */
+const FETCH_EXPIRES_MS = 1000;
+/** Pause before fetching again after a fetch failed (server away, consumer being created), ms. */
+const FETCH_RETRY_MS = 500;
+/** How long the connection's drain may take at a stop before it is closed, ms. */
+const CLOSE_WITHIN_MS = 2000;
+
+/** Options of a JetStream telemetry source (options.jetstreamSource). */
+export interface JetStreamSourceOptions {
+  /** NATS servers, nats://host:port. */
+  servers: readonly string[];
+  /** Stream holding the telemetry. */
+  stream: string;
+  /** Subject prefix: pings are published to `<subjectPrefix>.<partition>.<deviceId>`. */
+  subjectPrefix: string;
+  /** Partitions the stream's subjects are split into. */
+  partitionCount: number;
+  /** Partitions this router consumes: "all", or numbers and ranges ("0-7,12"). */
+  partitions: string;
+  /** Durable consumer names are `<consumerPrefix>-p<partition>`. */
+  consumerPrefix: string;
+  /** Create the stream when it does not exist. */
+  createStream: boolean;
+  /** Replicas of a stream the router creates. */
+  streamReplicas: number;
+  /** How long a stream the router creates keeps a message, ms (0: no age limit). */
+  streamMaxAgeMs: number;
+  /** Duplicate window of a stream the router creates, ms (a ping re-published within it with the same Nats-Msg-Id is stored once). */
+  duplicateWindowMs: number;
+  /** Messages one fetch asks for. */
+  fetchMessages: number;
+  /** How long the server waits for an acknowledgement before delivering a message again, ms. */
+  ackWaitMs: number;
+  /** Messages older than this when taken are fed as live traffic (lane shedding applies), ms (0: never). */
+  maxBacklogAgeMs: number;
+  /** Token of a server that requires one. */
+  token: string | null;
+}
+
+/** Defaults of the JetStream source options other than the servers. */
+export const JETSTREAM_SOURCE_DEFAULTS = {
+  stream: 'GEOFENCE_TELEMETRY',
+  subjectPrefix: 'telemetry',
+  partitionCount: 16,
+  partitions: 'all',
+  consumerPrefix: 'geofence-router',
+  createStream: true,
+  streamReplicas: 1,
+  streamMaxAgeMs: 24 * 3600 * 1000,
+  duplicateWindowMs: 120_000,
+  fetchMessages: 256,
+  ackWaitMs: 30_000,
+  maxBacklogAgeMs: 0,
+} as const;
+
+/** The durable consumer name of a partition. */
+export function partitionConsumerName(consumerPrefix: string, partition: number): string {
+  return `${consumerPrefix}-p${partition}`;
+}
+
+/** What the source logs (the ingest thread's log lines). */
+export type SourceLog = (level: 'info' | 'warn' | 'error', line: string) => void;
+
+/** A message handed to a partition's feed and not yet entirely fed. */
+interface FeedingMessage {
+  /** Feed bytes written up to and including this message's. */
+  endBytes: number;
+  msg: JsMsg;
+}
+
+/** One owned partition: its consumer, its feed, and what it has acknowledged. */
+class PartitionReader {
+  private readonly feed: PausableFeed;
+  private readonly aged: IngestStream;
+  private readonly feeding: FeedingMessage[] = [];
+  private writtenBytes = 0;
+  private fedBytes = 0;
+  /** The last message every byte of which (and of every message before it) has been fed. */
+  private lastFed: JsMsg | null = null;
+  private lastAcked: JsMsg | null = null;
+  private resumeWaiter: (() => void) | null = null;
+  private stopping = false;
+  private current: { stop(): void } | null = null;
+  private readonly cells: Float64Array;
+  private readonly base: number;
+  private readonly ackTimer: NodeJS.Timeout;
+  /** Resolves when the read loop has ended and everything read has been fed and acknowledged. */
+  readonly done: Promise<void>;
+
+  constructor(
+    readonly partition: number,
+    private readonly consumer: Consumer,
+    edge: IngestEdge,
+    private readonly o: JetStreamSourceOptions,
+    cells: Float64Array,
+    private readonly log: SourceLog,
+  ) {
+    this.cells = cells;
+    this.base = partition * SRC_STRIDE_F64;
+    const name = `jetstream ${o.stream} partition ${partition}`;
+    this.feed = edge.openFeed(name, {
+      onFed: (bytes) => this.fed(bytes),
+      onResume: () => {
+        const w = this.resumeWaiter;
+        this.resumeWaiter = null;
+        w?.();
+      },
+    });
+    this.aged = edge.openStream(`${name} (past maxBacklogAgeMs)`);
+    cells[this.base + SRC_OWNED_F64] = 1;
+    this.ackTimer = setInterval(() => this.ack(), ACK_INTERVAL_MS);
+    this.ackTimer.unref();
+    this.done = this.run();
+  }
+
+  /** Stops fetching; `done` resolves once what was fetched is fed and acknowledged. */
+  stop(): void {
+    this.stopping = true;
+    this.current?.stop();
+    const w = this.resumeWaiter;
+    this.resumeWaiter = null;
+    w?.();
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      if (this.feed.keptBytes > 0) {
+        await new Promise<void>((resolve) => {
+          this.resumeWaiter = resolve;
+          if (this.feed.keptBytes === 0) resolve();
+        });
+        this.ack();
+        continue;
+      }
+      try {
+        const messages = await this.consumer.fetch({ max_messages: this.o.fetchMessages, expires: FETCH_EXPIRES_MS });
+        this.current = messages;
+        for await (const m of messages) this.take(m);
+      } catch (err) {
+        if (this.stopping) break;
+        this.log('warn', `jetstream source: partition ${this.partition}: fetch failed: ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, FETCH_RETRY_MS));
+      } finally {
+        this.current = null;
+      }
+      this.ack();
+    }
+    await this.feed.end();
+    this.ack();
+    clearInterval(this.ackTimer);
+    this.cells[this.base + SRC_OWNED_F64] = 0;
+  }
+
+  private take(m: JsMsg): void {
+    const c = this.cells;
+    const b = this.base;
+    c[b + SRC_MESSAGES_F64]!++;
+    c[b + SRC_BYTES_F64]! += m.data.length;
+    if (m.redelivered) c[b + SRC_REDELIVERED_F64]!++;
+    c[b + SRC_LAG_MESSAGES_F64] = m.info.pending;
+    const ageMs = Math.max(0, Date.now() - m.info.timestampNanos / 1e6);
+    c[b + SRC_LAG_AGE_MS_F64] = ageMs;
+    if (this.o.maxBacklogAgeMs > 0 && ageMs > this.o.maxBacklogAgeMs && this.feeding.length === 0) {
+      // Everything before it is fed, so feeding it live keeps the partition's order.
+      this.aged.write(m.data);
+      this.aged.end();
+      c[b + SRC_AGED_MESSAGES_F64]!++;
+      this.lastFed = m;
+      return;
+    }
+    this.writtenBytes += m.data.length;
+    this.feeding.push({ endBytes: this.writtenBytes, msg: m });
+    this.feed.write(m.data, true);
+    this.advance();
+  }
+
+  private fed(bytes: number): void {
+    this.fedBytes += bytes;
+    this.advance();
+  }
+
+  /** Moves lastFed over every message whose bytes have all been fed. */
+  private advance(): void {
+    const q = this.feeding;
+    let n = 0;
+    while (n < q.length && q[n]!.endBytes <= this.fedBytes) n++;
+    if (n === 0) return;
+    this.lastFed = q[n - 1]!.msg;
+    q.splice(0, n);
+  }
+
+  private ack(): void {
+    const m = this.lastFed;
+    if (m === null || m === this.lastAcked) return;
+    this.lastAcked = m;
+    try {
+      m.ack();
+      this.cells[this.base + SRC_ACKED_STREAM_SEQ_F64] = m.info.streamSequence;
+    } catch (err) {
+      this.log('warn', `jetstream source: partition ${this.partition}: ack failed: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** A JetStream stream read through one durable pull consumer per owned partition. */
+export class JetStreamSource implements TelemetrySource {
+  readonly name: string;
+  /** The partitions this router consumes, in increasing order. */
+  readonly partitions: readonly number[];
+  private nc: NatsConnection | null = null;
+  private readers: PartitionReader[] = [];
+
+  /** `cells` is the source partition region (SRC_* blocks, one per partition of the stream). */
+  constructor(
+    private readonly o: JetStreamSourceOptions,
+    private readonly cells: Float64Array,
+    private readonly log: SourceLog,
+  ) {
+    this.partitions = parsePartitionList(o.partitions, o.partitionCount, 'options.jetstreamSource.partitions');
+    this.name = `jetstream ${o.stream} (${this.partitions.length} of ${o.partitionCount} partitions)`;
+  }
+
+  /** Connects, creates the stream and the consumers when missing, and starts reading every owned partition. */
+  async start(edge: IngestEdge): Promise<void> {
+    const o = this.o;
+    const nc = await connect({
+      servers: [...o.servers],
+      name: `geofence-router source ${o.consumerPrefix}`,
+      maxReconnectAttempts: -1,
+      ...(o.token === null ? {} : { token: o.token }),
+    });
+    this.nc = nc;
+    try {
+      const jsm = await jetstreamManager(nc);
+      await this.ensureStream(jsm);
+      const js = jetstream(nc);
+      for (const p of this.partitions) {
+        const name = partitionConsumerName(o.consumerPrefix, p);
+        await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`);
+        const consumer = await js.consumers.get(o.stream, name);
+        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.log));
+      }
+    } catch (err) {
+      await this.stop();
+      throw new Error(`jetstream source ${o.servers.join(',')} stream ${o.stream}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    this.log('info', `jetstream source: reading partitions ${this.partitions.join(',')} of stream ${o.stream}`);
+  }
+
+  /** Stops fetching, feeds and acknowledges what was fetched, and closes the connection. */
+  async stop(): Promise<void> {
+    for (const r of this.readers) r.stop();
+    await Promise.all(this.readers.map((r) => r.done));
+    this.readers = [];
+    const nc = this.nc;
+    this.nc = null;
+    if (nc === null) return;
+    const closed = nc.drain().catch(() => undefined);
+    const timer = new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref());
+    await Promise.race([closed, timer]);
+    if (!nc.isClosed()) await nc.close().catch(() => undefined);
+  }
+
+  private async ensureStream(jsm: JetStreamManager): Promise<void> {
+    const o = this.o;
+    try {
+      const info = await jsm.streams.info(o.stream);
+      const wanted = `${o.subjectPrefix}.>`;
+      const subjects = info.config.subjects ?? [];
+      if (!subjects.some((s) => s === wanted || s === '>' || s === `${o.subjectPrefix}.*.>`)) {
+        throw new Error(
+          `the stream's subjects ${JSON.stringify(subjects)} do not take ${wanted}; set options.jetstreamSource.subjectPrefix to the stream's`,
+        );
+      }
+      return;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    if (!o.createStream) throw new Error(`stream ${o.stream} does not exist and createStream is false`);
+    await jsm.streams.add({
+      name: o.stream,
+      subjects: [`${o.subjectPrefix}.>`],
+      storage: StorageType.File,
+      retention: RetentionPolicy.Limits,
+      num_replicas: o.streamReplicas,
+      duplicate_window: o.duplicateWindowMs * 1_000_000,
+      max_age: o.streamMaxAgeMs * 1_000_000,
+    });
+    this.log('info', `jetstream source: created stream ${o.stream} (subjects ${o.subjectPrefix}.>)`);
+  }
+
+  private async ensureConsumer(jsm: JetStreamManager, name: string, filter: string): Promise<void> {
+    const o = this.o;
+    try {
+      const info = await jsm.consumers.info(o.stream, name);
+      if (info.config.filter_subject !== filter) {
+        throw new Error(
+          `consumer ${name} exists with filter ${String(info.config.filter_subject)}, not ${filter} (another partition count or prefix?)`,
+        );
+      }
+      return;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    await jsm.consumers.add(o.stream, {
+      durable_name: name,
+      filter_subject: filter,
+      ack_policy: AckPolicy.All,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: o.ackWaitMs * 1_000_000,
+      max_ack_pending: Math.max(1000, 8 * o.fetchMessages),
+    });
+  }
+}
+
+/** True for JetStream's "stream not found" and "consumer not found" answers. */
+function isNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; api_error?: { code?: number }; message?: string };
+  if (e.api_error?.code === 404) return true;
+  return typeof e.message === 'string' && /not found/i.test(e.message);
+}

@@ -1,0 +1,67 @@
+/**
+ * The JetStream source's options: `--source jetstream://...`, `--partitions` and `--partition-count` build
+ * options.jetstreamSource with its defaults; bad values are refused naming the flag or the option.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { optionsFromCli, parseCliArgs } from '../../src/config/cli-args.js';
+import { resolveRouterOptions } from '../../src/config/options.js';
+import { JETSTREAM_SOURCE_DEFAULTS, parsePartitionList } from '../../src/index.js';
+
+test('--source, --partitions and --partition-count build the jetstreamSource option with its defaults', () => {
+  const o = optionsFromCli(
+    parseCliArgs([
+      '--source',
+      'jetstream://10.0.0.1:4222,10.0.0.2:4222/TEL',
+      '--partitions',
+      '0-3,9',
+      '--partition-count',
+      '12',
+    ]),
+  );
+  assert.deepEqual(o.jetstreamSource, {
+    ...JETSTREAM_SOURCE_DEFAULTS,
+    servers: ['nats://10.0.0.1:4222', 'nats://10.0.0.2:4222'],
+    stream: 'TEL',
+    partitions: '0-3,9',
+    partitionCount: 12,
+    token: null,
+  });
+  assert.equal(optionsFromCli(parseCliArgs([])).jetstreamSource, null, 'no source unless asked');
+  const plain = optionsFromCli(parseCliArgs(['--source', 'jetstream://127.0.0.1:4222']));
+  assert.equal(plain.jetstreamSource?.stream, JETSTREAM_SOURCE_DEFAULTS.stream);
+  assert.equal(plain.jetstreamSource?.partitions, 'all');
+});
+
+test('bad JetStream source values are refused naming the flag or the option', () => {
+  assert.throws(
+    () => parseCliArgs(['--source', 'nats://127.0.0.1:4222']),
+    /^OptionError: --source must be jetstream:\/\//,
+  );
+  assert.throws(
+    () =>
+      optionsFromCli(
+        parseCliArgs(['--source', 'jetstream://127.0.0.1:4222', '--partitions', '3-20', '--partition-count', '16']),
+      ),
+    /^OptionError: options\.jetstreamSource\.partitions: partition 20 is not below the partition count 16$/,
+  );
+  assert.throws(
+    () => parseCliArgs(['--partitions', '0-3']),
+    /^OptionError: --partitions and --partition-count need --source$/,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: '5-2' } }),
+    /^OptionError: options\.jetstreamSource\.partitions: the range 5-2 runs backwards$/,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], subjectPrefix: 'a.*' } }),
+    /^OptionError: options\.jetstreamSource\.subjectPrefix must be literal subject tokens/,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ jetstreamSource: { servers: ['http://127.0.0.1:4222'] } }),
+    /options\.jetstreamSource\.servers\[0\]/,
+  );
+  assert.deepEqual(parsePartitionList('all', 4), [0, 1, 2, 3]);
+  assert.deepEqual(parsePartitionList('3, 0-1,1', 4), [0, 1, 3]);
+  assert.throws(() => parsePartitionList('x', 4), /must be "all" or numbers and ranges/);
+});

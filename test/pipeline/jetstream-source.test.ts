@@ -1,0 +1,211 @@
+/**
+ * The JetStream telemetry source against a real nats-server (started here, JetStream on): the exported partition
+ * function agrees with the server's own subject-mapping partition; two routers consuming half of the partitions each
+ * give exactly the triggers of one router fed the same pings over TCP, each once and in per-device order, with a burst
+ * larger than their rings absorbed by the log (nothing shed); a router stopped cleanly and started again continues
+ * after what it acknowledged (nothing read twice, no second ENTER).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { createRouter, partitionOf, partitionSubject, type Router, type Trigger } from '../../src/index.js';
+import { checkDeliveryContract, contentOf } from '../support/delivery-contract.js';
+import { NatsServer } from '../support/nats-server.js';
+import { sinkTraffic } from '../support/sink-run.js';
+import { sendPaced, type CityTraffic } from '../support/city-traffic.js';
+import { waitFor } from './support.js';
+
+const PARTITIONS = 16;
+const DEVICES = 500;
+
+test('partitionOf agrees with the NATS subject mapping {{partition(16,1)}}', async (t) => {
+  const nats = await NatsServer.start('mappings = { "raw.*": "mapped.{{partition(16,1)}}.{{wildcard(1)}}" }\n');
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  t.after(() => nc.close());
+  const ids: (string | number)[] = [0, 7, 42, 356_938_035_643_809, 2 ** 53 - 1, 'truck-7', 'v123', 'a_b', 'Ünïcode'];
+  for (let i = 1; i <= 200; i++) ids.push(`dev-${i * 7919}`, i * 104_729);
+  const seen = new Map<string, number>();
+  const sub = nc.subscribe('mapped.*.*', {
+    callback: (_err, m) => {
+      const [, p, token] = m.subject.split('.');
+      seen.set(token!, Number(p));
+    },
+  });
+  for (const id of ids) nc.publish(`raw.${String(id)}`);
+  await nc.flush();
+  await waitFor(() => seen.size === new Set(ids.map(String)).size, 5000, 'every mapped subject received');
+  sub.unsubscribe();
+  for (const id of ids) assert.equal(partitionOf(id, PARTITIONS), seen.get(String(id)), `partition of ${String(id)}`);
+  assert.throws(() => partitionOf('a.b', PARTITIONS), /cannot be a subject token/);
+  assert.throws(() => partitionOf(1.5, PARTITIONS), /non-negative integer/);
+  assert.throws(() => partitionOf(1, 0), /partitionCount must be an integer/);
+});
+
+/** The triggers one router gives for `traffic` fed over TCP (the reference), by device. */
+async function referenceTriggers(traffic: CityTraffic): Promise<Trigger[]> {
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: traffic.fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-jss-ref-')), 'state'),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  await sendPaced(router.ingestPort!, traffic, 20_000);
+  await waitFor(() => router.stats().accepted === traffic.pings, 60_000, 'reference: every ping read');
+  await waitFor(
+    () => router.stats().downstreams[0]!.delivered === router.stats().triggersTotal,
+    60_000,
+    'reference: delivered',
+  );
+  const summary = await router.close();
+  assert.equal(summary.shedTotal, 0);
+  return got;
+}
+
+/** A router reading `partitions` of the stream, collecting its triggers into `got`. */
+function sourceRouter(
+  traffic: CityTraffic,
+  url: string,
+  partitions: string,
+  stateDir: string,
+  got: Trigger[],
+): Promise<Router> {
+  return createRouter({
+    fences: traffic.fences,
+    // Rings far smaller than a fetch: the log (and the paused feed) must hold what they cannot.
+    ringCapacitySlots: 64,
+    stateDir,
+    jetstreamSource: { servers: [url], partitions, partitionCount: PARTITIONS, stream: 'TEL', fetchMessages: 1000 },
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+}
+
+/** Publishes pings [from, to) of `traffic`, one message each, to their partition subjects; resolves when all are stored. */
+async function publish(url: string, traffic: CityTraffic, from: number, to: number, devices = DEVICES): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    const js = jetstream(nc);
+    const acks: Promise<unknown>[] = [];
+    for (let k = from; k < to; k++) {
+      const start = k === 0 ? 0 : traffic.ends[k - 1]!;
+      const id = `v${k % devices}`;
+      acks.push(
+        js.publish(partitionSubject('telemetry', id, PARTITIONS), traffic.frames.subarray(start, traffic.ends[k]!)),
+      );
+      if (acks.length >= 500) await Promise.all(acks.splice(0));
+    }
+    await Promise.all(acks);
+  } finally {
+    await nc.close();
+  }
+}
+
+/** The value of a metric series in a scrape, or undefined. */
+function metric(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('JetStream source: two routers on half the partitions each give the reference triggers, each once and in order; a burst beyond the rings is absorbed; a clean restart continues after what it acknowledged', async (t) => {
+  const traffic = sinkTraffic(21, DEVICES);
+  const expected = await referenceTriggers(traffic);
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const dir = mkdtempSync(join(tmpdir(), 'gr-jss-'));
+  const gotA: Trigger[] = [];
+  const gotB: Trigger[] = [];
+  let a = await sourceRouter(traffic, nats.url, '0-7', join(dir, 'a'), gotA);
+  const b = await sourceRouter(traffic, nats.url, '8-15', join(dir, 'b'), gotB);
+  const ownsA = (k: number): boolean => partitionOf(`v${k % DEVICES}`, PARTITIONS) < 8;
+  let pingsA = 0;
+  for (let k = 0; k < traffic.pings; k++) if (ownsA(k)) pingsA++;
+  const half = traffic.pings / 2;
+  let firstHalfA = 0;
+  for (let k = 0; k < half; k++) if (ownsA(k)) firstHalfA++;
+
+  // First half, published all at once: 5,000 pings, fetched 1,000 at a time, against rings of 64 slots per shard
+  // (fed as live traffic, the same run sheds).
+  await publish(nats.url, traffic, 0, half);
+  await waitFor(() => a.stats().accepted === firstHalfA, 60_000, 'router A read its first half');
+  const firstA = await a.close();
+  assert.equal(firstA.shedTotal, 0, 'router A shed nothing');
+  assert.equal(firstA.accepted, firstHalfA);
+
+  // Second half while A is away; A comes back on the same state directory and consumers.
+  await publish(nats.url, traffic, half, traffic.pings);
+  a = await sourceRouter(traffic, nats.url, '0-7', join(dir, 'a'), gotA);
+  await waitFor(() => a.stats().accepted === pingsA - firstHalfA, 60_000, 'router A read its second half');
+  await waitFor(() => b.stats().accepted === traffic.pings - pingsA, 60_000, 'router B read its partitions');
+  for (const r of [a, b]) {
+    await waitFor(
+      () => r.stats().downstreams[0]!.delivered === r.stats().triggersTotal,
+      60_000,
+      'every trigger delivered',
+    );
+  }
+  const scrape = await b.metricsText();
+  const secondA = await a.close();
+  const summaryB = await b.close();
+  assert.equal(secondA.accepted, pingsA - firstHalfA, 'the restarted router read nothing twice');
+  assert.equal(secondA.shedTotal + summaryB.shedTotal, 0, 'nothing shed');
+
+  const lag = metric(scrape, 'geofence_source_lag_messages{partition="8"}');
+  assert.equal(lag, 0, 'partition 8 has no lag at the end');
+  assert.ok((metric(scrape, 'geofence_source_acked_stream_sequence{partition="8"}') ?? 0) > 0, 'partition 8 acked');
+  assert.equal(metric(scrape, 'geofence_source_partition_owned{partition="3"}'), undefined, 'B does not own 3');
+
+  for (const tr of gotA) assert.ok(partitionOf(tr.deviceId, PARTITIONS) < 8, `A's device ${tr.deviceId}`);
+  for (const tr of gotB) assert.ok(partitionOf(tr.deviceId, PARTITIONS) >= 8, `B's device ${tr.deviceId}`);
+  const all = [...gotA, ...gotB];
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
+  const key = (tr: Trigger): string => `${String(tr.deviceId)}/${tr.seq}`;
+  const want = new Map(expected.map((tr) => [key(tr), contentOf(tr)]));
+  assert.equal(all.length, expected.length, `triggers: ${all.length} from the stream, ${expected.length} over TCP`);
+  for (const tr of all) assert.equal(contentOf(tr), want.get(key(tr)), `trigger ${key(tr)}`);
+  assert.ok(expected.length > 1000, `triggers: ${expected.length}`);
+  console.log(
+    `${traffic.pings} pings in 16 partitions: ${all.length} triggers (A ${gotA.length}, B ${gotB.length}), equal to the TCP reference; A restarted after ${firstHalfA} of its ${pingsA} pings`,
+  );
+});
+
+test('JetStream source: messages older than maxBacklogAgeMs when taken are fed as live traffic and counted', async (t) => {
+  const traffic = sinkTraffic(22, 200);
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const got: Trigger[] = [];
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-jss-aged-')), 'state');
+  // The stream exists before the pings; the router starts once they are more than a second old.
+  const first = await sourceRouter(traffic, nats.url, 'all', stateDir, got);
+  await first.close();
+  const pings = 2000;
+  await publish(nats.url, traffic, 0, pings, 200);
+  await new Promise((r) => setTimeout(r, 1200));
+  const router = await createRouter({
+    fences: traffic.fences,
+    stateDir,
+    jetstreamSource: { servers: [nats.url], partitionCount: PARTITIONS, stream: 'TEL', maxBacklogAgeMs: 500 },
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  await waitFor(() => router.stats().accepted === pings, 60_000, 'every ping read');
+  const scrape = await router.metricsText();
+  const summary = await router.close();
+  let aged = 0;
+  let messages = 0;
+  for (let p = 0; p < PARTITIONS; p++) {
+    aged += metric(scrape, `geofence_source_aged_messages_total{partition="${p}"}`) ?? 0;
+    messages += metric(scrape, `geofence_source_messages_total{partition="${p}"}`) ?? 0;
+  }
+  assert.equal(messages, pings);
+  assert.equal(aged, pings, 'every message was past the age limit');
+  assert.equal(summary.processed + summary.shedTotal, pings, 'each ping processed or shed, and counted');
+  assert.deepEqual(checkDeliveryContract(got, {}).problems, []);
+});
