@@ -38,11 +38,13 @@ export async function acceptingOn(port: number, timeoutMs: number): Promise<void
 /** A running nats-server with JetStream. */
 export class NatsServer {
   readonly port: number;
-  private readonly child: ChildProcess;
+  private readonly args: string[];
+  private child: ChildProcess;
   private exited: Promise<void>;
 
-  private constructor(port: number, child: ChildProcess) {
+  private constructor(port: number, args: string[], child: ChildProcess) {
     this.port = port;
+    this.args = args;
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
   }
@@ -60,16 +62,26 @@ export class NatsServer {
       writeFileSync(file, config);
       args.unshift('-c', file);
     }
-    const child = spawn('nats-server', args, {
-      stdio: 'ignore',
-    });
+    return new NatsServer(port, args, await NatsServer.spawn(port, args));
+  }
+
+  private static async spawn(port: number, args: string[]): Promise<ChildProcess> {
+    const child = spawn('nats-server', args, { stdio: 'ignore' });
     const failed = new Promise<never>((_, reject) =>
       child.once('error', (e) =>
         reject(new Error(`nats-server could not start (install Debian's nats-server): ${e.message}`)),
       ),
     );
     await Promise.race([acceptingOn(port, 10_000), failed]);
-    return new NatsServer(port, child);
+    return child;
+  }
+
+  /** Stops the server and starts it again on the same port and store (what it had stored is kept). */
+  async restart(downMs: number): Promise<void> {
+    await this.stop();
+    await new Promise((r) => setTimeout(r, downMs));
+    this.child = await NatsServer.spawn(this.port, this.args);
+    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
   }
 
   /** nats://127.0.0.1:<port>. */
