@@ -543,6 +543,17 @@ const uniqueNames: GroupCheck = (o, name) => {
  * Refuses a telemetry listener on a non-loopback address with neither TLS nor a token, or an admin server there
  * without a token, unless `allowUnauthenticated` says so.
  */
+/** A JetStream source's acknowledgement wait must outlast two checkpoint intervals (messages wait for one). */
+const sourceAckWait: GroupCheck = (o, name) => {
+  const js = o['jetstreamSource'] as { ackWaitMs?: unknown } | null | undefined;
+  const interval = o['checkpointIntervalMs'];
+  if (js === null || js === undefined || typeof js.ackWaitMs !== 'number' || typeof interval !== 'number')
+    return undefined;
+  if (js.ackWaitMs < 2 * interval + 1000)
+    return `${name('jetstreamSource')}.ackWaitMs (${js.ackWaitMs}) must be at least 2 x ${name('checkpointIntervalMs')} + 1000 (${2 * interval + 1000}): a message is acknowledged only once a checkpoint covers it`;
+  return undefined;
+};
+
 const exposure: GroupCheck = (o) => {
   if (o['allowUnauthenticated'] === true) return undefined;
   const ingest = o['ingest'] as { tls: unknown; authToken: unknown };
@@ -1005,7 +1016,7 @@ export const ROUTER_SPEC = group(
             default: JETSTREAM_SOURCE_DEFAULTS.fetchMessages,
           }),
           ackWaitMs: int({
-            doc: 'how long the server waits for an acknowledgement before delivering a message again',
+            doc: 'how long the server waits for an acknowledgement before delivering a message again (a message is acknowledged once a checkpoint covers it: at least 2 x checkpointIntervalMs + 1 s)',
             min: 1000,
             max: 3_600_000,
             unit: 'ms',
@@ -1070,5 +1081,5 @@ export const ROUTER_SPEC = group(
     }),
     ingest,
   },
-  { doc: 'the router', check: (o, name) => uniqueNames(o, name) ?? exposure(o, name) },
+  { doc: 'the router', check: (o, name) => uniqueNames(o, name) ?? exposure(o, name) ?? sourceAckWait(o, name) },
 );

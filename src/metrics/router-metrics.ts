@@ -303,7 +303,7 @@ export class RouterMetrics {
     );
     this.addSharedGauge(
       MetricNames.SOURCE_ACKED_SEQ,
-      'Stream sequence of the last message of the partition acknowledged (fed to the rings with everything before it).',
+      'Stream sequence of the last message of the partition acknowledged (it and everything before it processed and in a durable checkpoint).',
       ['partition'],
       per(SRC_ACKED_STREAM_SEQ_F64),
     );

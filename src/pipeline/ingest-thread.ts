@@ -288,7 +288,7 @@ async function main(): Promise<void> {
   const jetstreamSource =
     d.jetstreamSource === null
       ? null
-      : new JetStreamSource(d.jetstreamSource, new Float64Array(m.sourcePartitions), (level, line) =>
+      : new JetStreamSource(d.jetstreamSource, new Float64Array(m.sourcePartitions), rings, (level, line) =>
           post({ type: 'log', line, level }),
         );
   const files: ReadableSource[] = d.inputs.filter((p) => p !== '-').map((p) => fileSource(p, d.ingest.readChunkBytes));

@@ -46,6 +46,7 @@ import {
   PST_FENCE_EDIT_LAST_NS_F64,
   RingKind,
   RT_REPORTED_AT_MS_F64,
+  sourceCheckpointCell,
   RT_STRIDE_F64,
   RT_THREAD_DISPATCHER,
   RT_THREAD_INGEST,
@@ -260,8 +261,10 @@ export class PipelineRouter implements Router {
    * containment is paused for the copy only when that copy does not settle (StateKeeper.checkpoint).
    */
   checkpointNow(clean = false): Promise<void> {
-    const run = this.reloadChain.then(() =>
-      this.keeper.checkpoint(
+    let captureMs = 0;
+    const run = this.reloadChain.then(() => {
+      captureMs = Date.now();
+      return this.keeper.checkpoint(
         this.store,
         this.progressCounts(),
         this.ingestThread !== null && !clean
@@ -275,10 +278,15 @@ export class PipelineRouter implements Router {
               })
           : null,
         clean,
-      ),
-    );
+      );
+    });
     this.reloadChain = run.catch(() => undefined);
-    return run;
+    // A partitioned source acknowledges what this checkpoint covers (pings processed before its capture began).
+    const count = this.memory.sourcePartitionCount;
+    if (count === 0) return run;
+    return run.then(() => {
+      new Float64Array(this.memory.sourcePartitions)[sourceCheckpointCell(count)] = captureMs;
+    });
   }
 
   private startTimers(): void {

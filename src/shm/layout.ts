@@ -1200,7 +1200,7 @@ export const SRC_OWNED_F64 = 0;
 export const SRC_MESSAGES_F64 = 1;
 /** Messages the server delivered again (an acknowledgement it did not get in time, or a restart). */
 export const SRC_REDELIVERED_F64 = 2;
-/** Stream sequence of the last message acknowledged (every message up to it is fed to the rings). */
+/** Stream sequence of the last message acknowledged (every message up to it processed and checkpointed). */
 export const SRC_ACKED_STREAM_SEQ_F64 = 3;
 /** Messages in the partition not yet delivered to this router, as of the last message taken (consumer lag). */
 export const SRC_LAG_MESSAGES_F64 = 4;
@@ -1211,7 +1211,19 @@ export const SRC_AGED_MESSAGES_F64 = 6;
 /** Bytes taken from the partition so far. */
 export const SRC_BYTES_F64 = 7;
 
-/** Float64 cells of the source partition region for `partitionCount` partitions (one block at the least). */
+/**
+ * Float64 cells of the source partition region for `partitionCount` partitions: a block per partition, then one
+ * block whose first cell is SRC_CHECKPOINT_CAPTURE_MS (see sourceCheckpointCell).
+ */
 export function sourcePartitionRegionF64(partitionCount: number): number {
-  return Math.max(1, partitionCount) * SRC_STRIDE_F64;
+  return (partitionCount + 1) * SRC_STRIDE_F64;
+}
+
+/**
+ * Index of the cell after the partition blocks holding when the capture of the latest durable checkpoint began, epoch
+ * ms (0: none yet). Written by the main thread once a checkpoint is on disk; the source acknowledges a message only
+ * when every ping of it was processed before that time.
+ */
+export function sourceCheckpointCell(partitionCount: number): number {
+  return partitionCount * SRC_STRIDE_F64;
 }

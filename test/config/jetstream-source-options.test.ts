@@ -61,6 +61,14 @@ test('bad JetStream source values are refused naming the flag or the option', ()
     () => resolveRouterOptions({ jetstreamSource: { servers: ['http://127.0.0.1:4222'] } }),
     /options\.jetstreamSource\.servers\[0\]/,
   );
+  assert.throws(
+    () =>
+      resolveRouterOptions({
+        checkpointIntervalMs: 20_000,
+        jetstreamSource: { servers: ['nats://127.0.0.1:4222'] },
+      }),
+    /^OptionError: options\.jetstreamSource\.ackWaitMs \(30000\) must be at least 2 x options\.checkpointIntervalMs \+ 1000 \(41000\)/,
+  );
   assert.deepEqual(parsePartitionList('all', 4), [0, 1, 2, 3]);
   assert.deepEqual(parsePartitionList('3, 0-1,1', 4), [0, 1, 3]);
   assert.throws(() => parsePartitionList('x', 4), /must be "all" or numbers and ranges/);

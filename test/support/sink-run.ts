@@ -5,7 +5,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRouter, type Router, type RouterSummary } from '../../src/index.js';
+import { createRouter, type Router, type RouterSummary, type Trigger } from '../../src/index.js';
 import type { DownstreamOptions, RouterOptionsInput } from '../../src/config/options.js';
 import { cityTraffic, sendPaced, type CityTraffic } from './city-traffic.js';
 import { waitFor } from '../pipeline/support.js';
@@ -62,4 +62,27 @@ export async function finishRun(router: Router, traffic: CityTraffic): Promise<R
 export async function runThrough(router: Router, traffic: CityTraffic, perSec: number): Promise<RouterSummary> {
   await sendPaced(router.ingestPort!, traffic, perSec);
   return finishRun(router, traffic);
+}
+
+/** The triggers one router gives for `traffic` sent over TCP at 20,000 pings/s (a reference for other sources). */
+export async function tcpReferenceTriggers(traffic: CityTraffic): Promise<Trigger[]> {
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: traffic.fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-reference-')), 'state'),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  await sendPaced(router.ingestPort!, traffic, 20_000);
+  await waitFor(() => router.stats().accepted === traffic.pings, 60_000, 'reference: every ping read');
+  await waitFor(
+    () => router.stats().downstreams[0]!.delivered === router.stats().triggersTotal,
+    60_000,
+    'reference: every trigger delivered',
+  );
+  const summary = await router.close();
+  if (summary.shedTotal !== 0) throw new Error(`the reference run shed ${summary.shedTotal} pings`);
+  return got;
 }

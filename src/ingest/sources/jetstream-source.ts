@@ -9,11 +9,18 @@
  * lane admission decides what of it to keep, and counted (SRC_AGED_MESSAGES_F64): a backlog that old is worth less
  * than the present, and COMPLIANCE still keeps its reserved slice.
  *
- * Acknowledgement: each consumer acknowledges cumulatively (AckPolicy.All) the last message whose bytes have all
- * been handed to the edge (decoded, admitted or shed, written to the rings), after each fetch and every
- * ACK_INTERVAL_MS. What the server has delivered and not had acknowledged is delivered again after `ackWaitMs` or to
- * the next router on the partition; a re-delivered ping whose event time is older than its device's last is
- * recognised by containment and produces nothing.
+ * Acknowledgement: a message is acknowledged once its pings are in a durable checkpoint of the device state. Every
+ * ACK_INTERVAL_MS each partition notes the last message whose bytes have all been fed, with the telemetry rings'
+ * write positions then (a candidate); a candidate is processed once containment has released every ring past those
+ * positions, and covered once a checkpoint whose capture began after that has been written (the main thread
+ * publishes the capture time of each durable checkpoint in the region's checkpoint cell). The consumer then
+ * acknowledges it cumulatively (AckPolicy.All). So a crash loses no ping: what no checkpoint covers is delivered
+ * again, to this router after a restart or to the next one on the partition, and a ping delivered again whose event
+ * time is older than its device's last (its effect already in the restored state) is recognised by containment and
+ * produces nothing. A clean stop leaves the messages since the last checkpoint unacknowledged for the same reason (the
+ * final checkpoint is written after the connection closes): the next start reads them again and skips them. What a
+ * crash can still lose are the triggers of covered pings not yet durably handed on by the dispatcher (bounded by its
+ * flush interval, as for every source).
  *
  * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries and
  * aged messages, and keep the consumer lag (messages not yet delivered, and the age of the last message taken) and
@@ -43,7 +50,9 @@ import {
   SRC_OWNED_F64,
   SRC_REDELIVERED_F64,
   SRC_STRIDE_F64,
+  sourceCheckpointCell,
 } from '../../shm/layout.js';
+import type { SpscRing } from '../../shm/ring.js';
 import { parsePartitionList } from './partitions.js';
 import type { TelemetrySource } from './source.js';
 
@@ -112,6 +121,15 @@ export function partitionConsumerName(consumerPrefix: string, partition: number)
 /** What the source logs (the ingest thread's log lines). */
 export type SourceLog = (level: 'info' | 'warn' | 'error', line: string) => void;
 
+/** A fed message waiting to be acknowledged: the rings' write positions once it was fed, and when it was processed. */
+interface AckCandidate {
+  msg: JsMsg;
+  /** Per shard, the producer's write position (published and claimed) after the message was fed. */
+  writeSeqs: Int32Array;
+  /** When containment was first seen past every position, epoch ms (0: not yet). */
+  processedAtMs: number;
+}
+
 /** A message handed to a partition's feed and not yet entirely fed. */
 interface FeedingMessage {
   /** Feed bytes written up to and including this message's. */
@@ -128,7 +146,8 @@ class PartitionReader {
   private fedBytes = 0;
   /** The last message every byte of which (and of every message before it) has been fed. */
   private lastFed: JsMsg | null = null;
-  private lastAcked: JsMsg | null = null;
+  private lastNoted: JsMsg | null = null;
+  private readonly candidates: AckCandidate[] = [];
   private resumeWaiter: (() => void) | null = null;
   private stopping = false;
   private current: { stop(): void } | null = null;
@@ -144,6 +163,7 @@ class PartitionReader {
     edge: IngestEdge,
     private readonly o: JetStreamSourceOptions,
     cells: Float64Array,
+    private readonly rings: readonly SpscRing[],
     private readonly log: SourceLog,
   ) {
     this.cells = cells;
@@ -240,13 +260,37 @@ class PartitionReader {
     q.splice(0, n);
   }
 
+  /** Notes the last fed message as a candidate, and acknowledges the newest candidate a checkpoint covers. */
   private ack(): void {
     const m = this.lastFed;
-    if (m === null || m === this.lastAcked) return;
-    this.lastAcked = m;
+    if (m !== null && m !== this.lastNoted) {
+      this.lastNoted = m;
+      const writeSeqs = new Int32Array(this.rings.length);
+      for (let s = 0; s < this.rings.length; s++) {
+        const r = this.rings[s]!;
+        writeSeqs[s] = (r.writeSeq() + r.pendingCount()) | 0;
+      }
+      this.candidates.push({ msg: m, writeSeqs, processedAtMs: 0 });
+    }
+    const q = this.candidates;
+    const now = Date.now();
+    for (const c of q) {
+      if (c.processedAtMs !== 0) continue;
+      let done = true;
+      for (let s = 0; s < this.rings.length && done; s++)
+        done = ((this.rings[s]!.readSeq() - c.writeSeqs[s]!) | 0) >= 0;
+      if (!done) break;
+      c.processedAtMs = now;
+    }
+    const checkpointMs = this.cells[sourceCheckpointCell(this.o.partitionCount)]!;
+    let n = 0;
+    while (n < q.length && q[n]!.processedAtMs !== 0 && q[n]!.processedAtMs <= checkpointMs) n++;
+    if (n === 0) return;
+    const covered = q[n - 1]!.msg;
+    q.splice(0, n);
     try {
-      m.ack();
-      this.cells[this.base + SRC_ACKED_STREAM_SEQ_F64] = m.info.streamSequence;
+      covered.ack();
+      this.cells[this.base + SRC_ACKED_STREAM_SEQ_F64] = covered.info.streamSequence;
     } catch (err) {
       this.log('warn', `jetstream source: partition ${this.partition}: ack failed: ${(err as Error).message}`);
     }
@@ -261,10 +305,14 @@ export class JetStreamSource implements TelemetrySource {
   private nc: NatsConnection | null = null;
   private readers: PartitionReader[] = [];
 
-  /** `cells` is the source partition region (SRC_* blocks, one per partition of the stream). */
+  /**
+   * `cells` is the source partition region (SRC_* blocks, one per partition of the stream, then the checkpoint
+   * cell); `rings` the telemetry rings on their producer side (this thread's).
+   */
   constructor(
     private readonly o: JetStreamSourceOptions,
     private readonly cells: Float64Array,
+    private readonly rings: readonly SpscRing[],
     private readonly log: SourceLog,
   ) {
     this.partitions = parsePartitionList(o.partitions, o.partitionCount, 'options.jetstreamSource.partitions');
@@ -289,7 +337,7 @@ export class JetStreamSource implements TelemetrySource {
         const name = partitionConsumerName(o.consumerPrefix, p);
         await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`);
         const consumer = await js.consumers.get(o.stream, name);
-        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.log));
+        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.rings, this.log));
       }
     } catch (err) {
       await this.stop();
@@ -342,8 +390,14 @@ export class JetStreamSource implements TelemetrySource {
     this.log('info', `jetstream source: created stream ${o.stream} (subjects ${o.subjectPrefix}.>)`);
   }
 
+  /**
+   * Makes the partition's durable consumer, or takes over the one a previous run left. Messages that run had taken
+   * and not acknowledged (a crash, or what no checkpoint covered at a clean stop) would come back only after
+   * `ackWaitMs`; the consumer is made again from the first unacknowledged message instead, so they are read at once.
+   */
   private async ensureConsumer(jsm: JetStreamManager, name: string, filter: string): Promise<void> {
     const o = this.o;
+    let startSeq = 0;
     try {
       const info = await jsm.consumers.info(o.stream, name);
       if (info.config.filter_subject !== filter) {
@@ -351,7 +405,13 @@ export class JetStreamSource implements TelemetrySource {
           `consumer ${name} exists with filter ${String(info.config.filter_subject)}, not ${filter} (another partition count or prefix?)`,
         );
       }
-      return;
+      if (info.num_ack_pending === 0) return;
+      startSeq = info.ack_floor.stream_seq + 1;
+      await jsm.consumers.delete(o.stream, name);
+      this.log(
+        'info',
+        `jetstream source: consumer ${name} had ${info.num_ack_pending} messages taken and not acknowledged: reading again from stream sequence ${startSeq}`,
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -359,9 +419,12 @@ export class JetStreamSource implements TelemetrySource {
       durable_name: name,
       filter_subject: filter,
       ack_policy: AckPolicy.All,
-      deliver_policy: DeliverPolicy.All,
+      ...(startSeq === 0
+        ? { deliver_policy: DeliverPolicy.All }
+        : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq }),
       ack_wait: o.ackWaitMs * 1_000_000,
-      max_ack_pending: Math.max(1000, 8 * o.fetchMessages),
+      // Messages wait for a checkpoint before their acknowledgement: the router's pace is set by its fetches.
+      max_ack_pending: -1,
     });
   }
 }
