@@ -14,7 +14,7 @@
  */
 import { FenceStore, buildFenceStore, generateSyntheticCity, parseFences } from '../src/fences/index.js';
 import { BATCH, cityOptions, engineRunner, queryBlock, randomPoints } from './fences-workload.js';
-import { spawnSync } from 'node:child_process';
+import { callgrindInstructions } from './support/callgrind.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -28,31 +28,12 @@ if (process.argv.includes('--callgrind')) {
   const self = fileURLToPath(import.meta.url);
   const counts: number[] = [];
   for (const blocks of [b1, b2]) {
-    const r = spawnSync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        '--callgrind-out-file=/dev/null',
-        process.execPath,
-        '--no-concurrent-recompilation',
-        '--single-threaded',
-        self,
-        '--mode',
-        arg('mode', 'query'),
-        '--fences',
-        arg('fences', '10000'),
-        '--blocks',
-        String(blocks),
-        '--warmup',
-        arg('warmup', '20'),
-      ],
-      { encoding: 'utf8' },
-    );
-    const m = /Collected : (\d+)/.exec(r.stderr);
-    if (r.status !== 0 || m === null)
-      throw new Error(`valgrind failed (${String(r.status)}): ${r.stderr.slice(-2000)}`);
-    counts.push(Number(m[1]));
-    console.log(`${blocks} blocks: ${m[1]} instructions`);
+    const n = callgrindInstructions(self, [
+      ...['--mode', arg('mode', 'query'), '--fences', arg('fences', '10000')],
+      ...['--blocks', String(blocks), '--warmup', arg('warmup', '20')],
+    ]);
+    counts.push(n);
+    console.log(`${blocks} blocks: ${n} instructions`);
   }
   const perPoint = (counts[1]! - counts[0]!) / ((b2 - b1) * 4096);
   console.log(
