@@ -154,7 +154,10 @@ class PartitionReader {
   private readonly cells: Float64Array;
   private readonly base: number;
   private readonly ackTimer: NodeJS.Timeout;
-  /** Resolves when the read loop has ended and everything read has been fed and acknowledged. */
+  /**
+   * Resolves when the read loop has ended and everything read has been fed (what a checkpoint covers by then is
+   * acknowledged; the rest is read again by the next start).
+   */
   readonly done: Promise<void>;
 
   constructor(
@@ -184,7 +187,7 @@ class PartitionReader {
     this.done = this.run();
   }
 
-  /** Stops fetching; `done` resolves once what was fetched is fed and acknowledged. */
+  /** Stops fetching; `done` resolves once what was fetched is fed. */
   stop(): void {
     this.stopping = true;
     this.current?.stop();
@@ -348,7 +351,7 @@ export class JetStreamSource implements TelemetrySource {
     this.log('info', `jetstream source: reading partitions ${this.partitions.join(',')} of stream ${o.stream}`);
   }
 
-  /** Stops fetching, feeds and acknowledges what was fetched, and closes the connection. */
+  /** Stops fetching, feeds what was fetched, acknowledges what a checkpoint covers, and closes the connection. */
   async stop(): Promise<void> {
     for (const r of this.readers) r.stop();
     await Promise.all(this.readers.map((r) => r.done));
