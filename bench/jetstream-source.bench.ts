@@ -20,10 +20,7 @@
  * Prints one JSON line per run; writes bench/out/jetstream-source.json.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import * as net from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
@@ -31,6 +28,7 @@ import { createRouter, partitionConsumerName, partitionOf, type Router, type Tri
 import { generateSyntheticCity } from '../src/fences/synthetic-city.js';
 import { Fleet, type FleetPing } from '../src/fences/synthetic-fleet.js';
 import { encodePingInto, MAX_PING_BYTES } from '../src/ingest/ping-encoder.js';
+import { startNats } from './support/nats-server.js';
 
 const { values } = parseArgs({
   options: {
@@ -52,32 +50,6 @@ const pct = (xs: Float64Array | number[], q: number): number => {
   const s = Float64Array.from(xs).sort();
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
 };
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-async function startNats(): Promise<{ url: string; stop: () => void }> {
-  const port = await freePort();
-  const store = mkdtempSync(join(tmpdir(), 'bench-nats-'));
-  const child = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], { stdio: 'ignore' });
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const c = net.connect({ host: '127.0.0.1', port }, () => {
-        c.destroy();
-        resolve(true);
-      });
-      c.once('error', () => resolve(false));
-    });
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { url: `nats://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM') };
-}
 
 /** Pings of the fleet grouped by partition, `perMessage` to a message, in fleet order within each partition. */
 function backlogMessages(perMessage: number): { subject: string; data: Buffer }[] {

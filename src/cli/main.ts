@@ -140,7 +140,10 @@ async function runPlain(input: RouterOptionsInput): Promise<number> {
   if (o.jetstreamSource !== null) {
     const j = o.jetstreamSource;
     say(
-      `telemetry jetstream ${j.servers.join(',')} stream ${j.stream}, partitions ${j.partitions} of ${j.partitionCount}`,
+      `telemetry jetstream ${j.servers.join(',')} stream ${j.stream}, partitions ${j.partitions} of ${j.partitionCount}, ` +
+        (j.stateBucket === null
+          ? 'device state in the state directory only'
+          : `each partition's device state in bucket ${j.stateBucket}`),
     );
   }
   if (router.adminPort !== null) say(`admin http://${o.adminHost}:${router.adminPort}/metrics /healthz /readyz`);

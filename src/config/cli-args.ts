@@ -200,6 +200,13 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     help: "with --source: partitions the stream's subjects are split into (default 16; the ingest tier must agree)",
   },
   {
+    name: 'partition-state-bucket',
+    type: 'string',
+    value: 'NAME',
+    section: 'Telemetry and admin',
+    help: 'with --source: key-value bucket keeping each partition\'s device state (default GEOFENCE_PARTITION_STATE; "none": the state directory only)',
+  },
+  {
     name: 'ingest-token-file',
     type: 'string',
     value: 'FILE',
@@ -499,9 +506,15 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
     if (partitions !== undefined) js['partitions'] = partitions;
     const count = integerIn('partition-count', str('partition-count'), 1, 4096);
     if (count !== undefined) js['partitionCount'] = count;
+    const bucket = str('partition-state-bucket');
+    if (bucket !== undefined) js['stateBucket'] = bucket === 'none' ? null : bucket;
     o['jetstreamSource'] = js;
-  } else if (str('partitions') !== undefined || str('partition-count') !== undefined) {
-    throw new OptionError('--partitions and --partition-count need --source');
+  } else if (
+    str('partitions') !== undefined ||
+    str('partition-count') !== undefined ||
+    str('partition-state-bucket') !== undefined
+  ) {
+    throw new OptionError('--partitions, --partition-count and --partition-state-bucket need --source');
   }
   if (str('dead-letter-dir') !== undefined) {
     throw new OptionError(
@@ -576,6 +589,7 @@ const flagNamer: Namer = (path) => {
   if (head === 'jetstreamSource') {
     if (path[1] === 'partitions') return '--partitions';
     if (path[1] === 'partitionCount') return '--partition-count';
+    if (path[1] === 'stateBucket') return '--partition-state-bucket';
     if (path[1] === 'servers' || path[1] === 'stream' || path[1] === undefined) return '--source';
   }
   if (head === 'downstreams') {

@@ -120,6 +120,15 @@ const partitionsRule: GroupCheck = (d, name) => {
   const prefix = d['subjectPrefix'];
   if (typeof prefix === 'string' && !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(prefix))
     return `${name('subjectPrefix')} must be literal subject tokens (letters, digits, - and _, separated by "."), got ${JSON.stringify(prefix)}`;
+  const bucket = d['stateBucket'];
+  if (typeof bucket === 'string' && !/^[A-Za-z0-9_-]+$/.test(bucket))
+    return `${name('stateBucket')} must be a key-value bucket name (letters, digits, - and _), got ${JSON.stringify(bucket)}`;
+  // They name the keys of the partitions' state in the bucket.
+  for (const key of ['stream', 'consumerPrefix'] as const) {
+    const v = d[key];
+    if (typeof bucket === 'string' && typeof v === 'string' && !/^[A-Za-z0-9_-]+$/.test(v))
+      return `${name(key)} must be letters, digits, - and _ while ${name('stateBucket')} is set (it names the state's keys), got ${JSON.stringify(v)}`;
+  }
   return undefined;
 };
 
@@ -1029,6 +1038,12 @@ export const ROUTER_SPEC = group(
             unit: 'ms',
             default: JETSTREAM_SOURCE_DEFAULTS.maxBacklogAgeMs,
           }),
+          stateBucket: nullable(
+            text('name', {
+              doc: "key-value bucket keeping each partition's device state with the stream position it covers, written at every checkpoint and restored by whichever router reads the partition next (null: device state stays in the state directory)",
+              default: JETSTREAM_SOURCE_DEFAULTS.stateBucket,
+            }),
+          ),
           token: nullable(text('token', { doc: 'token of a server that requires one' })),
         },
         {

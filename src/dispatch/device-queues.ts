@@ -135,6 +135,12 @@ export class DeviceQueues {
     return this.freeSlots[--this.freeTop]!;
   }
 
+  /** Sets `out[slot]` to 1 for every slot in use and 0 for every free one (`out` holds capacitySlots cells). */
+  markUsed(out: Uint8Array): void {
+    out.fill(1, 0, this.capacitySlots);
+    for (let k = 0; k < this.freeTop; k++) out[this.freeSlots[k]!] = 0;
+  }
+
   /** Gives a slot back (its trigger left memory). */
   release(slot: number): void {
     this.freeSlots[this.freeTop++] = slot;

@@ -239,6 +239,8 @@ export function metricsCells(downstreams: number): number {
 export class Dispatcher implements DeadLetterTarget {
   /** Downstreams by index. */
   readonly downstreams: readonly Downstream[];
+  /** Scratch of memoryOnlyAdmittedBefore (grown to the largest downstream memory on first use). */
+  private handOffScratch = new Uint8Array(0);
   /** Metric cells: downstream d at [d * DS_BLOCK_F64 ..], dispatcher-wide at [downstreams * DS_BLOCK_F64 ..]. */
   readonly metrics: Float64Array;
   /** Dead-letter ring. */
@@ -966,6 +968,22 @@ export class Dispatcher implements DeadLetterTarget {
     });
     this.publishMetrics();
     for (const ds of this.downstreams) await ds.sink.close();
+  }
+
+  /**
+   * Writes what the backlog logs buffer, then counts, over every downstream, the triggers still in memory only (not
+   * delivered, dead-lettered, or in a durable file) whose ping was admitted before `boundaryNs`: 0 means every
+   * trigger of those pings that the dispatcher has taken from the rings is handed on.
+   */
+  memoryOnlyAdmittedBefore(boundaryNs: number): number {
+    this.flushBacklogs();
+    let n = 0;
+    for (const ds of this.downstreams) {
+      if (this.handOffScratch.length < ds.queues.capacitySlots)
+        this.handOffScratch = new Uint8Array(ds.queues.capacitySlots);
+      n += ds.memoryOnlyAdmittedBefore(boundaryNs, this.handOffScratch);
+    }
+    return n;
   }
 
   /** Writes every metric cell (allocation-free), inside the publish version's odd phase. */

@@ -712,6 +712,25 @@ export class Downstream {
     }
   }
 
+  /**
+   * Triggers in memory that no durable file holds whose ping was admitted before `boundaryNs` (a scan of the memory
+   * slots; `used` is scratch of capacitySlots cells).
+   */
+  memoryOnlyAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
+    const q = this.queues;
+    q.markUsed(used);
+    let n = 0;
+    for (let slot = 0; slot < q.capacitySlots; slot++) {
+      if (
+        used[slot] === 1 &&
+        this.isMemoryOnly(slot) &&
+        q.f64[slot * DREC_STRIDE_F64 + TRG_ADMIT_TIME_NS_F64]! < boundaryNs
+      )
+        n++;
+    }
+    return n;
+  }
+
   /** True when no durable file holds the trigger in `slot` (not loaded from the log, no dead-letter copy, not carried over). */
   private isMemoryOnly(slot: number): boolean {
     const q = this.queues;

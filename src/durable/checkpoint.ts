@@ -313,13 +313,15 @@ export interface Checkpoint extends CheckpointMeta {
  * Encodes a captured copy: devices by id (read from `ids`), entries by fence id (read from `store`, which must be
  * the generation the copy was captured on; entries of a device still on another generation are left out). Devices that
  * were not ACTIVE at the capture (expired), or whose slot took a new device since, are left out, and the seq floor
- * written is raised above their seqs.
+ * written is raised above their seqs. `keep` (per captured slot, 1 to encode) narrows it to a subset of the devices
+ * (one partition's).
  */
 export function encodeCheckpoint(
   copy: DeviceStateCopy,
   ids: DeviceIdReader,
   store: FenceStore,
   meta: CheckpointMeta,
+  keep: Uint8Array | null = null,
 ): Uint8Array {
   const fenceTable = new Int32Array(Math.max(1, store.fenceCount)).fill(-1);
   const fences: number[] = [];
@@ -346,6 +348,7 @@ export function encodeCheckpoint(
   };
   for (let d = 0; d < copy.count; d++) {
     idOffsets[d + 1] = idOffsets[d]!;
+    if (keep !== null && keep[d] === 0) continue;
     if (copy.live[d] === 0) {
       leftOut(d);
       continue;

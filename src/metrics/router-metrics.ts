@@ -39,6 +39,8 @@ import {
   SRC_ACKED_STREAM_SEQ_F64,
   SRC_AGED_MESSAGES_F64,
   SRC_BYTES_F64,
+  SRC_CHECKPOINT_CAPTURED_MS_F64,
+  SRC_CHECKPOINT_STREAM_SEQ_F64,
   SRC_LAG_AGE_MS_F64,
   SRC_LAG_MESSAGES_F64,
   SRC_MESSAGES_F64,
@@ -306,6 +308,25 @@ export class RouterMetrics {
       'Stream sequence of the last message of the partition acknowledged (it and everything before it processed and in a durable checkpoint).',
       ['partition'],
       per(SRC_ACKED_STREAM_SEQ_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.SOURCE_CHECKPOINT_SEQ,
+      "Stream sequence the partition's last checkpoint stored in the state bucket covers (a router taking the partition reads on from the next).",
+      ['partition'],
+      per(SRC_CHECKPOINT_STREAM_SEQ_F64),
+    );
+    this.addSharedGauge(
+      MetricNames.SOURCE_CHECKPOINT_AGE,
+      "Time since the capture of the partition's last checkpoint stored in the state bucket (NaN: none yet).",
+      ['partition'],
+      Array.from({ length: partitionCount }, (_, p) => ({
+        labels: { partition: String(p) },
+        read: () => {
+          const b = p * SRC_STRIDE_F64;
+          const at = cells[b + SRC_CHECKPOINT_CAPTURED_MS_F64]!;
+          return cells[b + SRC_OWNED_F64] === 1 && at > 0 ? (Date.now() - at) / 1000 : NaN;
+        },
+      })),
     );
     this.addSharedCounter(
       MetricNames.SOURCE_MESSAGES,

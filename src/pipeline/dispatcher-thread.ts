@@ -227,6 +227,9 @@ async function main(): Promise<void> {
     });
   };
 
+  /** How often a 'handed-on' request looks again, ms. */
+  const HAND_OFF_POLL_MS = 10;
+
   const loop = async (): Promise<void> => {
     try {
       await loopPasses();
@@ -322,6 +325,28 @@ async function main(): Promise<void> {
             dispatcher?.beginDrain();
             await waitRingsEmpty(msg.deadlineMs);
             if (dispatcher !== null) await dispatcher.drain(msg.deadlineMs);
+          })(),
+        );
+        return;
+      case 'handed-on':
+        reply(
+          (async () => {
+            const until = Date.now() + msg.withinMs;
+            let held: number;
+            for (;;) {
+              let taken = true;
+              for (let r = 0; r < rings.length && taken; r++)
+                taken = ((rings[r]!.readSeq() - msg.ringWriteSeqs[r]!) | 0) >= 0;
+              held = !taken ? -1 : dispatcher === null ? 0 : dispatcher.memoryOnlyAdmittedBefore(msg.boundaryNs);
+              if (held === 0) return;
+              if (Date.now() >= until) break;
+              await new Promise((r) => setTimeout(r, HAND_OFF_POLL_MS));
+            }
+            throw new Error(
+              held < 0
+                ? 'the trigger rings were not read that far in time'
+                : `${held} triggers of those pings are still held only in memory`,
+            );
           })(),
         );
         return;

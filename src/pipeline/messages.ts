@@ -22,7 +22,13 @@ export type IngestRequest =
 export type DispatcherRequest =
   | { type: 'fences'; id: number; fences: FenceStoreDescriptor }
   | { type: 'drain'; id: number; deadlineMs: number }
-  | { type: 'close'; id: number; deadlineMs: number };
+  | { type: 'close'; id: number; deadlineMs: number }
+  /**
+   * Resolves once the dispatcher has taken every trigger ring past `ringWriteSeqs` (per ring, as the main thread read
+   * the producers' positions) and no trigger of a ping admitted before `boundaryNs` is held only in memory; fails
+   * after `withinMs`, naming how many still are.
+   */
+  | { type: 'handed-on'; id: number; boundaryNs: number; ringWriteSeqs: number[]; withinMs: number };
 
 /** Pipeline thread -> main. */
 export type ThreadEvent =

@@ -41,6 +41,8 @@ import {
 } from '../durable/file-layout.js';
 import { readFully, safeFileName, writeFully } from '../durable/fs-util.js';
 import { scanPendingFile } from '../durable/pending-file.js';
+import type { StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
+import { partitionOf, partitionOfTokenBytes } from '../ingest/sources/partitions.js';
 import type { StateDirectory } from '../durable/state-dir.js';
 import { readTriggerIdentity, RecordBuffer } from '../durable/trigger-codec.js';
 import { DeviceState, publishComplianceCount } from '../fences/device-state.js';
@@ -67,6 +69,7 @@ import {
   DEV_STRIDE_F64,
   DEV_STRIDE_I32,
   DEV_TRIGGER_SEQ_F64,
+  DEVID_MAX_ID_BYTES,
   ING_FREED_SEQ_HIGH_F64,
   ENTRY_FENCE_I32,
   ENTRY_PENDING_MS_F64,
@@ -104,6 +107,19 @@ const PROGRESS_FILE = 'progress';
  */
 const LIVE_CAPTURE_BUDGET_MS = 200;
 
+/** The partition checkpoints a start with a partitioned source read from JetStream. */
+export interface PartitionStateAtStart {
+  /** Partitions of the source. */
+  partitionCount: number;
+  /** The stored checkpoints of the partitions this router consumes (those that have one). */
+  stored: readonly StoredPartitionCheckpoint[];
+  /**
+   * Every ping comes from the partitioned source: after an unclean stop the seq floor stays, since each partition is
+   * read again from what its state covers and reproduces its triggers with their seqs.
+   */
+  exactReplay: boolean;
+}
+
 /** What a start found in the state directory and did about it. */
 export interface RecoveryReport {
   /** The state directory. */
@@ -132,6 +148,15 @@ export interface RecoveryReport {
     triggersAfterCheckpoint: number;
     /** Triggers its dispatcher held in memory at the mark that no durable file held. */
     triggersInMemory: number;
+  } | null;
+  /** With a partitioned source keeping its state in JetStream: what its stored checkpoints gave (null: none kept). */
+  partitions: {
+    /** Partitions restored from a stored checkpoint. */
+    restored: number;
+    /** Devices they held. */
+    devices: number;
+    /** See PartitionStateAtStart.exactReplay. */
+    exactReplay: boolean;
   } | null;
   /** Files passed over and why. */
   problems: string[];
@@ -205,18 +230,26 @@ export class StateKeeper {
    * Restores what `dir` holds into freshly allocated `memory` (no thread may run yet) against the fences of `store`;
    * see the module comment. Throws a RangeError when the directory names more devices than `options.maxDevices`.
    */
-  static restore(dir: StateDirectory, memory: PipelineMemory, store: FenceStore, options: RouterOptions): StateKeeper {
+  static restore(
+    dir: StateDirectory,
+    memory: PipelineMemory,
+    store: FenceStore,
+    options: RouterOptions,
+    partitionState: PartitionStateAtStart | null = null,
+  ): StateKeeper {
     const problems: string[] = [];
-    const cp = readLatestCheckpoint(dir.dir, problems);
-    if (cp === null && problems.length > 0) {
+    const local = readLatestCheckpoint(dir.dir, problems);
+    if (local === null && problems.length > 0 && partitionState === null) {
       // Without the state, seqs cannot be shown to continue: refuse rather than risk reusing (deviceId, seq).
       throw new Error(
         `state directory ${dir.dir}: no readable checkpoint (${problems.join('; ')}); restore one from a backup, or move the directory aside to start afresh`,
       );
     }
-    const previousStop = dir.previousStop === 'clean' && cp !== null && !cp.clean ? 'unclean' : dir.previousStop;
+    const previousStop = dir.previousStop === 'clean' && local !== null && !local.clean ? 'unclean' : dir.previousStop;
+    const cp = partitionState === null ? local : withPartitionCheckpoints(local, partitionState);
     let floor = cp?.seqFloor ?? 0;
-    if (previousStop === 'unclean') {
+    // Re-read from the position its state covers, a partition reproduces the triggers issued since with their seqs.
+    if (previousStop === 'unclean' && partitionState?.exactReplay !== true) {
       let highest = floor;
       for (const d of cp?.devices ?? []) if (d.seq > highest) highest = d.seq;
       floor = highest + SEQ_EPOCH;
@@ -262,7 +295,15 @@ export class StateKeeper {
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
       removedFenceExits: exits.length,
       seqFloor: floor,
-      lost: previousStop === 'unclean' && cp !== null ? lostSince(dir, cp) : null,
+      lost: previousStop === 'unclean' && local !== null ? lostSince(dir, local) : null,
+      partitions:
+        partitionState === null
+          ? null
+          : {
+              restored: partitionState.stored.length,
+              devices: partitionState.stored.reduce((n, p) => n + p.checkpoint.devices.length, 0),
+              exactReplay: partitionState.exactReplay,
+            },
       problems,
     };
     return new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
@@ -288,12 +329,22 @@ export class StateKeeper {
             `(devices may repeat an ENTER or DWELL of that time, under new seqs); ${r.lost.triggersInMemory} triggers held only in memory at the last mark`,
         );
       }
-      lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
+      if (r.partitions?.exactReplay === true) {
+        lines.push(
+          `  the partitions' state comes from their stored checkpoints and their streams are read again from there: triggers re-derived carry the seqs they had`,
+        );
+      } else {
+        lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
+      }
     } else if (r.restoredDevices > 0) {
       lines.push(
         `state directory ${r.stateDir}: restored ${r.restoredDevices} devices from checkpoint #${r.checkpoint!.number} (clean stop)`,
       );
     }
+    if (r.partitions !== null && r.partitions.restored > 0)
+      lines.push(
+        `  ${r.partitions.devices} devices restored from the stored checkpoints of ${r.partitions.restored} partitions`,
+      );
     if (r.devicesFromDurableTriggers > 0)
       lines.push(
         `  ${r.devicesFromDurableTriggers} more devices are named by triggers waiting in the downstreams' files`,
@@ -393,6 +444,42 @@ export class StateKeeper {
     }
   }
 
+  /**
+   * Encodes, from the copy the last checkpoint took (call right after it, with the same `store`), the devices of each
+   * of `partitions` (partitionOf their id over `partitionCount`) as a checkpoint of their own.
+   */
+  encodePartitions(store: FenceStore, partitionCount: number, partitions: readonly number[]): Map<number, Uint8Array> {
+    const copy = this.copy;
+    const ids = this.ids;
+    const partitionOfSlot = new Int32Array(copy.count);
+    const scratch = new Uint8Array(DEVID_MAX_ID_BYTES);
+    const digits = new TextEncoder();
+    for (let d = 0; d < copy.count; d++) {
+      if (ids.isNumeric(d)) {
+        const t = digits.encode(String(ids.numericId(d)));
+        partitionOfSlot[d] = partitionOfTokenBytes(t, 0, t.length, partitionCount);
+      } else {
+        partitionOfSlot[d] = partitionOfTokenBytes(scratch, 0, ids.copyIdBytes(d, scratch, 0), partitionCount);
+      }
+    }
+    const out = new Map<number, Uint8Array>();
+    const keep = new Uint8Array(copy.count);
+    for (const p of partitions) {
+      for (let d = 0; d < copy.count; d++) keep[d] = partitionOfSlot[d] === p ? 1 : 0;
+      out.set(
+        p,
+        encodeCheckpoint(
+          copy,
+          ids,
+          store,
+          { seqFloor: this.seqFloor, number: this.number, pingsProcessed: 0, triggersProduced: 0, clean: false },
+          keep,
+        ),
+      );
+    }
+    return out;
+  }
+
   /** Rewrites the progress mark (no fsync: it has to survive a process crash only). */
   markProgress(counts: ProgressCounts): void {
     if (this.progressFd < 0) this.progressFd = fs.openSync(this.dir.file(PROGRESS_FILE), 'w');
@@ -423,6 +510,43 @@ export class StateKeeper {
   get regions(): PipelineMemory {
     return this.memory;
   }
+}
+
+/**
+ * The local checkpoint with the devices of every partition that has a stored checkpoint replaced by that one's: the
+ * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
+ * position it covers. The seq floor is the highest of them all.
+ */
+function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAtStart): Checkpoint {
+  const replaced = new Set(at.stored.map((p) => p.partition));
+  const ofReplaced = (id: string | number): boolean => {
+    try {
+      return replaced.has(partitionOf(id, at.partitionCount));
+    } catch {
+      return false; // an id no subject can carry is not of a partition
+    }
+  };
+  const fences = [...(local?.fences ?? [])];
+  const devices = (local?.devices ?? []).filter((d) => !ofReplaced(d.id));
+  let seqFloor = local?.seqFloor ?? 0;
+  for (const p of at.stored) {
+    const offset = fences.length;
+    fences.push(...p.checkpoint.fences);
+    for (const d of p.checkpoint.devices)
+      devices.push({ ...d, entries: d.entries.map((e) => ({ ...e, fence: e.fence + offset })) });
+    if (p.checkpoint.seqFloor > seqFloor) seqFloor = p.checkpoint.seqFloor;
+  }
+  return {
+    seqFloor,
+    number: local?.number ?? 0,
+    pingsProcessed: local?.pingsProcessed ?? 0,
+    triggersProduced: local?.triggersProduced ?? 0,
+    clean: local?.clean ?? true,
+    capturedMs: local?.capturedMs ?? 0,
+    fences,
+    devices,
+    byteLength: (local?.byteLength ?? 0) + at.stored.reduce((n, p) => n + p.checkpoint.byteLength, 0),
+  };
 }
 
 /**

@@ -16,6 +16,7 @@ import { isLoggerLike, RouterLog, type LogLineCallback } from '../log/router-log
 import { StartProgress } from '../pipeline/start-progress.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { Router, RouterExtras } from './api.js';
+import { PartitionCheckpoints } from './partition-checkpoints.js';
 import { fenceFileLimits, PipelineRouter } from './pipeline-router.js';
 
 /**
@@ -130,6 +131,8 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   const progress = new StartProgress(log);
   let router: PipelineRouter | null = null;
   let admin: AdminServer | null = null;
+  // Closed by the router once it exists.
+  let partitionCheckpoints: PartitionCheckpoints | null = null;
   try {
     if (resolved.adminHost !== null) {
       // Up before anything else: /healthz answers and /readyz says which phase the start is in.
@@ -151,8 +154,12 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     const descriptor = await loadStartFences(fences, resolved, edits, progress);
     if (journal !== null) reportJournal(journal, descriptor.skippedEdits, log);
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
+    if (resolved.jetstreamSource?.stateBucket != null) {
+      progress.phase("reading the partitions' stored checkpoints from JetStream");
+      partitionCheckpoints = await PartitionCheckpoints.open(resolved);
+    }
     progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, routerLog, admin, journal);
+    router = new PipelineRouter(resolved, store, routerLog, admin, journal, partitionCheckpoints);
     await router.start(progress);
     admin?.use(router.adminHandlers());
   } catch (err) {
@@ -161,6 +168,8 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     if (router !== null) {
       log(where, 'error');
       await router.abandon();
+    } else {
+      await partitionCheckpoints?.close();
     }
     await admin?.close();
     routerLog.close();

@@ -31,6 +31,9 @@ import type { DispatcherRequest, IngestRequest } from '../pipeline/messages.js';
 import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from '../pipeline/input-backlog.js';
 import { readRouterStats, type RouterStats } from '../pipeline/stats.js';
 import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from '../pipeline/state-keeper.js';
+import type { PartitionCheckpoints } from './partition-checkpoints.js';
+import { MetricNames } from '../metrics/metric-names.js';
+import { nowNs } from '../shm/clock.js';
 import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
 import { StateDirectory } from '../durable/state-dir.js';
 import { FENCE_EDIT_JOURNAL_FILE, FenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
@@ -119,6 +122,10 @@ export class PipelineRouter implements Router {
   /** The live edits since the last reload, kept for the next start (null without a state directory of the caller's). */
   private journal: FenceEditJournal | null = null;
   private checkpointTimer: NodeJS.Timeout | null = null;
+  /** Every trigger ring, as the dispatcher reads them (their producers' positions). */
+  private readonly allTriggerRings: SpscRing[];
+  /** The partitions' device state in JetStream (a partitioned source with a state bucket), else null. */
+  private readonly partitionCheckpoints: PartitionCheckpoints | null;
   /** The main thread's runtime reports (started with the threads, stopped with the timers). */
   private runtimeReporter: ThreadRuntimeReporter | null = null;
   private progressTimer: NodeJS.Timeout | null = null;
@@ -149,7 +156,9 @@ export class PipelineRouter implements Router {
     routerLog: RouterLog,
     admin: AdminServer | null = null,
     journal: JournalContents | null = null,
+    partitionCheckpoints: PartitionCheckpoints | null = null,
   ) {
+    this.partitionCheckpoints = partitionCheckpoints;
     this.options = options;
     this.store = store;
     this.admin = admin;
@@ -198,6 +207,7 @@ export class PipelineRouter implements Router {
     this.queries = new StateQueries(this.state, new DeviceIdReader(m.idTable), () => this.store);
     this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
+    this.allTriggerRings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.containment = new Float64Array(m.containmentCounters);
     this.statsCells = new Float64Array(m.stats);
     this.views = {
@@ -230,6 +240,27 @@ export class PipelineRouter implements Router {
     }
     if (m.sourcePartitionCount > 0)
       this.metrics.addSourcePartitions(new Float64Array(m.sourcePartitions), m.sourcePartitionCount);
+    if (partitionCheckpoints !== null) {
+      const pc = partitionCheckpoints;
+      this.metrics.addSharedGauge(
+        MetricNames.SOURCE_CHECKPOINT_WRITE_SECONDS,
+        "Time the last checkpoint took to encode and store every owned partition's device state in the state bucket.",
+        [],
+        [{ labels: {}, read: () => pc.lastNs / 1e9 }],
+      );
+      this.metrics.addSharedGauge(
+        MetricNames.SOURCE_CHECKPOINT_BYTES,
+        'Bytes of device state the last checkpoint stored in the state bucket, all owned partitions together.',
+        [],
+        [{ labels: {}, read: () => pc.lastBytes }],
+      );
+      this.metrics.addSharedCounter(
+        MetricNames.SOURCE_CHECKPOINT_DEFERRED,
+        'Checkpoints whose partition copies were not stored (the stored ones stayed in force) because triggers of the pings they cover were still held only in memory.',
+        [],
+        [{ labels: {}, read: () => pc.deferred }],
+      );
+    }
     this.metrics.addFenceTracking(
       (n) => this.store.mostUntracked(n),
       () => this.state.poolChunksInUse(),
@@ -238,7 +269,8 @@ export class PipelineRouter implements Router {
     this.inputsDonePromise = new Promise((r) => (this.inputsDone = r));
     this.failure = new Promise((r) => (this.failed = r));
     try {
-      this.keeper = StateKeeper.restore(this.dir, m, store, options);
+      this.keeper = StateKeeper.restore(this.dir, m, store, options, partitionCheckpoints?.atStart ?? null);
+      partitionCheckpoints?.seed(new Float64Array(m.sourcePartitions));
       if (journal !== null && !this.ephemeral)
         this.journal = FenceEditJournal.open(this.dir.file(FENCE_EDIT_JOURNAL_FILE), journal);
     } catch (err) {
@@ -262,9 +294,14 @@ export class PipelineRouter implements Router {
    */
   checkpointNow(clean = false): Promise<void> {
     let captureMs = 0;
-    const run = this.reloadChain.then(() => {
+    const parts = this.partitionCheckpoints;
+    const cells = this.memory.sourcePartitionCount > 0 ? new Float64Array(this.memory.sourcePartitions) : null;
+    let covers = true;
+    const run = this.reloadChain.then(async () => {
       captureMs = Date.now();
-      return this.keeper.checkpoint(
+      const captureNs = nowNs();
+      const covered = parts === null ? null : parts.coveredNow(cells!);
+      await this.keeper.checkpoint(
         this.store,
         this.progressCounts(),
         this.ingestThread !== null && !clean
@@ -279,13 +316,36 @@ export class PipelineRouter implements Router {
           : null,
         clean,
       );
+      if (parts === null) return;
+      // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
+      // triggers of the pings they cover are handed on, since the router that restores them does not derive those
+      // again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
+      if (!clean && this.dispatcherThread !== null) {
+        try {
+          await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
+            type: 'handed-on',
+            boundaryNs: captureNs,
+            ringWriteSeqs: this.allTriggerRings.map((r) => r.writeSeq()),
+            withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
+          });
+        } catch (err) {
+          covers = false;
+          parts.deferred++;
+          this.log(
+            `partition checkpoints deferred to the next checkpoint (the stored ones stay in force): ${(err as Error).message}`,
+            'warn',
+          );
+          return;
+        }
+      }
+      await parts.store(this.keeper, this.store, covered!, captureMs, cells!);
     });
     this.reloadChain = run.catch(() => undefined);
     // A partitioned source acknowledges what this checkpoint covers (pings processed before its capture began).
     const count = this.memory.sourcePartitionCount;
     if (count === 0) return run;
     return run.then(() => {
-      new Float64Array(this.memory.sourcePartitions)[sourceCheckpointCell(count)] = captureMs;
+      if (covers) new Float64Array(this.memory.sourcePartitions)[sourceCheckpointCell(count)] = captureMs;
     });
   }
 
@@ -806,10 +866,12 @@ export class PipelineRouter implements Router {
         'error',
       );
       this.keeper.close();
+      await this.partitionCheckpoints?.close();
       return;
     }
     this.keeper.close();
     this.journal?.close();
+    await this.partitionCheckpoints?.close();
     this.dir.release();
     if (this.ephemeral) rmSync(this.dir.dir, { recursive: true, force: true });
   }
@@ -821,8 +883,12 @@ export class PipelineRouter implements Router {
   async abandon(): Promise<void> {
     await this.shutdown();
     if (!this.ingestStarted) await this.finishState();
+    else await this.partitionCheckpoints?.close();
   }
 }
+
+/** Longest wait for the triggers a partition checkpoint covers to be handed on before it is deferred, ms. */
+const HAND_OFF_WITHIN_MS = 2000;
 
 /** The fence file limits of `o`. */
 export function fenceFileLimits(o: RouterOptions): FenceFileLimits {

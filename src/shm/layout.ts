@@ -1193,7 +1193,7 @@ export function threadRuntimeRegionF64(poolSize: number): number {
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Float64 cells per partition block. */
-export const SRC_STRIDE_F64 = 8;
+export const SRC_STRIDE_F64 = 12;
 /** 1 while this router consumes the partition, else 0. */
 export const SRC_OWNED_F64 = 0;
 /** Messages taken from the partition so far (redeliveries included). */
@@ -1210,6 +1210,20 @@ export const SRC_LAG_AGE_MS_F64 = 5;
 export const SRC_AGED_MESSAGES_F64 = 6;
 /** Bytes taken from the partition so far. */
 export const SRC_BYTES_F64 = 7;
+/**
+ * Stream sequence of the newest message every ping of which containment has processed (ingest thread): a checkpoint
+ * captured after it was written covers that message and every one before it.
+ */
+export const SRC_PROCESSED_STREAM_SEQ_F64 = 8;
+/**
+ * Stream sequence the partition's consumer starts from (main thread, before the ingest thread starts: one past what
+ * the partition's stored checkpoint covers; 0: no stored checkpoint, the consumer's own position applies).
+ */
+export const SRC_START_STREAM_SEQ_F64 = 9;
+/** Stream sequence the last partition checkpoint stored in JetStream covers (main thread; 0: none yet). */
+export const SRC_CHECKPOINT_STREAM_SEQ_F64 = 10;
+/** Capture time of the last partition checkpoint stored in JetStream, epoch ms (main thread; 0: none yet). */
+export const SRC_CHECKPOINT_CAPTURED_MS_F64 = 11;
 
 /**
  * Float64 cells of the source partition region for `partitionCount` partitions: a block per partition, then one

@@ -47,7 +47,16 @@ test('bad JetStream source values are refused naming the flag or the option', ()
   );
   assert.throws(
     () => parseCliArgs(['--partitions', '0-3']),
-    /^OptionError: --partitions and --partition-count need --source$/,
+    /^OptionError: --partitions, --partition-count and --partition-state-bucket need --source$/,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], stateBucket: 'a.b' } }),
+    /^OptionError: options\.jetstreamSource\.stateBucket must be a key-value bucket name \(letters, digits, - and _\), got "a\.b"$/,
+  );
+  assert.equal(
+    optionsFromCli(parseCliArgs(['--source', 'jetstream://127.0.0.1:4222', '--partition-state-bucket', 'none']))
+      .jetstreamSource?.stateBucket,
+    null,
   );
   assert.throws(
     () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: '5-2' } }),

@@ -9,18 +9,20 @@
  * lane admission decides what of it to keep, and counted (SRC_AGED_MESSAGES_F64): a backlog that old is worth less
  * than the present, and COMPLIANCE still keeps its reserved slice.
  *
- * Acknowledgement: a message is acknowledged once its pings are in a durable checkpoint of the device state. Every
+ * Acknowledgement: a message is acknowledged once its pings are in a stored checkpoint of the device state. Every
  * ACK_INTERVAL_MS each partition notes the last message whose bytes have all been fed, with the telemetry rings'
  * write positions then (a candidate); a candidate is processed once containment has released every ring past those
- * positions, and covered once a checkpoint whose capture began after that has been written (the main thread
- * publishes the capture time of each durable checkpoint in the region's checkpoint cell). The consumer then
- * acknowledges it cumulatively (AckPolicy.All). So a crash loses no ping: what no checkpoint covers is delivered
- * again, to this router after a restart or to the next one on the partition, and a ping delivered again whose event
- * time is older than its device's last (its effect already in the restored state) is recognised by containment and
- * produces nothing. A clean stop leaves the messages since the last checkpoint unacknowledged for the same reason (the
- * final checkpoint is written after the connection closes): the next start reads them again and skips them. What a
- * crash can still lose are the triggers of covered pings not yet durably handed on by the dispatcher (bounded by its
- * flush interval, as for every source).
+ * positions (its stream sequence is then published in SRC_PROCESSED_STREAM_SEQ_F64), and covered once a checkpoint
+ * whose capture began after that has been stored (the main thread publishes the capture time of each checkpoint in
+ * the region's checkpoint cell once it is on disk and, with a state bucket, once every owned partition's state is in
+ * JetStream). The consumer then acknowledges it cumulatively (AckPolicy.All). So a crash loses no ping: what no
+ * checkpoint covers is delivered again, and a ping delivered again whose event time is older than its device's last
+ * (its effect already in the restored state) is recognised by containment and produces nothing.
+ *
+ * A start on a partition with a stored checkpoint (src/router/partition-checkpoints.ts) reads from the message after
+ * the one it covers (SRC_START_STREAM_SEQ_F64). A stop waits for containment to process what was fed, so the stop's
+ * final checkpoint covers every message taken. A stored partition checkpoint waits for the dispatcher to hand on the
+ * triggers of the pings it covers (see PipelineRouter.checkpointNow), so a crash loses none of them either.
  *
  * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries and
  * aged messages, and keep the consumer lag (messages not yet delivered, and the age of the last message taken) and
@@ -48,7 +50,9 @@ import {
   SRC_LAG_MESSAGES_F64,
   SRC_MESSAGES_F64,
   SRC_OWNED_F64,
+  SRC_PROCESSED_STREAM_SEQ_F64,
   SRC_REDELIVERED_F64,
+  SRC_START_STREAM_SEQ_F64,
   SRC_STRIDE_F64,
   sourceCheckpointCell,
 } from '../../shm/layout.js';
@@ -62,6 +66,8 @@ const ACK_INTERVAL_MS = 250;
 const FETCH_EXPIRES_MS = 1000;
 /** Pause before fetching again after a fetch failed (server away, consumer being created), ms. */
 const FETCH_RETRY_MS = 500;
+/** How long a stop waits for containment to process what the partition fed, ms. */
+const STOP_SETTLE_MS = 5000;
 /** How long the connection's drain may take at a stop before it is closed, ms. */
 const CLOSE_WITHIN_MS = 2000;
 
@@ -93,6 +99,8 @@ export interface JetStreamSourceOptions {
   ackWaitMs: number;
   /** Messages older than this when taken are fed as live traffic (lane shedding applies), ms (0: never). */
   maxBacklogAgeMs: number;
+  /** Key-value bucket of the partitions' device state (null: none; see src/durable/partition-state-bucket.ts). */
+  stateBucket: string | null;
   /** Token of a server that requires one. */
   token: string | null;
 }
@@ -111,6 +119,7 @@ export const JETSTREAM_SOURCE_DEFAULTS = {
   fetchMessages: 256,
   ackWaitMs: 30_000,
   maxBacklogAgeMs: 0,
+  stateBucket: 'GEOFENCE_PARTITION_STATE',
 } as const;
 
 /** The durable consumer name of a partition. */
@@ -220,7 +229,13 @@ class PartitionReader {
       this.ack();
     }
     await this.feed.end();
+    // What was fed is processed before the stop's final checkpoint, which then covers it.
+    const until = Date.now() + STOP_SETTLE_MS;
     this.ack();
+    while (this.candidates.some((c) => c.processedAtMs === 0) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 20));
+      this.ack();
+    }
     clearInterval(this.ackTimer);
     this.cells[this.base + SRC_OWNED_F64] = 0;
   }
@@ -284,6 +299,7 @@ class PartitionReader {
         done = ((this.rings[s]!.readSeq() - c.writeSeqs[s]!) | 0) >= 0;
       if (!done) break;
       c.processedAtMs = now;
+      this.cells[this.base + SRC_PROCESSED_STREAM_SEQ_F64] = c.msg.info.streamSequence;
     }
     const checkpointMs = this.cells[sourceCheckpointCell(this.o.partitionCount)]!;
     let n = 0;
@@ -338,7 +354,7 @@ export class JetStreamSource implements TelemetrySource {
       const js = jetstream(nc);
       for (const p of this.partitions) {
         const name = partitionConsumerName(o.consumerPrefix, p);
-        await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`);
+        await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
         const consumer = await js.consumers.get(o.stream, name);
         this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.rings, this.log));
       }
@@ -394,13 +410,16 @@ export class JetStreamSource implements TelemetrySource {
   }
 
   /**
-   * Makes the partition's durable consumer, or takes over the one a previous run left. Messages that run had taken
-   * and not acknowledged (a crash, or what no checkpoint covered at a clean stop) would come back only after
-   * `ackWaitMs`; the consumer is made again from the first unacknowledged message instead, so they are read at once.
+   * Makes the partition's durable consumer, or takes over the one a previous run left. With a stored checkpoint of
+   * the partition (its start cell set by the main thread), the consumer reads from the message after the one the
+   * checkpoint covers. Otherwise messages a previous run had taken and not acknowledged (a crash, or what no
+   * checkpoint covered at a clean stop) would come back only after `ackWaitMs`; the consumer is made again from the
+   * first unacknowledged message instead, so they are read at once.
    */
-  private async ensureConsumer(jsm: JetStreamManager, name: string, filter: string): Promise<void> {
+  private async ensureConsumer(jsm: JetStreamManager, name: string, filter: string, partition: number): Promise<void> {
     const o = this.o;
-    let startSeq = 0;
+    const fromCheckpoint = this.cells[partition * SRC_STRIDE_F64 + SRC_START_STREAM_SEQ_F64]!;
+    let startSeq = fromCheckpoint;
     try {
       const info = await jsm.consumers.info(o.stream, name);
       if (info.config.filter_subject !== filter) {
@@ -408,12 +427,15 @@ export class JetStreamSource implements TelemetrySource {
           `consumer ${name} exists with filter ${String(info.config.filter_subject)}, not ${filter} (another partition count or prefix?)`,
         );
       }
-      if (info.num_ack_pending === 0) return;
-      startSeq = info.ack_floor.stream_seq + 1;
+      if (info.num_ack_pending === 0 && (fromCheckpoint === 0 || info.ack_floor.stream_seq === fromCheckpoint - 1))
+        return;
+      if (fromCheckpoint === 0) startSeq = info.ack_floor.stream_seq + 1;
       await jsm.consumers.delete(o.stream, name);
       this.log(
         'info',
-        `jetstream source: consumer ${name} had ${info.num_ack_pending} messages taken and not acknowledged: reading again from stream sequence ${startSeq}`,
+        fromCheckpoint === 0
+          ? `jetstream source: consumer ${name} had ${info.num_ack_pending} messages taken and not acknowledged: reading again from stream sequence ${startSeq}`
+          : `jetstream source: consumer ${name} reads from stream sequence ${startSeq}, after what the partition's stored checkpoint covers (it had acknowledged up to ${info.ack_floor.stream_seq})`,
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;

@@ -38,8 +38,16 @@ export function partitionOf(deviceId: string | number, partitionCount: number): 
     throw new RangeError(`partitionCount must be an integer in [1, ${MAX_PARTITIONS}], got ${partitionCount}`);
   }
   const bytes = encoder.encode(deviceIdToken(deviceId));
+  return partitionOfTokenBytes(bytes, 0, bytes.length, partitionCount);
+}
+
+/**
+ * The partition of a device id given as its subject token's UTF-8 bytes `bytes[start, end)` (no check of the token or
+ * of `partitionCount`: see partitionOf).
+ */
+export function partitionOfTokenBytes(bytes: Uint8Array, start: number, end: number, partitionCount: number): number {
   let h = FNV_OFFSET;
-  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, FNV_PRIME) >>> 0;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, FNV_PRIME) >>> 0;
   return h % partitionCount;
 }
 

@@ -1,0 +1,192 @@
+/**
+ * Partition checkpoints kept in a JetStream key-value bucket (main thread): per partition of a partitioned source,
+ * the device state of the partition's devices paired with the stream sequence it covers, so that whichever router
+ * reads the partition next (this one after a restart, or another on another host) restores the state and re-reads the
+ * stream from the message after it.
+ *
+ * Keys of the bucket, per partition N of a stream read by the routers of one consumer prefix (`<scope>` is
+ * `<stream>.<consumerPrefix>`: routers reading the same stream under another prefix keep state of their own):
+ * - `<scope>.p<N>`: the head, a JSON object: format, partition, partitionCount, streamSeq (the newest message the state
+ *   covers; every earlier one too), capturedMs, writer (the router that wrote it), epoch, bytes, chunks.
+ * - `<scope>.p<N>.e<epoch>.c<k>`: the checkpoint (src/durable/checkpoint.ts format, checksummed) in chunks of CHUNK_BYTES, so
+ *   a partition of any size fits under the server's largest message. A write stores the chunks of a new epoch, then
+ *   the head naming them, then purges the previous epoch's chunks: a reader sees either the old head and its chunks or
+ *   the new ones.
+ *
+ * A head is written only over the revision its writer last saw (created when there was none): a second router writing
+ * the same partition fails instead of overwriting the first one's state, and the failure names the partition.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import { StorageType } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { decodeCheckpoint, type Checkpoint } from './checkpoint.js';
+
+/** Bytes of one chunk of a partition checkpoint (below the 1 MiB default largest message of a NATS server). */
+const CHUNK_BYTES = 256 * 1024;
+/** Format of the head. */
+const HEAD_FORMAT = 1;
+
+/** A partition checkpoint read back from the bucket. */
+export interface StoredPartitionCheckpoint {
+  /** The partition. */
+  partition: number;
+  /** Newest stream sequence the state covers (every message up to it). */
+  streamSeq: number;
+  /** When the writer's capture began, epoch ms. */
+  capturedMs: number;
+  /** The writer's name. */
+  writer: string;
+  /** The device state. */
+  checkpoint: Checkpoint;
+}
+
+/** The head of a partition checkpoint (JSON). */
+interface Head {
+  format: number;
+  partition: number;
+  partitionCount: number;
+  streamSeq: number;
+  capturedMs: number;
+  writer: string;
+  epoch: number;
+  bytes: number;
+  chunks: number;
+}
+
+/** Settings of a bucket the router creates. */
+export interface PartitionStateBucketOptions {
+  /** Bucket name. */
+  bucket: string;
+  /** Key prefix of this stream and consumer prefix: `<stream>.<consumerPrefix>`. */
+  scope: string;
+  /** Replicas of a bucket the router creates. */
+  replicas: number;
+  /** Partitions of the source (a head written for another count is refused). */
+  partitionCount: number;
+  /** This router's name, written into every head. */
+  writer: string;
+}
+
+/** The bucket of partition checkpoints (see the module comment). */
+export class PartitionStateBucket {
+  /** Per partition: the head revision this router last read or wrote (0: none existed). */
+  private readonly revisions = new Map<number, number>();
+  /** Per partition: the epoch and chunk count of the head this router last read or wrote. */
+  private readonly heads = new Map<number, { epoch: number; chunks: number }>();
+
+  private constructor(
+    private readonly kv: KV,
+    private readonly o: PartitionStateBucketOptions,
+  ) {}
+
+  /** Opens the bucket over `nc`, creating it (file storage, one value per key) when missing. */
+  static async open(nc: NatsConnection, o: PartitionStateBucketOptions): Promise<PartitionStateBucket> {
+    const kv = await new Kvm(nc).create(o.bucket, {
+      history: 1,
+      replicas: o.replicas,
+      storage: StorageType.File,
+      description: 'geofence router: device state per telemetry partition',
+    });
+    return new PartitionStateBucket(kv, o);
+  }
+
+  /**
+   * Reads partition `partition`'s checkpoint (null when none was written) and remembers its revision for the next
+   * write. Throws an Error naming the partition when the head or its chunks are unreadable.
+   */
+  async read(partition: number): Promise<StoredPartitionCheckpoint | null> {
+    const key = `${this.o.scope}.p${partition}`;
+    const e = await this.kv.get(key);
+    if (e === null || e.operation !== 'PUT') {
+      this.revisions.set(partition, e?.revision ?? 0);
+      return null;
+    }
+    const where = `bucket ${this.o.bucket} key ${key}`;
+    let head: Head;
+    try {
+      head = e.json<Head>();
+    } catch (err) {
+      throw new Error(`${where}: not a partition checkpoint head (${(err as Error).message})`, { cause: err });
+    }
+    if (head.format !== HEAD_FORMAT || head.partition !== partition) {
+      throw new Error(
+        `${where}: head format ${head.format} for partition ${head.partition}, not ${HEAD_FORMAT} / ${partition}`,
+      );
+    }
+    if (head.partitionCount !== this.o.partitionCount) {
+      throw new Error(
+        `${where}: written for ${head.partitionCount} partitions, not ${this.o.partitionCount} (the partition count of a stream cannot change under its checkpoints)`,
+      );
+    }
+    const bytes = new Uint8Array(head.bytes);
+    let at = 0;
+    for (let k = 0; k < head.chunks; k++) {
+      const c = await this.kv.get(chunkKey(this.o.scope, partition, head.epoch, k));
+      if (c === null || c.operation !== 'PUT')
+        throw new Error(`${where}: chunk ${k} of epoch ${head.epoch} is missing`);
+      if (at + c.value.length > bytes.length)
+        throw new Error(`${where}: chunks longer than the ${head.bytes} bytes named`);
+      bytes.set(c.value, at);
+      at += c.value.length;
+    }
+    if (at !== bytes.length) throw new Error(`${where}: chunks hold ${at} bytes, the head names ${head.bytes}`);
+    const checkpoint = decodeCheckpoint(bytes, where);
+    this.revisions.set(partition, e.revision);
+    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks });
+    return { partition, streamSeq: head.streamSeq, capturedMs: head.capturedMs, writer: head.writer, checkpoint };
+  }
+
+  /**
+   * Stores `bytes` (an encoded checkpoint of the partition's devices) as covering stream sequence `streamSeq`. Throws
+   * when another writer changed the head since this router last read or wrote it (the partition is consumed twice).
+   */
+  async write(partition: number, streamSeq: number, capturedMs: number, bytes: Uint8Array): Promise<void> {
+    const key = `${this.o.scope}.p${partition}`;
+    const previous = this.heads.get(partition) ?? null;
+    const epoch = (previous?.epoch ?? 0) + 1;
+    const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
+    for (let k = 0; k < chunks; k++)
+      await this.kv.put(
+        chunkKey(this.o.scope, partition, epoch, k),
+        bytes.subarray(k * CHUNK_BYTES, (k + 1) * CHUNK_BYTES),
+      );
+    const head: Head = {
+      format: HEAD_FORMAT,
+      partition,
+      partitionCount: this.o.partitionCount,
+      streamSeq,
+      capturedMs,
+      writer: this.o.writer,
+      epoch,
+      bytes: bytes.length,
+      chunks,
+    };
+    const revision = this.revisions.get(partition) ?? 0;
+    let next: number;
+    try {
+      next =
+        revision === 0
+          ? await this.kv.create(key, JSON.stringify(head))
+          : await this.kv.update(key, JSON.stringify(head), revision);
+    } catch (err) {
+      const m = (err as Error).message;
+      if (/wrong last sequence|key exists/i.test(m)) {
+        throw new Error(
+          `partition ${partition}: its checkpoint in bucket ${this.o.bucket} was written by another router since this one read it (revision ${revision}): the partition is consumed twice`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+    this.revisions.set(partition, next);
+    this.heads.set(partition, { epoch, chunks });
+    // The previous epoch's chunks are no longer named (a purge that fails leaves a few unnamed bytes behind).
+    if (previous !== null)
+      for (let k = 0; k < previous.chunks; k++)
+        await this.kv.purge(chunkKey(this.o.scope, partition, previous.epoch, k)).catch(() => undefined);
+  }
+}
+
+function chunkKey(scope: string, partition: number, epoch: number, k: number): string {
+  return `${scope}.p${partition}.e${epoch}.c${k}`;
+}

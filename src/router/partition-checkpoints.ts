@@ -1,0 +1,143 @@
+/**
+ * The main thread's side of a partitioned source's state in JetStream (see src/durable/partition-state-bucket.ts):
+ * at start, the stored checkpoints of the partitions this router consumes, restored by the StateKeeper, and the
+ * stream sequence each partition's consumer starts from; after every durable checkpoint, the devices of each owned
+ * partition written back with the stream sequence the checkpoint covers.
+ *
+ * What a checkpoint covers per partition: the newest message the ingest thread had seen processed (every ping of it
+ * released by containment) when the capture began (SRC_PROCESSED_STREAM_SEQ_F64). The state may hold more (pings of
+ * later messages processed before the copy): a router that restores it reads those again and containment recognises
+ * them (event time not newer than the device's last) and produces nothing; the pings after them give the same
+ * triggers, with the same seqs, as they gave the writer.
+ */
+import { hostname } from 'node:os';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { RouterOptions } from '../config/options.js';
+import { PartitionStateBucket, type StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
+import type { FenceStore } from '../fences/store.js';
+import { parsePartitionList } from '../ingest/sources/partitions.js';
+import type { PartitionStateAtStart, StateKeeper } from '../pipeline/state-keeper.js';
+import { nowNs } from '../shm/clock.js';
+import {
+  SRC_CHECKPOINT_CAPTURED_MS_F64,
+  SRC_CHECKPOINT_STREAM_SEQ_F64,
+  SRC_PROCESSED_STREAM_SEQ_F64,
+  SRC_START_STREAM_SEQ_F64,
+  SRC_STRIDE_F64,
+} from '../shm/layout.js';
+
+/** How long closing the connection may take, ms. */
+const CLOSE_WITHIN_MS = 2000;
+
+/** The partitions' state in JetStream, for one router (see the module comment). */
+export class PartitionCheckpoints {
+  /** What the start restores. */
+  readonly atStart: PartitionStateAtStart;
+  /** Bytes written by the last store, and how long it took, ns. */
+  lastBytes = 0;
+  lastNs = 0;
+  /** Checkpoints whose partition copies were not stored because triggers they cover were still only in memory. */
+  deferred = 0;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly bucket: PartitionStateBucket,
+    private readonly owned: readonly number[],
+    private readonly partitionCount: number,
+    stored: StoredPartitionCheckpoint[],
+    exactReplay: boolean,
+  ) {
+    this.atStart = { partitionCount, stored, exactReplay };
+  }
+
+  /**
+   * Connects, opens (creates) the bucket and reads the checkpoints of the owned partitions; null when the options
+   * keep no partition state. Throws an Error naming the bucket or the partition when one is unreadable.
+   */
+  static async open(o: RouterOptions): Promise<PartitionCheckpoints | null> {
+    const js = o.jetstreamSource;
+    if (js === null || js.stateBucket === null) return null;
+    const owned = parsePartitionList(js.partitions, js.partitionCount, 'options.jetstreamSource.partitions');
+    const nc = await connect({
+      servers: [...js.servers],
+      name: `geofence-router partition state ${js.consumerPrefix}`,
+      maxReconnectAttempts: -1,
+      ...(js.token === null ? {} : { token: js.token }),
+    });
+    try {
+      const bucket = await PartitionStateBucket.open(nc, {
+        bucket: js.stateBucket,
+        scope: `${js.stream}.${js.consumerPrefix}`,
+        replicas: js.streamReplicas,
+        partitionCount: js.partitionCount,
+        writer: `${hostname()}:${process.pid}`,
+      });
+      const stored: StoredPartitionCheckpoint[] = [];
+      for (const p of owned) {
+        const s = await bucket.read(p);
+        if (s !== null) stored.push(s);
+      }
+      // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
+      const exactReplay = o.listenHost === null && o.inputs.length === 0;
+      return new PartitionCheckpoints(nc, bucket, owned, js.partitionCount, stored, exactReplay);
+    } catch (err) {
+      await nc.close().catch(() => undefined);
+      throw new Error(`options.jetstreamSource.stateBucket ${js.stateBucket}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** Sets each restored partition's start position (before the ingest thread starts) and what its checkpoint covers. */
+  seed(cells: Float64Array): void {
+    for (const s of this.atStart.stored) {
+      const b = s.partition * SRC_STRIDE_F64;
+      cells[b + SRC_START_STREAM_SEQ_F64] = s.streamSeq + 1;
+      cells[b + SRC_PROCESSED_STREAM_SEQ_F64] = s.streamSeq;
+      cells[b + SRC_CHECKPOINT_STREAM_SEQ_F64] = s.streamSeq;
+      cells[b + SRC_CHECKPOINT_CAPTURED_MS_F64] = s.capturedMs;
+    }
+  }
+
+  /** Per owned partition, the stream sequence a checkpoint whose capture begins now covers. */
+  coveredNow(cells: Float64Array): Float64Array {
+    const out = new Float64Array(this.owned.length);
+    for (let i = 0; i < this.owned.length; i++)
+      out[i] = cells[this.owned[i]! * SRC_STRIDE_F64 + SRC_PROCESSED_STREAM_SEQ_F64]!;
+    return out;
+  }
+
+  /**
+   * Writes the devices of every owned partition from the checkpoint `keeper` just took over `store`, each with what
+   * it covers (`covered`, from coveredNow at the capture's start). Throws on the first partition that cannot be
+   * written (another router writing it included): the acknowledgements then wait for a checkpoint that is.
+   */
+  async store(
+    keeper: StateKeeper,
+    store: FenceStore,
+    covered: Float64Array,
+    capturedMs: number,
+    cells: Float64Array,
+  ): Promise<void> {
+    const t0 = nowNs();
+    const encoded = keeper.encodePartitions(store, this.partitionCount, this.owned);
+    let bytes = 0;
+    for (let i = 0; i < this.owned.length; i++) {
+      const p = this.owned[i]!;
+      const b = encoded.get(p)!;
+      await this.bucket.write(p, covered[i]!, capturedMs, b);
+      bytes += b.length;
+      cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_STREAM_SEQ_F64] = covered[i]!;
+      cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_CAPTURED_MS_F64] = capturedMs;
+    }
+    this.lastBytes = bytes;
+    this.lastNs = nowNs() - t0;
+  }
+
+  /** Closes the connection (after the last checkpoint). */
+  async close(): Promise<void> {
+    const closed = this.nc.drain().catch(() => undefined);
+    await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref())]);
+    if (!this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+  }
+}

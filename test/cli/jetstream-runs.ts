@@ -1,0 +1,70 @@
+/** Two router processes on one JetStream telemetry stream, the first stopped mid-stream (for the source's tests). */
+import assert from 'node:assert/strict';
+import type { Trigger } from '../../src/index.js';
+import type { CityTraffic } from '../support/city-traffic.js';
+import { publishPaced } from '../support/jetstream-publish.js';
+import { waitFor } from '../pipeline/support.js';
+import { CliProcess } from './support.js';
+
+/** What two runs across a stop wrote. */
+export interface RunsAcrossStop {
+  /** Triggers the first router wrote. */
+  run1: Trigger[];
+  /** Triggers the second router wrote. */
+  run2: Trigger[];
+  /** The second router's stderr. */
+  stderr2: string;
+}
+
+/**
+ * Starts the first router (`first` arguments), publishes two thirds of `traffic` over about 2 s and stops the router
+ * with `stop` after 1.8 s; publishes the rest, starts the second router (`second`) and stops it (SIGTERM) once every
+ * trigger of `expected` is written by one of them, as named by `key` (or after 30 s).
+ */
+export async function runAcrossStop(o: {
+  natsUrl: string;
+  traffic: CityTraffic;
+  devices: number;
+  expected: readonly Trigger[];
+  key: (t: Trigger) => string;
+  first: string[];
+  second: string[];
+  /** What the first (1) or the second (2) router has written so far (the first is read once it is stopped). */
+  written: (which: 1 | 2) => Trigger[];
+  /** How long after the first router's stop its output is read (a receiver may still answer its requests), ms. */
+  firstSettleMs?: number;
+  /** Called `heldMs` before the first router's stop (a receiver stops answering), and `release` after its output is read. */
+  hold?: { heldMs: number; hold: () => void; release: () => void };
+  stop: 'SIGKILL' | 'SIGTERM';
+  after: (fn: () => void) => void;
+}): Promise<RunsAcrossStop> {
+  const a = new CliProcess(o.first, 60_000);
+  o.after(() => a.child.kill('SIGKILL'));
+  await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
+  const cut = Math.floor((o.traffic.pings * 2) / 3);
+  const publishing = publishPaced(o.natsUrl, o.traffic, o.devices, 0, cut, 2000);
+  const heldMs = o.hold?.heldMs ?? 0;
+  await new Promise((r) => setTimeout(r, 1800 - heldMs));
+  o.hold?.hold();
+  await new Promise((r) => setTimeout(r, heldMs));
+  a.child.kill(o.stop);
+  const exit = await a.exited;
+  assert.equal(o.stop === 'SIGKILL' ? exit.signal : exit.code, o.stop === 'SIGKILL' ? 'SIGKILL' : 0, a.stderr);
+  await publishing;
+  await new Promise((r) => setTimeout(r, o.firstSettleMs ?? 0));
+  const run1 = o.written(1);
+  o.hold?.release();
+  await publishPaced(o.natsUrl, o.traffic, o.devices, cut, o.traffic.pings, 20_000);
+  const b = new CliProcess(o.second, 60_000);
+  o.after(() => b.child.kill('SIGKILL'));
+  const want = new Set(o.expected.map(o.key));
+  const complete = (): boolean => {
+    const have = new Set([...run1, ...o.written(2)].map(o.key));
+    return [...want].every((w) => have.has(w));
+  };
+  await waitFor(complete, 30_000, 'every reference trigger written').catch(() => undefined);
+  b.child.kill('SIGTERM');
+  await b.exited;
+  assert.ok(run1.length > 0 && run1.length < o.expected.length, `the first router was cut short: ${run1.length}`);
+  return { run1, run2: o.written(2), stderr2: b.stderr };
+}

@@ -1,0 +1,91 @@
+/**
+ * The partitions' device state in a JetStream key-value bucket, on a real NATS server: a router's last checkpoint of a
+ * partition holding thousands of devices spans several chunks and reads back whole; a second writer of a partition is
+ * refused (the head is written only over the revision its writer read); a head written for another partition count, or
+ * chunks that are not a checkpoint, fail the read with a message naming the key.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { createRouter } from '../../src/index.js';
+import { PartitionStateBucket } from '../../src/durable/partition-state-bucket.js';
+import { cityTraffic } from '../support/city-traffic.js';
+import { NatsServer } from '../support/nats-server.js';
+import { waitFor } from '../pipeline/support.js';
+
+const DEVICES = 6000;
+const BUCKET = 'GEOFENCE_PARTITION_STATE';
+
+test('partition state bucket: a large partition reads back whole from its chunks; a second writer is refused; a mismatched or damaged head fails naming the key', async (t) => {
+  const traffic = cityTraffic({
+    seed: 41,
+    fences: 300,
+    devices: DEVICES,
+    pingsPerDevice: 2,
+    pingIntervalMs: 8000,
+    speedMps: 25,
+    dwellMs: 30_000,
+    startMs: Date.UTC(2026, 0, 1),
+  });
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const router = await createRouter({
+    fences: traffic.fences,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-psb-')), 'state'),
+    checkpointIntervalMs: 500,
+    jetstreamSource: { servers: [nats.url], partitionCount: 1, stream: 'TEL' },
+    log: () => undefined,
+  });
+  // 50 frames a message, every one to partition 0 (the only one).
+  const nc = await connect({ servers: nats.url });
+  t.after(() => nc.close());
+  const js = jetstream(nc);
+  let messages = 0;
+  for (let k = 0; k < traffic.pings; k += 50) {
+    const from = k === 0 ? 0 : traffic.ends[k - 1]!;
+    const to = traffic.ends[Math.min(traffic.pings, k + 50) - 1]!;
+    await js.publish('telemetry.0.fleet', traffic.frames.subarray(from, to));
+    messages++;
+  }
+  await waitFor(() => router.stats().accepted === traffic.pings, 60_000, 'every ping read');
+  await router.close();
+
+  const options = { bucket: BUCKET, scope: 'TEL.geofence-router', replicas: 1, partitionCount: 1, writer: 'test' };
+  const first = await PartitionStateBucket.open(nc, options);
+  const stored = await first.read(0);
+  assert.ok(stored !== null);
+  assert.equal(stored.checkpoint.devices.length, DEVICES, 'every device of the partition');
+  assert.equal(stored.streamSeq, messages, 'the clean stop covers the last message');
+  const kv = await new Kvm(nc).open(BUCKET);
+  const head = (await kv.get('TEL.geofence-router.p0'))!.json<{ chunks: number; bytes: number }>();
+  assert.ok(head.chunks >= 2, `${head.bytes} bytes in ${head.chunks} chunks`);
+
+  // Two writers of one partition: the one that read the older revision is refused.
+  const second = await PartitionStateBucket.open(nc, options);
+  await second.read(0);
+  const junk = new Uint8Array(300_000);
+  await first.write(0, messages, Date.now(), junk);
+  await assert.rejects(
+    second.write(0, messages, Date.now(), junk),
+    /^Error: partition 0: its checkpoint in bucket GEOFENCE_PARTITION_STATE was written by another router since this one read it \(revision \d+\): the partition is consumed twice$/,
+  );
+  // What the first one wrote is not a checkpoint; another partition count is refused before the chunks are read.
+  await assert.rejects(
+    (await PartitionStateBucket.open(nc, options)).read(0),
+    /bucket GEOFENCE_PARTITION_STATE key TEL\.geofence-router\.p0/,
+  );
+  await assert.rejects(
+    (await PartitionStateBucket.open(nc, { ...options, partitionCount: 2 })).read(0),
+    /^Error: bucket GEOFENCE_PARTITION_STATE key TEL\.geofence-router\.p0: written for 1 partitions, not 2 \(the partition count of a stream cannot change under its checkpoints\)$/,
+  );
+  const keys: string[] = [];
+  for await (const k of await kv.keys()) keys.push(k);
+  const epoch = (await kv.get('TEL.geofence-router.p0'))!.json<{ epoch: number }>().epoch;
+  const scope = 'TEL.geofence-router.p0';
+  assert.deepEqual(keys.sort(), [scope, `${scope}.e${epoch}.c0`, `${scope}.e${epoch}.c1`], 'earlier epochs purged');
+});

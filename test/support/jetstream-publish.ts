@@ -1,0 +1,52 @@
+/** Publishing a seeded trajectory set to a JetStream telemetry stream, and reading what a router wrote. */
+import { existsSync, readFileSync } from 'node:fs';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { partitionSubject, type Trigger } from '../../src/index.js';
+import type { CityTraffic } from './city-traffic.js';
+
+/**
+ * Publishes pings [from, to) of `traffic` at about `perSec`, one a message, to `telemetry.<partition>.<deviceId>` over
+ * 16 partitions; the device of ping k is `v<k % devices>` (as sinkTraffic names them).
+ */
+export async function publishPaced(
+  url: string,
+  traffic: CityTraffic,
+  devices: number,
+  from: number,
+  to: number,
+  perSec: number,
+): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    const js = jetstream(nc);
+    const t0 = performance.now();
+    for (let k = from; k < to;) {
+      const end = Math.min(to, k + Math.max(1, Math.round(perSec / 50)));
+      const acks: Promise<unknown>[] = [];
+      for (; k < end; k++) {
+        const start = k === 0 ? 0 : traffic.ends[k - 1]!;
+        acks.push(
+          js.publish(
+            partitionSubject('telemetry', `v${k % devices}`, 16),
+            traffic.frames.subarray(start, traffic.ends[k]!),
+          ),
+        );
+      }
+      await Promise.all(acks);
+      const lead = ((k - from) / perSec) * 1000 - (performance.now() - t0);
+      if (lead > 1) await new Promise((r) => setTimeout(r, lead));
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+/** The triggers of an NDJSON file (none when it does not exist). */
+export function readNdjson(path: string): Trigger[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as Trigger);
+}
