@@ -118,7 +118,8 @@ try {
       const owner = (p: number): number => (routers === 1 ? 0 : p < 8 ? 0 : 1);
       await gateConsumers(nats.url, stream, (p) => prefixes[owner(p)]!, 1);
       const rs = await Promise.all(parts.map((p, i) => router(nats.url, stream, p, prefixes[i]!)));
-      await gateConsumers(nats.url, stream, (p) => prefixes[owner(p)]!, 8 * 256);
+      // Opened up as the source makes them: messages wait for a checkpoint before their acknowledgement.
+      await gateConsumers(nats.url, stream, (p) => prefixes[owner(p)]!, -1);
       const accepted = (): number => rs.reduce((a, r) => a + r.stats().accepted, 0);
       let from: { n: number; t: number; cpu: NodeJS.CpuUsage } | null = null;
       let to: { n: number; t: number; cpu: NodeJS.CpuUsage } | null = null;
@@ -166,7 +167,7 @@ writeFileSync('bench/out/jetstream-source.json', `${JSON.stringify(results, null
 
 /**
  * Creates (or updates) the durable consumer of every partition as the source makes it, with `maxAckPending` messages
- * unacknowledged at most: 1 holds a router back to a trickle until the consumers are opened up.
+ * unacknowledged at most: 1 holds a router back to a trickle until the consumers are opened up (-1: no limit).
  */
 async function gateConsumers(
   url: string,
