@@ -16,31 +16,11 @@ import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { NatsServer } from '../support/nats-server.js';
 import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
-import { readNdjson } from '../support/jetstream-publish.js';
+import { oncePerIdentity, readNdjson, whole } from '../support/jetstream-publish.js';
 import { TriggerServer } from '../pipeline/support.js';
 import { runAcrossStop } from './jetstream-runs.js';
 
 const DEVICES = 300;
-
-/** A trigger's identity and content. */
-const whole = (t: Trigger): string => `${String(t.deviceId)} ${t.seq} ${t.type} ${t.fenceId} ${t.eventTimeMs}`;
-const identity = (t: Trigger): string => `${String(t.deviceId)} ${t.seq}`;
-
-/** What a JetStream sink de-duplicating by (deviceId, seq) would hold; throws when one identity names two triggers. */
-function oncePerIdentity(triggers: readonly Trigger[]): Trigger[] {
-  const seen = new Map<string, string>();
-  const out: Trigger[] = [];
-  for (const t of triggers) {
-    const had = seen.get(identity(t));
-    if (had === undefined) {
-      seen.set(identity(t), whole(t));
-      out.push(t);
-    } else {
-      assert.equal(whole(t), had, `(deviceId, seq) ${identity(t)} names two different triggers`);
-    }
-  }
-  return out;
-}
 
 const CASES = [
   { stop: 'SIGKILL', sink: 'ndjson' },

@@ -1,4 +1,5 @@
-/** Publishing a seeded trajectory set to a JetStream telemetry stream, and reading what a router wrote. */
+/** Publishing a seeded trajectory set to a JetStream telemetry stream, and reading what routers wrote. */
+import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
@@ -49,4 +50,24 @@ export function readNdjson(path: string): Trigger[] {
     .split('\n')
     .filter((l) => l.length > 0)
     .map((l) => JSON.parse(l) as Trigger);
+}
+
+/** A trigger's identity and content. */
+export const whole = (t: Trigger): string => `${String(t.deviceId)} ${t.seq} ${t.type} ${t.fenceId} ${t.eventTimeMs}`;
+const identity = (t: Trigger): string => `${String(t.deviceId)} ${t.seq}`;
+
+/** What a JetStream sink de-duplicating by (deviceId, seq) would hold; throws when one identity names two triggers. */
+export function oncePerIdentity(triggers: readonly Trigger[]): Trigger[] {
+  const seen = new Map<string, string>();
+  const out: Trigger[] = [];
+  for (const t of triggers) {
+    const had = seen.get(identity(t));
+    if (had === undefined) {
+      seen.set(identity(t), whole(t));
+      out.push(t);
+    } else {
+      assert.equal(whole(t), had, `(deviceId, seq) ${identity(t)} names two different triggers`);
+    }
+  }
+  return out;
 }
