@@ -58,12 +58,19 @@ export class PartitionCheckpoints {
     const js = o.jetstreamSource;
     if (js === null || js.stateBucket === null) return null;
     const owned = parsePartitionList(js.partitions, js.partitionCount, 'options.jetstreamSource.partitions');
-    const nc = await connect({
-      servers: [...js.servers],
-      name: `geofence-router partition state ${js.consumerPrefix}`,
-      maxReconnectAttempts: -1,
-      ...(js.token === null ? {} : { token: js.token }),
-    });
+    let nc: NatsConnection;
+    try {
+      nc = await connect({
+        servers: [...js.servers],
+        name: `geofence-router partition state ${js.consumerPrefix}`,
+        maxReconnectAttempts: -1,
+        ...(js.token === null ? {} : { token: js.token }),
+      });
+    } catch (err) {
+      throw new Error(`options.jetstreamSource.servers ${js.servers.join(',')}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
     try {
       const bucket = await PartitionStateBucket.open(nc, {
         bucket: js.stateBucket,

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { optionsFromCli, parseCliArgs } from '../../src/config/cli-args.js';
 import { resolveRouterOptions } from '../../src/config/options.js';
-import { JETSTREAM_SOURCE_DEFAULTS, parsePartitionList } from '../../src/index.js';
+import { createRouter, JETSTREAM_SOURCE_DEFAULTS, parsePartitionList } from '../../src/index.js';
+import { freePort } from '../support/nats-server.js';
 
 test('--source, --partitions and --partition-count build the jetstreamSource option with its defaults', () => {
   const o = optionsFromCli(
@@ -81,4 +82,16 @@ test('bad JetStream source values are refused naming the flag or the option', ()
   assert.deepEqual(parsePartitionList('all', 4), [0, 1, 2, 3]);
   assert.deepEqual(parsePartitionList('3, 0-1,1', 4), [0, 1, 3]);
   assert.throws(() => parsePartitionList('x', 4), /must be "all" or numbers and ranges/);
+});
+
+test('a router whose JetStream servers cannot be reached fails its start naming the option, and leaves nothing open', async () => {
+  const port = await freePort();
+  await assert.rejects(
+    createRouter({
+      stateDir: null,
+      jetstreamSource: { servers: [`nats://127.0.0.1:${port}`] },
+      log: () => undefined,
+    }),
+    (err: Error) => err.message.startsWith(`options.jetstreamSource.servers nats://127.0.0.1:${port}: `),
+  );
 });
