@@ -122,8 +122,6 @@ export class PipelineRouter implements Router {
   /** The live edits since the last reload, kept for the next start (null without a state directory of the caller's). */
   private journal: FenceEditJournal | null = null;
   private checkpointTimer: NodeJS.Timeout | null = null;
-  /** Every trigger ring, as the dispatcher reads them (their producers' positions). */
-  private readonly allTriggerRings: SpscRing[];
   /** The partitions' device state in JetStream (a partitioned source with a state bucket), else null. */
   private readonly partitionCheckpoints: PartitionCheckpoints | null;
   /** The main thread's runtime reports (started with the threads, stopped with the timers). */
@@ -207,7 +205,6 @@ export class PipelineRouter implements Router {
     this.queries = new StateQueries(this.state, new DeviceIdReader(m.idTable), () => this.store);
     this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
-    this.allTriggerRings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.containment = new Float64Array(m.containmentCounters);
     this.statsCells = new Float64Array(m.stats);
     this.views = {
@@ -325,7 +322,8 @@ export class PipelineRouter implements Router {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
             boundaryNs: captureNs,
-            ringWriteSeqs: this.allTriggerRings.map((r) => r.writeSeq()),
+            // Every trigger ring in the dispatcher's order: the shards', then the control ring.
+            ringWriteSeqs: [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq()),
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
           });
         } catch (err) {

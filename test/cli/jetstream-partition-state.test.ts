@@ -16,7 +16,7 @@ import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { NatsServer } from '../support/nats-server.js';
 import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
-import { oncePerIdentity, readNdjson, whole } from '../support/jetstream-publish.js';
+import { oncePerIdentity, readNdjson, waitForStoredPartitionState, whole } from '../support/jetstream-publish.js';
 import { TriggerServer } from '../pipeline/support.js';
 import { runAcrossStop } from './jetstream-runs.js';
 
@@ -83,6 +83,8 @@ for (const { stop, sink } of CASES) {
             firstSettleMs: 500,
             hold: {
               heldMs: 1200,
+              // Held only once the first router has stored some partition state (a slow host may not have yet).
+              ready: () => waitForStoredPartitionState(nats.url, 20_000),
               hold: () => (held = []),
               release: () => {
                 const waiting = held ?? [];

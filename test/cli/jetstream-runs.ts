@@ -18,7 +18,7 @@ export interface RunsAcrossStop {
 
 /**
  * Starts the first router (`first` arguments), publishes two thirds of `traffic` over about 2 s and stops the router
- * with `stop` after 1.8 s; publishes the rest, starts the second router (`second`) and stops it (SIGTERM) once every
+ * with `stop` after 1.8 s (later when a hold waits to be ready); publishes the rest, starts the second router (`second`) and stops it (SIGTERM) once every
  * trigger of `expected` is written by one of them, as named by `key` (or after 30 s).
  */
 export async function runAcrossStop(o: {
@@ -33,8 +33,11 @@ export async function runAcrossStop(o: {
   written: (which: 1 | 2) => Trigger[];
   /** How long after the first router's stop its output is read (a receiver may still answer its requests), ms. */
   firstSettleMs?: number;
-  /** Called `heldMs` before the first router's stop (a receiver stops answering), and `release` after its output is read. */
-  hold?: { heldMs: number; hold: () => void; release: () => void };
+  /**
+   * `hold` is called `heldMs` before the first router's stop (a receiver stops answering), once `ready` (when given)
+   * has resolved; `release` after the first router's output is read.
+   */
+  hold?: { heldMs: number; ready?: () => Promise<void>; hold: () => void; release: () => void };
   stop: 'SIGKILL' | 'SIGTERM';
   after: (fn: () => void) => void;
 }): Promise<RunsAcrossStop> {
@@ -45,6 +48,7 @@ export async function runAcrossStop(o: {
   const publishing = publishPaced(o.natsUrl, o.traffic, o.devices, 0, cut, 2000);
   const heldMs = o.hold?.heldMs ?? 0;
   await new Promise((r) => setTimeout(r, 1800 - heldMs));
+  await o.hold?.ready?.();
   o.hold?.hold();
   await new Promise((r) => setTimeout(r, heldMs));
   a.child.kill(o.stop);

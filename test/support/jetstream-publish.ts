@@ -4,7 +4,37 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { partitionSubject, type Trigger } from '../../src/index.js';
+import { PartitionStateBucket } from '../../src/durable/partition-state-bucket.js';
 import type { CityTraffic } from './city-traffic.js';
+
+/**
+ * Waits until the partition state bucket at `url` holds, over its 16 partitions of stream TEL (consumer prefix
+ * geofence-router), a stored checkpoint with at least one device and a stream sequence above 0: a router has stored
+ * state a successor can restore. Throws after `timeoutMs`.
+ */
+export async function waitForStoredPartitionState(url: string, timeoutMs: number): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    const bucket = await PartitionStateBucket.open(nc, {
+      bucket: 'GEOFENCE_PARTITION_STATE',
+      scope: 'TEL.geofence-router',
+      replicas: 1,
+      partitionCount: 16,
+      writer: 'test reader',
+    });
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      for (let p = 0; p < 16; p++) {
+        const stored = await bucket.read(p);
+        if (stored !== null && stored.streamSeq > 0 && stored.checkpoint.devices.length > 0) return;
+      }
+      if (Date.now() > end) throw new Error(`no partition state stored within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    await nc.close();
+  }
+}
 
 /**
  * Publishes pings [from, to) of `traffic` at about `perSec`, one a message, to `telemetry.<partition>.<deviceId>` over
