@@ -21,11 +21,11 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { createRouter, partitionOf, type Router } from '../src/index.js';
+import { createRouter, type Router } from '../src/index.js';
 import { generateSyntheticCity } from '../src/fences/synthetic-city.js';
 import { Fleet, type FleetPing } from '../src/fences/synthetic-fleet.js';
-import { encodePingInto, MAX_PING_BYTES } from '../src/ingest/ping-encoder.js';
 import { startNats } from './support/nats-server.js';
+import { PartitionBatches } from './support/partition-batches.js';
 
 const { values } = parseArgs({
   options: {
@@ -44,30 +44,15 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 /** Publishes `pings` pings of `fleet` from time `t0`, PER_MESSAGE a message grouped by partition, to `stream`. */
 async function publish(url: string, fleet: Fleet, devices: number, pings: number, t0: number): Promise<void> {
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 5 };
-  const open = Array.from({ length: PARTITIONS }, () => ({
-    buf: Buffer.alloc(PER_MESSAGE * MAX_PING_BYTES),
-    pos: 0,
-    n: 0,
-  }));
   const nc = await connect({ servers: url });
-  const js = jetstream(nc);
-  const acks: Promise<unknown>[] = [];
-  const send = (p: number): void => {
-    const m = open[p]!;
-    acks.push(js.publish(`telemetry.${p}.x`, Buffer.from(m.buf.subarray(0, m.pos))));
-    m.pos = 0;
-    m.n = 0;
-  };
+  const batches = new PartitionBatches(jetstream(nc), PARTITIONS, PER_MESSAGE);
   for (let k = 0; k < pings; k++) {
     fleet.next(ping, t0 + Math.floor(k / devices) * 5000);
-    const p = partitionOf(ping.id, PARTITIONS);
-    const m = open[p]!;
-    m.pos = encodePingInto(m.buf, m.pos, ping, 'maps');
-    if (++m.n === PER_MESSAGE) send(p);
-    if (acks.length >= 2000) await Promise.all(acks.splice(0));
+    batches.add(ping);
+    if (batches.acks.length >= 2000) await Promise.all(batches.acks.splice(0));
   }
-  open.forEach((m, p) => m.n > 0 && send(p));
-  await Promise.all(acks);
+  batches.flush();
+  await Promise.all(batches.acks);
   await nc.close();
 }
 

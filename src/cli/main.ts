@@ -23,6 +23,8 @@ import { startDemo } from '../demo/run-demo.js';
 import { FenceValidationError } from '../fences/parse.js';
 import type { Router } from '../router/api.js';
 import { createRouter } from '../router/create-router.js';
+import { createPartitionGroup, type PartitionGroup } from '../router/partition-group.js';
+import type { RouterSummary } from '../router/api.js';
 import type { Logger } from 'pino';
 import { createCliLogger } from '../log/cli-logger.js';
 import type { LogLevel } from '../log/router-log.js';
@@ -73,8 +75,15 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** What `serve` runs: a router, or a partition group's member (whose close may find no router ran). */
+interface Served {
+  reloadFencesFile: Router['reloadFencesFile'];
+  close(): Promise<RouterSummary | null>;
+  readonly failure: Promise<Error>;
+}
+
 /** Serves until a stop signal (or hooks.autoStop), then drains, prints the summary and returns the exit code. */
-function serve(router: Router, hooks: ServeHooks): Promise<number> {
+function serve(router: Served, hooks: ServeHooks): Promise<number> {
   return new Promise((resolve) => {
     let stoppingSinceMs = -1;
     const onHup = (): void => {
@@ -89,9 +98,9 @@ function serve(router: Router, hooks: ServeHooks): Promise<number> {
       try {
         await hooks.beforeClose();
         const summary = await router.close();
-        for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
+        if (summary !== null) for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
         for (const line of hooks.summaryLines()) out(line);
-        resolve(exitCodeOf(drainOutcome(summary)));
+        resolve(summary === null ? 0 : exitCodeOf(drainOutcome(summary)));
       } catch (e) {
         say(`close failed: ${(e as Error).stack ?? String(e)}`, 'error');
         resolve(EXIT_FAILURE);
@@ -127,7 +136,33 @@ function describeStartError(e: unknown, input: RouterOptionsInput): string {
   return (e as Error).message;
 }
 
+/** A member of a partition group (--partitions auto): routers on the partitions its leases hold. */
+async function runGroup(input: RouterOptionsInput): Promise<number> {
+  let group: PartitionGroup;
+  try {
+    group = await createPartitionGroup({ ...input, logger: cli.logger! });
+  } catch (e) {
+    say(describeStartError(e, input), 'error');
+    return e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
+  }
+  const j = resolveRouterOptions(input).jetstreamSource!;
+  say(
+    `telemetry jetstream ${j.servers.join(',')} stream ${j.stream}, partitions auto of ${j.partitionCount}: member ${group.member}, leases in bucket ${j.leaseBucket} (${group.leaseMs} ms), device state in bucket ${j.stateBucket}`,
+  );
+  return serve(group, {
+    autoStop: null,
+    beforeClose: async () => undefined,
+    summaryLines: () => {
+      const s = group.stats();
+      return [
+        `  partition group: member ${group.member}, routers started=${s.routersStarted} partitions taken=${s.partitionsTaken} released=${s.partitionsReleased} leases lost=${s.leasesLost}`,
+      ];
+    },
+  });
+}
+
 async function runPlain(input: RouterOptionsInput): Promise<number> {
+  if (resolveRouterOptions(input).jetstreamSource?.partitions === 'auto') return runGroup(input);
   let router: Router;
   try {
     router = await createRouter({ ...input, logger: cli.logger! });

@@ -190,7 +190,21 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     type: 'string',
     value: 'LIST',
     section: 'Telemetry and admin',
-    help: 'with --source: the partitions this router consumes, "all" (default) or numbers and ranges such as 0-7,12',
+    help: 'with --source: the partitions this router consumes, "all" (default), numbers and ranges such as 0-7,12, or "auto" (leases shared with the other routers of the stream: balanced as routers join and leave, taken over with their state when one dies)',
+  },
+  {
+    name: 'lease-ms',
+    type: 'string',
+    value: 'MS',
+    section: 'Telemetry and admin',
+    help: 'with --partitions auto: lease time of a lease bucket the router creates (default 10000): a router that stops renewing loses its partitions this long after its last renewal',
+  },
+  {
+    name: 'member-name',
+    type: 'string',
+    value: 'NAME',
+    section: 'Telemetry and admin',
+    help: "with --partitions auto: this router's name among the group's members (default <hostname>-<pid>)",
   },
   {
     name: 'partition-count',
@@ -508,13 +522,19 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
     if (count !== undefined) js['partitionCount'] = count;
     const bucket = str('partition-state-bucket');
     if (bucket !== undefined) js['stateBucket'] = bucket === 'none' ? null : bucket;
+    const leaseMs = integerIn('lease-ms', str('lease-ms'), 1000, 3_600_000);
+    if (leaseMs !== undefined) js['leaseMs'] = leaseMs;
+    const member = str('member-name');
+    if (member !== undefined) js['memberName'] = member;
     o['jetstreamSource'] = js;
   } else if (
-    str('partitions') !== undefined ||
-    str('partition-count') !== undefined ||
-    str('partition-state-bucket') !== undefined
+    ['partitions', 'partition-count', 'partition-state-bucket', 'lease-ms', 'member-name'].some(
+      (f) => str(f) !== undefined,
+    )
   ) {
-    throw new OptionError('--partitions, --partition-count and --partition-state-bucket need --source');
+    throw new OptionError(
+      '--partitions, --partition-count, --partition-state-bucket, --lease-ms and --member-name need --source',
+    );
   }
   if (str('dead-letter-dir') !== undefined) {
     throw new OptionError(
@@ -590,6 +610,8 @@ const flagNamer: Namer = (path) => {
     if (path[1] === 'partitions') return '--partitions';
     if (path[1] === 'partitionCount') return '--partition-count';
     if (path[1] === 'stateBucket') return '--partition-state-bucket';
+    if (path[1] === 'leaseMs') return '--lease-ms';
+    if (path[1] === 'memberName') return '--member-name';
     if (path[1] === 'servers' || path[1] === 'stream' || path[1] === undefined) return '--source';
   }
   if (head === 'downstreams') {

@@ -110,7 +110,10 @@ const jetstreamRule: GroupCheck = (d, name) => {
 const partitionsRule: GroupCheck = (d, name) => {
   const count = d['partitionCount'];
   const list = d['partitions'];
-  if (typeof count === 'number' && typeof list === 'string') {
+  if (list === 'auto') {
+    if (d['stateBucket'] === null)
+      return `${name('partitions')} "auto" needs ${name('stateBucket')}: a partition that moves between routers takes its device state with it`;
+  } else if (typeof count === 'number' && typeof list === 'string') {
     try {
       if (parsePartitionList(list, count, name('partitions')).length === 0) return `${name('partitions')} is empty`;
     } catch (err) {
@@ -121,8 +124,11 @@ const partitionsRule: GroupCheck = (d, name) => {
   if (typeof prefix === 'string' && !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(prefix))
     return `${name('subjectPrefix')} must be literal subject tokens (letters, digits, - and _, separated by "."), got ${JSON.stringify(prefix)}`;
   const bucket = d['stateBucket'];
-  if (typeof bucket === 'string' && !/^[A-Za-z0-9_-]+$/.test(bucket))
-    return `${name('stateBucket')} must be a key-value bucket name (letters, digits, - and _), got ${JSON.stringify(bucket)}`;
+  for (const key of ['stateBucket', 'leaseBucket'] as const) {
+    const v = d[key];
+    if (typeof v === 'string' && !/^[A-Za-z0-9_-]+$/.test(v))
+      return `${name(key)} must be a key-value bucket name (letters, digits, - and _), got ${JSON.stringify(v)}`;
+  }
   // They name the keys of the partitions' state in the bucket.
   for (const key of ['stream', 'consumerPrefix'] as const) {
     const v = d[key];
@@ -987,7 +993,7 @@ export const ROUTER_SPEC = group(
             default: JETSTREAM_SOURCE_DEFAULTS.partitionCount,
           }),
           partitions: text('name', {
-            doc: 'partitions this router consumes: "all", or numbers and ranges such as "0-7,12"',
+            doc: 'partitions this router consumes: "all", numbers and ranges such as "0-7,12", or "auto": taken through leases shared with the other routers of the stream, balanced as routers join and leave, moved with their device state when one dies',
             default: JETSTREAM_SOURCE_DEFAULTS.partitions,
           }),
           consumerPrefix: text('name', {
@@ -1044,13 +1050,30 @@ export const ROUTER_SPEC = group(
               default: JETSTREAM_SOURCE_DEFAULTS.stateBucket,
             }),
           ),
+          leaseBucket: text('name', {
+            doc: 'key-value bucket of the partition leases (partitions "auto"); its TTL is the lease time',
+            default: JETSTREAM_SOURCE_DEFAULTS.leaseBucket,
+          }),
+          leaseMs: int({
+            doc: 'lease time of a lease bucket the router creates (a bucket that exists keeps its own): a router that stops renewing loses its partitions this long after its last renewal',
+            min: 1000,
+            max: 3_600_000,
+            unit: 'ms',
+            default: JETSTREAM_SOURCE_DEFAULTS.leaseMs,
+          }),
+          memberName: nullable(
+            text('name', {
+              doc: "this router's name among the members of a group (null: <hostname>-<pid>); characters other than letters, digits, - and _ become _",
+            }),
+          ),
           token: nullable(text('token', { doc: 'token of a server that requires one' })),
         },
         {
           doc: 'a NATS JetStream stream read as telemetry, one durable pull consumer per owned partition (null: none)',
           section: 'Telemetry and admin',
           threads: ['ingest'],
-          cliText: '--source jetstream://HOST:PORT[,HOST:PORT]/STREAM, --partitions, --partition-count',
+          cliText:
+            '--source jetstream://HOST:PORT[,HOST:PORT]/STREAM, --partitions, --partition-count, --partition-state-bucket, --lease-ms, --member-name',
           check: (d, name) => partitionsRule(d, name),
         },
       ),

@@ -175,6 +175,11 @@ export interface DispatcherOptions {
    * `LoopStallMeter` runs on this thread (a 1 ms timer) while the dispatcher is open. See `Limiter`.
    */
   localStallCorrection?: boolean;
+  /**
+   * The router's lease gate (LEASE_GATE_F64 cells, shared): while it is shut no downstream sends anything (default:
+   * none, always open).
+   */
+  leaseGate?: SharedArrayBuffer;
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
@@ -454,6 +459,7 @@ export class Dispatcher implements DeadLetterTarget {
           onDelivered: options.onDelivered,
           onHeld: options.onHeld ?? null,
           stall: this.stallMeter === null ? null : this.stallMeter.cells,
+          leaseGate: options.leaseGate === undefined ? null : new Float64Array(options.leaseGate),
         },
         carried.length,
       );

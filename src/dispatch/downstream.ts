@@ -43,6 +43,7 @@ import {
   Lane,
   TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
+  leaseGateOpen,
 } from '../shm/layout.js';
 import type { ClockNs } from '../shm/clock.js';
 import type { BacklogLog } from '../durable/backlog-log.js';
@@ -162,6 +163,8 @@ export interface DownstreamContext {
   onHeld: ((held: Float64Array, replayed: boolean, lane: number, downstream: number) => void) | null;
   /** The dispatcher thread's loop-stall state (`LoopStallMeter.cells`), taken out of limiter samples; null: none. */
   stall: Float64Array | null;
+  /** The router's lease gate (LEASE_GATE_F64 cells): while it is shut nothing is sent; null: always open. */
+  leaseGate: Float64Array | null;
 }
 
 /** One downstream (see the module comment). */
@@ -463,6 +466,8 @@ export class Downstream {
       if (this.dropCount > 0) this.processDrops();
       this.loadBacklog(nowNs);
       if (this.stopped || this.breaker.isBlocking(nowNs) || nowNs < this.pausedUntilNs) return;
+      // Leases not known to hold (a process resumed after its leases expired): their triggers stay held.
+      if (this.ctx.leaseGate !== null && !leaseGateOpen(this.ctx.leaseGate)) return;
       const q = this.queues;
       for (;;) {
         if (!q.anyReady) return;

@@ -14,8 +14,13 @@
  *   the new ones.
  *
  * A head is written only over the revision its writer last saw (created when there was none): a second router writing
- * the same partition fails instead of overwriting the first one's state, and the failure names the partition.
+ * the same partition fails instead of overwriting the first one's state, and the failure names the partition. Each
+ * write's epoch is new and random, so a writer that loses that race never overwrites the winner's chunks. A router
+ * that takes a leased partition claims it first (`claim`: the head written again, naming it, over the revision it
+ * read, or an empty head when there was none), so a previous owner that resumes after its lease expired fails its
+ * next write even if it had read the same revision.
  */
+import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { StorageType } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
@@ -48,7 +53,9 @@ interface Head {
   streamSeq: number;
   capturedMs: number;
   writer: string;
-  epoch: number;
+  /** The chunks' epoch (random hex; a number in heads of earlier versions). */
+  epoch: string | number;
+  /** Bytes of the checkpoint (0 with 0 chunks: an empty head, written by a claim of a partition with no state). */
   bytes: number;
   chunks: number;
 }
@@ -72,7 +79,7 @@ export class PartitionStateBucket {
   /** Per partition: the head revision this router last read or wrote (0: none existed). */
   private readonly revisions = new Map<number, number>();
   /** Per partition: the epoch and chunk count of the head this router last read or wrote. */
-  private readonly heads = new Map<number, { epoch: number; chunks: number }>();
+  private readonly heads = new Map<number, { epoch: string | number; chunks: number; head: Head }>();
 
   private constructor(
     private readonly kv: KV,
@@ -118,6 +125,12 @@ export class PartitionStateBucket {
         `${where}: written for ${head.partitionCount} partitions, not ${this.o.partitionCount} (the partition count of a stream cannot change under its checkpoints)`,
       );
     }
+    if (head.chunks === 0) {
+      // An empty head: claimed, no state stored yet.
+      this.revisions.set(partition, e.revision);
+      this.heads.set(partition, { epoch: head.epoch, chunks: 0, head });
+      return null;
+    }
     const bytes = new Uint8Array(head.bytes);
     let at = 0;
     for (let k = 0; k < head.chunks; k++) {
@@ -132,7 +145,7 @@ export class PartitionStateBucket {
     if (at !== bytes.length) throw new Error(`${where}: chunks hold ${at} bytes, the head names ${head.bytes}`);
     const checkpoint = decodeCheckpoint(bytes, where);
     this.revisions.set(partition, e.revision);
-    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks });
+    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
     return { partition, streamSeq: head.streamSeq, capturedMs: head.capturedMs, writer: head.writer, checkpoint };
   }
 
@@ -141,9 +154,8 @@ export class PartitionStateBucket {
    * when another writer changed the head since this router last read or wrote it (the partition is consumed twice).
    */
   async write(partition: number, streamSeq: number, capturedMs: number, bytes: Uint8Array): Promise<void> {
-    const key = `${this.o.scope}.p${partition}`;
     const previous = this.heads.get(partition) ?? null;
-    const epoch = (previous?.epoch ?? 0) + 1;
+    const epoch = randomBytes(6).toString('hex');
     const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
     for (let k = 0; k < chunks; k++)
       await this.kv.put(
@@ -161,6 +173,48 @@ export class PartitionStateBucket {
       bytes: bytes.length,
       chunks,
     };
+    try {
+      await this.writeHead(partition, head);
+    } catch (err) {
+      // Refused: this write's chunks are named by no head.
+      for (let k = 0; k < chunks; k++)
+        await this.kv.purge(chunkKey(this.o.scope, partition, epoch, k)).catch(() => undefined);
+      throw err;
+    }
+    this.heads.set(partition, { epoch, chunks, head });
+    // The previous epoch's chunks are no longer named (a purge that fails leaves a few unnamed bytes behind).
+    if (previous !== null)
+      for (let k = 0; k < previous.chunks; k++)
+        await this.kv.purge(chunkKey(this.o.scope, partition, previous.epoch, k)).catch(() => undefined);
+  }
+
+  /**
+   * Writes the partition's head again, unchanged but for its writer (this router), over the revision last read; an
+   * empty head when none existed. Throws like `write` when another router wrote it since.
+   */
+  async claim(partition: number): Promise<void> {
+    const known = this.heads.get(partition)?.head ?? null;
+    const head: Head =
+      known === null
+        ? {
+            format: HEAD_FORMAT,
+            partition,
+            partitionCount: this.o.partitionCount,
+            streamSeq: 0,
+            capturedMs: 0,
+            writer: this.o.writer,
+            epoch: randomBytes(6).toString('hex'),
+            bytes: 0,
+            chunks: 0,
+          }
+        : { ...known, writer: this.o.writer };
+    await this.writeHead(partition, head);
+    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
+  }
+
+  /** Writes `head` over the revision last read or written (creates it when none), and notes the new revision. */
+  private async writeHead(partition: number, head: Head): Promise<void> {
+    const key = `${this.o.scope}.p${partition}`;
     const revision = this.revisions.get(partition) ?? 0;
     let next: number;
     try {
@@ -179,14 +233,9 @@ export class PartitionStateBucket {
       throw err;
     }
     this.revisions.set(partition, next);
-    this.heads.set(partition, { epoch, chunks });
-    // The previous epoch's chunks are no longer named (a purge that fails leaves a few unnamed bytes behind).
-    if (previous !== null)
-      for (let k = 0; k < previous.chunks; k++)
-        await this.kv.purge(chunkKey(this.o.scope, partition, previous.epoch, k)).catch(() => undefined);
   }
 }
 
-function chunkKey(scope: string, partition: number, epoch: number, k: number): string {
+function chunkKey(scope: string, partition: number, epoch: string | number, k: number): string {
   return `${scope}.p${partition}.e${epoch}.c${k}`;
 }

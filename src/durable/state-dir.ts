@@ -144,6 +144,21 @@ export class StateDirectory {
     return path.join(this.dir, name);
   }
 
+  /**
+   * Gives the directory up without a clean end: LOCK is emptied (an owner that is gone), so the next open, in this
+   * process or another, treats the run as stopped uncleanly.
+   */
+  abandon(): void {
+    if (this.released) return;
+    this.released = true;
+    try {
+      fs.writeFileSync(this.lockPath, '');
+      syncDir(this.dir);
+    } catch {
+      // Already gone.
+    }
+  }
+
   /** Removes LOCK: the run ended cleanly (call last). */
   release(): void {
     if (this.released) return;

@@ -123,6 +123,7 @@ async function main(): Promise<void> {
           deadLetterCapacityRecords: d.deadLetterCapacityRecords,
           flushBatchRecords: Math.min(256, d.deadLetterCapacityRecords),
           metricsBuffer: m.dispatchMetrics,
+          leaseGate: m.leaseGate,
           onHeld: heldTimeRecorder(statsCells, PST_HELD_BASE_F64, PST_REPLAY_HELD_BASE_F64, metrics),
           log: (line) => post({ type: 'log', line }),
           alarm: (line) => post({ type: 'log', line, level: 'error' }),

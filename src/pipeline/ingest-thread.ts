@@ -288,8 +288,12 @@ async function main(): Promise<void> {
   const jetstreamSource =
     d.jetstreamSource === null
       ? null
-      : new JetStreamSource(d.jetstreamSource, new Float64Array(m.sourcePartitions), rings, (level, line) =>
-          post({ type: 'log', line, level }),
+      : new JetStreamSource(
+          d.jetstreamSource,
+          new Float64Array(m.sourcePartitions),
+          rings,
+          (level, line) => post({ type: 'log', line, level }),
+          new Float64Array(m.leaseGate),
         );
   const files: ReadableSource[] = d.inputs.filter((p) => p !== '-').map((p) => fileSource(p, d.ingest.readChunkBytes));
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes

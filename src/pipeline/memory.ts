@@ -8,6 +8,7 @@ import { allocateDeviceIdTable } from '../ingest/device-registry.js';
 import { allocatePipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
+  LEASE_GATE_F64,
   PST_REGION_F64,
   RingKind,
   sourcePartitionRegionF64,
@@ -60,6 +61,8 @@ export interface PipelineMemory {
   readonly sourcePartitions: SharedArrayBuffer;
   /** Partitions of the partitioned source (0: none). */
   readonly sourcePartitionCount: number;
+  /** The lease gate (LEASE_GATE_F64 cells; stays 0, open, unless the partitions are leased). */
+  readonly leaseGate: SharedArrayBuffer;
 }
 
 /** What to allocate. */
@@ -84,6 +87,8 @@ export interface PipelineMemorySpec {
   poolSize?: number;
   /** Partitions of the partitioned telemetry source (default 0: none). */
   sourcePartitionCount?: number;
+  /** The lease gate of a router whose partitions are leased (default: a gate of its own, always open). */
+  leaseGate?: SharedArrayBuffer;
 }
 
 /** Allocates every region of a router (main thread). */
@@ -124,6 +129,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1),
     sourcePartitions: new SharedArrayBuffer(sourcePartitionRegionF64(spec.sourcePartitionCount ?? 0) * 8),
     sourcePartitionCount: spec.sourcePartitionCount ?? 0,
+    leaseGate: spec.leaseGate ?? new SharedArrayBuffer(LEASE_GATE_F64 * 8),
   };
 }
 

@@ -282,7 +282,13 @@ export class StateKeeper {
     const { exits, namesOnly } =
       cp === null
         ? { exits: [], namesOnly: null }
-        : restoreDevices(cp, state, store, previousStop === 'unclean' ? floor : -Infinity);
+        : // Exact replay: each device continues from its own seq (the stream is read again from what its state covers).
+          restoreDevices(
+            cp,
+            state,
+            store,
+            previousStop === 'unclean' && partitionState?.exactReplay !== true ? floor : -Infinity,
+          );
     const report: RecoveryReport = {
       stateDir: dir.dir,
       previousStop,

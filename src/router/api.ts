@@ -24,6 +24,11 @@ export interface RouterExtras {
   logger?: LoggerLike;
   /** A line callback instead of `logger` (not both): the message, its level and its fields. */
   log?: LogLineCallback;
+  /**
+   * The lease gate a partition group (createPartitionGroup) shares with the router it runs (LEASE_GATE_F64 cells):
+   * set by the group, not by callers.
+   */
+  leaseGate?: SharedArrayBuffer;
 }
 
 /** The outcome of a fence reload. */
@@ -162,4 +167,10 @@ export interface Router {
   drain(): Promise<void>;
   /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
   close(): Promise<RouterSummary>;
+  /**
+   * Stops every thread at once, delivering, acknowledging and storing nothing more: what a router does when its work
+   * is no longer its own (a lost partition lease). The state directory is left as after a crash, so the next start on
+   * it restores the last checkpoint. Not for a normal stop (use close).
+   */
+  abandon(): Promise<void>;
 }

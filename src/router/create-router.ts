@@ -36,7 +36,7 @@ function withoutUnaskedListeners(o: RouterOptionsInput): RouterOptionsInput {
  * callback or logger receives every level (its own filter applies); the console gets warnings and errors only, so an
  * embedded router says nothing unasked until something goes wrong.
  */
-function openRouterLog(log: unknown, logger: unknown): RouterLog {
+export function openRouterLog(log: unknown, logger: unknown): RouterLog {
   if (log !== undefined && logger !== undefined) {
     throw new RangeError('options.log and options.logger cannot both be given (use one)');
   }
@@ -122,8 +122,12 @@ function reportJournal(journal: JournalContents, skipped: readonly string[], log
  */
 export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
-  const { fences, log: logCallback, logger, ...rest } = options;
+  const { fences, log: logCallback, logger, leaseGate, ...rest } = options;
   const resolved = resolveRouterOptions(withoutUnaskedListeners(rest));
+  if (resolved.jetstreamSource?.partitions === 'auto')
+    throw new RangeError(
+      'options.jetstreamSource.partitions "auto" takes partitions through leases: start it with createPartitionGroup, which runs a router on the partitions it holds',
+    );
   if (endianness() !== 'LE')
     throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const routerLog = openRouterLog(logCallback, logger);
@@ -156,10 +160,10 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
     if (resolved.jetstreamSource?.stateBucket != null) {
       progress.phase("reading the partitions' stored checkpoints from JetStream");
-      partitionCheckpoints = await PartitionCheckpoints.open(resolved);
+      partitionCheckpoints = await PartitionCheckpoints.open(resolved, leaseGate ?? null);
     }
     progress.phase('allocating memory and restoring device state');
-    router = new PipelineRouter(resolved, store, routerLog, admin, journal, partitionCheckpoints);
+    router = new PipelineRouter(resolved, store, routerLog, admin, journal, partitionCheckpoints, leaseGate ?? null);
     await router.start(progress);
     admin?.use(router.adminHandlers());
   } catch (err) {

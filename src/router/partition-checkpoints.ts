@@ -24,6 +24,7 @@ import {
   SRC_PROCESSED_STREAM_SEQ_F64,
   SRC_START_STREAM_SEQ_F64,
   SRC_STRIDE_F64,
+  leaseGateOpen,
 } from '../shm/layout.js';
 
 /** How long closing the connection may take, ms. */
@@ -46,15 +47,21 @@ export class PartitionCheckpoints {
     private readonly partitionCount: number,
     stored: StoredPartitionCheckpoint[],
     exactReplay: boolean,
+    private readonly gate: Float64Array | null,
   ) {
     this.atStart = { partitionCount, stored, exactReplay };
   }
 
   /**
    * Connects, opens (creates) the bucket and reads the checkpoints of the owned partitions; null when the options
-   * keep no partition state. Throws an Error naming the bucket or the partition when one is unreadable.
+   * keep no partition state. With a lease gate (leased partitions) each owned partition is claimed as well (see
+   * PartitionStateBucket.claim), and nothing is stored while the gate is shut. Throws an Error naming the bucket or
+   * the partition when one is unreadable or was written by another router meanwhile.
    */
-  static async open(o: RouterOptions): Promise<PartitionCheckpoints | null> {
+  static async open(
+    o: RouterOptions,
+    leaseGate: SharedArrayBuffer | null = null,
+  ): Promise<PartitionCheckpoints | null> {
     const js = o.jetstreamSource;
     if (js === null || js.stateBucket === null) return null;
     const owned = parsePartitionList(js.partitions, js.partitionCount, 'options.jetstreamSource.partitions');
@@ -83,10 +90,12 @@ export class PartitionCheckpoints {
       for (const p of owned) {
         const s = await bucket.read(p);
         if (s !== null) stored.push(s);
+        if (leaseGate !== null) await bucket.claim(p);
       }
       // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
       const exactReplay = o.listenHost === null && o.inputs.length === 0;
-      return new PartitionCheckpoints(nc, bucket, owned, js.partitionCount, stored, exactReplay);
+      const gate = leaseGate === null ? null : new Float64Array(leaseGate);
+      return new PartitionCheckpoints(nc, bucket, owned, js.partitionCount, stored, exactReplay, gate);
     } catch (err) {
       await nc.close().catch(() => undefined);
       throw new Error(`options.jetstreamSource.stateBucket ${js.stateBucket}: ${(err as Error).message}`, {
@@ -126,6 +135,8 @@ export class PartitionCheckpoints {
     capturedMs: number,
     cells: Float64Array,
   ): Promise<void> {
+    if (this.gate !== null && !leaseGateOpen(this.gate))
+      throw new Error('the partition leases are not known to hold (renewal overdue or lost): nothing stored');
     const t0 = nowNs();
     const encoded = keeper.encodePartitions(store, this.partitionCount, this.owned);
     let bytes = 0;

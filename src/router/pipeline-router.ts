@@ -50,6 +50,11 @@ import {
   RingKind,
   RT_REPORTED_AT_MS_F64,
   sourceCheckpointCell,
+  LEASE_LOST_F64,
+  LEASE_PARTITIONS_RELEASED_F64,
+  LEASE_PARTITIONS_TAKEN_F64,
+  LEASE_ROUTERS_STARTED_F64,
+  LEASE_VALID_UNTIL_MS_F64,
   RT_STRIDE_F64,
   RT_THREAD_DISPATCHER,
   RT_THREAD_INGEST,
@@ -155,6 +160,7 @@ export class PipelineRouter implements Router {
     admin: AdminServer | null = null,
     journal: JournalContents | null = null,
     partitionCheckpoints: PartitionCheckpoints | null = null,
+    leaseGate: SharedArrayBuffer | null = null,
   ) {
     this.partitionCheckpoints = partitionCheckpoints;
     this.options = options;
@@ -193,6 +199,7 @@ export class PipelineRouter implements Router {
       downstreams: options.downstreams.length,
       poolSize: options.poolSize,
       sourcePartitionCount: options.jetstreamSource?.partitionCount ?? 0,
+      ...(leaseGate === null ? {} : { leaseGate }),
     });
     const m = this.memory;
     this.pipeline = PipelineRegion.wrap(m.pipeline);
@@ -258,6 +265,7 @@ export class PipelineRouter implements Router {
         [{ labels: {}, read: () => pc.deferred }],
       );
     }
+    if (leaseGate !== null) this.addGroupMetrics(new Float64Array(leaseGate));
     this.metrics.addFenceTracking(
       (n) => this.store.mostUntracked(n),
       () => this.state.poolChunksInUse(),
@@ -275,6 +283,43 @@ export class PipelineRouter implements Router {
       throw err;
     }
     for (const line of this.keeper.describe(options.checkpointIntervalMs)) this.log(line);
+  }
+
+  /** The partition group's counters (the lease gate's cells, kept by the member across its routers). */
+  private addGroupMetrics(gate: Float64Array): void {
+    const counter = (name: string, help: string, cell: number): void =>
+      this.metrics.addSharedCounter(name, help, [], [{ labels: {}, read: () => gate[cell]! }]);
+    counter(
+      MetricNames.GROUP_ROUTERS_STARTED,
+      'Routers this member of a partition group has started (one per change of the partitions it holds).',
+      LEASE_ROUTERS_STARTED_F64,
+    );
+    counter(
+      MetricNames.GROUP_PARTITIONS_TAKEN,
+      'Partitions this member has taken (free ones: a new group, a member that left or died).',
+      LEASE_PARTITIONS_TAKEN_F64,
+    );
+    counter(
+      MetricNames.GROUP_PARTITIONS_RELEASED,
+      'Partitions this member has released to other members (its share shrank), each after storing its state.',
+      LEASE_PARTITIONS_RELEASED_F64,
+    );
+    counter(
+      MetricNames.GROUP_LEASES_LOST,
+      'Leases this member could not renew (expired while it was paused or cut off, or taken by another member).',
+      LEASE_LOST_F64,
+    );
+    this.metrics.addSharedGauge(
+      MetricNames.GROUP_LEASE_VALID_SECONDS,
+      'How much longer this member counts on its leases without another renewal (negative: past; its threads act on none).',
+      [],
+      [
+        {
+          labels: {},
+          read: () => (gate[LEASE_VALID_UNTIL_MS_F64]! - performance.timeOrigin - performance.now()) / 1000,
+        },
+      ],
+    );
   }
 
   /** Counts the checkpoint and the progress mark record. */
@@ -819,9 +864,10 @@ export class PipelineRouter implements Router {
           drained = true;
         } finally {
           await this.shutdown();
-          // Only a drained pipeline's state is final: otherwise the lock stays and the next start treats this stop as
-          // unclean (it raises the seq floor).
+          // Only a drained pipeline's state is final: otherwise the directory is given up as after a crash and the next
+          // start (in this process too) treats this stop as unclean (it raises the seq floor).
           if (drained) await this.finishState();
+          else this.dir.abandon();
           this.routerLog.close();
         }
         return {
@@ -853,7 +899,8 @@ export class PipelineRouter implements Router {
 
   /**
    * With every thread stopped: writes the final checkpoint, marked clean, and releases the state directory (removing
-   * it when it is a temporary one). A failure leaves the lock, so the next start treats the stop as unclean.
+   * it when it is a temporary one). A failure gives the directory up as after a crash, so the next start (in this
+   * process too) treats the stop as unclean.
    */
   async finishState(): Promise<void> {
     try {
@@ -864,7 +911,9 @@ export class PipelineRouter implements Router {
         'error',
       );
       this.keeper.close();
+      this.journal?.close();
       await this.partitionCheckpoints?.close();
+      this.dir.abandon();
       return;
     }
     this.keeper.close();
@@ -875,13 +924,18 @@ export class PipelineRouter implements Router {
   }
 
   /**
-   * After a failed start: stops the threads and settles the state directory (clean when no ping was processed yet;
-   * otherwise the lock stays and the next start treats the stop as unclean).
+   * After a failed start, or when the router's leases are lost: stops the threads and settles the state directory
+   * (clean when no ping was processed yet; otherwise given up as after a crash, so the next start treats the stop as
+   * unclean and restores the last checkpoint).
    */
   async abandon(): Promise<void> {
     await this.shutdown();
-    if (!this.ingestStarted) await this.finishState();
-    else await this.partitionCheckpoints?.close();
+    if (!this.ingestStarted) {
+      await this.finishState();
+      return;
+    }
+    await this.partitionCheckpoints?.close();
+    this.dir.abandon();
   }
 }
 

@@ -1226,6 +1226,31 @@ export const SRC_CHECKPOINT_STREAM_SEQ_F64 = 10;
 export const SRC_CHECKPOINT_CAPTURED_MS_F64 = 11;
 
 /**
+ * The lease gate (one Float64 cell, shared by every thread of a router whose partitions are leased): until when this
+ * router's partition leases are known to hold, as `performance.timeOrigin + performance.now()` ms (0: no leases, the
+ * gate is always open). Written by the main thread after each renewal; past it, the source fetches nothing, the
+ * dispatcher sends nothing and no partition checkpoint is stored, until a renewal moves it on or the router is
+ * abandoned (a paused process whose leases expired meanwhile cannot act on them when it resumes).
+ */
+export const LEASE_VALID_UNTIL_MS_F64 = 0;
+/** Routers the partition group has started (main thread; read by each router's metrics). */
+export const LEASE_ROUTERS_STARTED_F64 = 1;
+/** Partitions the group member has taken. */
+export const LEASE_PARTITIONS_TAKEN_F64 = 2;
+/** Partitions the group member has released to other members. */
+export const LEASE_PARTITIONS_RELEASED_F64 = 3;
+/** Leases the group member has lost. */
+export const LEASE_LOST_F64 = 4;
+/** Float64 cells of the lease gate. */
+export const LEASE_GATE_F64 = 5;
+
+/** True while the lease gate `gate` is open (no leases, or within their validity). */
+export function leaseGateOpen(gate: Float64Array): boolean {
+  const until = gate[LEASE_VALID_UNTIL_MS_F64]!;
+  return until === 0 || performance.timeOrigin + performance.now() < until;
+}
+
+/**
  * Float64 cells of the source partition region for `partitionCount` partitions: a block per partition, then one
  * block whose first cell is SRC_CHECKPOINT_CAPTURE_MS (see sourceCheckpointCell).
  */

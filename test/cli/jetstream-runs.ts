@@ -1,5 +1,11 @@
 /** Two router processes on one JetStream telemetry stream, the first stopped mid-stream (for the source's tests). */
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { NatsServer } from '../support/nats-server.js';
+import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
 import type { Trigger } from '../../src/index.js';
 import type { CityTraffic } from '../support/city-traffic.js';
 import { publishPaced } from '../support/jetstream-publish.js';
@@ -71,4 +77,51 @@ export async function runAcrossStop(o: {
   await b.exited;
   assert.ok(run1.length > 0 && run1.length < o.expected.length, `the first router was cut short: ${run1.length}`);
   return { run1, run2: o.written(2), stderr2: b.stderr };
+}
+
+/**
+ * Arguments of a router process on stream TEL of the NATS server at `natsPort`: fences file, state directory, no
+ * listener or admin server, checkpoints every 500 ms, NDJSON to `out`, then `extra` (--partitions ...).
+ */
+export function jetstreamRouterArgs(o: {
+  fences: string;
+  stateDir: string;
+  natsPort: number;
+  out: string;
+  extra: readonly string[];
+}): string[] {
+  return [
+    '--fences',
+    o.fences,
+    '--state-dir',
+    o.stateDir,
+    '--no-listen',
+    '--no-admin',
+    '--source',
+    `jetstream://127.0.0.1:${o.natsPort}/TEL`,
+    '--checkpoint-interval-ms',
+    '500',
+    '--ndjson',
+    o.out,
+    ...o.extra,
+  ];
+}
+
+/**
+ * One scenario's setting: the seeded traffic of `devices` devices and its reference triggers (the same pings through
+ * one router over TCP), a fresh NATS server (stopped after the test), and a directory holding the fences file.
+ */
+export async function jetstreamScenario(
+  t: TestContext,
+  seed: number,
+  devices: number,
+): Promise<{ traffic: CityTraffic; expected: Trigger[]; nats: NatsServer; dir: string; fences: string }> {
+  const traffic = sinkTraffic(seed, devices);
+  const expected = await tcpReferenceTriggers(traffic);
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const dir = mkdtempSync(join(tmpdir(), 'gr-js-'));
+  const fences = join(dir, 'fences.geojson');
+  writeFileSync(fences, JSON.stringify(traffic.fences));
+  return { traffic, expected, nats, dir, fences };
 }

@@ -7,49 +7,31 @@
  * the seqs the killed router gave it.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { oncePerIdentity, publishPaced, readNdjson, whole } from '../support/jetstream-publish.js';
-import { NatsServer } from '../support/nats-server.js';
-import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
 import { waitFor } from '../pipeline/support.js';
 import { CliProcess } from './support.js';
+import { jetstreamRouterArgs, jetstreamScenario } from './jetstream-runs.js';
 
 const DEVICES = 300;
 
 test('three routers on 16 partitions, one killed mid-stream and its partitions moved to a survivor: once per (deviceId, seq), exactly the reference', async (t) => {
-  const traffic = sinkTraffic(37, DEVICES);
-  const expected = await tcpReferenceTriggers(traffic);
-  const nats = await NatsServer.start();
-  t.after(() => nats.stop());
-  const dir = mkdtempSync(join(tmpdir(), 'gr-js3-'));
-  const fences = join(dir, 'fences.geojson');
-  writeFileSync(fences, JSON.stringify(traffic.fences));
+  const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, 37, DEVICES);
   const outputs: string[] = [];
   const start = (name: string, partitions: string): CliProcess => {
     const out = join(dir, `${name}-${outputs.length}.ndjson`);
     outputs.push(out);
     const p = new CliProcess(
-      [
-        '--fences',
+      jetstreamRouterArgs({
         fences,
-        '--state-dir',
-        join(dir, name),
-        '--no-listen',
-        '--no-admin',
-        '--source',
-        `jetstream://127.0.0.1:${nats.port}/TEL`,
-        '--partitions',
-        partitions,
-        '--checkpoint-interval-ms',
-        '500',
-        '--ndjson',
+        stateDir: join(dir, name),
+        natsPort: nats.port,
         out,
-      ],
+        extra: ['--partitions', partitions],
+      }),
       60_000,
     );
     t.after(() => p.child.kill('SIGKILL'));

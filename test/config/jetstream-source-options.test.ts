@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { optionsFromCli, parseCliArgs } from '../../src/config/cli-args.js';
 import { resolveRouterOptions } from '../../src/config/options.js';
-import { createRouter, JETSTREAM_SOURCE_DEFAULTS, parsePartitionList } from '../../src/index.js';
+import { createPartitionGroup, createRouter, JETSTREAM_SOURCE_DEFAULTS, parsePartitionList } from '../../src/index.js';
 import { freePort } from '../support/nats-server.js';
 
 test('--source, --partitions and --partition-count build the jetstreamSource option with its defaults', () => {
@@ -27,6 +27,7 @@ test('--source, --partitions and --partition-count build the jetstreamSource opt
     partitions: '0-3,9',
     partitionCount: 12,
     token: null,
+    memberName: null,
   });
   assert.equal(optionsFromCli(parseCliArgs([])).jetstreamSource, null, 'no source unless asked');
   const plain = optionsFromCli(parseCliArgs(['--source', 'jetstream://127.0.0.1:4222']));
@@ -48,7 +49,7 @@ test('bad JetStream source values are refused naming the flag or the option', ()
   );
   assert.throws(
     () => parseCliArgs(['--partitions', '0-3']),
-    /^OptionError: --partitions, --partition-count and --partition-state-bucket need --source$/,
+    /^OptionError: --partitions, --partition-count, --partition-state-bucket, --lease-ms and --member-name need --source$/,
   );
   assert.throws(
     () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], stateBucket: 'a.b' } }),
@@ -82,6 +83,54 @@ test('bad JetStream source values are refused naming the flag or the option', ()
   assert.deepEqual(parsePartitionList('all', 4), [0, 1, 2, 3]);
   assert.deepEqual(parsePartitionList('3, 0-1,1', 4), [0, 1, 3]);
   assert.throws(() => parsePartitionList('x', 4), /must be "all" or numbers and ranges/);
+});
+
+test('--partitions auto takes leases: --lease-ms and --member-name set them; "auto" needs the state bucket, and is started by createPartitionGroup', async () => {
+  const o = optionsFromCli(
+    parseCliArgs([
+      '--source',
+      'jetstream://127.0.0.1:4222/TEL',
+      '--partitions',
+      'auto',
+      '--lease-ms',
+      '4000',
+      '--member-name',
+      'router-a',
+    ]),
+  );
+  assert.equal(o.jetstreamSource?.partitions, 'auto');
+  assert.equal(o.jetstreamSource?.leaseMs, 4000);
+  assert.equal(o.jetstreamSource?.memberName, 'router-a');
+  assert.equal(o.jetstreamSource?.leaseBucket, 'GEOFENCE_PARTITION_LEASES');
+  assert.throws(
+    () =>
+      optionsFromCli(
+        parseCliArgs(['--source', 'jetstream://127.0.0.1:4222', '--partitions', 'auto', '--lease-ms', '10']),
+      ),
+    /^OptionError: --lease-ms must be an integer in \[1000, 3600000\], got "10"$/,
+  );
+  assert.throws(
+    () =>
+      resolveRouterOptions({
+        jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: 'auto', stateBucket: null },
+      }),
+    /^OptionError: options\.jetstreamSource\.partitions "auto" needs options\.jetstreamSource\.stateBucket: a partition that moves between routers takes its device state with it$/,
+  );
+  assert.throws(
+    () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], leaseBucket: 'a b' } }),
+    /^OptionError: options\.jetstreamSource\.leaseBucket must be a key-value bucket name/,
+  );
+  await assert.rejects(
+    createRouter({ stateDir: null, jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: 'auto' } }),
+    /^RangeError: options\.jetstreamSource\.partitions "auto" takes partitions through leases: start it with createPartitionGroup/,
+  );
+  await assert.rejects(
+    createPartitionGroup({
+      stateDir: null,
+      jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: '0-3' },
+    }),
+    /^RangeError: options\.jetstreamSource\.partitions must be "auto" for a partition group$/,
+  );
 });
 
 test('a router whose JetStream servers cannot be reached fails its start naming the option, and leaves nothing open', async () => {

@@ -55,6 +55,8 @@ import {
   SRC_START_STREAM_SEQ_F64,
   SRC_STRIDE_F64,
   sourceCheckpointCell,
+  LEASE_GATE_F64,
+  leaseGateOpen,
 } from '../../shm/layout.js';
 import type { SpscRing } from '../../shm/ring.js';
 import { parsePartitionList } from './partitions.js';
@@ -64,6 +66,8 @@ import type { TelemetrySource } from './source.js';
 const ACK_INTERVAL_MS = 250;
 /** How long one fetch waits for messages on an empty partition, ms (also bounds how long a stop waits for it). */
 const FETCH_EXPIRES_MS = 1000;
+/** How often a partition looks at a shut lease gate again before fetching, ms. */
+const GATE_POLL_MS = 50;
 /** Pause before fetching again after a fetch failed (server away, consumer being created), ms. */
 const FETCH_RETRY_MS = 500;
 /** How long a stop waits for containment to process what the partition fed, ms. */
@@ -81,7 +85,10 @@ export interface JetStreamSourceOptions {
   subjectPrefix: string;
   /** Partitions the stream's subjects are split into. */
   partitionCount: number;
-  /** Partitions this router consumes: "all", or numbers and ranges ("0-7,12"). */
+  /**
+   * Partitions this router consumes: "all", numbers and ranges ("0-7,12"), or "auto": taken through leases with the
+   * other routers of the stream and consumer prefix (createPartitionGroup; see src/durable/partition-leases.ts).
+   */
   partitions: string;
   /** Durable consumer names are `<consumerPrefix>-p<partition>`. */
   consumerPrefix: string;
@@ -101,6 +108,12 @@ export interface JetStreamSourceOptions {
   maxBacklogAgeMs: number;
   /** Key-value bucket of the partitions' device state (null: none; see src/durable/partition-state-bucket.ts). */
   stateBucket: string | null;
+  /** Key-value bucket of the partition leases (partitions "auto"). */
+  leaseBucket: string;
+  /** Lease time of a lease bucket the router creates, ms (a bucket that exists keeps its own). */
+  leaseMs: number;
+  /** This router's name among the members of a group (null: `<hostname>-<pid>`). */
+  memberName: string | null;
   /** Token of a server that requires one. */
   token: string | null;
 }
@@ -120,6 +133,8 @@ export const JETSTREAM_SOURCE_DEFAULTS = {
   ackWaitMs: 30_000,
   maxBacklogAgeMs: 0,
   stateBucket: 'GEOFENCE_PARTITION_STATE',
+  leaseBucket: 'GEOFENCE_PARTITION_LEASES',
+  leaseMs: 10_000,
 } as const;
 
 /** The durable consumer name of a partition. */
@@ -177,6 +192,7 @@ class PartitionReader {
     cells: Float64Array,
     private readonly rings: readonly SpscRing[],
     private readonly log: SourceLog,
+    private readonly gate: Float64Array,
   ) {
     this.cells = cells;
     this.base = partition * SRC_STRIDE_F64;
@@ -213,6 +229,11 @@ class PartitionReader {
           if (this.feed.keptBytes === 0) resolve();
         });
         this.ack();
+        continue;
+      }
+      if (!leaseGateOpen(this.gate)) {
+        // Leases not known to hold: take nothing (another router may own the partition by now).
+        await new Promise((r) => setTimeout(r, GATE_POLL_MS));
         continue;
       }
       try {
@@ -333,6 +354,8 @@ export class JetStreamSource implements TelemetrySource {
     private readonly cells: Float64Array,
     private readonly rings: readonly SpscRing[],
     private readonly log: SourceLog,
+    /** The router's lease gate (LEASE_GATE_F64 cells): while it is shut no partition fetches. */
+    private readonly gate: Float64Array = new Float64Array(LEASE_GATE_F64),
   ) {
     this.partitions = parsePartitionList(o.partitions, o.partitionCount, 'options.jetstreamSource.partitions');
     this.name = `jetstream ${o.stream} (${this.partitions.length} of ${o.partitionCount} partitions)`;
@@ -356,7 +379,7 @@ export class JetStreamSource implements TelemetrySource {
         const name = partitionConsumerName(o.consumerPrefix, p);
         await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
         const consumer = await js.consumers.get(o.stream, name);
-        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.rings, this.log));
+        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.rings, this.log, this.gate));
       }
     } catch (err) {
       await this.stop();

@@ -1,0 +1,326 @@
+/**
+ * A router process that is one member of a group consuming a JetStream telemetry stream: it takes partitions through
+ * leases (src/durable/partition-leases.ts) instead of a fixed list, and runs a router on what it holds.
+ *
+ * Every `leaseMs / 4` the member renews its leases, then balances: above its fair share it releases its highest
+ * partitions, below it takes free ones. A change of the held set restarts the router on the new set (the previous one
+ * closed cleanly first, so each partition it gives up has its state stored before its lease is released, and the next
+ * owner restores it): a pause of a second or two of this member's partitions, as a consumer group's rebalance is.
+ *
+ * A lease lost (the process was paused or cut off past the lease time, and another member may hold the partition by
+ * now) shuts the lease gate the router's threads read (no fetch, no delivery, no stored checkpoint from then on) and
+ * the router is abandoned without delivering anything more; the partitions still held start again on a new router.
+ * Its unacknowledged messages are read again by the partition's new owner, which derives their triggers under the
+ * same seqs.
+ */
+import { hostname } from 'node:os';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
+import { fairShare, memberToken, monotonicMs, PartitionLeases } from '../durable/partition-leases.js';
+import {
+  LEASE_GATE_F64,
+  LEASE_LOST_F64,
+  LEASE_PARTITIONS_RELEASED_F64,
+  LEASE_PARTITIONS_TAKEN_F64,
+  LEASE_ROUTERS_STARTED_F64,
+  LEASE_VALID_UNTIL_MS_F64,
+} from '../shm/layout.js';
+import type { Router, RouterExtras, RouterSummary } from './api.js';
+import { createRouter, openRouterLog } from './create-router.js';
+import type { LogFn, RouterLog } from '../log/router-log.js';
+
+/** A gate value in the past: shut. */
+const GATE_SHUT = 1;
+/** How long closing the connection may take, ms. */
+const CLOSE_WITHIN_MS = 2000;
+
+/** What a member has done so far. */
+export interface PartitionGroupStats {
+  /** Routers started (the first one included). */
+  routersStarted: number;
+  /** Partitions taken (a partition taken again after it was given up counts again). */
+  partitionsTaken: number;
+  /** Partitions released to other members (the balance). */
+  partitionsReleased: number;
+  /** Leases lost (renewal failed: expired or taken by another member). */
+  leasesLost: number;
+}
+
+/** One member of a group of router processes (see the module comment). */
+export interface PartitionGroup {
+  /** This member's name in the lease bucket. */
+  readonly member: string;
+  /** The lease time in force, ms. */
+  readonly leaseMs: number;
+  /** The partitions this member holds now, in increasing order. */
+  owned(): number[];
+  /** The router running now (null while the member holds no partition or is between routers). */
+  current(): Router | null;
+  /** What the member has done so far. */
+  stats(): PartitionGroupStats;
+  /** Rejects never; resolves with the error when a router's thread failed (the member should stop). */
+  readonly failure: Promise<Error>;
+  /** Reloads the fences file of the running router (the next routers read it at their start). */
+  reloadFencesFile(): ReturnType<Router['reloadFencesFile']>;
+  /**
+   * Stops balancing, closes the running router (its partitions' state stored), releases every lease and leaves the
+   * group; resolves with the last router's summary (null when none ran).
+   */
+  close(): Promise<RouterSummary | null>;
+}
+
+/**
+ * Joins the group of `options.jetstreamSource` (partitions "auto") and keeps a router running on the partitions this
+ * member holds. Throws on bad options or an unreachable server.
+ */
+export async function createPartitionGroup(options: RouterOptionsInput & RouterExtras): Promise<PartitionGroup> {
+  const { fences: _f, log: _l, logger: _g, leaseGate: _lg, ...rest } = options;
+  const resolved = resolveRouterOptions(rest);
+  const js = resolved.jetstreamSource;
+  if (js === null || js.partitions !== 'auto')
+    throw new RangeError('options.jetstreamSource.partitions must be "auto" for a partition group');
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers: [...js.servers],
+      name: `geofence-router leases ${js.consumerPrefix}`,
+      maxReconnectAttempts: -1,
+      ...(js.token === null ? {} : { token: js.token }),
+    });
+  } catch (err) {
+    throw new Error(`options.jetstreamSource.servers ${js.servers.join(',')}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  let leases: PartitionLeases;
+  try {
+    leases = await PartitionLeases.open(nc, {
+      bucket: js.leaseBucket,
+      scope: `${js.stream}.${js.consumerPrefix}`,
+      partitionCount: js.partitionCount,
+      member: memberToken(js.memberName ?? `${hostname()}-${process.pid}`),
+      leaseMs: js.leaseMs,
+      replicas: js.streamReplicas,
+    });
+    await leases.renew();
+  } catch (err) {
+    await nc.close().catch(() => undefined);
+    throw new Error(`options.jetstreamSource.leaseBucket ${js.leaseBucket}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  return new Member(options, nc, leases, js.partitionCount);
+}
+
+/** The member's loop. */
+class Member implements PartitionGroup {
+  readonly member: string;
+  readonly leaseMs: number;
+  readonly failure: Promise<Error>;
+  private failWith!: (err: Error) => void;
+  private readonly gateBuffer = new SharedArrayBuffer(LEASE_GATE_F64 * 8);
+  private readonly gate = new Float64Array(this.gateBuffer);
+  private router: Router | null = null;
+  /** The partitions the running router consumes. */
+  private running: number[] = [];
+  private lastSummary: RouterSummary | null = null;
+  private readonly renewTimer: NodeJS.Timeout;
+  private readonly balanceTimer: NodeJS.Timeout;
+  /** Balancing, one step at a time. */
+  private chain: Promise<void> = Promise.resolve();
+  private closing = false;
+  private renewing = false;
+  private balancing = false;
+  /** A lease was lost and the router reading it is not abandoned yet: the gate stays shut. */
+  private fenced = false;
+  private readonly routerLog: RouterLog;
+  private readonly say: LogFn;
+
+  constructor(
+    private readonly options: RouterOptionsInput & RouterExtras,
+    private readonly nc: NatsConnection,
+    private readonly leases: PartitionLeases,
+    private readonly partitionCount: number,
+  ) {
+    this.member = leases.member;
+    this.leaseMs = leases.leaseMs;
+    this.failure = new Promise((resolve) => (this.failWith = resolve));
+    this.gate[LEASE_VALID_UNTIL_MS_F64] = GATE_SHUT;
+    this.routerLog = openRouterLog(options.log, options.logger);
+    this.say = this.routerLog.fn;
+    this.say(`partition group: member ${this.member}, lease ${this.leaseMs} ms, ${partitionCount} partitions`);
+    const periodMs = Math.max(100, Math.floor(this.leaseMs / 4));
+    this.renewTimer = setInterval(() => this.renewTick(), periodMs);
+    // The first balance waits one period, so members started together see each other before taking partitions.
+    this.balanceTimer = setInterval(() => this.balanceTick(), periodMs);
+  }
+
+  owned(): number[] {
+    return this.leases.owned();
+  }
+
+  current(): Router | null {
+    return this.router;
+  }
+
+  stats(): PartitionGroupStats {
+    const g = this.gate;
+    return {
+      routersStarted: g[LEASE_ROUTERS_STARTED_F64]!,
+      partitionsTaken: g[LEASE_PARTITIONS_TAKEN_F64]!,
+      partitionsReleased: g[LEASE_PARTITIONS_RELEASED_F64]!,
+      leasesLost: g[LEASE_LOST_F64]!,
+    };
+  }
+
+  reloadFencesFile(): ReturnType<Router['reloadFencesFile']> {
+    if (this.router === null) return Promise.reject(new Error('no router is running (no partition held)'));
+    return this.router.reloadFencesFile();
+  }
+
+  close(): Promise<RouterSummary | null> {
+    this.closing = true;
+    clearInterval(this.balanceTimer);
+    const done = this.chain.then(async () => {
+      // Renewals go on while the router drains and stores its partitions' state (a router on a lost lease is
+      // abandoned instead: it may deliver nothing more).
+      await this.stopRouter();
+      clearInterval(this.renewTimer);
+      while (this.renewing) await new Promise((r) => setTimeout(r, 10));
+      await this.leases.leave().catch((err: unknown) => {
+        this.say(
+          `partition group: leaving failed (the leases expire by themselves): ${(err as Error).message}`,
+          'warn',
+        );
+      });
+      const closed = this.nc.drain().catch(() => undefined);
+      await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref())]);
+      if (!this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+      this.routerLog.close();
+      return this.lastSummary;
+    });
+    this.chain = done.then(() => undefined);
+    return done;
+  }
+
+  /** Renews the leases (on its own timer: a router starting or closing must not hold renewals up). */
+  private renewTick(): void {
+    if (this.renewing) return;
+    this.renewing = true;
+    this.leases
+      .renew()
+      .then(
+        (renewal) => {
+          if (renewal.lost.length > 0) {
+            this.gate[LEASE_LOST_F64]! += renewal.lost.length;
+            // Shut until the router that still reads them is abandoned (balanceTick).
+            this.fenced = true;
+            this.gate[LEASE_VALID_UNTIL_MS_F64] = GATE_SHUT;
+            this.say(
+              `partition group: lost the leases of partitions ${renewal.lost.join(',')} (expired while this process could not renew them, or taken by another member): the router is abandoned without delivering, acknowledging or storing anything more; the new owner reads those messages again`,
+              'warn',
+            );
+          } else if (!this.fenced) {
+            this.openGate();
+          }
+        },
+        (err: unknown) => this.say(`partition group: renewing the leases failed: ${(err as Error).message}`, 'warn'),
+      )
+      .finally(() => (this.renewing = false));
+  }
+
+  /** Balances, one step at a time. */
+  private balanceTick(): void {
+    if (this.closing || this.balancing) return;
+    this.balancing = true;
+    this.chain = this.chain
+      .then(() => this.balance())
+      .catch((err: unknown) => {
+        this.say(`partition group: ${(err as Error).message}`, 'warn');
+      })
+      .finally(() => (this.balancing = false));
+  }
+
+  private async balance(): Promise<void> {
+    if (this.closing) return;
+    if (this.fenced) await this.stopRouter();
+    const members = await this.leases.members();
+    const share = fairShare(members, this.member, this.partitionCount);
+    const owned = this.leases.owned();
+    if (owned.length > share) {
+      const keep = owned.slice(0, share);
+      const give = owned.slice(share);
+      // Their state is stored by the clean close before the leases go.
+      await this.stopRouter();
+      for (const p of give) await this.leases.release(p);
+      this.gate[LEASE_PARTITIONS_RELEASED_F64]! += give.length;
+      this.say(`partition group: ${members.length} members, share ${share}: released partitions ${give.join(',')}`);
+      await this.startRouter(keep);
+      return;
+    }
+    if (owned.length < share) {
+      const taken: number[] = [];
+      for (const p of await this.leases.free()) {
+        if (owned.length + taken.length >= share) break;
+        if (await this.leases.take(p)) taken.push(p);
+      }
+      if (taken.length > 0) {
+        this.gate[LEASE_PARTITIONS_TAKEN_F64]! += taken.length;
+        this.say(`partition group: ${members.length} members, share ${share}: took partitions ${taken.join(',')}`);
+      }
+    }
+    const now = this.leases.owned();
+    if (now.join(',') !== this.running.join(',') || (this.router === null && now.length > 0)) {
+      await this.stopRouter();
+      await this.startRouter(now);
+    }
+  }
+
+  /** Moves the gate to the leases' validity (shut when none is held). */
+  private openGate(): void {
+    const until = this.leases.validUntilMs();
+    this.gate[LEASE_VALID_UNTIL_MS_F64] = until === 0 ? GATE_SHUT : until;
+  }
+
+  private async startRouter(partitions: number[]): Promise<void> {
+    this.running = [];
+    if (partitions.length === 0 || this.closing) return;
+    if (!this.fenced) this.openGate();
+    const startedMs = monotonicMs();
+    const js = this.options.jetstreamSource!;
+    const router = await createRouter({
+      ...this.options,
+      jetstreamSource: { ...js, partitions: partitions.join(',') },
+      leaseGate: this.gateBuffer,
+    });
+    this.router = router;
+    this.running = partitions;
+    this.gate[LEASE_ROUTERS_STARTED_F64]!++;
+    void router.failure.then((err) => this.failWith(err));
+    this.say(
+      `partition group: reading partitions ${partitions.join(',')} (router started in ${Math.round(monotonicMs() - startedMs)} ms)`,
+    );
+  }
+
+  /** Closes the running router cleanly; abandons it instead when a lease it reads was lost meanwhile. */
+  private async stopRouter(): Promise<void> {
+    if (this.fenced) {
+      await this.abandonRouter();
+      this.fenced = false;
+      this.openGate();
+      return;
+    }
+    const router = this.router;
+    this.router = null;
+    this.running = [];
+    if (router === null) return;
+    this.lastSummary = await router.close();
+  }
+
+  private async abandonRouter(): Promise<void> {
+    const router = this.router;
+    this.router = null;
+    this.running = [];
+    if (router !== null) await router.abandon();
+  }
+}
