@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { generateSyntheticCity } from '../src/fences/synthetic-city.js';
 import { Fleet, type FleetPing } from '../src/fences/synthetic-fleet.js';
 import { startNats } from './support/nats-server.js';
@@ -74,6 +74,7 @@ async function publishUntil(url: string, rate: number, stop: { now: boolean }): 
   const fleet = new Fleet({ seed: 7, devices: 5000 });
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 5 };
   const nc = await connect({ servers: url });
+  await (await jetstreamManager(nc)).streams.add({ name: 'TEL', subjects: ['telemetry.>'] });
   const batches = new PartitionBatches(jetstream(nc), PARTITIONS, PER_MESSAGE);
   const t0 = performance.now();
   let k = 0;
