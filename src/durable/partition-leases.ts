@@ -115,8 +115,8 @@ export class PartitionLeases {
   }
 
   /**
-   * Writes the member key and renews every held lease. A lease that cannot be renewed is lost: dropped from
-   * `owned()` and returned. A member key that cannot be written throws (the server is away: nothing is renewed, and
+   * Writes the member key and renews every held lease. A lease that cannot be renewed, or whose renewal was answered
+   * only after the validity it would give had passed, is lost: dropped from `owned()` and returned. A member key that cannot be written throws (the server is away: nothing is renewed, and
    * the leases stop counting when their validity passes).
    */
   async renew(): Promise<Renewal> {
@@ -134,6 +134,13 @@ export class PartitionLeases {
       try {
         const next = await this.kv.update(this.leaseKey(p), this.leaseValue(), revision);
         if (!this.held.has(p)) continue;
+        if (sentMs + this.leaseMs * VALID_FRACTION <= monotonicMs()) {
+          // The answer came back too late to count on (the process was paused while it was under way): another
+          // member may hold the partition by now. Let the key expire.
+          this.forget(p);
+          lost.push(p);
+          continue;
+        }
         this.held.set(p, next);
         this.valid.set(p, sentMs + this.leaseMs * VALID_FRACTION);
       } catch (err) {
@@ -192,7 +199,10 @@ export class PartitionLeases {
   async take(p: number): Promise<boolean> {
     const sentMs = monotonicMs();
     try {
-      this.held.set(p, await this.kv.create(this.leaseKey(p), this.leaseValue()));
+      const revision = await this.kv.create(this.leaseKey(p), this.leaseValue());
+      // Created, but answered too late to count on (see renew): let it expire.
+      if (sentMs + this.leaseMs * VALID_FRACTION <= monotonicMs()) return false;
+      this.held.set(p, revision);
       this.valid.set(p, sentMs + this.leaseMs * VALID_FRACTION);
       return true;
     } catch (err) {

@@ -285,7 +285,9 @@ class Member implements PartitionGroup {
   private async startRouter(partitions: number[]): Promise<void> {
     this.running = [];
     if (partitions.length === 0 || this.closing) return;
-    if (!this.fenced) this.openGate();
+    // Leases not known to hold now (their renewal is overdue): no router claims them; a later balance step does.
+    if (this.fenced || this.leases.validUntilMs() <= monotonicMs()) return;
+    this.openGate();
     const startedMs = monotonicMs();
     const js = this.options.jetstreamSource!;
     const router = await createRouter({

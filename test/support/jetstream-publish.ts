@@ -25,7 +25,8 @@ export async function waitForStoredPartitionState(url: string, timeoutMs: number
     const end = Date.now() + timeoutMs;
     for (;;) {
       for (let p = 0; p < 16; p++) {
-        const stored = await bucket.read(p);
+        // A head read just before its writer replaced it names chunks purged since: read again next round.
+        const stored = await bucket.read(p).catch(() => null);
         if (stored !== null && stored.streamSeq > 0 && stored.checkpoint.devices.length > 0) return;
       }
       if (Date.now() > end) throw new Error(`no partition state stored within ${timeoutMs} ms`);
