@@ -50,6 +50,7 @@ class Member {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     this.child.stderr!.setEncoding('utf8').on('data', (s: string) => (this.log += s));
+    children.push(this.child);
   }
 
   /** The partitions of its last "reading partitions" line. */
@@ -107,6 +108,9 @@ const dir = mkdtempSync(join(tmpdir(), 'bench-takeover-'));
 const fencesPath = join(dir, 'fences.geojson');
 writeFileSync(fencesPath, JSON.stringify(generateSyntheticCity({ seed: 1, fenceCount: 10_000 })));
 const results: unknown[] = [];
+// Router processes of a run that fails are not left behind.
+const children: ChildProcess[] = [];
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 for (const leaseMs of values['lease-ms'].split(',').map(Number)) {
   const nats = await startNats();
   const stop = { now: false };

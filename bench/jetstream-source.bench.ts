@@ -14,8 +14,12 @@
  * downstream minus its ping's time (publish, store, fetch, rings, containment, dispatch). The publisher shares the
  * host's two cores with the router and the server.
  *
+ * With `--live-sink jetstream` the router delivers to a JetStream trigger sink instead (stream TRIGGERS, subjects
+ * `gf.<type>`), and a trigger's latency is its arrival on a core subscription to those subjects: publish to stored
+ * trigger.
+ *
  *   node dist/bench/jetstream-source.bench.js [--pings 200000] [--per-message 1,50] [--routers 1,2]
- *       [--live-rate 20000] [--live-seconds 10]
+ *       [--live-rate 20000] [--live-seconds 10] [--live-sink callback|jetstream]
  *
  * Prints one JSON line per run; writes bench/out/jetstream-source.json.
  */
@@ -24,7 +28,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import { createRouter, partitionConsumerName, partitionOf, type Router, type Trigger } from '../src/index.js';
+import {
+  createRouter,
+  partitionConsumerName,
+  partitionOf,
+  type Router,
+  type RouterOptionsInput,
+  type Trigger,
+} from '../src/index.js';
 import { generateSyntheticCity } from '../src/fences/synthetic-city.js';
 import { Fleet, type FleetPing } from '../src/fences/synthetic-fleet.js';
 import { encodePingInto, MAX_PING_BYTES } from '../src/ingest/ping-encoder.js';
@@ -39,6 +50,7 @@ const { values } = parseArgs({
     routers: { type: 'string', default: '1,2' },
     'live-rate': { type: 'string', default: '20000' },
     'live-seconds': { type: 'string', default: '10' },
+    'live-sink': { type: 'string', default: 'callback' },
   },
 });
 const PINGS = Number(values.pings);
@@ -82,6 +94,7 @@ function router(
   partitions: string,
   prefix: string,
   onTriggers?: (ts: readonly Trigger[]) => void,
+  downstream?: RouterOptionsInput['downstreams'],
 ): Promise<Router> {
   return createRouter({
     fences,
@@ -95,7 +108,7 @@ function router(
       consumerPrefix: prefix,
       createStream: false,
     },
-    downstreams: [{ name: 'cb', kind: 'callback', callback: onTriggers ?? (() => undefined) }],
+    downstreams: downstream ?? [{ name: 'cb', kind: 'callback', callback: onTriggers ?? (() => undefined) }],
     log: () => undefined,
   });
 }
@@ -104,7 +117,11 @@ const results: object[] = [];
 const nats = await startNats();
 try {
   let run = 0;
-  for (const perMessage of values['per-message'].split(',').map(Number)) {
+  // `--per-message none`: the live run only.
+  for (const perMessage of values['per-message']
+    .split(',')
+    .filter((x) => x !== 'none')
+    .map(Number)) {
     const messages = backlogMessages(perMessage);
     for (const routers of values.routers.split(',').map(Number)) {
       const stream = `TEL${run++}`;
@@ -234,10 +251,29 @@ async function live(url: string): Promise<object> {
   for await (const name of jsm.streams.names()) await jsm.streams.delete(name);
   await jsm.streams.add({ name: 'LIVE', subjects: ['telemetry.>'] });
   const latencies: number[] = [];
-  const r = await router(url, 'LIVE', 'all', 'bench-live', (ts) => {
-    const now = Date.now();
-    for (const t of ts) latencies.push(now - t.eventTimeMs);
-  });
+  // To the JetStream trigger sink's stream: each trigger's arrival on a subscription to its subjects.
+  const toStream = values['live-sink'] === 'jetstream';
+  if (toStream) {
+    nc.subscribe('gf.>', {
+      callback: (_err, m) => {
+        latencies.push(Date.now() - m.json<{ eventTimeMs: number }>().eventTimeMs);
+      },
+    });
+    await nc.flush();
+  }
+  const r = await router(
+    url,
+    'LIVE',
+    'all',
+    'bench-live',
+    (ts) => {
+      const now = Date.now();
+      for (const t of ts) latencies.push(now - t.eventTimeMs);
+    },
+    toStream
+      ? [{ name: 'js', kind: 'jetstream', servers: [url], subject: 'gf.{type}', stream: 'TRIGGERS' }]
+      : undefined,
+  );
   const total = rate * seconds;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -262,6 +298,7 @@ async function live(url: string): Promise<object> {
   await nc.close();
   const line = {
     kind: 'live',
+    sink: toStream ? 'jetstream stream' : 'callback',
     offeredPerSec: rate,
     achievedPerSec: publisher.achievedPerSec,
     publisherCpuCores: publisher.cpuCores,
