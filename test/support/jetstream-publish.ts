@@ -74,13 +74,13 @@ export async function publishPaced(
   }
 }
 
-/** The triggers of an NDJSON file (none when it does not exist). */
+/** The triggers of an NDJSON file, whole lines only (none when it does not exist). */
 export function readNdjson(path: string): Trigger[] {
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.length > 0)
-    .map((l) => JSON.parse(l) as Trigger);
+  const lines = readFileSync(path, 'utf8').split('\n');
+  // The last piece is a line still being written (or empty): only whole lines count.
+  lines.pop();
+  return lines.filter((l) => l.length > 0).map((l) => JSON.parse(l) as Trigger);
 }
 
 /** A trigger's identity and content. */
