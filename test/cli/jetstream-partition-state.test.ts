@@ -8,17 +8,13 @@
  * every repeat is the same trigger under the same seq.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { NatsServer } from '../support/nats-server.js';
-import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
 import { oncePerIdentity, readNdjson, waitForStoredPartitionState, whole } from '../support/jetstream-publish.js';
 import { TriggerServer } from '../pipeline/support.js';
-import { runAcrossStop } from './jetstream-runs.js';
+import { jetstreamScenario, runAcrossStop } from './jetstream-runs.js';
 
 const DEVICES = 300;
 
@@ -30,13 +26,7 @@ const CASES = [
 
 for (const { stop, sink } of CASES) {
   test(`${stop === 'SIGKILL' ? 'kill -9 of' : 'a clean stop of'} a router mid-stream (${sink}), its partitions read on by a router with another state directory: the triggers equal the reference, each once`, async (t) => {
-    const traffic = sinkTraffic(31, DEVICES);
-    const expected = await tcpReferenceTriggers(traffic);
-    const nats = await NatsServer.start();
-    t.after(() => nats.stop());
-    const dir = mkdtempSync(join(tmpdir(), 'gr-jsp-'));
-    const fences = join(dir, 'fences.geojson');
-    writeFileSync(fences, JSON.stringify(traffic.fences));
+    const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, 31, DEVICES);
     // A receiver that stops answering 1.2 s before the kill: the first router's memory holds the triggers of what its
     // later checkpoints capture (requests held then are refused with 503 once it is dead, so none is received).
     let held: (() => void)[] | null = null;
