@@ -11,7 +11,8 @@
  * triggers, with the same seqs, as they gave the writer.
  */
 import { hostname } from 'node:os';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
 import type { RouterOptions } from '../config/options.js';
 import { PartitionStateBucket, type StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
 import type { FenceStore } from '../fences/store.js';
@@ -65,19 +66,7 @@ export class PartitionCheckpoints {
     const js = o.jetstreamSource;
     if (js === null || js.stateBucket === null) return null;
     const owned = parsePartitionList(js.partitions, js.partitionCount, 'options.jetstreamSource.partitions');
-    let nc: NatsConnection;
-    try {
-      nc = await connect({
-        servers: [...js.servers],
-        name: `geofence-router partition state ${js.consumerPrefix}`,
-        maxReconnectAttempts: -1,
-        ...(js.token === null ? {} : { token: js.token }),
-      });
-    } catch (err) {
-      throw new Error(`options.jetstreamSource.servers ${js.servers.join(',')}: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
+    const nc = await connectSourceServers(js, 'partition state');
     try {
       const bucket = await PartitionStateBucket.open(nc, {
         bucket: js.stateBucket,
@@ -154,8 +143,6 @@ export class PartitionCheckpoints {
 
   /** Closes the connection (after the last checkpoint). */
   async close(): Promise<void> {
-    const closed = this.nc.drain().catch(() => undefined);
-    await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref())]);
-    if (!this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+    await drainWithin(this.nc, CLOSE_WITHIN_MS);
   }
 }

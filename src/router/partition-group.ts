@@ -14,7 +14,8 @@
  * same seqs.
  */
 import { hostname } from 'node:os';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
 import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
 import { fairShare, memberToken, monotonicMs, PartitionLeases } from '../durable/partition-leases.js';
 import {
@@ -79,19 +80,7 @@ export async function createPartitionGroup(options: RouterOptionsInput & RouterE
   const js = resolved.jetstreamSource;
   if (js === null || js.partitions !== 'auto')
     throw new RangeError('options.jetstreamSource.partitions must be "auto" for a partition group');
-  let nc: NatsConnection;
-  try {
-    nc = await connect({
-      servers: [...js.servers],
-      name: `geofence-router leases ${js.consumerPrefix}`,
-      maxReconnectAttempts: -1,
-      ...(js.token === null ? {} : { token: js.token }),
-    });
-  } catch (err) {
-    throw new Error(`options.jetstreamSource.servers ${js.servers.join(',')}: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
+  const nc = await connectSourceServers(js, 'leases');
   let leases: PartitionLeases;
   try {
     leases = await PartitionLeases.open(nc, {
@@ -193,9 +182,7 @@ class Member implements PartitionGroup {
           'warn',
         );
       });
-      const closed = this.nc.drain().catch(() => undefined);
-      await Promise.race([closed, new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref())]);
-      if (!this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+      await drainWithin(this.nc, CLOSE_WITHIN_MS);
       this.routerLog.close();
       return this.lastSummary;
     });

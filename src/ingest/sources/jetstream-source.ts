@@ -61,6 +61,7 @@ import {
 import type { SpscRing } from '../../shm/ring.js';
 import { parsePartitionList } from './partitions.js';
 import type { TelemetrySource } from './source.js';
+import { drainWithin } from './nats-connection.js';
 
 /** How often each partition acknowledges what it has fed, ms (also after every fetch). */
 const ACK_INTERVAL_MS = 250;
@@ -398,10 +399,7 @@ export class JetStreamSource implements TelemetrySource {
     const nc = this.nc;
     this.nc = null;
     if (nc === null) return;
-    const closed = nc.drain().catch(() => undefined);
-    const timer = new Promise<void>((r) => setTimeout(r, CLOSE_WITHIN_MS).unref());
-    await Promise.race([closed, timer]);
-    if (!nc.isClosed()) await nc.close().catch(() => undefined);
+    await drainWithin(nc, CLOSE_WITHIN_MS);
   }
 
   private async ensureStream(jsm: JetStreamManager): Promise<void> {
