@@ -68,7 +68,7 @@ const WARM_UP_INGEST_PINGS = 20_000;
 const WARM_UP_DEVICES = 2048;
 /** Pings per synthetic read chunk. */
 const WARM_UP_CHUNK_PINGS = 512;
-/** Longest a worker's warm-up runs, ms. */
+/** Longest a worker's warm-up runs, ms; the ingest path's too (a busy host cuts it short, a restart waits less). */
 const WARM_UP_MAX_MS = 250;
 
 function post(event: ThreadEvent): void {
@@ -182,20 +182,24 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
   const encodings: LoadEncoding[] = d.ingest.sharedStructures ? ['maps', 'records', 'shared'] : ['maps', 'records'];
   const buf = Buffer.allocUnsafe(WARM_UP_CHUNK_PINGS * MAX_PING_BYTES);
   const t0 = Date.now();
-  for (const encoding of encodings) {
-    const stream = path.edge.openStream(`warm-up-${encoding}`);
-    for (let sent = 0; sent < WARM_UP_INGEST_PINGS; sent += WARM_UP_CHUNK_PINGS) {
+  const streams = encodings.map((encoding) => path.edge.openStream(`warm-up-${encoding}`));
+  // The encodings take turns a chunk at a time, so a warm-up cut short by its time limit has warmed each of them.
+  const startedMs = performance.now();
+  let n = 0;
+  for (let sent = 0; sent < WARM_UP_INGEST_PINGS; sent += WARM_UP_CHUNK_PINGS) {
+    for (let e = 0; e < encodings.length; e++) {
       let len = 0;
       for (let k = 0; k < WARM_UP_CHUNK_PINGS; k++) {
-        fleet.next(ping, t0 + sent + k);
-        len = encodePingInto(buf, len, ping, encoding);
+        fleet.next(ping, t0 + n++);
+        len = encodePingInto(buf, len, ping, encodings[e]!);
       }
-      stream.write(buf.subarray(0, len));
+      streams[e]!.write(buf.subarray(0, len));
       // Why drop the records: nothing consumes the scratch rings, and admission must not start shedding.
       for (const r of rings) r.release(r.available());
     }
-    stream.end();
+    if (performance.now() - startedMs > WARM_UP_MAX_MS) break;
   }
+  for (const stream of streams) stream.end();
   let accepted = 0;
   for (const a of path.admissions) accepted += a.ring.readSeq();
   return accepted;
@@ -342,8 +346,13 @@ async function main(): Promise<void> {
     alarm.check();
   };
 
+  let begin: () => void = () => undefined;
+  const begun = new Promise<void>((resolve) => (begin = resolve));
   parentPort!.on('message', (msg: IngestRequest) => {
     switch (msg.type) {
+      case 'begin':
+        begin();
+        return;
       case 'ingest':
         inProcess.ingest(msg.bytes);
         return;
@@ -390,6 +399,9 @@ async function main(): Promise<void> {
     }
   });
 
+  // The stream's connection and consumers are made while the thread warms up (nothing is fetched before the start).
+  const sourcePrepared = jetstreamSource?.prepare();
+  sourcePrepared?.catch(() => undefined);
   // Every pool worker loaded, its first store opened and its engine compiled before the first real ping.
   const warm = { pings: WARM_UP_PINGS, maxMs: WARM_UP_MAX_MS, seed: 7 };
   // The pool is typed for containment tasks; the named export takes a WarmUpTask.
@@ -398,6 +410,10 @@ async function main(): Promise<void> {
   // The edge warms on this thread while the workers warm on theirs.
   warmIngestPath(d, pool, predicates.store);
   await warmed;
+  await sourcePrepared;
+  // The main thread says when to start taking input: after the dispatcher runs and has what the restore left for it.
+  post({ type: 'ready' });
+  await begun;
   if (tcp !== null) await tcp.start(edge);
   if (jetstreamSource !== null) await jetstreamSource.start(edge);
   for (const f of files) await f.start(edge);

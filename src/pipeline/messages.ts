@@ -9,6 +9,8 @@ import type { TelemetryPoint } from '../ingest/ping-fields.js';
 
 /** Main -> ingest thread. */
 export type IngestRequest =
+  /** Start taking input (the thread said 'ready': warmed, its sources prepared). */
+  | { type: 'begin' }
   | { type: 'ingest'; bytes: Uint8Array }
   | { type: 'push'; point: TelemetryPoint }
   | { type: 'stream-data'; bytes: Uint8Array }
@@ -32,6 +34,8 @@ export type DispatcherRequest =
 
 /** Pipeline thread -> main. */
 export type ThreadEvent =
+  /** The ingest thread is warmed and its sources prepared; it takes no input before 'begin'. */
+  | { type: 'ready' }
   | { type: 'started'; port: number }
   | { type: 'failed'; error: string }
   | { type: 'reply'; id: number; error?: string }

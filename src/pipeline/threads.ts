@@ -13,6 +13,8 @@ export class ThreadHandle {
   readonly worker: Worker;
   readonly requests: Requester;
   readonly started: Promise<number>;
+  /** Resolves when the thread says 'ready' (the ingest thread, before its 'begin') or has started; rejects as `started`. */
+  readonly ready: Promise<void>;
   /** Rejects (naming the thread and its exit code) when the thread exits without being asked to; never resolves. */
   readonly death: Promise<never>;
   private exited = false;
@@ -41,10 +43,18 @@ export class ThreadHandle {
     this.requests = new Requester(this.worker, name);
     // The `thread` field of its log lines: "ingest" for the "ingest thread".
     const thread = name.replace(/ thread$/, '');
+    let isReady: () => void = () => undefined;
+    let notReady: (err: Error) => void = () => undefined;
+    this.ready = new Promise<void>((resolve, reject) => {
+      isReady = resolve;
+      notReady = reject;
+    });
     this.started = new Promise((resolve, reject) => {
       this.worker.on('message', (e: ThreadEvent) => {
-        if (e.type === 'started') {
+        if (e.type === 'ready') isReady();
+        else if (e.type === 'started') {
           this.running = true;
+          isReady();
           resolve(e.port);
         } else if (e.type === 'failed') reject(new Error(`${name}: ${e.error}`));
         else if (e.type === 'reply') this.requests.onReply(e.id, e.error);
@@ -66,8 +76,9 @@ export class ThreadHandle {
         this.requests.failAll(`exited with code ${code}`);
       });
     });
-    // A failed start is reported through `started`; keep an unobserved rejection from crashing the process.
-    this.started.catch(() => undefined);
+    this.started.catch((err: Error) => notReady(err));
+    // A failed start is reported through `started` and `ready`; keep an unobserved rejection from crashing the process.
+    this.ready.catch(() => undefined);
   }
 
   /** True once the thread has exited without being asked to (stop()). */

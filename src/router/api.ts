@@ -4,6 +4,7 @@
  */
 import type { Trigger } from '../dispatch/trigger.js';
 import type { DeviceNow, FenceOccupant } from './state-queries.js';
+import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { RouterOptions } from '../config/options.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
 import type { LoggerLike, LogLineCallback } from '../log/router-log.js';
@@ -29,6 +30,12 @@ export interface RouterExtras {
    * set by the group, not by callers.
    */
   leaseGate?: SharedArrayBuffer;
+  /**
+   * The fences a partition group's previous router had in force when it closed (its store, edits and reloads
+   * included), taken over as they are instead of reading the fences file and applying the edit journal again: set by
+   * the group, not by callers.
+   */
+  startFences?: FenceStoreDescriptor;
 }
 
 /** The outcome of a fence reload. */

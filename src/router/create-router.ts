@@ -122,7 +122,7 @@ function reportJournal(journal: JournalContents, skipped: readonly string[], log
  */
 export async function createRouter(options: RouterOptionsInput & RouterExtras = {}): Promise<Router> {
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
-  const { fences, log: logCallback, logger, leaseGate, ...rest } = options;
+  const { fences, log: logCallback, logger, leaseGate, startFences, ...rest } = options;
   const resolved = resolveRouterOptions(withoutUnaskedListeners(rest));
   if (resolved.jetstreamSource?.partitions === 'auto')
     throw new RangeError(
@@ -155,8 +155,12 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
         ? null
         : readFenceEditJournal(join(resolve(resolved.stateDir), FENCE_EDIT_JOURNAL_FILE));
     const edits = journal?.edits ?? [];
-    const descriptor = await loadStartFences(fences, resolved, edits, progress);
-    if (journal !== null) reportJournal(journal, descriptor.skippedEdits, log);
+    // A group's next router takes over the store its previous one closed with (the journal's edits are in it).
+    const descriptor =
+      startFences === undefined
+        ? await loadStartFences(fences, resolved, edits, progress)
+        : { descriptor: startFences, skippedEdits: [] };
+    if (journal !== null && startFences === undefined) reportJournal(journal, descriptor.skippedEdits, log);
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
     if (resolved.jetstreamSource?.stateBucket != null) {
       progress.phase("reading the partitions' stored checkpoints from JetStream");

@@ -28,6 +28,8 @@ import {
 } from '../shm/layout.js';
 import type { Router, RouterExtras, RouterSummary } from './api.js';
 import { createRouter, openRouterLog } from './create-router.js';
+import { PipelineRouter } from './pipeline-router.js';
+import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { LogFn, RouterLog } from '../log/router-log.js';
 
 /** A gate value in the past: shut. */
@@ -75,7 +77,7 @@ export interface PartitionGroup {
  * member holds. Throws on bad options or an unreachable server.
  */
 export async function createPartitionGroup(options: RouterOptionsInput & RouterExtras): Promise<PartitionGroup> {
-  const { fences: _f, log: _l, logger: _g, leaseGate: _lg, ...rest } = options;
+  const { fences: _f, log: _l, logger: _g, leaseGate: _lg, startFences: _sf, ...rest } = options;
   const resolved = resolveRouterOptions(rest);
   const js = resolved.jetstreamSource;
   if (js === null || js.partitions !== 'auto')
@@ -113,6 +115,8 @@ class Member implements PartitionGroup {
   /** The partitions the running router consumes. */
   private running: number[] = [];
   private lastSummary: RouterSummary | null = null;
+  /** The fences the last router closed with (null: the next router loads the fences file). */
+  private fences: FenceStoreDescriptor | null = null;
   private readonly renewTimer: NodeJS.Timeout;
   private readonly balanceTimer: NodeJS.Timeout;
   /** Balancing, one step at a time. */
@@ -281,6 +285,7 @@ class Member implements PartitionGroup {
       ...this.options,
       jetstreamSource: { ...js, partitions: partitions.join(',') },
       leaseGate: this.gateBuffer,
+      ...(this.fences === null ? {} : { startFences: this.fences }),
     });
     this.router = router;
     this.running = partitions;
@@ -304,6 +309,15 @@ class Member implements PartitionGroup {
     this.running = [];
     if (router === null) return;
     this.lastSummary = await router.close();
+    this.keepFences(router);
+  }
+
+  /**
+   * Keeps the fences `router` closed with for the next router (no file read, no journal applied again: a takeover
+   * waits less); a router that failed to close leaves the next one to load them afresh.
+   */
+  private keepFences(router: Router): void {
+    this.fences = router instanceof PipelineRouter ? router.fenceDescriptor() : null;
   }
 
   private async abandonRouter(): Promise<void> {
@@ -311,5 +325,7 @@ class Member implements PartitionGroup {
     this.router = null;
     this.running = [];
     if (router !== null) await router.abandon();
+    // The next router reads the fences afresh (an abandoned one may have stopped inside an edit).
+    this.fences = null;
   }
 }

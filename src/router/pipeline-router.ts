@@ -20,7 +20,7 @@ import { isLoopbackHost } from '../auth/secrets.js';
 import type { CallbackDownstreamOptions, RouterOptions } from '../config/options.js';
 import { DeviceState } from '../fences/device-state.js';
 import { loadFenceStoreOffThread, type FenceFileLimits } from '../fences/fence-file.js';
-import { FenceStore } from '../fences/store.js';
+import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import type { TelemetryPoint } from '../ingest/ping-fields.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
@@ -447,6 +447,11 @@ export class PipelineRouter implements Router {
     this.progressTimer = null;
   }
 
+  /** The fences in force (after a close: those it closed with), as a store descriptor another router can open. */
+  fenceDescriptor(): FenceStoreDescriptor {
+    return this.store.descriptor;
+  }
+
   /** Starts the threads and the admin server. */
   async start(progress: StartProgress | null = null): Promise<void> {
     this.runtimeReporter = startThreadRuntimeReporter(this.memory.threadRuntime, RT_THREAD_MAIN);
@@ -484,13 +489,8 @@ export class PipelineRouter implements Router {
       noop,
     );
     this.dispatcherThread.death.catch((err: Error) => this.failed(err));
-    progress?.phase('starting the dispatcher thread');
-    await this.dispatcherThread.started;
-    // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
-    if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
-      this.pipeline.ringDispatcher();
-      while (this.controlRing.available() > 0) await sleep(1);
-    }
+    // The ingest thread starts beside the dispatcher (loading, warming its workers, preparing its sources) and takes
+    // no input before it is told to begin.
     const stdin = o.inputs.includes('-');
     const ingestData = ingestThreadData(o, m, this.store.descriptor);
     this.ingestThread = new ThreadHandle(
@@ -504,8 +504,16 @@ export class PipelineRouter implements Router {
     );
     this.ingestThread.death.catch((err: Error) => this.failed(err));
     progress?.phase(
-      `starting the ingest thread and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`,
+      `starting the dispatcher and ingest threads and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`,
     );
+    await Promise.all([this.dispatcherThread.started, this.ingestThread.ready]);
+    // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
+    if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
+      this.pipeline.ringDispatcher();
+      while (this.controlRing.available() > 0) await sleep(1);
+    }
+    progress?.phase('starting the inputs');
+    this.ingestThread.worker.postMessage({ type: 'begin' } satisfies IngestRequest);
     const port = await this.ingestThread.started;
     this.ingestStarted = true;
     this.ingestPort = o.listenHost === null ? null : port;

@@ -3,15 +3,19 @@
  * partitions with no partition held twice; a member that stops renewing loses every lease once the lease time has
  * passed (the server removed its keys), another takes them, and the stale member's renewal reports them lost; the
  * validity a member counts on ends before the server could remove its lease; a claimed partition state head fences a
- * previous writer that had read the same revision.
+ * previous writer that had read the same revision; a member's next router (after a rebalance) opens the fences its
+ * previous one closed with, a live edit included, and restores the devices of the partitions it keeps.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { createPartitionGroup, fairShare } from '../../src/index.js';
+import { jetstream } from '@nats-io/jetstream';
+import { createPartitionGroup, fairShare, partitionOf, partitionSubject, type Trigger } from '../../src/index.js';
 import { monotonicMs, PartitionLeases, VALID_FRACTION } from '../../src/durable/partition-leases.js';
 import { PartitionStateBucket } from '../../src/durable/partition-state-bucket.js';
 import { NatsServer } from '../support/nats-server.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { frameOf, square, waitFor } from '../pipeline/support.js';
 
 test('fairShare: the first P mod N members (by name) hold one more; the shares add up to P', () => {
   assert.deepEqual(
@@ -147,4 +151,72 @@ test('createPartitionGroup in a process: a lone member takes all 16 partitions, 
   const other = await member(nats.url, 'next', 1000, 'GEOFENCE_PARTITION_LEASES');
   t.after(() => other.close());
   assert.equal((await other.leases.free()).length, 16);
+});
+
+test("a member's next router takes over the fences its previous one closed with (a live edit included) and the devices of the partitions it keeps", async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const got: Trigger[] = [];
+  const lines: string[] = [];
+  const options = (name: string, into: Trigger[], log: string[]): Parameters<typeof createPartitionGroup>[0] => ({
+    stateDir: null,
+    fences: { type: 'FeatureCollection', features: [square('A', 0, 0, 50)] },
+    log: (line) => void log.push(line),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void into.push(...ts) }],
+    jetstreamSource: { servers: [nats.url], stream: 'TEL', partitions: 'auto', leaseMs: 1000, memberName: name },
+  });
+  const a = await createPartitionGroup(options('a', got, lines));
+  t.after(() => a.close());
+  await waitFor(() => a.current() !== null && a.owned().length === 16, 20_000, 'a holds all 16');
+  const edit = await a.current()!.upsertFence(square('E', 0, 0, 30));
+  assert.equal(edit.action, 'created');
+
+  // A device of a partition the first member keeps when a second one joins (it gives up its highest eight).
+  const id = Array.from({ length: 64 }, (_, k) => `dev${k}`).find((d) => partitionOf(d, 16) < 8)!;
+  const nc = await connect({ servers: nats.url });
+  t.after(() => nc.close());
+  const js = jetstream(nc);
+  const publish = (eastM: number, dtMs: number): Promise<unknown> =>
+    js.publish(partitionSubject('telemetry', id, 16), frameOf({ id, eastM, northM: 0, dtMs }));
+  await publish(-300, 0);
+  await publish(0, 1000);
+  await waitFor(() => got.length === 2, 20_000, 'ENTER A and ENTER E');
+
+  const otherGot: Trigger[] = [];
+  const b = await createPartitionGroup(options('b', otherGot, []));
+  t.after(() => b.close());
+  await waitFor(
+    () => a.stats().routersStarted === 2 && a.current() !== null && b.current() !== null,
+    30_000,
+    'a restarted on the half it keeps',
+  );
+  assert.deepEqual(
+    a.owned(),
+    Array.from({ length: 8 }, (_, p) => p),
+  );
+  // The fences file phase ran once: the next router opened the store the first closed with.
+  const starts = lines.filter((l) => /^started in/.test(l));
+  assert.equal(starts.length, 2, starts.join('\n'));
+  assert.match(starts[0]!, /checking and indexing the fences/);
+  assert.doesNotMatch(starts[1]!, /fences/, 'the second start read no fences file');
+  assert.deepEqual(
+    a
+      .current()!
+      .fenceOccupants('E')
+      ?.map((o) => o.deviceId),
+    [id],
+    'the edit is in force in the next router, and the device inside it was restored there',
+  );
+  await publish(500, 2000);
+  await waitFor(() => got.length === 4, 20_000, 'EXIT A and EXIT E');
+  const named = got.map((x) => `${x.type} ${x.fenceId}`);
+  assert.deepEqual(
+    [named.slice(0, 2).sort(), named.slice(2).sort()],
+    [
+      ['ENTER A', 'ENTER E'],
+      ['EXIT A', 'EXIT E'],
+    ],
+  );
+  assert.deepEqual(checkDeliveryContract(got, {}).problems, []);
+  assert.equal(otherGot.length, 0, 'nothing of the device from the other member');
 });

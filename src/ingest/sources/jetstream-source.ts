@@ -345,6 +345,9 @@ export class JetStreamSource implements TelemetrySource {
   readonly partitions: readonly number[];
   private nc: NatsConnection | null = null;
   private readers: PartitionReader[] = [];
+  /** The owned partitions' consumers, in the order of `partitions` (set by `prepare`). */
+  private consumers: Consumer[] = [];
+  private prepared: Promise<void> | null = null;
 
   /**
    * `cells` is the source partition region (SRC_* blocks, one per partition of the stream, then the checkpoint
@@ -362,33 +365,56 @@ export class JetStreamSource implements TelemetrySource {
     this.name = `jetstream ${o.stream} (${this.partitions.length} of ${o.partitionCount} partitions)`;
   }
 
-  /** Connects, creates the stream and the consumers when missing, and starts reading every owned partition. */
+  /**
+   * Connects and creates the stream and the consumers when missing (the consumers of every owned partition at once);
+   * nothing is fetched until `start`. Runs beside the ingest thread's warm-up. Throws an Error naming the servers and
+   * the stream (the connection closed).
+   */
+  prepare(): Promise<void> {
+    this.prepared ??= this.connectAndCreate();
+    return this.prepared;
+  }
+
+  /** Starts reading every owned partition (prepared first when `prepare` was not called). */
   async start(edge: IngestEdge): Promise<void> {
+    await this.prepare();
     const o = this.o;
-    const nc = await connect({
-      servers: [...o.servers],
-      name: `geofence-router source ${o.consumerPrefix}`,
-      maxReconnectAttempts: -1,
-      ...(o.token === null ? {} : { token: o.token }),
-    });
-    this.nc = nc;
+    for (let i = 0; i < this.partitions.length; i++) {
+      const p = this.partitions[i]!;
+      this.readers.push(
+        new PartitionReader(p, this.consumers[i]!, edge, o, this.cells, this.rings, this.log, this.gate),
+      );
+    }
+    this.log('info', `jetstream source: reading partitions ${this.partitions.join(',')} of stream ${o.stream}`);
+  }
+
+  private async connectAndCreate(): Promise<void> {
+    const o = this.o;
     try {
+      const nc = await connect({
+        servers: [...o.servers],
+        name: `geofence-router source ${o.consumerPrefix}`,
+        maxReconnectAttempts: -1,
+        ...(o.token === null ? {} : { token: o.token }),
+      });
+      this.nc = nc;
       const jsm = await jetstreamManager(nc);
       await this.ensureStream(jsm);
       const js = jetstream(nc);
-      for (const p of this.partitions) {
-        const name = partitionConsumerName(o.consumerPrefix, p);
-        await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
-        const consumer = await js.consumers.get(o.stream, name);
-        this.readers.push(new PartitionReader(p, consumer, edge, o, this.cells, this.rings, this.log, this.gate));
-      }
+      // One round trip or two per partition, all partitions at once: a takeover of several waits for the slowest.
+      this.consumers = await Promise.all(
+        this.partitions.map(async (p) => {
+          const name = partitionConsumerName(o.consumerPrefix, p);
+          await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
+          return js.consumers.get(o.stream, name);
+        }),
+      );
     } catch (err) {
       await this.stop();
       throw new Error(`jetstream source ${o.servers.join(',')} stream ${o.stream}: ${(err as Error).message}`, {
         cause: err,
       });
     }
-    this.log('info', `jetstream source: reading partitions ${this.partitions.join(',')} of stream ${o.stream}`);
   }
 
   /** Stops fetching, feeds what was fetched, acknowledges what a checkpoint covers, and closes the connection. */
