@@ -10,6 +10,11 @@
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--shards N] [--connections N] [--warmup-seconds S]
  *       [--downstream webhook|jetstream|mqtt|ndjson] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
+ *       [--generator replay|encode] [--rounds 16] [--thread-cpu]
+ *
+ * The generator (default `replay`, loadgen/replay-loadgen.ts) encodes `--rounds` pings per device before the clock
+ * starts and replays them, reporting its own CPU (`generatorCpuShare` of one core, `generatorCpuUsPerPing`); a rate of
+ * `max` sends flat out. `--generator encode` (loadgen/loadgen.ts) encodes each ping as it sends it.
  *
  * Writes bench/out/pipeline-load.json (pipeline-load-webhook.json with the webhook). A rate "holds" when nothing was
  * shed, every ping sent was processed, and the held-time P99 is at most 10 ms. With the webhook it also reports the
@@ -42,9 +47,18 @@ const { values } = parseArgs({
     'radius-m': { type: 'string', default: '15000' },
     // Per-thread CPU (router threads from /proc/self/task, the generator from /proc/<pid>/stat) over the steady window.
     'thread-cpu': { type: 'boolean', default: false },
+    // replay: frames encoded before the clock starts and replayed (loadgen/replay-loadgen.ts); encode: encoded as sent.
+    generator: { type: 'string', default: 'replay' },
+    // Pings per device the replay generator encodes before it starts.
+    rounds: { type: 'string', default: '16' },
   },
 });
-const rates = values.rates!.split(',').map(Number);
+// A rate, or "max" (the replay generator flat out).
+const rates = values.rates!.split(',').map((r) => (r === 'max' ? r : Number(r)));
+if (!['replay', 'encode'].includes(values.generator!))
+  throw new RangeError(`--generator must be replay or encode, got ${values.generator}`);
+if (rates.includes('max') && values.generator !== 'replay')
+  throw new RangeError('--rates max needs --generator replay');
 const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
@@ -58,7 +72,7 @@ if (!SINK_KINDS.includes(values.downstream!))
  * GFBENCH, created on first use), Mosquitto on 127.0.0.1:1883 (QoS 1), or an NDJSON file in a scratch folder; each
  * with the default downstream options. Delivered = acknowledged by the server (written, for the file).
  */
-function brokerDownstream(rate: number): DownstreamOptions {
+function brokerDownstream(rate: number | 'max'): DownstreamOptions {
   if (values.downstream === 'jetstream') {
     return {
       name: 'js',
@@ -156,7 +170,7 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-async function runRate(rate: number): Promise<Record<string, unknown>> {
+async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
   let delivered = 0;
   const receiver = webhook ? await startReceiver() : null;
   const tidsBefore = new Set(threadTicks('self').keys());
@@ -186,7 +200,10 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
         : [{ name: 'hook', kind: 'webhook', url: `http://127.0.0.1:${receiver.port}/hook` }],
     log: () => undefined,
   });
-  const script = fileURLToPath(new URL('./loadgen/loadgen.js', import.meta.url));
+  const replay = values.generator === 'replay';
+  const script = fileURLToPath(
+    new URL(replay ? './loadgen/replay-loadgen.js' : './loadgen/loadgen.js', import.meta.url),
+  );
   const child = spawn(
     process.execPath,
     [
@@ -209,6 +226,7 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
       values['radius-m']!,
       '--bound-m',
       values['radius-m']!,
+      ...(replay ? ['--rounds', values.rounds!] : []),
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
@@ -304,7 +322,12 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
     threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}% wait=${((genWaitLast - genWaitAtWarm) / 1e6 / windowS).toFixed(0)}ms/s`;
     threadCpu.router = `${(((routerTicks + other) / CLK_TCK / windowS) * 100).toFixed(0)}% ${(((routerTicks + other) / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
   }
-  const gen = JSON.parse(out.trim()) as { sent: number; achievedPerSec: number };
+  const gen = JSON.parse(out.trim()) as {
+    sent: number;
+    achievedPerSec: number;
+    cpuShareOfOneCore?: number;
+    cpuUsPerPing?: number;
+  };
   const generatorDoneMs = performance.now();
   const deadline = Date.now() + 10_000;
   while (router.stats().accepted + router.stats().rejectedTotal < gen.sent && Date.now() < deadline)
@@ -324,7 +347,12 @@ async function runRate(rate: number): Promise<Record<string, unknown>> {
   const hook = s.downstreams[0]!;
   return {
     targetPerSec: rate,
+    generator: values.generator,
     generatorPerSec: gen.achievedPerSec,
+    // The replay generator's own CPU while it sent (share of one core, and per ping).
+    ...(gen.cpuShareOfOneCore === undefined
+      ? {}
+      : { generatorCpuShare: gen.cpuShareOfOneCore, generatorCpuUsPerPing: gen.cpuUsPerPing }),
     medianAcceptedPerSec: Math.round(median(accepted)),
     medianProcessedPerSec: Math.round(median(processed)),
     sent: gen.sent,

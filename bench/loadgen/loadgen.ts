@@ -11,64 +11,17 @@
  * every tick the generator encodes (directly, see encode.ts) and sends what the rate says is due, at most 50 ms worth; when a socket's send buffer is full it waits for
  * 'drain' instead of buffering without bound, and the summary reports the rate actually achieved.
  */
-import { connect, type Socket } from 'node:net';
-import { parseArgs } from 'node:util';
 import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../../src/ingest/ping-encoder.js';
-import { Fleet, type FleetPing } from '../../src/fences/synthetic-fleet.js';
+import type { FleetPing } from '../../src/fences/synthetic-fleet.js';
+import { fleetOf, openLoadConnections, parseTcpLoadArgs, positiveFlag } from './tcp-args.js';
 
-const { values } = parseArgs({
-  options: {
-    host: { type: 'string', default: '127.0.0.1' },
-    port: { type: 'string', default: '7070' },
-    rate: { type: 'string', default: '100000' },
-    seconds: { type: 'string', default: '10' },
-    devices: { type: 'string', default: '10000' },
-    connections: { type: 'string', default: '4' },
-    seed: { type: 'string', default: '42' },
-    encoding: { type: 'string', default: 'maps' },
-    'tick-ms': { type: 'string', default: '2' },
-    'event-step-ms': { type: 'string', default: '0' },
-    'radius-m': { type: 'string', default: '15000' },
-    'bound-m': { type: 'string', default: '0' },
-  },
-});
-
-const positive = (name: string, text: string | undefined): number => {
-  const v = Number(text);
-  if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`--${name} must be a positive number, got ${String(text)}`);
-  return v;
-};
-const host = values.host!;
-const port = positive('port', values.port);
-const ratePerSec = positive('rate', values.rate);
-const seconds = positive('seconds', values.seconds);
-const devices = Math.floor(positive('devices', values.devices));
-const connections = Math.floor(positive('connections', values.connections));
-const seed = Math.floor(Number(values.seed));
-const tickMs = positive('tick-ms', values['tick-ms']);
-const encoding = values.encoding!;
-const eventStepMs = Number(values['event-step-ms']);
-const radiusM = positive('radius-m', values['radius-m']);
-const boundM = Number(values['bound-m']);
-if (!['maps', 'records', 'shared'].includes(encoding))
-  throw new RangeError(`--encoding must be maps, records or shared, got ${encoding}`);
-
-function open(): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host, port, noDelay: false }, () => resolve(s));
-    s.once('error', reject);
-  });
-}
+const args = parseTcpLoadArgs();
+const { seconds, devices, connections, tickMs, encoding, eventStepMs } = args;
+const ratePerSec = positiveFlag('rate', args.rateText);
 
 async function main(): Promise<void> {
-  const sockets = await Promise.all(Array.from({ length: connections }, () => open()));
-  const fleet = new Fleet({
-    devices,
-    seed,
-    radiusM,
-    boundRadiusM: boundM > 0 ? boundM : Infinity,
-    parkedFraction: eventStepMs > 0 ? 0 : 1 / 3,
-  });
+  const { sockets, waiting, isOpen, closed, end } = await openLoadConnections(args);
+  const fleet = fleetOf(args);
   const rounds = new Float64Array(devices);
   const ping: FleetPing = { id: '', lat: 0, lon: 0, ts: 0, speed: 0, heading: 0, accuracy: 0 };
   // One send buffer per connection per tick, sized for the most pings a tick can carry.
@@ -81,24 +34,12 @@ async function main(): Promise<void> {
   const startMs = performance.now();
   const endMs = startMs + seconds * 1000;
   const epochStart = Date.now();
-  // Per connection: waiting for 'drain'. A connection the router closes drains no more: it stops counting as
-  // blocked and its share goes to the others (counted in `closed`).
-  const waiting = new Array<boolean>(connections).fill(false);
-  const isOpen = new Array<boolean>(connections).fill(true);
-  let closed = 0;
-  sockets.forEach((s, c) => {
-    s.on('drain', () => (waiting[c] = false));
-    s.on('close', () => {
-      if (isOpen[c]) closed++;
-      isOpen[c] = false;
-      waiting[c] = false;
-    });
-  });
+  // A connection the router closes drains no more: it stops counting as blocked and its share goes to the others.
   const blocked = (): boolean => waiting.some(Boolean);
   while (performance.now() < endMs) {
     const now = performance.now();
     const due = Math.min(Math.floor(((now - startMs) / 1000) * ratePerSec), Math.ceil(seconds * ratePerSec)) - sent;
-    if (closed === connections) throw new Error('the router closed every connection');
+    if (closed() === connections) throw new Error('the router closed every connection');
     if (blocked()) {
       stalls++;
       await new Promise((r) => setTimeout(r, 1));
@@ -125,11 +66,9 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, tickMs));
   }
   const elapsedS = (performance.now() - startMs) / 1000;
-  await Promise.all(
-    sockets.map((s, c) => (isOpen[c] ? new Promise<void>((r) => s.end(() => r())) : Promise.resolve())),
-  );
+  await end();
   process.stdout.write(
-    `${JSON.stringify({ sent, bytes, elapsedS, achievedPerSec: Math.round(sent / elapsedS), targetPerSec: ratePerSec, stalls, closedConnections: closed, encoding, devices, connections })}\n`,
+    `${JSON.stringify({ sent, bytes, elapsedS, achievedPerSec: Math.round(sent / elapsedS), targetPerSec: ratePerSec, stalls, closedConnections: closed(), encoding, devices, connections })}\n`,
   );
 }
 
