@@ -1,6 +1,7 @@
 /**
  * Ingest edge throughput on one thread: decode + validate + registry lookup + lane classification for batches of
- * 1,000 pings from a seeded fleet of 10,000 devices, as plain maps, inline records and shared-structure records.
+ * 1,000 pings from a seeded fleet of 10,000 devices, as plain maps, inline records and shared-structure records, each
+ * through the frame reader (values read in place) and through msgpackr (an object per frame).
  * Also msgpackr's own unpackMultiple over the same bytes as a reference floor.
  *
  *   npx tsc -p tsconfig.json && node --expose-gc dist/bench/ingest-decode.bench.js
@@ -46,12 +47,12 @@ function batches(packr: Packr): Buffer[] {
   return out;
 }
 
-function edge(sharedStructures: boolean): IngestEdge {
+function edge(sharedStructures: boolean, frameReader = true): IngestEdge {
   const pipeline = PipelineRegion.wrap(allocatePipelineRegion(8));
   const registry = new DeviceRegistry(allocateDeviceIdTable(20_000, 32), 8);
   const log = new RejectLog({ intervalMs: 1000, nowMs: () => Date.now() });
   return new IngestEdge(
-    { sharedStructures },
+    { sharedStructures, frameReader },
     { pipeline, registry, predicates: NO_COMPLIANCE, sink: countingSink, log },
   );
 }
@@ -63,10 +64,20 @@ const inputs = {
     new Packr({ structures: telemetrySharedStructures(), maxSharedStructures: TELEMETRY_SHARED_STRUCTURES.length }),
   ),
 };
-const edges = { maps: edge(false), records: edge(false), shared: edge(true) };
+// Each encoding through the frame reader, and (`msgpackr`) with every frame decoded by msgpackr as an object.
+const edges = {
+  maps: edge(false),
+  records: edge(false),
+  shared: edge(true),
+  'maps msgpackr': edge(false, false),
+  'records msgpackr': edge(false, false),
+  'shared msgpackr': edge(true, false),
+};
+const KINDS = ['maps', 'records', 'shared', 'maps msgpackr', 'records msgpackr', 'shared msgpackr'] as const;
+const inputOf = (k: (typeof KINDS)[number]): Buffer[] => inputs[k.split(' ')[0] as keyof typeof inputs];
 // Register every device first, so the measured runs are lookups of known devices.
-for (const k of ['maps', 'records', 'shared'] as const) for (const b of inputs[k]) edges[k].ingest(b);
-for (const k of ['maps', 'records', 'shared'] as const) {
+for (const k of KINDS) for (const b of inputOf(k)) edges[k].ingest(b);
+for (const k of KINDS) {
   const accepted = edges[k].counters;
   if (edges[k].registry.size !== 10_000)
     throw new Error(`${k}: expected 10000 devices, got ${edges[k].registry.size} (counters ${accepted.join(',')})`);
@@ -75,9 +86,10 @@ for (const k of ['maps', 'records', 'shared'] as const) {
 const plainUnpackr = new Unpackr({ useRecords: false });
 const bench = new Bench({ time: 2000, warmupTime: 500 });
 let cursor = 0;
-for (const k of ['maps', 'records', 'shared'] as const) {
+for (const k of KINDS) {
+  const input = inputOf(k);
   bench.add(`edge ${k} (1000 pings)`, () => {
-    edges[k].ingest(inputs[k][cursor++ % BATCHES]!);
+    edges[k].ingest(input[cursor++ % BATCHES]!);
   });
 }
 bench.add('msgpackr unpackMultiple only, maps (1000 pings)', () => {

@@ -14,6 +14,7 @@
  */
 import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
+import { FrameReader, READ_FALLBACK } from './frame-reader.js';
 import { FrameWalker, WALK_NEED_MORE, WALK_OK } from './frame-walker.js';
 import { PING_VALID, PingFields, validatePingInto, type PingLimits } from './ping-fields.js';
 import { telemetrySharedStructures } from './wire-format.js';
@@ -28,6 +29,11 @@ export interface FrameDecoderOptions {
   sharedStructures: boolean;
   /** Validation limits. */
   limits: PingLimits;
+  /**
+   * Read the walked frame's values from its bytes (FrameReader) instead of decoding an object with msgpackr, which
+   * then takes only what the reader leaves to it. Default true.
+   */
+  reader?: boolean;
 }
 
 /** True for the reject reasons that make a frame's extent untrustworthy (the stream resynchronises after them). */
@@ -53,13 +59,19 @@ export class FrameDecoder {
   /** Options in force. */
   readonly options: Readonly<FrameDecoderOptions>;
   private readonly walker: FrameWalker;
+  private readonly reader = new FrameReader();
+  private readonly useReader: boolean;
   private readonly unpackr: Unpackr;
+  /** Frames read by the frame reader, and frames it left to msgpackr. */
+  readFrames = 0;
+  unpackedFrames = 0;
   /** Reused `{ start, end }` argument of `unpack` (msgpackr reads it; an object literal per call would allocate). */
   private readonly range = { start: 0, end: 0 };
 
   constructor(options: FrameDecoderOptions) {
     this.options = options;
     this.walker = new FrameWalker(options.sharedStructures);
+    this.useReader = options.reader !== false;
     // uint64 / int64 values come back as numbers, not msgpackr's default BigInt: encoders other than msgpackr
     // (Python's, Go's, C's, @msgpack/msgpack) write an epoch-ms `ts` or an IMEI-like id wider than 32 bits that way,
     // and a BigInt would both fail validation and allocate. The conversion rounds once (hi * 2^32 + lo), so every
@@ -77,6 +89,15 @@ export class FrameDecoder {
     const w = this.walker.walk(buf, start, end, this.options.maxFrameBytes);
     if (w !== WALK_OK) return w;
     const frameEnd = this.walker.frameEnd;
+    if (this.useReader) {
+      const r = this.reader.read(buf, this.walker, this.options.limits, this.fields);
+      if (r !== READ_FALLBACK) {
+        this.readFrames++;
+        this.frameEnd = frameEnd;
+        return r;
+      }
+    }
+    this.unpackedFrames++;
     this.range.start = start;
     this.range.end = frameEnd;
     let value: unknown;

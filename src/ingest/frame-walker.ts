@@ -6,7 +6,8 @@
  * frame-size limit from declared lengths before any byte of a large value is buffered or decoded, tells a frame
  * that needs more bytes from one that is structurally wrong, and records which keys the frame carries.
  *
- * Allocation-free: results are left in fields (`frameEnd`, `keyMask`).
+ * Allocation-free: results are left in fields (`frameEnd`, `keyMask`, and `valueAt`: where each key's value starts,
+ * for the frame reader).
  */
 import { RejectReason } from '../shm/layout.js';
 import { TELEMETRY_SHARED_STRUCTURES, keyBitOf, matchKeyBytes } from './wire-format.js';
@@ -28,6 +29,14 @@ export class FrameWalker {
   frameEnd = 0;
   /** After WALK_OK: KeyBit mask of the keys the frame carries. */
   keyMask = 0;
+  /** After WALK_OK: per key index (KeyBit order), the offset of its value's first byte (for the keys in `keyMask`). */
+  readonly valueAt = new Int32Array(8);
+  /** The KeyBit of each entry in frame order (a map's keys, a record definition's, or a shared structure's). */
+  private order: Int32Array = new Int32Array(MAX_ENTRIES);
+  private readonly frameOrder: Int32Array = this.order;
+  private readonly sharedOrders: Int32Array[];
+  /** Keys walked so far in this frame. */
+  private keysWalked = 0;
   /** Whether shared-structure record references (0x40 + index) are recognised. */
   readonly sharedStructures: boolean;
   private readonly sharedCount: number;
@@ -49,6 +58,7 @@ export class FrameWalker {
       this.sharedLengths[i] = keys.length;
       for (const k of keys) this.sharedMasks[i]! |= keyBitOf(k);
     });
+    this.sharedOrders = TELEMETRY_SHARED_STRUCTURES.map((keys) => Int32Array.from(keys, (k) => keyBitOf(k)));
   }
 
   /**
@@ -60,6 +70,8 @@ export class FrameWalker {
     this.end = end;
     this.definedId = -1;
     this.keyMask = 0;
+    this.keysWalked = 0;
+    this.order = this.frameOrder;
     let p = start;
     if (p >= end) return WALK_NEED_MORE;
     const b = buf[p]!;
@@ -107,6 +119,7 @@ export class FrameWalker {
     } else if (b >= 0x40 && b < 0x40 + this.sharedCount) {
       count = this.sharedLengths[b - 0x40]!;
       this.keyMask = this.sharedMasks[b - 0x40]!;
+      this.order = this.sharedOrders[b - 0x40]!;
       p += 1;
       valuesOnly = true;
     } else if (b === 0xc1) {
@@ -123,6 +136,7 @@ export class FrameWalker {
         if (rk !== WALK_OK) return rk;
         p = this.pos;
       }
+      this.valueAt[31 - Math.clz32(this.order[i]!)] = p;
       const rv = this.value(buf, p);
       if (rv !== WALK_OK) return rv;
       p = this.pos;
@@ -204,6 +218,7 @@ export class FrameWalker {
     // Unknown or repeated keys are both rejected.
     if (bit === 0 || (this.keyMask & bit) !== 0) return RejectReason.UNKNOWN_KEY;
     this.keyMask |= bit;
+    this.frameOrder[this.keysWalked++] = bit;
     this.pos = q;
     return WALK_OK;
   }

@@ -51,6 +51,8 @@ export interface IngestEdgeOptions extends StationaryThresholds {
   minTsMs: number;
   /** Largest accepted `ts`, epoch ms. */
   maxTsMs: number;
+  /** Read frames' values in place (FrameReader; default true); false decodes every frame with msgpackr. */
+  frameReader?: boolean;
 }
 
 /** Defaults of the ingest edge options. */
@@ -208,6 +210,7 @@ export class IngestEdge {
       maxFrameBytes: o.maxFrameBytes,
       sharedStructures: o.sharedStructures,
       limits: { maxIdLength: deps.registry.idBytesPerSlot, minTsMs: o.minTsMs, maxTsMs: o.maxTsMs },
+      reader: o.frameReader !== false,
     });
     this.inProcess = new EdgeStream(this, 'in-process', this.decoder, null);
     this.clockNs[0] = nowNs();

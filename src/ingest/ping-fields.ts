@@ -149,6 +149,41 @@ export function keyMaskOfObject(value: object): number {
   return mask;
 }
 
+/** A key's value as validation sees it: absent or nil. */
+export const VALUE_NIL = 0;
+/** A key's value: a number (any MessagePack width). */
+export const VALUE_NUMBER = 1;
+/** A key's value: a string (kept for `id` and `lane` only). */
+export const VALUE_STRING = 2;
+/** A key's value: anything else (boolean, binary). */
+export const VALUE_OTHER = 3;
+
+/**
+ * The values of one frame by key index (KeyBit order: id, lat, lon, ts, speed, heading, accuracy, lane): each one's
+ * kind (VALUE_*), its number, and for `id` and `lane` its string. Reused frame after frame: what validation reads.
+ */
+export class DecodedValues {
+  readonly kinds = new Uint8Array(8);
+  readonly nums = new Float64Array(8);
+  readonly strs: string[] = ['', '', '', '', '', '', '', ''];
+
+  /** Sets key `k` from a decoded JS value. */
+  set(k: number, x: unknown): void {
+    if (typeof x === 'number') {
+      this.kinds[k] = VALUE_NUMBER;
+      this.nums[k] = x;
+    } else if (typeof x === 'string') {
+      this.kinds[k] = VALUE_STRING;
+      this.strs[k] = x;
+    } else {
+      this.kinds[k] = x == null ? VALUE_NIL : VALUE_OTHER;
+    }
+  }
+}
+
+/** The values validatePingInto takes from a decoded object (one per thread; validation is not re-entered). */
+const fromObject = new DecodedValues();
+
 /**
  * Validates a decoded telemetry object whose keys are `keyMask` into `out`. Returns PING_VALID or the RejectReason.
  * Allocation-free: the doubles go straight from the decoded object into `out.values`. Optional keys holding `null` /
@@ -159,14 +194,36 @@ export function keyMaskOfObject(value: object): number {
  */
 export function validatePingInto(value: object, keyMask: number, limits: PingLimits, out: PingFields): number {
   const v = value as LooseTelemetry;
+  const d = fromObject;
+  d.set(0, v.id);
+  d.set(1, v.lat);
+  d.set(2, v.lon);
+  d.set(3, v.ts);
+  if ((keyMask & ~REQUIRED_KEY_MASK) !== 0) {
+    d.set(4, v.speed);
+    d.set(5, v.heading);
+    d.set(6, v.accuracy);
+    d.set(7, v.lane);
+  }
+  return validateValuesInto(d, keyMask, limits, out);
+}
+
+/**
+ * Validates the values `d` of a frame whose keys are `keyMask` into `out` (what validatePingInto does for an object;
+ * the frame reader fills `d` from the bytes). Returns PING_VALID or the RejectReason. Allocation-free.
+ */
+export function validateValuesInto(d: DecodedValues, keyMask: number, limits: PingLimits, out: PingFields): number {
+  const kinds = d.kinds;
+  const nums = d.nums;
   if ((keyMask & KeyBit.ID) === 0) return RejectReason.MISSING_ID;
-  const id = v.id;
-  if (typeof id === 'string') {
+  if (kinds[0] === VALUE_STRING) {
+    const id = d.strs[0]!;
     if (id.length === 0) return RejectReason.INVALID_ID;
     if (id.length > limits.maxIdLength) return RejectReason.ID_TOO_LONG;
     out.idIsNumber = false;
     out.idKey = id;
-  } else if (typeof id === 'number') {
+  } else if (kinds[0] === VALUE_NUMBER) {
+    const id = nums[0]!;
     // A uint64 id above 2^53 - 1 arrives rounded to 2^53 or more (see FrameDecoder), never to a smaller neighbour,
     // so this one test rejects it rather than merging it with another device; negative and fractional ids too.
     if (!Number.isSafeInteger(id) || id < 0) return RejectReason.INVALID_ID;
@@ -180,13 +237,13 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
     if ((keyMask & KeyBit.LON) === 0) return RejectReason.INVALID_LON;
     return RejectReason.INVALID_TS;
   }
-  const lat = v.lat;
+  const lat = nums[1]!;
   // The comparisons are false for NaN, so NaN is rejected with the range.
-  if (typeof lat !== 'number' || !(lat >= -90 && lat <= 90)) return RejectReason.INVALID_LAT;
-  const lon = v.lon;
-  if (typeof lon !== 'number' || !(lon >= -180 && lon <= 180)) return RejectReason.INVALID_LON;
-  const ts = v.ts;
-  if (typeof ts !== 'number' || !(ts >= limits.minTsMs && ts <= limits.maxTsMs)) return RejectReason.INVALID_TS;
+  if (kinds[1] !== VALUE_NUMBER || !(lat >= -90 && lat <= 90)) return RejectReason.INVALID_LAT;
+  const lon = nums[2]!;
+  if (kinds[2] !== VALUE_NUMBER || !(lon >= -180 && lon <= 180)) return RejectReason.INVALID_LON;
+  const ts = nums[3]!;
+  if (kinds[3] !== VALUE_NUMBER || !(ts >= limits.minTsMs && ts <= limits.maxTsMs)) return RejectReason.INVALID_TS;
   const values = out.values;
   values[PF_LAT_F64] = lat;
   values[PF_LON_F64] = lon;
@@ -196,34 +253,34 @@ export function validatePingInto(value: object, keyMask: number, limits: PingLim
   values[PF_ACCURACY_M_F64] = Number.NaN;
   out.explicitLane = -1;
   if ((keyMask & ~REQUIRED_KEY_MASK) === 0) return PING_VALID;
-  if ((keyMask & KeyBit.SPEED) !== 0 && v.speed != null) {
-    const s = v.speed;
-    if (typeof s !== 'number' || !(s >= 0 && s < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_SPEED;
+  if ((keyMask & KeyBit.SPEED) !== 0 && kinds[4] !== VALUE_NIL) {
+    const s = nums[4]!;
+    if (kinds[4] !== VALUE_NUMBER || !(s >= 0 && s < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_SPEED;
     values[PF_SPEED_MPS_F64] = s;
   }
-  if ((keyMask & KeyBit.HEADING) !== 0 && v.heading != null) {
-    const h = v.heading;
-    if (typeof h !== 'number' || !(h >= 0 && h <= 360)) return RejectReason.INVALID_HEADING;
+  if ((keyMask & KeyBit.HEADING) !== 0 && kinds[5] !== VALUE_NIL) {
+    const h = nums[5]!;
+    if (kinds[5] !== VALUE_NUMBER || !(h >= 0 && h <= 360)) return RejectReason.INVALID_HEADING;
     values[PF_HEADING_DEG_F64] = h;
   }
-  if ((keyMask & KeyBit.ACCURACY) !== 0 && v.accuracy != null) {
-    const a = v.accuracy;
-    if (typeof a !== 'number' || !(a >= 0 && a < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_ACCURACY;
+  if ((keyMask & KeyBit.ACCURACY) !== 0 && kinds[6] !== VALUE_NIL) {
+    const a = nums[6]!;
+    if (kinds[6] !== VALUE_NUMBER || !(a >= 0 && a < Number.POSITIVE_INFINITY)) return RejectReason.INVALID_ACCURACY;
     values[PF_ACCURACY_M_F64] = a;
   }
-  if ((keyMask & KeyBit.LANE) !== 0 && v.lane != null) {
-    const lane = laneOf(v.lane);
+  if ((keyMask & KeyBit.LANE) !== 0 && kinds[7] !== VALUE_NIL) {
+    const lane = laneOf(kinds[7]!, nums[7]!, d.strs[7]!);
     if (lane < 0) return RejectReason.INVALID_LANE;
     out.explicitLane = lane;
   }
   return PING_VALID;
 }
 
-/** Lane value of a wire `lane` field, or -1 when it is not one. */
-function laneOf(value: unknown): number {
-  if (typeof value === 'number') return value === 0 || value === 1 || value === 2 ? value : -1;
-  if (typeof value === 'string') {
-    for (let i = 0; i < LANE_WIRE_NAMES.length; i++) if (LANE_WIRE_NAMES[i] === value) return i;
+/** Lane value of a wire `lane` field (its kind, number and string), or -1 when it is not one. */
+function laneOf(kind: number, num: number, str: string): number {
+  if (kind === VALUE_NUMBER) return num === 0 || num === 1 || num === 2 ? num : -1;
+  if (kind === VALUE_STRING) {
+    for (let i = 0; i < LANE_WIRE_NAMES.length; i++) if (LANE_WIRE_NAMES[i] === str) return i;
   }
   return -1;
 }

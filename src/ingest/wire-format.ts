@@ -75,9 +75,15 @@ export const TELEMETRY_SHARED_STRUCTURES: readonly (readonly TelemetryKey[])[] =
   ['id', 'lat', 'lon', 'ts', 'speed', 'heading', 'accuracy', 'lane'],
 ];
 
-/** A fresh mutable copy of the shared structures, as msgpackr's `structures` option wants (it annotates the array). */
+/**
+ * A fresh mutable copy of the shared structures, as msgpackr's `structures` option wants (it annotates the array).
+ * Each is marked shared (`isShared`, as msgpackr marks structures it loads): a frame whose inline record definition
+ * takes a shared id then changes that id for its own read only, and msgpackr puts the shared one back after it.
+ * Unmarked, one such frame would change the structure for every later frame of every sender (read with other keys,
+ * or refused).
+ */
 export function telemetrySharedStructures(): string[][] {
-  return TELEMETRY_SHARED_STRUCTURES.map((keys) => keys.slice());
+  return TELEMETRY_SHARED_STRUCTURES.map((keys) => Object.assign(keys.slice(), { isShared: true }));
 }
 
 /** Key bit of a key name, or 0 when it is not a telemetry key. */

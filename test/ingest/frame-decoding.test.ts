@@ -14,6 +14,7 @@ import {
 } from '../../src/shm/layout.js';
 import { TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from '../../src/ingest/wire-format.js';
 import { concat, makeEdge, mapPackr, ping, recordPackr } from './support.js';
+import { FrameDecoder, PING_VALID } from '../../src/ingest/frame-decoder.js';
 
 const TS = 1_735_689_600_000;
 
@@ -192,4 +193,39 @@ test('push() validates points like frames', () => {
   assert.equal(fx.edge.push({ id: 'p', lat: 1, lon: 2, ts: TS, extra: 1 } as never), RejectReason.UNKNOWN_KEY);
   assert.equal(fx.sink.pings.length, 1);
   assert.equal(fx.rejected(RejectReason.INVALID_LAT), 1);
+});
+
+test('shared mode: a frame whose inline record definition takes a shared id changes nothing for the frames after it (either decoder)', () => {
+  const limits = { maxIdLength: 32, minTsMs: 0, maxTsMs: 4e12 };
+  const f64 = (x: number): number[] => {
+    const b = Buffer.alloc(8);
+    b.writeDoubleBE(x);
+    return [0xcb, ...b];
+  };
+  const key = (k: string): number[] => [0xa0 | k.length, ...Buffer.from(k)];
+  const id = [0xa1, 0x78]; // "x"
+  // Shared id 0x40 redefined inline with lat and lon swapped: [id, lon, lat, ts].
+  const redefined = Buffer.from([
+    0xd4,
+    0x72,
+    0x40,
+    0x94,
+    ...key('id'),
+    ...key('lon'),
+    ...key('lat'),
+    ...key('ts'),
+    ...id,
+    ...f64(13.4),
+    ...f64(52.5),
+    ...f64(TS),
+  ]);
+  // Then shared structure 0 as the wire contract defines it: [id, lat, lon, ts].
+  const shared = Buffer.from([0x40, ...id, ...f64(48.1), ...f64(11.6), ...f64(TS + 1)]);
+  for (const reader of [true, false]) {
+    const d = new FrameDecoder({ maxFrameBytes: 512, sharedStructures: true, limits, reader });
+    assert.equal(d.decode(redefined, 0, redefined.length), PING_VALID);
+    assert.deepEqual([d.fields.lat, d.fields.lon], [52.5, 13.4], 'the inline definition holds for its own frame');
+    assert.equal(d.decode(shared, 0, shared.length), PING_VALID, `reader ${reader}`);
+    assert.deepEqual([d.fields.lat, d.fields.lon], [48.1, 11.6], `the shared structure is back (reader ${reader})`);
+  }
 });

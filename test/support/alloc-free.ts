@@ -97,3 +97,18 @@ export async function measureAllocations(
  * scavenges, which the GC count catches on its own.
  */
 export const ALLOCATION_SLACK_BYTES = 256 * 1024;
+
+/**
+ * Runs `body` 500,000 times on its own (every function on the path reaches optimised code by itself, not only inlined
+ * into a loop), then `iterations` times measured, and fails unless that run saw no GC and neither space grew past
+ * ALLOCATION_SLACK_BYTES.
+ */
+export async function assertAllocationFree(body: (i: number) => void, iterations = 3_000_000): Promise<void> {
+  await measureAllocations(500_000, body);
+  const report = await measureAllocations(iterations, body);
+  if (report.gcCount !== 0) throw new Error(`${report.gcCount} garbage collections in ${iterations} iterations`);
+  if (report.newSpaceGrowthBytes >= ALLOCATION_SLACK_BYTES)
+    throw new Error(`new space grew ${report.newSpaceGrowthBytes} bytes`);
+  if (report.oldSpaceGrowthBytes >= ALLOCATION_SLACK_BYTES)
+    throw new Error(`old space grew ${report.oldSpaceGrowthBytes} bytes`);
+}
