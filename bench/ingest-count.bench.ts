@@ -6,9 +6,10 @@
  * `--pings` differ only in the measured pings: instructions per ping = (Ir(p2) - Ir(p1)) / (p2 - p1).
  *
  * Run: npx tsc -p tsconfig.json && node dist/bench/ingest-count.bench.js --callgrind --encoding maps|shared
- *   [--pings 20000,120000]
+ *   [--pings 20000,120000] [--decoder reader|msgpackr]
  * which runs this file twice under `valgrind --tool=callgrind` (node --no-concurrent-recompilation --single-threaded),
- * prints the difference per ping and writes bench/out/ingest-count-<encoding>.json. Alone (no valgrind):
+ * prints the difference per ping and writes bench/out/ingest-count-<encoding>-<decoder>.json (`--decoder msgpackr`:
+ * every frame decoded by msgpackr as an object instead of read in place). Alone (no valgrind):
  *   node dist/bench/ingest-count.bench.js --encoding maps --pings 100000 --build 100000
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -34,25 +35,29 @@ const { values } = parseArgs({
     encoding: { type: 'string', default: 'maps' },
     pings: { type: 'string', default: '20000,120000' },
     build: { type: 'string', default: '0' },
+    // reader: values read in place (the default path); msgpackr: every frame decoded as an object.
+    decoder: { type: 'string', default: 'reader' },
   },
 });
+if (!['reader', 'msgpackr'].includes(values.decoder))
+  throw new RangeError(`--decoder must be reader or msgpackr, got ${values.decoder}`);
 
 if (values.callgrind) {
   const [p1, p2] = values.pings.split(',').map(Number) as [number, number];
   const counts: number[] = [];
   for (const pings of [p1, p2]) {
     const n = callgrindInstructions(fileURLToPath(import.meta.url), [
-      ...['--encoding', values.encoding, '--pings', String(pings), '--build', String(p2)],
+      ...['--encoding', values.encoding, '--pings', String(pings), '--build', String(p2), '--decoder', values.decoder],
     ]);
     counts.push(n);
     console.log(`${pings} pings: ${n} instructions`);
   }
   const perPing = (counts[1]! - counts[0]!) / (p2 - p1);
-  console.log(`ingest (${values.encoding}): ${perPing.toFixed(0)} instructions per ping`);
+  console.log(`ingest (${values.encoding}, ${values.decoder}): ${perPing.toFixed(0)} instructions per ping`);
   mkdirSync('bench/out', { recursive: true });
   writeFileSync(
-    `bench/out/ingest-count-${values.encoding}.json`,
-    `${JSON.stringify({ pings: [p1, p2], warmUp: WARM_UP_PINGS, instructions: counts, instructionsPerPing: Math.round(perPing) }, null, 2)}\n`,
+    `bench/out/ingest-count-${values.encoding}-${values.decoder}.json`,
+    `${JSON.stringify({ decoder: values.decoder, pings: [p1, p2], warmUp: WARM_UP_PINGS, instructions: counts, instructionsPerPing: Math.round(perPing) }, null, 2)}\n`,
   );
   process.exit(0);
 }
@@ -84,7 +89,7 @@ const sink: PingSink = {
   },
 };
 const edge = new IngestEdge(
-  { sharedStructures: shared },
+  { sharedStructures: shared, frameReader: values.decoder === 'reader' },
   {
     pipeline: PipelineRegion.wrap(allocatePipelineRegion(8)),
     registry: new DeviceRegistry(allocateDeviceIdTable(20_000, 32), 8),
@@ -99,5 +104,5 @@ for (let b = WARM_UP_PINGS / BATCH; b < (WARM_UP_PINGS + pings) / BATCH; b++) ed
 const ns = Number(process.hrtime.bigint() - t0);
 if (seen !== WARM_UP_PINGS + pings) throw new Error(`accepted ${seen} of ${WARM_UP_PINGS + pings}`);
 console.log(
-  `ingest (${values.encoding}): ${pings} pings after ${WARM_UP_PINGS} warm-up, ${Math.round((pings * 1e9) / Math.max(1, ns))} pings/s`,
+  `ingest (${values.encoding}, ${values.decoder}): ${pings} pings after ${WARM_UP_PINGS} warm-up, ${Math.round((pings * 1e9) / Math.max(1, ns))} pings/s`,
 );

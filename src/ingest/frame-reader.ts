@@ -26,6 +26,8 @@ export const READ_FALLBACK = -3;
 
 /** Longest string the reader makes itself (longer ids go through msgpackr), bytes. */
 const MAX_STRING_BYTES = 64;
+/** Strings up to this many bytes are made with one String.fromCharCode call of that many arguments. */
+const SHORT_STRING_BYTES = 12;
 /** Key indices (KeyBit order) whose strings matter: id and lane. */
 const ID_KEY = 0;
 const LANE_KEY = 7;
@@ -33,16 +35,13 @@ const LANE_KEY = 7;
 /** Reads walked frames (one per decoder). */
 export class FrameReader {
   private readonly values = new DecodedValues();
-  /** Scratch for the IEEE 754 reads: the bytes are big-endian on the wire. */
-  private readonly f64 = new Float64Array(1);
-  private readonly f64Bytes = new Uint8Array(this.f64.buffer);
-  private readonly f32 = new Float32Array(1);
-  private readonly f32Bytes = new Uint8Array(this.f32.buffer);
-  /** Per length, a reused array of char codes (String.fromCharCode.apply takes it without a copy of ours). */
+  /** A view of the last buffer read (made again only when another buffer comes: once per chunk, not per frame). */
+  private view: DataView = new DataView(new ArrayBuffer(8));
+  private viewOf: Uint8Array | null = null;
+  /** Per length, a reused array of char codes for String.fromCharCode.apply (ids longer than SHORT_STRING_BYTES). */
   private readonly codes: number[][] = Array.from({ length: MAX_STRING_BYTES + 1 }, (_, n) =>
     new Array<number>(n).fill(0),
   );
-  private readonly littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
   /**
    * Reads and validates the frame `walker` just walked in `buf` into `out`: PING_VALID, a RejectReason, or
@@ -52,6 +51,10 @@ export class FrameReader {
     const mask = walker.keyMask;
     const at = walker.valueAt;
     const d = this.values;
+    if (buf !== this.viewOf) {
+      this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      this.viewOf = buf;
+    }
     for (let k = 0; k < 8; k++) {
       if ((mask & (1 << k)) === 0) continue;
       if (!this.readValue(buf, at[k]!, k, d)) return READ_FALLBACK;
@@ -83,10 +86,10 @@ export class FrameReader {
           d.kinds[k] = VALUE_OTHER;
           return true;
         case 0xca:
-          n = this.float32(buf, p + 1);
+          n = this.view.getFloat32(p + 1);
           break;
         case 0xcb:
-          n = this.float64(buf, p + 1);
+          n = this.view.getFloat64(p + 1);
           break;
         case 0xcc:
           n = buf[p + 1]!;
@@ -134,32 +137,100 @@ export class FrameReader {
     }
     d.kinds[k] = VALUE_STRING;
     if (len > MAX_STRING_BYTES) return false;
-    const codes = this.codes[len]!;
-    for (let i = 0; i < len; i++) {
-      const c = buf[p + i]!;
-      if (c >= 0x80) return false;
-      codes[i] = c;
-    }
-    d.strs[k] = len === 0 ? '' : String.fromCharCode.apply(null, codes);
+    let ascii = 0;
+    for (let i = 0; i < len; i++) ascii |= buf[p + i]!;
+    if (ascii >= 0x80) return false;
+    d.strs[k] = len <= SHORT_STRING_BYTES ? shortAscii(buf, p, len) : this.longerAscii(buf, p, len);
     return true;
   }
 
-  private float64(buf: Uint8Array, p: number): number {
-    const s = this.f64Bytes;
-    if (this.littleEndian) for (let i = 0; i < 8; i++) s[i] = buf[p + 7 - i]!;
-    else for (let i = 0; i < 8; i++) s[i] = buf[p + i]!;
-    return this.f64[0]!;
-  }
-
-  private float32(buf: Uint8Array, p: number): number {
-    const s = this.f32Bytes;
-    if (this.littleEndian) for (let i = 0; i < 4; i++) s[i] = buf[p + 3 - i]!;
-    else for (let i = 0; i < 4; i++) s[i] = buf[p + i]!;
-    return this.f32[0]!;
+  private longerAscii(buf: Uint8Array, p: number, len: number): string {
+    const codes = this.codes[len]!;
+    for (let i = 0; i < len; i++) codes[i] = buf[p + i]!;
+    return String.fromCharCode.apply(null, codes);
   }
 }
 
 /** Big-endian uint32 at `buf[p]` as a non-negative number. */
 function uint32(buf: Uint8Array, p: number): number {
   return buf[p]! * 0x1000000 + ((buf[p + 1]! << 16) | (buf[p + 2]! << 8) | buf[p + 3]!);
+}
+
+/** The ASCII string of `len` (0-12) bytes at `buf[p]`, made by one call (no array). */
+function shortAscii(buf: Uint8Array, p: number, len: number): string {
+  const f = String.fromCharCode;
+  switch (len) {
+    case 0:
+      return '';
+    case 1:
+      return f(buf[p]!);
+    case 2:
+      return f(buf[p]!, buf[p + 1]!);
+    case 3:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!);
+    case 4:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!, buf[p + 3]!);
+    case 5:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!, buf[p + 3]!, buf[p + 4]!);
+    case 6:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!, buf[p + 3]!, buf[p + 4]!, buf[p + 5]!);
+    case 7:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!, buf[p + 3]!, buf[p + 4]!, buf[p + 5]!, buf[p + 6]!);
+    case 8:
+      return f(buf[p]!, buf[p + 1]!, buf[p + 2]!, buf[p + 3]!, buf[p + 4]!, buf[p + 5]!, buf[p + 6]!, buf[p + 7]!);
+    case 9:
+      return f(
+        buf[p]!,
+        buf[p + 1]!,
+        buf[p + 2]!,
+        buf[p + 3]!,
+        buf[p + 4]!,
+        buf[p + 5]!,
+        buf[p + 6]!,
+        buf[p + 7]!,
+        buf[p + 8]!,
+      );
+    case 10:
+      return f(
+        buf[p]!,
+        buf[p + 1]!,
+        buf[p + 2]!,
+        buf[p + 3]!,
+        buf[p + 4]!,
+        buf[p + 5]!,
+        buf[p + 6]!,
+        buf[p + 7]!,
+        buf[p + 8]!,
+        buf[p + 9]!,
+      );
+    case 11:
+      return f(
+        buf[p]!,
+        buf[p + 1]!,
+        buf[p + 2]!,
+        buf[p + 3]!,
+        buf[p + 4]!,
+        buf[p + 5]!,
+        buf[p + 6]!,
+        buf[p + 7]!,
+        buf[p + 8]!,
+        buf[p + 9]!,
+        buf[p + 10]!,
+      );
+    default:
+      return f(
+        buf[p]!,
+        buf[p + 1]!,
+        buf[p + 2]!,
+        buf[p + 3]!,
+        buf[p + 4]!,
+        buf[p + 5]!,
+        buf[p + 6]!,
+        buf[p + 7]!,
+        buf[p + 8]!,
+        buf[p + 9]!,
+        buf[p + 10]!,
+        buf[p + 11]!,
+      );
+  }
 }
