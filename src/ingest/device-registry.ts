@@ -39,6 +39,7 @@ import {
   devIdNumbersByteOffset,
   devIdRegionBytes,
 } from '../shm/layout.js';
+import { fnv1a32, IdBytesIndex } from './id-bytes-index.js';
 import { PF_NUMERIC_ID_F64, type PingFields } from './ping-fields.js';
 
 /** Largest `maxDevices` accepted (Int32 slots, and a region that stays allocatable). */
@@ -158,13 +159,6 @@ export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (st
     }
   });
   Atomics.store(v.header, DEVID_COUNT_I32, ids.length);
-}
-
-/** 32-bit FNV-1a over `bytes[start, end)`. */
-function fnv1a32(bytes: Uint8Array, start: number, end: number): number {
-  let h = 0x811c9dc5;
-  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
-  return h >>> 0;
 }
 
 /** murmur3 fmix32 finaliser. */
@@ -341,6 +335,8 @@ export class DeviceRegistry {
     freedSeqHigh: -Infinity,
   };
   private readonly stringIds = new Map<string, number>();
+  /** The same string ids, found from their bytes (a frame reader's id, with no string made). */
+  private readonly bytesIndex: IdBytesIndex;
   private readonly numericIds = new NumericIdIndex();
   /** One cell to look a numeric id up from `lookup` (the index reads ids from cells). */
   private readonly lookupCell = new Float64Array(1);
@@ -363,6 +359,7 @@ export class DeviceRegistry {
       throw new RangeError(`shards must be an integer in [1, 65535], got ${String(shards)}`);
     }
     this.table = new IdTableViews(idTable);
+    this.bytesIndex = new IdBytesIndex(this.table.bytes, this.table.idBytesPerSlot, this.table.meta);
     this.shards = shards;
     this.maxDevices = this.table.maxDevices;
     this.idBytesPerSlot = this.table.idBytesPerSlot;
@@ -380,15 +377,17 @@ export class DeviceRegistry {
     this.reader = new DeviceIdReader(idTable);
     for (let slot = 0; slot < this.count; slot++) {
       const id = this.reader.deviceIdOf(slot)!;
-      if (typeof id === 'number') this.numericIds.insert(id, slot);
-      else this.stringIds.set(id, slot);
-      this.mapped[slot] = 1;
-      this.shardOfSlot[slot] = shardOfHash(
+      const hash =
         typeof id === 'number'
           ? hashNumericId(id)
-          : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)),
-        shards,
-      );
+          : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot));
+      if (typeof id === 'number') this.numericIds.insert(id, slot);
+      else {
+        this.stringIds.set(id, slot);
+        this.bytesIndex.insert(slot, hash);
+      }
+      this.mapped[slot] = 1;
+      this.shardOfSlot[slot] = shardOfHash(hash, shards);
     }
     this.life.occupied = this.count;
   }
@@ -424,6 +423,14 @@ export class DeviceRegistry {
         return budget !== null && !budget.takeNewDevice()
           ? SLOT_NEW_DEVICE_DENIED
           : this.register(fields.values[PF_NUMERIC_ID_F64]!);
+    } else if (fields.idInBytes) {
+      // Found from the frame's bytes: a string is made only for a device not known yet.
+      const buf = fields.idBuf!;
+      const at = fields.idAt;
+      const len = fields.idLen;
+      slot = this.bytesIndex.find(buf, at, len, fnv1a32(buf, at, at + len));
+      if (slot < 0)
+        return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idString());
     } else {
       const known = this.stringIds.get(fields.idKey);
       if (known === undefined)
@@ -491,7 +498,10 @@ export class DeviceRegistry {
   private takeBack(slot: number): void {
     const id = this.reader.deviceIdOf(slot)!;
     if (typeof id === 'number') this.numericIds.remove(id);
-    else this.stringIds.delete(id);
+    else {
+      this.stringIds.delete(id);
+      this.bytesIndex.remove(slot, fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)));
+    }
     this.mapped[slot] = 0;
     const seq = this.port!.finalSeqOf(slot);
     if (seq > this.life.freedSeqHigh) this.life.freedSeqHigh = seq;
@@ -548,7 +558,10 @@ export class DeviceRegistry {
       Atomics.store(t.header, DEVID_COUNT_I32, this.count);
     }
     if (typeof id === 'number') this.numericIds.insert(id, slot);
-    else this.stringIds.set(id, slot);
+    else {
+      this.stringIds.set(id, slot);
+      this.bytesIndex.insert(slot, hash);
+    }
     return slot;
   }
 }

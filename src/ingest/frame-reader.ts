@@ -1,17 +1,19 @@
 /**
  * Reads a walked telemetry frame's values straight from its bytes (ingest thread): the walker has already found
- * every key and where its value starts (FrameWalker.valueAt), so no object is built and no string is made but the
- * id's (and a lane name's). Numbers of every MessagePack width are read as msgpackr reads them with
- * `int64AsType: 'number'` (a 64-bit integer as hi x 2^32 + lo, one rounding); strings only when they are ASCII.
- * Anything else it does not take on itself (a string id or lane with other bytes, an id longer than it keeps) is left
- * to msgpackr (READ_FALLBACK), so the two can never disagree on what a frame means: a seeded fuzz test holds them to
- * the same result on every frame, valid or not (test/ingest/frame-reader-fuzz.test.ts).
+ * every key and where its value starts (FrameWalker.valueAt), so no object is built and no string is made but a lane
+ * name's: an ASCII string id stays where it is in the frame (PingFields.idInBytes) and the registry finds a known
+ * device from its bytes. Numbers of every MessagePack width are read as msgpackr reads them with
+ * `int64AsType: 'number'` (a 64-bit integer as hi x 2^32 + lo, one rounding). What it does not take on itself (a
+ * string id or lane with non-ASCII bytes, or longer than it keeps) is left to msgpackr (READ_FALLBACK), so the two can
+ * never disagree on what a frame means: a seeded fuzz test holds them to the same result on every frame, valid or
+ * not (test/ingest/frame-reader-fuzz.test.ts).
  *
- * Allocation-free apart from the strings it makes.
+ * Allocation-free apart from a lane name's string.
  */
 import type { FrameWalker } from './frame-walker.js';
 import {
   DecodedValues,
+  VALUE_ID_BYTES,
   VALUE_NIL,
   VALUE_NUMBER,
   VALUE_OTHER,
@@ -135,11 +137,19 @@ export class FrameReader {
       d.kinds[k] = VALUE_OTHER;
       return true;
     }
-    d.kinds[k] = VALUE_STRING;
     if (len > MAX_STRING_BYTES) return false;
     let ascii = 0;
     for (let i = 0; i < len; i++) ascii |= buf[p + i]!;
     if (ascii >= 0x80) return false;
+    if (k === ID_KEY) {
+      // Left in the frame: the registry finds a known device from these bytes, with no string made.
+      d.kinds[k] = VALUE_ID_BYTES;
+      d.idBuf = buf;
+      d.idAt = p;
+      d.idLen = len;
+      return true;
+    }
+    d.kinds[k] = VALUE_STRING;
     d.strs[k] = len <= SHORT_STRING_BYTES ? shortAscii(buf, p, len) : this.longerAscii(buf, p, len);
     return true;
   }

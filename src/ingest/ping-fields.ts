@@ -57,6 +57,15 @@ export class PingFields {
    * object, and reading one into a tagged field or a Map key would box it into a new heap number per ping.
    */
   idKey = '';
+  /**
+   * True when the string id was left where it is in the frame (the frame reader: ASCII, `idLen` bytes at
+   * `idBuf[idAt]`, valid until the next frame is decoded) instead of made into `idKey`: the registry finds a known
+   * device from those bytes, and `idString()` makes the string when one is needed.
+   */
+  idInBytes = false;
+  idBuf: Uint8Array | null = null;
+  idAt = 0;
+  idLen = 0;
   /** Lane the device asked for (a Lane value), or -1 when absent. */
   explicitLane = -1;
   /** Dense device slot (set by the registry step). */
@@ -68,7 +77,14 @@ export class PingFields {
 
   /** The device id: the string, or the number (boxes it: tests and cold code). */
   id(): string | number {
-    return this.idIsNumber ? this.values[PF_NUMERIC_ID_F64]! : this.idKey;
+    return this.idIsNumber ? this.values[PF_NUMERIC_ID_F64]! : this.idString();
+  }
+
+  /** The string id (made from the frame's bytes when it was left there). */
+  idString(): string {
+    if (!this.idInBytes) return this.idKey;
+    const b = this.idBuf!;
+    return Buffer.from(b.buffer, b.byteOffset + this.idAt, this.idLen).toString('latin1');
   }
 
   /** Latitude, WGS84 degrees. */
@@ -157,6 +173,8 @@ export const VALUE_NUMBER = 1;
 export const VALUE_STRING = 2;
 /** A key's value: anything else (boolean, binary). */
 export const VALUE_OTHER = 3;
+/** The id's value: an ASCII string left in the frame (DecodedValues.idBuf / idAt / idLen). */
+export const VALUE_ID_BYTES = 4;
 
 /**
  * The values of one frame by key index (KeyBit order: id, lat, lon, ts, speed, heading, accuracy, lane): each one's
@@ -166,6 +184,10 @@ export class DecodedValues {
   readonly kinds = new Uint8Array(8);
   readonly nums = new Float64Array(8);
   readonly strs: string[] = ['', '', '', '', '', '', '', ''];
+  /** With VALUE_ID_BYTES: where the id's bytes are. */
+  idBuf: Uint8Array | null = null;
+  idAt = 0;
+  idLen = 0;
 
   /** Sets key `k` from a decoded JS value. */
   set(k: number, x: unknown): void {
@@ -221,13 +243,24 @@ export function validateValuesInto(d: DecodedValues, keyMask: number, limits: Pi
     if (id.length === 0) return RejectReason.INVALID_ID;
     if (id.length > limits.maxIdLength) return RejectReason.ID_TOO_LONG;
     out.idIsNumber = false;
+    out.idInBytes = false;
     out.idKey = id;
+  } else if (kinds[0] === VALUE_ID_BYTES) {
+    // ASCII: its byte length is its length in UTF-16 code units.
+    if (d.idLen === 0) return RejectReason.INVALID_ID;
+    if (d.idLen > limits.maxIdLength) return RejectReason.ID_TOO_LONG;
+    out.idIsNumber = false;
+    out.idInBytes = true;
+    out.idBuf = d.idBuf;
+    out.idAt = d.idAt;
+    out.idLen = d.idLen;
   } else if (kinds[0] === VALUE_NUMBER) {
     const id = nums[0]!;
     // A uint64 id above 2^53 - 1 arrives rounded to 2^53 or more (see FrameDecoder), never to a smaller neighbour,
     // so this one test rejects it rather than merging it with another device; negative and fractional ids too.
     if (!Number.isSafeInteger(id) || id < 0) return RejectReason.INVALID_ID;
     out.idIsNumber = true;
+    out.idInBytes = false;
     out.values[PF_NUMERIC_ID_F64] = id;
   } else {
     return RejectReason.INVALID_ID;

@@ -1,8 +1,9 @@
 /**
  * The ingest path from the bytes: the frame walker, the frame reader (values read in place, no object), validation,
  * registry lookup, lane classification and the ring record write allocate nothing per ping, for plain maps, inline
- * records and shared-structure records whose ids are numbers (uint64, IMEI-like; a string id is the one thing the
- * reader makes, as msgpackr does). Every frame was read by the reader, none left to msgpackr.
+ * records and shared-structure records, with ids that are numbers (uint64, IMEI-like) or ASCII strings (found in the
+ * registry from their bytes: no string made for a known device). Every frame was read by the reader, none left to
+ * msgpackr.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -15,8 +16,8 @@ import { ringSinkEdge } from './support.js';
 const IMEI = 358_240_051_111_110;
 const FRAMES = 1000;
 
-/** `FRAMES` pings of `encoding` with uint64 ids, and where each frame starts. */
-function frames(encoding: LoadEncoding): { buf: Buffer; starts: Int32Array } {
+/** `FRAMES` pings of `encoding` with uint64 ids (or `dev-<i>` strings), and where each frame starts. */
+function frames(encoding: LoadEncoding, stringIds: boolean): { buf: Buffer; starts: Int32Array } {
   const buf = Buffer.alloc(FRAMES * 256);
   const starts = new Int32Array(FRAMES + 1);
   let pos = 0;
@@ -26,11 +27,20 @@ function frames(encoding: LoadEncoding): { buf: Buffer; starts: Int32Array } {
     pos = encodePingInto(
       buf,
       pos,
-      { id: 'x', lat: 52 + i * 1e-4, lon: 13, ts: 1_735_689_600_000 + i, speed: i % 4, heading: 90, accuracy: 5 },
+      {
+        id: stringIds ? `dev-${i}` : 'x',
+        lat: 52 + i * 1e-4,
+        lon: 13,
+        ts: 1_735_689_600_000 + i,
+        speed: i % 4,
+        heading: 90,
+        accuracy: 5,
+      },
       encoding,
     );
   }
   starts[FRAMES] = pos;
+  if (stringIds) return { buf: buf.subarray(0, pos), starts };
   // Re-encode with the id as uint64 (0xcf + 8 bytes) in place of the one-character string (0xa1 'x').
   const out = Buffer.alloc(pos + FRAMES * 8);
   const outStarts = new Int32Array(FRAMES + 1);
@@ -49,12 +59,18 @@ function frames(encoding: LoadEncoding): { buf: Buffer; starts: Int32Array } {
   return { buf: out.subarray(0, o), starts: outStarts };
 }
 
-for (const encoding of ['maps', 'records', 'shared'] as const) {
-  test(`${encoding}: walk + read + validate + registry + classify + ring write allocate nothing per ping`, async () => {
+for (const [encoding, stringIds] of [
+  ['maps', false],
+  ['records', false],
+  ['shared', false],
+  ['maps', true],
+  ['shared', true],
+] as const) {
+  test(`${encoding}, ${stringIds ? 'string' : 'uint64'} ids: walk + read + validate + registry + classify + ring write allocate nothing per ping`, async () => {
     const { ring, fx } = ringSinkEdge();
     const limits = { maxIdLength: 32, minTsMs: 0, maxTsMs: 4e12 };
     const decoder = new FrameDecoder({ maxFrameBytes: 512, sharedStructures: encoding === 'shared', limits });
-    const { buf, starts } = frames(encoding);
+    const { buf, starts } = frames(encoding, stringIds);
     let bad = 0;
     const body = (i: number): void => {
       const k = i % FRAMES;
@@ -70,6 +86,7 @@ for (const encoding of ['maps', 'records', 'shared'] as const) {
     const last = ring.slotOf(ring.writeSeq() - 1);
     assert.equal(ring.i32[last * ring.strideI32 + TEL_DEVICE_SLOT_I32], (3_000_000 - 1) % FRAMES);
     assert.equal(ring.f64[last * ring.strideF64 + TEL_LAT_F64], 52 + ((3_000_000 - 1) % FRAMES) * 1e-4);
-    assert.equal(decoder.fields.id(), IMEI + ((3_000_000 - 1) % FRAMES) * 4_294_967_311);
+    const k = (3_000_000 - 1) % FRAMES;
+    assert.equal(decoder.fields.id(), stringIds ? `dev-${k}` : IMEI + k * 4_294_967_311);
   });
 }
