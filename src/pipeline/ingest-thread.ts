@@ -10,32 +10,24 @@
 import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { Piscina } from 'piscina';
 import { parentPort, workerData } from 'node:worker_threads';
-import { DeviceState } from '../fences/device-state.js';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
-import { LaneAdmission } from '../ingest/admission.js';
-import { DeviceRegistry } from '../ingest/device-registry.js';
 import { DeviceExpiry } from './device-expiry.js';
 import { readFileSync } from 'node:fs';
 import type { IngestTlsConfig, ThreadOptions } from '../config/options.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
-import { RejectLog } from '../ingest/reject-log.js';
 import { fileSource, type ReadableSource } from '../ingest/sources/stream-source.js';
 import { TcpSource } from '../ingest/sources/tcp-source.js';
 import { JetStreamSource } from '../ingest/sources/jetstream-source.js';
-import { nowNs } from '../shm/clock.js';
 import {
-  ADM_BLOCK_F64,
   FENCE_MAX_X_F64,
   FENCE_MAX_Y_F64,
   FENCE_MIN_X_F64,
   FENCE_MIN_Y_F64,
   IngestState,
-  RingKind,
   RT_THREAD_INGEST,
 } from '../shm/layout.js';
-import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask, ContainmentWorkerData } from './containment-task.js';
-import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
+import { buildIngestPath } from './ingest-path.js';
 import { InProcessInput } from './in-process-input.js';
 import { InputBacklog } from './input-backlog.js';
 import { COMPLIANCE_ALARM_INTERVAL_MS, ComplianceShedAlarm } from '../ingest/shed-alarm.js';
@@ -45,7 +37,7 @@ import { armThreadDrills, startThreadRuntimeReporter } from './thread-runtime.js
 import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../ingest/ping-encoder.js';
 import { Fleet, type FleetPing } from '../fences/synthetic-fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
-import { ShardScheduler, WATCHDOG_INTERVAL_MS, type WatchdogSettings } from './shard-scheduler.js';
+import { WATCHDOG_INTERVAL_MS } from './shard-scheduler.js';
 import type { WarmUpTask } from './warm-up.js';
 
 /**
@@ -73,81 +65,6 @@ const WARM_UP_MAX_MS = 250;
 
 function post(event: ThreadEvent): void {
   parentPort!.postMessage(event);
-}
-
-/** The ingest path over one set of shared regions: rings, scheduler, admission, registry, predicates, sink, edge. */
-interface IngestPath {
-  scheduler: ShardScheduler;
-  admissions: LaneAdmission[];
-  predicates: StorePredicates;
-  sink: AdmissionSink;
-  edge: PipelineEdge;
-  room: AdmissionRoom;
-  registry: DeviceRegistry;
-  state: DeviceState;
-}
-
-/** Wires the ingest path over `m` (the router's regions, or scratch ones for the warm-up). */
-function buildIngestPath(
-  m: PipelineMemory,
-  d: IngestThreadData,
-  pool: Piscina<ContainmentTask, number>,
-  log: { error: (line: string) => void; warn: (line: string) => void },
-  watched: boolean,
-): IngestPath {
-  const stats = new Float64Array(m.stats);
-  const state = DeviceState.open(m.deviceState);
-  const rings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
-  // The scratch path of the warm-up runs no task, so it needs no watchdog.
-  const watchdog: WatchdogSettings | null = watched
-    ? {
-        cells: new Int32Array(m.watchdog),
-        stallMs: d.containmentStallMs,
-        triggerRings: m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER)),
-      }
-    : null;
-  const scheduler = new ShardScheduler(
-    pool,
-    rings,
-    { batchSize: d.batchSize, batchBudgetUs: d.batchBudgetUs },
-    d.poolSize,
-    stats,
-    d.fences,
-    log.error,
-    watchdog,
-  );
-  const admissionCounters = new Float64Array(m.admissionCounters);
-  const t0 = nowNs();
-  const admissions = rings.map(
-    (ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0),
-  );
-  const registry = new DeviceRegistry(m.idTable, m.shards);
-  const predicates = new StorePredicates(
-    FenceStore.open(d.fences, LOOKUP_ONLY_STORE),
-    state,
-    d.complianceMarginM,
-    rings,
-    registry.shardOfSlot,
-  );
-  const rejectLog = new RejectLog({
-    intervalMs: d.ingest.rejectLogIntervalMs,
-    nowMs: () => Date.now(),
-    write: log.warn,
-  });
-  const sink = new AdmissionSink(admissions, scheduler, predicates);
-  const edge = new PipelineEdge(
-    {
-      maxFrameBytes: d.ingest.maxFrameBytes,
-      readChunkBytes: d.ingest.readChunkBytes,
-      sharedStructures: d.ingest.sharedStructures,
-      stationarySpeedMps: d.ingest.stationarySpeedMps,
-      stationaryRadiusM: d.ingest.stationaryRadiusM,
-    },
-    { pipeline: PipelineRegion.wrap(m.pipeline), registry, predicates, sink, log: rejectLog },
-  );
-  const room = new AdmissionRoom(admissions);
-  edge.attach(scheduler, sink, room);
-  return { scheduler, admissions, predicates, sink, edge, room, registry, state };
 }
 
 /**
