@@ -46,6 +46,11 @@ export class BoxTree {
     return this.numItems4 >> 2;
   }
 
+  /** The indexed boxes themselves (minX, minY, maxX, maxY each, in the index's order): a view of the shared data. */
+  itemBoxes(): Float64Array {
+    return this.boxes.subarray(0, this.numItems4);
+  }
+
   /**
    * Writes the ids of boxes intersecting or touching [minX, maxX] x [minY, maxY] into `out` (at most out.length)
    * and returns how many matched (which may exceed out.length). Allocates nothing.

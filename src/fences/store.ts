@@ -8,6 +8,7 @@
  *
  * Methods marked allocation-free may run on hot paths; `open` and the string accessors' first use allocate.
  */
+import { ComplianceGrid } from './compliance-grid.js';
 import { randomInt } from 'node:crypto';
 import Flatbush from 'flatbush';
 import {
@@ -277,6 +278,8 @@ export class FenceStore {
   private readonly complianceTree: BoxTree | null;
   private readonly appendedTree: BoxTree | null;
   private readonly appendedComplianceTree: BoxTree | null;
+  /** Built on the first nearCompliance question (see compliance-grid.ts). */
+  private complianceGrid: ComplianceGrid | null = null;
   private readonly appended: AppendedFences | null;
   /** Appended fences in force, by id. */
   private readonly appendedIds: Map<string, number>;
@@ -609,6 +612,10 @@ export class FenceStore {
     const lon = q[Q_X]!;
     const lat = q[Q_Y]!;
     const marginM = q[Q_LIMIT_M]!;
+    // Most pings are in cells no compliance box reaches: answered without the tree.
+    let grid = this.complianceGrid;
+    if (grid === null || grid.marginM !== marginM) grid = this.buildComplianceGrid(marginM);
+    if (!grid.mayBeNear(lon, lat)) return false;
     const dLat = marginM / M_PER_DEG;
     const cosLat = Math.cos(lat * RAD_PER_DEG);
     // Near the poles a metre spans any longitude: widen to the whole range.
@@ -621,5 +628,14 @@ export class FenceStore {
     // the next full build: the lane decision errs towards keeping.
     if (this.complianceTree !== null && this.complianceTree.anyInBox(q, Q_MIN_X)) return true;
     return this.appendedComplianceTree !== null && this.appendedComplianceTree.anyInBox(q, Q_MIN_X);
+  }
+
+  /** This thread's compliance grid for `marginM` over both compliance trees' boxes (first use, or a new margin). */
+  private buildComplianceGrid(marginM: number): ComplianceGrid {
+    const boxes: Float64Array[] = [];
+    if (this.complianceTree !== null) boxes.push(this.complianceTree.itemBoxes());
+    if (this.appendedComplianceTree !== null) boxes.push(this.appendedComplianceTree.itemBoxes());
+    this.complianceGrid = new ComplianceGrid(boxes, marginM);
+    return this.complianceGrid;
   }
 }
