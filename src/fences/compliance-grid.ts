@@ -68,7 +68,8 @@ export class ComplianceGrid {
 
   /** False when no widened box can reach (lon, lat): the tree need not be asked. Allocation-free. */
   mayBeNear(lon: number, lat: number): boolean {
-    // NaN compares false: a NaN position goes on to the tree, as before.
+    // A NaN position goes on to the tree, which answers it as before.
+    if (lon !== lon || lat !== lat) return true;
     if (lon < this.minX || lon > this.maxX || lat < this.minY || lat > this.maxY) return false;
     return this.reached[this.row(lat) * CELLS + this.col(lon)] === 1;
   }

@@ -308,6 +308,8 @@ class Member implements PartitionGroup {
     this.router = null;
     this.running = [];
     if (router === null) return;
+    // Until this close succeeds the next router reads the fences afresh (a failed close keeps no store).
+    this.fences = null;
     this.lastSummary = await router.close();
     this.keepFences(router);
   }

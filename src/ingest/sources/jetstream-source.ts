@@ -402,13 +402,18 @@ export class JetStreamSource implements TelemetrySource {
       await this.ensureStream(jsm);
       const js = jetstream(nc);
       // One round trip or two per partition, all partitions at once: a takeover of several waits for the slowest.
-      this.consumers = await Promise.all(
+      // Every partition settles before a failure closes the connection: none is left between a consumer's delete and
+      // its re-creation by another partition's error.
+      const made = await Promise.allSettled(
         this.partitions.map(async (p) => {
           const name = partitionConsumerName(o.consumerPrefix, p);
           await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
           return js.consumers.get(o.stream, name);
         }),
       );
+      const failed = made.find((r) => r.status === 'rejected');
+      if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+      this.consumers = made.map((r) => (r as PromiseFulfilledResult<Consumer>).value);
     } catch (err) {
       await this.stop();
       throw new Error(`jetstream source ${o.servers.join(',')} stream ${o.stream}: ${(err as Error).message}`, {
