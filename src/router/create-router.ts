@@ -161,6 +161,8 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
         ? await loadStartFences(fences, resolved, edits, progress)
         : { descriptor: startFences, skippedEdits: [] };
     if (journal !== null && startFences === undefined) reportJournal(journal, descriptor.skippedEdits, log);
+    // The previous router is closed: its per-fence untracked counts are not this one's.
+    if (startFences !== undefined) new Int32Array(startFences.untrackedBuffer).fill(0);
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
     if (resolved.jetstreamSource?.stateBucket != null) {
       progress.phase("reading the partitions' stored checkpoints from JetStream");
