@@ -510,7 +510,12 @@ export class PipelineRouter implements Router {
     // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
     if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
       this.pipeline.ringDispatcher();
-      while (this.controlRing.available() > 0) await sleep(1);
+      while (this.controlRing.available() > 0) {
+        // A dispatcher that died takes nothing more: the start fails (naming it) instead of waiting for ever.
+        if (this.dispatcherThread.died)
+          throw new Error('the dispatcher thread exited before it took the restore EXITs');
+        await sleep(1);
+      }
     }
     progress?.phase('starting the inputs');
     this.ingestThread.worker.postMessage({ type: 'begin' } satisfies IngestRequest);
