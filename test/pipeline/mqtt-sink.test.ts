@@ -53,7 +53,8 @@ async function run(protocolVersion: 4 | 5, restart: boolean): Promise<void> {
     const sending = sendPaced(router.ingestPort!, traffic, 10_000);
     let deliveredAtRestart = -1;
     if (restart) {
-      await new Promise((r) => setTimeout(r, 800));
+      // Mid-run: once the first triggers have reached the broker (its connection may still be opening at the start).
+      await waitFor(() => router.stats().downstreams[0]!.delivered > 0, 20_000, 'the first triggers delivered');
       deliveredAtRestart = router.stats().downstreams[0]!.delivered;
       await broker.restart(500);
     }
