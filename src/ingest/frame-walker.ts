@@ -294,6 +294,6 @@ export class FrameWalker {
 }
 
 /** Big-endian uint32 at `buf[p]` as a non-negative number. */
-function readUint32(buf: Uint8Array, p: number): number {
+export function readUint32(buf: Uint8Array, p: number): number {
   return buf[p]! * 0x1000000 + ((buf[p + 1]! << 16) | (buf[p + 2]! << 8) | buf[p + 3]!);
 }

@@ -170,7 +170,7 @@ export const VALUE_NIL = 0;
 /** A key's value: a number (any MessagePack width). */
 export const VALUE_NUMBER = 1;
 /** A key's value: a string (kept for `id` and `lane` only). */
-export const VALUE_STRING = 2;
+const VALUE_STRING = 2;
 /** A key's value: anything else (boolean, binary). */
 export const VALUE_OTHER = 3;
 /** The id's value: an ASCII string left in the frame (DecodedValues.idBuf / idAt / idLen). */

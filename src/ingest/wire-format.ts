@@ -128,3 +128,14 @@ function sameBytes(buf: Uint8Array, pos: number, expected: Uint8Array): boolean 
   for (let i = 1; i < expected.length; i++) if (buf[pos + i] !== expected[i]) return false;
   return true;
 }
+
+const LANE_NAME_BYTES = LANE_WIRE_NAMES.map((name) => new TextEncoder().encode(name));
+
+/** Lane value of the lane name whose UTF-8 bytes are `buf[pos, pos + len)`, or -1 when it names none. Allocation-free. */
+export function laneOfNameBytes(buf: Uint8Array, pos: number, len: number): number {
+  for (let lane = 0; lane < LANE_NAME_BYTES.length; lane++) {
+    const name = LANE_NAME_BYTES[lane]!;
+    if (name.length === len && buf[pos] === name[0] && sameBytes(buf, pos, name)) return lane;
+  }
+  return -1;
+}
