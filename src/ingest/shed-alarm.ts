@@ -14,10 +14,10 @@ export const COMPLIANCE_ALARM_INTERVAL_MS = 1000;
 
 /** Options of the alarm. */
 export interface ComplianceShedAlarmOptions {
-  /** The shared admission counters (ADM_* blocks, one per shard). */
+  /** The shared admission counters (ADM_* blocks, one per telemetry ring). */
   admissionCounters: Float64Array;
-  /** Shards (counter blocks). */
-  shards: number;
+  /** Counter blocks (telemetry rings: one per ingest thread and shard). */
+  blocks: number;
   /** Current time, ms (for the period a line covers). */
   nowMs: () => number;
   /** Where an alarm line goes (an error-level log). */
@@ -27,7 +27,7 @@ export interface ComplianceShedAlarmOptions {
 /** Watches the COMPLIANCE shed counters. */
 export class ComplianceShedAlarm {
   private readonly counters: Float64Array;
-  private readonly shards: number;
+  private readonly blocks: number;
   private readonly nowMs: () => number;
   private readonly write: (line: string) => void;
   /** Per reason: COMPLIANCE pings shed as of the last check. */
@@ -36,26 +36,26 @@ export class ComplianceShedAlarm {
 
   /** Starts watching; COMPLIANCE pings shed before now are the baseline, not reported. */
   constructor(o: ComplianceShedAlarmOptions) {
-    if (!(Number.isInteger(o.shards) && o.shards >= 1))
-      throw new RangeError(`shards must be an integer >= 1, got ${String(o.shards)}`);
-    if (o.admissionCounters.length < o.shards * ADM_BLOCK_F64) {
+    if (!(Number.isInteger(o.blocks) && o.blocks >= 1))
+      throw new RangeError(`blocks must be an integer >= 1, got ${String(o.blocks)}`);
+    if (o.admissionCounters.length < o.blocks * ADM_BLOCK_F64) {
       throw new RangeError(
-        `admissionCounters must hold ${o.shards} blocks of ${ADM_BLOCK_F64} cells, got ${o.admissionCounters.length} cells`,
+        `admissionCounters must hold ${o.blocks} blocks of ${ADM_BLOCK_F64} cells, got ${o.admissionCounters.length} cells`,
       );
     }
     this.counters = o.admissionCounters;
-    this.shards = o.shards;
+    this.blocks = o.blocks;
     this.nowMs = o.nowMs;
     this.write = o.write;
     this.lastCheckMs = o.nowMs();
     for (let r = 0; r < SHED_REASON_COUNT; r++) this.seen[r] = this.shedSoFar(r);
   }
 
-  /** COMPLIANCE pings shed for `reason` so far, over every shard. */
+  /** COMPLIANCE pings shed for `reason` so far, over every ring. */
   private shedSoFar(reason: number): number {
     let n = 0;
     const cell = ADM_SHED_F64 + Lane.COMPLIANCE * SHED_REASON_COUNT + reason;
-    for (let s = 0; s < this.shards; s++) n += this.counters[s * ADM_BLOCK_F64 + cell]!;
+    for (let b = 0; b < this.blocks; b++) n += this.counters[b * ADM_BLOCK_F64 + cell]!;
     return n;
   }
 

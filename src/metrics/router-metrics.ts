@@ -138,10 +138,12 @@ export interface SharedSeries {
 export interface MetricSources {
   /** The pipeline region (control cells and ingest counters). */
   pipeline: SharedArrayBuffer;
-  /** Admission counter blocks, ADM_BLOCK_F64 Float64 cells per shard, shard-major. */
+  /** Admission counter blocks, ADM_BLOCK_F64 Float64 cells per telemetry ring, in the rings' order. */
   admissionCounters?: SharedArrayBuffer;
-  /** Telemetry ring regions, by shard. */
+  /** Telemetry ring regions, one per (ingest thread, shard) in `telemetryRingIndex` order. */
   telemetryRings?: SharedArrayBuffer[];
+  /** Shards (default: one per telemetry ring, as with one ingest thread). */
+  shards?: number;
   /** Trigger ring regions, by shard. */
   triggerRings?: SharedArrayBuffer[];
   /** Containment counter blocks (CNT_*), CNT_BLOCK_F64 cells per block (shards, then the reload block). */
@@ -215,16 +217,20 @@ export class RouterMetrics {
     if (sources.admissionCounters !== undefined) this.addAdmission(new Float64Array(sources.admissionCounters));
     const rings: SharedSeries[] = [];
     const capacities: SharedSeries[] = [];
-    const addRings = (kind: string, buffers: SharedArrayBuffer[] | undefined): void => {
-      (buffers ?? []).forEach((b, shard) => {
+    const shards = sources.shards ?? sources.telemetryRings?.length ?? 1;
+    // A telemetry ring is named by its shard and its producer (ingest thread); a trigger ring by its shard.
+    const addRings = (kind: string, buffers: SharedArrayBuffer[] | undefined, perThread: boolean): void => {
+      (buffers ?? []).forEach((b, r) => {
         const ring = SpscRing.wrap(b);
-        const labels = { ring: kind, shard: String(shard) };
+        const labels = perThread
+          ? { ring: kind, shard: String(r % shards), ingest_thread: String(Math.floor(r / shards)) }
+          : { ring: kind, shard: String(r), ingest_thread: '' };
         rings.push({ labels, read: () => ring.depth() });
         capacities.push({ labels, read: () => ring.capacitySlots });
       });
     };
-    addRings('telemetry', sources.telemetryRings);
-    addRings('trigger', sources.triggerRings);
+    addRings('telemetry', sources.telemetryRings, true);
+    addRings('trigger', sources.triggerRings, false);
     if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
     if (sources.dispatchMetrics !== undefined)
       this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
@@ -234,10 +240,15 @@ export class RouterMetrics {
       this.addSharedGauge(
         MetricNames.RING_DEPTH,
         'Records published and not yet consumed, per ring.',
-        ['ring', 'shard'],
+        ['ring', 'shard', 'ingest_thread'],
         rings,
       );
-      this.addSharedGauge(MetricNames.RING_CAPACITY, 'Record slots per ring.', ['ring', 'shard'], capacities);
+      this.addSharedGauge(
+        MetricNames.RING_CAPACITY,
+        'Record slots per ring.',
+        ['ring', 'shard', 'ingest_thread'],
+        capacities,
+      );
     }
   }
 

@@ -7,11 +7,17 @@ import type { ContainmentEngineOptions } from '../fences/engine.js';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { PipelineMemory } from './memory.js';
 
-/** One containment task: the shards of one group, each consumed from its ring's read sequence at submit time. */
+/**
+ * One containment task: the telemetry rings of one shard group (every ingest thread's ring of each of its shards),
+ * each consumed from its read sequence at submit time.
+ */
 export interface ContainmentTask {
-  /** Shards the task consumes (one group; no other task holds any of them while it runs). */
-  shards: number[];
-  /** Per shard (same order): absolute sequence of its first unread telemetry record when the task was made. */
+  /**
+   * Telemetry rings the task consumes (indices as `telemetryRingIndex`; the ring of index r serves shard
+   * `r % memory.shards`): every ring of one group's shards, so no other task holds any of them while it runs.
+   */
+  rings: number[];
+  /** Per ring (same order): absolute sequence of its first unread telemetry record when the task was made. */
   fromSeqs: number[];
   /** Records per batch at most (one processBatch call, then release and doorbell). */
   batchRecords: number;

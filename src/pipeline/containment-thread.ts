@@ -1,9 +1,9 @@
 /**
  * Containment pool worker (a Piscina worker, one of `poolSize`): runs one task = the shards of one shard group.
  *
- * A task carries ring positions, never records: (shards, fromSeqs, batch size, time limits, generation, and the
+ * A task carries ring positions, never records: (rings, fromSeqs, batch size, time limits, generation, and the
  * store only when this worker asked for it). At most one task per group is in flight (the ingest thread guarantees
- * it), so this worker is the consumer of those shards' telemetry rings and the producer of their trigger rings for
+ * it), so this worker is the consumer of those shards' telemetry rings (one per ingest thread) and the producer of their trigger rings for
  * the task's duration; the hand-over between workers goes through the pool's messages. Being the consumer, the worker
  * takes the records published while the task runs and, when its shards are empty, waits for more (up to the task's
  * linger), so under steady load a group's task does not end at all and a shard's records never wait for a round trip
@@ -26,7 +26,7 @@ import {
   RingKind,
   TEL_DEVICE_SLOT_I32,
   WDG_HELD_COUNT_I32,
-  WDG_HELD_SHARD_I32,
+  WDG_HELD_RING_I32,
   WDG_PROGRESS_I32,
   WDG_STRIDE_I32,
   WDG_THREAD_ID_I32,
@@ -57,6 +57,8 @@ const KEPT_GENERATIONS = 2;
 
 const data = workerData as ContainmentWorkerData | null;
 let telemetry: SpscRing[] = [];
+/** Shards of the router (the telemetry ring of index r serves shard r % shardCount). */
+let shardCount = 1;
 let triggers: SpscRing[] = [];
 let pipeline: PipelineRegion | null = null;
 let counters: Float64Array = new Float64Array(0);
@@ -70,6 +72,7 @@ const nextReportNs = new Float64Array(1);
 if (data !== null && data !== undefined && data.memory !== undefined) {
   const m = data.memory;
   telemetry = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
+  shardCount = m.shards;
   triggers = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
   pipeline = PipelineRegion.wrap(m.pipeline);
   counters = new Float64Array(m.containmentCounters);
@@ -173,7 +176,7 @@ function storeOf(task: ContainmentTask): FenceStore | null {
 }
 
 /**
- * Runs one task: passes over the group's shards round-robin, a batch of at most `batchRecords` per shard per pass.
+ * Runs one task: passes over the group's rings round-robin, a batch of at most `batchRecords` per ring per pass.
  * When a pass finds every shard empty it waits for more (parked on one ring at a time, LINGER_STEP_MS each) for up to
  * `lingerMs`, so a steady stream keeps one task running instead of paying a round trip through the ingest thread per
  * read chunk; it returns after that, or once `maxTaskMs` has passed. Returns the telemetry records consumed
@@ -187,17 +190,18 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (store === null) return NEEDS_STORE;
   if (engine === null) engine = new ContainmentEngine(store, state, counters, 0, data?.engine ?? {});
   else if (engine.currentStore !== store) engine.useStore(store);
-  const shards = task.shards;
-  for (let i = 0; i < shards.length; i++) {
-    const tel = telemetry[shards[i]!]!;
+  const rings = task.rings;
+  for (let i = 0; i < rings.length; i++) {
+    const tel = telemetry[rings[i]!]!;
     if (tel.readSeq() !== task.fromSeqs[i]) {
       throw new Error(
-        `shard ${shards[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`,
+        `telemetry ring ${rings[i]}: task starts at ${task.fromSeqs[i]} but the ring's read sequence is ${tel.readSeq()}`,
       );
     }
   }
-  // Group g's cells are in shard g's block, and shard g is the group's first shard (ShardScheduler's grouping).
-  const wb = shards[0]! * WDG_STRIDE_I32;
+  // Group g's cells are in shard g's block, and ring g (ingest thread 0's ring of shard g) is the group's first ring
+  // (ShardScheduler's grouping).
+  const wb = (rings[0]! % shardCount) * WDG_STRIDE_I32;
   Atomics.store(watchdog, wb + WDG_THREAD_ID_I32, threadId);
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
@@ -213,18 +217,21 @@ export default function runContainmentTask(task: ContainmentTask): number {
     let pass = 0;
     // One clock read a batch: a batch's end is the next one's start, and the last one's end is the pass's.
     let clockNs = nowNs();
-    for (let i = 0; i < shards.length; i++) {
-      const shard = shards[i]!;
-      const tel = telemetry[shard]!;
+    for (let i = 0; i < rings.length; i++) {
+      const r = rings[i]!;
+      const tel = telemetry[r]!;
       const available = tel.available();
-      // Why per shard: records published since the last pass are taken here, not after a round trip to the ingest thread.
+      // Why per ring: records published since the last pass are taken here, not after a round trip to the ingest thread.
       if (available === 0) continue;
+      // One ring per (ingest thread, shard): each ring is in its producer's order, and a device whose pings reach
+      // two ingest threads (two connections) has the older ones recognised as stale by event time (the engine).
+      const shard = r % shardCount;
       // Why sized by time: with 8 shards of 512 records at 40 µs a ping (a dense city), one pass took 160 ms, and a
       // record published just after its shard's turn waited for all of it, COMPLIANCE pings too.
       const count = sizer.count(available, task.batchRecords, task.batchBudgetNs);
       engine.useCounterBlock(shard * CNT_BLOCK_F64);
       // Heartbeat: say which batch is held before touching it, then count the batch (the store the watchdog reads).
-      watchdog[wb + WDG_HELD_SHARD_I32] = shard;
+      watchdog[wb + WDG_HELD_RING_I32] = r;
       watchdog[wb + WDG_HELD_COUNT_I32] = count;
       Atomics.store(watchdog, wb + WDG_PROGRESS_I32, (watchdog[wb + WDG_PROGRESS_I32]! + 1) | 0);
       if (faultMode !== FAULT_NONE) {
@@ -234,7 +241,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
       const batchStartNs = clockNs;
       const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
       tel.release(count);
-      watchdog[wb + WDG_HELD_SHARD_I32] = -1;
+      watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();
       clockNs = batchEndNs;
       sizer.note(batchEndNs - batchStartNs, count);
@@ -269,9 +276,9 @@ export default function runContainmentTask(task: ContainmentTask): number {
     }
     if (idleSinceNs < 0) idleSinceNs = now;
     if (now - idleSinceNs >= lingerNs) return consumed;
-    // Park on the shards in turn: with devices spread by hash, the next read chunk publishes to each of them.
-    telemetry[shards[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
-    parkOn = parkOn + 1 === shards.length ? 0 : parkOn + 1;
+    // Park on the rings in turn: with devices spread by hash, the next read chunk publishes to each of them.
+    telemetry[rings[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
+    parkOn = parkOn + 1 === rings.length ? 0 : parkOn + 1;
   }
 }
 

@@ -10,7 +10,7 @@ import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, RingKind } from '../shm/layout.js';
+import { ADM_BLOCK_F64, RingKind, telemetryRingIndex } from '../shm/layout.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask } from './containment-task.js';
@@ -42,7 +42,7 @@ export function buildIngestPath(
 ): IngestPath {
   const stats = new Float64Array(m.stats);
   const state = DeviceState.open(m.deviceState);
-  const rings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
+  const allRings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
   // The scratch path of the warm-up runs no task, so it needs no watchdog.
   const watchdog: WatchdogSettings | null = watched
     ? {
@@ -53,7 +53,8 @@ export function buildIngestPath(
     : null;
   const scheduler = new ShardScheduler(
     pool,
-    rings,
+    allRings,
+    m.shards,
     { batchSize: d.batchSize, batchBudgetUs: d.batchBudgetUs },
     d.poolSize,
     stats,
@@ -61,10 +62,13 @@ export function buildIngestPath(
     log.error,
     watchdog,
   );
+  // This thread (ingest thread 0) produces into the first ring of each shard, and admits with their counter blocks.
+  const rings = scheduler.rings;
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map(
-    (ring, s) => new LaneAdmission(ring, admissionCounters, s * ADM_BLOCK_F64, d.admission, t0),
+    (ring, s) =>
+      new LaneAdmission(ring, admissionCounters, telemetryRingIndex(0, s, m.shards) * ADM_BLOCK_F64, d.admission, t0),
   );
   const registry = new DeviceRegistry(m.idTable, m.shards);
   const predicates = new StorePredicates(

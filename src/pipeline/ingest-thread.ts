@@ -184,7 +184,7 @@ async function main(): Promise<void> {
   });
   const alarm = new ComplianceShedAlarm({
     admissionCounters: new Float64Array(m.admissionCounters),
-    shards: m.shards,
+    blocks: m.telemetryRings.length,
     nowMs: () => Date.now(),
     write: (line) => post({ type: 'log', line, level: 'error' }),
   });

@@ -9,12 +9,13 @@ import { allocatePipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
   LEASE_GATE_F64,
+  MAX_INGEST_THREADS,
   PST_REGION_F64,
   RingKind,
   sourcePartitionRegionF64,
   TRIGGER_STRIDE_BYTES,
   watchdogRegionBytes,
-  WDG_HELD_SHARD_I32,
+  WDG_HELD_RING_I32,
   WDG_STRIDE_I32,
 } from '../shm/layout.js';
 import { allocateThreadRuntimeRegion } from './thread-runtime.js';
@@ -38,14 +39,19 @@ export interface PipelineMemory {
   readonly stats: SharedArrayBuffer;
   /** Shared device id table. */
   readonly idTable: SharedArrayBuffer;
-  /** Telemetry rings, one per shard (ingest thread -> containment pool). */
+  /** Ingest threads (producers of telemetry rings). */
+  readonly ingestThreads: number;
+  /**
+   * Telemetry rings (ingest thread -> containment pool): one per (ingest thread, shard), `ingestThreads * shards` in
+   * all, in the order of `telemetryRingIndex` (the ring of index r serves shard `r % shards`).
+   */
   readonly telemetryRings: readonly SharedArrayBuffer[];
   /**
    * Trigger rings: one per shard (containment pool -> dispatcher), then the control ring at index `shards` (main
    * thread -> dispatcher, for reload EXITs).
    */
   readonly triggerRings: readonly SharedArrayBuffer[];
-  /** Admission counter blocks (ADM_*), one per shard. */
+  /** Admission counter blocks (ADM_*), one per telemetry ring (same order). */
   readonly admissionCounters: SharedArrayBuffer;
   /** Containment counter blocks (CNT_*): one per shard, then the control block at index `shards` (reloads). */
   readonly containmentCounters: SharedArrayBuffer;
@@ -69,6 +75,8 @@ export interface PipelineMemory {
 export interface PipelineMemorySpec {
   /** Telemetry shards. */
   shards: number;
+  /** Ingest threads, each the producer of one telemetry ring per shard (default 1). */
+  ingestThreads?: number;
   /** Slots per telemetry ring (and per shard trigger ring). */
   ringCapacitySlots: number;
   /** Admission's reserved COMPLIANCE fraction (sets each telemetry ring's reserved slice). */
@@ -93,10 +101,18 @@ export interface PipelineMemorySpec {
 
 /** Allocates every region of a router (main thread). */
 export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory {
+  const ingestThreads = spec.ingestThreads ?? 1;
+  if (!Number.isInteger(ingestThreads) || ingestThreads < 1 || ingestThreads > MAX_INGEST_THREADS) {
+    throw new RangeError(
+      `ingestThreads must be an integer in [1, ${MAX_INGEST_THREADS}], got ${String(ingestThreads)}`,
+    );
+  }
   const telemetryRings: SharedArrayBuffer[] = [];
   const triggerRings: SharedArrayBuffer[] = [];
-  for (let s = 0; s < spec.shards; s++) {
+  for (let r = 0; r < ingestThreads * spec.shards; r++) {
     telemetryRings.push(allocateTelemetryRing(spec.ringCapacitySlots, spec.reservedFraction));
+  }
+  for (let s = 0; s < spec.shards; s++) {
     triggerRings.push(
       allocateRingRegion({
         capacitySlots: spec.ringCapacitySlots,
@@ -114,12 +130,13 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   );
   return {
     shards: spec.shards,
+    ingestThreads,
     pipeline: allocatePipelineRegion(spec.shards),
     stats: allocateCounterRegion(1, PST_REGION_F64),
     idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot),
     telemetryRings,
     triggerRings,
-    admissionCounters: allocateAdmissionCounters(spec.shards),
+    admissionCounters: allocateAdmissionCounters(ingestThreads * spec.shards),
     containmentCounters: allocateCounterRegion(spec.shards + 1, CNT_BLOCK_F64),
     deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, {
       entriesPerDevice: spec.fenceEntriesPerDevice ?? 32,
@@ -137,6 +154,6 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
 function allocateWatchdogRegion(shards: number): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(watchdogRegionBytes(shards));
   const cells = new Int32Array(sab);
-  for (let s = 0; s < shards; s++) cells[s * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+  for (let s = 0; s < shards; s++) cells[s * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
   return sab;
 }

@@ -26,7 +26,7 @@ import {
   PST_TASKS_FAILED_F64,
   PST_TASKS_SUBMITTED_F64,
   WDG_HELD_COUNT_I32,
-  WDG_HELD_SHARD_I32,
+  WDG_HELD_RING_I32,
   WDG_PROGRESS_I32,
   WDG_STALLED_I32,
   WDG_STRIDE_I32,
@@ -94,16 +94,20 @@ export class ShardScheduler {
   /** Time a containment batch is sized to, µs (see ContainmentTask.batchBudgetNs). */
   readonly batchBudgetUs: number;
   private readonly pool: Piscina<ContainmentTask, number>;
-  /** The shards' telemetry rings (producer side). */
+  /** This thread's telemetry rings, one per shard (producer side: ingest thread 0's, `telemetryRingIndex(0, s)`). */
   readonly rings: readonly SpscRing[];
+  /** Every telemetry ring, one per (ingest thread, shard), in `telemetryRingIndex` order (consumer side). */
+  private readonly allRings: readonly SpscRing[];
   private readonly stats: Float64Array;
   /** Shard groups (one task in flight per group at most). */
   readonly groups: number;
   private readonly groupShards: number[][];
+  /** Per group: its rings (every ingest thread's ring of each of its shards), ascending; ring g comes first. */
+  private readonly groupRings: number[][];
   private readonly inFlight: Uint8Array;
   /** Per group: 1 when its next task must carry the store (a worker answered NEEDS_STORE). */
   private readonly sendStore: Uint8Array;
-  /** Per shard: records available when its group's task was submitted (what a failed task drops). */
+  /** Per ring: records available when its group's task was submitted (what a failed task drops). */
   private readonly submittedCount: Int32Array;
   private readonly submittedFrom: Int32Array;
   private readonly dirty: Uint8Array;
@@ -135,9 +139,15 @@ export class ShardScheduler {
   /** When `checkStalls` last ran, ms (0: never). */
   private lastCheckMs = 0;
 
+  /**
+   * @param rings every telemetry ring (`ingestThreads * shards`, in `telemetryRingIndex` order); this thread produces
+   *   into the first `shards` of them
+   * @param shards the router's shards
+   */
   constructor(
     pool: Piscina<ContainmentTask, number>,
     rings: readonly SpscRing[],
+    shards: number,
     batching: BatchSettings,
     groups: number,
     stats: Float64Array,
@@ -146,7 +156,11 @@ export class ShardScheduler {
     watchdog: WatchdogSettings | null = null,
   ) {
     this.pool = pool;
-    this.rings = rings;
+    if (!(Number.isInteger(shards) && shards >= 1 && rings.length >= shards && rings.length % shards === 0)) {
+      throw new RangeError(`rings (${rings.length}) must be a whole number of sets of ${shards} shards`);
+    }
+    this.allRings = rings;
+    this.rings = rings.slice(0, shards);
     this.batchSize = batching.batchSize;
     this.batchBudgetUs = batching.batchBudgetUs;
     this.stats = stats;
@@ -155,15 +169,17 @@ export class ShardScheduler {
     this.onError = onError;
     if (!(Number.isInteger(groups) && groups >= 1))
       throw new RangeError(`groups must be an integer >= 1, got ${groups}`);
-    this.groups = Math.min(groups, rings.length);
+    this.groups = Math.min(groups, shards);
     this.groupShards = Array.from({ length: this.groups }, () => []);
-    for (let s = 0; s < rings.length; s++) this.groupShards[s % this.groups]!.push(s);
+    for (let s = 0; s < shards; s++) this.groupShards[s % this.groups]!.push(s);
+    this.groupRings = Array.from({ length: this.groups }, () => []);
+    for (let r = 0; r < rings.length; r++) this.groupRings[(r % shards) % this.groups]!.push(r);
     this.inFlight = new Uint8Array(this.groups);
     this.sendStore = new Uint8Array(this.groups);
     this.submittedCount = new Int32Array(rings.length);
     this.submittedFrom = new Int32Array(rings.length);
-    this.dirty = new Uint8Array(rings.length);
-    this.dirtyList = new Int32Array(rings.length);
+    this.dirty = new Uint8Array(shards);
+    this.dirtyList = new Int32Array(shards);
     this.wd = watchdog;
     this.controllers = new Array<AbortController | null>(this.groups).fill(null);
     this.seenProgress = new Int32Array(this.groups);
@@ -221,7 +237,7 @@ export class ShardScheduler {
 
   private waitingIn(group: number): number {
     let n = 0;
-    for (const s of this.groupShards[group]!) n += this.rings[s]!.available();
+    for (const r of this.groupRings[group]!) n += this.allRings[r]!.available();
     return n;
   }
 
@@ -331,11 +347,17 @@ export class ShardScheduler {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** True when every ring is empty and nothing is claimed or in flight. */
+  /** True when every ring is empty (every ingest thread's) and nothing is claimed here or in flight. */
   isEmpty(): boolean {
     if (this.inFlightCount > 0 || this.dirtyCount > 0) return false;
-    for (const r of this.rings) if (r.available() > 0 || r.pendingCount() > 0) return false;
+    for (const r of this.rings) if (r.pendingCount() > 0) return false;
+    for (const r of this.allRings) if (r.available() > 0) return false;
     return true;
+  }
+
+  /** Submits every idle group that has published records in any of its rings (another ingest thread wrote them). */
+  submitWaiting(): void {
+    for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
   }
 
   /** Submits a task for `shard`'s group when one of its shards has published records, it is not in flight and submitting is not paused. */
@@ -345,20 +367,19 @@ export class ShardScheduler {
 
   private trySubmitGroup(group: number): void {
     if (this.paused || this.inFlight[group] !== 0) return;
+    const rings = this.groupRings[group]!;
     const shards = this.groupShards[group]!;
-    let available = 0;
-    for (const s of shards) available += this.rings[s]!.available();
-    if (available === 0) return;
-    const fromSeqs = new Array<number>(shards.length);
-    for (let i = 0; i < shards.length; i++) {
-      const s = shards[i]!;
-      const ring = this.rings[s]!;
+    if (this.waitingIn(group) === 0) return;
+    const fromSeqs = new Array<number>(rings.length);
+    for (let i = 0; i < rings.length; i++) {
+      const r = rings[i]!;
+      const ring = this.allRings[r]!;
       fromSeqs[i] = ring.readSeq();
-      this.submittedFrom[s] = fromSeqs[i]!;
-      this.submittedCount[s] = ring.available();
+      this.submittedFrom[r] = fromSeqs[i]!;
+      this.submittedCount[r] = ring.available();
     }
     const task: ContainmentTask = {
-      shards,
+      rings,
       fromSeqs,
       batchRecords: this.batchSize,
       batchBudgetNs: this.batchBudgetUs * 1e3,
@@ -374,7 +395,7 @@ export class ShardScheduler {
     this.stats[PST_TASKS_SUBMITTED_F64]!++;
     if (this.wd !== null) {
       // The task stores its worker's threadId when it starts; 0 until then (see abortHung).
-      this.wd.cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+      this.wd.cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
       Atomics.store(this.wd.cells, group * WDG_STRIDE_I32 + WDG_THREAD_ID_I32, 0);
     }
     const controller = this.wd !== null ? new AbortController() : null;
@@ -411,20 +432,20 @@ export class ShardScheduler {
       // The worker is gone or done (the pool's answer, or its exit, orders us after it): take the consumer role.
       let lost = 0;
       const cells = this.wd !== null ? this.wd.cells : null;
-      const heldShard = cells !== null ? cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32]! : -1;
-      if (cells !== null && heldShard >= 0) {
+      const heldRing = cells !== null ? cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32]! : -1;
+      if (cells !== null && heldRing >= 0) {
         // The task died inside a batch: drop that batch only (it may hold the ping that hangs or throws, and some of
         // its pings may have updated device state already, so running them again could repeat a CROSS). Every other
         // record stays for the resubmitted task.
         lost = cells[group * WDG_STRIDE_I32 + WDG_HELD_COUNT_I32]!;
-        this.rings[heldShard]!.release(lost);
-        cells[group * WDG_STRIDE_I32 + WDG_HELD_SHARD_I32] = -1;
+        this.allRings[heldRing]!.release(lost);
+        cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
       } else {
         // Failed outside a batch (at its start, or between batches): drop, per shard, what is left of the records that
         // were there when it was submitted, so a task that fails at its start cannot fail for ever.
-        for (const s of this.groupShards[group]!) {
-          const ring = this.rings[s]!;
-          const left = (this.submittedFrom[s]! + this.submittedCount[s]! - ring.readSeq()) | 0;
+        for (const r of this.groupRings[group]!) {
+          const ring = this.allRings[r]!;
+          const left = (this.submittedFrom[r]! + this.submittedCount[r]! - ring.readSeq()) | 0;
           if (left > 0) {
             ring.release(left);
             lost += left;

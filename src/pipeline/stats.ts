@@ -294,7 +294,9 @@ function perLane(read: (lane: number) => number): PerLane {
 export function readRouterStats(v: StatsViews): RouterStats {
   const admSum = (cell: number): number => {
     let s = 0;
-    for (let b = 0; b < v.shards; b++) s += v.admission[b * ADM_BLOCK_F64 + cell]!;
+    // One block per telemetry ring (every ingest thread's ring of every shard).
+    const blocks = Math.floor(v.admission.length / ADM_BLOCK_F64);
+    for (let b = 0; b < blocks; b++) s += v.admission[b * ADM_BLOCK_F64 + cell]!;
     return s;
   };
   const cntSum = (cell: number): number => {

@@ -227,6 +227,7 @@ export class PipelineRouter implements Router {
       pipeline: m.pipeline,
       admissionCounters: m.admissionCounters,
       telemetryRings: [...m.telemetryRings],
+      shards: m.shards,
       triggerRings: [...m.triggerRings],
       containmentCounters: m.containmentCounters,
       dispatchMetrics: m.dispatchMetrics,

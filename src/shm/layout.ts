@@ -65,6 +65,19 @@ export type RingKind = (typeof RingKind)[keyof typeof RingKind];
 /** Largest ring capacity accepted: keeps (write - read) | 0 exact with 32-bit wrapping sequences. */
 export const RING_MAX_CAPACITY_SLOTS = 1 << 24;
 
+/** Most ingest threads a router runs (each is the producer of one telemetry ring per shard). */
+export const MAX_INGEST_THREADS = 16;
+
+/**
+ * Index of the telemetry ring that ingest thread `producer` writes for `shard`, among `shards` shards: producer-major
+ * (producer 0's rings are 0 .. shards - 1, and so on), so the ring of index r serves shard `r % shards`. Every ring
+ * has one producer (its ingest thread) and one consumer (the containment task of its shard's group): SPSC. The
+ * admission counter blocks follow the same order (one block per ring).
+ */
+export function telemetryRingIndex(producer: number, shard: number, shards: number): number {
+  return producer * shards + shard;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Telemetry record: one decoded ping. Stride 64 bytes = 8 Float64 cells = 16 Int32 cells.
 // ---------------------------------------------------------------------------------------------------------------
@@ -1124,8 +1137,8 @@ export const DISP_BLOCK_F64 = 10;
 export const WDG_STRIDE_I32 = 16;
 /** Batches begun by the group's tasks, wrapping (one Atomics.store per batch): the heartbeat the watchdog reads. */
 export const WDG_PROGRESS_I32 = 0;
-/** Shard whose batch the group's task holds (read, not yet released), or -1 between batches. */
-export const WDG_HELD_SHARD_I32 = 1;
+/** Telemetry ring (index as telemetryRingIndex) whose batch the group's task holds (read, not released), or -1 between batches. */
+export const WDG_HELD_RING_I32 = 1;
 /** Records of that held batch. */
 export const WDG_HELD_COUNT_I32 = 2;
 /** threadId of the pool worker running the group's task (stored at task start). */

@@ -104,10 +104,13 @@ export function allocateTelemetryRing(capacitySlots: number, reservedFraction: n
   });
 }
 
-/** Allocates zeroed admission counter blocks (layout ADM_*), one per shard; shard s starts at `s * ADM_BLOCK_F64`. */
-export function allocateAdmissionCounters(shardCount: number): SharedArrayBuffer {
-  if (!Number.isInteger(shardCount) || shardCount <= 0) {
-    throw new RangeError(`shardCount must be a positive integer, got ${String(shardCount)}`);
+/**
+ * Allocates zeroed admission counter blocks (layout ADM_*), one per telemetry ring; ring r's block starts at
+ * `r * ADM_BLOCK_F64`.
+ */
+export function allocateAdmissionCounters(ringCount: number): SharedArrayBuffer {
+  if (!Number.isInteger(ringCount) || ringCount <= 0) {
+    throw new RangeError(`ringCount must be a positive integer, got ${String(ringCount)}`);
   }
-  return allocateCounterRegion(shardCount, ADM_BLOCK_F64);
+  return allocateCounterRegion(ringCount, ADM_BLOCK_F64);
 }

@@ -103,5 +103,5 @@ test('LaneAdmission rejects a ring whose reserved slice does not match the optio
     () => new LaneAdmission(ring, counters, 0, { ...DEFAULT_ADMISSION_OPTIONS, watermarkFraction: 2 }, 0),
     /options\.watermarkFraction/,
   );
-  assert.throws(() => allocateAdmissionCounters(0), /shardCount must be a positive integer, got 0/);
+  assert.throws(() => allocateAdmissionCounters(0), /ringCount must be a positive integer, got 0/);
 });

@@ -15,7 +15,7 @@ test('COMPLIANCE shedding is reported as one line per check with the count since
   let now = 1000;
   const alarm = new ComplianceShedAlarm({
     admissionCounters: counters,
-    shards: 2,
+    blocks: 2,
     nowMs: () => now,
     write: (l) => lines.push(l),
   });
@@ -48,12 +48,12 @@ test('COMPLIANCE shedding is reported as one line per check with the count since
   assert.match(lines[1]!, /shed 3 COMPLIANCE pings in the last 2\.5s \(ring_full=1 draining=2\); 10 since start/);
 });
 
-test('the alarm refuses counters that do not hold its shards', () => {
+test('the alarm refuses counters that do not hold its blocks', () => {
   assert.throws(
     () =>
       new ComplianceShedAlarm({
         admissionCounters: new Float64Array(ADM_BLOCK_F64),
-        shards: 2,
+        blocks: 2,
         nowMs: () => 0,
         write: () => undefined,
       }),
