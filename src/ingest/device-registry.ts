@@ -25,7 +25,15 @@ import {
   DEVID_MAGIC_I32,
   DEVID_MAX_DEVICES_I32,
   DEVID_MAX_ID_BYTES,
-  DEVID_OWNER_I32,
+  DEVID_EXPIRED_I32,
+  DEVID_FREE_TOP_I32,
+  DEVID_FREED_I32,
+  DEVID_FREED_SEQ_HIGH_F64,
+  DEVID_MEMBERS_I32,
+  DEVID_OCCUPIED_I32,
+  DEVID_REUSED_I32,
+  DEVID_REVIVED_I32,
+  DEVID_TICK_I32,
   DEVID_VERSION_I32,
   DEVICE_LIFE_EPOCH_MASK,
   DEVICE_LIFE_EPOCH_SHIFT,
@@ -33,6 +41,11 @@ import {
   DeviceLife,
   LAYOUT_VERSION,
   devIdBytesByteOffset,
+  devIdFreeStackByteOffset,
+  devIdIndexBuckets,
+  devIdIndexHashesByteOffset,
+  devIdIndexSlotsByteOffset,
+  devIdSeenByteOffset,
   devIdGenerationByteOffset,
   devIdLifeByteOffset,
   devIdMetaByteOffset,
@@ -40,6 +53,7 @@ import {
   devIdRegionBytes,
 } from '../shm/layout.js';
 import { fnv1a32, IdBytesIndex } from './id-bytes-index.js';
+import { RegistrationLock, SharedIdIndex } from './shared-id-index.js';
 import { PF_NUMERIC_ID_F64, type PingFields } from './ping-fields.js';
 
 /** Largest `maxDevices` accepted (Int32 slots, and a region that stays allocatable). */
@@ -74,12 +88,22 @@ export function allocateDeviceIdTable(maxDevices: number, idBytesPerSlot: number
   header[DEVID_VERSION_I32] = LAYOUT_VERSION;
   header[DEVID_MAX_DEVICES_I32] = maxDevices;
   header[DEVID_ID_BYTES_I32] = idBytesPerSlot;
+  new Float64Array(sab, 0, DEVID_HEADER_BYTES / 8)[DEVID_FREED_SEQ_HIGH_F64] = -Infinity;
   return sab;
 }
 
 /** Views over a device id table region, checked against its header. */
 class IdTableViews {
   readonly header: Int32Array;
+  /** The header's Float64 cells. */
+  readonly headerF64: Float64Array;
+  /** Per slot: the sweep tick of the device's last ping. */
+  readonly seen: Int32Array;
+  /** The shared free stack (DEVID_FREE_TOP_I32 entries). */
+  readonly freeStack: Int32Array;
+  /** The shared index's buckets: slot + 1 (0 empty), and the id's hash. */
+  readonly indexSlots: Int32Array;
+  readonly indexHashes: Int32Array;
   readonly numbers: Float64Array;
   readonly meta: Int32Array;
   /** Per slot: registrations into it so far (bumped before the meta word publishes a new id). */
@@ -109,6 +133,12 @@ class IdTableViews {
     this.meta = new Int32Array(sab, devIdMetaByteOffset(this.maxDevices), this.maxDevices);
     this.generation = new Int32Array(sab, devIdGenerationByteOffset(this.maxDevices), this.maxDevices);
     this.life = new Int32Array(sab, devIdLifeByteOffset(this.maxDevices), this.maxDevices);
+    this.headerF64 = new Float64Array(sab, 0, DEVID_HEADER_BYTES / 8);
+    this.seen = new Int32Array(sab, devIdSeenByteOffset(this.maxDevices), this.maxDevices);
+    this.freeStack = new Int32Array(sab, devIdFreeStackByteOffset(this.maxDevices), this.maxDevices);
+    const buckets = devIdIndexBuckets(this.maxDevices);
+    this.indexSlots = new Int32Array(sab, devIdIndexSlotsByteOffset(this.maxDevices), buckets);
+    this.indexHashes = new Int32Array(sab, devIdIndexHashesByteOffset(this.maxDevices), buckets);
     this.bytesOffset = devIdBytesByteOffset(this.maxDevices);
     this.bytes = Buffer.from(sab, this.bytesOffset, this.maxDevices * this.idBytesPerSlot);
   }
@@ -131,7 +161,7 @@ function idBytesOf(v: IdTableViews, slot: number): number {
  */
 export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (string | number)[]): void {
   const v = new IdTableViews(idTable);
-  if (Atomics.load(v.header, DEVID_COUNT_I32) !== 0 || Atomics.load(v.header, DEVID_OWNER_I32) !== 0) {
+  if (Atomics.load(v.header, DEVID_COUNT_I32) !== 0 || Atomics.load(v.header, DEVID_MEMBERS_I32) !== 0) {
     throw new RangeError('device id table is already in use');
   }
   if (ids.length > v.maxDevices) {
@@ -158,7 +188,28 @@ export function preregisterDevices(idTable: SharedArrayBuffer, ids: readonly (st
       Atomics.store(v.meta, slot, DEVID_KIND_STRING | byteLength);
     }
   });
+  const index = new SharedIdIndex(v.indexSlots, v.indexHashes, {
+    meta: v.meta,
+    numbers: v.numbers,
+    bytes: v.bytes,
+    stride: v.idBytesPerSlot,
+  });
+  for (let slot = 0; slot < ids.length; slot++) index.insert(slot, hashOfSlot(v, slot));
+  Atomics.store(v.header, DEVID_OCCUPIED_I32, ids.length);
   Atomics.store(v.header, DEVID_COUNT_I32, ids.length);
+}
+
+/** 32-bit hash of a device id (the registry's: FNV-1a of a string's UTF-8 bytes, fmix of a number). */
+function hashOfId(id: string | number): number {
+  if (typeof id === 'number') return hashNumericId(id);
+  const bytes = Buffer.from(id, 'utf8');
+  return fnv1a32(bytes, 0, bytes.length);
+}
+
+/** The hash of the id published in `slot`. */
+function hashOfSlot(v: IdTableViews, slot: number): number {
+  if (Atomics.load(v.meta, slot) === DEVID_KIND_NUMBER) return hashNumericId(v.numbers[slot]!);
+  return fnv1a32(idBytesView(v, slot), 0, idBytesOf(v, slot));
 }
 
 /** murmur3 fmix32 finaliser. */
@@ -278,20 +329,31 @@ class NumericIdIndex {
   }
 }
 
-/** What the registry's sweep asks of the ingest path (see DeviceRegistry.sweep). */
-export interface ExpiryPort {
-  /**
-   * Writes an expiry record for `slot` (shard `shard`, new life epoch `epoch`) into its shard's ring; false when the
-   * ring has no room (the sweep tries again next time).
-   */
-  expire(slot: number, shard: number, epoch: number): boolean;
+/** What a registry needs to hand a taken-back slot to a new device (every ingest thread's registry). */
+export interface ReusePort {
   /** The last trigger seq of the device that held the freed `slot` (read before the slot is reused). */
   finalSeqOf(slot: number): number;
   /** `slot` now holds a new device (reused): reset what the ingest path keeps per slot; `seqFloor` starts its seq. */
   reused(slot: number, seqFloor: number): void;
 }
 
-/** Counts of the registry's lifecycle, for the ingest counters. */
+/** What the registry's sweep asks of the ingest path (ingest thread 0; see DeviceRegistry.sweep). */
+export interface ExpiryPort extends ReusePort {
+  /**
+   * Writes an expiry record for `slot` (shard `shard`, new life epoch `epoch`) into its shard's ring; false when the
+   * ring has no room (the sweep tries again next time).
+   */
+  expire(slot: number, shard: number, epoch: number): boolean;
+  /** A sweep with tick `tick` begins (several ingest threads: note how far every telemetry ring is written). */
+  markSweep?(tick: number): void;
+  /**
+   * True once containment has consumed, in every ingest thread's ring of `shard`, what was written when the sweep of
+   * `tick` began (a device freed then may still have had a ping in another thread's ring). Absent: always true.
+   */
+  consumedSince?(tick: number, shard: number): boolean;
+}
+
+/** Counts of the registry's lifecycle, for the ingest counters (every ingest thread's together). */
 export interface RegistryLifeCounts {
   /** Slots holding a device (not freed). */
   occupied: number;
@@ -308,9 +370,19 @@ export interface RegistryLifeCounts {
 }
 
 /**
- * Ingest-side registry (ingest thread only): id -> slot maps (string ids in a Map, numeric ids in a NumericIdIndex),
- * shard per slot, the per-slot motion anchor the lane classifier uses, and the slots' lifecycle (expiry by idleness,
- * reuse of freed slots). Publishes each new slot to the shared id table before its first ping leaves the thread.
+ * One ingest thread's registry over the shared id table: id -> slot through a private cache (string ids found from
+ * their bytes or in a Map, numeric ids in a NumericIdIndex) in front of the table's shared index, the shard per slot,
+ * the per-slot motion anchor the lane classifier uses, and the slots' lifecycle. Several ingest threads each have
+ * one over the same table (`member` 0, 1, ...), so a device keeps one slot whichever connection its pings arrive on.
+ *
+ * A ping of a device this thread has cached costs no lock: the cached slot is confirmed by its generation (unchanged
+ * since it was cached), its life word (ACTIVE, or revived from RETIRING / FREE by a compare-exchange) and the
+ * generation again, after the ping's sweep tick is stamped. A device not cached here takes the registration lock, is
+ * found in the shared index or registered (a fresh slot, else one from the shared free stack), and cached. Only member
+ * 0 sweeps: it expires idle devices (ACTIVE -> RETIRING by a compare-exchange, undone when another thread stamped the
+ * device meanwhile) and takes back freed slots (FREE -> RECLAIMED under the lock; with several ingest threads only
+ * once every ring of the shard has been consumed past the sweep that first saw it free). Each member drops the cache
+ * entries of slots that changed hands (`purgeStale`).
  */
 export class DeviceRegistry {
   /** Number of shards devices are spread over. */
@@ -319,21 +391,16 @@ export class DeviceRegistry {
   readonly maxDevices: number;
   /** UTF-8 bytes per slot in the id table (longest string id). */
   readonly idBytesPerSlot: number;
-  /** Shard per slot. */
+  /** This registry's ingest thread (its bit in the table's members). */
+  readonly member: number;
+  /** True when this is the only ingest thread (`threads` 1): no other registry touches the table. */
+  private readonly solo: boolean;
+  /** Shard per slot (set for each slot this registry has cached). */
   readonly shardOfSlot: Uint16Array;
   /** Latitude where the device was last seen to move (NaN before its first ping); see lane-classifier.ts. */
   readonly anchorLat: Float64Array;
   /** Longitude of the motion anchor. */
   readonly anchorLon: Float64Array;
-  /** Lifecycle counts (read into the ingest counters). */
-  readonly life: RegistryLifeCounts = {
-    occupied: 0,
-    expired: 0,
-    revived: 0,
-    freed: 0,
-    reused: 0,
-    freedSeqHigh: -Infinity,
-  };
   private readonly stringIds = new Map<string, number>();
   /** The same string ids, found from their bytes (a frame reader's id, with no string made). */
   private readonly bytesIndex: IdBytesIndex;
@@ -341,227 +408,402 @@ export class DeviceRegistry {
   /** One cell to look a numeric id up from `lookup` (the index reads ids from cells). */
   private readonly lookupCell = new Float64Array(1);
   private readonly table: IdTableViews;
-  private readonly reader: DeviceIdReader;
-  /** Per slot: the sweep tick of the device's last ping. */
-  private readonly seenTick: Int32Array;
-  /** Per slot: 1 while the slot's id is in the maps (cleared when a freed slot is taken back). */
+  private readonly lock: RegistrationLock;
+  private readonly index: SharedIdIndex;
+  /** Per slot: 1 while this registry's cache holds the slot, and what it cached (to confirm and to drop it). */
   private readonly mapped: Uint8Array;
-  /** Freed slots taken back, ready for new devices (a stack). */
-  private readonly freeSlots: Int32Array;
-  private freeTop = 0;
-  private tick = 0;
+  private readonly cachedGen: Int32Array;
+  private readonly cachedHash: Int32Array;
+  private readonly cachedNumber: Float64Array;
+  private readonly cachedKey: (string | undefined)[];
+  /** Per slot (member 0's sweep): the tick of the sweep that first saw it FREE, 0 while not FREE. */
+  private readonly freeSince: Int32Array;
+  private readonly lifeCounts: RegistryLifeCounts = {
+    occupied: 0,
+    expired: 0,
+    revived: 0,
+    freed: 0,
+    reused: 0,
+    freedSeqHigh: -Infinity,
+  };
   private port: ExpiryPort | null = null;
-  private count = 0;
+  private reusePort: ReusePort | null = null;
 
-  /** Wraps an allocated id table for the ingest thread; `shards` in [1, 65535]. */
-  constructor(idTable: SharedArrayBuffer, shards: number) {
+  /**
+   * Wraps an allocated id table for ingest thread `member` of `threads` (default: the only one); `shards` in
+   * [1, 65535].
+   */
+  constructor(idTable: SharedArrayBuffer, shards: number, member = 0, threads = 1) {
     if (!Number.isInteger(shards) || shards < 1 || shards > 0xffff) {
       throw new RangeError(`shards must be an integer in [1, 65535], got ${String(shards)}`);
     }
+    if (!Number.isInteger(threads) || threads < 1 || threads > 31) {
+      throw new RangeError(`threads must be an integer in [1, 31], got ${String(threads)}`);
+    }
+    if (!Number.isInteger(member) || member < 0 || member >= threads) {
+      throw new RangeError(`member must be an integer in [0, ${threads - 1}], got ${String(member)}`);
+    }
+    this.solo = threads === 1;
     this.table = new IdTableViews(idTable);
-    this.bytesIndex = new IdBytesIndex(this.table.bytes, this.table.idBytesPerSlot, this.table.meta);
+    const t = this.table;
+    this.bytesIndex = new IdBytesIndex(t.bytes, t.idBytesPerSlot, t.meta);
+    this.lock = new RegistrationLock(t.header);
+    this.index = new SharedIdIndex(t.indexSlots, t.indexHashes, {
+      meta: t.meta,
+      numbers: t.numbers,
+      bytes: t.bytes,
+      stride: t.idBytesPerSlot,
+    });
     this.shards = shards;
-    this.maxDevices = this.table.maxDevices;
-    this.idBytesPerSlot = this.table.idBytesPerSlot;
+    this.member = member;
+    this.maxDevices = t.maxDevices;
+    this.idBytesPerSlot = t.idBytesPerSlot;
     this.shardOfSlot = new Uint16Array(this.maxDevices);
     this.anchorLat = new Float64Array(this.maxDevices).fill(Number.NaN);
     this.anchorLon = new Float64Array(this.maxDevices).fill(Number.NaN);
-    this.seenTick = new Int32Array(this.maxDevices);
     this.mapped = new Uint8Array(this.maxDevices);
-    this.freeSlots = new Int32Array(this.maxDevices);
-    if (Atomics.compareExchange(this.table.header, DEVID_OWNER_I32, 0, 1) !== 0) {
-      throw new RangeError('device id table is already in use by another registry');
+    this.cachedGen = new Int32Array(this.maxDevices);
+    this.cachedHash = new Int32Array(this.maxDevices);
+    this.cachedNumber = new Float64Array(this.maxDevices);
+    this.cachedKey = new Array<string | undefined>(this.maxDevices);
+    this.freeSince = new Int32Array(member === 0 ? this.maxDevices : 0);
+    const bit = 1 << member;
+    if ((Atomics.or(t.header, DEVID_MEMBERS_I32, bit) & bit) !== 0) {
+      throw new RangeError(`device id table is already in use by another registry of ingest thread ${member}`);
     }
-    // Devices registered before the ingest thread started (restored from the state directory) keep their slots.
-    this.count = Atomics.load(this.table.header, DEVID_COUNT_I32);
-    this.reader = new DeviceIdReader(idTable);
-    for (let slot = 0; slot < this.count; slot++) {
-      const id = this.reader.deviceIdOf(slot)!;
-      const hash =
-        typeof id === 'number'
-          ? hashNumericId(id)
-          : fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot));
-      if (typeof id === 'number') this.numericIds.insert(id, slot);
-      else {
-        this.stringIds.set(id, slot);
-        this.bytesIndex.insert(slot, hash);
-      }
-      this.mapped[slot] = 1;
-      this.shardOfSlot[slot] = shardOfHash(hash, shards);
-    }
-    this.life.occupied = this.count;
   }
 
-  /** Slots holding a device (registered and not freed). */
+  /** Slots holding a device (registered and not freed), over every ingest thread. */
   get size(): number {
-    return this.life.occupied;
+    // A plain read (an Int32 cell never tears): the edge reads it for every ping.
+    return this.table.header[DEVID_OCCUPIED_I32]!;
   }
 
   /** Slots ever published (the high-water mark: slots 0 .. this - 1 have held a device). */
   get slotsUsed(): number {
-    return this.count;
+    return Atomics.load(this.table.header, DEVID_COUNT_I32);
   }
 
-  /** Slot of a known id, or -1. */
+  /** Lifecycle counts over every ingest thread (one object, refreshed by each read). */
+  get life(): RegistryLifeCounts {
+    const h = this.table.header;
+    const c = this.lifeCounts;
+    c.occupied = Atomics.load(h, DEVID_OCCUPIED_I32);
+    c.expired = Atomics.load(h, DEVID_EXPIRED_I32);
+    c.revived = Atomics.load(h, DEVID_REVIVED_I32);
+    c.freed = Atomics.load(h, DEVID_FREED_I32);
+    c.reused = Atomics.load(h, DEVID_REUSED_I32);
+    c.freedSeqHigh = this.table.headerF64[DEVID_FREED_SEQ_HIGH_F64]!;
+    return c;
+  }
+
+  /** Slot of a known id, or -1 (no registration). */
   lookup(id: string | number): number {
-    if (typeof id === 'string') return this.stringIds.get(id) ?? -1;
-    this.lookupCell[0] = id;
-    return this.numericIds.find(this.lookupCell, 0);
+    let slot: number;
+    if (typeof id === 'string') slot = this.stringIds.get(id) ?? -1;
+    else {
+      this.lookupCell[0] = id;
+      slot = this.numericIds.find(this.lookupCell, 0);
+    }
+    if (slot >= 0 && this.cachedGen[slot] === Atomics.load(this.table.generation, slot)) return slot;
+    this.lock.acquire();
+    try {
+      return this.findShared(id, hashOfId(id));
+    } finally {
+      this.lock.release();
+    }
   }
 
   /**
    * Slot of the ping's device, registering it when new (after taking one from `budget`, when given). Returns the slot,
-   * SLOT_REGISTRY_FULL, SLOT_ID_TOO_LONG or SLOT_NEW_DEVICE_DENIED. Allocation-free for known devices; a registration
-   * adds one entry to a map or the numeric index.
+   * SLOT_REGISTRY_FULL, SLOT_ID_TOO_LONG or SLOT_NEW_DEVICE_DENIED. Allocation-free for devices this thread has
+   * cached; a device new to this thread takes the registration lock (and a registration adds a cache entry).
    */
   slotOf(fields: PingFields, budget: NewDeviceBudget | null = null): number {
     let slot: number;
     if (fields.idIsNumber) {
       // Looked up from its cell: the id stays an unboxed double all the way.
       slot = this.numericIds.find(fields.values, PF_NUMERIC_ID_F64);
-      if (slot < 0)
-        return budget !== null && !budget.takeNewDevice()
-          ? SLOT_NEW_DEVICE_DENIED
-          : this.register(fields.values[PF_NUMERIC_ID_F64]!);
     } else if (fields.idInBytes) {
-      // Found from the frame's bytes: a string is made only for a device not known yet.
+      // Found from the frame's bytes: a string is made only for a device not cached yet.
       const buf = fields.idBuf!;
       const at = fields.idAt;
       const len = fields.idLen;
       slot = this.bytesIndex.find(buf, at, len, fnv1a32(buf, at, at + len));
-      if (slot < 0)
-        return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idString());
     } else {
-      const known = this.stringIds.get(fields.idKey);
-      if (known === undefined)
-        return budget !== null && !budget.takeNewDevice() ? SLOT_NEW_DEVICE_DENIED : this.register(fields.idKey);
-      slot = known;
+      slot = this.stringIds.get(fields.idKey) ?? -1;
     }
-    this.seenTick[slot] = this.tick;
-    if ((Atomics.load(this.table.life, slot) & DEVICE_LIFE_STATE_MASK) !== DeviceLife.ACTIVE) this.revive(slot);
-    return slot;
+    if (slot >= 0) {
+      const t = this.table;
+      if (this.solo) {
+        // The only ingest thread (written out here, the path of every ping): only this thread registers and takes
+        // back, so plain reads and stores do.
+        if (t.generation[slot] === this.cachedGen[slot]) {
+          t.seen[slot] = t.header[DEVID_TICK_I32]!;
+          if ((Atomics.load(t.life, slot) & DEVICE_LIFE_STATE_MASK) === DeviceLife.ACTIVE || this.revive(slot))
+            return slot;
+        }
+      } else if (this.confirm(slot)) return slot;
+      // The slot changed hands (or is being taken back): look the id up again.
+      this.forget(slot);
+    }
+    return this.resolve(fields, budget);
   }
 
   /**
-   * Sets the expiry machinery: `port` writes expiry records and resets reused slots. Without it (the default) devices
-   * never expire and slots are never reused.
+   * Sets the expiry machinery (ingest thread 0): `port` writes expiry records and resets reused slots. Without it
+   * (the default) devices never expire and slots are never reused.
    */
   setExpiryPort(port: ExpiryPort): void {
+    if (this.member !== 0) throw new RangeError('only ingest thread 0 expires devices');
     this.port = port;
+    this.reusePort = port;
+  }
+
+  /** Sets what resets a reused slot on this thread (every ingest thread but the one with the expiry port). */
+  setReusePort(port: ReusePort): void {
+    this.reusePort = port;
   }
 
   /**
-   * One expiry pass (call it every `tickMs`): advances the tick; expires every ACTIVE device whose last ping is
-   * `idleTicks` ticks old or older (its expiry record written through the port; one whose ring is full waits for the
-   * next pass); takes back every slot the dispatcher has freed (the id leaves the maps, the slot joins the free
-   * list). Returns the devices expired by this pass.
+   * One expiry pass (member 0, every `tickMs`): advances the shared tick; expires every ACTIVE device whose last ping
+   * is `idleTicks` ticks old or older (its expiry record written through the port; one whose ring is full waits for the
+   * next pass); takes back every slot the dispatcher has freed (off the shared index, onto the free stack); drops
+   * cache entries of slots that changed hands. Returns the devices expired by this pass.
    */
   sweep(idleTicks: number): number {
     const port = this.port;
     if (port === null) return 0;
-    const tick = ++this.tick;
-    const lifeWords = this.table.life;
+    const t = this.table;
+    const tick = (Atomics.load(t.header, DEVID_TICK_I32) + 1) | 0;
+    Atomics.store(t.header, DEVID_TICK_I32, tick);
+    port.markSweep?.(tick);
+    const lifeWords = t.life;
+    const count = Atomics.load(t.header, DEVID_COUNT_I32);
     let expired = 0;
-    for (let slot = 0; slot < this.count; slot++) {
-      if (this.mapped[slot] === 0) continue;
+    for (let slot = 0; slot < count; slot++) {
       const word = Atomics.load(lifeWords, slot);
       const state = word & DEVICE_LIFE_STATE_MASK;
       if (state === DeviceLife.FREE) {
-        this.takeBack(slot);
-      } else if (state === DeviceLife.ACTIVE && tick - this.seenTick[slot]! >= idleTicks) {
-        const epoch = ((word >>> DEVICE_LIFE_EPOCH_SHIFT) + 1) & DEVICE_LIFE_EPOCH_MASK;
-        if (!port.expire(slot, this.shardOfSlot[slot]!, epoch)) continue;
-        // Only this thread moves a slot out of ACTIVE, and the dispatcher acts on RETIRING only once it has the
-        // marker the record above leads to: a plain store is enough.
-        Atomics.store(lifeWords, slot, (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING);
-        this.life.expired++;
-        expired++;
+        if (port.consumedSince !== undefined) {
+          if (this.freeSince[slot] === 0) this.freeSince[slot] = tick;
+          if (!port.consumedSince(this.freeSince[slot]!, this.shardOf(slot))) continue;
+        }
+        this.takeBack(slot, word);
+        continue;
       }
+      this.freeSince[slot] = 0;
+      if (this.mapped[slot] !== 0 && this.cachedGen[slot] !== Atomics.load(t.generation, slot)) this.forget(slot);
+      if (state !== DeviceLife.ACTIVE || ((tick - Atomics.load(t.seen, slot)) | 0) < idleTicks) continue;
+      const epoch = ((word >>> DEVICE_LIFE_EPOCH_SHIFT) + 1) & DEVICE_LIFE_EPOCH_MASK;
+      const retiring = (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING;
+      // The dispatcher acts on RETIRING only once it has the marker the expiry record leads to, so the word may move
+      // first. Another ingest thread stamps a ping's tick before it reads the life word: either it sees RETIRING (and
+      // revives the device), or the stamp is seen here and the expiry is undone.
+      if (Atomics.compareExchange(lifeWords, slot, word, retiring) !== word) continue;
+      if (((tick - Atomics.load(t.seen, slot)) | 0) < idleTicks || !port.expire(slot, this.shardOf(slot), epoch)) {
+        Atomics.compareExchange(lifeWords, slot, retiring, word);
+        continue;
+      }
+      Atomics.add(t.header, DEVID_EXPIRED_I32, 1);
+      expired++;
     }
     return expired;
   }
 
-  /** A known device sent while RETIRING or FREE: it keeps its slot (and its seq), ACTIVE again. */
-  private revive(slot: number): void {
-    const lifeWords = this.table.life;
-    const word = Atomics.load(lifeWords, slot);
-    const epochBits = word & ~DEVICE_LIFE_STATE_MASK;
-    if ((word & DEVICE_LIFE_STATE_MASK) === DeviceLife.RETIRING) {
-      // Races the dispatcher's RETIRING -> FREE: whoever moves the word first wins; either way the slot is ours.
-      Atomics.compareExchange(lifeWords, slot, word, epochBits | DeviceLife.ACTIVE);
-    }
-    Atomics.store(lifeWords, slot, epochBits | DeviceLife.ACTIVE);
-    this.life.revived++;
-  }
-
-  /** A freed slot leaves the maps and joins the free list; the highest freed seq remembers its device's last seq. */
-  private takeBack(slot: number): void {
-    const id = this.reader.deviceIdOf(slot)!;
-    if (typeof id === 'number') this.numericIds.remove(id);
-    else {
-      this.stringIds.delete(id);
-      this.bytesIndex.remove(slot, fnv1a32(idBytesView(this.table, slot), 0, idBytesOf(this.table, slot)));
-    }
-    this.mapped[slot] = 0;
-    const seq = this.port!.finalSeqOf(slot);
-    if (seq > this.life.freedSeqHigh) this.life.freedSeqHigh = seq;
-    this.freeSlots[this.freeTop++] = slot;
-    this.life.freed++;
-    this.life.occupied--;
-  }
-
-  /** Registers a new id (the caller has checked it is unknown): a fresh slot, else a freed one. */
-  private register(id: string | number): number {
+  /** Drops the cache entries of slots that changed hands or were taken back (each ingest thread, now and then). */
+  purgeStale(): number {
     const t = this.table;
-    const fresh = this.count < t.maxDevices;
-    if (!fresh && this.freeTop === 0) return SLOT_REGISTRY_FULL;
-    let byteLength = 0;
-    if (typeof id !== 'number') {
-      byteLength = Buffer.byteLength(id, 'utf8');
-      if (byteLength > t.idBytesPerSlot) return SLOT_ID_TOO_LONG;
+    const count = Atomics.load(t.header, DEVID_COUNT_I32);
+    let dropped = 0;
+    for (let slot = 0; slot < count; slot++) {
+      if (this.mapped[slot] === 0) continue;
+      if (
+        this.cachedGen[slot] !== Atomics.load(t.generation, slot) ||
+        (Atomics.load(t.life, slot) & DEVICE_LIFE_STATE_MASK) === DeviceLife.RECLAIMED
+      ) {
+        this.forget(slot);
+        dropped++;
+      }
     }
-    const slot = fresh ? this.count : this.freeSlots[--this.freeTop]!;
-    // The generation moves first: a reader that copies the id and sees the same generation before and after the copy
-    // (a checkpoint) has the bytes of one device, and a cached name of the old device is stale from here on.
-    Atomics.add(t.generation, slot, 1);
-    let hash: number;
-    let meta: number;
+    return dropped;
+  }
+
+  /**
+   * The cached `slot` still holds the device it was cached for and is live (revived if it was expired): generation
+   * unchanged, the ping's tick stamped, the life word ACTIVE (or moved there), generation still unchanged.
+   */
+  private confirm(slot: number): boolean {
+    const t = this.table;
+    if (this.solo) {
+      if (t.generation[slot] !== this.cachedGen[slot]) return false;
+      t.seen[slot] = t.header[DEVID_TICK_I32]!;
+      return (Atomics.load(t.life, slot) & DEVICE_LIFE_STATE_MASK) === DeviceLife.ACTIVE || this.revive(slot);
+    }
+    const generation = Atomics.load(t.generation, slot);
+    if (generation !== this.cachedGen[slot]) return false;
+    Atomics.store(t.seen, slot, t.header[DEVID_TICK_I32]!);
+    if ((Atomics.load(t.life, slot) & DEVICE_LIFE_STATE_MASK) !== DeviceLife.ACTIVE && !this.revive(slot)) return false;
+    return Atomics.load(t.generation, slot) === generation;
+  }
+
+  /**
+   * Moves an expired slot back to ACTIVE (RETIRING or FREE, by a compare-exchange that races the dispatcher's
+   * RETIRING -> FREE and the sweep's FREE -> RECLAIMED); false once it is RECLAIMED.
+   */
+  private revive(slot: number): boolean {
+    const lifeWords = this.table.life;
+    for (;;) {
+      const word = Atomics.load(lifeWords, slot);
+      const state = word & DEVICE_LIFE_STATE_MASK;
+      if (state === DeviceLife.ACTIVE) return true;
+      if (state === DeviceLife.RECLAIMED) return false;
+      if (
+        Atomics.compareExchange(lifeWords, slot, word, (word & ~DEVICE_LIFE_STATE_MASK) | DeviceLife.ACTIVE) === word
+      ) {
+        Atomics.add(this.table.header, DEVID_REVIVED_I32, 1);
+        return true;
+      }
+    }
+  }
+
+  /** The lock path: the device is found in the shared index or registered, then cached and confirmed. */
+  private resolve(fields: PingFields, budget: NewDeviceBudget | null): number {
+    const id: string | number = fields.idIsNumber
+      ? fields.values[PF_NUMERIC_ID_F64]!
+      : fields.idInBytes
+        ? fields.idString()
+        : fields.idKey;
+    if (typeof id === 'string' && Buffer.byteLength(id, 'utf8') > this.idBytesPerSlot) return SLOT_ID_TOO_LONG;
+    const hash = hashOfId(id);
+    for (;;) {
+      let slot: number;
+      this.lock.acquire();
+      try {
+        slot = this.findShared(id, hash);
+        if (slot < 0) {
+          if (budget !== null && !budget.takeNewDevice()) return SLOT_NEW_DEVICE_DENIED;
+          slot = this.register(id, hash);
+          if (slot < 0) return slot;
+        }
+      } finally {
+        this.lock.release();
+      }
+      this.cache(slot, id, hash);
+      // A slot found free may be taken back between the lock and here: then the id is looked up again.
+      if (this.confirm(slot)) return slot;
+      this.forget(slot);
+    }
+  }
+
+  /** Slot of `id` in the shared index, or -1 (lock held). */
+  private findShared(id: string | number, hash: number): number {
+    if (typeof id === 'number') return this.index.findNumber(id, hash);
+    const bytes = Buffer.from(id, 'utf8');
+    return this.index.findBytes(bytes, 0, bytes.length, hash);
+  }
+
+  /** Adds `slot` (holding `id`) to this thread's cache. */
+  private cache(slot: number, id: string | number, hash: number): void {
+    if (this.mapped[slot] !== 0) this.forget(slot);
+    this.cachedGen[slot] = Atomics.load(this.table.generation, slot);
+    this.cachedHash[slot] = hash;
     if (typeof id === 'number') {
-      t.numbers[slot] = id;
-      hash = hashNumericId(id);
-      meta = DEVID_KIND_NUMBER;
+      this.cachedNumber[slot] = id;
+      this.numericIds.insert(id, slot);
     } else {
-      const at = slot * t.idBytesPerSlot;
-      t.bytes.write(id, at, byteLength, 'utf8');
-      hash = fnv1a32(t.bytes, at, at + byteLength);
-      t.numbers[slot] = -1;
-      meta = DEVID_KIND_STRING | byteLength;
+      this.cachedKey[slot] = id;
+      this.stringIds.set(id, slot);
+      this.bytesIndex.insert(slot, hash);
     }
+    this.mapped[slot] = 1;
     this.shardOfSlot[slot] = shardOfHash(hash, this.shards);
     this.anchorLat[slot] = Number.NaN;
     this.anchorLon[slot] = Number.NaN;
-    this.seenTick[slot] = this.tick;
-    this.mapped[slot] = 1;
+  }
+
+  /** Drops `slot` from this thread's cache. */
+  private forget(slot: number): void {
+    if (this.mapped[slot] === 0) return;
+    this.mapped[slot] = 0;
+    const key = this.cachedKey[slot];
+    if (key === undefined) {
+      this.numericIds.remove(this.cachedNumber[slot]!);
+    } else {
+      // The Map may map the id to a newer slot already (the device registered again elsewhere): keep that.
+      if (this.stringIds.get(key) === slot) this.stringIds.delete(key);
+      this.bytesIndex.remove(slot, this.cachedHash[slot]!);
+      this.cachedKey[slot] = undefined;
+    }
+  }
+
+  /** Shard of the device in `slot`, from its id in the table. */
+  private shardOf(slot: number): number {
+    if (this.mapped[slot] !== 0) return this.shardOfSlot[slot]!;
+    return shardOfHash(hashOfSlot(this.table, slot), this.shards);
+  }
+
+  /** A freed slot leaves the shared index and joins the free stack (member 0's sweep), unless it was revived. */
+  private takeBack(slot: number, word: number): void {
+    const t = this.table;
+    this.lock.acquire();
+    try {
+      const reclaimed = (word & ~DEVICE_LIFE_STATE_MASK) | DeviceLife.RECLAIMED;
+      if (Atomics.compareExchange(t.life, slot, word, reclaimed) !== word) return;
+      this.index.remove(slot, hashOfSlot(t, slot));
+      const seq = this.reusePort!.finalSeqOf(slot);
+      if (seq > t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!) t.headerF64[DEVID_FREED_SEQ_HIGH_F64] = seq;
+      const top = Atomics.load(t.header, DEVID_FREE_TOP_I32);
+      t.freeStack[top] = slot;
+      Atomics.store(t.header, DEVID_FREE_TOP_I32, top + 1);
+      Atomics.add(t.header, DEVID_FREED_I32, 1);
+      Atomics.sub(t.header, DEVID_OCCUPIED_I32, 1);
+    } finally {
+      this.lock.release();
+    }
+    this.freeSince[slot] = 0;
+    this.forget(slot);
+  }
+
+  /** Registers a new id (lock held; the caller found it unknown): a fresh slot, else a freed one. */
+  private register(id: string | number, hash: number): number {
+    const t = this.table;
+    const count = Atomics.load(t.header, DEVID_COUNT_I32);
+    const top = Atomics.load(t.header, DEVID_FREE_TOP_I32);
+    const fresh = count < t.maxDevices;
+    if (!fresh && top === 0) return SLOT_REGISTRY_FULL;
+    const slot = fresh ? count : t.freeStack[top - 1]!;
+    if (!fresh) Atomics.store(t.header, DEVID_FREE_TOP_I32, top - 1);
+    // The generation moves first: a reader that copies the id and sees the same generation before and after the copy
+    // (a checkpoint) has the bytes of one device, and a cached name of the old device is stale from here on.
+    Atomics.add(t.generation, slot, 1);
+    let meta: number;
+    if (typeof id === 'number') {
+      t.numbers[slot] = id;
+      meta = DEVID_KIND_NUMBER;
+    } else {
+      const byteLength = t.bytes.write(id, slot * t.idBytesPerSlot, t.idBytesPerSlot, 'utf8');
+      t.numbers[slot] = -1;
+      meta = DEVID_KIND_STRING | byteLength;
+    }
+    Atomics.store(t.seen, slot, t.header[DEVID_TICK_I32]!);
     if (!fresh) {
       // A new device in an old slot starts above every seq a freed device had (it may be one of them, come back).
-      const floor = this.port!.finalSeqOf(slot);
-      this.port!.reused(slot, this.life.freedSeqHigh > floor ? this.life.freedSeqHigh : floor);
-      this.life.reused++;
+      const port = this.reusePort;
+      if (port !== null) {
+        const floor = port.finalSeqOf(slot);
+        const high = t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!;
+        port.reused(slot, high > floor ? high : floor);
+      }
+      Atomics.add(t.header, DEVID_REUSED_I32, 1);
     }
     // Publish: the meta store releases the id bytes written above; the life word makes it ACTIVE (same epoch); the
     // count store releases the meta word.
     Atomics.store(t.meta, slot, meta);
     Atomics.store(t.life, slot, Atomics.load(t.life, slot) & ~DEVICE_LIFE_STATE_MASK);
-    this.life.occupied++;
-    if (fresh) {
-      this.count = slot + 1;
-      Atomics.store(t.header, DEVID_COUNT_I32, this.count);
-    }
-    if (typeof id === 'number') this.numericIds.insert(id, slot);
-    else {
-      this.stringIds.set(id, slot);
-      this.bytesIndex.insert(slot, hash);
-    }
+    Atomics.add(t.header, DEVID_OCCUPIED_I32, 1);
+    if (fresh) Atomics.store(t.header, DEVID_COUNT_I32, slot + 1);
+    this.index.insert(slot, hash);
     return slot;
   }
 }

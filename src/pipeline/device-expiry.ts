@@ -28,6 +28,7 @@ import {
   TEL_LAT_F64,
   TEL_LON_F64,
 } from '../shm/layout.js';
+import type { SpscRing } from '../shm/ring.js';
 import type { ShardScheduler } from './shard-scheduler.js';
 import type { StorePredicates } from './ingest-wiring.js';
 
@@ -50,7 +51,13 @@ export interface DeviceExpiryDeps {
   predicates: StorePredicates;
   /** The pipeline region's Float64 cells (ING_* counters). */
   counters: Float64Array;
+  /** Every telemetry ring (every ingest thread's, `telemetryRingIndex` order) and the shards they serve. */
+  allRings: readonly SpscRing[];
+  shards: number;
 }
+
+/** Sweeps whose ring positions are kept (a slot freed longer ago is checked against the oldest kept: stricter). */
+const KEPT_SWEEPS = 64;
 
 /** Expires idle devices and recycles their slots (ingest thread). See the module comment. */
 export class DeviceExpiry implements ExpiryPort {
@@ -59,6 +66,12 @@ export class DeviceExpiry implements ExpiryPort {
   /** Sweeps a device must stay idle through to expire. */
   readonly idleTicks: number;
   private readonly d: DeviceExpiryDeps;
+  /** Ingest threads writing telemetry rings. */
+  private readonly producers: number;
+  /** Per kept sweep (tick % KEPT_SWEEPS): every ring's write sequence when it began, and its tick. */
+  private readonly marks: Int32Array;
+  private readonly markTicks: Int32Array;
+  private lastTick = 0;
   private timer: ReturnType<typeof setInterval> | null = null;
 
   /** Expiry after `idleTimeoutMs` (> 0) without a ping. */
@@ -67,6 +80,9 @@ export class DeviceExpiry implements ExpiryPort {
       throw new RangeError(`deviceIdleTimeoutMs must be a finite number > 0, got ${String(idleTimeoutMs)}`);
     }
     this.d = deps;
+    this.producers = deps.allRings.length / deps.shards;
+    this.marks = new Int32Array(this.producers > 1 ? KEPT_SWEEPS * deps.allRings.length : 0);
+    this.markTicks = new Int32Array(KEPT_SWEEPS);
     this.periodMs = sweepPeriodMs(idleTimeoutMs);
     this.idleTicks = Math.ceil(idleTimeoutMs / this.periodMs);
     deps.registry.setExpiryPort(this);
@@ -111,6 +127,35 @@ export class DeviceExpiry implements ExpiryPort {
     ring.i32[i + TEL_DEVICE_SLOT_I32] = slot;
     ring.i32[i + TEL_LANE_I32] = TEL_LANE_EXPIRE;
     this.d.scheduler.noteClaimed(shard, ring);
+    return true;
+  }
+
+  /** See ExpiryPort.markSweep: notes every ring's write position (several ingest threads only). */
+  markSweep(tick: number): void {
+    this.lastTick = tick;
+    if (this.producers === 1) return;
+    const rings = this.d.allRings;
+    const k = tick % KEPT_SWEEPS;
+    this.markTicks[k] = tick;
+    for (let r = 0; r < rings.length; r++) this.marks[k * rings.length + r] = rings[r]!.writeSeq();
+  }
+
+  /**
+   * See ExpiryPort.consumedSince: every ingest thread's ring of `shard` read past where it was written when the sweep
+   * of `tick` began. One ingest thread: always (the device's pings were all ahead of its expiry record in one ring).
+   */
+  consumedSince(tick: number, shard: number): boolean {
+    if (this.producers === 1) return true;
+    // A sweep no longer kept: the oldest kept one began later, so what it asks covers more.
+    const t = this.lastTick - tick >= KEPT_SWEEPS ? this.lastTick - KEPT_SWEEPS + 1 : tick;
+    const k = t % KEPT_SWEEPS;
+    if (this.markTicks[k] !== t) return false;
+    const rings = this.d.allRings;
+    const shards = this.d.shards;
+    for (let p = 0; p < this.producers; p++) {
+      const r = p * shards + shard;
+      if (((rings[r]!.readSeq() - this.marks[k * rings.length + r]!) | 0) < 0) return false;
+    }
     return true;
   }
 

@@ -162,7 +162,16 @@ async function main(): Promise<void> {
   const expiry =
     d.deviceIdleTimeoutMs > 0
       ? new DeviceExpiry(
-          { registry, admissions, scheduler, state, predicates, counters: new Float64Array(m.pipeline) },
+          {
+            registry,
+            admissions,
+            scheduler,
+            state,
+            predicates,
+            counters: new Float64Array(m.pipeline),
+            allRings: scheduler.allRings,
+            shards: m.shards,
+          },
           d.deviceIdleTimeoutMs,
         )
       : null;

@@ -97,7 +97,7 @@ export class ShardScheduler {
   /** This thread's telemetry rings, one per shard (producer side: ingest thread 0's, `telemetryRingIndex(0, s)`). */
   readonly rings: readonly SpscRing[];
   /** Every telemetry ring, one per (ingest thread, shard), in `telemetryRingIndex` order (consumer side). */
-  private readonly allRings: readonly SpscRing[];
+  readonly allRings: readonly SpscRing[];
   private readonly stats: Float64Array;
   /** Shard groups (one task in flight per group at most). */
   readonly groups: number;

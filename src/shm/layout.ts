@@ -814,8 +814,30 @@ export const DEVID_MAX_DEVICES_I32 = 2;
 export const DEVID_ID_BYTES_I32 = 3;
 /** Slots published so far (slots 0 .. count-1 are valid); stored after the slot's meta word. */
 export const DEVID_COUNT_I32 = 4;
-/** 1 once the ingest thread's registry owns the table (a second registry is refused). */
-export const DEVID_OWNER_I32 = 5;
+/** Bit k set once ingest thread k's registry has joined the table (a second registry for one thread is refused). */
+export const DEVID_MEMBERS_I32 = 5;
+/**
+ * The registration lock: 0 free, 1 held, 2 held with a waiter. Every change of the shared index, the free stack and
+ * the counts below happens under it (a registration, or the expiry sweep taking a slot back); pings of known devices
+ * never take it.
+ */
+export const DEVID_LOCK_I32 = 6;
+/** Slots on the shared free stack (freed by expiry, taken back, ready for new devices). */
+export const DEVID_FREE_TOP_I32 = 7;
+/** The expiry sweep's tick (ingest thread 0 advances it; every registry stamps a device's ping with it). */
+export const DEVID_TICK_I32 = 8;
+/** Slots holding a device (registered, not taken back). */
+export const DEVID_OCCUPIED_I32 = 9;
+/** Devices expired (ACTIVE -> RETIRING). */
+export const DEVID_EXPIRED_I32 = 10;
+/** Expired devices that sent again before their slot was taken back. */
+export const DEVID_REVIVED_I32 = 11;
+/** Slots taken back. */
+export const DEVID_FREED_I32 = 12;
+/** Registrations into a taken-back slot. */
+export const DEVID_REUSED_I32 = 13;
+/** Float64 cell (Int32 cells 14-15): the highest final seq of a taken-back slot's device (-Infinity before any). */
+export const DEVID_FREED_SEQ_HIGH_F64 = 7;
 /** Bytes of the header (one cache line). */
 export const DEVID_HEADER_BYTES = CACHE_LINE_BYTES;
 /** Meta word of a slot: 0 = empty; DEVID_KIND_STRING | byteLength; or DEVID_KIND_NUMBER. */
@@ -845,18 +867,42 @@ export function devIdGenerationByteOffset(maxDevices: number): number {
 export function devIdLifeByteOffset(maxDevices: number): number {
   return devIdGenerationByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
 }
-/** Byte offset of the id bytes (idBytesPerSlot per slot), after the life column rounded up to 8. */
-export function devIdBytesByteOffset(maxDevices: number): number {
+/** Byte offset of the seen column (Int32 per slot: the sweep tick of the device's last ping), after the life column. */
+export function devIdSeenByteOffset(maxDevices: number): number {
   return devIdLifeByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+/** Byte offset of the shared free stack (Int32 per slot), after the seen column. */
+export function devIdFreeStackByteOffset(maxDevices: number): number {
+  return devIdSeenByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+/** Buckets of the shared id index: a power of two at least twice the slots (it is never more than half full). */
+export function devIdIndexBuckets(maxDevices: number): number {
+  let n = 64;
+  while (n < maxDevices * 2) n *= 2;
+  return n;
+}
+/** Byte offset of the shared id index's slot column (Int32 per bucket: slot + 1, 0 empty), after the free stack. */
+export function devIdIndexSlotsByteOffset(maxDevices: number): number {
+  return devIdFreeStackByteOffset(maxDevices) + Math.ceil((maxDevices * 4) / 8) * 8;
+}
+/** Byte offset of the shared id index's hash column (Int32 per bucket: the id's 32-bit hash). */
+export function devIdIndexHashesByteOffset(maxDevices: number): number {
+  return devIdIndexSlotsByteOffset(maxDevices) + devIdIndexBuckets(maxDevices) * 4;
+}
+/** Byte offset of the id bytes (idBytesPerSlot per slot), after the index. */
+export function devIdBytesByteOffset(maxDevices: number): number {
+  return devIdIndexHashesByteOffset(maxDevices) + devIdIndexBuckets(maxDevices) * 4;
 }
 
 /**
  * Life of a device slot, in its life word: `epoch << DEVICE_LIFE_EPOCH_SHIFT | state`. The ingest thread expires an
  * idle ACTIVE device (RETIRING, epoch + 1) by writing an expiry record into its shard's ring; containment clears its
  * state and writes a retire marker behind its last triggers; the dispatcher, once every downstream has settled that
- * device's triggers, moves RETIRING(epoch) to FREE(epoch) with a compare-exchange; the ingest thread then forgets the
- * id and reuses the slot. A device that sends while RETIRING is revived (ACTIVE, same epoch, same slot and seq), which
- * makes the dispatcher's compare-exchange for that epoch fail.
+ * device's triggers, moves RETIRING(epoch) to FREE(epoch) with a compare-exchange; the sweep then takes the slot
+ * back (FREE -> RECLAIMED with a compare-exchange, under the registration lock: off the shared index, onto the free
+ * stack) and a later registration reuses it. A device that sends while RETIRING or FREE is revived (ACTIVE, same
+ * epoch, same slot and seq, by a compare-exchange that the dispatcher's and the sweep's then lose); every ingest
+ * thread's registry may revive, only ingest thread 0's sweep expires and takes back.
  */
 export const DeviceLife = {
   /** Registered and in use. */
@@ -865,6 +911,8 @@ export const DeviceLife = {
   RETIRING: 1,
   /** Every thread is done with the expired device: the ingest thread may reuse the slot. */
   FREE: 2,
+  /** Taken back by the expiry sweep (off the index, on the free stack): no ping may revive it any more. */
+  RECLAIMED: 3,
 } as const;
 /** Mask of the state bits of a life word. */
 export const DEVICE_LIFE_STATE_MASK = 3;
