@@ -36,7 +36,7 @@ import {
 import { ADMISSION_SPEC } from '../ingest/admission-options.js';
 import { JETSTREAM_SOURCE_DEFAULTS } from '../ingest/sources/jetstream-source.js';
 import { MAX_PARTITIONS, parsePartitionList } from '../ingest/sources/partitions.js';
-import { TRIGGER_TYPE_NAMES } from '../shm/layout.js';
+import { MAX_INGEST_THREADS, TRIGGER_TYPE_NAMES } from '../shm/layout.js';
 import {
   bool,
   choice,
@@ -59,6 +59,9 @@ const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
 
 /** Default pool size: every core but one (the ingest thread's), at least one. */
 export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
+
+/** Default ingest threads: a quarter of the cores (at least one, at most MAX_INGEST_THREADS). */
+export const DEFAULT_INGEST_THREADS = Math.max(1, Math.min(MAX_INGEST_THREADS, Math.floor(availableParallelism() / 4)));
 
 /** Headers a webhook's `headers` may not set: the router sets them, or they belong to the connection. */
 const ROUTER_SET_HEADERS = [
@@ -822,6 +825,16 @@ export const ROUTER_SPEC = group(
       default: DEFAULT_POOL_SIZE,
       defaultText: 'cores - 1',
       flag: 'pool-size',
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
+    ingestThreads: int({
+      doc: 'ingest threads: each decodes, registers, classifies and admits the pings of its share of the TCP connections into telemetry rings of its own (thread 0 also reads files, stdin, JetStream and in-process input)',
+      min: 1,
+      max: MAX_INGEST_THREADS,
+      default: DEFAULT_INGEST_THREADS,
+      defaultText: 'cores / 4, at least 1',
+      flag: 'ingest-threads',
       section: 'Pipeline',
       threads: ['ingest'],
     }),

@@ -217,6 +217,14 @@ export class IngestEdge {
   }
 
   /**
+   * Opens the stream of a live TCP connection: here the same as `openStream`; the pipeline's edge may hand the
+   * connection to another ingest thread (its bytes forwarded, decoded there).
+   */
+  openConnection(name: string, limits: StreamLimits | null = null): IngestStream {
+    return this.openStream(name, limits);
+  }
+
+  /**
    * Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines; `limits` (a
    * connection's flood budgets, see stream-limits.ts) rejects what exceeds them.
    */

@@ -6,7 +6,7 @@
  */
 import type { DeviceState } from '../fences/device-state.js';
 import type { LaneAdmission } from '../ingest/admission.js';
-import type { DeviceRegistry, ExpiryPort } from '../ingest/device-registry.js';
+import type { DeviceRegistry, ExpiryPort, ReusePort } from '../ingest/device-registry.js';
 import { nowNs } from '../shm/clock.js';
 import {
   DEV_STRIDE_F64,
@@ -31,6 +31,20 @@ import {
 import type { SpscRing } from '../shm/ring.js';
 import type { ShardScheduler } from './shard-scheduler.js';
 import type { StorePredicates } from './ingest-wiring.js';
+
+/**
+ * What resets a reused slot on any ingest thread (DeviceRegistry's ReusePort): the device state's seq, which no thread
+ * touches until the slot's next record is published, and what the thread's lane predicates note per slot.
+ */
+export function slotReusePort(state: DeviceState, predicates: StorePredicates): ReusePort {
+  return {
+    finalSeqOf: (slot) => state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!,
+    reused: (slot, seqFloor) => {
+      state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
+      predicates.forgetSlot(slot);
+    },
+  };
+}
 
 /** Shortest sweep period, ms. */
 const MIN_SWEEP_MS = 10;

@@ -10,12 +10,13 @@ import { LaneAdmission } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, RingKind, telemetryRingIndex } from '../shm/layout.js';
+import { ADM_BLOCK_F64, ICTL_DOORBELL_I32, RingKind, telemetryRingIndex } from '../shm/layout.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask } from './containment-task.js';
 import type { IngestThreadData } from './ingest-thread.js';
-import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates } from './ingest-wiring.js';
+import { slotReusePort } from './device-expiry.js';
+import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates, type RingPublisher } from './ingest-wiring.js';
 import type { PipelineMemory } from './memory.js';
 import { ShardScheduler, type WatchdogSettings } from './shard-scheduler.js';
 import { LOOKUP_ONLY_STORE } from './store-views.js';
@@ -41,7 +42,6 @@ export function buildIngestPath(
   watched: boolean,
 ): IngestPath {
   const stats = new Float64Array(m.stats);
-  const state = DeviceState.open(m.deviceState);
   const allRings = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
   // The scratch path of the warm-up runs no task, so it needs no watchdog.
   const watchdog: WatchdogSettings | null = watched
@@ -62,15 +62,49 @@ export function buildIngestPath(
     log.error,
     watchdog,
   );
-  // This thread (ingest thread 0) produces into the first ring of each shard, and admits with their counter blocks.
-  const rings = scheduler.rings;
+  return { scheduler, ...buildEdgePart(m, d, 0, scheduler.rings, scheduler, log) };
+}
+
+/** What every ingest thread builds over its own rings: admission, registry, predicates, sink, edge and room. */
+type EdgePart = Omit<IngestPath, 'scheduler'>;
+
+/**
+ * The path of ingest thread `producer` up to its telemetry rings (`rings`: its ring of each shard), publishing
+ * through `publisher`. Each thread admits into its own rings with their counter blocks, and registers devices in the
+ * shared id table as member `producer` of `m.ingestThreads`; the IDLE lane's token bucket is split evenly between
+ * the threads, so the configured rate holds in total.
+ */
+function buildEdgePart(
+  m: PipelineMemory,
+  d: IngestThreadData,
+  producer: number,
+  rings: readonly SpscRing[],
+  publisher: RingPublisher,
+  log: { error: (line: string) => void; warn: (line: string) => void },
+): EdgePart {
+  const state = DeviceState.open(m.deviceState);
+  const threads = m.ingestThreads;
+  const admissionOptions =
+    threads === 1
+      ? d.admission
+      : {
+          ...d.admission,
+          idleBucketCapacity: Math.max(1, d.admission.idleBucketCapacity / threads),
+          idleBucketRatePerSec: d.admission.idleBucketRatePerSec / threads,
+        };
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map(
     (ring, s) =>
-      new LaneAdmission(ring, admissionCounters, telemetryRingIndex(0, s, m.shards) * ADM_BLOCK_F64, d.admission, t0),
+      new LaneAdmission(
+        ring,
+        admissionCounters,
+        telemetryRingIndex(producer, s, m.shards) * ADM_BLOCK_F64,
+        admissionOptions,
+        t0,
+      ),
   );
-  const registry = new DeviceRegistry(m.idTable, m.shards);
+  const registry = new DeviceRegistry(m.idTable, m.shards, producer, threads);
   const predicates = new StorePredicates(
     FenceStore.open(d.fences, LOOKUP_ONLY_STORE),
     state,
@@ -83,7 +117,9 @@ export function buildIngestPath(
     nowMs: () => Date.now(),
     write: log.warn,
   });
-  const sink = new AdmissionSink(admissions, scheduler, predicates);
+  const sink = new AdmissionSink(admissions, publisher, predicates);
+  // Ingest thread 0 counts in the router's pipeline region; another thread in its own (thread 0 adds it up).
+  const counters = producer === 0 ? m.pipeline : m.ingestCounters[producer - 1]!;
   const edge = new PipelineEdge(
     {
       maxFrameBytes: d.ingest.maxFrameBytes,
@@ -92,9 +128,73 @@ export function buildIngestPath(
       stationarySpeedMps: d.ingest.stationarySpeedMps,
       stationaryRadiusM: d.ingest.stationaryRadiusM,
     },
-    { pipeline: PipelineRegion.wrap(m.pipeline), registry, predicates, sink, log: rejectLog },
+    { pipeline: PipelineRegion.wrap(counters), registry, predicates, sink, log: rejectLog },
   );
   const room = new AdmissionRoom(admissions);
-  edge.attach(scheduler, sink, room);
-  return { scheduler, admissions, predicates, sink, edge, room, registry, state };
+  edge.attach(publisher, sink, room);
+  return { admissions, predicates, sink, edge, room, registry, state };
+}
+
+/** Records claimed in one shard after which an ingest thread other than 0 publishes them (as the scheduler does). */
+const PEER_PUBLISH_EVERY_RECORDS = 256;
+
+/**
+ * The publisher of an ingest thread other than 0: publishes its rings at the end of every read chunk (and every
+ * PEER_PUBLISH_EVERY_RECORDS records within one), then rings ingest thread 0's doorbell, which submits a containment
+ * task for every shard group that is idle and has records.
+ */
+export class PeerPublisher implements RingPublisher {
+  private readonly rings: readonly SpscRing[];
+  private readonly doorbell: Int32Array;
+  private readonly dirty: Uint8Array;
+  private readonly dirtyList: Int32Array;
+  private dirtyCount = 0;
+  private claimedSinceFlush = 0;
+
+  /** `rings`: this thread's ring of each shard; `ingestControl`: memory.ingestControl. */
+  constructor(rings: readonly SpscRing[], ingestControl: SharedArrayBuffer) {
+    this.rings = rings;
+    this.doorbell = new Int32Array(ingestControl);
+    this.dirty = new Uint8Array(rings.length);
+    this.dirtyList = new Int32Array(rings.length);
+  }
+
+  noteClaimed(shard: number): void {
+    if (this.dirty[shard] === 0) {
+      this.dirty[shard] = 1;
+      this.dirtyList[this.dirtyCount++] = shard;
+    }
+    if (++this.claimedSinceFlush >= PEER_PUBLISH_EVERY_RECORDS) this.flush();
+  }
+
+  flush(): void {
+    this.claimedSinceFlush = 0;
+    const n = this.dirtyCount;
+    if (n === 0) return;
+    for (let k = 0; k < n; k++) {
+      const shard = this.dirtyList[k]!;
+      this.dirty[shard] = 0;
+      this.rings[shard]!.publish();
+    }
+    this.dirtyCount = 0;
+    Atomics.add(this.doorbell, ICTL_DOORBELL_I32, 1);
+    Atomics.notify(this.doorbell, ICTL_DOORBELL_I32);
+  }
+}
+
+/** The path of ingest thread `producer` (>= 1): its rings, its publisher, and the edge part. */
+export function buildPeerPath(
+  m: PipelineMemory,
+  d: IngestThreadData,
+  producer: number,
+  log: { error: (line: string) => void; warn: (line: string) => void },
+): EdgePart & { publisher: PeerPublisher; rings: SpscRing[] } {
+  const rings: SpscRing[] = [];
+  for (let s = 0; s < m.shards; s++) {
+    rings.push(SpscRing.wrap(m.telemetryRings[telemetryRingIndex(producer, s, m.shards)]!, RingKind.TELEMETRY));
+  }
+  const publisher = new PeerPublisher(rings, m.ingestControl);
+  const part = buildEdgePart(m, d, producer, rings, publisher, log);
+  part.registry.setReusePort(slotReusePort(part.state, part.predicates));
+  return { ...part, publisher, rings };
 }

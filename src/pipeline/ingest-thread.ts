@@ -9,7 +9,7 @@
  */
 import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { Piscina } from 'piscina';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, Worker, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import { DeviceExpiry } from './device-expiry.js';
 import { readFileSync } from 'node:fs';
@@ -23,6 +23,8 @@ import {
   FENCE_MAX_Y_F64,
   FENCE_MIN_X_F64,
   FENCE_MIN_Y_F64,
+  ICTL_DOORBELL_I32,
+  ING_FOLDED_CELLS,
   IngestState,
   RT_THREAD_INGEST,
 } from '../shm/layout.js';
@@ -39,6 +41,9 @@ import { Fleet, type FleetPing } from '../fences/synthetic-fleet.js';
 import type { IngestRequest, ThreadEvent } from './messages.js';
 import { WATCHDOG_INTERVAL_MS } from './shard-scheduler.js';
 import type { WarmUpTask } from './warm-up.js';
+import { InputForwarder } from './input-forwarding.js';
+import type { IngestPeerData, IngestPeerEvent, IngestPeerRequest } from './ingest-peer-thread.js';
+import { waitAsync } from '../shm/ring.js';
 
 /**
  * What the ingest thread needs (structured-clone safe): the router options tagged for this thread, the shared memory,
@@ -177,6 +182,14 @@ async function main(): Promise<void> {
       : null;
   const watchdogTimer = setInterval(() => scheduler.checkStalls(Date.now()), WATCHDOG_INTERVAL_MS);
   watchdogTimer.unref();
+  const peers = startPeers(d, logError);
+  if (peers.length > 0) {
+    edge.spreadConnections(m.inputRings.map((b) => new InputForwarder(b)));
+    listenToDoorbell(new Int32Array(m.ingestControl), () => scheduler.submitWaiting());
+  }
+  const folder = new CounterFolder(new Float64Array(m.pipeline), m.ingestCounters);
+  const foldTimer = peers.length > 0 ? setInterval(() => folder.fold(), COUNTER_FOLD_INTERVAL_MS) : null;
+  foldTimer?.unref();
   const rings = scheduler.rings;
   const backlog = new InputBacklog(pipeline, {
     bytes: d.ingest.inputHighWaterBytes,
@@ -253,6 +266,9 @@ async function main(): Promise<void> {
     // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
     // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
+    // The other ingest threads read what their connections sent before they closed, and publish it.
+    await Promise.all(peers.map((p) => p.request({ type: 'stop' }, 'stopped')));
+    folder.fold();
     await jetstreamSource?.stop();
     await Promise.all(files.map((f) => f.stop()));
     await endStdin();
@@ -267,6 +283,7 @@ async function main(): Promise<void> {
       await scheduler.idle();
       await new Promise((r) => setImmediate(r));
     }
+    folder.fold();
     pipeline.setIngestState(IngestState.STOPPED);
     // Anything shed in COMPLIANCE up to the end is reported before the router's summary.
     alarm.check();
@@ -298,6 +315,8 @@ async function main(): Promise<void> {
       case 'resume':
         try {
           predicates.store = FenceStore.open(msg.fences, LOOKUP_ONLY_STORE);
+          for (const p of peers)
+            p.worker.postMessage({ type: 'fences', fences: msg.fences } satisfies IngestPeerRequest);
           scheduler.resume(msg.fences);
           post({ type: 'reply', id: msg.id });
         } catch (err) {
@@ -313,6 +332,9 @@ async function main(): Promise<void> {
       case 'close':
         clearInterval(alarmTimer);
         clearInterval(watchdogTimer);
+        if (foldTimer !== null) clearInterval(foldTimer);
+        doorbellOpen = false;
+        for (const p of peers) void p.worker.terminate();
         edge.feedWaiter.close();
         pool.destroy().then(
           () => {
@@ -337,6 +359,7 @@ async function main(): Promise<void> {
   warmIngestPath(d, pool, predicates.store);
   await warmed;
   await sourcePrepared;
+  await Promise.all(peers.map((p) => p.ready));
   // The main thread says when to start taking input: after the dispatcher runs and has what the restore left for it.
   post({ type: 'ready' });
   await begun;
@@ -348,10 +371,6 @@ async function main(): Promise<void> {
   expiry?.start();
   post({ type: 'started', port: tcp?.port ?? 0 });
   Promise.all([...files.map((f) => f.finished()), stdinDone]).then(() => post({ type: 'inputs-done' }));
-}
-
-if (parentPort !== null && workerData !== null && (workerData as Partial<IngestThreadData>).memory !== undefined) {
-  main().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.message : String(err) }));
 }
 
 /** Reads the listener's TLS files (an unreadable one fails the start, naming the option and the file's name). */
@@ -375,4 +394,112 @@ function readTls(
     ca: tls.caFile === null ? null : read('caFile', tls.caFile),
     requireClientCert: tls.requireClientCert,
   };
+}
+
+/** How often ingest thread 0 adds the other ingest threads' counters into the router's, ms (and at the drain). */
+const COUNTER_FOLD_INTERVAL_MS = 100;
+/** Longest one wait on the doorbell before it is armed again, ms. */
+const DOORBELL_WAIT_MS = 1000;
+
+/** False once the thread closes: the doorbell loop stops. */
+let doorbellOpen = true;
+
+/**
+ * Submits containment tasks when another ingest thread publishes: waits on the doorbell cell without blocking this
+ * thread's event loop, and calls `ring` each time it moves (at least once per DOORBELL_WAIT_MS).
+ */
+function listenToDoorbell(cells: Int32Array, ring: () => void): void {
+  const listen = (): void => {
+    if (!doorbellOpen) return;
+    const seen = Atomics.load(cells, ICTL_DOORBELL_I32);
+    ring();
+    const waited = waitAsync(cells, ICTL_DOORBELL_I32, seen, DOORBELL_WAIT_MS);
+    if (waited.async) void waited.value.then(listen);
+    else setImmediate(listen);
+  };
+  listen();
+}
+
+/** Adds the other ingest threads' counters (ING_FOLDED_CELLS of their pipeline regions) into the router's. */
+class CounterFolder {
+  private readonly into: Float64Array;
+  private readonly from: Float64Array[];
+  private readonly last: Float64Array[];
+
+  constructor(into: Float64Array, regions: readonly SharedArrayBuffer[]) {
+    this.into = into;
+    this.from = regions.map((b) => new Float64Array(b));
+    this.last = regions.map((b) => new Float64Array(b.byteLength / 8));
+  }
+
+  /** Adds what each thread counted since the last fold. */
+  fold(): void {
+    for (let k = 0; k < this.from.length; k++) {
+      const from = this.from[k]!;
+      const last = this.last[k]!;
+      for (const cell of ING_FOLDED_CELLS) {
+        const now = from[cell]!;
+        this.into[cell]! += now - last[cell]!;
+        last[cell] = now;
+      }
+    }
+  }
+}
+
+/** One other ingest thread, as ingest thread 0 drives it. */
+interface Peer {
+  worker: Worker;
+  /** Resolves when it has built its path. */
+  ready: Promise<void>;
+  /** Posts `request` and resolves when the thread answers with `answer`. */
+  request(request: IngestPeerRequest, answer: IngestPeerEvent['type']): Promise<void>;
+}
+
+/** Starts ingest threads 1 .. ingestThreads - 1 (none with one ingest thread). A failed one fails this thread. */
+function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer[] {
+  const peers: Peer[] = [];
+  for (let producer = 1; producer < d.memory.ingestThreads; producer++) {
+    const data: IngestPeerData = { ...d, producer };
+    const worker = new Worker(new URL('./ingest-peer-thread.js', import.meta.url), { workerData: data });
+    const waiting = new Map<string, () => void>();
+    let ready: () => void = () => undefined;
+    const readyPromise = new Promise<void>((resolve) => (ready = resolve));
+    worker.on('message', (event: IngestPeerEvent) => {
+      switch (event.type) {
+        case 'ready':
+          ready();
+          return;
+        case 'log':
+          post({ type: 'log', line: `ingest thread ${producer}: ${event.line}`, level: event.level });
+          return;
+        case 'failed':
+          post({ type: 'failed', error: `ingest thread ${producer}: ${event.error}` });
+          return;
+        default: {
+          const w = waiting.get(event.type);
+          waiting.delete(event.type);
+          w?.();
+        }
+      }
+    });
+    worker.on('error', (err) => {
+      logError(`ingest thread ${producer} failed: ${err.message}`);
+      post({ type: 'failed', error: `ingest thread ${producer}: ${err.message}` });
+    });
+    peers.push({
+      worker,
+      ready: readyPromise,
+      request: (request, answer) =>
+        new Promise<void>((resolve) => {
+          waiting.set(answer, resolve);
+          worker.postMessage(request);
+        }),
+    });
+  }
+  return peers;
+}
+
+// Last: main() runs synchronously up to its first await, and uses the declarations above.
+if (parentPort !== null && workerData !== null && (workerData as Partial<IngestThreadData>).memory !== undefined) {
+  main().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.message : String(err) }));
 }

@@ -16,7 +16,18 @@ import { writeTelemetryRecord } from '../ingest/telemetry-record.js';
 import { nowNs } from '../shm/clock.js';
 import { Lane } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
-import type { ShardScheduler } from './shard-scheduler.js';
+import type { InputForwarder } from './input-forwarding.js';
+
+/**
+ * Publishes what the admission sink writes into this thread's telemetry rings (ShardScheduler on ingest thread 0,
+ * which also submits containment tasks; the other ingest threads' publisher rings thread 0's doorbell).
+ */
+export interface RingPublisher {
+  /** `shard`'s ring (this thread's) has a record claimed. */
+  noteClaimed(shard: number, ring: SpscRing): void;
+  /** End of a read chunk: publish every ring with claimed records. */
+  flush(): void;
+}
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
 
@@ -102,10 +113,10 @@ export class AdmissionSink implements PingSink {
    */
   pausable = false;
   private readonly admissions: readonly LaneAdmission[];
-  private readonly scheduler: ShardScheduler;
+  private readonly scheduler: RingPublisher;
   private readonly predicates: StorePredicates;
 
-  constructor(admissions: readonly LaneAdmission[], scheduler: ShardScheduler, predicates: StorePredicates) {
+  constructor(admissions: readonly LaneAdmission[], scheduler: RingPublisher, predicates: StorePredicates) {
     this.admissions = admissions;
     this.scheduler = scheduler;
     this.predicates = predicates;
@@ -191,11 +202,11 @@ export class AdmissionRoom implements RingRoom {
 class FlushingStream implements IngestStream {
   readonly name: string;
   private readonly inner: IngestStream;
-  private readonly scheduler: ShardScheduler;
+  private readonly scheduler: RingPublisher;
   private readonly sink: AdmissionSink;
   private readonly pausable: boolean;
 
-  constructor(inner: IngestStream, scheduler: ShardScheduler, sink: AdmissionSink, pausable: boolean) {
+  constructor(inner: IngestStream, scheduler: RingPublisher, sink: AdmissionSink, pausable: boolean) {
     this.inner = inner;
     this.name = inner.name;
     this.scheduler = scheduler;
@@ -241,12 +252,14 @@ class FlushingStream implements IngestStream {
  * pausable sources) wait for room in the telemetry rings.
  */
 export class PipelineEdge extends IngestEdge {
-  private scheduler: ShardScheduler | null = null;
+  private scheduler: RingPublisher | null = null;
   private admissionSink: AdmissionSink | null = null;
   private room: RingRoom = UNBOUNDED_ROOM;
+  private forwarders: readonly InputForwarder[] = [];
+  private nextConnection = 0;
 
   /** Attaches the scheduler, the sink and the rings' room (after construction: they are built around the registry). */
-  attach(scheduler: ShardScheduler, sink: AdmissionSink, room: RingRoom): void {
+  attach(scheduler: RingPublisher, sink: AdmissionSink, room: RingRoom): void {
     this.scheduler = scheduler;
     this.admissionSink = sink;
     this.room = room;
@@ -255,6 +268,24 @@ export class PipelineEdge extends IngestEdge {
   /** The room pausable sources are fed by. */
   get ringRoom(): RingRoom {
     return this.room;
+  }
+
+  /**
+   * Spreads live connections round-robin over this thread and the other ingest threads (`forwarders`, one per other
+   * thread; see input-forwarding.ts). A connection's bytes all go to one thread, in order.
+   */
+  spreadConnections(forwarders: readonly InputForwarder[]): void {
+    this.forwarders = forwarders;
+  }
+
+  override openConnection(name: string, limits: StreamLimits | null = null): IngestStream {
+    const n = this.forwarders.length;
+    if (n === 0) return this.openStream(name, limits);
+    const k = this.nextConnection;
+    this.nextConnection = k === n ? 0 : k + 1;
+    // The other thread has no flood budgets of this thread's connections: a forwarded connection's limits (new
+    // devices per second) are not applied; the connection-level ones (count, bytes held) are this thread's.
+    return k === 0 ? this.openStream(name, limits) : this.forwarders[k - 1]!.open(name);
   }
 
   override openStream(name: string, limits: StreamLimits | null = null): IngestStream {

@@ -8,6 +8,9 @@ import { allocateDeviceIdTable } from '../ingest/device-registry.js';
 import { allocatePipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
+  ICTL_REGION_I32,
+  INP_RING_SLOTS,
+  INP_STRIDE_BYTES,
   LEASE_GATE_F64,
   MAX_INGEST_THREADS,
   PST_REGION_F64,
@@ -51,6 +54,14 @@ export interface PipelineMemory {
    * thread -> dispatcher, for reload EXITs).
    */
   readonly triggerRings: readonly SharedArrayBuffer[];
+  /**
+   * Per ingest thread k >= 1 (index k - 1): the ring ingest thread 0 forwards the bytes of k's connections through
+   * (INP_* records), and the pipeline region k counts its ingest counters in (ingest thread 0 adds them up).
+   */
+  readonly inputRings: readonly SharedArrayBuffer[];
+  readonly ingestCounters: readonly SharedArrayBuffer[];
+  /** Ingest control cells (ICTL_*): the doorbell of ingest thread 0. */
+  readonly ingestControl: SharedArrayBuffer;
   /** Admission counter blocks (ADM_*), one per telemetry ring (same order). */
   readonly admissionCounters: SharedArrayBuffer;
   /** Containment counter blocks (CNT_*): one per shard, then the control block at index `shards` (reloads). */
@@ -112,6 +123,14 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   for (let r = 0; r < ingestThreads * spec.shards; r++) {
     telemetryRings.push(allocateTelemetryRing(spec.ringCapacitySlots, spec.reservedFraction));
   }
+  const inputRings: SharedArrayBuffer[] = [];
+  const ingestCounters: SharedArrayBuffer[] = [];
+  for (let k = 1; k < ingestThreads; k++) {
+    inputRings.push(
+      allocateRingRegion({ capacitySlots: INP_RING_SLOTS, strideBytes: INP_STRIDE_BYTES, kind: RingKind.INPUT }),
+    );
+    ingestCounters.push(allocatePipelineRegion(spec.shards));
+  }
   for (let s = 0; s < spec.shards; s++) {
     triggerRings.push(
       allocateRingRegion({
@@ -131,6 +150,9 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   return {
     shards: spec.shards,
     ingestThreads,
+    inputRings,
+    ingestCounters,
+    ingestControl: new SharedArrayBuffer(ICTL_REGION_I32 * 4),
     pipeline: allocatePipelineRegion(spec.shards),
     stats: allocateCounterRegion(1, PST_REGION_F64),
     idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot),

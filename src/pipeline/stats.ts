@@ -191,6 +191,8 @@ export interface RouterStats {
   offeredTotal: number;
   admittedTotal: number;
   shedTotal: number;
+  /** Pings admitted per ingest thread (thread k's telemetry rings; one entry with one ingest thread). */
+  admittedByIngestThread: number[];
   /** Admitted pings containment consumed (processed by the state machine, plus stale and invalid ones it ignored). */
   processed: number;
   /** Of those, ignored as older than the device's last ping. */
@@ -288,6 +290,17 @@ export interface StatsViews {
 
 function perLane(read: (lane: number) => number): PerLane {
   return { idle: read(0), transition: read(1), compliance: read(2) };
+}
+
+/** Pings admitted into each ingest thread's rings (blocks in telemetryRingIndex order: producer-major). */
+function admittedByProducer(v: StatsViews): number[] {
+  const blocks = Math.floor(v.admission.length / ADM_BLOCK_F64);
+  const out = new Array<number>(Math.max(1, Math.floor(blocks / v.shards))).fill(0);
+  for (let b = 0; b < blocks; b++) {
+    for (let l = 0; l < LANE_COUNT; l++)
+      out[Math.floor(b / v.shards)]! += v.admission[b * ADM_BLOCK_F64 + ADM_ADMITTED_F64 + l]!;
+  }
+  return out;
 }
 
 /** Reads a snapshot (main thread). */
@@ -432,6 +445,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     offeredTotal: offered.idle + offered.transition + offered.compliance,
     admittedTotal: admitted.idle + admitted.transition + admitted.compliance,
     shedTotal,
+    admittedByIngestThread: admittedByProducer(v),
     processed,
     stale: cntSum(CNT_STALE_F64),
     lost: v.stats[PST_LOST_PINGS_F64]!,

@@ -190,6 +190,7 @@ export class PipelineRouter implements Router {
     this.streams = options.downstreams.map((d) => (d.kind === 'stream' ? new TriggerStream(d.name) : null));
     this.memory = allocatePipelineMemory({
       shards: options.shards,
+      ingestThreads: options.ingestThreads,
       ringCapacitySlots: options.ringCapacitySlots,
       reservedFraction: options.admission.reservedFraction,
       maxDevices: options.maxDevices,

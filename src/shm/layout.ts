@@ -58,6 +58,8 @@ export const RingKind = {
   TRIGGER: 2,
   /** Free-form records for tests and benchmarks. */
   RAW: 3,
+  /** Connection bytes forwarded by ingest thread 0 to another ingest thread (INP_* records). */
+  INPUT: 4,
 } as const;
 /** A RingKind value. */
 export type RingKind = (typeof RingKind)[keyof typeof RingKind];
@@ -67,6 +69,44 @@ export const RING_MAX_CAPACITY_SLOTS = 1 << 24;
 
 /** Most ingest threads a router runs (each is the producer of one telemetry ring per shard). */
 export const MAX_INGEST_THREADS = 16;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Forwarded input: ingest thread 0 accepts every TCP connection and forwards the bytes of those it spreads to
+// ingest thread k (k >= 1) through an INPUT ring of its own (one producer, one consumer). Records of INP_STRIDE_BYTES:
+// a kind, the connection's number, the payload's length, then the payload (a longer chunk takes several records).
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Bytes per forwarded-input record. */
+export const INP_STRIDE_BYTES = 4096;
+/** Slots of a forwarded-input ring (4 MiB of connection bytes in flight per ingest thread). */
+export const INP_RING_SLOTS = 1024;
+/** Int32 cell: the record's kind (InputRecordKind). */
+export const INP_KIND_I32 = 0;
+/** Int32 cell: the connection's number (unique among ingest thread 0's open connections). */
+export const INP_CONN_I32 = 1;
+/** Int32 cell: payload bytes in this record. */
+export const INP_LENGTH_I32 = 2;
+/** Byte offset of the payload in a record. */
+export const INP_PAYLOAD_BYTE = 16;
+/** Payload bytes a record holds at most. */
+export const INP_PAYLOAD_MAX_BYTES = INP_STRIDE_BYTES - INP_PAYLOAD_BYTE;
+/** What a forwarded-input record says. */
+export const InputRecordKind = {
+  /** A connection opened; the payload is its name (UTF-8). */
+  OPEN: 1,
+  /** Bytes the connection received. */
+  DATA: 2,
+  /** The connection closed (its partial frame, if any, counts as truncated). */
+  END: 3,
+} as const;
+
+/**
+ * The INGEST CONTROL region (Int32 cells, one cache line each): the doorbell the other ingest threads ring when they
+ * publish telemetry (ingest thread 0 submits containment tasks for every shard; it waits on this cell).
+ */
+export const ICTL_DOORBELL_I32 = 0;
+/** Int32 cells of the ingest control region. */
+export const ICTL_REGION_I32 = 16;
 
 /**
  * Index of the telemetry ring that ingest thread `producer` writes for `shard`, among `shards` shards: producer-major
@@ -723,6 +763,18 @@ export const CONNECTION_DROP_REASON_NAMES = [
 export const ING_CONNECTIONS_DROPPED_F64 = ING_BASE_F64 + 16;
 /** Rejected frames and pings per reason: cells [ING_REJECTED_F64 + reason]. */
 export const ING_REJECTED_F64 = ING_CONNECTIONS_DROPPED_F64 + CONNECTION_DROP_REASON_COUNT;
+/**
+ * Ingest counter cells another ingest thread writes into a pipeline region of its own and ingest thread 0 adds into
+ * the router's (counters only: gauges and connection counts are ingest thread 0's, or shared already).
+ */
+export const ING_FOLDED_CELLS: readonly number[] = [
+  ING_BYTES_F64,
+  ING_FRAMES_F64,
+  ING_ACCEPTED_F64,
+  ING_RESYNC_SKIPPED_BYTES_F64,
+  ING_RESYNCS_F64,
+  ...Array.from({ length: REJECT_REASON_COUNT }, (_, r) => ING_REJECTED_F64 + r),
+];
 /** Float64 cells in the ingest counter block, rounded up to whole cache lines. */
 const ING_BLOCK_F64 = Math.ceil((ING_REJECTED_F64 - ING_BASE_F64 + REJECT_REASON_COUNT) / 8) * 8;
 /** Total bytes of the pipeline region. */

@@ -34,6 +34,18 @@ import {
   type RingKind,
 } from './layout.js';
 
+/** Atomics.waitAsync (ES2024; Node has it, the ES2023 typings do not). */
+export const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      cells: Int32Array,
+      index: number,
+      value: number,
+      timeoutMs: number,
+    ): { async: false; value: string } | { async: true; value: Promise<string> };
+  }
+).waitAsync.bind(Atomics);
+
 /** Busy-poll iterations before a waiting side parks in Atomics.wait. */
 const DEFAULT_SPIN_ITERATIONS = 200;
 
@@ -242,6 +254,24 @@ export class SpscRing {
     if (Atomics.load(this.header, RING_PRODUCER_SLEEPING_I32) !== 0) {
       Atomics.notify(this.header, RING_READ_SEQ_I32);
     }
+  }
+
+  /**
+   * Resolves once a record is available or `timeoutMs` passes, without blocking the thread (Atomics.waitAsync: the
+   * event loop keeps running meanwhile); resolves to the available count.
+   */
+  async waitForDataAsync(timeoutMs: number): Promise<number> {
+    const n = this.available();
+    if (n > 0) return n;
+    const observed = Atomics.load(this.header, RING_WRITE_SEQ_I32);
+    Atomics.store(this.header, RING_CONSUMER_SLEEPING_I32, 1);
+    // Re-check after raising the flag (see publish()).
+    if (((observed - Atomics.load(this.header, RING_READ_SEQ_I32)) | 0) === 0) {
+      const waited = waitAsync(this.header, RING_WRITE_SEQ_I32, observed, timeoutMs);
+      if (waited.async) await waited.value;
+    }
+    Atomics.store(this.header, RING_CONSUMER_SLEEPING_I32, 0);
+    return this.available();
   }
 
   /**

@@ -130,6 +130,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     offeredTotal: 0,
     admittedTotal: 0,
     shedTotal: 0,
+    admittedByIngestThread: [0],
     processed: 0,
     stale: 0,
     lost: 0,

@@ -14,35 +14,23 @@ import { createRouter, type Router } from '../../src/index.js';
 import { formatSummary } from '../../src/router/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { at, byDevice, square, T0, TriggerServer, waitFor } from './support.js';
+import { at, byDevice, T0, TriggerServer, waitFor } from './support.js';
+import { CHURN_CITY, CHURN_FENCES, churnIds } from './churn-fleet.js';
 
 const MAX_DEVICES = 200;
 const WAVES = Number(process.env.CHURN_WAVES ?? 10);
-const FENCES = 25;
+const FENCES = CHURN_FENCES;
+const CITY = CHURN_CITY;
 const IDLE_MS = 300;
-/** Devices of wave w (w >= 2) that are devices of wave w - 2 coming back, after their slots were freed. */
-const RETURNING = 10;
 
-const CITY = {
-  type: 'FeatureCollection',
-  features: Array.from({ length: FENCES }, (_, k) => square(`f${k}`, (k % 5) * 400, Math.floor(k / 5) * 400, 50)),
-};
+function idsOf(w: number): (string | number)[] {
+  return churnIds(w, MAX_DEVICES);
+}
 
 /** Fence a device of wave `w` enters: its id decides it, so a trigger naming another fence is misattributed. */
 function fenceOf(id: string | number, w: number): number {
   const n = typeof id === 'number' ? id : Number(id.slice(id.lastIndexOf('-') + 1)) * 7 + 3;
   return (n + w * 11) % FENCES;
-}
-
-/** Ids of wave `w`: numeric and string ids alternate; from wave 2 on, RETURNING of them are wave w - 2's. */
-function idsOf(w: number): (string | number)[] {
-  const ids: (string | number)[] = [];
-  const back = w >= 2 ? idsOf(w - 2).slice(RETURNING, 2 * RETURNING) : [];
-  for (let i = 0; i < MAX_DEVICES; i++) {
-    if (i < back.length) ids.push(back[i]!);
-    else ids.push(i % 2 === 0 ? 1_000_000_000_000 + w * 10_000 + i : `w${w}-dev-${i}`);
-  }
-  return ids;
 }
 
 function centre(k: number): [number, number] {

@@ -1,6 +1,7 @@
 /**
  * Per-device order under load: thousands of devices walking through a grid of fences, sent over several TCP
- * connections into 16 shards served by 3 pool workers; every trigger reaches the callback, per device in order, and
+ * connections into 16 shards served by 3 pool workers, read by one ingest thread or spread over two (each writing
+ * rings of its own into every shard); every trigger reaches the callback, per device in order, and
  * the stream of each device yields exactly the triggers a single-threaded replay of the same pings yields.
  */
 import assert from 'node:assert/strict';
@@ -17,7 +18,12 @@ import { byDevice, frameOf, orderProblem, sendOverTcp, square, waitFor, type Scr
 const DEVICES = 3000;
 const STEPS = 12;
 
-test('per-device order holds with 3 pool workers, 16 shards and 3000 devices over 4 connections', async () => {
+test('per-device order holds with 3 pool workers, 16 shards and 3000 devices over 4 connections', () =>
+  orderUnderLoad(1));
+
+test('per-device order holds with the 4 connections spread over 2 ingest threads', () => orderUnderLoad(2));
+
+async function orderUnderLoad(ingestThreads: number): Promise<void> {
   // A 10 x 10 grid of 60 m squares every 100 m.
   const features: unknown[] = [];
   for (let i = 0; i < 10; i++)
@@ -42,6 +48,7 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     adminHost: null,
     shards: 16,
     poolSize: 3,
+    ingestThreads,
     batchSize: 64,
     ringCapacitySlots: 65536,
     maxDevices: DEVICES,
@@ -78,6 +85,11 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
     const s = await router.close();
     assert.equal(s.shedTotal, 0, 'nothing shed');
     assert.equal(s.admittedTotal, DEVICES * STEPS);
+    assert.equal(s.admittedByIngestThread.length, ingestThreads);
+    // Two connections each: the threads admit their devices' pings (devices are spread by d % 4 over connections).
+    for (const n of s.admittedByIngestThread) assert.equal(n, (DEVICES * STEPS) / ingestThreads);
+    assert.equal(s.accepted, DEVICES * STEPS, 'every thread counted its pings (thread 0 adds the others up)');
+    assert.equal(s.devices, DEVICES, 'one slot per device');
     assert.equal(s.processed, s.admittedTotal);
     // 3 shard groups (one per worker), 3 rounds: more tasks than groups means each group's shards passed from task to task.
     assert.ok(s.tasks >= 6, `several tasks ran (${s.tasks})`);
@@ -97,4 +109,4 @@ test('per-device order holds with 3 pool workers, 16 shards and 3000 devices ove
   } finally {
     await router.close();
   }
-});
+}

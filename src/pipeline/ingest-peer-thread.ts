@@ -1,0 +1,102 @@
+/**
+ * An ingest thread other than thread 0 (a worker_threads Worker that ingest thread 0 starts when `ingestThreads` > 1):
+ * it decodes the bytes of the TCP connections thread 0 spreads to it (forwarded through its INPUT ring, see
+ * input-forwarding.ts), registers the devices in the shared id table, classifies and admits the pings into telemetry
+ * rings of its own (one per shard), and rings thread 0's doorbell when it publishes. Containment, the pool, expiry
+ * and every other source stay with thread 0.
+ *
+ * Messages from thread 0: `fences` (a reload's new store, for lane classification), `stop` (read what is left, end
+ * every connection, publish, answer `stopped`). To thread 0: `ready` once built, `log`, `failed`.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
+import type { IngestStream } from '../ingest/ingest-edge.js';
+import type { IngestThreadData } from './ingest-thread.js';
+import { buildPeerPath } from './ingest-path.js';
+import { InputReader } from './input-forwarding.js';
+import { LOOKUP_ONLY_STORE } from './store-views.js';
+
+/** What an ingest peer thread is given: ingest thread 0's data and its own number. */
+export type IngestPeerData = IngestThreadData & {
+  /** This thread's number among the ingest threads (1 .. ingestThreads - 1). */
+  producer: number;
+};
+
+/** A message from ingest thread 0 to a peer. */
+export type IngestPeerRequest = { type: 'fences'; fences: FenceStoreDescriptor } | { type: 'stop' };
+
+/** A message from a peer to ingest thread 0. */
+export type IngestPeerEvent =
+  | { type: 'ready' }
+  | { type: 'stopped' }
+  | { type: 'log'; line: string; level: 'error' | 'warn' }
+  | { type: 'failed'; error: string };
+
+/** How long the peer parks on an empty INPUT ring before looking again (a stop message wakes it sooner), ms. */
+const PARK_MS = 100;
+/** How often the peer drops cache entries of slots that changed hands, ms. */
+const PURGE_INTERVAL_MS = 1000;
+
+function post(event: IngestPeerEvent): void {
+  parentPort!.postMessage(event);
+}
+
+function main(): void {
+  const d = workerData as IngestPeerData;
+  const m = d.memory;
+  const path = buildPeerPath(m, d, d.producer, {
+    error: (line) => post({ type: 'log', line, level: 'error' }),
+    warn: (line) => post({ type: 'log', line, level: 'warn' }),
+  });
+  const reader = new InputReader(m.inputRings[d.producer - 1]!);
+  const streams = new Map<number, IngestStream>();
+  const handlers = {
+    open: (conn: number, name: string): void => {
+      streams.set(conn, path.edge.openStream(name));
+    },
+    data: (conn: number, bytes: Buffer): void => {
+      streams.get(conn)?.write(bytes);
+    },
+    end: (conn: number): void => {
+      streams.get(conn)?.end();
+      streams.delete(conn);
+    },
+  };
+  const purge = setInterval(() => path.registry.purgeStale(), PURGE_INTERVAL_MS);
+  purge.unref();
+  let stopping = false;
+  const pump = async (): Promise<void> => {
+    while (!stopping) {
+      if (reader.drain(handlers, d.ingest.readChunkBytes) === 0) await reader.ring.waitForDataAsync(PARK_MS);
+    }
+  };
+  parentPort!.on('message', (msg: IngestPeerRequest) => {
+    switch (msg.type) {
+      case 'fences':
+        path.predicates.store = FenceStore.open(msg.fences, LOOKUP_ONLY_STORE);
+        return;
+      case 'stop':
+        stopping = true;
+        // Thread 0 has closed its connections (their ends are forwarded): read what is left, end what is open.
+        while (reader.drain(handlers, d.ingest.readChunkBytes) > 0) {
+          // Each pass reads what the ring holds.
+        }
+        for (const stream of streams.values()) stream.end();
+        streams.clear();
+        path.publisher.flush();
+        clearInterval(purge);
+        post({ type: 'stopped' });
+        return;
+    }
+  });
+  pump().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.message : String(err) }));
+  post({ type: 'ready' });
+}
+
+if (parentPort !== null && workerData !== null && (workerData as Partial<IngestPeerData>).producer !== undefined) {
+  try {
+    main();
+  } catch (err) {
+    post({ type: 'failed', error: err instanceof Error ? err.message : String(err) });
+  }
+}

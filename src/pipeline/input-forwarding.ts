@@ -1,0 +1,174 @@
+/**
+ * Connection bytes forwarded from ingest thread 0 to another ingest thread: thread 0 accepts every TCP connection
+ * (a worker thread cannot hand a socket to another one) and spreads them over the ingest threads; the bytes of a
+ * connection spread to thread k go through k's INPUT ring (INP_* records in src/shm/layout.ts), in order, and k
+ * decodes, registers, classifies and admits them into its own telemetry rings. Thread 0's cost per forwarded byte is
+ * one copy; everything per ping is k's.
+ */
+import {
+  INP_CONN_I32,
+  INP_KIND_I32,
+  INP_LENGTH_I32,
+  INP_PAYLOAD_BYTE,
+  INP_PAYLOAD_MAX_BYTES,
+  InputRecordKind,
+  RING_HEADER_BYTES,
+  RingKind,
+} from '../shm/layout.js';
+import { SpscRing } from '../shm/ring.js';
+import type { IngestStream } from '../ingest/ingest-edge.js';
+
+/** Longest one wait for room in a full INPUT ring, ms (the wait repeats until there is room). */
+const ROOM_WAIT_MS = 50;
+
+/** Ingest thread 0's end of one INPUT ring (the producer). */
+export class InputForwarder {
+  private readonly ring: SpscRing;
+  private readonly bytes: Uint8Array;
+  private nextConn = 1;
+
+  /** Wraps ingest thread k's INPUT ring (memory.inputRings[k - 1]). */
+  constructor(buffer: SharedArrayBuffer) {
+    this.ring = SpscRing.wrap(buffer, RingKind.INPUT);
+    this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
+  }
+
+  /** Opens a forwarded connection named `name`; its bytes go through the returned stream. */
+  open(name: string): IngestStream {
+    const conn = this.nextConn;
+    this.nextConn = (this.nextConn + 1) | 0 || 1;
+    this.write(InputRecordKind.OPEN, conn, Buffer.from(name, 'utf8').subarray(0, INP_PAYLOAD_MAX_BYTES));
+    return new ForwardedStream(this, conn, name);
+  }
+
+  /**
+   * Writes one record (a payload longer than a record takes several) and publishes. When the ring is full this thread
+   * waits for the other to make room: the connections it reads are held back meanwhile, as a busy event loop holds
+   * them (the kernel's buffers fill and TCP slows the senders); nothing is dropped.
+   */
+  write(kind: number, conn: number, payload: Uint8Array | null): void {
+    const ring = this.ring;
+    const length = payload === null ? 0 : payload.length;
+    let at = 0;
+    do {
+      if (ring.freeSlots(1) < 1) {
+        ring.publish();
+        while (ring.waitForSpace(1, ROOM_WAIT_MS) < 1) {
+          // The other thread is busy or stopped reading for a moment: wait on.
+        }
+      }
+      const slot = ring.claim();
+      const n = Math.min(INP_PAYLOAD_MAX_BYTES, length - at);
+      const i = slot * ring.strideI32;
+      ring.i32[i + INP_KIND_I32] = kind;
+      ring.i32[i + INP_CONN_I32] = conn;
+      ring.i32[i + INP_LENGTH_I32] = n;
+      if (n > 0) this.bytes.set(payload!.subarray(at, at + n), slot * ring.strideBytes + INP_PAYLOAD_BYTE);
+      at += n;
+    } while (at < length);
+    ring.publish();
+  }
+}
+
+/** A connection whose bytes another ingest thread decodes (see InputForwarder). */
+class ForwardedStream implements IngestStream {
+  readonly name: string;
+  private readonly forwarder: InputForwarder;
+  private readonly conn: number;
+  private ended = false;
+
+  constructor(forwarder: InputForwarder, conn: number, name: string) {
+    this.forwarder = forwarder;
+    this.conn = conn;
+    this.name = name;
+  }
+
+  /** Partial frames are held by the other thread; none here. */
+  get bufferedBytes(): number {
+    return 0;
+  }
+
+  get heldBytes(): number {
+    return 0;
+  }
+
+  write(chunk: Uint8Array): void {
+    if (this.ended || chunk.length === 0) return;
+    this.forwarder.write(InputRecordKind.DATA, this.conn, chunk);
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.forwarder.write(InputRecordKind.END, this.conn, null);
+  }
+}
+
+/** What a forwarded-input reader hands its records to (the receiving ingest thread). */
+export interface InputHandlers {
+  /** A connection opened. */
+  open(conn: number, name: string): void;
+  /** A connection's next bytes (a Buffer of its own: the reader copied them out of the ring). */
+  data(conn: number, bytes: Buffer): void;
+  /** A connection closed. */
+  end(conn: number): void;
+}
+
+/** The receiving ingest thread's end of its INPUT ring (the consumer). */
+export class InputReader {
+  /** The ring (waitForDataAsync parks the thread's event loop on it). */
+  readonly ring: SpscRing;
+  private readonly bytes: Uint8Array;
+
+  /** Wraps this thread's INPUT ring. */
+  constructor(buffer: SharedArrayBuffer) {
+    this.ring = SpscRing.wrap(buffer, RingKind.INPUT);
+    this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
+  }
+
+  /**
+   * Hands every available record to `h`, in order; a connection's consecutive DATA records are copied out as one
+   * chunk (up to `maxChunkBytes`). Returns the records read.
+   */
+  drain(h: InputHandlers, maxChunkBytes: number): number {
+    const ring = this.ring;
+    const available = ring.available();
+    let k = 0;
+    while (k < available) {
+      const i = ring.readSlot(k) * ring.strideI32;
+      const kind = ring.i32[i + INP_KIND_I32]!;
+      const conn = ring.i32[i + INP_CONN_I32]!;
+      if (kind === InputRecordKind.DATA) {
+        // The run of this connection's DATA records that follows, as one chunk.
+        let total = 0;
+        let n = 0;
+        while (k + n < available && total < maxChunkBytes) {
+          const j = ring.readSlot(k + n) * ring.strideI32;
+          if (ring.i32[j + INP_KIND_I32] !== InputRecordKind.DATA || ring.i32[j + INP_CONN_I32] !== conn) break;
+          total += ring.i32[j + INP_LENGTH_I32]!;
+          n++;
+        }
+        const chunk = Buffer.allocUnsafe(total);
+        let at = 0;
+        for (let r = 0; r < n; r++) {
+          const slot = ring.readSlot(k + r);
+          const len = ring.i32[slot * ring.strideI32 + INP_LENGTH_I32]!;
+          const from = slot * ring.strideBytes + INP_PAYLOAD_BYTE;
+          chunk.set(this.bytes.subarray(from, from + len), at);
+          at += len;
+        }
+        k += n;
+        h.data(conn, chunk);
+      } else {
+        const len = ring.i32[i + INP_LENGTH_I32]!;
+        const from = ring.readSlot(k) * ring.strideBytes + INP_PAYLOAD_BYTE;
+        k++;
+        if (kind === InputRecordKind.OPEN)
+          h.open(conn, Buffer.from(this.bytes.subarray(from, from + len)).toString('utf8'));
+        else h.end(conn);
+      }
+    }
+    ring.release(available);
+    return available;
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Several ingest threads through a real router over TCP: connections spread over two ingest threads, each writing
+ * telemetry rings of its own into every shard.
+ * - Device churn: ten waves of `maxDevices` devices, half on each thread, each entering a fence and going quiet; idle
+ *   devices expire (ingest thread 0's sweep), their slots are freed and reused by devices of either thread, and
+ *   devices of an earlier wave come back on the other thread. None is rejected, every trigger names its device and
+ *   fence, and the delivery contract holds at a real webhook and at a callback.
+ * - One device on two connections (so on two threads): one slot, pings older than the device's last recognised as
+ *   stale, and the contract holds (no second ENTER for a stay).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pack } from 'msgpackr';
+import { createRouter } from '../../src/index.js';
+import type { Trigger } from '../../src/dispatch/trigger.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { at, byDevice, sendOverTcp, square, T0, TriggerServer, waitFor } from './support.js';
+import { CHURN_CITY, CHURN_FENCES, churnIds } from './churn-fleet.js';
+
+const MAX_DEVICES = 200;
+const WAVES = 10;
+const FENCES = CHURN_FENCES;
+const CITY = CHURN_CITY;
+const IDLE_MS = 300;
+
+function idsOf(w: number): (string | number)[] {
+  return churnIds(w, MAX_DEVICES);
+}
+
+/** Fence a device of wave `w` enters (by its place in the wave, so a trigger naming another fence is wrong). */
+function fenceOf(i: number, w: number): number {
+  return (i * 7 + w * 11) % FENCES;
+}
+
+test('devices churn through two ingest threads: none rejected, every trigger attributed right, contract held', async () => {
+  const server = new TriggerServer();
+  await server.start();
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: CITY,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    ingestThreads: 2,
+    poolSize: 1,
+    shards: 4,
+    maxDevices: MAX_DEVICES,
+    deviceIdleTimeoutMs: IDLE_MS,
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-churn-')),
+    downstreams: [
+      { name: 'hook', kind: 'webhook', url: server.url },
+      { name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) },
+    ],
+    log: () => undefined,
+  });
+  const expected = new Map<string | number, string[]>();
+  try {
+    for (let w = 0; w < WAVES; w++) {
+      // Two connections a wave: the router spreads them over its two ingest threads. A returning device is sent on
+      // the connection its wave place gives, not the one it used before: the other thread meets it.
+      const frames: Buffer[][] = [[], []];
+      idsOf(w).forEach((id, i) => {
+        const k = fenceOf(i, w);
+        const [lat, lon] = at((k % 5) * 400, Math.floor(k / 5) * 400);
+        const [outLat, outLon] = at((k % 5) * 400 + 150, Math.floor(k / 5) * 400);
+        const ts = T0 + w * 60_000 + i;
+        const conn = (i + w) % 2;
+        frames[conn]!.push(pack({ id, lat: outLat, lon: outLon, ts }), pack({ id, lat, lon, ts: ts + 1000 }));
+        const list = expected.get(id) ?? [];
+        list.push(`ENTER f${k}`, `EXIT f${k} expired`);
+        expected.set(id, list);
+      });
+      await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 997)));
+      await waitFor(
+        () => router.stats().deviceLifecycle.freed >= (w + 1) * MAX_DEVICES,
+        20_000,
+        `wave ${w}'s slots freed`,
+      );
+    }
+    await waitFor(
+      () => server.received.length === got.length && got.length >= WAVES * MAX_DEVICES * 2,
+      20_000,
+      'every trigger delivered',
+    );
+    const s = router.stats();
+    assert.equal(s.rejectedTotal, 0, `rejected: ${JSON.stringify(s.rejected)}`);
+    assert.equal(s.shedTotal, 0);
+    assert.equal(s.admittedByIngestThread.length, 2);
+    for (const n of s.admittedByIngestThread) assert.ok(n >= WAVES * MAX_DEVICES * 0.9, `each thread admitted (${n})`);
+    assert.equal(s.deviceLifecycle.expired, WAVES * MAX_DEVICES);
+    assert.equal(s.deviceLifecycle.reused, (WAVES - 1) * MAX_DEVICES, 'every later registration took a freed slot');
+    for (const [name, received] of [
+      ['webhook', server.received],
+      ['callback', got],
+    ] as const) {
+      const report = checkDeliveryContract(received, { stays: true });
+      assert.deepEqual(report.problems, [], `${name}: ${report.problems.join('\n')}`);
+      const devices = byDevice(received);
+      assert.equal(devices.size, expected.size, `${name}: devices`);
+      for (const [id, want] of expected) {
+        const seen = (devices.get(id) ?? []).map(
+          (t) => `${t.type} ${t.fenceId}${t.reason === 'expired' ? ' expired' : ''}`,
+        );
+        assert.deepEqual(seen, want, `${name}: device ${JSON.stringify(id)}`);
+      }
+    }
+  } finally {
+    await router.close();
+    await server.stop();
+  }
+});
+
+test('one device on two connections read by two ingest threads keeps one slot and one stay', async () => {
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: { type: 'FeatureCollection', features: [square('a', 0, 0, 100)] },
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    ingestThreads: 2,
+    poolSize: 1,
+    shards: 2,
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-two-')),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  const PINGS = 4000;
+  try {
+    // The device walks in and out of fence `a` every 100 pings; even pings go on one connection, odd on the other.
+    const frames: Buffer[][] = [[], []];
+    for (let k = 0; k < PINGS; k++) {
+      const inside = Math.floor(k / 100) % 2 === 1;
+      const [lat, lon] = at(inside ? 0 : 400, 0);
+      frames[k % 2]!.push(pack({ id: 'truck-1', lat, lon, ts: T0 + k * 1000 }));
+    }
+    await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 4096)));
+    await waitFor(() => router.stats().processed === PINGS, 10_000, 'every ping processed');
+    const s = await router.close();
+    assert.equal(s.admittedTotal, PINGS);
+    assert.deepEqual(s.admittedByIngestThread, [PINGS / 2, PINGS / 2], 'each thread admitted its connection');
+    assert.equal(s.devices, 1, 'one slot');
+    const report = checkDeliveryContract(got, { stays: true, complete: true });
+    assert.deepEqual(report.problems, [], report.problems.join('\n'));
+    // Every trigger comes from a ping processed in event-time order; the rest were recognised as stale.
+    const processedInOrder = PINGS - s.stale;
+    assert.ok(processedInOrder > 0);
+    assert.ok(got.length <= 40, `at most one ENTER and one EXIT per stay (${got.length})`);
+    for (let i = 1; i < got.length; i++) {
+      assert.ok(got[i]!.eventTimeMs > got[i - 1]!.eventTimeMs, 'triggers in event-time order');
+      assert.notEqual(got[i]!.type, got[i - 1]!.type, 'ENTER and EXIT alternate');
+    }
+  } finally {
+    await router.close();
+  }
+});
