@@ -6,7 +6,7 @@
 import type { Piscina } from 'piscina';
 import { DeviceState } from '../fences/device-state.js';
 import { FenceStore } from '../fences/store.js';
-import { LaneAdmission } from '../ingest/admission.js';
+import { LaneAdmission, type AdmissionOptions } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { nowNs } from '../shm/clock.js';
@@ -65,6 +65,20 @@ export function buildIngestPath(
   return { scheduler, ...buildEdgePart(m, d, 0, scheduler.rings, scheduler, log) };
 }
 
+/**
+ * The admission options of each of `threads` ingest threads: the IDLE lane's token bucket (burst and rate) split
+ * evenly, so that the configured rate and burst hold over all of them together; every ring keeps its own reserved
+ * slice and watermark.
+ */
+export function admissionOptionsPerThread(options: AdmissionOptions, threads: number): AdmissionOptions {
+  if (threads === 1) return options;
+  return {
+    ...options,
+    idleBucketCapacity: Math.max(1, options.idleBucketCapacity / threads),
+    idleBucketRatePerSec: options.idleBucketRatePerSec / threads,
+  };
+}
+
 /** What every ingest thread builds over its own rings: admission, registry, predicates, sink, edge and room. */
 type EdgePart = Omit<IngestPath, 'scheduler'>;
 
@@ -84,14 +98,7 @@ function buildEdgePart(
 ): EdgePart {
   const state = DeviceState.open(m.deviceState);
   const threads = m.ingestThreads;
-  const admissionOptions =
-    threads === 1
-      ? d.admission
-      : {
-          ...d.admission,
-          idleBucketCapacity: Math.max(1, d.admission.idleBucketCapacity / threads),
-          idleBucketRatePerSec: d.admission.idleBucketRatePerSec / threads,
-        };
+  const admissionOptions = admissionOptionsPerThread(d.admission, threads);
   const admissionCounters = new Float64Array(m.admissionCounters);
   const t0 = nowNs();
   const admissions = rings.map(

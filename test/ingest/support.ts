@@ -57,11 +57,19 @@ export interface EdgeFixture {
 /** Builds an edge with `shards` shards and `maxDevices` slots of `idBytes` bytes. */
 export function makeEdge(
   options: Partial<IngestEdgeOptions> = {},
-  sizes: { shards?: number; maxDevices?: number; idBytes?: number; predicates?: LanePredicates } = {},
+  sizes: {
+    shards?: number;
+    maxDevices?: number;
+    idBytes?: number;
+    predicates?: LanePredicates;
+    /** The edge is ingest thread `ingestThread[0]` of `ingestThread[1]` (default: the only one). */
+    ingestThread?: [number, number];
+  } = {},
 ): EdgeFixture {
   const pipeline = PipelineRegion.wrap(allocatePipelineRegion(sizes.shards ?? 4));
   const idTable = allocateDeviceIdTable(sizes.maxDevices ?? 1000, sizes.idBytes ?? 32);
-  const registry = new DeviceRegistry(idTable, sizes.shards ?? 4);
+  const [member, threads] = sizes.ingestThread ?? [0, 1];
+  const registry = new DeviceRegistry(idTable, sizes.shards ?? 4, member, threads);
   const sink = new CollectingSink();
   const logLines: string[] = [];
   const log = new RejectLog({ intervalMs: 0, nowMs: () => 0, write: (l) => logLines.push(l) });
@@ -101,7 +109,10 @@ export function concat(parts: Uint8Array[]): Buffer {
  * An edge (2,048 device slots) whose sink writes every ping into a 1,024-slot telemetry ring and consumes it at once
  * (standing in for admission and the pool), with a double admission time handed over in its cell as admission does.
  */
-export function ringSinkEdge(): { ring: SpscRing; fx: ReturnType<typeof makeEdge> } {
+export function ringSinkEdge(ingestThread: [number, number] = [0, 1]): {
+  ring: SpscRing;
+  fx: ReturnType<typeof makeEdge>;
+} {
   const ring = SpscRing.wrap(
     allocateRingRegion({ capacitySlots: 1024, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
   );
@@ -114,7 +125,7 @@ export function ringSinkEdge(): { ring: SpscRing; fx: ReturnType<typeof makeEdge
       ring.release(1);
     },
   };
-  const fx = makeEdge({}, { maxDevices: 2048 });
+  const fx = makeEdge({}, { maxDevices: 2048, ingestThread });
   (fx.edge as unknown as { sink: PingSink }).sink = sink;
   return { ring, fx };
 }
