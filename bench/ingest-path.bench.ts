@@ -6,7 +6,11 @@
  * 10,000 devices with string ids, replayed in 64 KiB chunks through one stream; every device is known before the
  * clock starts.
  *
- *   npx tsc -p tsconfig.json && node dist/bench/ingest-path.bench.js [--pings 3000000] [--runs 3]
+ *   npx tsc -p tsconfig.json && node dist/bench/ingest-path.bench.js [--pings 3000000] [--runs 3] [--forwarded]
+ *
+ * `--forwarded`: each chunk goes through a forwarded-input ring first (input-forwarding.ts: the copy ingest thread 0
+ * makes for a connection it spreads to another ingest thread, and that thread's read), both ends on this thread, so
+ * the difference to a plain run is what forwarding costs per ping in all.
  *
  * Prints pings/s per encoding and run (and the median), writes bench/out/ingest-path.json.
  */
@@ -23,12 +27,15 @@ import type { ContainmentTask } from '../src/pipeline/containment-task.js';
 import { buildIngestPath } from '../src/pipeline/ingest-path.js';
 import { allocatePipelineMemory } from '../src/pipeline/memory.js';
 import { ingestThreadData } from '../src/router/thread-data.js';
-import { ING_ACCEPTED_F64 } from '../src/shm/layout.js';
+import { ING_ACCEPTED_F64, INP_RING_SLOTS, INP_STRIDE_BYTES, RingKind } from '../src/shm/layout.js';
+import { allocateRingRegion } from '../src/shm/regions.js';
+import { InputForwarder, InputReader } from '../src/pipeline/input-forwarding.js';
 
 const { values } = parseArgs({
   options: {
     pings: { type: 'string', default: '3000000' },
     runs: { type: 'string', default: '3' },
+    forwarded: { type: 'boolean', default: false },
   },
 });
 const PINGS = Number(values.pings);
@@ -109,12 +116,30 @@ async function measure(encoding: LoadEncoding): Promise<number[]> {
   void path.scheduler.pause();
   const rings = path.scheduler.rings;
   const { chunks, perChunk } = chunksOf(encoding);
-  const stream = path.edge.openStream(`bench-${encoding}`);
+  const direct = path.edge.openStream(`bench-${encoding}`);
+  let stream = direct;
+  let afterWrite = (): void => undefined;
+  if (values.forwarded === true) {
+    const input = allocateRingRegion({
+      capacitySlots: INP_RING_SLOTS,
+      strideBytes: INP_STRIDE_BYTES,
+      kind: RingKind.INPUT,
+    });
+    const reader = new InputReader(input);
+    const handlers = {
+      open: (): void => undefined,
+      data: (_c: number, b: Buffer): void => direct.write(b),
+      end: (): void => undefined,
+    };
+    stream = new InputForwarder(input).open(`bench-${encoding}`);
+    afterWrite = () => void reader.drain(handlers, CHUNK_BYTES);
+  }
   const counters = new Float64Array(m.pipeline);
   const feed = (pings: number): number => {
     let sent = 0;
     for (let c = 0; sent < pings; c = (c + 1) % chunks.length) {
       stream.write(chunks[c]!);
+      afterWrite();
       sent += perChunk[c]!;
       for (const r of rings) r.release(r.available());
     }
@@ -147,5 +172,5 @@ console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('../../bench/out/ingest-path.json', import.meta.url),
-  `${JSON.stringify({ date: new Date().toISOString(), pings: PINGS, runs: RUNS, rows }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), pings: PINGS, runs: RUNS, forwarded: values.forwarded, rows }, null, 2)}\n`,
 );

@@ -8,7 +8,7 @@
  * P99 and max over the whole run (cold start included).
  *
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
- *       [--encoding shared] [--pool-size N] [--shards N] [--connections N] [--warmup-seconds S]
+ *       [--encoding shared] [--pool-size N] [--ingest-threads N] [--shards N] [--connections N] [--warmup-seconds S]
  *       [--downstream webhook|jetstream|mqtt|ndjson] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
  *       [--generator replay|encode] [--rounds 16] [--thread-cpu]
  *
@@ -37,6 +37,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '6' },
     encoding: { type: 'string', default: 'shared' },
     'pool-size': { type: 'string', default: '1' },
+    'ingest-threads': { type: 'string', default: '1' },
     shards: { type: 'string', default: '8' },
     connections: { type: 'string', default: '4' },
     devices: { type: 'string', default: '10000' },
@@ -181,6 +182,7 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
     adminHost: null,
     shards: Number(values.shards),
     poolSize: Number(values['pool-size']),
+    ingestThreads: Number(values['ingest-threads']),
     ringCapacitySlots: 65536,
     maxDevices: 50_000,
     ingest: { sharedStructures: values.encoding === 'shared' },
@@ -395,5 +397,5 @@ console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL(`../../bench/out/pipeline-load${webhook ? '-webhook' : ''}.json`, import.meta.url),
-  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], shards: values.shards, downstream: values.downstream, eventStepMs: values['event-step-ms'], radiusM: values['radius-m'], rows }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), seconds, encoding: values.encoding, poolSize: values['pool-size'], ingestThreads: values['ingest-threads'], shards: values.shards, downstream: values.downstream, eventStepMs: values['event-step-ms'], radiusM: values['radius-m'], rows }, null, 2)}\n`,
 );

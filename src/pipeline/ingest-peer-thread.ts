@@ -5,8 +5,9 @@
  * rings of its own (one per shard), and rings thread 0's doorbell when it publishes. Containment, the pool, expiry
  * and every other source stay with thread 0.
  *
- * Messages from thread 0: `fences` (a reload's new store, for lane classification), `stop` (read what is left, end
- * every connection, publish, answer `stopped`). To thread 0: `ready` once built, `log`, `failed`.
+ * Messages from thread 0: `fences` (a reload's new store, for lane classification; answered `fenced` once in use),
+ * `stop` (read what is left, end every connection, publish, answer `stopped`). To thread 0: `ready` once built, `log`,
+ * `failed`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
@@ -28,6 +29,7 @@ export type IngestPeerRequest = { type: 'fences'; fences: FenceStoreDescriptor }
 /** A message from a peer to ingest thread 0. */
 export type IngestPeerEvent =
   | { type: 'ready' }
+  | { type: 'fenced' }
   | { type: 'stopped' }
   | { type: 'log'; line: string; level: 'error' | 'warn' }
   | { type: 'failed'; error: string };
@@ -74,6 +76,7 @@ function main(): void {
     switch (msg.type) {
       case 'fences':
         path.predicates.store = FenceStore.open(msg.fences, LOOKUP_ONLY_STORE);
+        post({ type: 'fenced' });
         return;
       case 'stop':
         stopping = true;

@@ -315,13 +315,16 @@ async function main(): Promise<void> {
       case 'resume':
         try {
           predicates.store = FenceStore.open(msg.fences, LOOKUP_ONLY_STORE);
-          for (const p of peers)
-            p.worker.postMessage({ type: 'fences', fences: msg.fences } satisfies IngestPeerRequest);
           scheduler.resume(msg.fences);
-          post({ type: 'reply', id: msg.id });
         } catch (err) {
           post({ type: 'reply', id: msg.id, error: (err as Error).message });
+          return;
         }
+        // The reload is done once every ingest thread classifies against the new fences.
+        Promise.all(peers.map((p) => p.request({ type: 'fences', fences: msg.fences }, 'fenced'))).then(
+          () => post({ type: 'reply', id: msg.id }),
+          (err: unknown) => post({ type: 'reply', id: msg.id, error: (err as Error).message }),
+        );
         return;
       case 'drain':
         drain().then(

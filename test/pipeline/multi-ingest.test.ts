@@ -7,6 +7,7 @@
  *   fence, and the delivery contract holds at a real webhook and at a callback.
  * - One device on two connections (so on two threads): one slot, pings older than the device's last recognised as
  *   stale, and the contract holds (no second ENTER for a stay).
+ * - A fence reload reaches every ingest thread's lane classification.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -152,6 +153,46 @@ test('one device on two connections read by two ingest threads keeps one slot an
       assert.ok(got[i]!.eventTimeMs > got[i - 1]!.eventTimeMs, 'triggers in event-time order');
       assert.notEqual(got[i]!.type, got[i - 1]!.type, 'ENTER and EXIT alternate');
     }
+  } finally {
+    await router.close();
+  }
+});
+
+test('a reload reaches every ingest thread: pings near a new compliance fence travel in the COMPLIANCE lane', async () => {
+  const router = await createRouter({
+    fences: { type: 'FeatureCollection', features: [square('a', 0, 0, 50)] },
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    ingestThreads: 2,
+    poolSize: 1,
+    shards: 2,
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-reload-')),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }],
+    log: () => undefined,
+  });
+  // Pings of 100 devices at 3 km from fence `a`, on two connections (one per ingest thread), `round` apart in time.
+  const send = async (round: number): Promise<void> => {
+    const frames: Buffer[][] = [[], []];
+    for (let d = 0; d < 100; d++) {
+      const [lat, lon] = at(3000 + d, 0);
+      frames[d % 2]!.push(pack({ id: `d${d}`, lat, lon, ts: T0 + round * 60_000, speed: 5 }));
+    }
+    await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 4096)));
+  };
+  try {
+    await send(0);
+    await waitFor(() => router.stats().admittedTotal === 100, 10_000, 'first pings admitted');
+    assert.equal(router.stats().admitted.compliance, 0, 'no compliance fence near them yet');
+    await router.reloadFences({
+      type: 'FeatureCollection',
+      features: [square('a', 0, 0, 50), square('port', 3050, 0, 200, { compliance: true })],
+    });
+    await send(1);
+    await waitFor(() => router.stats().admittedTotal === 200, 10_000, 'second pings admitted');
+    const s = router.stats();
+    assert.deepEqual(s.admittedByIngestThread, [100, 100]);
+    assert.equal(s.admitted.compliance, 100, 'both threads classify against the new fences');
   } finally {
     await router.close();
   }
