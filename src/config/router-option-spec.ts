@@ -61,7 +61,7 @@ const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
 export const DEFAULT_POOL_SIZE = Math.max(1, availableParallelism() - 1);
 
 /** Default ingest threads: a quarter of the cores (at least one, at most MAX_INGEST_THREADS). */
-export const DEFAULT_INGEST_THREADS = Math.max(1, Math.min(MAX_INGEST_THREADS, Math.floor(availableParallelism() / 4)));
+const DEFAULT_INGEST_THREADS = Math.max(1, Math.min(MAX_INGEST_THREADS, Math.floor(availableParallelism() / 4)));
 
 /** Headers a webhook's `headers` may not set: the router sets them, or they belong to the connection. */
 const ROUTER_SET_HEADERS = [

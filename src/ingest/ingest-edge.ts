@@ -217,10 +217,11 @@ export class IngestEdge {
   }
 
   /**
-   * Opens the stream of a live TCP connection: here the same as `openStream`; the pipeline's edge may hand the
-   * connection to another ingest thread (its bytes forwarded, decoded there).
+   * Opens the stream of a live TCP connection from `address`: here the same as `openStream`; the pipeline's edge may
+   * hand the connection to another ingest thread (its bytes forwarded, decoded there, under that thread's flood
+   * limits for the address).
    */
-  openConnection(name: string, limits: StreamLimits | null = null): IngestStream {
+  openConnection(name: string, limits: StreamLimits | null = null, _address = ''): IngestStream {
     return this.openStream(name, limits);
   }
 

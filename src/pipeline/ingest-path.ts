@@ -150,7 +150,7 @@ const PEER_PUBLISH_EVERY_RECORDS = 256;
  * PEER_PUBLISH_EVERY_RECORDS records within one), then rings ingest thread 0's doorbell, which submits a containment
  * task for every shard group that is idle and has records.
  */
-export class PeerPublisher implements RingPublisher {
+class PeerPublisher implements RingPublisher {
   private readonly rings: readonly SpscRing[];
   private readonly doorbell: Int32Array;
   private readonly dirty: Uint8Array;
@@ -195,7 +195,7 @@ export function buildPeerPath(
   d: IngestThreadData,
   producer: number,
   log: { error: (line: string) => void; warn: (line: string) => void },
-): EdgePart & { publisher: PeerPublisher; rings: SpscRing[] } {
+): EdgePart & { publisher: RingPublisher; rings: SpscRing[] } {
   const rings: SpscRing[] = [];
   for (let s = 0; s < m.shards; s++) {
     rings.push(SpscRing.wrap(m.telemetryRings[telemetryRingIndex(producer, s, m.shards)]!, RingKind.TELEMETRY));

@@ -12,6 +12,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import type { IngestStream } from '../ingest/ingest-edge.js';
+import { FloodGuard, hasFloodLimits } from '../ingest/stream-limits.js';
 import type { IngestThreadData } from './ingest-thread.js';
 import { buildPeerPath } from './ingest-path.js';
 import { InputReader } from './input-forwarding.js';
@@ -51,16 +52,22 @@ function main(): void {
     warn: (line) => post({ type: 'log', line, level: 'warn' }),
   });
   const reader = new InputReader(m.inputRings[d.producer - 1]!);
-  const streams = new Map<number, IngestStream>();
+  const streams = new Map<number, { stream: IngestStream; address: string }>();
+  // The flood limits of the connections this thread decodes: per connection, and per address among them.
+  const guard = hasFloodLimits(d.ingest) ? new FloodGuard(d.ingest, path.edge.clockNs) : null;
   const handlers = {
-    open: (conn: number, name: string): void => {
-      streams.set(conn, path.edge.openStream(name));
+    open: (conn: number, name: string, address: string): void => {
+      const limits = guard === null ? null : guard.open(address);
+      streams.set(conn, { stream: path.edge.openStream(name, limits), address });
     },
     data: (conn: number, bytes: Buffer): void => {
-      streams.get(conn)?.write(bytes);
+      streams.get(conn)?.stream.write(bytes);
     },
     end: (conn: number): void => {
-      streams.get(conn)?.end();
+      const c = streams.get(conn);
+      if (c === undefined) return;
+      c.stream.end();
+      guard?.release(c.address);
       streams.delete(conn);
     },
   };
@@ -84,7 +91,7 @@ function main(): void {
         while (reader.drain(handlers, d.ingest.readChunkBytes) > 0) {
           // Each pass reads what the ring holds.
         }
-        for (const stream of streams.values()) stream.end();
+        for (const c of streams.values()) c.stream.end();
         streams.clear();
         path.publisher.flush();
         clearInterval(purge);

@@ -278,14 +278,14 @@ export class PipelineEdge extends IngestEdge {
     this.forwarders = forwarders;
   }
 
-  override openConnection(name: string, limits: StreamLimits | null = null): IngestStream {
+  override openConnection(name: string, limits: StreamLimits | null = null, address = ''): IngestStream {
     const n = this.forwarders.length;
     if (n === 0) return this.openStream(name, limits);
     const k = this.nextConnection;
     this.nextConnection = k === n ? 0 : k + 1;
-    // The other thread has no flood budgets of this thread's connections: a forwarded connection's limits (new
-    // devices per second) are not applied; the connection-level ones (count, bytes held) are this thread's.
-    return k === 0 ? this.openStream(name, limits) : this.forwarders[k - 1]!.open(name);
+    // A forwarded connection's ping and new-device budgets are the receiving thread's (per connection, and per
+    // address among that thread's connections); its count and held bytes are this thread's.
+    return k === 0 ? this.openStream(name, limits) : this.forwarders[k - 1]!.open(name, address);
   }
 
   override openStream(name: string, limits: StreamLimits | null = null): IngestStream {

@@ -33,11 +33,13 @@ export class InputForwarder {
     this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
   }
 
-  /** Opens a forwarded connection named `name`; its bytes go through the returned stream. */
-  open(name: string): IngestStream {
+  /** Opens a forwarded connection named `name` from `address`; its bytes go through the returned stream. */
+  open(name: string, address = ''): IngestStream {
     const conn = this.nextConn;
     this.nextConn = (this.nextConn + 1) | 0 || 1;
-    this.write(InputRecordKind.OPEN, conn, Buffer.from(name, 'utf8').subarray(0, INP_PAYLOAD_MAX_BYTES));
+    // The payload: the address, a newline, the name.
+    const payload = Buffer.from(`${address}\n${name}`, 'utf8').subarray(0, INP_PAYLOAD_MAX_BYTES);
+    this.write(InputRecordKind.OPEN, conn, payload);
     return new ForwardedStream(this, conn, name);
   }
 
@@ -106,8 +108,8 @@ class ForwardedStream implements IngestStream {
 
 /** What a forwarded-input reader hands its records to (the receiving ingest thread). */
 export interface InputHandlers {
-  /** A connection opened. */
-  open(conn: number, name: string): void;
+  /** A connection opened from `address` (empty when unknown). */
+  open(conn: number, name: string, address: string): void;
   /** A connection's next bytes (a Buffer of its own: the reader copied them out of the ring). */
   data(conn: number, bytes: Buffer): void;
   /** A connection closed. */
@@ -163,9 +165,11 @@ export class InputReader {
         const len = ring.i32[i + INP_LENGTH_I32]!;
         const from = ring.readSlot(k) * ring.strideBytes + INP_PAYLOAD_BYTE;
         k++;
-        if (kind === InputRecordKind.OPEN)
-          h.open(conn, Buffer.from(this.bytes.subarray(from, from + len)).toString('utf8'));
-        else h.end(conn);
+        if (kind === InputRecordKind.OPEN) {
+          const text = Buffer.from(this.bytes.subarray(from, from + len)).toString('utf8');
+          const nl = text.indexOf('\n');
+          h.open(conn, text.slice(nl + 1), nl < 0 ? '' : text.slice(0, nl));
+        } else h.end(conn);
       }
     }
     ring.release(available);

@@ -222,7 +222,7 @@ export class TcpSource implements TelemetrySource {
         socket.on('close', () => void feed.end().then(closed));
       } else {
         // Spread over the ingest threads (the edge decides; a connection held back by 'backpressure' stays here).
-        const stream = edge.openConnection(name, limits);
+        const stream = edge.openConnection(name, limits, address);
         this.connections.set(socket, { socket, stream, held: 0, partialSinceMs: -1, paused: false });
         socket.on('data', (chunk: Buffer) => {
           stream.write(chunk);
