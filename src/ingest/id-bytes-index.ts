@@ -8,11 +8,15 @@ import { DEVID_LENGTH_MASK } from '../shm/layout.js';
 
 const INITIAL_BUCKETS = 64;
 
-/** FNV-1a 32 of `bytes[start, end)` (the registry's hash of a string id's UTF-8 bytes). */
+/**
+ * FNV-1a 32 of `bytes[start, end)` (the registry's hash of a string id's UTF-8 bytes), as a signed 32-bit integer
+ * (`>>> 0` gives the unsigned value): a signed one is a small integer to V8, so a caller it is not inlined into gets it
+ * without a heap number made for every hash.
+ */
 export function fnv1a32(bytes: Uint8Array, start: number, end: number): number {
   let h = 0x811c9dc5;
   for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
-  return h >>> 0;
+  return h | 0;
 }
 
 /** The index (see the module comment). */

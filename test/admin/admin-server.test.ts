@@ -92,8 +92,11 @@ test('/metrics is valid exposition that follows shared counter cells written by 
   for (let i = 0; i < 5; i++) r.claim();
   r.publish();
   const third = await scrape();
-  assert.equal(sampleValue(third, MetricNames.RING_DEPTH, { ring: 'telemetry', shard: '0' }), 5);
-  assert.equal(sampleValue(third, MetricNames.RING_CAPACITY, { ring: 'telemetry', shard: '0' }), 64);
+  assert.equal(sampleValue(third, MetricNames.RING_DEPTH, { ring: 'telemetry', shard: '0', ingest_thread: '0' }), 5);
+  assert.equal(
+    sampleValue(third, MetricNames.RING_CAPACITY, { ring: 'telemetry', shard: '0', ingest_thread: '0' }),
+    64,
+  );
 });
 
 test('/healthz and /readyz', async () => {
