@@ -109,7 +109,12 @@ async function group(t: TestContext, seed: number) {
     for (const m of running) m.p.child.kill('SIGTERM');
     for (const m of running) assert.equal((await m.p.exited).code, 0, m.p.stderr);
     for (const m of members) {
-      assert.deepEqual(checkDeliveryContract(readNdjson(m.out), {}).problems, [], m.name);
+      // A member whose leases were taken while it was stopped (`stale`) may write again, when it gets a partition
+      // back, triggers it wrote before the pause: the state it gets back may be older than what it had written (the
+      // other member stored what it had restored, not yet re-derived). The same trigger under the same seq: a
+      // re-delivery, which every other rule of the contract still checks.
+      const report = checkDeliveryContract(readNdjson(m.out), { allowRedelivery: m === stale });
+      assert.deepEqual(report.problems, [], m.name);
       // A state write refused as "consumed twice" by a member that holds its leases would mean another member had
       // written over its state (a paused member's late write is refused, and says so, in its own log).
       if (m !== stale)
