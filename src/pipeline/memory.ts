@@ -165,7 +165,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
     watchdog: allocateWatchdogRegion(spec.shards),
-    threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1),
+    threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1, ingestThreads),
     sourcePartitions: new SharedArrayBuffer(sourcePartitionRegionF64(spec.sourcePartitionCount ?? 0) * 8),
     sourcePartitionCount: spec.sourcePartitionCount ?? 0,
     leaseGate: spec.leaseGate ?? new SharedArrayBuffer(LEASE_GATE_F64 * 8),

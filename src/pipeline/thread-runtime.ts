@@ -32,7 +32,10 @@ import {
   RT_THREAD_DISPATCHER,
   RT_THREAD_INGEST,
   RT_THREAD_MAIN,
+  RT_POOL_SLOTS_F64,
   RT_THREAD_POOL_FIRST,
+  rtIngestPeerBlock,
+  threadRuntimePoolSlots,
   threadRuntimeRegionF64,
 } from '../shm/layout.js';
 
@@ -42,14 +45,24 @@ export const THREAD_RUNTIME_INTERVAL_MS = 1000;
 /** A block whose owner has not reported for this many intervals is free for another pool worker. */
 const STALE_INTERVALS = 5;
 
-/** Allocates the thread runtime region for a pool of `poolSize` workers (every block free). */
-export function allocateThreadRuntimeRegion(poolSize: number): SharedArrayBuffer {
-  return new SharedArrayBuffer(threadRuntimeRegionF64(poolSize) * 8);
+/**
+ * Allocates the thread runtime region for a pool of `poolSize` workers and `ingestThreads` ingest threads (every
+ * block free).
+ */
+export function allocateThreadRuntimeRegion(poolSize: number, ingestThreads = 1): SharedArrayBuffer {
+  const region = new SharedArrayBuffer(threadRuntimeRegionF64(poolSize, ingestThreads) * 8);
+  new Float64Array(region)[RT_THREAD_MAIN * RT_STRIDE_F64 + RT_POOL_SLOTS_F64] = threadRuntimePoolSlots(poolSize);
+  return region;
 }
 
-/** Pool workers the region at `region` was sized for. */
+/** Pool blocks of the region (the pool workers it was sized for, with room for their replacements). */
 function poolSlotsOf(region: SharedArrayBuffer): number {
-  return region.byteLength / 8 / RT_STRIDE_F64 - RT_THREAD_POOL_FIRST;
+  return new Float64Array(region)[RT_THREAD_MAIN * RT_STRIDE_F64 + RT_POOL_SLOTS_F64]!;
+}
+
+/** The block ingest thread `k` (k >= 1) reports in. */
+export function ingestPeerBlock(region: SharedArrayBuffer, k: number): number {
+  return rtIngestPeerBlock(poolSlotsOf(region), k);
 }
 
 /**
@@ -178,12 +191,13 @@ export interface ThreadRuntimeReading {
   gcNs: number;
 }
 
-/** Name of the thread reporting in `block`. */
-function threadNameOf(block: number): string {
+/** Name of the thread reporting in `block` of a region with `poolSlots` pool blocks. */
+function threadNameOf(block: number, poolSlots: number): string {
   if (block === RT_THREAD_MAIN) return 'main';
   if (block === RT_THREAD_INGEST) return 'ingest';
   if (block === RT_THREAD_DISPATCHER) return 'dispatcher';
-  return `containment-${block - RT_THREAD_POOL_FIRST}`;
+  if (block < RT_THREAD_POOL_FIRST + poolSlots) return `containment-${block - RT_THREAD_POOL_FIRST}`;
+  return `ingest-${block - RT_THREAD_POOL_FIRST - poolSlots + 1}`;
 }
 
 /**
@@ -198,14 +212,15 @@ export function readThreadRuntime(
   const f64 = new Float64Array(region);
   const i32 = new Int32Array(region);
   const out: ThreadRuntimeReading[] = [];
-  const blocks = RT_THREAD_POOL_FIRST + poolSlotsOf(region);
+  const poolSlots = poolSlotsOf(region);
+  const blocks = region.byteLength / 8 / RT_STRIDE_F64;
   for (let block = 0; block < blocks; block++) {
     const base = block * RT_STRIDE_F64;
     const at = f64[base + RT_REPORTED_AT_MS_F64]!;
     if (Atomics.load(i32, base * 2 + RT_OWNER_I32) === 0 || at === 0 || nowMs - at > STALE_INTERVALS * intervalMs)
       continue;
     out.push({
-      thread: threadNameOf(block),
+      thread: threadNameOf(block, poolSlots),
       reportedAtMs: at,
       heapUsedBytes: f64[base + RT_HEAP_USED_BYTES_F64]!,
       heapTotalBytes: f64[base + RT_HEAP_TOTAL_BYTES_F64]!,

@@ -1291,13 +1291,24 @@ export const RT_THREAD_DISPATCHER = 2;
 export const RT_THREAD_POOL_FIRST = 3;
 
 /** Pool blocks for a pool of `poolSize` workers: room for as many replacements as workers before takeover. */
-function threadRuntimePoolSlots(poolSize: number): number {
+export function threadRuntimePoolSlots(poolSize: number): number {
   return 2 * poolSize;
 }
 
-/** Float64 cells of the thread runtime region for a pool of `poolSize` workers. */
-export function threadRuntimeRegionF64(poolSize: number): number {
-  return (RT_THREAD_POOL_FIRST + threadRuntimePoolSlots(poolSize)) * RT_STRIDE_F64;
+/** Float64 cell of the main thread's block: the pool blocks the region holds (written once, at allocation). */
+export const RT_POOL_SLOTS_F64 = 11;
+
+/** Block of ingest thread k (k >= 1): after the pool's blocks. */
+export function rtIngestPeerBlock(poolSlots: number, k: number): number {
+  return RT_THREAD_POOL_FIRST + poolSlots + k - 1;
+}
+
+/**
+ * Float64 cells of the thread runtime region for a pool of `poolSize` workers and `ingestThreads` ingest threads
+ * (blocks: main, ingest thread 0, dispatcher, the pool's, then ingest threads 1 ..).
+ */
+export function threadRuntimeRegionF64(poolSize: number, ingestThreads = 1): number {
+  return (RT_THREAD_POOL_FIRST + threadRuntimePoolSlots(poolSize) + ingestThreads - 1) * RT_STRIDE_F64;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

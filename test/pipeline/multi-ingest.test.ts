@@ -6,7 +6,7 @@
  *   devices of an earlier wave come back on the other thread. None is rejected, every trigger names its device and
  *   fence, and the delivery contract holds at a real webhook and at a callback.
  * - One device on two connections (so on two threads): one slot, pings older than the device's last recognised as
- *   stale, and the contract holds (no second ENTER for a stay).
+ *   stale, and the contract holds (no second ENTER for a stay); each ingest thread reports its heap and event loop.
  * - A fence reload reaches every ingest thread's lane classification.
  */
 import { test } from 'node:test';
@@ -139,6 +139,12 @@ test('one device on two connections read by two ingest threads keeps one slot an
     }
     await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 4096)));
     await waitFor(() => router.stats().processed === PINGS, 10_000, 'every ping processed');
+    // Each ingest thread reports its heap and event loop (once a second).
+    await new Promise((r) => setTimeout(r, 1300));
+    const metrics = await router.metricsText();
+    assert.match(metrics, /^geofence_thread_heap_used_bytes\{thread="ingest"\} \d+/m);
+    assert.match(metrics, /^geofence_thread_heap_used_bytes\{thread="ingest-1"\} \d+/m);
+    assert.match(metrics, /^geofence_thread_event_loop_utilization_ratio\{thread="ingest-1"\} /m);
     const s = await router.close();
     assert.equal(s.admittedTotal, PINGS);
     assert.deepEqual(s.admittedByIngestThread, [PINGS / 2, PINGS / 2], 'each thread admitted its connection');
