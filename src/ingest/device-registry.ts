@@ -418,6 +418,8 @@ export class DeviceRegistry {
   private readonly cachedKey: (string | undefined)[];
   /** Per slot (member 0's sweep): the tick of the sweep that first saw it FREE, 0 while not FREE. */
   private readonly freeSince: Int32Array;
+  /** Per slot (member 0's sweep, several ingest threads): the tick of the sweep that made it RETIRING, until its record. */
+  private readonly expiringSince: Int32Array;
   private readonly lifeCounts: RegistryLifeCounts = {
     occupied: 0,
     expired: 0,
@@ -467,6 +469,7 @@ export class DeviceRegistry {
     this.cachedNumber = new Float64Array(this.maxDevices);
     this.cachedKey = new Array<string | undefined>(this.maxDevices);
     this.freeSince = new Int32Array(member === 0 ? this.maxDevices : 0);
+    this.expiringSince = new Int32Array(member === 0 ? this.maxDevices : 0);
     const bit = 1 << member;
     if ((Atomics.or(t.header, DEVID_MEMBERS_I32, bit) & bit) !== 0) {
       throw new RangeError(`device id table is already in use by another registry of ingest thread ${member}`);
@@ -568,8 +571,9 @@ export class DeviceRegistry {
   /**
    * One expiry pass (member 0, every `tickMs`): advances the shared tick; expires every ACTIVE device whose last ping
    * is `idleTicks` ticks old or older (its expiry record written through the port; one whose ring is full waits for the
-   * next pass); takes back every slot the dispatcher has freed (off the shared index, onto the free stack); drops
-   * cache entries of slots that changed hands. Returns the devices expired by this pass.
+   * next pass; with several ingest threads the record waits until every ring of the shard has been read past this
+   * pass, see `expiringSince`); takes back every slot the dispatcher has freed (off the shared index, onto the free
+   * stack); drops cache entries of slots that changed hands. Returns the expiry records written by this pass.
    */
   sweep(idleTicks: number): number {
     const port = this.port;
@@ -580,7 +584,7 @@ export class DeviceRegistry {
     port.markSweep?.(tick);
     const lifeWords = t.life;
     const count = Atomics.load(t.header, DEVID_COUNT_I32);
-    let expired = 0;
+    let written = 0;
     for (let slot = 0; slot < count; slot++) {
       const word = Atomics.load(lifeWords, slot);
       const state = word & DEVICE_LIFE_STATE_MASK;
@@ -594,6 +598,19 @@ export class DeviceRegistry {
       }
       this.freeSince[slot] = 0;
       if (this.mapped[slot] !== 0 && this.cachedGen[slot] !== Atomics.load(t.generation, slot)) this.forget(slot);
+      if (state === DeviceLife.RETIRING && this.expiringSince[slot] !== 0) {
+        // Several ingest threads, second step: the expiry record goes in once every ring of the shard has been read
+        // past what was written when the device went RETIRING, so it follows every ping of the device in every
+        // ring (a ping written since revived the device: it is ACTIVE then, not here).
+        if (port.consumedSince !== undefined && !port.consumedSince(this.expiringSince[slot]!, this.shardOf(slot)))
+          continue;
+        if (!port.expire(slot, this.shardOf(slot), (word >>> DEVICE_LIFE_EPOCH_SHIFT) & DEVICE_LIFE_EPOCH_MASK))
+          continue;
+        this.expiringSince[slot] = 0;
+        written++;
+        continue;
+      }
+      this.expiringSince[slot] = 0;
       if (state !== DeviceLife.ACTIVE || ((tick - Atomics.load(t.seen, slot)) | 0) < idleTicks) continue;
       const epoch = ((word >>> DEVICE_LIFE_EPOCH_SHIFT) + 1) & DEVICE_LIFE_EPOCH_MASK;
       const retiring = (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING;
@@ -601,14 +618,26 @@ export class DeviceRegistry {
       // first. Another ingest thread stamps a ping's tick before it reads the life word: either it sees RETIRING (and
       // revives the device), or the stamp is seen here and the expiry is undone.
       if (Atomics.compareExchange(lifeWords, slot, word, retiring) !== word) continue;
-      if (((tick - Atomics.load(t.seen, slot)) | 0) < idleTicks || !port.expire(slot, this.shardOf(slot), epoch)) {
+      if (((tick - Atomics.load(t.seen, slot)) | 0) < idleTicks) {
+        // Undone; when the other thread revived it first, it went through RETIRING all the same (counted so).
+        if (Atomics.compareExchange(lifeWords, slot, retiring, word) !== retiring)
+          Atomics.add(t.header, DEVID_EXPIRED_I32, 1);
+        continue;
+      }
+      if (!this.solo) {
+        // First step: RETIRING now, the record once the rings are read past this sweep (above).
+        this.expiringSince[slot] = tick;
+        Atomics.add(t.header, DEVID_EXPIRED_I32, 1);
+        continue;
+      }
+      if (!port.expire(slot, this.shardOf(slot), epoch)) {
         Atomics.compareExchange(lifeWords, slot, retiring, word);
         continue;
       }
       Atomics.add(t.header, DEVID_EXPIRED_I32, 1);
-      expired++;
+      written++;
     }
-    return expired;
+    return written;
   }
 
   /** Drops the cache entries of slots that changed hands or were taken back (each ingest thread, now and then). */
@@ -678,6 +707,7 @@ export class DeviceRegistry {
     const hash = hashOfId(id);
     for (;;) {
       let slot: number;
+      let generation: number;
       this.lock.acquire();
       try {
         slot = this.findShared(id, hash);
@@ -686,10 +716,13 @@ export class DeviceRegistry {
           slot = this.register(id, hash);
           if (slot < 0) return slot;
         }
+        // Read under the lock: once it is let go the slot may be taken back and given to another device, whose
+        // generation must not be cached for this id.
+        generation = Atomics.load(this.table.generation, slot);
       } finally {
         this.lock.release();
       }
-      this.cache(slot, id, hash);
+      this.cache(slot, id, hash, generation);
       // A slot found free may be taken back between the lock and here: then the id is looked up again.
       if (this.confirm(slot)) return slot;
       this.forget(slot);
@@ -703,10 +736,10 @@ export class DeviceRegistry {
     return this.index.findBytes(bytes, 0, bytes.length, hash);
   }
 
-  /** Adds `slot` (holding `id`) to this thread's cache. */
-  private cache(slot: number, id: string | number, hash: number): void {
+  /** Adds `slot` (holding `id` under `generation`, read with the lock held) to this thread's cache. */
+  private cache(slot: number, id: string | number, hash: number, generation: number): void {
     if (this.mapped[slot] !== 0) this.forget(slot);
-    this.cachedGen[slot] = Atomics.load(this.table.generation, slot);
+    this.cachedGen[slot] = generation;
     this.cachedHash[slot] = hash;
     if (typeof id === 'number') {
       this.cachedNumber[slot] = id;

@@ -98,7 +98,9 @@ export class DeviceExpiry implements ExpiryPort {
     this.marks = new Int32Array(this.producers > 1 ? KEPT_SWEEPS * deps.allRings.length : 0);
     this.markTicks = new Int32Array(KEPT_SWEEPS);
     this.periodMs = sweepPeriodMs(idleTimeoutMs);
-    this.idleTicks = Math.ceil(idleTimeoutMs / this.periodMs);
+    // With several ingest threads a device stamped in the previous tick may still be read as idle for one more
+    // (its stamp and the sweep's decision cross): two ticks at least.
+    this.idleTicks = Math.max(this.producers > 1 ? 2 : 1, Math.ceil(idleTimeoutMs / this.periodMs));
     deps.registry.setExpiryPort(this);
   }
 

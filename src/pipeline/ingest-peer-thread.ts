@@ -79,6 +79,9 @@ function main(): void {
   const pump = async (): Promise<void> => {
     while (!stopping) {
       if (reader.drain(handlers, d.ingest.readChunkBytes) === 0) await reader.ring.waitForDataAsync(PARK_MS);
+      // A ring that never empties (thread 0 waiting for room) must not starve this thread's messages (a reload's
+      // fences, the stop) and timers: yield after every pass.
+      else await new Promise((resolve) => setImmediate(resolve));
     }
   };
   parentPort!.on('message', (msg: IngestPeerRequest) => {

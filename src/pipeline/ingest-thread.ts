@@ -184,7 +184,7 @@ async function main(): Promise<void> {
   watchdogTimer.unref();
   const peers = startPeers(d, logError);
   if (peers.length > 0) {
-    edge.spreadConnections(m.inputRings.map((b) => new InputForwarder(b)));
+    edge.spreadConnections(peers.map((p) => p.forwarder));
     listenToDoorbell(new Int32Array(m.ingestControl), () => scheduler.submitWaiting());
   }
   const folder = new CounterFolder(new Float64Array(m.pipeline), m.ingestCounters);
@@ -337,6 +337,7 @@ async function main(): Promise<void> {
         clearInterval(watchdogTimer);
         if (foldTimer !== null) clearInterval(foldTimer);
         doorbellOpen = false;
+        closingPeers = true;
         for (const p of peers) void p.worker.terminate();
         edge.feedWaiter.close();
         pool.destroy().then(
@@ -452,21 +453,38 @@ class CounterFolder {
 /** One other ingest thread, as ingest thread 0 drives it. */
 interface Peer {
   worker: Worker;
+  /** Thread 0's end of its forwarded-input ring. */
+  forwarder: InputForwarder;
   /** Resolves when it has built its path. */
   ready: Promise<void>;
   /** Posts `request` and resolves when the thread answers with `answer`. */
   request(request: IngestPeerRequest, answer: IngestPeerEvent['type']): Promise<void>;
 }
 
-/** Starts ingest threads 1 .. ingestThreads - 1 (none with one ingest thread). A failed one fails this thread. */
+/** Set before the peers are terminated on close: their exits are expected then. */
+let closingPeers = false;
+
+/**
+ * Starts ingest threads 1 .. ingestThreads - 1 (none with one ingest thread). One that fails or exits while the router
+ * runs takes this thread with it (its connections' bytes can go nowhere): the router fails as for the death of this
+ * thread, named in the log.
+ */
 function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer[] {
   const peers: Peer[] = [];
   for (let producer = 1; producer < d.memory.ingestThreads; producer++) {
     const data: IngestPeerData = { ...d, producer };
     const worker = new Worker(new URL('./ingest-peer-thread.js', import.meta.url), { workerData: data });
+    const forwarder = new InputForwarder(d.memory.inputRings[producer - 1]!);
     const waiting = new Map<string, () => void>();
     let ready: () => void = () => undefined;
     const readyPromise = new Promise<void>((resolve) => (ready = resolve));
+    const die = (why: string): void => {
+      forwarder.dead();
+      if (closingPeers) return;
+      logError(`ingest thread ${producer} ${why}: ingest thread 0 ends too, the router fails`);
+      post({ type: 'failed', error: `ingest thread ${producer} ${why}` });
+      setImmediate(() => process.exit(1));
+    };
     worker.on('message', (event: IngestPeerEvent) => {
       switch (event.type) {
         case 'ready':
@@ -476,7 +494,7 @@ function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer
           post({ type: 'log', line: `ingest thread ${producer}: ${event.line}`, level: event.level });
           return;
         case 'failed':
-          post({ type: 'failed', error: `ingest thread ${producer}: ${event.error}` });
+          die(`failed: ${event.error}`);
           return;
         default: {
           const w = waiting.get(event.type);
@@ -485,12 +503,11 @@ function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer
         }
       }
     });
-    worker.on('error', (err) => {
-      logError(`ingest thread ${producer} failed: ${err.message}`);
-      post({ type: 'failed', error: `ingest thread ${producer}: ${err.message}` });
-    });
+    worker.on('error', (err) => die(`failed: ${err.message}`));
+    worker.on('exit', (code) => die(`exited (code ${code})`));
     peers.push({
       worker,
+      forwarder,
       ready: readyPromise,
       request: (request, answer) =>
         new Promise<void>((resolve) => {

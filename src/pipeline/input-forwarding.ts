@@ -26,11 +26,21 @@ export class InputForwarder {
   private readonly ring: SpscRing;
   private readonly bytes: Uint8Array;
   private nextConn = 1;
+  /** False once the receiving thread has died: nothing is written (or waited for) any more. */
+  private alive = true;
 
   /** Wraps ingest thread k's INPUT ring (memory.inputRings[k - 1]). */
   constructor(buffer: SharedArrayBuffer) {
     this.ring = SpscRing.wrap(buffer, RingKind.INPUT);
     this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
+  }
+
+  /**
+   * The receiving thread died (its worker exited): nothing more is forwarded, and a write waiting for room returns.
+   * Ingest thread 0 fails the router then, as it would for its own death.
+   */
+  dead(): void {
+    this.alive = false;
   }
 
   /** Opens a forwarded connection named `name` from `address`; its bytes go through the returned stream. */
@@ -49,6 +59,7 @@ export class InputForwarder {
    * them (the kernel's buffers fill and TCP slows the senders); nothing is dropped.
    */
   write(kind: number, conn: number, payload: Uint8Array | null): void {
+    if (!this.alive) return;
     const ring = this.ring;
     const length = payload === null ? 0 : payload.length;
     let at = 0;
@@ -56,7 +67,8 @@ export class InputForwarder {
       if (ring.freeSlots(1) < 1) {
         ring.publish();
         while (ring.waitForSpace(1, ROOM_WAIT_MS) < 1) {
-          // The other thread is busy or stopped reading for a moment: wait on.
+          // The other thread is busy or stopped reading for a moment: wait on, unless it died (see `dead`).
+          if (!this.alive) return;
         }
       }
       const slot = ring.claim();

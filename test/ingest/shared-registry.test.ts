@@ -1,6 +1,7 @@
 /**
  * Several ingest threads' registries over one id table: two real worker threads register overlapping ids at once,
- * and every id gets one slot whichever thread saw it; a device pinged on another thread while it expires stays live;
+ * and every id gets one slot whichever thread saw it; an expiry takes two steps and a device pinged on another thread
+ * in between stays live; a slot that changes hands while a thread resolves an id is not cached for it;
  * a slot taken back and reused is never taken for its old device by a thread that had it cached.
  */
 import assert from 'node:assert/strict';
@@ -99,27 +100,66 @@ function fieldsOf(id: number): PingFields {
   return { idIsNumber: true, idInBytes: false, idKey: '', values } as unknown as PingFields;
 }
 
-test('a device pinged on another ingest thread while it expires stays live', () => {
+test('with several ingest threads an expiry is two steps; a device pinged on another thread in between stays live', () => {
   const table = allocateDeviceIdTable(8, 16);
   const first = new DeviceRegistry(table, 2, 0, 2);
   const second = new DeviceRegistry(table, 2, 1, 2);
   const port = new Port();
   first.setExpiryPort(port);
-  assert.equal(first.slotOf(fieldsOf(7)), 0);
-  first.sweep(2);
   const reader = new DeviceIdReader(table);
-  // The second thread pings the device while the sweep writes its expiry record: it finds it RETIRING and revives it.
-  port.beforeExpire = () => {
-    assert.equal(reader.lifeStateOf(0), DeviceLife.RETIRING);
-    assert.equal(second.slotOf(fieldsOf(7)), 0);
-  };
-  assert.equal(first.sweep(1), 1);
-  assert.equal(reader.lifeStateOf(0), DeviceLife.ACTIVE, 'revived');
-  assert.equal(reader.free(0, 1), false, 'the dispatcher cannot free it for that expiry');
-  assert.equal(first.life.revived, 1);
-  // Stamped by the second thread in this sweep's tick: not idle at the next sweep, whichever thread stamped it.
-  port.beforeExpire = () => undefined;
+  assert.equal(first.slotOf(fieldsOf(7)), 0);
+  assert.equal(first.slotOf(fieldsOf(8)), 1);
   assert.equal(first.sweep(2), 0);
+  // Idle for two ticks: RETIRING, and no record yet (the rings are read past this sweep first).
+  assert.equal(first.sweep(2), 0);
+  assert.deepEqual(port.expired, []);
+  assert.equal(reader.lifeStateOf(0), DeviceLife.RETIRING);
+  assert.equal(reader.lifeStateOf(1), DeviceLife.RETIRING);
+  assert.equal(first.life.expired, 2);
+  // Device 7 pings on the second thread meanwhile: revived, so it gets no record.
+  assert.equal(second.slotOf(fieldsOf(7)), 0);
+  assert.equal(reader.lifeStateOf(0), DeviceLife.ACTIVE);
+  assert.equal(first.life.revived, 1);
+  // The next sweep writes the record of device 8 only.
+  assert.equal(first.sweep(5), 1);
+  assert.deepEqual(port.expired, [1]);
+  assert.equal(reader.lifeStateOf(0), DeviceLife.ACTIVE);
+});
+
+test('a device found free in the shared index and given to another device before it is cached is not taken for it', () => {
+  const table = allocateDeviceIdTable(2, 16);
+  const first = new DeviceRegistry(table, 2, 0, 2);
+  const second = new DeviceRegistry(table, 2, 1, 2);
+  const port = new Port();
+  first.setExpiryPort(port);
+  const reader = new DeviceIdReader(table);
+  assert.equal(first.slotOf(fieldsOf(100)), 0);
+  assert.equal(first.slotOf(fieldsOf(200)), 1);
+  first.sweep(2);
+  first.slotOf(fieldsOf(200));
+  assert.equal(first.sweep(2), 0, '100 RETIRING');
+  first.slotOf(fieldsOf(200));
+  assert.equal(first.sweep(2), 1, "100's record");
+  assert.ok(reader.free(0, 1));
+  // Device 100 comes back on the second thread, which has not met it: it finds slot 0 (FREE) in the shared index.
+  // Right after it lets the registration lock go, the first thread takes slot 0 back and gives it to device 300.
+  const lock = (second as unknown as { lock: { release(): void } }).lock;
+  const release = lock.release.bind(lock);
+  let once = true;
+  lock.release = () => {
+    release();
+    if (!once) return;
+    once = false;
+    first.slotOf(fieldsOf(200));
+    first.sweep(2);
+    assert.equal(reader.lifeStateOf(0), DeviceLife.RECLAIMED);
+    assert.equal(first.slotOf(fieldsOf(300)), 0);
+  };
+  // Not slot 0 (device 300's): the table is full, so 100 is refused, now and on its next ping.
+  assert.equal(second.slotOf(fieldsOf(100)), -1);
+  assert.equal(reader.deviceIdOf(0), 300);
+  assert.equal(second.slotOf(fieldsOf(100)), -1);
+  assert.equal(second.slotOf(fieldsOf(300)), 0);
 });
 
 test('a slot reused for a new device is never taken for the old one by a thread that had it cached', () => {
