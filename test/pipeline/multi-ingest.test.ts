@@ -8,6 +8,8 @@
  * - One device on two connections (so on two threads): one slot, pings older than the device's last recognised as
  *   stale, and the contract holds (no second ENTER for a stay); each ingest thread reports its heap and event loop.
  * - A fence reload reaches every ingest thread's lane classification.
+ * - Admission under overload through both threads: every ping accounted for (offered = admitted + shed, every admitted
+ *   ping processed), COMPLIANCE shed only when its rings are full, and the delivery contract holds.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pack } from 'msgpackr';
 import { createRouter } from '../../src/index.js';
+import { generateSyntheticCity, mulberry32, syntheticCityBounds } from '../../src/fences/synthetic-city.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, byDevice, sendOverTcp, square, T0, TriggerServer, waitFor } from './support.js';
@@ -199,6 +202,69 @@ test('a reload reaches every ingest thread: pings near a new compliance fence tr
     const s = router.stats();
     assert.deepEqual(s.admittedByIngestThread, [100, 100]);
     assert.equal(s.admitted.compliance, 100, 'both threads classify against the new fences');
+  } finally {
+    await router.close();
+  }
+});
+
+test('admission under overload with connections spread over two ingest threads: every ping accounted for, COMPLIANCE shed only with its rings full', async () => {
+  // A dense city (about 70 fences at any point) makes containment far slower than two ingest threads.
+  const city = {
+    seed: 7,
+    fenceCount: 3019,
+    fencesPerKm2: 3019 / 4,
+    minRadiusM: 60,
+    maxRadiusM: 300,
+    // A few compliance fences: most pings TRANSITION, some COMPLIANCE.
+    complianceFraction: 0.002,
+  };
+  const b = syntheticCityBounds(city);
+  const got: Trigger[] = [];
+  const router = await createRouter({
+    fences: generateSyntheticCity(city),
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    ingestThreads: 2,
+    poolSize: 1,
+    shards: 2,
+    ringCapacitySlots: 1024,
+    maxDevices: 2000,
+    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-overload-')),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+  const rnd = mulberry32(3);
+  const DEVICES = 2000;
+  const STEPS = 20;
+  try {
+    // Four connections (two per ingest thread), each device on one, sent as fast as the router reads them.
+    const frames: Buffer[][] = [[], [], [], []];
+    for (let k = 0; k < STEPS; k++) {
+      for (let d = 0; d < DEVICES; d++) {
+        const lat = b.minLat + rnd() * (b.maxLat - b.minLat);
+        const lon = b.minLon + rnd() * (b.maxLon - b.minLon);
+        frames[d % 4]!.push(pack({ id: d, lat, lon, ts: T0 + k * 1000, speed: 3 }));
+      }
+    }
+    await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 65_536)));
+    await waitFor(() => router.stats().accepted === DEVICES * STEPS, 30_000, 'every ping read');
+    const s = await router.close();
+    assert.equal(s.accepted, DEVICES * STEPS);
+    assert.equal(s.offeredTotal, s.accepted, 'every accepted ping offered to admission');
+    assert.equal(s.offeredTotal, s.admittedTotal + s.shedTotal, 'offered = admitted + shed');
+    assert.equal(s.processed, s.admittedTotal, 'every admitted ping processed');
+    assert.ok(s.shedTotal > 0, `overloaded (${s.shedTotal} shed)`);
+    assert.equal(s.admittedByIngestThread.length, 2);
+    for (const n of s.admittedByIngestThread) assert.ok(n > 0, 'both threads admitted');
+    for (const [reason, n] of Object.entries(s.shed.compliance)) {
+      if (reason !== 'ring_full') assert.equal(n, 0, `COMPLIANCE shed as ${reason}`);
+    }
+    const report = checkDeliveryContract(got, { complete: true, stays: true });
+    assert.deepEqual(report.problems, [], report.problems.join('\n'));
+    console.log(
+      `overload through two ingest threads: ${s.accepted} pings, admitted ${s.admittedByIngestThread.join(' + ')}, shed ${s.shedTotal} (COMPLIANCE ${JSON.stringify(s.shed.compliance)}), ${got.length} triggers`,
+    );
   } finally {
     await router.close();
   }
