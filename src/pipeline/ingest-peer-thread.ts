@@ -13,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import type { IngestStream } from '../ingest/ingest-edge.js';
 import { FloodGuard, hasFloodLimits } from '../ingest/stream-limits.js';
+import { INP_CONN_BUFFERED_F64, INP_CONN_HELD_F64, INP_CONN_STRIDE_F64 } from '../shm/layout.js';
 import type { IngestThreadData } from './ingest-thread.js';
 import { buildPeerPath } from './ingest-path.js';
 import { InputReader } from './input-forwarding.js';
@@ -57,13 +58,22 @@ function main(): void {
   const streams = new Map<number, { stream: IngestStream; address: string }>();
   // The flood limits of the connections this thread decodes: per connection, and per address among them.
   const guard = hasFloodLimits(d.ingest) ? new FloodGuard(d.ingest, path.edge.clockNs) : null;
+  // What each connection holds back, for ingest thread 0's frame deadline and held-bytes budget.
+  const cells = new Float64Array(m.inputConnections[d.producer - 1]!);
+  const say = (conn: number, stream: IngestStream | null): void => {
+    cells[conn * INP_CONN_STRIDE_F64 + INP_CONN_BUFFERED_F64] = stream === null ? 0 : stream.bufferedBytes;
+    cells[conn * INP_CONN_STRIDE_F64 + INP_CONN_HELD_F64] = stream === null ? 0 : stream.heldBytes;
+  };
   const handlers = {
     open: (conn: number, name: string, address: string): void => {
       const limits = guard === null ? null : guard.open(address);
       streams.set(conn, { stream: path.edge.openStream(name, limits), address });
     },
     data: (conn: number, bytes: Buffer): void => {
-      streams.get(conn)?.stream.write(bytes);
+      const c = streams.get(conn);
+      if (c === undefined) return;
+      c.stream.write(bytes);
+      say(conn, c.stream);
     },
     end: (conn: number): void => {
       const c = streams.get(conn);
@@ -71,6 +81,7 @@ function main(): void {
       c.stream.end();
       guard?.release(c.address);
       streams.delete(conn);
+      say(conn, null);
     },
   };
   const purge = setInterval(() => path.registry.purgeStale(), PURGE_INTERVAL_MS);

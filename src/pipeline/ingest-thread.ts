@@ -474,7 +474,7 @@ function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer
   for (let producer = 1; producer < d.memory.ingestThreads; producer++) {
     const data: IngestPeerData = { ...d, producer };
     const worker = new Worker(new URL('./ingest-peer-thread.js', import.meta.url), { workerData: data });
-    const forwarder = new InputForwarder(d.memory.inputRings[producer - 1]!);
+    const forwarder = new InputForwarder(d.memory.inputRings[producer - 1]!, d.memory.inputConnections[producer - 1]!);
     const waiting = new Map<string, () => void>();
     let ready: () => void = () => undefined;
     const readyPromise = new Promise<void>((resolve) => (ready = resolve));

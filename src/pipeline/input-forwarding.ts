@@ -6,7 +6,10 @@
  * one copy; everything per ping is k's.
  */
 import {
+  INP_CONN_BUFFERED_F64,
+  INP_CONN_HELD_F64,
   INP_CONN_I32,
+  INP_CONN_STRIDE_F64,
   INP_KIND_I32,
   INP_LENGTH_I32,
   INP_PAYLOAD_BYTE,
@@ -25,14 +28,22 @@ const ROOM_WAIT_MS = 50;
 export class InputForwarder {
   private readonly ring: SpscRing;
   private readonly bytes: Uint8Array;
-  private nextConn = 1;
+  /** The INP_CONN_* cells of the forwarded connections (the receiving thread writes them). */
+  private readonly cells: Float64Array;
+  /** Connection numbers not in use (a stack): a number indexes the connection's cells. */
+  private readonly freeConns: Int32Array;
+  private freeTop: number;
   /** False once the receiving thread has died: nothing is written (or waited for) any more. */
   private alive = true;
 
-  /** Wraps ingest thread k's INPUT ring (memory.inputRings[k - 1]). */
-  constructor(buffer: SharedArrayBuffer) {
+  /** Wraps ingest thread k's INPUT ring and connection cells (memory.inputRings / inputConnections [k - 1]). */
+  constructor(buffer: SharedArrayBuffer, connections: SharedArrayBuffer) {
     this.ring = SpscRing.wrap(buffer, RingKind.INPUT);
     this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
+    this.cells = new Float64Array(connections);
+    const n = this.cells.length / INP_CONN_STRIDE_F64;
+    this.freeConns = Int32Array.from({ length: n }, (_, i) => n - 1 - i);
+    this.freeTop = n;
   }
 
   /**
@@ -45,12 +56,25 @@ export class InputForwarder {
 
   /** Opens a forwarded connection named `name` from `address`; its bytes go through the returned stream. */
   open(name: string, address = ''): IngestStream {
-    const conn = this.nextConn;
-    this.nextConn = (this.nextConn + 1) | 0 || 1;
+    // The listener allows no more connections than there are cells, so a number is always free.
+    if (this.freeTop === 0) throw new RangeError('more forwarded connections than the listener allows');
+    const conn = this.freeConns[--this.freeTop]!;
+    this.cells[conn * INP_CONN_STRIDE_F64 + INP_CONN_BUFFERED_F64] = 0;
+    this.cells[conn * INP_CONN_STRIDE_F64 + INP_CONN_HELD_F64] = 0;
     // The payload: the address, a newline, the name.
     const payload = Buffer.from(`${address}\n${name}`, 'utf8').subarray(0, INP_PAYLOAD_MAX_BYTES);
     this.write(InputRecordKind.OPEN, conn, payload);
     return new ForwardedStream(this, conn, name);
+  }
+
+  /** What the receiving thread last said `conn` holds back: [0] bufferedBytes, [1] heldBytes. */
+  held(conn: number, cell: 0 | 1): number {
+    return this.cells[conn * INP_CONN_STRIDE_F64 + cell]!;
+  }
+
+  /** `conn` ended: its END record is written, so its number may be given to the next connection. */
+  release(conn: number): void {
+    this.freeConns[this.freeTop++] = conn;
   }
 
   /**
@@ -97,13 +121,13 @@ class ForwardedStream implements IngestStream {
     this.name = name;
   }
 
-  /** Partial frames are held by the other thread; none here. */
+  /** As the other thread last said (after each chunk it decoded): a moment behind this thread's writes. */
   get bufferedBytes(): number {
-    return 0;
+    return this.ended ? 0 : this.forwarder.held(this.conn, INP_CONN_BUFFERED_F64);
   }
 
   get heldBytes(): number {
-    return 0;
+    return this.ended ? 0 : this.forwarder.held(this.conn, INP_CONN_HELD_F64);
   }
 
   write(chunk: Uint8Array): void {
@@ -115,6 +139,7 @@ class ForwardedStream implements IngestStream {
     if (this.ended) return;
     this.ended = true;
     this.forwarder.write(InputRecordKind.END, this.conn, null);
+    this.forwarder.release(this.conn);
   }
 }
 

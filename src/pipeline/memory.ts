@@ -9,6 +9,7 @@ import { allocatePipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
   ICTL_REGION_I32,
+  INP_CONN_STRIDE_F64,
   INP_RING_SLOTS,
   INP_STRIDE_BYTES,
   LEASE_GATE_F64,
@@ -60,6 +61,8 @@ export interface PipelineMemory {
    */
   readonly inputRings: readonly SharedArrayBuffer[];
   readonly ingestCounters: readonly SharedArrayBuffer[];
+  /** Per ingest thread k >= 1 (index k - 1): the INP_CONN_* cells of the connections forwarded to it. */
+  readonly inputConnections: readonly SharedArrayBuffer[];
   /** Ingest control cells (ICTL_*): the doorbell of ingest thread 0. */
   readonly ingestControl: SharedArrayBuffer;
   /** Admission counter blocks (ADM_*), one per telemetry ring (same order). */
@@ -88,6 +91,8 @@ export interface PipelineMemorySpec {
   shards: number;
   /** Ingest threads, each the producer of one telemetry ring per shard (default 1). */
   ingestThreads?: number;
+  /** TCP connections the listener allows at once (sizes the forwarded connections' cells; default 1024). */
+  maxConnections?: number;
   /** Slots per telemetry ring (and per shard trigger ring). */
   ringCapacitySlots: number;
   /** Admission's reserved COMPLIANCE fraction (sets each telemetry ring's reserved slice). */
@@ -125,7 +130,9 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   }
   const inputRings: SharedArrayBuffer[] = [];
   const ingestCounters: SharedArrayBuffer[] = [];
+  const inputConnections: SharedArrayBuffer[] = [];
   for (let k = 1; k < ingestThreads; k++) {
+    inputConnections.push(new SharedArrayBuffer((spec.maxConnections ?? 1024) * INP_CONN_STRIDE_F64 * 8));
     inputRings.push(
       allocateRingRegion({ capacitySlots: INP_RING_SLOTS, strideBytes: INP_STRIDE_BYTES, kind: RingKind.INPUT }),
     );
@@ -152,6 +159,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     ingestThreads,
     inputRings,
     ingestCounters,
+    inputConnections,
     ingestControl: new SharedArrayBuffer(ICTL_REGION_I32 * 4),
     pipeline: allocatePipelineRegion(spec.shards),
     stats: allocateCounterRegion(1, PST_REGION_F64),

@@ -191,6 +191,7 @@ export class PipelineRouter implements Router {
     this.memory = allocatePipelineMemory({
       shards: options.shards,
       ingestThreads: options.ingestThreads,
+      maxConnections: options.ingest.maxConnections,
       ringCapacitySlots: options.ringCapacitySlots,
       reservedFraction: options.admission.reservedFraction,
       maxDevices: options.maxDevices,

@@ -90,6 +90,17 @@ export const INP_LENGTH_I32 = 2;
 export const INP_PAYLOAD_BYTE = 16;
 /** Payload bytes a record holds at most. */
 export const INP_PAYLOAD_MAX_BYTES = INP_STRIDE_BYTES - INP_PAYLOAD_BYTE;
+/**
+ * Per forwarded connection (its number indexes them, one block per connection the listener allows), Float64 cells the
+ * receiving ingest thread writes after each chunk and ingest thread 0 reads for its connection limits: the bytes of a
+ * partial frame held back (bufferedBytes) and the memory held for it (heldBytes).
+ */
+export const INP_CONN_BUFFERED_F64 = 0;
+/** See INP_CONN_BUFFERED_F64. */
+export const INP_CONN_HELD_F64 = 1;
+/** Float64 cells per forwarded connection. */
+export const INP_CONN_STRIDE_F64 = 2;
+
 /** What a forwarded-input record says. */
 export const InputRecordKind = {
   /** A connection opened; the payload is its name (UTF-8). */

@@ -8,6 +8,7 @@
  * - One device on two connections (so on two threads): one slot, pings older than the device's last recognised as
  *   stale, and the contract holds (no second ENTER for a stay); each ingest thread reports its heap and event loop.
  * - A fence reload reaches every ingest thread's lane classification.
+ * - A client trickling a frame on a forwarded connection is closed at the frame deadline.
  * - Admission under overload through both threads: every ping accounted for (offered = admitted + shed, every admitted
  *   ping processed), COMPLIANCE shed only when its rings are full, and the delivery contract holds.
  */
@@ -16,8 +17,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect, type Socket } from 'node:net';
 import { pack } from 'msgpackr';
-import { createRouter } from '../../src/index.js';
+import { createRouter, type Router } from '../../src/index.js';
 import { generateSyntheticCity, mulberry32, syntheticCityBounds } from '../../src/fences/synthetic-city.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
@@ -32,6 +34,31 @@ const IDLE_MS = 300;
 
 function idsOf(w: number): (string | number)[] {
   return churnIds(w, MAX_DEVICES);
+}
+
+/** What createRouter takes. */
+type RouterInput = NonNullable<Parameters<typeof createRouter>[0]>;
+
+/** A router on 127.0.0.1 with two ingest threads, one pool worker and two shards, delivering to `callback`. */
+function twoThreadRouter(
+  fences: unknown,
+  dirPrefix: string,
+  callback: (triggers: readonly Trigger[]) => void,
+  extra: Partial<RouterInput> = {},
+): Promise<Router> {
+  return createRouter({
+    fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    adminHost: null,
+    ingestThreads: 2,
+    poolSize: 1,
+    shards: 2,
+    stateDir: mkdtempSync(join(tmpdir(), dirPrefix)),
+    downstreams: [{ name: 'cb', kind: 'callback', callback }],
+    log: () => undefined,
+    ...extra,
+  });
 }
 
 /** Fence a device of wave `w` enters (by its place in the wave, so a trigger naming another fence is wrong). */
@@ -119,18 +146,11 @@ test('devices churn through two ingest threads: none rejected, every trigger att
 
 test('one device on two connections read by two ingest threads keeps one slot and one stay', async () => {
   const got: Trigger[] = [];
-  const router = await createRouter({
-    fences: { type: 'FeatureCollection', features: [square('a', 0, 0, 100)] },
-    listenHost: '127.0.0.1',
-    listenPort: 0,
-    adminHost: null,
-    ingestThreads: 2,
-    poolSize: 1,
-    shards: 2,
-    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-two-')),
-    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: () => undefined,
-  });
+  const router = await twoThreadRouter(
+    { type: 'FeatureCollection', features: [square('a', 0, 0, 100)] },
+    'gr-multi-two-',
+    (ts) => void got.push(...ts),
+  );
   const PINGS = 4000;
   try {
     // The device walks in and out of fence `a` every 100 pings; even pings go on one connection, odd on the other.
@@ -168,18 +188,11 @@ test('one device on two connections read by two ingest threads keeps one slot an
 });
 
 test('a reload reaches every ingest thread: pings near a new compliance fence travel in the COMPLIANCE lane', async () => {
-  const router = await createRouter({
-    fences: { type: 'FeatureCollection', features: [square('a', 0, 0, 50)] },
-    listenHost: '127.0.0.1',
-    listenPort: 0,
-    adminHost: null,
-    ingestThreads: 2,
-    poolSize: 1,
-    shards: 2,
-    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-reload-')),
-    downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }],
-    log: () => undefined,
-  });
+  const router = await twoThreadRouter(
+    { type: 'FeatureCollection', features: [square('a', 0, 0, 50)] },
+    'gr-multi-reload-',
+    () => undefined,
+  );
   // Pings of 100 devices at 3 km from fence `a`, on two connections (one per ingest thread), `round` apart in time.
   const send = async (round: number): Promise<void> => {
     const frames: Buffer[][] = [[], []];
@@ -220,20 +233,12 @@ test('admission under overload with connections spread over two ingest threads: 
   };
   const b = syntheticCityBounds(city);
   const got: Trigger[] = [];
-  const router = await createRouter({
-    fences: generateSyntheticCity(city),
-    listenHost: '127.0.0.1',
-    listenPort: 0,
-    adminHost: null,
-    ingestThreads: 2,
-    poolSize: 1,
-    shards: 2,
-    ringCapacitySlots: 1024,
-    maxDevices: 2000,
-    stateDir: mkdtempSync(join(tmpdir(), 'gr-multi-overload-')),
-    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: () => undefined,
-  });
+  const router = await twoThreadRouter(
+    generateSyntheticCity(city),
+    'gr-multi-overload-',
+    (ts) => void got.push(...ts),
+    { ringCapacitySlots: 1024, maxDevices: 2000 },
+  );
   const rnd = mulberry32(3);
   const DEVICES = 2000;
   const STEPS = 20;
@@ -265,6 +270,55 @@ test('admission under overload with connections spread over two ingest threads: 
     console.log(
       `overload through two ingest threads: ${s.accepted} pings, admitted ${s.admittedByIngestThread.join(' + ')}, shed ${s.shedTotal} (COMPLIANCE ${JSON.stringify(s.shed.compliance)}), ${got.length} triggers`,
     );
+  } finally {
+    await router.close();
+  }
+});
+
+test('a client trickling a frame on a connection decoded by another ingest thread is closed at the frame deadline', async () => {
+  const got: Trigger[] = [];
+  const router = await twoThreadRouter(
+    { type: 'FeatureCollection', features: [square('a', 0, 0, 50)] },
+    'gr-multi-trickle-',
+    (ts) => void got.push(...ts),
+    { ingest: { frameDeadlineMs: 400 } },
+  );
+  const open = async (): Promise<Socket> => {
+    const socket = connect({ host: '127.0.0.1', port: router.ingestPort! });
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // The router takes the connection before the next one is opened: the first stays with ingest thread 0, the
+    // second is forwarded to ingest thread 1.
+    await new Promise((r) => setTimeout(r, 50));
+    return socket;
+  };
+  try {
+    const honest = await open();
+    const trickler = await open();
+    const t0 = Date.now();
+    const closed = new Promise<number>((resolve) => trickler.once('close', () => resolve(Date.now() - t0)));
+    const [lat, lon] = at(0, 0);
+    const frame = pack({ id: 'slow', lat, lon, ts: T0 });
+    // One byte every 100 ms: the frame would take seconds to complete.
+    let i = 0;
+    const drip = setInterval(() => {
+      if (i < frame.length - 1 && !trickler.destroyed) trickler.write(frame.subarray(i, ++i));
+    }, 100);
+    for (let k = 0; k < 20; k++) {
+      honest.write(pack({ id: 'honest', lat, lon, ts: T0 + k * 1000 }));
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    const closedAfterMs = await closed;
+    clearInterval(drip);
+    assert.ok(closedAfterMs >= 400 && closedAfterMs < 3000, `closed after ${closedAfterMs} ms`);
+    assert.equal(honest.destroyed, false, 'the honest connection stays open');
+    honest.end();
+    await waitFor(() => router.stats().admittedTotal === 20, 10_000, "the honest connection's pings");
+    const metrics = await router.metricsText();
+    assert.match(metrics, /^geofence_ingest_connections_dropped_total\{reason="frame_deadline"\} 1$/m);
+    const s = await router.close();
+    assert.deepEqual(s.admittedByIngestThread, [20, 0]);
+    assert.equal(s.rejected.truncated_frame, 1, "the trickler's partial frame counted as truncated");
   } finally {
     await router.close();
   }

@@ -333,6 +333,15 @@ export class TcpSource implements TelemetrySource {
   private afterData(socket: Socket, counters: Float64Array): void {
     const c = this.connections.get(socket);
     if (c === undefined) return;
+    this.observe(c, counters);
+    if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
+  }
+
+  /**
+   * Reads what the connection's stream holds back into the held total and its partial frame's age (after each
+   * chunk, and at each deadline sweep: a connection decoded by another ingest thread reports a moment later).
+   */
+  private observe(c: Connection, counters: Float64Array): void {
     const held = c.stream.heldBytes;
     if (held !== c.held) {
       this.heldTotal += held - c.held;
@@ -341,7 +350,6 @@ export class TcpSource implements TelemetrySource {
     }
     if (c.stream.bufferedBytes === 0) c.partialSinceMs = -1;
     else if (c.partialSinceMs < 0 && !c.paused) c.partialSinceMs = Date.now();
-    if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
   }
 
   /** Closes connections, oldest partial frame first, until the held bytes fit the budget. */
@@ -365,6 +373,8 @@ export class TcpSource implements TelemetrySource {
     const lateMs = now - this.lastSweepMs - sweepMs;
     this.lastSweepMs = now;
     if (lateMs > 0) for (const c of this.connections.values()) if (c.partialSinceMs >= 0) c.partialSinceMs += lateMs;
+    for (const c of this.connections.values()) this.observe(c, counters);
+    if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
     const before = now - this.options.frameDeadlineMs;
     for (const c of this.connections.values()) {
       if (c.partialSinceMs >= 0 && c.partialSinceMs < before)
