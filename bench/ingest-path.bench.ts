@@ -131,7 +131,7 @@ async function measure(encoding: LoadEncoding): Promise<number[]> {
       data: (_c: number, b: Buffer): void => direct.write(b),
       end: (): void => undefined,
     };
-    stream = new InputForwarder(input, m.inputConnections[0] ?? new SharedArrayBuffer(16)).open(`bench-${encoding}`);
+    stream = new InputForwarder(input, new SharedArrayBuffer(16), m.ingestControl, 1).open(`bench-${encoding}`);
     afterWrite = () => void reader.drain(handlers, CHUNK_BYTES);
   }
   const counters = new Float64Array(m.pipeline);

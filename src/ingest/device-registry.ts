@@ -579,7 +579,8 @@ export class DeviceRegistry {
     const port = this.port;
     if (port === null) return 0;
     const t = this.table;
-    const tick = (Atomics.load(t.header, DEVID_TICK_I32) + 1) | 0;
+    // 0 marks "not set" in freeSince and expiringSince: the tick skips it when it wraps.
+    const tick = (Atomics.load(t.header, DEVID_TICK_I32) + 1) | 0 || 1;
     Atomics.store(t.header, DEVID_TICK_I32, tick);
     port.markSweep?.(tick);
     const lifeWords = t.life;
@@ -638,6 +639,28 @@ export class DeviceRegistry {
       written++;
     }
     return written;
+  }
+
+  /**
+   * Puts back to ACTIVE every device marked RETIRING whose expiry record is not written yet (several ingest threads, at
+   * the drain, when no sweep will write it): it stays in the checkpoint with its state, as a device not expired.
+   * Returns the devices put back.
+   */
+  cancelPendingExpiries(): number {
+    const lifeWords = this.table.life;
+    let n = 0;
+    for (let slot = 0; slot < this.expiringSince.length; slot++) {
+      if (this.expiringSince[slot] === 0) continue;
+      this.expiringSince[slot] = 0;
+      const word = Atomics.load(lifeWords, slot);
+      if ((word & DEVICE_LIFE_STATE_MASK) !== DeviceLife.RETIRING) continue;
+      const active = (word & ~DEVICE_LIFE_STATE_MASK) | DeviceLife.ACTIVE;
+      if (Atomics.compareExchange(lifeWords, slot, word, active) === word) {
+        Atomics.sub(this.table.header, DEVID_EXPIRED_I32, 1);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** Drops the cache entries of slots that changed hands or were taken back (each ingest thread, now and then). */

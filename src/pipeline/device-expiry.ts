@@ -111,10 +111,15 @@ export class DeviceExpiry implements ExpiryPort {
     this.timer.unref();
   }
 
-  /** Stops the sweep timer (a drain: no device expires while the pipeline empties). */
+  /**
+   * Stops the sweep timer (a drain: no device expires while the pipeline empties); devices marked expired whose record
+   * is not written yet (several ingest threads) are put back, so none is left neither live nor expired.
+   */
   stop(): void {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    this.d.registry.cancelPendingExpiries();
+    this.publishCounts();
   }
 
   /** One sweep: expiries written are published and their shards submitted at once. */
@@ -151,7 +156,7 @@ export class DeviceExpiry implements ExpiryPort {
     this.lastTick = tick;
     if (this.producers === 1) return;
     const rings = this.d.allRings;
-    const k = tick % KEPT_SWEEPS;
+    const k = tick & (KEPT_SWEEPS - 1);
     this.markTicks[k] = tick;
     for (let r = 0; r < rings.length; r++) this.marks[k * rings.length + r] = rings[r]!.writeSeq();
   }
@@ -163,8 +168,8 @@ export class DeviceExpiry implements ExpiryPort {
   consumedSince(tick: number, shard: number): boolean {
     if (this.producers === 1) return true;
     // A sweep no longer kept: the oldest kept one began later, so what it asks covers more.
-    const t = this.lastTick - tick >= KEPT_SWEEPS ? this.lastTick - KEPT_SWEEPS + 1 : tick;
-    const k = t % KEPT_SWEEPS;
+    const t = ((this.lastTick - tick) | 0) >= KEPT_SWEEPS ? (this.lastTick - KEPT_SWEEPS + 1) | 0 : tick;
+    const k = t & (KEPT_SWEEPS - 1);
     if (this.markTicks[k] !== t) return false;
     const rings = this.d.allRings;
     const shards = this.d.shards;

@@ -13,7 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
 import type { IngestStream } from '../ingest/ingest-edge.js';
 import { FloodGuard, hasFloodLimits } from '../ingest/stream-limits.js';
-import { INP_CONN_BUFFERED_F64, INP_CONN_HELD_F64, INP_CONN_STRIDE_F64 } from '../shm/layout.js';
+import { ICTL_PEER_DEAD_I32, INP_CONN_BUFFERED_F64, INP_CONN_HELD_F64, INP_CONN_STRIDE_F64 } from '../shm/layout.js';
 import type { IngestThreadData } from './ingest-thread.js';
 import { buildPeerPath } from './ingest-path.js';
 import { InputReader } from './input-forwarding.js';
@@ -44,6 +44,12 @@ const PURGE_INTERVAL_MS = 1000;
 
 function post(event: IngestPeerEvent): void {
   parentPort!.postMessage(event);
+}
+
+/** Says in shared memory that this thread is gone, so ingest thread 0 stops waiting for room in its input ring. */
+function sayDead(): void {
+  const d = workerData as IngestPeerData;
+  Atomics.store(new Int32Array(d.memory.ingestControl), ICTL_PEER_DEAD_I32 + d.producer - 1, 1);
 }
 
 function main(): void {
@@ -115,7 +121,11 @@ function main(): void {
         return;
     }
   });
-  pump().catch((err: unknown) => post({ type: 'failed', error: err instanceof Error ? err.message : String(err) }));
+  pump().catch((err: unknown) => {
+    sayDead();
+    post({ type: 'failed', error: err instanceof Error ? err.message : String(err) });
+  });
+  process.on('exit', sayDead);
   post({ type: 'ready' });
 }
 
@@ -123,6 +133,7 @@ if (parentPort !== null && workerData !== null && (workerData as Partial<IngestP
   try {
     main();
   } catch (err) {
+    sayDead();
     post({ type: 'failed', error: err instanceof Error ? err.message : String(err) });
   }
 }

@@ -474,13 +474,20 @@ function startPeers(d: IngestThreadData, logError: (line: string) => void): Peer
   for (let producer = 1; producer < d.memory.ingestThreads; producer++) {
     const data: IngestPeerData = { ...d, producer };
     const worker = new Worker(new URL('./ingest-peer-thread.js', import.meta.url), { workerData: data });
-    const forwarder = new InputForwarder(d.memory.inputRings[producer - 1]!, d.memory.inputConnections[producer - 1]!);
+    const forwarder = new InputForwarder(
+      d.memory.inputRings[producer - 1]!,
+      d.memory.inputConnections[producer - 1]!,
+      d.memory.ingestControl,
+      producer,
+    );
     const waiting = new Map<string, () => void>();
     let ready: () => void = () => undefined;
     const readyPromise = new Promise<void>((resolve) => (ready = resolve));
+    let died = false;
     const die = (why: string): void => {
       forwarder.dead();
-      if (closingPeers) return;
+      if (closingPeers || died) return;
+      died = true;
       logError(`ingest thread ${producer} ${why}: ingest thread 0 ends too, the router fails`);
       post({ type: 'failed', error: `ingest thread ${producer} ${why}` });
       setImmediate(() => process.exit(1));

@@ -15,6 +15,7 @@ import {
   INP_PAYLOAD_BYTE,
   INP_PAYLOAD_MAX_BYTES,
   InputRecordKind,
+  ICTL_PEER_DEAD_I32,
   RING_HEADER_BYTES,
   RingKind,
 } from '../shm/layout.js';
@@ -36,8 +37,17 @@ export class InputForwarder {
   /** False once the receiving thread has died: nothing is written (or waited for) any more. */
   private alive = true;
 
-  /** Wraps ingest thread k's INPUT ring and connection cells (memory.inputRings / inputConnections [k - 1]). */
-  constructor(buffer: SharedArrayBuffer, connections: SharedArrayBuffer) {
+  /** Ingest control cells (ICTL_*) and this ring's thread's dead flag among them. */
+  private readonly control: Int32Array;
+  private readonly deadCell: number;
+
+  /**
+   * Wraps ingest thread k's INPUT ring and connection cells (memory.inputRings / inputConnections [k - 1]) with the
+   * ingest control cells (memory.ingestControl), where thread k says it died.
+   */
+  constructor(buffer: SharedArrayBuffer, connections: SharedArrayBuffer, ingestControl: SharedArrayBuffer, k: number) {
+    this.control = new Int32Array(ingestControl);
+    this.deadCell = ICTL_PEER_DEAD_I32 + k - 1;
     this.ring = SpscRing.wrap(buffer, RingKind.INPUT);
     this.bytes = new Uint8Array(buffer, RING_HEADER_BYTES);
     this.cells = new Float64Array(connections);
@@ -91,7 +101,9 @@ export class InputForwarder {
       if (ring.freeSlots(1) < 1) {
         ring.publish();
         while (ring.waitForSpace(1, ROOM_WAIT_MS) < 1) {
-          // The other thread is busy or stopped reading for a moment: wait on, unless it died (see `dead`).
+          // The other thread is busy or stopped reading for a moment: wait on, unless it died (its flag, set by
+          // itself: its exit event cannot reach this thread while it waits here).
+          if (Atomics.load(this.control, this.deadCell) !== 0) this.alive = false;
           if (!this.alive) return;
         }
       }

@@ -116,7 +116,12 @@ export const InputRecordKind = {
  * publish telemetry (ingest thread 0 submits containment tasks for every shard; it waits on this cell).
  */
 export const ICTL_DOORBELL_I32 = 0;
-/** Int32 cells of the ingest control region. */
+/**
+ * Cell ICTL_PEER_DEAD_I32 + k - 1: 1 once ingest thread k (k >= 1) has failed or is exiting (set by that thread), so
+ * ingest thread 0 stops waiting for room in its forwarded-input ring (it cannot hear the thread's exit while it waits).
+ */
+export const ICTL_PEER_DEAD_I32 = 1;
+/** Int32 cells of the ingest control region (the doorbell, and a dead flag per ingest thread after 0). */
 export const ICTL_REGION_I32 = 16;
 
 /**

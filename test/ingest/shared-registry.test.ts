@@ -126,6 +126,26 @@ test('with several ingest threads an expiry is two steps; a device pinged on ano
   assert.equal(reader.lifeStateOf(0), DeviceLife.ACTIVE);
 });
 
+test('at a drain, devices marked expired whose record is not written yet are put back', () => {
+  const table = allocateDeviceIdTable(4, 16);
+  const first = new DeviceRegistry(table, 2, 0, 2);
+  new DeviceRegistry(table, 2, 1, 2);
+  const port = new Port();
+  first.setExpiryPort(port);
+  const reader = new DeviceIdReader(table);
+  assert.equal(first.slotOf(fieldsOf(9)), 0);
+  first.sweep(2);
+  first.sweep(2);
+  assert.equal(reader.lifeStateOf(0), DeviceLife.RETIRING);
+  assert.equal(first.life.expired, 1);
+  assert.equal(first.cancelPendingExpiries(), 1);
+  assert.equal(reader.lifeStateOf(0), DeviceLife.ACTIVE);
+  assert.equal(first.life.expired, 0);
+  // Nothing is left for a later sweep to write.
+  assert.equal(first.sweep(100), 0);
+  assert.deepEqual(port.expired, []);
+});
+
 test('a device found free in the shared index and given to another device before it is cached is not taken for it', () => {
   const table = allocateDeviceIdTable(2, 16);
   const first = new DeviceRegistry(table, 2, 0, 2);
