@@ -94,6 +94,21 @@ class Port implements ExpiryPort {
   }
 }
 
+/** Ingest threads 0 and 1's registries over one table of `maxDevices` slots, thread 0's with the expiry port. */
+function twoRegistries(maxDevices: number): {
+  first: DeviceRegistry;
+  second: DeviceRegistry;
+  port: Port;
+  reader: DeviceIdReader;
+} {
+  const table = allocateDeviceIdTable(maxDevices, 16);
+  const first = new DeviceRegistry(table, 2, 0, 2);
+  const second = new DeviceRegistry(table, 2, 1, 2);
+  const port = new Port();
+  first.setExpiryPort(port);
+  return { first, second, port, reader: new DeviceIdReader(table) };
+}
+
 function fieldsOf(id: number): PingFields {
   const values = new Float64Array(16);
   values[PF_NUMERIC_ID_F64] = id;
@@ -101,12 +116,7 @@ function fieldsOf(id: number): PingFields {
 }
 
 test('with several ingest threads an expiry is two steps; a device pinged on another thread in between stays live', () => {
-  const table = allocateDeviceIdTable(8, 16);
-  const first = new DeviceRegistry(table, 2, 0, 2);
-  const second = new DeviceRegistry(table, 2, 1, 2);
-  const port = new Port();
-  first.setExpiryPort(port);
-  const reader = new DeviceIdReader(table);
+  const { first, second, port, reader } = twoRegistries(8);
   assert.equal(first.slotOf(fieldsOf(7)), 0);
   assert.equal(first.slotOf(fieldsOf(8)), 1);
   assert.equal(first.sweep(2), 0);
@@ -127,12 +137,7 @@ test('with several ingest threads an expiry is two steps; a device pinged on ano
 });
 
 test('at a drain, devices marked expired whose record is not written yet are put back', () => {
-  const table = allocateDeviceIdTable(4, 16);
-  const first = new DeviceRegistry(table, 2, 0, 2);
-  new DeviceRegistry(table, 2, 1, 2);
-  const port = new Port();
-  first.setExpiryPort(port);
-  const reader = new DeviceIdReader(table);
+  const { first, port, reader } = twoRegistries(4);
   assert.equal(first.slotOf(fieldsOf(9)), 0);
   first.sweep(2);
   first.sweep(2);
@@ -147,12 +152,7 @@ test('at a drain, devices marked expired whose record is not written yet are put
 });
 
 test('a device found free in the shared index and given to another device before it is cached is not taken for it', () => {
-  const table = allocateDeviceIdTable(2, 16);
-  const first = new DeviceRegistry(table, 2, 0, 2);
-  const second = new DeviceRegistry(table, 2, 1, 2);
-  const port = new Port();
-  first.setExpiryPort(port);
-  const reader = new DeviceIdReader(table);
+  const { first, second, reader } = twoRegistries(2);
   assert.equal(first.slotOf(fieldsOf(100)), 0);
   assert.equal(first.slotOf(fieldsOf(200)), 1);
   first.sweep(2);
@@ -183,12 +183,7 @@ test('a device found free in the shared index and given to another device before
 });
 
 test('a slot reused for a new device is never taken for the old one by a thread that had it cached', () => {
-  const table = allocateDeviceIdTable(2, 16);
-  const first = new DeviceRegistry(table, 2, 0, 2);
-  const second = new DeviceRegistry(table, 2, 1, 2);
-  const port = new Port();
-  first.setExpiryPort(port);
-  const reader = new DeviceIdReader(table);
+  const { first, second, reader } = twoRegistries(2);
   assert.equal(second.slotOf(fieldsOf(100)), 0);
   assert.equal(first.slotOf(fieldsOf(200)), 1);
   // 100 goes idle: expired, freed by the dispatcher, taken back.

@@ -9,6 +9,7 @@
  *   stale, and the contract holds (no second ENTER for a stay); each ingest thread reports its heap and event loop.
  * - A fence reload reaches every ingest thread's lane classification.
  * - A client trickling a frame on a forwarded connection is closed at the frame deadline.
+ * - A restart with two ingest threads: ids, seq and stays carry over.
  * - Admission under overload through both threads: every ping accounted for (offered = admitted + shed, every admitted
  *   ping processed), COMPLIANCE shed only when its rings are full, and the delivery contract holds.
  */
@@ -321,5 +322,59 @@ test('a client trickling a frame on a connection decoded by another ingest threa
     assert.equal(s.rejected.truncated_frame, 1, "the trickler's partial frame counted as truncated");
   } finally {
     await router.close();
+  }
+});
+
+test('across a restart with two ingest threads: devices keep their ids, seq continues, no second ENTER for a stay', async () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'gr-multi-restart-'));
+  const got: Trigger[] = [];
+  const DEVICES = 200;
+  // Each device on one of four connections (two per thread); half numeric ids, half strings.
+  const idOf = (d: number): string | number => (d % 2 === 0 ? 5_000_000_000 + d : `truck-${d}`);
+  const send = async (router: Router, from: number, to: number): Promise<void> => {
+    const frames: Buffer[][] = [[], [], [], []];
+    for (let k = from; k < to; k++) {
+      for (let d = 0; d < DEVICES; d++) {
+        // In and out of fence `a` every 4 steps.
+        const [lat, lon] = at(Math.floor(k / 4) % 2 === 1 ? 0 : 400, d);
+        frames[d % 4]!.push(pack({ id: idOf(d), lat, lon, ts: T0 + k * 1000 }));
+      }
+    }
+    await Promise.all(frames.map((f) => sendOverTcp(router.ingestPort!, Buffer.concat(f), 8192)));
+    await waitFor(() => router.stats().processed === DEVICES * (to - from), 20_000, 'every ping processed');
+  };
+  const fences = { type: 'FeatureCollection', features: [square('a', 0, 100, 200)] };
+  const first = await twoThreadRouter(fences, 'gr-multi-unused-', (ts) => void got.push(...ts), { stateDir });
+  let s: Awaited<ReturnType<Router['close']>>;
+  try {
+    await send(first, 0, 6);
+  } finally {
+    s = await first.close();
+  }
+  assert.equal(s.shedTotal, 0);
+  const before = got.length;
+  const second = await twoThreadRouter(fences, 'gr-multi-unused-', (ts) => void got.push(...ts), { stateDir });
+  try {
+    await send(second, 6, 14);
+  } finally {
+    s = await second.close();
+  }
+  assert.equal(s.shedTotal, 0);
+  assert.equal(s.devices, DEVICES, 'the restored devices and their pings after the restart share slots');
+  assert.ok(got.length > before, 'triggers after the restart');
+  // At the receiver, over both runs: ids as sent (numbers stay numbers), seq complete and in order per device, one
+  // ENTER per stay (the device inside at the restart gets no second ENTER), fence ids as in the file.
+  const report = checkDeliveryContract(got, { complete: true, stays: true });
+  assert.deepEqual(report.problems, [], report.problems.join('\n'));
+  const devices = byDevice(got);
+  assert.equal(devices.size, DEVICES);
+  for (let d = 0; d < DEVICES; d++) {
+    const list = devices.get(idOf(d)) ?? [];
+    // Steps 4-7 inside (ENTER at 4, EXIT at 8), steps 12-13 inside again (ENTER at 12): the restart at step 6.
+    assert.deepEqual(
+      list.map((t) => `${t.type} ${t.fenceId} ${(t.eventTimeMs - T0) / 1000}`),
+      ['ENTER a 4', 'EXIT a 8', 'ENTER a 12'],
+      `device ${JSON.stringify(idOf(d))}`,
+    );
   }
 });
