@@ -25,7 +25,7 @@ import { buildFenceStore } from '../src/fences/store.js';
 import { encodePingInto, MAX_PING_BYTES, type LoadEncoding } from '../src/ingest/ping-encoder.js';
 import type { ContainmentTask } from '../src/pipeline/containment-task.js';
 import { buildIngestPath } from '../src/pipeline/ingest-path.js';
-import { allocatePipelineMemory } from '../src/pipeline/memory.js';
+import { allocatePipelineMemory, pipelineMemorySpecOf } from '../src/pipeline/memory.js';
 import { ingestThreadData } from '../src/router/thread-data.js';
 import { ING_ACCEPTED_F64, INP_RING_SLOTS, INP_STRIDE_BYTES, RingKind } from '../src/shm/layout.js';
 import { allocateRingRegion } from '../src/shm/regions.js';
@@ -87,18 +87,7 @@ async function measure(encoding: LoadEncoding): Promise<number[]> {
     stateDir: null,
     ingest: { sharedStructures: encoding === 'shared' },
   });
-  const m = allocatePipelineMemory({
-    shards: o.shards,
-    ringCapacitySlots: o.ringCapacitySlots,
-    reservedFraction: o.admission.reservedFraction,
-    maxDevices: o.maxDevices,
-    idBytesPerSlot: o.idBytesPerSlot,
-    maxFencesPerDevice: o.maxFencesPerDevice,
-    fenceEntriesPerDevice: o.fenceEntriesPerDevice,
-    downstreams: 1,
-    poolSize: o.poolSize,
-    sourcePartitionCount: 0,
-  });
+  const m = allocatePipelineMemory({ ...pipelineMemorySpecOf(o), ingestThreads: 1 });
   const d = ingestThreadData(o, m, descriptor);
   // The scheduler is paused: the pool is started as the router's is but never given a task.
   const pool = new Piscina<ContainmentTask, number>({

@@ -149,6 +149,18 @@ function perThread(pid: string, file: string, read: (text: string) => number): M
   return m;
 }
 
+/** CPU and wait-for-a-core seconds per router thread, by name (`geofence_thread_cpu*_seconds_total` of a scrape). */
+async function namedThreadCpu(router: { metricsText(): Promise<string> }): Promise<Map<string, [number, number]>> {
+  const text = await router.metricsText();
+  const m = new Map<string, [number, number]>();
+  for (const x of text.matchAll(/^geofence_thread_cpu(_wait)?_seconds_total\{thread="([^"]+)"\} (\S+)$/gm)) {
+    const v = m.get(x[2]!) ?? [0, 0];
+    v[x[1] === undefined ? 0 : 1] = Number(x[3]);
+    m.set(x[2]!, v);
+  }
+  return m;
+}
+
 /** CPU ticks (user + system, 1/CLK_TCK s) per thread of `pid`. */
 function threadTicks(pid: string): Map<string, number> {
   return perThread(pid, 'stat', (text) => {
@@ -174,7 +186,6 @@ function median(xs: number[]): number {
 async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
   let delivered = 0;
   const receiver = webhook ? await startReceiver() : null;
-  const tidsBefore = new Set(threadTicks('self').keys());
   const router = await createRouter({
     fences,
     listenHost: '127.0.0.1',
@@ -232,13 +243,8 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
     ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  // Threads the router started (ingest, dispatcher, pool workers), in creation order (tid order), plus main.
-  const routerTids = [
-    String(process.pid),
-    ...[...threadTicks('self').keys()].filter((t) => !tidsBefore.has(t)).sort((a, b) => Number(a) - Number(b)),
-  ];
   let cpuAtWarm = new Map<string, number>();
-  let waitAtWarm = new Map<string, number>();
+  let namedAtWarm: Promise<Map<string, [number, number]>> | null = null;
   let genWaitAtWarm = 0;
   let genWaitLast = 0;
   let genAtWarm = 0;
@@ -273,7 +279,7 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
       warmTaken = true;
       warm = s;
       cpuAtWarm = threadTicks('self');
-      waitAtWarm = threadRunqueueWaitNs('self');
+      if (values['thread-cpu']) namedAtWarm = namedThreadCpu(router);
       genWaitAtWarm = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0);
       genAtWarm = genTicks();
       processedAtWarm = s.processed;
@@ -301,28 +307,31 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
   clearInterval(timer);
   const steady = heldTimeWindow(warm, router.stats());
   const cpuEnd = threadTicks('self');
-  const waitEnd = threadRunqueueWaitNs('self');
   const processedEnd = router.stats().processed;
   const windowS = (performance.now() - warmAtMs) / 1000;
   const steadyPings = processedEnd - processedAtWarm;
   // CPU per thread over the steady window: share of one core, and microseconds per ping processed.
   const threadCpu: Record<string, string> = {};
   if (values['thread-cpu']) {
-    const label = (i: number): string => (i === 0 ? 'main' : `t${i}`);
-    let routerTicks = 0;
-    routerTids.forEach((tid, i) => {
-      const d = (cpuEnd.get(tid) ?? 0) - (cpuAtWarm.get(tid) ?? 0);
-      routerTicks += d;
-      const waitMsPerS = ((waitEnd.get(tid) ?? 0) - (waitAtWarm.get(tid) ?? 0)) / 1e6 / windowS;
+    // Router threads by name (the router's own per-thread CPU metrics), the rest of the process (V8's and libuv's
+    // helper threads) together.
+    const namedEnd = await namedThreadCpu(router);
+    const namedWarm = (await namedAtWarm) ?? new Map<string, [number, number]>();
+    let namedSeconds = 0;
+    for (const [name, [cpu, wait]] of [...namedEnd].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))) {
+      const [cpu0, wait0] = namedWarm.get(name) ?? [cpu, wait];
+      const d = cpu - cpu0;
+      namedSeconds += d;
       // CPU share of one core, CPU per ping, and time runnable but waiting for a core (ms per second).
-      threadCpu[label(i)] =
-        `${((d / CLK_TCK / windowS) * 100).toFixed(0)}% ${((d / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us wait=${waitMsPerS.toFixed(0)}ms/s`;
-    });
-    let other = 0;
-    for (const [tid, v] of cpuEnd) if (!routerTids.includes(tid)) other += v - (cpuAtWarm.get(tid) ?? 0);
-    threadCpu.otherThreads = `${((other / CLK_TCK / windowS) * 100).toFixed(0)}%`;
+      threadCpu[name] =
+        `${((d / windowS) * 100).toFixed(0)}% ${((d / steadyPings) * 1e6).toFixed(2)}us wait=${(((wait - wait0) / windowS) * 1000).toFixed(0)}ms/s`;
+    }
+    let routerTicks = 0;
+    for (const [tid, v] of cpuEnd) routerTicks += v - (cpuAtWarm.get(tid) ?? 0);
+    const other = routerTicks / CLK_TCK - namedSeconds;
+    threadCpu.otherThreads = `${((other / windowS) * 100).toFixed(0)}%`;
     threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}% wait=${((genWaitLast - genWaitAtWarm) / 1e6 / windowS).toFixed(0)}ms/s`;
-    threadCpu.router = `${(((routerTicks + other) / CLK_TCK / windowS) * 100).toFixed(0)}% ${(((routerTicks + other) / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
+    threadCpu.router = `${((routerTicks / CLK_TCK / windowS) * 100).toFixed(0)}% ${((routerTicks / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
   }
   const gen = JSON.parse(out.trim()) as {
     sent: number;
@@ -387,6 +396,7 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
     lastCheckpointMs: Number(s.checkpointLastMs.toFixed(2)),
     loadAvg1: Number(loadavg()[0]!.toFixed(2)),
     ...(values['thread-cpu'] ? { threadCpu } : {}),
+    ...(s.admittedByIngestThread.length > 1 ? { admittedByIngestThread: s.admittedByIngestThread } : {}),
     holds: s.shedTotal === 0 && s.processed === gen.sent && steady.p99Ms <= 10,
   };
 }

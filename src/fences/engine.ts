@@ -19,7 +19,8 @@
  * An expiry record (lane TEL_LANE_EXPIRE, written by the ingest thread for a device idle too long) ends the device's
  * stays: one EXIT per fence it is inside, at its last position and time, marked expired (or none when the engine was
  * built with `exitOnExpiry` false); its pending entries are dropped; its state is cleared (its seq is kept); and a
- * retire marker (TRG_TYPE_RETIRE) follows its last trigger, so the dispatcher knows when it may free the slot.
+ * retire marker (TRG_TYPE_RETIRE) follows its last trigger, so the dispatcher knows when it may free the slot. A record
+ * whose device sent again since it was marked expired (its life word says so) ends nothing: only the marker is written.
  *
  * Trigger sequence (TRG_SEQ_F64): one counter per device, incremented for each of its triggers; so it is strictly
  * increasing per (device, fence) (gaps where the device triggered on other fences), starts at 1, survives EXIT and
@@ -80,6 +81,8 @@ import {
   Lane,
   TRG_TYPE_RETIRE,
   TriggerType,
+  DEVICE_LIFE_EPOCH_SHIFT,
+  DeviceLife,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
@@ -136,6 +139,8 @@ export class ContainmentEngine {
   /** The current ping and the trigger being written (REC_* cells): doubles never cross a call as arguments. */
   private readonly rec = new Float64Array(REC_CELLS);
   private readonly exitOnExpiry: boolean;
+  /** The device id table's life words (DeviceLife), once `watchLifeWords` gave them. */
+  private lifeWords: Int32Array | null = null;
   /** CROSS_* cells (a typed array: no double field to box). */
   private readonly crossRules = new Float64Array(3);
 
@@ -186,6 +191,16 @@ export class ContainmentEngine {
       this.entryStamp = new Int32Array(n);
       this.stamp = 0;
     }
+  }
+
+  /**
+   * Lets expiry records read their device's life word (the id table's, DeviceLife): a record whose device sent again
+   * after it was marked expired (revived, so no longer RETIRING in the record's epoch) ends nothing; the device's
+   * stays go on. With several ingest threads the ping that revived it may travel in another ring and be processed
+   * before the record; without this check that device would get EXITs marked expired while it is live.
+   */
+  watchLifeWords(life: Int32Array): void {
+    this.lifeWords = life;
   }
 
   /** Points the counters at another shard's block (the batch's shard). */
@@ -271,7 +286,8 @@ export class ContainmentEngine {
 
   /**
    * An expiry record for `slot` (its life epoch in rec[REC_SEQ]): EXITs marked expired for the fences it is inside
-   * (unless exitOnExpiry is off), state cleared (seq kept), then the retire marker. Returns the EXITs written.
+   * (unless exitOnExpiry is off), state cleared (seq kept), then the retire marker; only the marker when the device
+   * was revived since (see watchLifeWords). Returns the EXITs written.
    */
   private expire(slot: number, triggers: SpscRing): number {
     const rec = this.rec;
@@ -284,6 +300,15 @@ export class ContainmentEngine {
       return 0;
     }
     const store = this.store;
+    const life = this.lifeWords;
+    if (life !== null && Atomics.load(life, slot) !== ((epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING)) {
+      // Revived (or expired again, under a newer epoch whose record follows): nothing ends. The marker still goes to
+      // the dispatcher, whose free of the slot then fails (the device is not RETIRING in this epoch).
+      rec[REC_SEQ] = epoch;
+      rec[REC_INSIDE_MS] = 0;
+      writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
+      return 0;
+    }
     const devF64 = state.devF64;
     const devI32 = state.devI32;
     const df = slot * DEV_STRIDE_F64;

@@ -888,6 +888,11 @@ export class DeviceIdReader {
     return Atomics.load(this.table.header, DEVID_COUNT_I32);
   }
 
+  /** The table's life words, one per slot (DeviceLife state and epoch, see shm/layout.ts); read them atomically. */
+  get lifeWords(): Int32Array {
+    return this.table.life;
+  }
+
   /** True when the device in `slot` has a numeric id (an unsigned integer). */
   isNumeric(slot: number): boolean {
     return Atomics.load(this.table.meta, slot) === DEVID_KIND_NUMBER;

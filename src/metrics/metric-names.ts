@@ -90,4 +90,6 @@ export const MetricNames = {
   THREAD_LOOP_DELAY_P99: 'geofence_thread_event_loop_delay_p99_seconds',
   THREAD_GC_MAJOR: 'geofence_thread_gc_major_total',
   THREAD_GC_SECONDS: 'geofence_thread_gc_seconds_total',
+  THREAD_CPU_SECONDS: 'geofence_thread_cpu_seconds_total',
+  THREAD_CPU_WAIT_SECONDS: 'geofence_thread_cpu_wait_seconds_total',
 } as const;

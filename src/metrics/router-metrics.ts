@@ -437,7 +437,7 @@ export class RouterMetrics {
     this.refreshers.push(() => {
       readings = readThreadRuntime(region, Date.now());
     });
-    const series: [string, string, 'gauge' | 'counter', (r: ThreadRuntimeReading) => number][] = [
+    const series: [string, string, 'gauge' | 'counter', (r: ThreadRuntimeReading) => number | null][] = [
       [MetricNames.THREAD_HEAP_USED, 'V8 heap in use, per router thread, bytes.', 'gauge', (r) => r.heapUsedBytes],
       [MetricNames.THREAD_HEAP_TOTAL, 'V8 heap reserved, per router thread, bytes.', 'gauge', (r) => r.heapTotalBytes],
       [
@@ -476,13 +476,27 @@ export class RouterMetrics {
         'counter',
         (r) => r.gcNs / 1e9,
       ],
+      [
+        MetricNames.THREAD_CPU_SECONDS,
+        'CPU time used, per router thread, seconds (read at the scrape; Linux only): a thread near 1 s per second is saturated.',
+        'counter',
+        (r) => r.cpuSeconds,
+      ],
+      [
+        MetricNames.THREAD_CPU_WAIT_SECONDS,
+        'Time a router thread was ready to run but waiting for a core, seconds (Linux only): the host is short of cores.',
+        'counter',
+        (r) => r.cpuWaitSeconds,
+      ],
     ];
     for (const [name, help, type, read] of series) {
       const collect = function (this: Gauge | Counter): void {
         this.reset();
         for (const r of readings) {
-          if (this instanceof Gauge) this.set({ thread: r.thread }, read(r));
-          else this.inc({ thread: r.thread }, read(r));
+          const v = read(r);
+          if (v === null) continue;
+          if (this instanceof Gauge) this.set({ thread: r.thread }, v);
+          else this.inc({ thread: r.thread }, v);
         }
       };
       if (type === 'gauge') new Gauge({ name, help, labelNames: ['thread'], registers: [this.registry], collect });

@@ -157,6 +157,7 @@ if (state !== null && data !== null && data !== undefined && data.fences !== und
   const first = FenceStore.open(data.fences);
   stores.set(first.generation, first);
   engine = new ContainmentEngine(first, state, counters, 0, data.engine);
+  if (idReader !== null) engine.watchLifeWords(idReader.lifeWords);
 }
 
 function storeOf(task: ContainmentTask): FenceStore | null {
@@ -188,8 +189,10 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
   if (store === null) return NEEDS_STORE;
-  if (engine === null) engine = new ContainmentEngine(store, state, counters, 0, data?.engine ?? {});
-  else if (engine.currentStore !== store) engine.useStore(store);
+  if (engine === null) {
+    engine = new ContainmentEngine(store, state, counters, 0, data?.engine ?? {});
+    if (idReader !== null) engine.watchLifeWords(idReader.lifeWords);
+  } else if (engine.currentStore !== store) engine.useStore(store);
   const rings = task.rings;
   for (let i = 0; i < rings.length; i++) {
     const tel = telemetry[rings[i]!]!;

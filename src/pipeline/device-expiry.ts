@@ -27,6 +27,7 @@ import {
   TEL_LANE_I32,
   TEL_LAT_F64,
   TEL_LON_F64,
+  ICTL_BUSY_SINCE_TICK_I32,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import type { ShardScheduler } from './shard-scheduler.js';
@@ -68,6 +69,8 @@ export interface DeviceExpiryDeps {
   /** Every telemetry ring (every ingest thread's, `telemetryRingIndex` order) and the shards they serve. */
   allRings: readonly SpscRing[];
   shards: number;
+  /** memory.ingestControl: the other ingest threads' busy ticks (ICTL_BUSY_SINCE_TICK_I32). */
+  ingestControl: SharedArrayBuffer;
 }
 
 /** Sweeps whose ring positions are kept (a slot freed longer ago is checked against the oldest kept: stricter). */
@@ -85,6 +88,12 @@ export class DeviceExpiry implements ExpiryPort {
   /** Per kept sweep (tick % KEPT_SWEEPS): every ring's write sequence when it began, and its tick. */
   private readonly marks: Int32Array;
   private readonly markTicks: Int32Array;
+  /**
+   * Per kept sweep: a tick such that every ping any ingest thread confirmed before it was published when the sweep
+   * began (the oldest busy tick of the other ingest threads, or the sweep's own tick).
+   */
+  private readonly heldSince: Int32Array;
+  private readonly control: Int32Array;
   private lastTick = 0;
   private timer: ReturnType<typeof setInterval> | null = null;
 
@@ -97,6 +106,8 @@ export class DeviceExpiry implements ExpiryPort {
     this.producers = deps.allRings.length / deps.shards;
     this.marks = new Int32Array(this.producers > 1 ? KEPT_SWEEPS * deps.allRings.length : 0);
     this.markTicks = new Int32Array(KEPT_SWEEPS);
+    this.heldSince = new Int32Array(KEPT_SWEEPS);
+    this.control = new Int32Array(deps.ingestControl);
     this.periodMs = sweepPeriodMs(idleTimeoutMs);
     // With several ingest threads a device stamped in the previous tick may still be read as idle for one more
     // (its stamp and the sweep's decision cross): two ticks at least.
@@ -158,6 +169,14 @@ export class DeviceExpiry implements ExpiryPort {
     const rings = this.d.allRings;
     const k = tick & (KEPT_SWEEPS - 1);
     this.markTicks[k] = tick;
+    // Busy ticks before write positions: a ping held when its thread's cell was read is published later, so it is not
+    // under this sweep's marks; heldSince says so.
+    let held = tick;
+    for (let p = 1; p < this.producers; p++) {
+      const since = Atomics.load(this.control, ICTL_BUSY_SINCE_TICK_I32 + p - 1);
+      if (since !== 0 && ((since - held) | 0) < 0) held = since;
+    }
+    this.heldSince[k] = held;
     for (let r = 0; r < rings.length; r++) this.marks[k * rings.length + r] = rings[r]!.writeSeq();
   }
 
@@ -168,9 +187,17 @@ export class DeviceExpiry implements ExpiryPort {
   consumedSince(tick: number, shard: number): boolean {
     if (this.producers === 1) return true;
     // A sweep no longer kept: the oldest kept one began later, so what it asks covers more.
-    const t = ((this.lastTick - tick) | 0) >= KEPT_SWEEPS ? (this.lastTick - KEPT_SWEEPS + 1) | 0 : tick;
-    const k = t & (KEPT_SWEEPS - 1);
-    if (this.markTicks[k] !== t) return false;
+    let t = ((this.lastTick - tick) | 0) >= KEPT_SWEEPS ? (this.lastTick - KEPT_SWEEPS + 1) | 0 : tick;
+    let k = t & (KEPT_SWEEPS - 1);
+    // The first kept sweep from `tick` on that began with nothing held from before `tick` (pings an ingest thread
+    // confirmed before `tick` but had not published yet are under no earlier sweep's marks).
+    for (;;) {
+      if (this.markTicks[k] !== t) return false;
+      if (((this.heldSince[k]! - tick) | 0) >= 0) break;
+      if (t === this.lastTick) return false;
+      t = (t + 1) | 0 || 1;
+      k = t & (KEPT_SWEEPS - 1);
+    }
     const rings = this.d.allRings;
     const shards = this.d.shards;
     for (let p = 0; p < this.producers; p++) {

@@ -10,7 +10,15 @@ import { LaneAdmission, type AdmissionOptions } from '../ingest/admission.js';
 import { DeviceRegistry } from '../ingest/device-registry.js';
 import { RejectLog } from '../ingest/reject-log.js';
 import { nowNs } from '../shm/clock.js';
-import { ADM_BLOCK_F64, ICTL_DOORBELL_I32, RingKind, telemetryRingIndex } from '../shm/layout.js';
+import {
+  ADM_BLOCK_F64,
+  DEVID_HEADER_BYTES,
+  DEVID_TICK_I32,
+  ICTL_BUSY_SINCE_TICK_I32,
+  ICTL_DOORBELL_I32,
+  RingKind,
+  telemetryRingIndex,
+} from '../shm/layout.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { SpscRing } from '../shm/ring.js';
 import type { ContainmentTask } from './containment-task.js';
@@ -152,18 +160,36 @@ const PEER_PUBLISH_EVERY_RECORDS = 256;
  */
 class PeerPublisher implements RingPublisher {
   private readonly rings: readonly SpscRing[];
-  private readonly doorbell: Int32Array;
+  /** The ingest control region: the doorbell and this thread's busy tick (ICTL_BUSY_SINCE_TICK_I32). */
+  private readonly control: Int32Array;
+  private readonly busyCell: number;
+  /** The device id table's header (its DEVID_TICK_I32). */
+  private readonly idHeader: Int32Array;
   private readonly dirty: Uint8Array;
   private readonly dirtyList: Int32Array;
   private dirtyCount = 0;
   private claimedSinceFlush = 0;
 
-  /** `rings`: this thread's ring of each shard; `ingestControl`: memory.ingestControl. */
-  constructor(rings: readonly SpscRing[], ingestControl: SharedArrayBuffer) {
+  /**
+   * `rings`: this thread's ring of each shard; `ingestControl`: memory.ingestControl; `idTable`: memory.idTable;
+   * `producer`: this ingest thread (>= 1).
+   */
+  constructor(
+    rings: readonly SpscRing[],
+    ingestControl: SharedArrayBuffer,
+    idTable: SharedArrayBuffer,
+    producer: number,
+  ) {
     this.rings = rings;
-    this.doorbell = new Int32Array(ingestControl);
+    this.control = new Int32Array(ingestControl);
+    this.busyCell = ICTL_BUSY_SINCE_TICK_I32 + producer - 1;
+    this.idHeader = new Int32Array(idTable, 0, DEVID_HEADER_BYTES / 4);
     this.dirty = new Uint8Array(rings.length);
     this.dirtyList = new Int32Array(rings.length);
+  }
+
+  begin(): void {
+    this.holdSince();
   }
 
   noteClaimed(shard: number): void {
@@ -171,10 +197,24 @@ class PeerPublisher implements RingPublisher {
       this.dirty[shard] = 1;
       this.dirtyList[this.dirtyCount++] = shard;
     }
-    if (++this.claimedSinceFlush >= PEER_PUBLISH_EVERY_RECORDS) this.flush();
+    if (++this.claimedSinceFlush >= PEER_PUBLISH_EVERY_RECORDS) {
+      this.publish();
+      // Still inside the chunk: what it confirms from now on is held since now.
+      this.holdSince();
+    }
   }
 
   flush(): void {
+    this.publish();
+    Atomics.store(this.control, this.busyCell, 0);
+  }
+
+  /** Notes that the pings confirmed from now on are held since the sweep's current tick. */
+  private holdSince(): void {
+    Atomics.store(this.control, this.busyCell, Atomics.load(this.idHeader, DEVID_TICK_I32) || 1);
+  }
+
+  private publish(): void {
     this.claimedSinceFlush = 0;
     const n = this.dirtyCount;
     if (n === 0) return;
@@ -184,8 +224,8 @@ class PeerPublisher implements RingPublisher {
       this.rings[shard]!.publish();
     }
     this.dirtyCount = 0;
-    Atomics.add(this.doorbell, ICTL_DOORBELL_I32, 1);
-    Atomics.notify(this.doorbell, ICTL_DOORBELL_I32);
+    Atomics.add(this.control, ICTL_DOORBELL_I32, 1);
+    Atomics.notify(this.control, ICTL_DOORBELL_I32);
   }
 }
 
@@ -200,7 +240,7 @@ export function buildPeerPath(
   for (let s = 0; s < m.shards; s++) {
     rings.push(SpscRing.wrap(m.telemetryRings[telemetryRingIndex(producer, s, m.shards)]!, RingKind.TELEMETRY));
   }
-  const publisher = new PeerPublisher(rings, m.ingestControl);
+  const publisher = new PeerPublisher(rings, m.ingestControl, m.idTable, producer);
   const part = buildEdgePart(m, d, producer, rings, publisher, log);
   part.registry.setReusePort(slotReusePort(part.state, part.predicates));
   return { ...part, publisher, rings };

@@ -176,6 +176,7 @@ async function main(): Promise<void> {
             counters: new Float64Array(m.pipeline),
             allRings: scheduler.allRings,
             shards: m.shards,
+            ingestControl: m.ingestControl,
           },
           d.deviceIdleTimeoutMs,
         )

@@ -25,6 +25,8 @@ import type { InputForwarder } from './input-forwarding.js';
 export interface RingPublisher {
   /** `shard`'s ring (this thread's) has a record claimed. */
   noteClaimed(shard: number, ring: SpscRing): void;
+  /** Start of a read chunk: the pings it confirms are held until `flush`. */
+  begin(): void;
   /** End of a read chunk: publish every ring with claimed records. */
   flush(): void;
 }
@@ -224,6 +226,7 @@ class FlushingStream implements IngestStream {
 
   write(chunk: Uint8Array): void {
     const sink = this.sink;
+    this.scheduler.begin();
     sink.tick();
     sink.pausable = this.pausable;
     try {
@@ -236,6 +239,7 @@ class FlushingStream implements IngestStream {
 
   end(): void {
     const sink = this.sink;
+    this.scheduler.begin();
     sink.tick();
     sink.pausable = this.pausable;
     try {

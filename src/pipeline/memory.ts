@@ -2,6 +2,7 @@
  * Every shared region of one router, allocated once on the main thread and handed to each thread (structured-clone
  * safe: SharedArrayBuffers and numbers). Each thread wraps what it uses (allocation separate from wrapping).
  */
+import type { RouterOptions } from '../config/options.js';
 import { metricsCells } from '../dispatch/dispatcher.js';
 import { allocateDeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { allocateDeviceIdTable } from '../ingest/device-registry.js';
@@ -113,6 +114,24 @@ export interface PipelineMemorySpec {
   sourcePartitionCount?: number;
   /** The lease gate of a router whose partitions are leased (default: a gate of its own, always open). */
   leaseGate?: SharedArrayBuffer;
+}
+
+/** What a router with options `o` allocates (a lease gate aside: its own, always open). */
+export function pipelineMemorySpecOf(o: RouterOptions): PipelineMemorySpec {
+  return {
+    shards: o.shards,
+    ingestThreads: o.ingestThreads,
+    maxConnections: o.ingest.maxConnections,
+    ringCapacitySlots: o.ringCapacitySlots,
+    reservedFraction: o.admission.reservedFraction,
+    maxDevices: o.maxDevices,
+    idBytesPerSlot: o.idBytesPerSlot,
+    maxFencesPerDevice: o.maxFencesPerDevice,
+    fenceEntriesPerDevice: o.fenceEntriesPerDevice,
+    downstreams: o.downstreams.length,
+    poolSize: o.poolSize,
+    sourcePartitionCount: o.jetstreamSource?.partitionCount ?? 0,
+  };
 }
 
 /** Allocates every region of a router (main thread). */

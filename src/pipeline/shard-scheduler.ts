@@ -303,6 +303,11 @@ export class ShardScheduler {
     }
   }
 
+  /** Start of a read chunk: nothing to note (the expiry sweep runs on this thread, between chunks). */
+  begin(): void {
+    // Ingest thread 0 sweeps between its own chunks: everything it confirmed is published by then.
+  }
+
   /** End of a read chunk: publishes every shard with claimed records, then submits the idle groups. */
   flush(): void {
     const n = this.dirtyCount;

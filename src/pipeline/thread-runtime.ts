@@ -14,6 +14,7 @@ import {
   PerformanceObserver,
   type EventLoopUtilization,
 } from 'node:perf_hooks';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { getHeapStatistics } from 'node:v8';
 import { threadId } from 'node:worker_threads';
 import {
@@ -26,6 +27,7 @@ import {
   RT_LOOP_DELAY_P99_NS_F64,
   RT_LOOP_UTILIZATION_F64,
   RT_MAJOR_GCS_F64,
+  RT_OS_THREAD_ID_F64,
   RT_OWNER_I32,
   RT_REPORTED_AT_MS_F64,
   RT_STRIDE_F64,
@@ -97,6 +99,32 @@ export function claimPoolBlock(
   return -1;
 }
 
+/** The calling thread's operating-system thread id (Linux, from /proc/thread-self), or 0 where there is none. */
+function osThreadId(): number {
+  try {
+    const tid = Number(/(\d+)$/.exec(readlinkSync('/proc/thread-self'))?.[1]);
+    return Number.isInteger(tid) && tid > 0 ? tid : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU time of thread `tid` of this process, and its time runnable but waiting for a core, seconds (Linux's
+ * /proc/self/task/<tid>/schedstat, in ns); null where it cannot be read (another system, or the thread has ended).
+ */
+function threadCpuSeconds(tid: number): { onCpu: number; waiting: number } | null {
+  if (tid === 0) return null;
+  try {
+    const [onCpu, waiting] = readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ');
+    const on = Number(onCpu) / 1e9;
+    const wait = Number(waiting) / 1e9;
+    return Number.isFinite(on) && Number.isFinite(wait) ? { onCpu: on, waiting: wait } : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A running reporter. */
 export interface ThreadRuntimeReporter {
   /** Writes a report now (also done every interval). */
@@ -118,6 +146,7 @@ export function startThreadRuntimeReporter(
   const i32 = new Int32Array(region);
   const base = block * RT_STRIDE_F64;
   Atomics.store(i32, base * 2 + RT_OWNER_I32, threadId + 1);
+  f64[base + RT_OS_THREAD_ID_F64] = osThreadId();
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
   let lastLoop: EventLoopUtilization = performance.eventLoopUtilization();
@@ -189,6 +218,10 @@ export interface ThreadRuntimeReading {
   gcs: number;
   /** RT_GC_NS_F64. */
   gcNs: number;
+  /** CPU time the thread has used, seconds, read at this reading (null where the system does not say). */
+  cpuSeconds: number | null;
+  /** Time the thread was runnable but waiting for a core, seconds, read at this reading (null likewise). */
+  cpuWaitSeconds: number | null;
 }
 
 /** Name of the thread reporting in `block` of a region with `poolSlots` pool blocks. */
@@ -219,6 +252,7 @@ export function readThreadRuntime(
     const at = f64[base + RT_REPORTED_AT_MS_F64]!;
     if (Atomics.load(i32, base * 2 + RT_OWNER_I32) === 0 || at === 0 || nowMs - at > STALE_INTERVALS * intervalMs)
       continue;
+    const cpu = threadCpuSeconds(f64[base + RT_OS_THREAD_ID_F64]!);
     out.push({
       thread: threadNameOf(block, poolSlots),
       reportedAtMs: at,
@@ -231,6 +265,8 @@ export function readThreadRuntime(
       majorGcs: f64[base + RT_MAJOR_GCS_F64]!,
       gcs: f64[base + RT_GCS_F64]!,
       gcNs: f64[base + RT_GC_NS_F64]!,
+      cpuSeconds: cpu === null ? null : cpu.onCpu,
+      cpuWaitSeconds: cpu === null ? null : cpu.waiting,
     });
   }
   return out;

@@ -25,7 +25,7 @@ import type { TelemetryPoint } from '../ingest/ping-fields.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import { RouterMetrics } from '../metrics/router-metrics.js';
 import type { DispatcherThreadData } from '../pipeline/dispatcher-thread.js';
-import { allocatePipelineMemory, type PipelineMemory } from '../pipeline/memory.js';
+import { allocatePipelineMemory, pipelineMemorySpecOf, type PipelineMemory } from '../pipeline/memory.js';
 import type { LogFn, RouterLog } from '../log/router-log.js';
 import type { DispatcherRequest, IngestRequest } from '../pipeline/messages.js';
 import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from '../pipeline/input-backlog.js';
@@ -189,18 +189,7 @@ export class PipelineRouter implements Router {
     this.drainDeadlineMs = options.drainDeadlineMs;
     this.streams = options.downstreams.map((d) => (d.kind === 'stream' ? new TriggerStream(d.name) : null));
     this.memory = allocatePipelineMemory({
-      shards: options.shards,
-      ingestThreads: options.ingestThreads,
-      maxConnections: options.ingest.maxConnections,
-      ringCapacitySlots: options.ringCapacitySlots,
-      reservedFraction: options.admission.reservedFraction,
-      maxDevices: options.maxDevices,
-      idBytesPerSlot: options.idBytesPerSlot,
-      maxFencesPerDevice: options.maxFencesPerDevice,
-      fenceEntriesPerDevice: options.fenceEntriesPerDevice,
-      downstreams: options.downstreams.length,
-      poolSize: options.poolSize,
-      sourcePartitionCount: options.jetstreamSource?.partitionCount ?? 0,
+      ...pipelineMemorySpecOf(options),
       ...(leaseGate === null ? {} : { leaseGate }),
     });
     const m = this.memory;

@@ -121,8 +121,15 @@ export const ICTL_DOORBELL_I32 = 0;
  * ingest thread 0 stops waiting for room in its forwarded-input ring (it cannot hear the thread's exit while it waits).
  */
 export const ICTL_PEER_DEAD_I32 = 1;
-/** Int32 cells of the ingest control region (the doorbell, and a dead flag per ingest thread after 0). */
-export const ICTL_REGION_I32 = 16;
+/**
+ * Cell ICTL_BUSY_SINCE_TICK_I32 + k - 1: while ingest thread k (k >= 1) holds pings it has not published yet (a read
+ * chunk in progress), the expiry sweep's tick (DEVID_TICK_I32, 1 for 0) when it began holding them; 0 when it holds
+ * none. A device's expiry record waits until every ping held from before the device was marked expired is published
+ * and read (DeviceExpiry.consumedSince), so no ping of a device stamped long before can follow its expiry.
+ */
+export const ICTL_BUSY_SINCE_TICK_I32 = 16;
+/** Int32 cells of the ingest control region (the doorbell, then per ingest thread after 0 a dead flag and a busy tick). */
+export const ICTL_REGION_I32 = 32;
 
 /**
  * Index of the telemetry ring that ingest thread `producer` writes for `shard`, among `shards` shards: producer-major
@@ -1297,6 +1304,12 @@ export const RT_MAJOR_GCS_F64 = 8;
 export const RT_GCS_F64 = 9;
 /** Time in collections so far, ns. */
 export const RT_GC_NS_F64 = 10;
+/**
+ * The reporting thread's operating-system thread id (Linux: the tid /proc/thread-self names; 0 elsewhere), so the main
+ * thread can read that thread's CPU time from /proc at scrape time. (Cell 11 of the main thread's block is
+ * RT_POOL_SLOTS_F64.)
+ */
+export const RT_OS_THREAD_ID_F64 = 12;
 /** Block of the main thread. */
 export const RT_THREAD_MAIN = 0;
 /** Block of the ingest thread. */

@@ -1,7 +1,8 @@
 /**
  * An expiry record in the containment engine: the expired device's stays end with EXITs marked expired, at its last
  * position and time (or with nothing in silent mode), pending entries end silently, its state is cleared (its seq is
- * kept), and a retire marker carrying the life epoch follows its last trigger. Other devices are untouched.
+ * kept), and a retire marker carrying the life epoch follows its last trigger. Other devices are untouched. A record
+ * whose device is no longer RETIRING in its epoch (revived since) ends nothing.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +17,8 @@ import {
   DEV_STRIDE_F64,
   DEV_STRIDE_I32,
   DEV_TRIGGER_SEQ_F64,
+  DEVICE_LIFE_EPOCH_SHIFT,
+  DeviceLife,
   Lane,
   RingKind,
   TEL_ADMIT_TIME_NS_F64,
@@ -159,4 +162,42 @@ test('silent expiry: no EXIT, only the marker; an idle device outside every fenc
     s2.out.map((t) => t.type),
     [TRG_TYPE_RETIRE],
   );
+});
+
+test('an expiry record whose device sent again since (revived, or expired again) ends nothing: only the marker', () => {
+  const r = rig(FENCES);
+  const life = new Int32Array(new SharedArrayBuffer(4 * 4));
+  r.engine.watchLifeWords(life);
+  const word = (epoch: number, state: number): number => (epoch << DEVICE_LIFE_EPOCH_SHIFT) | state;
+  r.ping(0, -500, 0, 1000);
+  assert.equal(r.ping(0, 0, 0, 2000).length, 2, 'ENTER a, ENTER b');
+  // Marked expired in epoch 5, then revived by a ping another ingest thread wrote (processed first): ACTIVE(5).
+  life[0] = word(5, DeviceLife.ACTIVE);
+  r.ping(0, 5, 0, 3000);
+  const entries = r.state.devI32[DEV_ENTRY_COUNT_I32];
+  assert.equal(entries, 3, 'a and b, and p pending');
+  const revived = expire(r.engine, r.triggers, 0, 5);
+  assert.deepEqual(
+    revived.out.map((t) => t.type),
+    [TRG_TYPE_RETIRE],
+    'no EXIT for a device that is live',
+  );
+  assert.equal(revived.written, 0);
+  assert.equal(r.state.devI32[DEV_ENTRY_COUNT_I32], entries, 'its stays go on');
+  assert.equal(r.state.devI32[DEV_HAS_LAST_I32], 1);
+  assert.equal(r.counters[C + CNT_EXPIRED_DEVICES_F64], 0);
+  assert.equal(r.ping(0, 6, 0, 4000).length, 0, 'no second ENTER: the stays were never ended');
+  // Expired again under epoch 6: the stale record of epoch 5 ends nothing, the one of epoch 6 ends the stays.
+  life[0] = word(6, DeviceLife.RETIRING);
+  assert.deepEqual(
+    expire(r.engine, r.triggers, 0, 5).out.map((t) => t.type),
+    [TRG_TYPE_RETIRE],
+  );
+  const current = expire(r.engine, r.triggers, 0, 6);
+  assert.deepEqual(
+    current.out.map((t) => t.type),
+    [TriggerType.EXIT, TriggerType.EXIT, TRG_TYPE_RETIRE],
+  );
+  assert.equal(r.state.devI32[DEV_ENTRY_COUNT_I32], 0);
+  assert.equal(r.counters[C + CNT_EXPIRED_DEVICES_F64], 1);
 });

@@ -54,6 +54,24 @@ test("a reporter writes its thread's heap and loop figures, and its block drops 
   assert.ok(main.heapUsedBytes > 1e6 && main.heapTotalBytes >= main.heapUsedBytes, JSON.stringify(main));
   assert.ok(main.heapLiveBytes > 0 && main.gcs > 0 && main.gcNs > 0, JSON.stringify(main));
   assert.ok(main.loopUtilization > 0 && main.loopUtilization <= 1, JSON.stringify(main));
+  // CPU time of this thread (Linux): it follows the process's CPU time while only this thread works.
+  const cpuBefore = main.cpuSeconds;
+  const processBefore = process.cpuUsage();
+  // Arithmetic only: no garbage, so no collector threads share the process's CPU time meanwhile.
+  let x = 0;
+  for (let spin = Date.now() + 150; Date.now() < spin;) x += Math.sqrt(x + 1);
+  assert.ok(x > 0);
+  const processSeconds = (() => {
+    const d = process.cpuUsage(processBefore);
+    return (d.user + d.system) / 1e6;
+  })();
+  const [after] = readThreadRuntime(region, Date.now(), 1000);
+  assert.ok(cpuBefore !== null && after?.cpuSeconds != null && after.cpuWaitSeconds != null, JSON.stringify(after));
+  const threadSeconds = after.cpuSeconds - cpuBefore;
+  assert.ok(
+    threadSeconds > 0.5 * processSeconds && threadSeconds <= processSeconds + 0.02,
+    `thread ${threadSeconds} s of the process's ${processSeconds} s`,
+  );
   reporter.stop();
   assert.deepEqual(readThreadRuntime(region, Date.now(), 50), []);
   assert.ok(keep.length > 0);
@@ -96,6 +114,13 @@ test('a running router exports heap and loop figures for each of its threads, po
   ]) {
     assert.match(text, new RegExp(`^${name}\\{thread="ingest"\\} `, 'm'), name);
   }
+  // CPU time read from the system at the scrape, for every thread: each has done some work by now.
+  const cpu = new Map<string, number>();
+  for (const m of text.matchAll(/^geofence_thread_cpu_seconds_total\{thread="([^"]+)"\} ([\d.e-]+)/gm))
+    cpu.set(m[1]!, Number(m[2]));
+  assert.deepEqual([...cpu.keys()].sort(), [...heap.keys()].sort());
+  for (const [thread, seconds] of cpu) assert.ok(seconds > 0 && seconds < 60, `${thread}: ${seconds} s`);
+  assert.match(text, /^geofence_thread_cpu_wait_seconds_total\{thread="ingest"\} /m);
   const report = checkDeliveryContract(got, { complete: true, stays: true });
   assert.deepEqual(report.problems, []);
   assert.equal(report.devices, 10);
