@@ -76,7 +76,8 @@ async function group(t: TestContext, seed: number) {
         const fair = running.every((m) => readingNow(m).length >= Math.floor(16 / running.length));
         return fair && all.length === 16 && all.every((p, i) => p === i);
       },
-      30_000,
+      // Three router processes starting on two busy cores can take a while to load their fences and join.
+      60_000,
       what,
     );
   const cut = Math.floor((traffic.pings * 2) / 3);
