@@ -108,6 +108,13 @@ export interface IngestStream {
   readonly bufferedBytes: number;
   /** Memory the stream holds for its partial frame, bytes (0 without one). */
   readonly heldBytes: number;
+  /**
+   * Optional: true after a write whose bytes could not all be handed on at once (they are kept, in order); the source
+   * should then stop reading until `whenHandedOn` calls back. A stream without it takes every write at once.
+   */
+  holdsBack?(): boolean;
+  /** With `holdsBack`: calls `resume` once every byte written so far has been handed on (at once if it has). */
+  whenHandedOn?(resume: () => void): void;
 }
 
 /** Stream bound to the edge: counts bytes and tags rejections with its name. */

@@ -15,6 +15,7 @@ export const MetricNames = {
   INGEST_OPEN_CONNECTIONS: 'geofence_ingest_open_connections',
   INGEST_CONNECTIONS_DROPPED: 'geofence_ingest_connections_dropped_total',
   INGEST_HELD_BYTES: 'geofence_ingest_held_bytes',
+  INGEST_FORWARD_PAUSES: 'geofence_ingest_forward_pauses_total',
   SOURCE_PARTITION_OWNED: 'geofence_source_partition_owned',
   SOURCE_MESSAGES: 'geofence_source_messages_total',
   SOURCE_BYTES: 'geofence_source_bytes_total',

@@ -18,6 +18,7 @@ import {
   ING_CONNECTIONS_OPENED_F64,
   ING_CONNECTIONS_REFUSED_F64,
   ING_CONNECTIONS_DROPPED_F64,
+  ING_FORWARD_PAUSES_F64,
   ING_HELD_BYTES_F64,
   CONNECTION_DROP_REASON_COUNT,
   CONNECTION_DROP_REASON_NAMES,
@@ -763,6 +764,12 @@ export class RouterMetrics {
       'Bytes the telemetry TCP connections hold for partial frames.',
       [],
       one(ING_HELD_BYTES_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.INGEST_FORWARD_PAUSES,
+      'Times a telemetry connection was paused because the ingest thread it was spread to had no room in its input ring (that thread is saturated).',
+      [],
+      one(ING_FORWARD_PAUSES_F64),
     );
     this.addSharedGauge(
       MetricNames.INGEST_OPEN_CONNECTIONS,

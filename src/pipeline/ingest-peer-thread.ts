@@ -18,7 +18,7 @@ import type { IngestThreadData } from './ingest-thread.js';
 import { buildPeerPath } from './ingest-path.js';
 import { InputReader } from './input-forwarding.js';
 import { LOOKUP_ONLY_STORE } from './store-views.js';
-import { ingestPeerBlock, startThreadRuntimeReporter } from './thread-runtime.js';
+import { armThreadDrills, ingestPeerBlock, startThreadRuntimeReporter } from './thread-runtime.js';
 
 /** What an ingest peer thread is given: ingest thread 0's data and its own number. */
 export type IngestPeerData = IngestThreadData & {
@@ -56,6 +56,7 @@ function main(): void {
   const d = workerData as IngestPeerData;
   const m = d.memory;
   startThreadRuntimeReporter(m.threadRuntime, ingestPeerBlock(m.threadRuntime, d.producer));
+  armThreadDrills(`ingest-${d.producer}`);
   const path = buildPeerPath(m, d, d.producer, {
     error: (line) => post({ type: 'log', line, level: 'error' }),
     warn: (line) => post({ type: 'log', line, level: 'warn' }),

@@ -267,7 +267,9 @@ async function main(): Promise<void> {
     // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
     // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
-    // The other ingest threads read what their connections sent before they closed, and publish it.
+    // What waits for room in the other threads' input rings goes in first; then they read what their connections
+    // sent before they closed, and publish it.
+    await Promise.all(peers.map((p) => p.forwarder.handedOnAll()));
     await Promise.all(peers.map((p) => p.request({ type: 'stop' }, 'stopped')));
     folder.fold();
     await jetstreamSource?.stop();

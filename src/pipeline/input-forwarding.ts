@@ -24,6 +24,15 @@ import type { IngestStream } from '../ingest/ingest-edge.js';
 
 /** Longest one wait for room in a full INPUT ring, ms (the wait repeats until there is room). */
 const ROOM_WAIT_MS = 50;
+/** Records one write puts into the ring at most (a longer payload is cut): a piece always fits a ring that has room. */
+const PIECE_RECORDS = 64;
+
+/** A record that found the ring full, kept until there is room (its payload a copy). */
+interface WaitingRecord {
+  kind: number;
+  conn: number;
+  payload: Uint8Array | null;
+}
 
 /** Ingest thread 0's end of one INPUT ring (the producer). */
 export class InputForwarder {
@@ -36,6 +45,14 @@ export class InputForwarder {
   private freeTop: number;
   /** False once the receiving thread has died: nothing is written (or waited for) any more. */
   private alive = true;
+  /** Records that found the ring full, in order; while any waits, every later record waits behind it. */
+  private readonly waiting: WaitingRecord[] = [];
+  /** Bytes of the payloads waiting. */
+  private waitingBytes = 0;
+  /** Called once the records waiting have all gone into the ring. */
+  private handedOn: (() => void)[] = [];
+  /** True while an asynchronous wait for room is under way. */
+  private draining = false;
 
   /** Ingest control cells (ICTL_*) and this ring's thread's dead flag among them. */
   private readonly control: Int32Array;
@@ -62,6 +79,30 @@ export class InputForwarder {
    */
   dead(): void {
     this.alive = false;
+    this.waiting.length = 0;
+    this.waitingBytes = 0;
+    this.callHandedOn();
+  }
+
+  /** Records waiting for room in the ring (see `write`). */
+  get waitingRecords(): number {
+    return this.waiting.length;
+  }
+
+  /** Payload bytes waiting for room in the ring. */
+  get bytesWaiting(): number {
+    return this.waitingBytes;
+  }
+
+  /** Calls `resume` once every record written so far is in the ring (at once when none waits). */
+  whenHandedOn(resume: () => void): void {
+    if (this.waiting.length === 0) resume();
+    else this.handedOn.push(resume);
+  }
+
+  /** Resolves once every record written so far is in the ring (the drain waits for it before stopping thread k). */
+  handedOnAll(): Promise<void> {
+    return new Promise((resolve) => this.whenHandedOn(resolve));
   }
 
   /** Opens a forwarded connection named `name` from `address`; its bytes go through the returned stream. */
@@ -88,25 +129,39 @@ export class InputForwarder {
   }
 
   /**
-   * Writes one record (a payload longer than a record takes several) and publishes. When the ring is full this thread
-   * waits for the other to make room: the connections it reads are held back meanwhile, as a busy event loop holds
-   * them (the kernel's buffers fill and TCP slows the senders); nothing is dropped.
+   * Writes one record (a payload longer than a record takes several, cut in pieces of PIECE_RECORDS records) and
+   * publishes. Returns false when the ring had no room for it: the record is kept (a copy) and goes in, in order, as
+   * the other thread makes room; records written meanwhile wait behind it. This thread never waits: its own
+   * connections and the ones spread to other threads go on; the source stops reading the connection whose bytes wait
+   * (see ForwardedStream.holdsBack) until `whenHandedOn` calls back, so what waits is bounded by a chunk per connection.
    */
-  write(kind: number, conn: number, payload: Uint8Array | null): void {
-    if (!this.alive) return;
+  write(kind: number, conn: number, payload: Uint8Array | null): boolean {
+    if (!this.alive) return true;
+    const length = payload === null ? 0 : payload.length;
+    const pieceBytes = PIECE_RECORDS * INP_PAYLOAD_MAX_BYTES;
+    if (length > pieceBytes) {
+      let all = true;
+      for (let at = 0; at < length; at += pieceBytes) {
+        all = this.write(kind, conn, payload!.subarray(at, Math.min(length, at + pieceBytes))) && all;
+      }
+      return all;
+    }
+    if (this.waiting.length === 0 && this.ring.freeSlots(recordsFor(length)) >= recordsFor(length)) {
+      this.put(kind, conn, payload);
+      return true;
+    }
+    this.waiting.push({ kind, conn, payload: payload === null ? null : new Uint8Array(payload) });
+    this.waitingBytes += length;
+    this.drainWhenRoom();
+    return false;
+  }
+
+  /** Writes the records of one payload (the ring has room for them) and publishes. */
+  private put(kind: number, conn: number, payload: Uint8Array | null): void {
     const ring = this.ring;
     const length = payload === null ? 0 : payload.length;
     let at = 0;
     do {
-      if (ring.freeSlots(1) < 1) {
-        ring.publish();
-        while (ring.waitForSpace(1, ROOM_WAIT_MS) < 1) {
-          // The other thread is busy or stopped reading for a moment: wait on, unless it died (its flag, set by
-          // itself: its exit event cannot reach this thread while it waits here).
-          if (Atomics.load(this.control, this.deadCell) !== 0) this.alive = false;
-          if (!this.alive) return;
-        }
-      }
       const slot = ring.claim();
       const n = Math.min(INP_PAYLOAD_MAX_BYTES, length - at);
       const i = slot * ring.strideI32;
@@ -118,6 +173,44 @@ export class InputForwarder {
     } while (at < length);
     ring.publish();
   }
+
+  /** Moves the waiting records into the ring as room appears, without blocking this thread. */
+  private drainWhenRoom(): void {
+    if (this.draining) return;
+    this.draining = true;
+    const pass = async (): Promise<void> => {
+      while (this.alive && this.waiting.length > 0) {
+        const head = this.waiting[0]!;
+        const length = head.payload === null ? 0 : head.payload.length;
+        const needed = recordsFor(length);
+        if (this.ring.freeSlots(needed) >= needed) {
+          this.waiting.shift();
+          this.waitingBytes -= length;
+          this.put(head.kind, head.conn, head.payload);
+          continue;
+        }
+        await this.ring.waitForSpaceAsync(needed, ROOM_WAIT_MS);
+        // The other thread says itself when it dies: its exit event may come later than this.
+        if (Atomics.load(this.control, this.deadCell) !== 0) this.dead();
+      }
+    };
+    void pass().finally(() => {
+      this.draining = false;
+      if (this.waiting.length === 0) this.callHandedOn();
+      else this.drainWhenRoom();
+    });
+  }
+
+  private callHandedOn(): void {
+    const waiters = this.handedOn;
+    this.handedOn = [];
+    for (const resume of waiters) resume();
+  }
+}
+
+/** INPUT records a payload of `length` bytes takes (one at least: OPEN and END records may be empty). */
+function recordsFor(length: number): number {
+  return Math.max(1, Math.ceil(length / INP_PAYLOAD_MAX_BYTES));
 }
 
 /** A connection whose bytes another ingest thread decodes (see InputForwarder). */
@@ -145,6 +238,15 @@ class ForwardedStream implements IngestStream {
   write(chunk: Uint8Array): void {
     if (this.ended || chunk.length === 0) return;
     this.forwarder.write(InputRecordKind.DATA, this.conn, chunk);
+  }
+
+  /** True while bytes of the thread's connections wait for room in its ring (this one's, or written before them). */
+  holdsBack(): boolean {
+    return this.forwarder.waitingRecords > 0;
+  }
+
+  whenHandedOn(resume: () => void): void {
+    this.forwarder.whenHandedOn(resume);
   }
 
   end(): void {

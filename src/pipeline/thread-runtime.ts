@@ -280,18 +280,21 @@ const EXIT_DRILL_ENV = 'GEOFENCE_DRILL_EXIT';
 const EXIT_DRILL_CODE = 70;
 
 /**
- * DRILL HOOKS, off by default, read when the thread starts (thread `ingest` or `dispatcher`):
+ * DRILL HOOKS, off by default, read when the thread starts (thread `ingest`, `ingest-<k>` for ingest thread k >= 1,
+ * or `dispatcher`):
  * `GEOFENCE_DRILL_BLOCK=<thread>:<afterMs>:<forMs>` blocks that thread's event loop for `forMs` starting `afterMs`
  * after its start (a stalled thread); `GEOFENCE_DRILL_EXIT=<thread>:<afterMs>` ends that thread (exit code 70)
  * `afterMs` after its start (a dead thread). For the health drills. Unset, nothing happens; a malformed value fails
  * the thread's start, so a mistyped drill does not pass silently.
  */
-export function armThreadDrills(thread: 'ingest' | 'dispatcher'): void {
+export function armThreadDrills(thread: string): void {
   const block = process.env[BLOCK_DRILL_ENV];
   if (block !== undefined && block !== '') {
-    const m = /^(ingest|dispatcher):(\d+):(\d+)$/.exec(block);
+    const m = /^(ingest(?:-[1-9]\d*)?|dispatcher):(\d+):(\d+)$/.exec(block);
     if (m === null) {
-      throw new Error(`${BLOCK_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>:<forMs>, got ${JSON.stringify(block)}`);
+      throw new Error(
+        `${BLOCK_DRILL_ENV} must be <ingest|ingest-<k>|dispatcher>:<afterMs>:<forMs>, got ${JSON.stringify(block)}`,
+      );
     }
     if (m[1] === thread) {
       const cell = new Int32Array(new SharedArrayBuffer(4));
@@ -300,9 +303,11 @@ export function armThreadDrills(thread: 'ingest' | 'dispatcher'): void {
   }
   const exit = process.env[EXIT_DRILL_ENV];
   if (exit !== undefined && exit !== '') {
-    const m = /^(ingest|dispatcher):(\d+)$/.exec(exit);
+    const m = /^(ingest(?:-[1-9]\d*)?|dispatcher):(\d+)$/.exec(exit);
     if (m === null)
-      throw new Error(`${EXIT_DRILL_ENV} must be <ingest|dispatcher>:<afterMs>, got ${JSON.stringify(exit)}`);
+      throw new Error(
+        `${EXIT_DRILL_ENV} must be <ingest|ingest-<k>|dispatcher>:<afterMs>, got ${JSON.stringify(exit)}`,
+      );
     if (m[1] === thread) setTimeout(() => process.exit(EXIT_DRILL_CODE), Number(m[2])).unref();
   }
 }

@@ -759,6 +759,11 @@ export const ING_SLOTS_REUSED_F64 = ING_BASE_F64 + 12;
 export const ING_FREED_SEQ_HIGH_F64 = ING_BASE_F64 + 13;
 /** Bytes the TCP connections hold for partial frames, summed (a gauge, within ingest.maxHeldBytes). */
 export const ING_HELD_BYTES_F64 = ING_BASE_F64 + 14;
+/**
+ * Times ingest thread 0 paused a telemetry connection because the ingest thread it was spread to had no room in its
+ * input ring (that thread is saturated): the connection's bytes waited, in order, and TCP slowed its sender.
+ */
+export const ING_FORWARD_PAUSES_F64 = ING_BASE_F64 + 15;
 /** Why the router closed a telemetry connection (not the client): cells [ING_CONNECTIONS_DROPPED_F64 + reason]. */
 export const ConnectionDropReason = {
   /** Nothing received for ingest.idleTimeoutMs. */

@@ -227,6 +227,25 @@ export class SpscRing {
     return this.freeSlots(wantedSlots);
   }
 
+  /**
+   * Resolves once at least `wantedSlots` are free or `timeoutMs` passes, without blocking the thread (Atomics.waitAsync:
+   * the event loop keeps running meanwhile); resolves to the free slot count. Publish what is claimed first.
+   */
+  async waitForSpaceAsync(wantedSlots: number, timeoutMs: number): Promise<number> {
+    let free = this.freeSlots(wantedSlots);
+    if (free >= wantedSlots) return free;
+    const observed = Atomics.load(this.header, RING_READ_SEQ_I32);
+    Atomics.store(this.header, RING_PRODUCER_SLEEPING_I32, 1);
+    // Re-check after raising the flag (see waitForSpace).
+    free = this.freeSlots(wantedSlots);
+    if (free < wantedSlots) {
+      const waited = waitAsync(this.header, RING_READ_SEQ_I32, observed, timeoutMs);
+      if (waited.async) await waited.value;
+    }
+    Atomics.store(this.header, RING_PRODUCER_SLEEPING_I32, 0);
+    return this.freeSlots(wantedSlots);
+  }
+
   // ------------------------------------------------------------------------------------------------------------
   // Consumer side
   // ------------------------------------------------------------------------------------------------------------

@@ -378,3 +378,80 @@ test('across a restart with two ingest threads: devices keep their ids, seq cont
     );
   }
 });
+
+test('a connection spread to a stalled ingest thread waits, in order, while ingest thread 0 goes on reading its own', async () => {
+  const got: Trigger[] = [];
+  // Ingest thread 1 stalls (its event loop blocked) from its start for 6 s: its input ring fills.
+  process.env.GEOFENCE_DRILL_BLOCK = 'ingest-1:0:6000';
+  let router: Router;
+  try {
+    router = await twoThreadRouter(
+      { type: 'FeatureCollection', features: [square('yard', 0, 0, 300)] },
+      'gr-multi-stall-',
+      (ts) => void got.push(...ts),
+      { ringCapacitySlots: 131_072 },
+    );
+  } finally {
+    delete process.env.GEOFENCE_DRILL_BLOCK;
+  }
+  const openSocket = async (): Promise<Socket> => {
+    const socket = connect({ host: '127.0.0.1', port: router.ingestPort! });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    return socket;
+  };
+  const ping = (id: string, inside: boolean, k: number): Buffer => {
+    const [lat, lon] = at(inside ? 0 : 600, k % 50);
+    return pack({ id, lat, lon, ts: T0 + k * 1000, speed: 5 });
+  };
+  try {
+    // The first connection is ingest thread 0's own; it works.
+    const own = await openSocket();
+    own.write(ping('own-0', true, 1));
+    await waitFor(() => got.some((t) => t.deviceId === 'own-0'), 10_000, "the first device's ENTER");
+    // The second is spread to the stalled thread: 1,000 devices x 120 pings (about 5.6 MB, more than its 4 MiB ring),
+    // each device in and out of the yard every 40 pings.
+    const spread = await openSocket();
+    const DEVICES = 1000;
+    const ROUNDS = 120;
+    const frames: Buffer[] = [];
+    for (let k = 0; k < ROUNDS; k++) {
+      for (let d = 0; d < DEVICES; d++) frames.push(ping(`far-${d}`, Math.floor(k / 40) % 2 === 1, k));
+    }
+    spread.write(Buffer.concat(frames));
+    const pauses = async (): Promise<number> =>
+      Number(/^geofence_ingest_forward_pauses_total (\d+)/m.exec(await router.metricsText())?.[1] ?? 0);
+    let paused = 0;
+    await waitFor(
+      () => {
+        void pauses().then((n) => (paused = n));
+        return paused > 0;
+      },
+      10_000,
+      'the spread connection paused: its thread has no room',
+    );
+    // Thread 0 still reads its own connection: 100 devices enter while thread 1 has admitted nothing yet.
+    for (let d = 1; d <= 100; d++) own.write(ping(`own-${d}`, true, 1));
+    await waitFor(
+      () => new Set(got.filter((t) => String(t.deviceId).startsWith('own-')).map((t) => t.deviceId)).size === 101,
+      10_000,
+      "every ENTER of thread 0's devices",
+    );
+    assert.equal(router.stats().admittedByIngestThread[1], 0, 'thread 1 is still stalled');
+    // Thread 1 wakes up: every byte of the spread connection went through, in order.
+    await waitFor(() => router.stats().processed === 101 + DEVICES * ROUNDS, 30_000, 'every ping processed');
+    own.end();
+    spread.end();
+    const s = await router.close();
+    assert.equal(s.shedTotal, 0);
+    assert.deepEqual(s.admittedByIngestThread, [101, DEVICES * ROUNDS]);
+    const far = got.filter((t) => String(t.deviceId).startsWith('far-'));
+    assert.equal(far.length, DEVICES * 2, 'ENTER at ping 40, EXIT at ping 80, per device');
+    const report = checkDeliveryContract(got, { stays: true, complete: true });
+    assert.deepEqual(report.problems, [], report.problems.join('\n'));
+  } finally {
+    await router.close();
+  }
+});

@@ -25,6 +25,7 @@ import {
   ING_CONNECTIONS_DROPPED_F64,
   ING_CONNECTIONS_OPENED_F64,
   ING_CONNECTIONS_REFUSED_F64,
+  ING_FORWARD_PAUSES_F64,
   ING_HELD_BYTES_F64,
 } from '../../shm/layout.js';
 import type { IngestEdge, IngestStream } from '../ingest-edge.js';
@@ -187,37 +188,34 @@ export class TcpSource implements TelemetrySource {
         counters[ING_CONNECTIONS_CLOSED_F64]!++;
         ended();
       };
+      // The router holds the connection back (rings full with 'backpressure', or the ingest thread it was spread to
+      // saturated): neither idleness nor a slow sender meanwhile, so the idle clock and the frame deadline stop.
+      const holdBack = (): void => {
+        if (idleMs > 0) socket.setTimeout(0);
+        const c = this.connections.get(socket);
+        if (c !== undefined) {
+          c.paused = true;
+          c.partialSinceMs = -1;
+        }
+        socket.pause();
+      };
+      const release = (): void => {
+        if (idleMs > 0) socket.setTimeout(idleMs);
+        const c = this.connections.get(socket);
+        if (c !== undefined) {
+          // The frame deadline runs again from now: the sender could not send while it was held back.
+          c.paused = false;
+          c.partialSinceMs = c.stream.bufferedBytes === 0 ? -1 : Date.now();
+        }
+        socket.resume();
+      };
       if (this.options.overload === 'backpressure') {
-        const feed = edge.openFeed(
-          name,
-          {
-            onResume: () => {
-              if (idleMs > 0) socket.setTimeout(idleMs);
-              const c = this.connections.get(socket);
-              if (c !== undefined) {
-                // The frame deadline runs again from now: the sender could not send while it was held back.
-                c.paused = false;
-                c.partialSinceMs = c.stream.bufferedBytes === 0 ? -1 : Date.now();
-              }
-              socket.resume();
-            },
-          },
-          limits,
-        );
+        const feed = edge.openFeed(name, { onResume: release }, limits);
         this.connections.set(socket, { socket, stream: feed.stream, held: 0, partialSinceMs: -1, paused: false });
         socket.on('data', (chunk: Buffer) => {
           const fed = feed.write(chunk);
           this.afterData(socket, counters);
-          if (fed) return;
-          // Waiting for the rings is not idleness, nor a slow sender: the idle clock and the frame deadline stop while
-          // the router holds the connection.
-          if (idleMs > 0) socket.setTimeout(0);
-          const c = this.connections.get(socket);
-          if (c !== undefined) {
-            c.paused = true;
-            c.partialSinceMs = -1;
-          }
-          socket.pause();
+          if (!fed) holdBack();
         });
         socket.on('close', () => void feed.end().then(closed));
       } else {
@@ -227,6 +225,12 @@ export class TcpSource implements TelemetrySource {
         socket.on('data', (chunk: Buffer) => {
           stream.write(chunk);
           this.afterData(socket, counters);
+          // Spread to an ingest thread whose input ring is full: its bytes wait, in order, and the connection is not
+          // read until they have gone in (the other connections go on).
+          if (stream.holdsBack?.() !== true) return;
+          counters[ING_FORWARD_PAUSES_F64]!++;
+          holdBack();
+          stream.whenHandedOn!(release);
         });
         socket.on('close', () => {
           stream.end();
