@@ -330,6 +330,11 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
     for (const [tid, v] of cpuEnd) routerTicks += v - (cpuAtWarm.get(tid) ?? 0);
     const other = routerTicks / CLK_TCK - namedSeconds;
     threadCpu.otherThreads = `${((other / windowS) * 100).toFixed(0)}%`;
+    // Ingest thread 0 also submits the containment tasks: its event-loop delay (last second) delays them.
+    const loop = /^geofence_thread_event_loop_delay_p99_seconds\{thread="ingest"\} (\S+)$/m.exec(
+      await router.metricsText(),
+    );
+    if (loop !== null) threadCpu.ingestLoopDelayP99 = `${(Number(loop[1]) * 1000).toFixed(1)}ms`;
     threadCpu.generator = `${(((genLast - genAtWarm) / CLK_TCK / windowS) * 100).toFixed(0)}% wait=${((genWaitLast - genWaitAtWarm) / 1e6 / windowS).toFixed(0)}ms/s`;
     threadCpu.router = `${((routerTicks / CLK_TCK / windowS) * 100).toFixed(0)}% ${((routerTicks / CLK_TCK / steadyPings) * 1e6).toFixed(2)}us`;
   }

@@ -19,6 +19,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import type { DeviceIdReader } from '../ingest/device-registry.js';
 import type { DeviceState } from '../fences/device-state.js';
 import type { FenceStore } from '../fences/store.js';
@@ -80,7 +81,7 @@ import {
   TREC_ID_STRING,
 } from './file-layout.js';
 import { nowNs } from '../shm/clock.js';
-import { readFully, replaceFileDurably, syncDir } from './fs-util.js';
+import { readFully, replaceFileDurably, replaceFileDurablyAsync, syncDir, syncDirAsync } from './fs-util.js';
 import { RecordBuffer } from './trigger-codec.js';
 
 /** The gap an unclean stop puts between the seqs before and after it (see the module comment). */
@@ -323,6 +324,54 @@ export function encodeCheckpoint(
   meta: CheckpointMeta,
   keep: Uint8Array | null = null,
 ): Uint8Array {
+  const steps = encodeSteps(copy, ids, store, meta, keep);
+  for (;;) {
+    const step = steps.next();
+    if (step.done === true) return step.value;
+  }
+}
+
+/** How long `encodeCheckpointSliced` works before it lets the event loop run, ms. */
+const ENCODE_SLICE_MS = 4;
+/** Devices encoded between two looks at the clock. */
+const DEVICES_PER_STEP = 1024;
+
+/**
+ * `encodeCheckpoint` in slices of about ENCODE_SLICE_MS, the event loop running between them: the main thread, which
+ * also hands triggers to in-process callbacks and runs the embedding application, is never held for the whole encoding
+ * (about 40 ms at 100,000 devices). Same bytes as `encodeCheckpoint`; `slices` (optional) counts the slices; `sliceMs`
+ * 0 yields after every DEVICES_PER_STEP devices.
+ */
+export async function encodeCheckpointSliced(
+  copy: DeviceStateCopy,
+  ids: DeviceIdReader,
+  store: FenceStore,
+  meta: CheckpointMeta,
+  slices: { count: number } = { count: 0 },
+  sliceMs: number = ENCODE_SLICE_MS,
+): Promise<Uint8Array> {
+  const steps = encodeSteps(copy, ids, store, meta, null);
+  let sliceStart = performance.now();
+  slices.count = 1;
+  for (;;) {
+    const step = steps.next();
+    if (step.done === true) return step.value;
+    if (performance.now() - sliceStart >= sliceMs) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      slices.count++;
+      sliceStart = performance.now();
+    }
+  }
+}
+
+/** The encoding, pausing (a yield) after every DEVICES_PER_STEP devices of each pass; returns the bytes. */
+function* encodeSteps(
+  copy: DeviceStateCopy,
+  ids: DeviceIdReader,
+  store: FenceStore,
+  meta: CheckpointMeta,
+  keep: Uint8Array | null,
+): Generator<void, Uint8Array, void> {
   const fenceTable = new Int32Array(Math.max(1, store.fenceCount)).fill(-1);
   const fences: number[] = [];
   let size = CKPT_HEADER_BYTES;
@@ -347,6 +396,7 @@ export function encodeCheckpoint(
     if (seq > seqFloor) seqFloor = seq;
   };
   for (let d = 0; d < copy.count; d++) {
+    if ((d & (DEVICES_PER_STEP - 1)) === DEVICES_PER_STEP - 1) yield;
     idOffsets[d + 1] = idOffsets[d]!;
     if (keep !== null && keep[d] === 0) continue;
     if (copy.live[d] === 0) {
@@ -412,6 +462,7 @@ export function encodeCheckpoint(
     p += CKPT_FENCE_HEAD_BYTES + align8(fb.id.length + fb.tags.length);
   }
   for (let d = 0; d < copy.count; d++) {
+    if ((d & (DEVICES_PER_STEP - 1)) === DEVICES_PER_STEP - 1) yield;
     if (live[d] === 0) continue;
     const df = d * DEV_STRIDE_F64;
     const di = d * DEV_STRIDE_I32;
@@ -549,4 +600,14 @@ export function writeCheckpointFile(dir: string, bytes: Uint8Array): void {
     syncDir(dir);
   }
   replaceFileDurably(current, bytes);
+}
+
+/** `writeCheckpointFile` with the writes and fsyncs done off the event loop (libuv's pool). */
+export async function writeCheckpointFileAsync(dir: string, bytes: Uint8Array): Promise<void> {
+  const current = path.join(dir, CHECKPOINT_FILE);
+  if (fs.existsSync(current)) {
+    await fs.promises.rename(current, path.join(dir, PREVIOUS_CHECKPOINT_FILE));
+    await syncDirAsync(dir);
+  }
+  await replaceFileDurablyAsync(current, bytes);
 }

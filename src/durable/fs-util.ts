@@ -52,6 +52,37 @@ export function replaceFileDurably(file: string, bytes: Uint8Array): void {
   syncDir(path.dirname(file));
 }
 
+/** `syncDir` off the event loop. */
+export async function syncDirAsync(dir: string): Promise<void> {
+  let handle: fs.promises.FileHandle | null = null;
+  try {
+    handle = await fs.promises.open(dir, 'r');
+    await handle.sync();
+  } catch {
+    // As syncDir.
+  } finally {
+    await handle?.close();
+  }
+}
+
+/** `replaceFileDurably` with the write, the fsyncs and the rename done off the event loop (libuv's pool). */
+export async function replaceFileDurablyAsync(file: string, bytes: Uint8Array): Promise<void> {
+  const tmp = `${file}.tmp`;
+  const handle = await fs.promises.open(tmp, 'w');
+  try {
+    let at = 0;
+    while (at < bytes.length) {
+      const { bytesWritten } = await handle.write(bytes, at, bytes.length - at, at);
+      at += bytesWritten;
+    }
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fs.promises.rename(tmp, file);
+  await syncDirAsync(path.dirname(file));
+}
+
 /** Removes a file if it exists and makes the removal durable. */
 export function removeDurably(file: string): void {
   try {

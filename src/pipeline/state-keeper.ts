@@ -10,8 +10,9 @@
  * durable before the first trigger.
  *
  * Running: every `checkpointIntervalMs` containment is paused (the batches in flight finish), the device state is
- * copied (a few milliseconds at 100,000 devices), containment resumes, and the copy is encoded and written (temporary
- * file, fsync, rename). A crash therefore loses at most the device state of the last interval: after it, devices may
+ * copied (a few milliseconds at 100,000 devices), containment resumes, and the copy is encoded (in slices of a few
+ * milliseconds, the event loop running between them: this thread also hands triggers to in-process callbacks) and
+ * written off the event loop (temporary file, fsync, rename). A crash therefore loses at most the device state of the last interval: after it, devices may
  * repeat an ENTER or DWELL of that interval (with new seqs), never reuse a seq.
  */
 import * as fs from 'node:fs';
@@ -20,9 +21,10 @@ import { scanBacklog } from '../durable/backlog-log.js';
 import {
   DeviceStateCopy,
   encodeCheckpoint,
+  encodeCheckpointSliced,
   readLatestCheckpoint,
   SEQ_EPOCH,
-  writeCheckpointFile,
+  writeCheckpointFileAsync,
   type Checkpoint,
 } from '../durable/checkpoint.js';
 import { scanDeadLetters } from '../durable/dead-letter-file.js';
@@ -428,14 +430,15 @@ export class StateKeeper {
       // Devices that expired and come back later start above every seq a freed slot's device had: so does the floor.
       const freedSeqHigh = new Float64Array(this.memory.pipeline)[ING_FREED_SEQ_HIGH_F64]!;
       if (freedSeqHigh > this.seqFloor) this.seqFloor = freedSeqHigh;
-      const bytes = encodeCheckpoint(this.copy, this.ids, store, {
+      // Encoded in slices and written off the event loop: this thread also hands triggers to in-process callbacks.
+      const bytes = await encodeCheckpointSliced(this.copy, this.ids, store, {
         seqFloor: this.seqFloor,
         number: this.number + 1,
         pingsProcessed: counts.pingsProcessed,
         triggersProduced: counts.triggers,
         clean,
       });
-      writeCheckpointFile(this.dir.dir, bytes);
+      await writeCheckpointFileAsync(this.dir.dir, bytes);
       this.number++;
       this.lastCheckpointMs = this.copy.capturedMs;
       const s = this.stats;
