@@ -115,6 +115,11 @@ export interface IngestStream {
   holdsBack?(): boolean;
   /** With `holdsBack`: calls `resume` once every byte written so far has been handed on (at once if it has). */
   whenHandedOn?(resume: () => void): void;
+  /**
+   * Optional: true while the bytes written have not all reached the thread that decodes them, so `bufferedBytes` and
+   * `heldBytes` are behind; the source does not age the stream's partial frame meanwhile.
+   */
+  inTransit?(): boolean;
 }
 
 /** Stream bound to the edge: counts bytes and tags rejections with its name. */

@@ -285,7 +285,12 @@ export class PipelineEdge extends IngestEdge {
   override openConnection(name: string, limits: StreamLimits | null = null, address = ''): IngestStream {
     const n = this.forwarders.length;
     if (n === 0) return this.openStream(name, limits);
-    const k = this.nextConnection;
+    // Round-robin, passing over a thread whose input ring is full (bytes wait for it): a new connection is not queued
+    // behind a saturated thread while another can take it.
+    let k = this.nextConnection;
+    for (let tries = 0; tries < n && k !== 0 && this.forwarders[k - 1]!.waitingRecords > 0; tries++) {
+      k = k === n ? 0 : k + 1;
+    }
     this.nextConnection = k === n ? 0 : k + 1;
     // A forwarded connection's ping and new-device budgets are the receiving thread's (per connection, and per
     // address among that thread's connections); its count and held bytes are this thread's.

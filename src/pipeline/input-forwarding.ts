@@ -123,8 +123,8 @@ export class InputForwarder {
     return this.cells[conn * INP_CONN_STRIDE_F64 + cell]!;
   }
 
-  /** `conn` ended: its END record is written, so its number may be given to the next connection. */
-  release(conn: number): void {
+  /** `conn` ended: its END record is in the ring, so its number may be given to the next connection. */
+  private release(conn: number): void {
     this.freeConns[this.freeTop++] = conn;
   }
 
@@ -156,7 +156,10 @@ export class InputForwarder {
     return false;
   }
 
-  /** Writes the records of one payload (the ring has room for them) and publishes. */
+  /**
+   * Writes the records of one payload (the ring has room for them) and publishes. An END record gives its connection
+   * number back only now: a new connection given it cannot have its cells written by the old one's bytes still waiting.
+   */
   private put(kind: number, conn: number, payload: Uint8Array | null): void {
     const ring = this.ring;
     const length = payload === null ? 0 : payload.length;
@@ -172,6 +175,7 @@ export class InputForwarder {
       at += n;
     } while (at < length);
     ring.publish();
+    if (kind === InputRecordKind.END) this.release(conn);
   }
 
   /** Moves the waiting records into the ring as room appears, without blocking this thread. */
@@ -204,7 +208,24 @@ export class InputForwarder {
   private callHandedOn(): void {
     const waiters = this.handedOn;
     this.handedOn = [];
-    for (const resume of waiters) resume();
+    let failure: unknown = null;
+    for (const resume of waiters) {
+      try {
+        resume();
+      } catch (err) {
+        // Every other waiter is still called (a socket left paused would never be read again).
+        failure ??= err;
+      }
+    }
+    if (failure !== null) throw failure;
+  }
+
+  /**
+   * True while bytes written here have not all been read by the receiving thread (waiting for room, or unread in its
+   * ring): what that thread last reported about its connections is behind.
+   */
+  get behind(): boolean {
+    return this.waiting.length > 0 || this.ring.freeSlots(this.ring.capacitySlots) < this.ring.capacitySlots;
   }
 }
 
@@ -249,11 +270,15 @@ class ForwardedStream implements IngestStream {
     this.forwarder.whenHandedOn(resume);
   }
 
+  inTransit(): boolean {
+    return !this.ended && this.forwarder.behind;
+  }
+
   end(): void {
     if (this.ended) return;
     this.ended = true;
+    // The number goes back to the forwarder once the END record is in the ring (InputForwarder.put).
     this.forwarder.write(InputRecordKind.END, this.conn, null);
-    this.forwarder.release(this.conn);
   }
 }
 

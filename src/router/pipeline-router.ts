@@ -934,6 +934,8 @@ export class PipelineRouter implements Router {
    * unclean and restores the last checkpoint).
    */
   async abandon(): Promise<void> {
+    // A checkpoint under way (encoding in slices, writing off the event loop) finishes before the directory is given up.
+    await this.reloadChain.catch(() => undefined);
     await this.shutdown();
     if (!this.ingestStarted) {
       await this.finishState();

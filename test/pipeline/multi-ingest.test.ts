@@ -10,6 +10,7 @@
  * - A fence reload reaches every ingest thread's lane classification.
  * - A client trickling a frame on a forwarded connection is closed at the frame deadline.
  * - A restart with two ingest threads: ids, seq and stays carry over.
+ * - A connection spread to a stalled ingest thread waits in order while thread 0 reads its own and takes new ones.
  * - Admission under overload through both threads: every ping accounted for (offered = admitted + shed, every admitted
  *   ping processed), COMPLIANCE shed only when its rings are full, and the delivery contract holds.
  */
@@ -379,7 +380,7 @@ test('across a restart with two ingest threads: devices keep their ids, seq cont
   }
 });
 
-test('a connection spread to a stalled ingest thread waits, in order, while ingest thread 0 goes on reading its own', async () => {
+test('a connection spread to a stalled ingest thread waits, in order; thread 0 goes on reading its own and takes new ones', async () => {
   const got: Trigger[] = [];
   // Ingest thread 1 stalls (its event loop blocked) from its start for 6 s: its input ring fills.
   process.env.GEOFENCE_DRILL_BLOCK = 'ingest-1:0:6000';
@@ -440,13 +441,22 @@ test('a connection spread to a stalled ingest thread waits, in order, while inge
       "every ENTER of thread 0's devices",
     );
     assert.equal(router.stats().admittedByIngestThread[1], 0, 'thread 1 is still stalled');
+    // New connections pass over the saturated thread: the third is thread 0's turn, the fourth would be thread 1's.
+    const third = await openSocket();
+    const fourth = await openSocket();
+    for (let d = 0; d < 50; d++) fourth.write(ping(`late-${d}`, true, 1));
+    await waitFor(
+      () => new Set(got.filter((t) => String(t.deviceId).startsWith('late-')).map((t) => t.deviceId)).size === 50,
+      10_000,
+      'every ENTER of the fourth connection, read by ingest thread 0',
+    );
+    assert.equal(router.stats().admittedByIngestThread[1], 0, 'thread 1 is still stalled');
     // Thread 1 wakes up: every byte of the spread connection went through, in order.
-    await waitFor(() => router.stats().processed === 101 + DEVICES * ROUNDS, 30_000, 'every ping processed');
-    own.end();
-    spread.end();
+    await waitFor(() => router.stats().processed === 151 + DEVICES * ROUNDS, 30_000, 'every ping processed');
+    for (const socket of [own, spread, third, fourth]) socket.end();
     const s = await router.close();
     assert.equal(s.shedTotal, 0);
-    assert.deepEqual(s.admittedByIngestThread, [101, DEVICES * ROUNDS]);
+    assert.deepEqual(s.admittedByIngestThread, [151, DEVICES * ROUNDS]);
     const far = got.filter((t) => String(t.deviceId).startsWith('far-'));
     assert.equal(far.length, DEVICES * 2, 'ENTER at ping 40, EXIT at ping 80, per device');
     const report = checkDeliveryContract(got, { stays: true, complete: true });

@@ -374,9 +374,15 @@ export class TcpSource implements TelemetrySource {
    */
   private closeLateFrames(counters: Float64Array, sweepMs: number): void {
     const now = Date.now();
-    const lateMs = now - this.lastSweepMs - sweepMs;
+    const sinceLastMs = now - this.lastSweepMs;
+    const lateMs = sinceLastMs - sweepMs;
     this.lastSweepMs = now;
     if (lateMs > 0) for (const c of this.connections.values()) if (c.partialSinceMs >= 0) c.partialSinceMs += lateMs;
+    // A connection whose bytes have not all reached the ingest thread that decodes it (that thread is busy or
+    // stalled): its sender is not the slow one, so the time since the last sweep is not its either.
+    for (const c of this.connections.values()) {
+      if (c.partialSinceMs >= 0 && c.stream.inTransit?.() === true) c.partialSinceMs += Math.min(sinceLastMs, sweepMs);
+    }
     for (const c of this.connections.values()) this.observe(c, counters);
     if (this.heldTotal > this.options.maxHeldBytes) this.closeOldestPartials(counters);
     const before = now - this.options.frameDeadlineMs;
