@@ -3,7 +3,9 @@
  * (a worker thread cannot hand a socket to another one) and spreads them over the ingest threads; the bytes of a
  * connection spread to thread k go through k's INPUT ring (INP_* records in src/shm/layout.ts), in order, and k
  * decodes, registers, classifies and admits them into its own telemetry rings. Thread 0's cost per forwarded byte is
- * one copy; everything per ping is k's.
+ * one copy; everything per ping is k's. When k falls behind and its ring is full, thread 0 does not wait: the bytes
+ * wait in order (a copy), the connections spread to k are paused until they are in, and new connections go to the
+ * other threads.
  */
 import {
   INP_CONN_BUFFERED_F64,
