@@ -336,21 +336,31 @@ const ENCODE_SLICE_MS = 4;
 /** Devices encoded between two looks at the clock. */
 const DEVICES_PER_STEP = 1024;
 
+/** Options of `encodeCheckpointSliced`. */
+export interface SlicedEncodeOptions {
+  /** Per captured slot, 1 to encode (one partition's devices); all when absent. */
+  keep?: Uint8Array | null;
+  /** Counts the slices (set by the call). */
+  slices?: { count: number };
+  /** Work between two turns of the event loop, ms (0: a turn after every DEVICES_PER_STEP devices). */
+  sliceMs?: number;
+}
+
 /**
  * `encodeCheckpoint` in slices of about ENCODE_SLICE_MS, the event loop running between them: the main thread, which
  * also hands triggers to in-process callbacks and runs the embedding application, is never held for the whole encoding
- * (about 40 ms at 100,000 devices). Same bytes as `encodeCheckpoint`; `slices` (optional) counts the slices; `sliceMs`
- * 0 yields after every DEVICES_PER_STEP devices.
+ * (about 40 ms at 100,000 devices). Same bytes as `encodeCheckpoint`.
  */
 export async function encodeCheckpointSliced(
   copy: DeviceStateCopy,
   ids: DeviceIdReader,
   store: FenceStore,
   meta: CheckpointMeta,
-  slices: { count: number } = { count: 0 },
-  sliceMs: number = ENCODE_SLICE_MS,
+  options: SlicedEncodeOptions = {},
 ): Promise<Uint8Array> {
-  const steps = encodeSteps(copy, ids, store, meta, null);
+  const steps = encodeSteps(copy, ids, store, meta, options.keep ?? null);
+  const sliceMs = options.sliceMs ?? ENCODE_SLICE_MS;
+  const slices = options.slices ?? { count: 0 };
   let sliceStart = performance.now();
   slices.count = 1;
   for (;;) {

@@ -20,7 +20,6 @@ import type { RouterOptions } from '../config/options.js';
 import { scanBacklog } from '../durable/backlog-log.js';
 import {
   DeviceStateCopy,
-  encodeCheckpoint,
   encodeCheckpointSliced,
   readLatestCheckpoint,
   SEQ_EPOCH,
@@ -457,13 +456,19 @@ export class StateKeeper {
    * Encodes, from the copy the last checkpoint took (call right after it, with the same `store`), the devices of each
    * of `partitions` (partitionOf their id over `partitionCount`) as a checkpoint of their own.
    */
-  encodePartitions(store: FenceStore, partitionCount: number, partitions: readonly number[]): Map<number, Uint8Array> {
+  async encodePartitions(
+    store: FenceStore,
+    partitionCount: number,
+    partitions: readonly number[],
+  ): Promise<Map<number, Uint8Array>> {
     const copy = this.copy;
     const ids = this.ids;
     const partitionOfSlot = new Int32Array(copy.count);
     const scratch = new Uint8Array(DEVID_MAX_ID_BYTES);
     const digits = new TextEncoder();
     for (let d = 0; d < copy.count; d++) {
+      // The event loop runs now and then (this thread hands triggers to in-process callbacks).
+      if ((d & 4095) === 4095) await new Promise<void>((resolve) => setImmediate(resolve));
       if (ids.isNumeric(d)) {
         const t = digits.encode(String(ids.numericId(d)));
         partitionOfSlot[d] = partitionOfTokenBytes(t, 0, t.length, partitionCount);
@@ -477,12 +482,12 @@ export class StateKeeper {
       for (let d = 0; d < copy.count; d++) keep[d] = partitionOfSlot[d] === p ? 1 : 0;
       out.set(
         p,
-        encodeCheckpoint(
+        await encodeCheckpointSliced(
           copy,
           ids,
           store,
           { seqFloor: this.seqFloor, number: this.number, pingsProcessed: 0, triggersProduced: 0, clean: false },
-          keep,
+          { keep },
         ),
       );
     }

@@ -127,7 +127,7 @@ export class PartitionCheckpoints {
     if (this.gate !== null && !leaseGateOpen(this.gate))
       throw new Error('the partition leases are not known to hold (renewal overdue or lost): nothing stored');
     const t0 = nowNs();
-    const encoded = keeper.encodePartitions(store, this.partitionCount, this.owned);
+    const encoded = await keeper.encodePartitions(store, this.partitionCount, this.owned);
     let bytes = 0;
     for (let i = 0; i < this.owned.length; i++) {
       const p = this.owned[i]!;

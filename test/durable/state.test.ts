@@ -308,7 +308,7 @@ test('the sliced checkpoint encoding writes the same bytes as the one-piece one,
   };
   setImmediate(turn);
   const slices = { count: 0 };
-  const sliced = await encodeCheckpointSliced(copy, reader, s, meta, slices, 0);
+  const sliced = await encodeCheckpointSliced(copy, reader, s, meta, { slices, sliceMs: 0 });
   running = false;
   assert.ok(Buffer.from(sliced).equals(Buffer.from(whole)), 'the same bytes');
   // Two passes over the devices, a slice after every 1,024 of each.
