@@ -122,14 +122,14 @@ for (let k = 0; k < REPEATS; k++) {
   const encoded = encodeCheckpoint(copy, ids, store, { ...meta, number: k + 1 });
   bytes = encoded.length;
   const t0 = performance.now();
-  writeCheckpointFile(dir, encoded);
+  await writeCheckpointFile(dir, encoded);
   writeMs.push(performance.now() - t0);
 }
 const restoreMs: number[] = [];
 for (let k = 0; k < Math.min(REPEATS, 5); k++) {
   const stateDir = join(dir, `restore-${k}`);
   mkdirSync(stateDir, { recursive: true });
-  writeCheckpointFile(stateDir, encodeCheckpoint(copy, ids, store, meta));
+  await writeCheckpointFile(stateDir, encodeCheckpoint(copy, ids, store, meta));
   const fresh = allocatePipelineMemory({
     shards: 8,
     ringCapacitySlots: 1024,

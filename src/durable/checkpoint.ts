@@ -81,7 +81,7 @@ import {
   TREC_ID_STRING,
 } from './file-layout.js';
 import { nowNs } from '../shm/clock.js';
-import { readFully, replaceFileDurably, replaceFileDurablyAsync, syncDir, syncDirAsync } from './fs-util.js';
+import { readFully, replaceFileDurablyAsync, syncDirAsync } from './fs-util.js';
 import { RecordBuffer } from './trigger-codec.js';
 
 /** The gap an unclean stop puts between the seqs before and after it (see the module comment). */
@@ -602,18 +602,11 @@ export function readLatestCheckpoint(dir: string, problems: string[] = []): Chec
   return null;
 }
 
-/** Makes `bytes` the current checkpoint of `dir` (the current one becomes the previous one); durable on return. */
-export function writeCheckpointFile(dir: string, bytes: Uint8Array): void {
-  const current = path.join(dir, CHECKPOINT_FILE);
-  if (fs.existsSync(current)) {
-    fs.renameSync(current, path.join(dir, PREVIOUS_CHECKPOINT_FILE));
-    syncDir(dir);
-  }
-  replaceFileDurably(current, bytes);
-}
-
-/** `writeCheckpointFile` with the writes and fsyncs done off the event loop (libuv's pool). */
-export async function writeCheckpointFileAsync(dir: string, bytes: Uint8Array): Promise<void> {
+/**
+ * Makes `bytes` the current checkpoint of `dir` (the current one becomes the previous one); durable once resolved. The
+ * writes and fsyncs run off the event loop (libuv's pool).
+ */
+export async function writeCheckpointFile(dir: string, bytes: Uint8Array): Promise<void> {
   const current = path.join(dir, CHECKPOINT_FILE);
   if (fs.existsSync(current)) {
     await fs.promises.rename(current, path.join(dir, PREVIOUS_CHECKPOINT_FILE));

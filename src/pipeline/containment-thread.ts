@@ -156,8 +156,14 @@ if (state !== null && data !== null && data !== undefined && data.fences !== und
   // Open the first generation now: the first batch should not pay for it.
   const first = FenceStore.open(data.fences);
   stores.set(first.generation, first);
-  engine = new ContainmentEngine(first, state, counters, 0, data.engine);
-  if (idReader !== null) engine.watchLifeWords(idReader.lifeWords);
+  engine = newEngine(first);
+}
+
+/** An engine over `store` whose expiry records read the devices' life words. */
+function newEngine(store: FenceStore): ContainmentEngine {
+  const e = new ContainmentEngine(store, state!, counters, 0, data?.engine ?? {});
+  if (idReader !== null) e.watchLifeWords(idReader.lifeWords);
+  return e;
 }
 
 function storeOf(task: ContainmentTask): FenceStore | null {
@@ -189,10 +195,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (state === null || pipeline === null) throw new Error('containment worker started without workerData');
   const store = storeOf(task);
   if (store === null) return NEEDS_STORE;
-  if (engine === null) {
-    engine = new ContainmentEngine(store, state, counters, 0, data?.engine ?? {});
-    if (idReader !== null) engine.watchLifeWords(idReader.lifeWords);
-  } else if (engine.currentStore !== store) engine.useStore(store);
+  if (engine === null) engine = newEngine(store);
+  else if (engine.currentStore !== store) engine.useStore(store);
   const rings = task.rings;
   for (let i = 0; i < rings.length; i++) {
     const tel = telemetry[rings[i]!]!;

@@ -148,7 +148,8 @@ export class InputForwarder {
       }
       return all;
     }
-    if (this.waiting.length === 0 && this.ring.freeSlots(recordsFor(length)) >= recordsFor(length)) {
+    const needed = recordsFor(length);
+    if (this.waiting.length === 0 && this.ring.freeSlots(needed) >= needed) {
       this.put(kind, conn, payload);
       return true;
     }

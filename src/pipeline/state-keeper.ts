@@ -12,8 +12,8 @@
  * Running: every `checkpointIntervalMs` containment is paused (the batches in flight finish), the device state is
  * copied (a few milliseconds at 100,000 devices), containment resumes, and the copy is encoded (in slices of a few
  * milliseconds, the event loop running between them: this thread also hands triggers to in-process callbacks) and
- * written off the event loop (temporary file, fsync, rename). A crash therefore loses at most the device state of the last interval: after it, devices may
- * repeat an ENTER or DWELL of that interval (with new seqs), never reuse a seq.
+ * written off the event loop (temporary file, fsync, rename). A crash therefore loses at most the device state of the
+ * last interval: after it, devices may repeat an ENTER or DWELL of that interval (with new seqs), never reuse a seq.
  */
 import * as fs from 'node:fs';
 import type { RouterOptions } from '../config/options.js';
@@ -23,7 +23,7 @@ import {
   encodeCheckpointSliced,
   readLatestCheckpoint,
   SEQ_EPOCH,
-  writeCheckpointFileAsync,
+  writeCheckpointFile,
   type Checkpoint,
 } from '../durable/checkpoint.js';
 import { scanDeadLetters } from '../durable/dead-letter-file.js';
@@ -437,7 +437,7 @@ export class StateKeeper {
         triggersProduced: counts.triggers,
         clean,
       });
-      await writeCheckpointFileAsync(this.dir.dir, bytes);
+      await writeCheckpointFile(this.dir.dir, bytes);
       this.number++;
       this.lastCheckpointMs = this.copy.capturedMs;
       const s = this.stats;

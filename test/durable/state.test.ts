@@ -150,7 +150,7 @@ test('a state directory whose checkpoints are all unreadable is refused, naming 
   sd.release();
 });
 
-test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a damaged file falls back to the previous one', () => {
+test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a damaged file falls back to the previous one', async () => {
   const s = store(['A', 'B', 'C']);
   const ids = ['truck-1', 42, '42'];
   const { memory, state } = memoryWith(
@@ -189,8 +189,8 @@ test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a dama
   assert.equal(cp.clean, true);
   assert.equal(cp.number, 7);
   const dir = tmp('ckpt-');
-  writeCheckpointFile(dir, bytes);
-  writeCheckpointFile(dir, bytes.slice(0, bytes.length - 8));
+  await writeCheckpointFile(dir, bytes);
+  await writeCheckpointFile(dir, bytes.slice(0, bytes.length - 8));
   assert.throws(
     () => decodeCheckpoint(fs.readFileSync(path.join(dir, CHECKPOINT_FILE)), 'cur'),
     /cur: checkpoint is damaged/,
@@ -201,7 +201,7 @@ test('checkpoint: devices by id (42 and "42" apart), entries by fence id; a dama
   assert.match(problems[0]!, /checkpoint\.bin: checkpoint is damaged/);
 });
 
-test('restore: after a clean stop seq continues; after an unclean one every device starts above a floor raised by 2^32; a device inside a fence that is gone gets an EXIT', () => {
+test('restore: after a clean stop seq continues; after an unclean one every device starts above a floor raised by 2^32; a device inside a fence that is gone gets an EXIT', async () => {
   const before = store(['A', 'B', 'C']);
   const ids = ['d0', 'd1', 'd2'];
   const { memory, state } = memoryWith(
@@ -219,7 +219,7 @@ test('restore: after a clean stop seq continues; after an unclean one every devi
   ] as const) {
     const dir = path.join(tmp('restore-'), 'state');
     fs.mkdirSync(dir, { recursive: true });
-    writeCheckpointFile(
+    await writeCheckpointFile(
       dir,
       encodeCheckpoint(copy, new DeviceIdReader(memory.idTable), before, {
         seqFloor: 0,
