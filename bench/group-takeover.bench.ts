@@ -8,7 +8,9 @@
  * survivors hold its leases ("took partitions") and until they read them again ("reading partitions", a router
  * restarted on the larger set) is taken from their logs; the killed member is then started again and rejoins.
  *
- *   node dist/bench/group-takeover.bench.js [--lease-ms 2000,10000] [--kills 3] [--rate 5000]
+ *   node dist/bench/group-takeover.bench.js [--lease-ms 2000,10000] [--kills 3] [--rate 5000] [--logs DIR]
+ *
+ * With --logs, every member's log is written to DIR/<lease ms>-<member>.log at the end of its lease time's run.
  *
  * Prints one JSON line per lease time; writes bench/out/group-takeover.json.
  */
@@ -30,6 +32,7 @@ const { values } = parseArgs({
     'lease-ms': { type: 'string', default: '2000,10000' },
     kills: { type: 'string', default: '3' },
     rate: { type: 'string', default: '5000' },
+    logs: { type: 'string' },
   },
 });
 const PARTITIONS = 16;
@@ -51,6 +54,7 @@ class Member {
     });
     this.child.stderr!.setEncoding('utf8').on('data', (s: string) => (this.log += s));
     children.push(this.child);
+    everyMember.push(this);
   }
 
   /** The partitions of its last "reading partitions" line. */
@@ -110,6 +114,8 @@ writeFileSync(fencesPath, JSON.stringify(generateSyntheticCity({ seed: 1, fenceC
 const results: unknown[] = [];
 // Router processes of a run that fails are not left behind.
 const children: ChildProcess[] = [];
+/** Every member started, for --logs. */
+const everyMember: Member[] = [];
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 for (const leaseMs of values['lease-ms'].split(',').map(Number)) {
   const nats = await startNats();
@@ -160,6 +166,10 @@ for (const leaseMs of values['lease-ms'].split(',').map(Number)) {
     }
   } finally {
     for (const m of members) m.child.kill('SIGKILL');
+    if (values.logs !== undefined) {
+      mkdirSync(values.logs, { recursive: true });
+      for (const m of everyMember) writeFileSync(join(values.logs, `${leaseMs}-${m.name}.log`), m.log);
+    }
     stop.now = true;
     await publishing;
     nats.stop();

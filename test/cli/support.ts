@@ -4,6 +4,7 @@ import { createReadStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CLI_NODE_FLAGS } from '../../src/cli/node-flags.js';
 
 /** Path of the built binary (dist/src/cli/main.js). */
 export const MAIN_PATH = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -19,15 +20,17 @@ export class CliProcess {
 
   /**
    * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
-   * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin.
+   * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin. Node runs with
+   * `nodeFlags` (default: the flags the binary's first line gives it).
    */
   constructor(
     args: readonly string[],
     timeoutMs = 30_000,
     cwd = mkdtempSync(join(tmpdir(), 'gr-cli-')),
     stdinPath: string | null = null,
+    nodeFlags: readonly string[] = CLI_NODE_FLAGS,
   ) {
-    this.child = spawn(process.execPath, [MAIN_PATH, ...args], {
+    this.child = spawn(process.execPath, [...nodeFlags, MAIN_PATH, ...args], {
       stdio: [stdinPath === null ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       cwd,
     });
