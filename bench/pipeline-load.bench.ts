@@ -10,6 +10,7 @@
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--ingest-threads N] [--shards N] [--connections N] [--warmup-seconds S]
  *       [--downstream webhook|jetstream|mqtt|ndjson] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
+ *       [--webhook-limit gradient|aimd|...|N]   (the webhook's concurrency limit; a number is a fixed limit)
  *       [--generator replay|encode] [--rounds 16] [--thread-cpu]
  *
  * The generator (default `replay`, loadgen/replay-loadgen.ts) encodes `--rounds` pings per device before the clock
@@ -43,6 +44,7 @@ const { values } = parseArgs({
     devices: { type: 'string', default: '10000' },
     'warmup-seconds': { type: 'string', default: '1' },
     downstream: { type: 'string', default: 'callback' },
+    'webhook-limit': { type: 'string' },
     // Passed to the generator: event time per ping of a device (0: the wall clock) and the fleet's radius.
     'event-step-ms': { type: 'string', default: '0' },
     'radius-m': { type: 'string', default: '15000' },
@@ -64,6 +66,14 @@ const seconds = Number(values.seconds);
 const warmupMs = Number(values['warmup-seconds']) * 1000;
 const fences = generateSyntheticCity({ seed: 42, fenceCount: 10_000 });
 const webhook = values.downstream === 'webhook';
+/** The webhook's concurrency limit (`--webhook-limit`: a limit's name or a fixed number; default: the product's). */
+const webhookLimit =
+  values['webhook-limit'] === undefined
+    ? null
+    : /^\d+$/.test(values['webhook-limit'])
+      ? Number(values['webhook-limit'])
+      : // The router refuses a name it does not know, naming the option.
+        (values['webhook-limit'] as 'gradient');
 const SINK_KINDS = ['callback', 'webhook', 'jetstream', 'mqtt', 'ndjson'];
 if (!SINK_KINDS.includes(values.downstream!))
   throw new RangeError(`--downstream must be one of ${SINK_KINDS.join(', ')}, got ${values.downstream}`);
@@ -210,7 +220,14 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
               callback: (ts) => void (delivered += ts.length),
             },
           ]
-        : [{ name: 'hook', kind: 'webhook', url: `http://127.0.0.1:${receiver.port}/hook` }],
+        : [
+            {
+              name: 'hook',
+              kind: 'webhook',
+              url: `http://127.0.0.1:${receiver.port}/hook`,
+              ...(webhookLimit === null ? {} : { limit: webhookLimit }),
+            },
+          ],
     log: () => undefined,
   });
   const replay = values.generator === 'replay';
@@ -265,6 +282,10 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
   const accepted: number[] = [];
   const processed: number[] = [];
   const deliveredPerSec: number[] = [];
+  // The first downstream's limit and requests in flight at each sample after the warm-up: whether the limit held
+  // delivery back (pressed: every permit in use).
+  const limitSamples: number[] = [];
+  let pressedSamples = 0;
   let last = router.stats();
   let lastT = performance.now();
   let ticks = 0;
@@ -297,6 +318,11 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
       deliveredPerSec.push((s.delivered - last.delivered) / dt);
     }
     if (warmTaken) {
+      const d0 = s.downstreams[0];
+      if (d0 !== undefined) {
+        limitSamples.push(d0.limit);
+        if (d0.inflight >= d0.limit) pressedSamples++;
+      }
       genLast = genTicks() || genLast;
       genWaitLast = [...threadRunqueueWaitNs(String(child.pid)).values()].reduce((a, b) => a + b, 0) || genWaitLast;
     }
@@ -386,6 +412,8 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
           deadLettered: hook.deadLettered,
           lastDeliveredAfterGeneratorMs: Math.round(lastDeliveredAfterMs),
           limitAtEnd: hook.limit,
+          limitMedian: median(limitSamples),
+          pressedShare: Number((pressedSamples / Math.max(1, limitSamples.length)).toFixed(3)),
         }
       : {}),
     steadyHeldP50Ms: Number(steady.p50Ms.toFixed(3)),
