@@ -138,6 +138,8 @@ for (const leaseMs of values['lease-ms'].split(',').map(Number)) {
       String(leaseMs),
       '--ndjson',
       join(dir, `l${leaseMs}-m${serial}.ndjson`),
+      // The start's sub-phases (the ingest thread's) are logged at debug level, for --logs.
+      ...(values.logs === undefined ? [] : ['--log-level', 'debug']),
     ]);
   let members = [start(), start(), start()];
   const taken: number[] = [];

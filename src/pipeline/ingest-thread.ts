@@ -56,6 +56,8 @@ export type IngestThreadData = ThreadOptions<'ingest'> & {
   fences: FenceStoreDescriptor;
   /** True when the main thread forwards stdin as stream-data messages (the `inputs` entry "-"). */
   stdinForwarded: boolean;
+  /** When the main thread started the thread, epoch ms (its start-up is reported from it). */
+  startedAtEpochMs: number;
 };
 
 /** Synthetic pings each pool worker runs before the router starts (see warm-up.ts). */
@@ -129,6 +131,9 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
 
 async function main(): Promise<void> {
   const d = workerData as IngestThreadData;
+  // Since the main thread started this one: the thread's start and the loading of its modules.
+  const loadedMs = performance.now();
+  const startedMs = loadedMs - (Date.now() - d.startedAtEpochMs);
   const m = d.memory;
   startThreadRuntimeReporter(m.threadRuntime, RT_THREAD_INGEST);
   armThreadDrills('ingest');
@@ -362,11 +367,25 @@ async function main(): Promise<void> {
   // The pool is typed for containment tasks; the named export takes a WarmUpTask.
   const warmTasks = Array.from({ length: d.poolSize }, (_, i): WarmUpTask => ({ ...warm, seed: warm.seed + i }));
   const warmed = Promise.all(warmTasks.map((t) => pool.run(t as unknown as ContainmentTask, { name: 'warmUp' })));
+  const setUpMs = performance.now();
   // The edge warms on this thread while the workers warm on theirs.
   warmIngestPath(d, pool, predicates.store);
+  const edgeWarmedMs = performance.now();
   await warmed;
+  const workersWarmedMs = performance.now();
   await sourcePrepared;
+  const sourcesMs = performance.now();
   await Promise.all(peers.map((p) => p.ready));
+  const since = (a: number, b: number): number => Math.round(b - a);
+  post({
+    type: 'log',
+    line:
+      `ingest thread ready in ${since(startedMs, performance.now())} ms: starting and loading ${since(startedMs, loadedMs)} ms, ` +
+      `set-up ${since(loadedMs, setUpMs)} ms, warming the ingest path ${since(setUpMs, edgeWarmedMs)} ms, ` +
+      `then waiting for the containment workers' warm-up ${since(edgeWarmedMs, workersWarmedMs)} ms, ` +
+      `the sources ${since(workersWarmedMs, sourcesMs)} ms and the other ingest threads ${since(sourcesMs, performance.now())} ms`,
+    level: 'debug',
+  });
   // The main thread says when to start taking input: after the dispatcher runs and has what the restore left for it.
   post({ type: 'ready' });
   await begun;

@@ -9,5 +9,11 @@ import type { PipelineMemory } from '../pipeline/memory.js';
 
 /** The ingest thread's workerData: its options, the shared memory and the first fence generation. */
 export function ingestThreadData(o: RouterOptions, m: PipelineMemory, fences: FenceStoreDescriptor): IngestThreadData {
-  return { ...threadOptions(o, 'ingest'), memory: m, fences, stdinForwarded: o.inputs.includes('-') };
+  return {
+    ...threadOptions(o, 'ingest'),
+    memory: m,
+    fences,
+    stdinForwarded: o.inputs.includes('-'),
+    startedAtEpochMs: Date.now(),
+  };
 }
