@@ -21,8 +21,8 @@
  * `geofence_dispatch_held_time_seconds` histogram, bucket upper bounds), identity violations (must be 0), a memory
  * series every 10 s, and each receiver's contract check (order
  * violations must be 0). Exit code 0 when every check holds, 1 otherwise. `--router-log <file>` keeps the router's
- * stderr; `--config-extra '<json>'` adds router options to its config file; the router's node runs with the binary's own
- * flags (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
+ * stderr; `--config-extra '<json>'` adds router options to its config file; the router's node runs with the flags the binary
+ * is meant to run with (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CLI_NODE_FLAGS } from '../src/cli/node-flags.js';
@@ -190,7 +190,7 @@ async function startRouter(
 ): Promise<{ child: ChildProcess; port: number; admin: number; stderr: () => string; exited: Promise<number | null> }> {
   const arenas = values['malloc-arena-max'];
   const env = arenas === undefined ? process.env : { ...process.env, MALLOC_ARENA_MAX: arenas };
-  // The flags the binary runs with (its first line), then any given here.
+  // The flags the binary is meant to run with (as npm start passes them), then any given here.
   const nodeFlags = [...CLI_NODE_FLAGS, ...(values['router-node-flags']?.split(' ').filter((f) => f !== '') ?? [])];
   const child = spawn(process.execPath, [...nodeFlags, MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let err = '';

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --no-memory-reducer
+#!/usr/bin/env node
 /**
  * The `geofence-router` binary (main thread): options from the defaults, a JSON config file (--config) and flags;
  * --help; --demo runs the embedded demo. SIGHUP reloads the fences file (a bad file leaves the old fences serving);
@@ -247,7 +247,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const missing = missingNodeFlags(process.execArgv);
   if (missing.length > 0)
     say(
-      `node runs without ${missing.join(' ')} (the binary's own first line and npm start pass ${CLI_NODE_FLAGS.join(' ')}): resident memory may swing by 10 % and more under a steady load as quiet threads' heaps shrink and grow back`,
+      `node runs without ${missing.join(' ')} (npm start passes it; or run node ${CLI_NODE_FLAGS.join(' ')} dist/src/cli/main.js): resident memory may swing by 10 % and more under a steady load as quiet threads' heaps shrink and grow back`,
     );
   return request.demo ? runDemo(input, request) : runPlain(input);
 }

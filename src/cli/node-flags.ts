@@ -1,6 +1,8 @@
 /**
- * The node flags the `geofence-router` binary runs with: its first line (`#!/usr/bin/env -S node <flags>`) and
- * `npm start` pass them; a start without them says so once in the log. The library leaves its host's flags alone.
+ * The node flags the `geofence-router` binary is meant to run with: `npm start` passes them, the README's commands
+ * show them (`node <flags> dist/src/cli/main.js`), and a start without them says so once in the log. Its first line
+ * stays `#!/usr/bin/env node`: `env -S` would carry flags there, but BusyBox's env (Alpine images) has no `-S` and
+ * the installed binary would not start at all. The library leaves its host's flags alone.
  *
  * `--no-memory-reducer`: V8's memory reducer shrinks the heap of a thread that has gone quiet (the main thread between
  * scrapes and checkpoints), and the heap grows back at its next burst of work, so under a steady load the process's

@@ -1,6 +1,6 @@
 /**
- * The node flags the binary runs with (src/cli/node-flags.ts): its first line and `npm start` pass them, node accepts
- * them, and a start without them says so once.
+ * The node flags the binary is meant to run with (src/cli/node-flags.ts): `npm start` passes them, node accepts them,
+ * and a start without them says so once.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -11,16 +11,13 @@ import { CliProcess, MAIN_PATH } from './support.js';
 const ROOT = new URL('../../../', import.meta.url);
 const NOTICE = /node runs without --no-memory-reducer/;
 
-test("the binary's first line and npm start pass every flag of CLI_NODE_FLAGS", () => {
-  const first = readFileSync(MAIN_PATH, 'utf8').split('\n')[0]!;
-  assert.match(first, /^#!\/usr\/bin\/env -S node /);
+test('npm start passes every flag of CLI_NODE_FLAGS; the first line needs no env -S', () => {
+  // BusyBox's env has no -S: the installed binary's first line must work without it.
+  assert.equal(readFileSync(MAIN_PATH, 'utf8').split('\n')[0], '#!/usr/bin/env node');
   const start = (JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as { scripts: { start: string } })
     .scripts.start;
   assert.ok(CLI_NODE_FLAGS.length > 0);
-  for (const flag of CLI_NODE_FLAGS) {
-    assert.ok(first.split(' ').includes(flag), `first line ${first} lacks ${flag}`);
-    assert.ok(start.split(' ').includes(flag), `npm start (${start}) lacks ${flag}`);
-  }
+  for (const flag of CLI_NODE_FLAGS) assert.ok(start.split(' ').includes(flag), `npm start (${start}) lacks ${flag}`);
   assert.deepEqual(missingNodeFlags([]), [...CLI_NODE_FLAGS]);
   assert.deepEqual(missingNodeFlags(['--inspect', ...CLI_NODE_FLAGS]), []);
 });
