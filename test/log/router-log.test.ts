@@ -108,7 +108,10 @@ test('createRouter takes a logger object (lines from the threads name them) and 
   await router.close();
   const started = logger.calls.find((c) => c.message.startsWith('started in '));
   assert.ok(started !== undefined && started.level === 'info' && started.fields.thread === 'main');
-  const reject = logger.calls.find((c) => c.fields.thread === 'ingest');
+  // The ingest thread's own start line (debug), then the rejection (a warning): both name the thread.
+  const ready = logger.calls.find((c) => c.message.startsWith('ingest thread ready in '));
+  assert.ok(ready !== undefined && ready.level === 'debug' && ready.fields.thread === 'ingest');
+  const reject = logger.calls.find((c) => c.fields.thread === 'ingest' && c !== ready);
   assert.ok(reject !== undefined, JSON.stringify(logger.calls));
   assert.equal(reject.level, 'warn');
 });
