@@ -122,6 +122,8 @@ for (const leaseMs of values['lease-ms'].split(',').map(Number)) {
   const stop = { now: false };
   const publishing = publishUntil(nats.url, Number(values.rate), stop);
   let serial = 0;
+  // --logs writes this lease time's members only.
+  everyMember.length = 0;
   const start = (): Member =>
     new Member(`m${serial++}`, [
       '--fences',

@@ -7,8 +7,8 @@
  * `--no-memory-reducer`: V8's memory reducer shrinks the heap of a thread that has gone quiet (the main thread between
  * scrapes and checkpoints), and the heap grows back at its next burst of work, so under a steady load the process's
  * resident memory swung by 10 % and more with nothing live growing (bench/RESULTS.md, "Resident memory that holds
- * still"). Without it each heap keeps the size its work needs; collections run as before and every heap stays within
- * its limits. It has to be a command-line flag: set once the process runs, it no longer reaches the main thread's heap.
+ * still"). Without it each heap keeps the size its work needs; quiet threads collect less often and every heap stays
+ * within its limits. It has to be a command-line flag: set once the process runs, it no longer reaches the main thread's heap.
  */
 
 /** The node flags the binary runs with. */

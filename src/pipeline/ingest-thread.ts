@@ -376,14 +376,15 @@ async function main(): Promise<void> {
   await sourcePrepared;
   const sourcesMs = performance.now();
   await Promise.all(peers.map((p) => p.ready));
+  const readyMs = performance.now();
   const since = (a: number, b: number): number => Math.round(b - a);
   post({
     type: 'log',
     line:
-      `ingest thread ready in ${since(startedMs, performance.now())} ms: starting and loading ${since(startedMs, loadedMs)} ms, ` +
+      `ingest thread ready in ${since(startedMs, readyMs)} ms: starting and loading ${since(startedMs, loadedMs)} ms, ` +
       `set-up ${since(loadedMs, setUpMs)} ms, warming the ingest path ${since(setUpMs, edgeWarmedMs)} ms, ` +
       `then waiting for the containment workers' warm-up ${since(edgeWarmedMs, workersWarmedMs)} ms, ` +
-      `the sources ${since(workersWarmedMs, sourcesMs)} ms and the other ingest threads ${since(sourcesMs, performance.now())} ms`,
+      `the sources ${since(workersWarmedMs, sourcesMs)} ms and the other ingest threads ${since(sourcesMs, readyMs)} ms`,
     level: 'debug',
   });
   // The main thread says when to start taking input: after the dispatcher runs and has what the restore left for it.

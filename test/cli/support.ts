@@ -21,7 +21,7 @@ export class CliProcess {
   /**
    * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
    * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin. Node runs with
-   * `nodeFlags` (default: the flags the binary's first line gives it).
+   * `nodeFlags` (default: CLI_NODE_FLAGS, the flags npm start passes).
    */
   constructor(
     args: readonly string[],
