@@ -42,6 +42,7 @@ export const MetricNames = {
   EXPIRY_EXITS: 'geofence_expiry_exits_total',
   IMPLAUSIBLE_SEGMENTS: 'geofence_implausible_segments_total',
   CROSS_OVER_BUDGET: 'geofence_cross_over_budget_total',
+  CONTAINMENT_PARKED: 'geofence_containment_parked_seconds_total',
   PINGS_OFFERED: 'geofence_pings_offered_total',
   PINGS_ADMITTED: 'geofence_pings_admitted_total',
   PINGS_SHED: 'geofence_pings_shed_total',

@@ -58,6 +58,7 @@ import {
   CNT_EXPIRY_EXITS_F64,
   CNT_IMPLAUSIBLE_SEGMENTS_F64,
   CNT_CROSS_OVER_BUDGET_F64,
+  CNT_PARKED_NS_F64,
   CNT_GENERATION_MISMATCH_F64,
   CNT_INVALID_F64,
   CNT_PROCESSED_F64,
@@ -515,6 +516,13 @@ export class RouterMetrics {
     };
     for (const [name, help, cell] of CONTAINMENT_COUNTERS)
       this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
+    const parkedNs = sum(CNT_PARKED_NS_F64);
+    this.addSharedCounter(
+      MetricNames.CONTAINMENT_PARKED,
+      'Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x groups: idle; near 0: working flat out).',
+      [],
+      [{ labels: {}, read: () => parkedNs() / 1e9 }],
+    );
     const triggers: SharedSeries[] = [];
     for (let t = 0; t < TRIGGER_TYPE_COUNT; t++)
       triggers.push({ labels: { type: TRIGGER_TYPE_NAMES[t]! }, read: sum(CNT_TRIGGERS_F64 + t) });

@@ -23,6 +23,7 @@ import { DeviceIdReader } from '../ingest/device-registry.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
+  CNT_PARKED_NS_F64,
   RingKind,
   TEL_DEVICE_SLOT_I32,
   WDG_HELD_COUNT_I32,
@@ -209,6 +210,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
   // Group g's cells are in shard g's block, and ring g (ingest thread 0's ring of shard g) is the group's first ring
   // (ShardScheduler's grouping).
   const wb = (rings[0]! % shardCount) * WDG_STRIDE_I32;
+  const parkedCell = (rings[0]! % shardCount) * CNT_BLOCK_F64 + CNT_PARKED_NS_F64;
   Atomics.store(watchdog, wb + WDG_THREAD_ID_I32, threadId);
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
@@ -285,6 +287,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
     if (now - idleSinceNs >= lingerNs) return consumed;
     // Park on the rings in turn: with devices spread by hash, the next read chunk publishes to each of them.
     telemetry[rings[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
+    // The time parked, for the queue-delay controllers (CNT_PARKED_NS_F64 in the group's block, shard wb's).
+    counters[parkedCell] = counters[parkedCell]! + (nowNs() - now);
     parkOn = parkOn + 1 === rings.length ? 0 : parkOn + 1;
   }
 }

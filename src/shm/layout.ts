@@ -592,8 +592,14 @@ export const CNT_EXPIRY_EXITS_F64 = CNT_EXPIRED_DEVICES_F64 + 1;
 export const CNT_IMPLAUSIBLE_SEGMENTS_F64 = CNT_EXPIRY_EXITS_F64 + 1;
 /** CROSS triggers not written because their device had used its CROSS budget for the second. */
 export const CNT_CROSS_OVER_BUDGET_F64 = CNT_IMPLAUSIBLE_SEGMENTS_F64 + 1;
+/**
+ * Time the containment task of a shard group spent parked waiting for records, ns (in the block of the group's first
+ * shard, shard g for group g; written by the task holding the group). Near the elapsed time: the group idles; near 0:
+ * it works flat out (or its task is between submissions, which this does not count).
+ */
+export const CNT_PARKED_NS_F64 = CNT_CROSS_OVER_BUDGET_F64 + 1;
 /** Float64 cells used by one containment counter block. */
-const CNT_BLOCK_USED_F64 = CNT_CROSS_OVER_BUDGET_F64 + 1;
+const CNT_BLOCK_USED_F64 = CNT_PARKED_NS_F64 + 1;
 /** Float64 cells per block, rounded up to whole cache lines so shards never share a line. */
 export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 

@@ -292,6 +292,14 @@ test('queue delay: below the watermark, a backlog that builds while the consumer
   // The wait passes the target at about 30 ms; ten intervals later the spell starts.
   assert.ok(ramp.spellAtMs > 1000 && ramp.spellAtMs <= 1100, `spell at ${ramp.spellAtMs} ms`);
   assert.ok(ramp.maxDepth < 300, `shed far under the 615-slot watermark: depth ${ramp.maxDepth}`);
+  // A stall leaves a standing queue: 10 arrive and 10 are read every 10 ms, except for 150 ms without reading (a
+  // busy host). The queue may yet drain: the spell waits for ten intervals of it.
+  const standing = drive(
+    () => 10,
+    (t) => (t >= 2000 && t < 2150 ? 0 : 10),
+    5000,
+  );
+  assert.ok(standing.spellAtMs > 3000, `standing queue: spell at ${standing.spellAtMs} ms`);
   // A consumer that stalls for a second with 500 records waiting (under the watermark): no spell.
   const stalled = drive(
     (t) => (t === 0 ? 500 : 0),

@@ -157,13 +157,20 @@ test('metricsText and the admin server expose every part of the pipeline', async
     downstreams: [{ name: 'cb', kind: 'callback', callback: () => undefined }],
     stateDir: mkdtempSync(join(tmpdir(), 'gr-m-')),
   });
+  const startedMs = Date.now();
   try {
     for (const p of SCRIPT) router.ingest(frameOf(p));
+    // The containment task lingers on the empty rings (parked) before it answers.
+    await new Promise((r) => setTimeout(r, 300));
     await router.drain();
+    const elapsedS = (Date.now() - startedMs) / 1000;
     const res = await fetch(`http://127.0.0.1:${router.adminPort}/metrics`);
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.ok((await router.metricsText()).includes(`geofence_ingest_accepted_total ${SCRIPT.length}`));
+    // One worker: parked for its linger at least, and never longer than the router has run.
+    const parked = Number(/^geofence_containment_parked_seconds_total (\S+)$/m.exec(text)?.[1]);
+    assert.ok(parked >= 0.05 && parked <= elapsedS, `parked ${parked} s in ${elapsedS} s`);
     for (const needle of [
       `geofence_ingest_accepted_total ${SCRIPT.length}`,
       'geofence_pings_admitted_total{lane="compliance"}',
