@@ -19,7 +19,8 @@
  * thread's live heap together and fails on growth over 5 %), COMPLIANCE pings shed (must be 0) and the compliance share of the capacity against
  * the reserved slice, held-time P99 per downstream and lane over the soak and, at `steady`, per 10 s window (the
  * `geofence_dispatch_held_time_seconds` histogram, bucket upper bounds), identity violations (must be 0), a memory
- * series every 10 s, and each receiver's contract check (order
+ * series every 10 s, the containment workers' time parked waiting for records per second (median after warm-up;
+ * near 0: the workers are the constraint), and each receiver's contract check (order
  * violations must be 0). Exit code 0 when every check holds, 1 otherwise. `--router-log <file>` keeps the router's
  * stderr; `--config-extra '<json>'` adds router options to its config file; the router's node runs with the flags the binary
  * is meant to run with (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
@@ -286,6 +287,8 @@ interface Sample {
   checkpointPauseMs: number;
   fill: number;
   processed: number;
+  /** The containment workers' time parked waiting for records, s (cumulative). */
+  parkedS: number;
   offered: Record<string, number>;
   shed: Record<string, number>;
   /** The held-time histogram at `steady` per lane (cumulative counts), for the P99 of each 10 s window. */
@@ -369,6 +372,7 @@ async function main(): Promise<void> {
           checkpointPauseMs: sumOf(s, 'geofence_checkpoint_last_pause_seconds') * 1000,
           fill: cap > 0 ? depth / cap : 0,
           processed: sumOf(s, 'geofence_pings_processed_total'),
+          parkedS: sumOf(s, 'geofence_containment_parked_seconds_total'),
           offered: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_offered_total', { lane: l })])),
           shed: Object.fromEntries(LANES.map((l) => [l, sumOf(s, 'geofence_pings_shed_total', { lane: l })])),
           heldSteady: Object.fromEntries(
@@ -517,6 +521,11 @@ async function main(): Promise<void> {
     ),
     processedPerSecMedian: Math.round(
       median(after.slice(1).map((x, i) => (x.processed - after[i]!.processed) / (x.tS - after[i]!.tS))),
+    ),
+    // Worker-seconds the containment workers spent waiting for records per second (with one worker: the share of its
+    // time), median of the scrape intervals after warm-up: near 0, the workers are the constraint.
+    containmentParkedPerSecMedian: round(
+      median(after.slice(1).map((x, i) => (x.parkedS - after[i]!.parkedS) / (x.tS - after[i]!.tS))),
     ),
     limitMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.limit[ds]!))])),
     inflightMedian: Object.fromEntries(downstreams.map((ds) => [ds, median(after.map((x) => x.inflight[ds]!))])),

@@ -519,7 +519,7 @@ export class RouterMetrics {
     const parkedNs = sum(CNT_PARKED_NS_F64);
     this.addSharedCounter(
       MetricNames.CONTAINMENT_PARKED,
-      'Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x groups: idle; near 0: working flat out).',
+      'Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x the groups, one per pool worker: idle; near 0: working flat out).',
       [],
       [{ labels: {}, read: () => parkedNs() / 1e9 }],
     );

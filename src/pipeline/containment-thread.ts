@@ -287,7 +287,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
     if (now - idleSinceNs >= lingerNs) return consumed;
     // Park on the rings in turn: with devices spread by hash, the next read chunk publishes to each of them.
     telemetry[rings[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
-    // The time parked, for the queue-delay controllers (CNT_PARKED_NS_F64 in the group's block, shard wb's).
+    // The time parked (CNT_PARKED_NS_F64 in the group's counter block: /metrics shows how much the workers wait).
     counters[parkedCell] = counters[parkedCell]! + (nowNs() - now);
     parkOn = parkOn + 1 === rings.length ? 0 : parkOn + 1;
   }
