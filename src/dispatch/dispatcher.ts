@@ -120,7 +120,13 @@ import {
 } from '../durable/trigger-codec.js';
 import { carryOver, copyRecord, readPendingRecords, takeOver, type CarriedRecord } from './carry-over.js';
 import { DeadLetterRing } from './dead-letter/ring.js';
-import { Downstream, type DeadLetterTarget, type DeliveredHook, type DownstreamOptions } from './downstream.js';
+import {
+  Downstream,
+  replayDerivesAgain,
+  type DeadLetterTarget,
+  type DeliveredHook,
+  type DownstreamOptions,
+} from './downstream.js';
 import { FenceCatalog } from './fence-catalog.js';
 import { TriggerRouter } from './trigger-router.js';
 import type { TriggerNamer } from './sinks/format.js';
@@ -180,6 +186,15 @@ export interface DispatcherOptions {
    * none, always open).
    */
   leaseGate?: SharedArrayBuffer;
+  /**
+   * With a partitioned source read again exactly (every ping from its stream, the device state from its stored
+   * checkpoints): per device slot of an earlier run, the seq its restored state reached, or NaN for a device whose
+   * triggers are not derived again here. An earlier run's trigger above it, in the pending file, the dead-letter file
+   * or the backlog log, comes again from the replay in its device's order, so the file's copy is passed over (a copy
+   * delivered first would put a later seq ahead of triggers the crash lost and the replay derives again). Default:
+   * none (every record of an earlier run is taken over).
+   */
+  replayFloors?: Float64Array;
   /** Called after every delivered batch. */
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
@@ -422,8 +437,28 @@ export class Dispatcher implements DeadLetterTarget {
           wallClockMs,
         },
       );
+      const floors = options.replayFloors ?? null;
+      const derivedAgain = (buf: RecordBuffer, at: number): boolean => {
+        const identity = readTriggerIdentity(buf, at);
+        return replayDerivesAgain(floors, deviceSlotOf(identity.deviceId), identity.seq);
+      };
+      // Earlier runs' records the replay derives again: left out (a PENDING dead letter is settled as RESOLVED).
+      let superseded = 0;
+      if (floors !== null) {
+        const kept: CarriedRecord[] = [];
+        for (const r of carried) {
+          if (!derivedAgain(r.buf, 0)) kept.push(r);
+          else {
+            superseded++;
+            if (r.dlqPosition >= 0) dlq.setStatus(r.dlqPosition, DeadLetterStatus.RESOLVED);
+          }
+        }
+        carried.length = 0;
+        carried.push(...kept);
+      }
       const fileOnly = new Map<number, number>();
       let unresolvedBacklog = 0;
+      let supersededBacklog = 0;
       const backlog =
         options.spill === false
           ? null
@@ -441,6 +476,7 @@ export class Dispatcher implements DeadLetterTarget {
               onPending: (buf, at) => {
                 const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
                 if (slot < 0) unresolvedBacklog++;
+                else if (derivedAgain(buf, at)) supersededBacklog++;
                 else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
               },
             });
@@ -460,22 +496,28 @@ export class Dispatcher implements DeadLetterTarget {
           onHeld: options.onHeld ?? null,
           stall: this.stallMeter === null ? null : this.stallMeter.cells,
           leaseGate: options.leaseGate === undefined ? null : new Float64Array(options.leaseGate),
+          replayFloors: floors,
         },
         carried.length,
       );
       for (const [slot, count] of fileOnly) ds.queues.fileOnly[slot] = count;
-      const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog;
+      const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog - supersededBacklog;
       this.pendingFileSettled.push(false);
-      // Records naming a device this run does not know stay counted here and settle as lost when loaded.
-      ds.recovered += backlog === null ? 0 : backlog.recovered;
+      // Records naming a device this run does not know stay counted here and settle as lost when loaded; those the
+      // replay derives again are passed over when loaded, never counted.
+      ds.recovered += backlog === null ? 0 : backlog.recovered - supersededBacklog;
+      ds.superseded = superseded + supersededBacklog;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
       const lost = taken.unresolved + unresolvedBacklog;
-      if (taken.taken + backlogRecovered > 0 || lost > 0) {
+      if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0) {
         log(
           `downstream ${o.name}: took over ${taken.taken} triggers from the previous run's pending and dead-letter files ` +
             `and ${backlogRecovered} from its backlog log` +
-            (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : ''),
+            (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : '') +
+            (ds.superseded > 0
+              ? `; ${ds.superseded} more are derived again, in their devices' order, by the partitions' replay (their copies in the files are passed over)`
+              : ''),
         );
       }
       this.reportOpenDamage(o.name, dlq, backlog);

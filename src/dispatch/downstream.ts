@@ -43,6 +43,7 @@ import {
   Lane,
   TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
+  TRG_SEQ_F64,
   leaseGateOpen,
 } from '../shm/layout.js';
 import type { ClockNs } from '../shm/clock.js';
@@ -165,6 +166,18 @@ export interface DownstreamContext {
   stall: Float64Array | null;
   /** The router's lease gate (LEASE_GATE_F64 cells): while it is shut nothing is sent; null: always open. */
   leaseGate: Float64Array | null;
+  /**
+   * Per device slot, the seq above which an earlier run's trigger is derived again by an exact replay of its
+   * partition (NaN, or a slot past the end: none is); such records of the backlog log are passed over when loaded.
+   * Null: none (see DispatcherOptions.replayFloors).
+   */
+  replayFloors: Float64Array | null;
+}
+
+/** True when an earlier run's trigger `seq` of device `slot` is derived again by the replay (`floors`: replayFloors). */
+export function replayDerivesAgain(floors: Float64Array | null, slot: number, seq: number): boolean {
+  if (floors === null || slot < 0 || slot >= floors.length) return false;
+  return seq > floors[slot]!; // false for NaN
 }
 
 /** One downstream (see the module comment). */
@@ -202,6 +215,11 @@ export class Downstream {
   offered = 0;
   /** Triggers of earlier runs taken over at start. */
   recovered = 0;
+  /**
+   * Triggers of earlier runs passed over because the replay of their partition derives them again (not counted in
+   * `recovered`: they are offered again by this run).
+   */
+  superseded = 0;
   /** Triggers delivered that were never dead-lettered. */
   delivered = 0;
   /** Dead letters re-delivered by the replay lane. */
@@ -444,6 +462,15 @@ export class Downstream {
         // A record of an earlier run naming a device this run cannot: settled as lost (counted).
         q.release(slot);
         this.final++;
+        continue;
+      }
+      if (
+        log.lastLoadedEarlier &&
+        replayDerivesAgain(this.ctx.replayFloors, device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
+      ) {
+        // Derived again by the replay, in its device's order: this copy is done (and never counted as recovered).
+        log.markDone(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
+        q.release(slot);
         continue;
       }
       const i = slot * DREC_STRIDE_I32;

@@ -217,6 +217,8 @@ export class BacklogLog {
   readonly cursorFallback: boolean;
   /** Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`). */
   writeErrors = 0;
+  /** True when the record `loadNext` loaded last was written by an earlier run (found past the cursor at open). */
+  lastLoadedEarlier = false;
   /** The last write error, as text (null: none yet). */
   lastError: string | null = null;
   /** True while the last flush failed: the write buffer keeps what it could not write. */
@@ -263,6 +265,9 @@ export class BacklogLog {
   /** Number of the last cursor commit written (copy `commitNumber & 1` holds it). */
   private commitNumber: number;
   private closed = false;
+  /** Where the records of earlier runs end: segment and offset (this run appends after them). */
+  private readonly openEndSeg: number;
+  private readonly openEndOff: number;
 
   /** Opens (creating if needed) the backlog in `options.dir`: cuts a torn tail, reads the cursor, counts what is pending. */
   constructor(options: BacklogLogOptions) {
@@ -311,6 +316,8 @@ export class BacklogLog {
     }
     this.writeSeg = last;
     this.writeFd = fd;
+    this.openEndSeg = last;
+    this.openEndOff = valid;
     for (const s of segments)
       this.setSegmentBytes(
         s,
@@ -526,6 +533,8 @@ export class BacklogLog {
       this.winSeg[w] = this.readSeg;
       this.winOff[w] = this.readOff;
       this.winDone[w] = 0;
+      this.lastLoadedEarlier =
+        this.readSeg < this.openEndSeg || (this.readSeg === this.openEndSeg && this.readOff < this.openEndOff);
       this.readOff += length;
       this.unreadCount--;
       this.segmentUnread.set(this.readSeg, this.segmentUnread.get(this.readSeg)! - 1);

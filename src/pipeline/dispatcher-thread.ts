@@ -62,6 +62,8 @@ export interface DispatcherThreadData {
   deadLetterCapacityRecords: number;
   /** Fences a restored checkpoint named that the fences file no longer has (their EXITs name them). */
   namesOnly: NamesOnlyGeneration | null;
+  /** See DispatcherOptions.replayFloors (null: none). */
+  replayFloors: Float64Array | null;
   /** This run's id in durable trigger records (different from every earlier run's on the same state directory). */
   runId: number;
   /** Port of the callback bridge (null when no downstream is a callback). */
@@ -124,6 +126,7 @@ async function main(): Promise<void> {
           flushBatchRecords: Math.min(256, d.deadLetterCapacityRecords),
           metricsBuffer: m.dispatchMetrics,
           leaseGate: m.leaseGate,
+          ...(d.replayFloors === null ? {} : { replayFloors: d.replayFloors }),
           onHeld: heldTimeRecorder(statsCells, PST_HELD_BASE_F64, PST_REPLAY_HELD_BASE_F64, metrics),
           log: (line) => post({ type: 'log', line }),
           alarm: (line) => post({ type: 'log', line, level: 'error' }),

@@ -112,11 +112,14 @@ const LIVE_CAPTURE_BUDGET_MS = 200;
 export interface PartitionStateAtStart {
   /** Partitions of the source. */
   partitionCount: number;
+  /** The partitions this router consumes. */
+  owned: readonly number[];
   /** The stored checkpoints of the partitions this router consumes (those that have one). */
   stored: readonly StoredPartitionCheckpoint[];
   /**
    * Every ping comes from the partitioned source: after an unclean stop the seq floor stays, since each partition is
-   * read again from what its state covers and reproduces its triggers with their seqs.
+   * read again from what its state covers and reproduces its triggers with their seqs; and the state directory's own
+   * checkpoint gives no device (the stored partition checkpoints are the whole state).
    */
   exactReplay: boolean;
 }
@@ -130,7 +133,14 @@ export interface RecoveryReport {
   /** Pid of the previous run when it stopped uncleanly (null when unknown). */
   previousPid: number | null;
   /** The checkpoint restored (null: none). */
-  checkpoint: { number: number; capturedMs: number; devices: number; byteLength: number } | null;
+  checkpoint: {
+    number: number;
+    capturedMs: number;
+    devices: number;
+    /** Devices of the state directory's own checkpoint (with exact replay none of them is restored). */
+    localDevices: number;
+    byteLength: number;
+  } | null;
   /** Devices restored from it. */
   restoredDevices: number;
   /** Further devices registered because the downstreams' durable files name them. */
@@ -205,6 +215,12 @@ export class StateKeeper {
   private readonly progressBuf = new RecordBuffer(PROGRESS_BYTES);
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
+  /**
+   * With exact replay: per device slot registered at start, the seq its restored state reached when its partition is
+   * one this router reads again, else NaN (the dispatcher passes over earlier runs' triggers above it, which the
+   * replay derives again; see DispatcherOptions.replayFloors). Null without exact replay.
+   */
+  replayFloors: Float64Array | null = null;
 
   private constructor(
     dir: StateDirectory,
@@ -297,7 +313,13 @@ export class StateKeeper {
       checkpoint:
         cp === null
           ? null
-          : { number: cp.number, capturedMs: cp.capturedMs, devices: cp.devices.length, byteLength: cp.byteLength },
+          : {
+              number: cp.number,
+              capturedMs: cp.capturedMs,
+              devices: cp.devices.length,
+              localDevices: local?.devices.length ?? 0,
+              byteLength: cp.byteLength,
+            },
       restoredDevices: cp?.devices.length ?? 0,
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
       removedFenceExits: exits.length,
@@ -313,7 +335,9 @@ export class StateKeeper {
             },
       problems,
     };
-    return new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
+    const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
+    if (partitionState?.exactReplay === true) keeper.replayFloors = replayFloorsOf(ids, partitionState, state);
+    return keeper;
   }
 
   /** Lines describing the recovery, for the log (none after a clean stop of a quiet directory). */
@@ -327,9 +351,11 @@ export class StateKeeper {
         `state directory ${r.stateDir}: the previous run${r.previousPid === null ? '' : ` (pid ${r.previousPid})`} stopped without a clean shutdown; ` +
           (cp === null
             ? 'no checkpoint to restore'
-            : `restored checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.devices} devices)`),
+            : r.partitions?.exactReplay === true
+              ? `its checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.localDevices} devices) is set aside: the partitions' stored checkpoints are the state`
+              : `restored checkpoint #${cp.number} captured ${new Date(cp.capturedMs).toISOString()} (${cp.devices} devices)`),
       );
-      if (r.lost !== null) {
+      if (r.lost !== null && r.partitions?.exactReplay !== true) {
         lines.push(
           `  lost: the device state of the last ${Math.round(r.lost.stateWindowMs)} ms before the stop (checkpoint interval ${checkpointIntervalMs} ms): ` +
             `${r.lost.pingsAfterCheckpoint} pings processed and ${r.lost.triggersAfterCheckpoint} triggers produced after the checkpoint ` +
@@ -338,7 +364,7 @@ export class StateKeeper {
       }
       if (r.partitions?.exactReplay === true) {
         lines.push(
-          `  the partitions' state comes from their stored checkpoints and their streams are read again from there: triggers re-derived carry the seqs they had`,
+          `  the partitions' state comes from their stored checkpoints and their streams are read again from there (a partition with none from its first unacknowledged message, its devices afresh): triggers re-derived carry the seqs they had`,
         );
       } else {
         lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
@@ -531,6 +557,26 @@ export class StateKeeper {
  * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
  * position it covers. The seq floor is the highest of them all.
  */
+/** StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]) over the restored `state`. */
+function replayFloorsOf(
+  ids: readonly (string | number)[],
+  at: PartitionStateAtStart,
+  state: DeviceState,
+): Float64Array {
+  const owned = new Set(at.owned);
+  const floors = new Float64Array(ids.length).fill(NaN);
+  ids.forEach((id, slot) => {
+    let p: number;
+    try {
+      p = partitionOf(id, at.partitionCount);
+    } catch {
+      return; // an id no subject can carry is not of a partition
+    }
+    if (owned.has(p)) floors[slot] = state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+  });
+  return floors;
+}
+
 function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAtStart): Checkpoint {
   const replaced = new Set(at.stored.map((p) => p.partition));
   const ofReplaced = (id: string | number): boolean => {
@@ -541,7 +587,11 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
     }
   };
   const fences = [...(local?.fences ?? [])];
-  const devices = (local?.devices ?? []).filter((d) => !ofReplaced(d.id));
+  // Exact replay: the local devices are none of this start's. Those of a partition without a stored checkpoint may
+  // have moved past triggers never handed on (a kill before the partition's first store), which its stream, read
+  // again from its first unacknowledged message, derives again; those of a partition another router owns now would
+  // be stale here (and could expire with an EXIT under a seq its owner uses).
+  const devices = at.exactReplay ? [] : (local?.devices ?? []).filter((d) => !ofReplaced(d.id));
   let seqFloor = local?.seqFloor ?? 0;
   for (const p of at.stored) {
     const offset = fences.length;

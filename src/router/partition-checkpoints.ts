@@ -50,7 +50,7 @@ export class PartitionCheckpoints {
     exactReplay: boolean,
     private readonly gate: Float64Array | null,
   ) {
-    this.atStart = { partitionCount, stored, exactReplay };
+    this.atStart = { partitionCount, owned, stored, exactReplay };
   }
 
   /**

@@ -333,7 +333,6 @@ export class PipelineRouter implements Router {
     let covers = true;
     const run = this.reloadChain.then(async () => {
       captureMs = Date.now();
-      const captureNs = nowNs();
       const covered = parts === null ? null : parts.coveredNow(cells!);
       await this.keeper.checkpoint(
         this.store,
@@ -351,14 +350,17 @@ export class PipelineRouter implements Router {
         clean,
       );
       if (parts === null) return;
+      // The copy may hold pings processed after the capture began (those the stored stream position does not cover):
+      // the hand-off below waits for the triggers of every ping admitted before the copy ended.
+      const copiedNs = nowNs();
       // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
-      // triggers of the pings they cover are handed on, since the router that restores them does not derive those
-      // again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
+      // triggers of the pings their state holds are handed on, since the router that restores them does not derive
+      // those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
       if (!clean && this.dispatcherThread !== null) {
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
-            boundaryNs: captureNs,
+            boundaryNs: copiedNs,
             // Every trigger ring in the dispatcher's order: the shards', then the control ring.
             ringWriteSeqs: [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq()),
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
@@ -468,6 +470,7 @@ export class PipelineRouter implements Router {
       maxDevices: o.maxDevices,
       deadLetterCapacityRecords: o.deadLetter.capacityRecords,
       namesOnly: this.keeper.namesOnly,
+      replayFloors: this.keeper.replayFloors,
       runId: this.keeper.checkpointNumber | 0,
       bridgePort,
     };

@@ -5,16 +5,27 @@
  * while its memory holds triggers), and the second restores it and reads each partition from there. Both write NDJSON; what they wrote together,
  * taken once per (deviceId, seq) as a JetStream trigger sink's de-duplication would, equals the reference (the same
  * pings through one router over TCP) trigger for trigger, seqs included: no trigger missing, no second ENTER, and
- * every repeat is the same trigger under the same seq.
+ * every repeat is the same trigger under the same seq. A router killed while its webhook held every request and
+ * restarted on its own state directory: the partitions' stored state (none: their start) is the whole state, the files'
+ * copies of what the replay derives again are passed over, and the receiver gets every reference trigger in per-device
+ * order.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { oncePerIdentity, readNdjson, waitForStoredPartitionState, whole } from '../support/jetstream-publish.js';
-import { TriggerServer } from '../pipeline/support.js';
-import { jetstreamScenario, runAcrossStop } from './jetstream-runs.js';
+import {
+  oncePerIdentity,
+  publishPaced,
+  readNdjson,
+  waitForStoredPartitionState,
+  whole,
+} from '../support/jetstream-publish.js';
+import { TriggerServer, waitFor } from '../pipeline/support.js';
+import { jetstreamRouterArgs, jetstreamScenario, runAcrossStop } from './jetstream-runs.js';
+import { CliProcess } from './support.js';
 
 const DEVICES = 300;
 
@@ -99,5 +110,88 @@ for (const { stop, sink } of CASES) {
     console.log(
       `${stop} (${sink}): the first router wrote ${run1.length} of ${expected.length} triggers, the second ${run2.length}; once per (deviceId, seq) they are the reference's ${expected.length}; ${repeats} re-derived under the seq they had`,
     );
+  });
+}
+
+/**
+ * Restarts on the same state directory after a kill -9 while the webhook held every request: the first router's
+ * memory held triggers its local checkpoints had moved its devices past, and its backlog log held later ones.
+ */
+const RESTART_CASES = [
+  { held: 'from the start', seed: 37 },
+  { held: 'once partition state is stored', seed: 41 },
+] as const;
+
+for (const { held: heldWhen, seed } of RESTART_CASES) {
+  test(`kill -9 of a router whose webhook held every request ${heldWhen}, restarted on the same state directory: the partitions are read again from their stored state (none: their start), the files' copies of what that derives again are passed over, and the receiver gets every reference trigger, in per-device order`, async (t) => {
+    const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, seed, DEVICES);
+    // Held requests are refused once the first router is dead: a trigger handed on only by being held is not received.
+    let held: (() => void)[] | null = heldWhen === 'from the start' ? [] : null;
+    const server = new TriggerServer(() =>
+      held === null ? 200 : new Promise<number>((r) => held!.push(() => r(503))),
+    );
+    await server.start();
+    t.after(() => server.stop());
+    // A small memory queue: what the held webhook cannot take spills to the backlog log early.
+    const config = join(dir, 'router.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ downstreams: [{ name: 'hook', kind: 'webhook', url: server.url, queueCapacitySlots: 512 }] }),
+    );
+    const args = jetstreamRouterArgs({
+      fences,
+      stateDir: join(dir, 'state'),
+      natsPort: nats.port,
+      out: null,
+      extra: ['--config', config],
+    });
+    const a = new CliProcess(args, 60_000);
+    t.after(() => a.child.kill('SIGKILL'));
+    await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
+    const half = Math.floor(traffic.pings / 2);
+    await publishPaced(nats.url, traffic, DEVICES, 0, half, 5000);
+    if (held === null) {
+      await waitForStoredPartitionState(nats.url, 20_000);
+      held = [];
+    }
+    await publishPaced(nats.url, traffic, DEVICES, half, traffic.pings, 5000);
+    // Two checkpoint intervals and more: a local checkpoint holds devices that moved past held triggers.
+    await new Promise((r) => setTimeout(r, 1500));
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const waiting = held ?? [];
+    held = null;
+    for (const answer of waiting) answer();
+    const firstReceived = server.received.length;
+    if (heldWhen === 'from the start') assert.equal(firstReceived, 0, 'the first router handed nothing on');
+    const b = new CliProcess(args, 60_000);
+    t.after(() => b.child.kill('SIGKILL'));
+    const want = new Set(expected.map(whole));
+    const complete = (): boolean => {
+      const have = new Set(server.received.map(whole));
+      return [...want].every((w) => have.has(w));
+    };
+    await waitFor(complete, 30_000, 'every reference trigger received').catch(() => undefined);
+    b.child.kill('SIGTERM');
+    assert.equal((await b.exited).code, 0, b.stderr);
+    const received = server.received.slice();
+    // Per-device order over both runs at the receiver; a trigger received twice is the same under the same seq.
+    assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);
+    const stored = oncePerIdentity(received);
+    const have = new Set(stored.map(whole));
+    assert.deepEqual(
+      [...want].filter((w) => !have.has(w)),
+      [],
+      'no reference trigger is missing',
+    );
+    assert.deepEqual(stored.map(whole).sort(), [...want].sort(), 'once per (deviceId, seq): exactly the reference');
+    console.log(
+      `kill -9, webhook held ${heldWhen}: the first router delivered ${firstReceived} triggers, the restart ${received.length - firstReceived}; once per (deviceId, seq) the reference's ${expected.length}`,
+    );
+    // What the case is about: the state directory had a checkpoint with devices, set aside for the partitions' state,
+    // and the backlog log held copies of triggers the replay derives again.
+    assert.match(b.stderr, /its checkpoint #\d+ captured [^(]+\([1-9]\d* devices\) is set aside/);
+    assert.match(b.stderr, /[1-9]\d* more are derived again, in their devices' order, by the partitions' replay/);
+    if (heldWhen !== 'from the start') assert.match(b.stderr, /devices restored from the stored checkpoints/);
   });
 }

@@ -81,13 +81,13 @@ export async function runAcrossStop(o: {
 
 /**
  * Arguments of a router process on stream TEL of the NATS server at `natsPort`: fences file, state directory, no
- * listener or admin server, checkpoints every 500 ms, NDJSON to `out`, then `extra` (--partitions ...).
+ * listener or admin server, checkpoints every 500 ms, NDJSON to `out` (null: no NDJSON), then `extra` (--partitions ...).
  */
 export function jetstreamRouterArgs(o: {
   fences: string;
   stateDir: string;
   natsPort: number;
-  out: string;
+  out: string | null;
   extra: readonly string[];
 }): string[] {
   return [
@@ -101,8 +101,7 @@ export function jetstreamRouterArgs(o: {
     `jetstream://127.0.0.1:${o.natsPort}/TEL`,
     '--checkpoint-interval-ms',
     '500',
-    '--ndjson',
-    o.out,
+    ...(o.out === null ? [] : ['--ndjson', o.out]),
     ...o.extra,
   ];
 }
