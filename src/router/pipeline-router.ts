@@ -937,6 +937,8 @@ export class PipelineRouter implements Router {
    * unclean and restores the last checkpoint).
    */
   async abandon(): Promise<void> {
+    // No checkpoint starts from here on (one started now would race the shutdown).
+    this.stopTimers();
     // A checkpoint under way (encoding in slices, writing off the event loop) finishes before the directory is given up.
     await this.reloadChain.catch(() => undefined);
     await this.shutdown();

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import type { Trigger } from '../../src/index.js';
+import { partitionOf, type Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { oncePerIdentity, publishPaced, readNdjson, whole } from '../support/jetstream-publish.js';
 import { waitFor } from '../pipeline/support.js';
@@ -27,11 +27,18 @@ interface Member {
   out: string;
 }
 
-/** The partitions a member read last (its last "reading partitions" line), or [] when none. */
-function readingNow(m: Member): number[] {
-  const lines = [...m.p.stderr.matchAll(/partition group: reading partitions ([\d,]+)/g)];
-  const last = lines.at(-1);
-  return last === undefined ? [] : last[1]!.split(',').map(Number);
+/**
+ * The partitions a member read last (its last "reading partitions" line logged at or after `sinceMs`, epoch ms), or []
+ * when none.
+ */
+function readingNow(m: Member, sinceMs = 0): number[] {
+  let last: number[] = [];
+  for (const line of m.p.stderr.split('\n')) {
+    const found = /partition group: reading partitions ([\d,]+)/.exec(line);
+    if (found === null || Date.parse((JSON.parse(line) as { time: string }).time) < sinceMs) continue;
+    last = found[1]!.split(',').map(Number);
+  }
+  return last;
 }
 
 /** Epoch ms of the first log line of `m` matching `re` written at or after `sinceMs`, or null. */
@@ -68,12 +75,15 @@ async function group(t: TestContext, seed: number) {
     members.push(m);
     return m;
   };
-  /** Waits until the running members read every partition between them, each partition once, each its share. */
-  const balanced = (running: Member[], what: string): Promise<void> =>
+  /**
+   * Waits until the running members read every partition between them, each partition once, each its share (as
+   * logged at or after `sinceMs`: a member paused meanwhile still shows what it read before).
+   */
+  const balanced = (running: Member[], what: string, sinceMs = 0): Promise<void> =>
     waitFor(
       () => {
-        const all = running.flatMap(readingNow).sort((a, b) => a - b);
-        const fair = running.every((m) => readingNow(m).length >= Math.floor(16 / running.length));
+        const all = running.flatMap((m) => readingNow(m, sinceMs)).sort((a, b) => a - b);
+        const fair = running.every((m) => readingNow(m, sinceMs).length >= Math.floor(16 / running.length));
         return fair && all.length === 16 && all.every((p, i) => p === i);
       },
       // Three router processes starting on two busy cores can take a while to load their fences and join.
@@ -124,11 +134,26 @@ async function group(t: TestContext, seed: number) {
     const written = all();
     const stored = oncePerIdentity(written);
     const have = new Set(stored.map(whole));
-    assert.deepEqual(
-      [...want].filter((w) => !have.has(w)),
-      [],
-      'no reference trigger is missing',
-    );
+    const missing = [...want].filter((w) => !have.has(w));
+    if (missing.length > 0) {
+      // Where they are missing, and what each member did with its partitions, for the failure's message.
+      const byPartition = new Map<number, number>();
+      for (const w of missing) {
+        const p = partitionOf(w.split(' ')[0]!, 16);
+        byPartition.set(p, (byPartition.get(p) ?? 0) + 1);
+      }
+      const groupLines = members.map(
+        (m) =>
+          `${m.name}:\n` +
+          m.p.stderr
+            .split('\n')
+            .filter((l) => /partition group|lost|consumer|checkpoint|abandon/.test(l))
+            .join('\n'),
+      );
+      assert.fail(
+        `${missing.length} reference triggers missing, by partition ${JSON.stringify([...byPartition].sort((x, y) => x[0] - y[0]))}\n${groupLines.join('\n')}`,
+      );
+    }
     assert.deepEqual(stored.map(whole).sort(), [...want].sort(), 'once per (deviceId, seq): exactly the reference');
     return { written, repeats: written.length - stored.length };
   };
@@ -216,10 +241,11 @@ test('leased partitions, split brain: a member paused (SIGSTOP) past its lease l
   await g.publishPart(0.5, 0.75);
   await waitFor(() => readingNow(b).length === 16, 30_000, 'b reading all 16 partitions');
   const bBeforeResume = new Set(readNdjson(b.out).map(whole));
+  const resumedAtMs = Date.now();
   a.p.child.kill('SIGCONT');
   await g.publishPart(0.75, 1);
   await a.p.waitFor('the lost leases', (p) => /lost the leases of partitions/.test(p.stderr));
-  await g.balanced([a, b], 'the resumed member rejoined with its share');
+  await g.balanced([a, b], 'the resumed member rejoined with its share', resumedAtMs);
   const { written } = await g.finish([a, b], a);
   const afterResume = readNdjson(a.out).slice(writtenAtPause);
   const stale = afterResume.filter((x) => bBeforeResume.has(whole(x)));
