@@ -442,21 +442,26 @@ export class Dispatcher implements DeadLetterTarget {
         const identity = readTriggerIdentity(buf, at);
         return replayDerivesAgain(floors, deviceSlotOf(identity.deviceId), identity.seq);
       };
-      // Earlier runs' records the replay derives again: left out (a PENDING dead letter is settled as RESOLVED).
-      let superseded = 0;
+      // Earlier runs' records the replay derives again: left out (a PENDING dead letter is settled as RESOLVED; a
+      // trigger in both files counts once).
+      const supersededKeys = new Set<string>();
+      let pendingFilePassedOver = 0;
       if (floors !== null) {
         const kept: CarriedRecord[] = [];
         for (const r of carried) {
           if (!derivedAgain(r.buf, 0)) kept.push(r);
           else {
-            superseded++;
+            const identity = readTriggerIdentity(r.buf, 0);
+            supersededKeys.add(`${String(identity.deviceId)}:${identity.seq}`);
             if (r.dlqPosition >= 0) dlq.setStatus(r.dlqPosition, DeadLetterStatus.RESOLVED);
+            else pendingFilePassedOver++;
           }
         }
         carried.length = 0;
         carried.push(...kept);
       }
       const fileOnly = new Map<number, number>();
+      const supersededBySlot = new Map<number, number>();
       let unresolvedBacklog = 0;
       let supersededBacklog = 0;
       const backlog =
@@ -476,8 +481,10 @@ export class Dispatcher implements DeadLetterTarget {
               onPending: (buf, at) => {
                 const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
                 if (slot < 0) unresolvedBacklog++;
-                else if (derivedAgain(buf, at)) supersededBacklog++;
-                else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
+                else if (derivedAgain(buf, at)) {
+                  supersededBacklog++;
+                  supersededBySlot.set(slot, (supersededBySlot.get(slot) ?? 0) + 1);
+                } else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
               },
             });
       const ds = new Downstream(
@@ -501,14 +508,18 @@ export class Dispatcher implements DeadLetterTarget {
         carried.length,
       );
       for (const [slot, count] of fileOnly) ds.queues.fileOnly[slot] = count;
+      ds.superseded = supersededKeys.size;
+      for (const [slot, count] of supersededBySlot) ds.noteSupersededInBacklog(slot, count);
       const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog - supersededBacklog;
       this.pendingFileSettled.push(false);
       // Records naming a device this run does not know stay counted here and settle as lost when loaded; those the
       // replay derives again are passed over when loaded, never counted.
       ds.recovered += backlog === null ? 0 : backlog.recovered - supersededBacklog;
-      ds.superseded = superseded + supersededBacklog;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
+      // Every record of the pending file was passed over: it goes now (read again at a later start, its copies would
+      // be measured against a floor that has risen by then).
+      else if (pendingFilePassedOver > 0) removePendingFile(dir);
       const lost = taken.unresolved + unresolvedBacklog;
       if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0) {
         log(
@@ -594,6 +605,8 @@ export class Dispatcher implements DeadLetterTarget {
     for (let d = 0; d < this.downstreams.length; d++) {
       const q = this.downstreams[d]!.queues;
       if (q.queuedOf(device) !== 0 || q.fileOnly[device] !== 0 || q.isBusy(device)) return false;
+      const passed = this.downstreams[d]!.supersededUnloaded;
+      if (passed !== null && passed[device] !== 0) return false;
     }
     return true;
   }

@@ -220,6 +220,12 @@ export class Downstream {
    * `recovered`: they are offered again by this run).
    */
   superseded = 0;
+  /**
+   * Per device slot, the earlier run's backlog records found at open that the replay derives again and not passed
+   * over yet (null without replay floors); they are not in `inFlightTriggers` and hold the device's slot.
+   */
+  readonly supersededUnloaded: Int32Array | null;
+  private supersededUnloadedTotal = 0;
   /** Triggers delivered that were never dead-lettered. */
   delivered = 0;
   /** Dead letters re-delivered by the replay lane. */
@@ -299,6 +305,7 @@ export class Downstream {
       true,
     );
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
+    this.supersededUnloaded = ctx.replayFloors === null ? null : new Int32Array(ctx.maxDevices);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
     this.maxBatchTriggers = checkNumber(
       `${this.name}.maxBatchTriggers`,
@@ -343,7 +350,14 @@ export class Downstream {
 
   /** Triggers not settled: in memory (queued, parked, being sent) or in the backlog log. */
   get inFlightTriggers(): number {
-    return this.queues.used + (this.backlog === null ? 0 : this.backlog.unread);
+    return this.queues.used + (this.backlog === null ? 0 : this.backlog.unread) - this.supersededUnloadedTotal;
+  }
+
+  /** Notes, at open, `count` backlog records of device `slot` that the replay derives again (see `superseded`). */
+  noteSupersededInBacklog(slot: number, count: number): void {
+    this.supersededUnloaded![slot] = this.supersededUnloaded![slot]! + count;
+    this.supersededUnloadedTotal += count;
+    this.superseded += count;
   }
 
   /** Triggers held in memory and not being sent. */
@@ -464,13 +478,18 @@ export class Downstream {
         this.final++;
         continue;
       }
+      const passed = this.supersededUnloaded;
       if (
+        passed !== null &&
+        passed[device]! > 0 &&
         log.lastLoadedEarlier &&
         replayDerivesAgain(this.ctx.replayFloors, device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
       ) {
         // Derived again by the replay, in its device's order: this copy is done (and never counted as recovered).
         log.markDone(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
         q.release(slot);
+        passed[device] = passed[device]! - 1;
+        this.supersededUnloadedTotal--;
         continue;
       }
       const i = slot * DREC_STRIDE_I32;

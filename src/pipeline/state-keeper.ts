@@ -216,8 +216,8 @@ export class StateKeeper {
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
   /**
-   * With exact replay: per device slot registered at start, the seq its restored state reached when its partition is
-   * one this router reads again, else NaN (the dispatcher passes over earlier runs' triggers above it, which the
+   * With exact replay: per device slot registered at start, the seq its restored checkpoint gives it (the floor for a
+   * device without one) when its partition is one this router reads again, else NaN (the dispatcher passes over earlier runs' triggers above it, which the
    * replay derives again; see DispatcherOptions.replayFloors). Null without exact replay.
    */
   replayFloors: Float64Array | null = null;
@@ -336,7 +336,8 @@ export class StateKeeper {
       problems,
     };
     const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
-    if (partitionState?.exactReplay === true) keeper.replayFloors = replayFloorsOf(ids, partitionState, state);
+    if (partitionState?.exactReplay === true)
+      keeper.replayFloors = replayFloorsOf(ids, partitionState, cp?.devices ?? [], floor);
     return keeper;
   }
 
@@ -557,11 +558,15 @@ export class StateKeeper {
  * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
  * position it covers. The seq floor is the highest of them all.
  */
-/** StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]) over the restored `state`. */
+/**
+ * StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]): the seq of each restored device as its checkpoint
+ * has it (before the EXITs a restore adds for removed fences, which take seqs of their own), `floor` for the others.
+ */
 function replayFloorsOf(
   ids: readonly (string | number)[],
   at: PartitionStateAtStart,
-  state: DeviceState,
+  restored: readonly { seq: number }[],
+  floor: number,
 ): Float64Array {
   const owned = new Set(at.owned);
   const floors = new Float64Array(ids.length).fill(NaN);
@@ -572,7 +577,7 @@ function replayFloorsOf(
     } catch {
       return; // an id no subject can carry is not of a partition
     }
-    if (owned.has(p)) floors[slot] = state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
+    if (owned.has(p)) floors[slot] = slot < restored.length ? restored[slot]!.seq : floor;
   });
   return floors;
 }

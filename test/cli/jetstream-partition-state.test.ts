@@ -193,5 +193,12 @@ for (const { held: heldWhen, seed } of RESTART_CASES) {
     assert.match(b.stderr, /its checkpoint #\d+ captured [^(]+\([1-9]\d* devices\) is set aside/);
     assert.match(b.stderr, /[1-9]\d* more are derived again, in their devices' order, by the partitions' replay/);
     if (heldWhen !== 'from the start') assert.match(b.stderr, /devices restored from the stored checkpoints/);
+    // The restart's accounting: what it was offered and took over is delivered, settled or kept (passed-over copies
+    // are in neither side).
+    const line = /offered=(\d+) recovered=(\d+) delivered=(\d+) replayed=(\d+) final=(\d+) kept=(\d+)/.exec(b.stdout);
+    assert.ok(line !== null, b.stdout);
+    const [offered, recovered, delivered, replayed, final, kept] = line.slice(1).map(Number) as number[];
+    assert.equal(offered! + recovered!, delivered! + replayed! + final! + kept!, line[0]);
+    console.log(`the restart's accounting: ${line[0]}`);
   });
 }
