@@ -517,9 +517,9 @@ export class Dispatcher implements DeadLetterTarget {
       ds.recovered += backlog === null ? 0 : backlog.recovered - supersededBacklog;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
-      // Every record of the pending file was passed over: it goes now (read again at a later start, its copies would
-      // be measured against a floor that has risen by then).
-      else if (pendingFilePassedOver > 0) removePendingFile(dir);
+      // Records of the pending file were passed over: it is written again with what was taken over (or removed), since
+      // read again at a later start its copies would be measured against a floor that has risen by then.
+      if (pendingFilePassedOver > 0) this.rewritePendingFile(ds, dir, taken.taken);
       const lost = taken.unresolved + unresolvedBacklog;
       if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0) {
         log(
@@ -1045,6 +1045,22 @@ export class Dispatcher implements DeadLetterTarget {
       n += ds.memoryOnlyAdmittedBefore(boundaryNs, this.handOffScratch);
     }
     return n;
+  }
+
+  /**
+   * At start, after taking over: replaces `ds`'s pending file with the triggers it took over into memory (the parked
+   * dead letters stay in their file), or removes it when it took none. A failure leaves the old file (logged).
+   */
+  private rewritePendingFile(ds: Downstream, dir: string, taken: number): void {
+    if (taken === 0) {
+      removePendingFile(dir);
+      return;
+    }
+    const { error } = carryOver(ds, dir, this.codec);
+    if (error !== null)
+      this.alarm(
+        `downstream ${ds.name}: rewriting the pending file without the copies the replay derives again failed: ${error}`,
+      );
   }
 
   /** Writes every metric cell (allocation-free), inside the publish version's odd phase. */

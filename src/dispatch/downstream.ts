@@ -765,12 +765,14 @@ export class Downstream {
 
   /**
    * Triggers in memory that no durable file holds whose ping was admitted before `boundaryNs` (a scan of the memory
-   * slots; `used` is scratch of capacitySlots cells).
+   * slots; `used` is scratch of capacitySlots cells), plus the earlier run's backlog copies the replay derives again
+   * and not yet passed over: a partition state stored meanwhile would raise their floor, and a later start would take
+   * them over behind the seqs delivered since.
    */
   memoryOnlyAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
-    let n = 0;
+    let n = this.supersededUnloadedTotal;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
       if (
         used[slot] === 1 &&

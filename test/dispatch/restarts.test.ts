@@ -16,6 +16,8 @@ import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { mulberry32 } from '../../src/fences/synthetic-city.js';
 import { sleep, TriggerRecord } from './fixtures.js';
+import { scanPendingFile } from '../../src/durable/pending-file.js';
+import { readTriggerIdentity } from '../../src/durable/trigger-codec.js';
 
 const DEVICES = 40;
 
@@ -116,4 +118,102 @@ test('restarts with a flaky, slow downstream and a small memory: every trigger o
     sink.seen.some((t) => t.replay),
     'some went through the replay lane',
   );
+});
+
+/** A downstream that refuses everything (500) while `refusing`; records what it took. */
+class GateSink implements Sink {
+  readonly seen: { device: string; seq: number }[] = [];
+  constructor(private readonly refusing: boolean) {}
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    await sleep(1);
+    if (this.refusing) return { status: 500 };
+    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
+    return { status: 200 };
+  }
+  async close(): Promise<void> {}
+}
+
+test("replay floors: an earlier run's copies above their device's floor are passed over (pending file and backlog log), the rest delivered in per-device order, the accounting exact at every pump, and the pending file rewritten without them", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-floors-'));
+  const r = new TriggerRecord();
+  const PER_DEVICE = 12;
+  const FLOOR = 1;
+  const devices = 8;
+  const lines: string[] = [];
+  const open = (sink: Sink, runId: number, replayFloors?: Float64Array): Dispatcher =>
+    new Dispatcher({
+      stateDir: dir,
+      namer: new IndexNamer(),
+      maxDevices: devices,
+      deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
+      runId,
+      flushIntervalMs: 5,
+      log: (line) => lines.push(line),
+      ...(replayFloors === undefined ? {} : { replayFloors }),
+      downstreams: [
+        {
+          name: 'hook',
+          sink,
+          // A small memory: most triggers spill to the backlog log; those in memory go to the pending file at close.
+          queueCapacitySlots: 24,
+          reservedComplianceSlots: 2,
+          maxBatchTriggers: 4,
+          maxAttempts: 100,
+          breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+        },
+      ],
+    });
+  // Run 1: everything refused; memory (then the pending file) and the backlog log hold it all at its close.
+  const d1 = open(new GateSink(true), 1);
+  for (let seq = 1; seq <= PER_DEVICE; seq++)
+    for (let device = 0; device < devices; device++) {
+      d1.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d1.pump();
+    }
+  await d1.close(20);
+  assert.ok(d1.carriedOver[0]! > 0, `the pending file holds triggers (${d1.carriedOver[0]})`);
+  assert.equal(d1.downstreams[0]!.delivered, 0);
+  // Run 2: the even devices' partitions are read again from a state at seq FLOOR (what is above comes again from the
+  // replay); the odd devices' are not (NaN: everything of theirs is taken over).
+  const floors = new Float64Array(devices).map((_, device) => (device % 2 === 0 ? FLOOR : NaN));
+  const sink = new GateSink(false);
+  const d2 = open(sink, 2, floors);
+  const ds = d2.downstreams[0]!;
+  const passedOver = (devices / 2) * (PER_DEVICE - FLOOR);
+  assert.equal(ds.superseded, passedOver, 'every copy above its floor, once');
+  assert.ok(
+    lines.some((l) => l.includes(`${passedOver} more are derived again`)),
+    lines.join('\n'),
+  );
+  // A later start finds the pending file with what was taken over and without the passed-over copies.
+  let kept = 0;
+  let passedOverLeft = 0;
+  scanPendingFile(path.join(dir, 'hook'), 'hook', (buf, at) => {
+    const id = readTriggerIdentity(buf, at);
+    if (Number(String(id.deviceId).slice(7)) % 2 === 0 && id.seq > FLOOR) passedOverLeft++;
+    else kept++;
+  });
+  assert.equal(passedOverLeft, 0, 'no passed-over copy left in the pending file');
+  assert.ok(kept > 0, 'the pending file keeps what was taken over');
+  for (let i = 0; i < 400 && ds.delivered + ds.final < devices * PER_DEVICE - passedOver; i++) {
+    d2.pump();
+    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, 'accounting');
+    await sleep(2);
+  }
+  await d2.close(5_000);
+  assert.equal(ds.final, 0);
+  // Per device: the odd ones everything, the even ones up to the floor, each in seq order.
+  const perDevice = new Map<number, number[]>();
+  for (const t of sink.seen) {
+    const device = Number(t.device.slice(7));
+    perDevice.set(device, [...(perDevice.get(device) ?? []), t.seq]);
+  }
+  for (let device = 0; device < devices; device++) {
+    const last = device % 2 === 0 ? FLOOR : PER_DEVICE;
+    assert.deepEqual(
+      perDevice.get(device) ?? [],
+      Array.from({ length: last }, (_, i) => i + 1),
+      `device ${device}`,
+    );
+  }
 });
