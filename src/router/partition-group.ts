@@ -3,7 +3,9 @@
  * leases (src/durable/partition-leases.ts) instead of a fixed list, and runs a router on what it holds.
  *
  * Every `leaseMs / 4` the member renews its leases, then balances: above its fair share it releases its highest
- * partitions, below it takes free ones. A change of the held set restarts the router on the new set (the previous one
+ * partitions (only when its router's close delivered every trigger: one left in this member's files would reach a
+ * shared receiver after the later seqs of the next owner; otherwise it keeps them and tries again later), below it
+ * takes free ones. A change of the held set restarts the router on the new set (the previous one
  * closed cleanly first, so each partition it gives up has its state stored before its lease is released, and the next
  * owner restores it): a pause of a second or two of this member's partitions, as a consumer group's rebalance is.
  *
@@ -36,6 +38,8 @@ import type { LogFn, RouterLog } from '../log/router-log.js';
 const GATE_SHUT = 1;
 /** How long closing the connection may take, ms. */
 const CLOSE_WITHIN_MS = 2000;
+/** After a release held back because triggers were not delivered, the next try waits this many balance periods. */
+const RELEASE_RETRY_PERIODS = 8;
 
 /** What a member has done so far. */
 export interface PartitionGroupStats {
@@ -126,6 +130,8 @@ class Member implements PartitionGroup {
   private balancing = false;
   /** A lease was lost and the router reading it is not abandoned yet: the gate stays shut. */
   private fenced = false;
+  /** Balance steps to skip before trying a release again (one was held back: triggers not delivered). */
+  private releaseBackoff = 0;
   private readonly routerLog: RouterLog;
   private readonly say: LogFn;
 
@@ -241,8 +247,21 @@ class Member implements PartitionGroup {
     if (owned.length > share) {
       const keep = owned.slice(0, share);
       const give = owned.slice(share);
+      // Partitions move only with every trigger delivered: one held in this member's files (a downstream slow or down)
+      // would reach a shared receiver after the later seqs the next owner sends.
+      if (this.releaseBackoff > 0) {
+        this.releaseBackoff--;
+        return;
+      }
       // Their state is stored by the clean close before the leases go.
+      const closing = this.router !== null;
       await this.stopRouter();
+      const kept = closing ? (this.lastSummary?.carriedOver ?? 0) : 0;
+      if (kept > 0) {
+        this.holdRelease(give, `${kept} triggers kept undelivered by the close`);
+        await this.startRouter(owned);
+        return;
+      }
       for (const p of give) await this.leases.release(p);
       this.gate[LEASE_PARTITIONS_RELEASED_F64]! += give.length;
       this.say(`partition group: ${members.length} members, share ${share}: released partitions ${give.join(',')}`);
@@ -265,6 +284,15 @@ class Member implements PartitionGroup {
       await this.stopRouter();
       await this.startRouter(now);
     }
+  }
+
+  /** Holds a release back for RELEASE_RETRY_PERIODS balance steps, and says so. */
+  private holdRelease(give: number[], why: string): void {
+    this.releaseBackoff = RELEASE_RETRY_PERIODS;
+    this.say(
+      `partition group: partitions ${give.join(',')} are not released yet (${why}): a partition moves with every trigger of its devices delivered; trying again in ${RELEASE_RETRY_PERIODS} balance periods`,
+      'warn',
+    );
   }
 
   /** Moves the gate to the leases' validity (shut when none is held). */
