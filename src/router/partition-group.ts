@@ -268,6 +268,7 @@ class Member implements PartitionGroup {
       await this.startRouter(keep);
       return;
     }
+    this.releaseBackoff = 0;
     if (owned.length < share) {
       const taken: number[] = [];
       for (const p of await this.leases.free()) {
