@@ -132,6 +132,8 @@ class Member implements PartitionGroup {
   private fenced = false;
   /** Balance steps to skip before trying a release again (one was held back: triggers not delivered). */
   private releaseBackoff = 0;
+  /** The drain deadline of the last balance's close, ms (0: none yet). */
+  private closeDeadlineMs = 0;
   private readonly routerLog: RouterLog;
   private readonly say: LogFn;
 
@@ -255,10 +257,13 @@ class Member implements PartitionGroup {
       }
       // Their state is stored by the clean close before the leases go.
       const closing = this.router !== null;
-      await this.stopRouter();
+      await this.stopRouter(true);
       const kept = closing ? (this.lastSummary?.carriedOver ?? 0) : 0;
       if (kept > 0) {
-        this.holdRelease(give, `${kept} triggers kept undelivered by the close`);
+        this.holdRelease(
+          give,
+          `${kept} triggers kept undelivered by a close given ${this.closeDeadlineMs} ms to drain`,
+        );
         await this.startRouter(owned);
         return;
       }
@@ -282,7 +287,7 @@ class Member implements PartitionGroup {
     }
     const now = this.leases.owned();
     if (now.join(',') !== this.running.join(',') || (this.router === null && now.length > 0)) {
-      await this.stopRouter();
+      await this.stopRouter(true);
       await this.startRouter(now);
     }
   }
@@ -325,8 +330,12 @@ class Member implements PartitionGroup {
     );
   }
 
-  /** Closes the running router cleanly; abandons it instead when a lease it reads was lost meanwhile. */
-  private async stopRouter(): Promise<void> {
+  /**
+   * Closes the running router cleanly (for a balance, its drain given at most one lease time: a downstream that is
+   * down does not pause this member's partitions for long; what it keeps is delivered by the next router, and a
+   * release waits for it); abandons it instead when a lease it reads was lost meanwhile.
+   */
+  private async stopRouter(forBalance = false): Promise<void> {
     if (this.fenced) {
       await this.abandonRouter();
       this.fenced = false;
@@ -339,6 +348,7 @@ class Member implements PartitionGroup {
     if (router === null) return;
     // Until this close succeeds the next router reads the fences afresh (a failed close keeps no store).
     this.fences = null;
+    if (forBalance && router instanceof PipelineRouter) this.closeDeadlineMs = router.limitDrainDeadline(this.leaseMs);
     this.lastSummary = await router.close();
     this.keepFences(router);
   }

@@ -102,7 +102,7 @@ export class PipelineRouter implements Router {
   private readonly backlog: InputBacklog;
   /** Resolvers of inputDrained() calls waiting for the in-process backlog. */
   private drainedWaiters: (() => void)[] = [];
-  private readonly drainDeadlineMs: number;
+  private drainDeadlineMs: number;
   private readonly startedAtMs = Date.now();
   private store: FenceStore;
   private ingestThread: ThreadHandle | null = null;
@@ -804,6 +804,15 @@ export class PipelineRouter implements Router {
 
   inputsFinished(): Promise<void> {
     return this.inputsDonePromise;
+  }
+
+  /**
+   * Lowers the drain deadline of this router's close or drain to `ms` (when lower), before either starts: a partition
+   * group's balance does not pause its partitions for long on a downstream that is down. Returns the deadline in force.
+   */
+  limitDrainDeadline(ms: number): number {
+    this.drainDeadlineMs = Math.min(this.drainDeadlineMs, ms);
+    return this.drainDeadlineMs;
   }
 
   drain(): Promise<void> {

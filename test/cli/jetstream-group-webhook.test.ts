@@ -3,7 +3,8 @@
  * receiver goes down while the first member reads every partition, and a second member joins: the first member does
  * not release partitions while its close leaves triggers undelivered (they would reach the receiver after the later
  * seqs the next owner sends), and releases them once the receiver is back. At the receiver, each device's triggers
- * arrive in seq order, and once per (deviceId, seq) they are exactly the reference.
+ * arrive in seq order, and once per (deviceId, seq) they are exactly the reference. The balance's close gives up on the
+ * receiver after one lease time (2 s), not the 30 s drain deadline of a stop.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -29,19 +30,7 @@ test('leased partitions and a shared webhook that goes down while a member joins
         stateDir: join(dir, name),
         natsPort: nats.port,
         out: null,
-        extra: [
-          '--webhook',
-          server.url,
-          '--partitions',
-          'auto',
-          '--lease-ms',
-          '2000',
-          '--member-name',
-          name,
-          // A balance's close gives up after 1 s on a downstream that is down.
-          '--drain-deadline-ms',
-          '1000',
-        ],
+        extra: ['--webhook', server.url, '--partitions', 'auto', '--lease-ms', '2000', '--member-name', name],
       }),
       120_000,
     );
@@ -61,6 +50,8 @@ test('leased partitions and a shared webhook that goes down while a member joins
   await publishPaced(nats.url, traffic, DEVICES, third, 2 * third, 5000);
   const b = start('b');
   await waitFor(() => /are not released yet/.test(a.stderr), 60_000, 'a holding its partitions back');
+  // The balance's close was given one lease time, not the 30 s drain deadline of a stop.
+  assert.match(a.stderr, /triggers kept undelivered by a close given 2000 ms to drain/);
   assert.equal(reading(b), 0, 'b reads nothing while a holds every partition');
   down = false;
   await waitFor(() => reading(a) === 8 && reading(b) === 8, 60_000, 'a and b reading 8 partitions each');
