@@ -449,9 +449,9 @@ export class Dispatcher implements DeadLetterTarget {
       if (floors !== null) {
         const kept: CarriedRecord[] = [];
         for (const r of carried) {
-          if (!derivedAgain(r.buf, 0)) kept.push(r);
+          const identity = readTriggerIdentity(r.buf, 0);
+          if (!replayDerivesAgain(floors, deviceSlotOf(identity.deviceId), identity.seq)) kept.push(r);
           else {
-            const identity = readTriggerIdentity(r.buf, 0);
             supersededKeys.add(`${String(identity.deviceId)}:${identity.seq}`);
             if (r.dlqPosition >= 0) dlq.setStatus(r.dlqPosition, DeadLetterStatus.RESOLVED);
             else pendingFilePassedOver++;

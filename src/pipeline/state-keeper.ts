@@ -217,8 +217,9 @@ export class StateKeeper {
   lastCheckpointMs = 0;
   /**
    * With exact replay: per device slot registered at start, the seq its restored checkpoint gives it (the floor for a
-   * device without one) when its partition is one this router reads again, else NaN (the dispatcher passes over earlier runs' triggers above it, which the
-   * replay derives again; see DispatcherOptions.replayFloors). Null without exact replay.
+   * device without one) when its partition is one this router reads again, else NaN (the dispatcher passes over
+   * earlier runs' triggers above it, which the replay derives again; see DispatcherOptions.replayFloors). Null without
+   * exact replay.
    */
   replayFloors: Float64Array | null = null;
 
@@ -554,11 +555,6 @@ export class StateKeeper {
 }
 
 /**
- * The local checkpoint with the devices of every partition that has a stored checkpoint replaced by that one's: the
- * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
- * position it covers. The seq floor is the highest of them all.
- */
-/**
  * StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]): the seq of each restored device as its checkpoint
  * has it (before the EXITs a restore adds for removed fences, which take seqs of their own), `floor` for the others.
  */
@@ -582,6 +578,11 @@ function replayFloorsOf(
   return floors;
 }
 
+/**
+ * The local checkpoint with the devices of every partition that has a stored checkpoint replaced by that one's: the
+ * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
+ * position it covers. The seq floor is the highest of them all. With exact replay no local device is kept.
+ */
 function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAtStart): Checkpoint {
   const replaced = new Set(at.stored.map((p) => p.partition));
   const ofReplaced = (id: string | number): boolean => {

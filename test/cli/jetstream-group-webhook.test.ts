@@ -64,6 +64,14 @@ test('leased partitions and a shared webhook that goes down while a member joins
   await waitFor(complete, 45_000, 'every reference trigger received').catch(() => undefined);
   for (const p of [a, b]) p.child.kill('SIGTERM');
   for (const p of [a, b]) assert.equal((await p.exited).code, 0, p.stderr);
+  // Each member's last router: its accounting holds and nothing was dead-lettered for good or left undelivered.
+  for (const p of [a, b]) {
+    const line = /offered=(\d+) recovered=(\d+) delivered=(\d+) replayed=(\d+) final=(\d+) kept=(\d+)/.exec(p.stdout);
+    assert.ok(line !== null, p.stdout);
+    const [offered, recovered, delivered, replayed, final, kept] = line.slice(1).map(Number) as number[];
+    assert.equal(offered! + recovered!, delivered! + replayed! + final! + kept!, line[0]);
+    assert.equal(final! + kept!, 0, line[0]);
+  }
   const received = server.received.slice();
   // A trigger received again is the same trigger under the same seq (a partition read again from its stored state).
   assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);

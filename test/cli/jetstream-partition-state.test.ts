@@ -199,6 +199,7 @@ for (const { held: heldWhen, seed } of RESTART_CASES) {
     assert.ok(line !== null, b.stdout);
     const [offered, recovered, delivered, replayed, final, kept] = line.slice(1).map(Number) as number[];
     assert.equal(offered! + recovered!, delivered! + replayed! + final! + kept!, line[0]);
+    assert.equal(final! + kept!, 0, `a healthy receiver: nothing dead-lettered for good or left (${line[0]})`);
     console.log(`the restart's accounting: ${line[0]}`);
   });
 }
