@@ -527,7 +527,7 @@ export class Dispatcher implements DeadLetterTarget {
             `and ${backlogRecovered} from its backlog log` +
             (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : '') +
             (ds.superseded > 0
-              ? `; ${ds.superseded} more are derived again, in their devices' order, by the partitions' replay (their copies in the files are passed over)`
+              ? `; ${ds.superseded} more are derived again, in their devices' order, by the partitions' replay here or by their readers now (their copies in the files are passed over)`
               : ''),
         );
       }
@@ -1039,11 +1039,24 @@ export class Dispatcher implements DeadLetterTarget {
   memoryOnlyAdmittedBefore(boundaryNs: number): number {
     this.flushBacklogs();
     let n = 0;
-    for (const ds of this.downstreams) {
-      if (this.handOffScratch.length < ds.queues.capacitySlots)
-        this.handOffScratch = new Uint8Array(ds.queues.capacitySlots);
-      n += ds.memoryOnlyAdmittedBefore(boundaryNs, this.handOffScratch);
-    }
+    for (const ds of this.downstreams) n += ds.memoryOnlyAdmittedBefore(boundaryNs, this.handOffScratchFor(ds));
+    return n;
+  }
+  /** The hand-off scratch, grown to `ds`'s memory when smaller. */
+  private handOffScratchFor(ds: Downstream): Uint8Array {
+    if (this.handOffScratch.length < ds.queues.capacitySlots)
+      this.handOffScratch = new Uint8Array(ds.queues.capacitySlots);
+    return this.handOffScratch;
+  }
+
+  /**
+   * Counts, over every downstream, the triggers not delivered yet (see Downstream.undeliveredAdmittedBefore) whose
+   * ping was admitted before `boundaryNs`: 0 means every downstream has taken (or refused for good) every trigger of
+   * those pings that the dispatcher has taken from the rings.
+   */
+  undeliveredAdmittedBefore(boundaryNs: number): number {
+    let n = 0;
+    for (const ds of this.downstreams) n += ds.undeliveredAdmittedBefore(boundaryNs, this.handOffScratchFor(ds));
     return n;
   }
 

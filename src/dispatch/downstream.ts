@@ -784,6 +784,21 @@ export class Downstream {
     return n;
   }
 
+  /**
+   * Triggers not delivered yet whose ping was admitted before `boundaryNs`: those in memory (queued, parked, being
+   * sent, carried over) admitted before it, and every one in the backlog log (its records' admission times are not
+   * looked at: counted whole, the answer errs on "not yet"). `used` is scratch of at least `capacitySlots`.
+   */
+  undeliveredAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
+    const q = this.queues;
+    q.markUsed(used);
+    let n = this.backlog === null ? 0 : this.backlog.unread;
+    for (let slot = 0; slot < q.capacitySlots; slot++) {
+      if (used[slot] === 1 && q.f64[slot * DREC_STRIDE_F64 + TRG_ADMIT_TIME_NS_F64]! < boundaryNs) n++;
+    }
+    return n;
+  }
+
   /** True when no durable file holds the trigger in `slot` (not loaded from the log, no dead-letter copy, not carried over). */
   private isMemoryOnly(slot: number): boolean {
     const q = this.queues;

@@ -7,11 +7,16 @@
  * Keys of the bucket, per partition N of a stream read by the routers of one consumer prefix (`<scope>` is
  * `<stream>.<consumerPrefix>`: routers reading the same stream under another prefix keep state of their own):
  * - `<scope>.p<N>`: the head, a JSON object: format, partition, partitionCount, streamSeq (the newest message the state
- *   covers; every earlier one too), capturedMs, writer (the router that wrote it), epoch, bytes, chunks.
+ *   covers; every earlier one too), capturedMs, writer (the router that wrote it), epoch, bytes, chunks; and
+ *   `delivered`: the same fields (streamSeq, capturedMs, epoch, bytes, chunks) of the newest checkpoint written while
+ *   every trigger of the pings it covers had been delivered (null when there is none; the head's own when it is one).
+ *   The head's checkpoint is what the partition's acknowledgements follow; the delivered one is what a router
+ *   restores when every ping comes from the stream (exact replay): reading again from it derives every trigger that
+ *   may not have reached a receiver, in its device's order, whoever held it undelivered.
  * - `<scope>.p<N>.e<epoch>.c<k>`: the checkpoint (src/durable/checkpoint.ts format, checksummed) in chunks of CHUNK_BYTES, so
  *   a partition of any size fits under the server's largest message. A write stores the chunks of a new epoch, then
  *   the head naming them, then purges the previous epoch's chunks: a reader sees either the old head and its chunks or
- *   the new ones.
+ *   the new ones. The delivered checkpoint's chunks stay until a later delivered one replaces it.
  *
  * A head is written only over the revision its writer last saw (created when there was none): a second router writing
  * the same partition fails instead of overwriting the first one's state, and the failure names the partition. Each
@@ -45,6 +50,18 @@ export interface StoredPartitionCheckpoint {
   checkpoint: Checkpoint;
 }
 
+/** Which of a partition's checkpoints to read: the head's (newest) or the newest delivered one. */
+export type PartitionCheckpointKind = 'newest' | 'delivered';
+
+/** Where a head's delivered checkpoint is. */
+interface DeliveredPart {
+  streamSeq: number;
+  capturedMs: number;
+  epoch: string | number;
+  bytes: number;
+  chunks: number;
+}
+
 /** The head of a partition checkpoint (JSON). */
 interface Head {
   format: number;
@@ -58,6 +75,8 @@ interface Head {
   /** Bytes of the checkpoint (0 with 0 chunks: an empty head, written by a claim of a partition with no state). */
   bytes: number;
   chunks: number;
+  /** The newest checkpoint written with every trigger it covers delivered (absent in heads of earlier versions). */
+  delivered?: DeliveredPart | null;
 }
 
 /** Settings of a bucket the router creates. */
@@ -98,10 +117,10 @@ export class PartitionStateBucket {
   }
 
   /**
-   * Reads partition `partition`'s checkpoint (null when none was written) and remembers its revision for the next
-   * write. Throws an Error naming the partition when the head or its chunks are unreadable.
+   * Reads partition `partition`'s checkpoint of `kind` (null when none was written) and remembers the head's revision
+   * for the next write. Throws an Error naming the partition when the head or its chunks are unreadable.
    */
-  async read(partition: number): Promise<StoredPartitionCheckpoint | null> {
+  async read(partition: number, kind: PartitionCheckpointKind = 'newest'): Promise<StoredPartitionCheckpoint | null> {
     const key = `${this.o.scope}.p${partition}`;
     const e = await this.kv.get(key);
     if (e === null || e.operation !== 'PUT') {
@@ -125,35 +144,44 @@ export class PartitionStateBucket {
         `${where}: written for ${head.partitionCount} partitions, not ${this.o.partitionCount} (the partition count of a stream cannot change under its checkpoints)`,
       );
     }
-    if (head.chunks === 0) {
-      // An empty head: claimed, no state stored yet.
+    const part: DeliveredPart | null = kind === 'newest' ? head : (head.delivered ?? null);
+    if (part === null || part.chunks === 0) {
+      // An empty head (claimed, no state stored yet), or no delivered checkpoint yet.
       this.revisions.set(partition, e.revision);
-      this.heads.set(partition, { epoch: head.epoch, chunks: 0, head });
+      this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
       return null;
     }
-    const bytes = new Uint8Array(head.bytes);
+    const bytes = new Uint8Array(part.bytes);
     let at = 0;
-    for (let k = 0; k < head.chunks; k++) {
-      const c = await this.kv.get(chunkKey(this.o.scope, partition, head.epoch, k));
+    for (let k = 0; k < part.chunks; k++) {
+      const c = await this.kv.get(chunkKey(this.o.scope, partition, part.epoch, k));
       if (c === null || c.operation !== 'PUT')
-        throw new Error(`${where}: chunk ${k} of epoch ${head.epoch} is missing`);
+        throw new Error(`${where}: chunk ${k} of epoch ${part.epoch} is missing`);
       if (at + c.value.length > bytes.length)
-        throw new Error(`${where}: chunks longer than the ${head.bytes} bytes named`);
+        throw new Error(`${where}: chunks longer than the ${part.bytes} bytes named`);
       bytes.set(c.value, at);
       at += c.value.length;
     }
-    if (at !== bytes.length) throw new Error(`${where}: chunks hold ${at} bytes, the head names ${head.bytes}`);
-    const checkpoint = decodeCheckpoint(bytes, where);
+    if (at !== bytes.length) throw new Error(`${where}: chunks hold ${at} bytes, the head names ${part.bytes}`);
+    const checkpoint = decodeCheckpoint(bytes, kind === 'newest' ? where : `${where} (delivered checkpoint)`);
     this.revisions.set(partition, e.revision);
     this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
-    return { partition, streamSeq: head.streamSeq, capturedMs: head.capturedMs, writer: head.writer, checkpoint };
+    return { partition, streamSeq: part.streamSeq, capturedMs: part.capturedMs, writer: head.writer, checkpoint };
   }
 
   /**
-   * Stores `bytes` (an encoded checkpoint of the partition's devices) as covering stream sequence `streamSeq`. Throws
-   * when another writer changed the head since this router last read or wrote it (the partition is consumed twice).
+   * Stores `bytes` (an encoded checkpoint of the partition's devices) as covering stream sequence `streamSeq`, and as
+   * the delivered checkpoint too when `delivered` (every trigger of the pings it covers was delivered; otherwise the
+   * head keeps naming the previous delivered one). Throws when another writer changed the head since this router last
+   * read or wrote it (the partition is consumed twice).
    */
-  async write(partition: number, streamSeq: number, capturedMs: number, bytes: Uint8Array): Promise<void> {
+  async write(
+    partition: number,
+    streamSeq: number,
+    capturedMs: number,
+    bytes: Uint8Array,
+    delivered: boolean,
+  ): Promise<void> {
     const previous = this.heads.get(partition) ?? null;
     const epoch = randomBytes(6).toString('hex');
     const chunks = Math.max(1, Math.ceil(bytes.length / CHUNK_BYTES));
@@ -172,6 +200,9 @@ export class PartitionStateBucket {
       epoch,
       bytes: bytes.length,
       chunks,
+      delivered: delivered
+        ? { streamSeq, capturedMs, epoch, bytes: bytes.length, chunks }
+        : (previous?.head.delivered ?? null),
     };
     try {
       await this.writeHead(partition, head);
@@ -182,10 +213,18 @@ export class PartitionStateBucket {
       throw err;
     }
     this.heads.set(partition, { epoch, chunks, head });
-    // The previous epoch's chunks are no longer named (a purge that fails leaves a few unnamed bytes behind).
-    if (previous !== null)
-      for (let k = 0; k < previous.chunks; k++)
-        await this.kv.purge(chunkKey(this.o.scope, partition, previous.epoch, k)).catch(() => undefined);
+    if (previous === null) return;
+    // The previous head's chunks, and its delivered checkpoint's, that the new head no longer names (a purge that
+    // fails leaves a few unnamed bytes behind).
+    const named = new Set([String(epoch), String(head.delivered?.epoch ?? '')]);
+    const before: { epoch: string | number; chunks: number }[] = [previous];
+    const d = previous.head.delivered ?? null;
+    if (d !== null && String(d.epoch) !== String(previous.epoch)) before.push(d);
+    for (const b of before) {
+      if (named.has(String(b.epoch))) continue;
+      for (let k = 0; k < b.chunks; k++)
+        await this.kv.purge(chunkKey(this.o.scope, partition, b.epoch, k)).catch(() => undefined);
+    }
   }
 
   /**
@@ -206,6 +245,7 @@ export class PartitionStateBucket {
             epoch: randomBytes(6).toString('hex'),
             bytes: 0,
             chunks: 0,
+            delivered: null,
           }
         : { ...known, writer: this.o.writer };
     await this.writeHead(partition, head);

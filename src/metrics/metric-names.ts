@@ -29,6 +29,7 @@ export const MetricNames = {
   SOURCE_CHECKPOINT_WRITE_SECONDS: 'geofence_source_checkpoint_write_seconds',
   SOURCE_CHECKPOINT_BYTES: 'geofence_source_checkpoint_bytes',
   SOURCE_CHECKPOINT_DEFERRED: 'geofence_source_checkpoint_deferred_total',
+  SOURCE_CHECKPOINT_UNDELIVERED: 'geofence_source_checkpoint_undelivered_total',
   GROUP_ROUTERS_STARTED: 'geofence_group_routers_started_total',
   GROUP_PARTITIONS_TAKEN: 'geofence_group_partitions_taken_total',
   GROUP_PARTITIONS_RELEASED: 'geofence_group_partitions_released_total',

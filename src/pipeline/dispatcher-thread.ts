@@ -341,7 +341,13 @@ async function main(): Promise<void> {
               let taken = true;
               for (let r = 0; r < rings.length && taken; r++)
                 taken = ((rings[r]!.readSeq() - msg.ringWriteSeqs[r]!) | 0) >= 0;
-              held = !taken ? -1 : dispatcher === null ? 0 : dispatcher.memoryOnlyAdmittedBefore(msg.boundaryNs);
+              held = !taken
+                ? -1
+                : dispatcher === null
+                  ? 0
+                  : msg.delivered
+                    ? dispatcher.undeliveredAdmittedBefore(msg.boundaryNs)
+                    : dispatcher.memoryOnlyAdmittedBefore(msg.boundaryNs);
               if (held === 0) return;
               if (Date.now() >= until) break;
               await new Promise((r) => setTimeout(r, HAND_OFF_POLL_MS));
@@ -349,7 +355,7 @@ async function main(): Promise<void> {
             throw new Error(
               held < 0
                 ? 'the trigger rings were not read that far in time'
-                : `${held} triggers of those pings are still held only in memory`,
+                : `${held} triggers of those pings are still ${msg.delivered ? 'undelivered' : 'held only in memory'}`,
             );
           })(),
         );

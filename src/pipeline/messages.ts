@@ -27,10 +27,18 @@ export type DispatcherRequest =
   | { type: 'close'; id: number; deadlineMs: number }
   /**
    * Resolves once the dispatcher has taken every trigger ring past `ringWriteSeqs` (per ring, as the main thread read
-   * the producers' positions) and no trigger of a ping admitted before `boundaryNs` is held only in memory; fails
-   * after `withinMs`, naming how many still are.
+   * the producers' positions) and no trigger of a ping admitted before `boundaryNs` is held only in memory (with
+   * `delivered`: none is undelivered at all, see Dispatcher.undeliveredAdmittedBefore); fails after `withinMs`,
+   * naming how many still are.
    */
-  | { type: 'handed-on'; id: number; boundaryNs: number; ringWriteSeqs: number[]; withinMs: number };
+  | {
+      type: 'handed-on';
+      id: number;
+      boundaryNs: number;
+      ringWriteSeqs: number[];
+      withinMs: number;
+      delivered: boolean;
+    };
 
 /** Pipeline thread -> main. */
 export type ThreadEvent =

@@ -114,7 +114,8 @@ export interface PartitionStateAtStart {
   partitionCount: number;
   /** The partitions this router consumes. */
   owned: readonly number[];
-  /** The stored checkpoints of the partitions this router consumes (those that have one). */
+  /** The stored checkpoints of the partitions this router consumes (those that have one; with exact replay each
+   * partition's newest delivered one). */
   stored: readonly StoredPartitionCheckpoint[];
   /**
    * Every ping comes from the partitioned source: after an unclean stop the seq floor stays, since each partition is
@@ -216,10 +217,12 @@ export class StateKeeper {
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
   /**
-   * With exact replay: per device slot registered at start, the seq its restored checkpoint gives it (the floor for a
-   * device without one) when its partition is one this router reads again, else NaN (the dispatcher passes over
-   * earlier runs' triggers above it, which the replay derives again; see DispatcherOptions.replayFloors). Null without
-   * exact replay.
+   * With exact replay: per device slot registered at start, -Infinity for a device of any partition (every earlier
+   * run's trigger of it in this router's files is passed over by the dispatcher, see DispatcherOptions.replayFloors),
+   * NaN for an id no subject can carry. Each partition's stored state is its newest delivered checkpoint, so whichever
+   * router reads the partition derives again every trigger a router held undelivered when it stopped, in its
+   * device's order; a copy in these files is either one of those or was delivered since by that partition's reader.
+   * Null without exact replay.
    */
   replayFloors: Float64Array | null = null;
 
@@ -337,8 +340,7 @@ export class StateKeeper {
       problems,
     };
     const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
-    if (partitionState?.exactReplay === true)
-      keeper.replayFloors = replayFloorsOf(ids, partitionState, cp?.devices ?? [], floor);
+    if (partitionState?.exactReplay === true) keeper.replayFloors = replayFloorsOf(ids, partitionState);
     return keeper;
   }
 
@@ -366,7 +368,7 @@ export class StateKeeper {
       }
       if (r.partitions?.exactReplay === true) {
         lines.push(
-          `  the partitions' state comes from their stored checkpoints and their streams are read again from there (a partition with none from its first unacknowledged message, its devices afresh): triggers re-derived carry the seqs they had`,
+          `  the partitions' state comes from their newest delivered checkpoints and their streams are read again from there (a partition with none from the stream's first message, its devices afresh): triggers derived again carry the seqs they had`,
         );
       } else {
         lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);
@@ -554,26 +556,16 @@ export class StateKeeper {
   }
 }
 
-/**
- * StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]): the seq of each restored device as its checkpoint
- * has it (before the EXITs a restore adds for removed fences, which take seqs of their own), `floor` for the others.
- */
-function replayFloorsOf(
-  ids: readonly (string | number)[],
-  at: PartitionStateAtStart,
-  restored: readonly { seq: number }[],
-  floor: number,
-): Float64Array {
-  const owned = new Set(at.owned);
+/** StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]). */
+function replayFloorsOf(ids: readonly (string | number)[], at: PartitionStateAtStart): Float64Array {
   const floors = new Float64Array(ids.length).fill(NaN);
   ids.forEach((id, slot) => {
-    let p: number;
     try {
-      p = partitionOf(id, at.partitionCount);
+      partitionOf(id, at.partitionCount);
+      floors[slot] = -Infinity;
     } catch {
-      return; // an id no subject can carry is not of a partition
+      // an id no subject can carry is not of a partition
     }
-    if (owned.has(p)) floors[slot] = slot < restored.length ? restored[slot]!.seq : floor;
   });
   return floors;
 }
@@ -593,10 +585,10 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
     }
   };
   const fences = [...(local?.fences ?? [])];
-  // Exact replay: the local devices are none of this start's. Those of a partition without a stored checkpoint may
-  // have moved past triggers never handed on (a kill before the partition's first store), which its stream, read
-  // again from its first unacknowledged message, derives again; those of a partition another router owns now would
-  // be stale here (and could expire with an EXIT under a seq its owner uses).
+  // Exact replay: the local devices are none of this start's. Those of a partition without a delivered checkpoint may
+  // have moved past triggers never delivered, which its stream, read again from its first message, derives again;
+  // those of a partition another router owns now would be stale here (and could expire with an EXIT under a seq its
+  // owner uses).
   const devices = at.exactReplay ? [] : (local?.devices ?? []).filter((d) => !ofReplaced(d.id));
   let seqFloor = local?.seqFloor ?? 0;
   for (const p of at.stored) {

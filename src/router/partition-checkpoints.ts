@@ -9,6 +9,13 @@
  * later messages processed before the copy): a router that restores it reads those again and containment recognises
  * them (event time not newer than the device's last) and produces nothing; the pings after them give the same
  * triggers, with the same seqs, as they gave the writer.
+ *
+ * Which checkpoint a start restores: with exact replay (every ping from the stream) the partition's newest delivered
+ * one (written when every trigger of the pings it covers had been delivered), read again from the message after it,
+ * and from the stream's first message when the partition has none; so a trigger that some router held undelivered
+ * (in memory or in its own files, when it was killed or its partitions moved) is derived again, in its device's
+ * order, by whichever router reads the partition next, and that router's files' copies are passed over (see
+ * StateKeeper.replayFloors). Otherwise the newest checkpoint, whose triggers were at least in a durable file.
  */
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -38,6 +45,9 @@ export class PartitionCheckpoints {
   /** Bytes written by the last store, and how long it took, ns. */
   lastBytes = 0;
   lastNs = 0;
+  /** Stores that were delivered checkpoints as well, and those that were not (a trigger they cover undelivered). */
+  storedDelivered = 0;
+  storedUndelivered = 0;
   /** Checkpoints whose partition copies were not stored because triggers they cover were still only in memory. */
   deferred = 0;
 
@@ -75,14 +85,14 @@ export class PartitionCheckpoints {
         partitionCount: js.partitionCount,
         writer: `${hostname()}:${process.pid}`,
       });
+      // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
+      const exactReplay = o.listenHost === null && o.inputs.length === 0;
       const stored: StoredPartitionCheckpoint[] = [];
       for (const p of owned) {
-        const s = await bucket.read(p);
+        const s = await bucket.read(p, exactReplay ? 'delivered' : 'newest');
         if (s !== null) stored.push(s);
         if (leaseGate !== null) await bucket.claim(p);
       }
-      // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
-      const exactReplay = o.listenHost === null && o.inputs.length === 0;
       const gate = leaseGate === null ? null : new Float64Array(leaseGate);
       return new PartitionCheckpoints(nc, bucket, owned, js.partitionCount, stored, exactReplay, gate);
     } catch (err) {
@@ -93,8 +103,15 @@ export class PartitionCheckpoints {
     }
   }
 
-  /** Sets each restored partition's start position (before the ingest thread starts) and what its checkpoint covers. */
+  /**
+   * Sets each restored partition's start position (before the ingest thread starts) and what its checkpoint covers;
+   * with exact replay, a partition with no delivered checkpoint starts from the stream's first message.
+   */
   seed(cells: Float64Array): void {
+    if (this.atStart.exactReplay)
+      for (const p of this.owned) {
+        cells[p * SRC_STRIDE_F64 + SRC_START_STREAM_SEQ_F64] = 1;
+      }
     for (const s of this.atStart.stored) {
       const b = s.partition * SRC_STRIDE_F64;
       cells[b + SRC_START_STREAM_SEQ_F64] = s.streamSeq + 1;
@@ -114,8 +131,9 @@ export class PartitionCheckpoints {
 
   /**
    * Writes the devices of every owned partition from the checkpoint `keeper` just took over `store`, each with what
-   * it covers (`covered`, from coveredNow at the capture's start). Throws on the first partition that cannot be
-   * written (another router writing it included): the acknowledgements then wait for a checkpoint that is.
+   * it covers (`covered`, from coveredNow at the capture's start), as the delivered checkpoint too when `delivered`
+   * (every trigger of the pings the copy holds was delivered). Throws on the first partition that cannot be written
+   * (another router writing it included): the acknowledgements then wait for a checkpoint that is.
    */
   async store(
     keeper: StateKeeper,
@@ -123,6 +141,7 @@ export class PartitionCheckpoints {
     covered: Float64Array,
     capturedMs: number,
     cells: Float64Array,
+    delivered: boolean,
   ): Promise<void> {
     if (this.gate !== null && !leaseGateOpen(this.gate))
       throw new Error('the partition leases are not known to hold (renewal overdue or lost): nothing stored');
@@ -132,13 +151,15 @@ export class PartitionCheckpoints {
     for (let i = 0; i < this.owned.length; i++) {
       const p = this.owned[i]!;
       const b = encoded.get(p)!;
-      await this.bucket.write(p, covered[i]!, capturedMs, b);
+      await this.bucket.write(p, covered[i]!, capturedMs, b, delivered);
       bytes += b.length;
       cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_STREAM_SEQ_F64] = covered[i]!;
       cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_CAPTURED_MS_F64] = capturedMs;
     }
     this.lastBytes = bytes;
     this.lastNs = nowNs() - t0;
+    if (delivered) this.storedDelivered++;
+    else this.storedUndelivered++;
   }
 
   /** Closes the connection (after the last checkpoint). */

@@ -256,6 +256,12 @@ export class PipelineRouter implements Router {
         [],
         [{ labels: {}, read: () => pc.deferred }],
       );
+      this.metrics.addSharedCounter(
+        MetricNames.SOURCE_CHECKPOINT_UNDELIVERED,
+        'Checkpoints whose partition copies were stored while a trigger of the pings they cover was not yet delivered: the delivered checkpoint a start restores with exact replay stayed the older one.',
+        [],
+        [{ labels: {}, read: () => pc.storedUndelivered }],
+      );
     }
     if (leaseGate !== null) this.addGroupMetrics(new Float64Array(leaseGate));
     this.metrics.addFenceTracking(
@@ -356,15 +362,35 @@ export class PipelineRouter implements Router {
       // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
       // triggers of the pings their state holds are handed on, since the router that restores them does not derive
       // those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
-      if (!clean && this.dispatcherThread !== null) {
+      // Whether every one of those triggers is delivered as well: only such a copy is one the partition's next owner
+      // may restore with exact replay (see PartitionCheckpoints.store). A clean stop's is when its close kept none.
+      let delivered = false;
+      if (clean) {
+        const s = this.stats();
+        delivered = s.carriedOver === 0 && s.inFlight === 0;
+      } else if (this.dispatcherThread !== null) {
+        const ringWriteSeqs = [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq());
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
             boundaryNs: copiedNs,
             // Every trigger ring in the dispatcher's order: the shards', then the control ring.
-            ringWriteSeqs: [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq()),
+            ringWriteSeqs,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
+            delivered: false,
           });
+          delivered = await this.dispatcherThread.requests
+            .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
+              type: 'handed-on',
+              boundaryNs: copiedNs,
+              ringWriteSeqs,
+              withinMs: Math.min(DELIVERED_WITHIN_MS, this.options.checkpointIntervalMs),
+              delivered: true,
+            })
+            .then(
+              () => true,
+              () => false,
+            );
         } catch (err) {
           covers = false;
           parts.deferred++;
@@ -375,7 +401,7 @@ export class PipelineRouter implements Router {
           return;
         }
       }
-      await parts.store(this.keeper, this.store, covered!, captureMs, cells!);
+      await parts.store(this.keeper, this.store, covered!, captureMs, cells!, delivered);
     });
     this.reloadChain = run.catch(() => undefined);
     // A partitioned source acknowledges what this checkpoint covers (pings processed before its capture began).
@@ -962,6 +988,8 @@ export class PipelineRouter implements Router {
 
 /** Longest wait for the triggers a partition checkpoint covers to be handed on before it is deferred, ms. */
 const HAND_OFF_WITHIN_MS = 2000;
+/** Longest further wait, after the hand-off, for those triggers to be delivered as well, ms. */
+const DELIVERED_WITHIN_MS = 1000;
 
 /** The fence file limits of `o`. */
 export function fenceFileLimits(o: RouterOptions): FenceFileLimits {

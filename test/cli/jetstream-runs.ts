@@ -124,3 +124,66 @@ export async function jetstreamScenario(
   writeFileSync(fences, JSON.stringify(traffic.fences));
   return { traffic, expected, nats, dir, fences };
 }
+
+/**
+ * Writes a config file (in `dir`) with one webhook downstream `hook` to `url` whose memory holds only 512 triggers, so
+ * what the receiver does not take spills to the backlog log (a durable file) early, and the downstream options
+ * `extra`; returns its path.
+ */
+export function smallQueueWebhookConfig(dir: string, url: string, extra: Record<string, unknown> = {}): string {
+  const config = join(dir, 'router.json');
+  writeFileSync(
+    config,
+    JSON.stringify({ downstreams: [{ name: 'hook', kind: 'webhook', url, queueCapacitySlots: 512, ...extra }] }),
+  );
+  return config;
+}
+
+/**
+ * Starts member `name` of a partition group on stream TEL (`--partitions auto`, 2 s leases, state directory
+ * `dir/name`), `extra` naming its downstreams; killed after the test.
+ */
+export function startGroupMember(
+  t: TestContext,
+  o: { fences: string; dir: string; natsPort: number; name: string; extra: readonly string[] },
+): CliProcess {
+  const p = new CliProcess(
+    jetstreamRouterArgs({
+      fences: o.fences,
+      stateDir: join(o.dir, o.name),
+      natsPort: o.natsPort,
+      out: null,
+      extra: [...o.extra, '--partitions', 'auto', '--lease-ms', '2000', '--member-name', o.name],
+    }),
+    120_000,
+  );
+  t.after(() => p.child.kill('SIGKILL'));
+  return p;
+}
+
+/** How many partitions member `p` reads now (its last "reading partitions" line; 0 before one). */
+export function partitionsRead(p: CliProcess): number {
+  const lines = [...p.stderr.matchAll(/partition group: reading partitions ([\d,]+)/g)];
+  return lines.length === 0 ? 0 : lines.at(-1)![1]!.split(',').length;
+}
+
+/**
+ * Checks the drain summary of a stopped router: `offered + recovered = delivered + replayed + final + kept`, nothing
+ * dead-lettered for good or left undelivered (final + kept = 0), and no ping shed, lost or rejected (the stream is a
+ * pausable source: it waits for room).
+ */
+export function assertDeliveredEverything(p: CliProcess): void {
+  const pings = /pings +accepted=\d+ .* lost=(\d+) rejected=(\d+)/.exec(p.stdout);
+  const shed = /\n +shed .* total=(\d+) /.exec(p.stdout);
+  assert.ok(pings !== null && shed !== null, p.stdout);
+  assert.deepEqual(
+    [Number(pings[1]), Number(pings[2]), Number(shed[1])],
+    [0, 0, 0],
+    `lost, rejected, shed: ${p.stdout}`,
+  );
+  const line = /offered=(\d+) recovered=(\d+) delivered=(\d+) replayed=(\d+) final=(\d+) kept=(\d+)/.exec(p.stdout);
+  assert.ok(line !== null, p.stdout);
+  const [offered, recovered, delivered, replayed, final, kept] = line.slice(1).map(Number) as number[];
+  assert.equal(offered! + recovered!, delivered! + replayed! + final! + kept!, line[0]);
+  assert.equal(final! + kept!, 0, line[0]);
+}

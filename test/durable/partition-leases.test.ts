@@ -111,7 +111,7 @@ test('a claimed partition state head fences the previous writer even when both r
   assert.equal(await old.read(3), null);
   assert.equal(await next.read(3), null);
   await next.claim(3);
-  await assert.rejects(old.write(3, 10, Date.now(), new Uint8Array(8)), /partition 3: .*consumed twice/);
+  await assert.rejects(old.write(3, 10, Date.now(), new Uint8Array(8), true), /partition 3: .*consumed twice/);
   assert.equal(await (await open('reader')).read(3), null, 'the claim is an empty head: no state yet');
 });
 

@@ -2,7 +2,9 @@
  * The partitions' device state in a JetStream key-value bucket, on a real NATS server: a router's last checkpoint of a
  * partition holding thousands of devices spans several chunks and reads back whole; a second writer of a partition is
  * refused (the head is written only over the revision its writer read); a head written for another partition count, or
- * chunks that are not a checkpoint, fail the read with a message naming the key.
+ * chunks that are not a checkpoint, fail the read with a message naming the key. A store made while a trigger it
+ * covers is undelivered moves the head but not the delivered checkpoint, whose chunks stay until a delivered store
+ * replaces it.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -62,16 +64,24 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(stored.checkpoint.devices.length, DEVICES, 'every device of the partition');
   assert.equal(stored.streamSeq, messages, 'the clean stop covers the last message');
   const kv = await new Kvm(nc).open(BUCKET);
-  const head = (await kv.get('TEL.geofence-router.p0'))!.json<{ chunks: number; bytes: number }>();
+  const head = (await kv.get('TEL.geofence-router.p0'))!.json<{ chunks: number; bytes: number; epoch: string }>();
   assert.ok(head.chunks >= 2, `${head.bytes} bytes in ${head.chunks} chunks`);
+  // The clean stop left nothing undelivered: its checkpoint is the delivered one too.
+  assert.equal((await first.read(0, 'delivered'))?.streamSeq, messages, 'the clean stop is a delivered checkpoint');
+  const encoded = new Uint8Array(head.bytes);
+  for (let k = 0, at = 0; k < head.chunks; k++) {
+    const c = (await kv.get(`TEL.geofence-router.p0.e${head.epoch}.c${k}`))!.value;
+    encoded.set(c, at);
+    at += c.length;
+  }
 
   // Two writers of one partition: the one that read the older revision is refused.
   const second = await PartitionStateBucket.open(nc, options);
   await second.read(0);
   const junk = new Uint8Array(300_000);
-  await first.write(0, messages, Date.now(), junk);
+  await first.write(0, messages, Date.now(), junk, true);
   await assert.rejects(
-    second.write(0, messages, Date.now(), junk),
+    second.write(0, messages, Date.now(), junk, true),
     /^Error: partition 0: its checkpoint in bucket GEOFENCE_PARTITION_STATE was written by another router since this one read it \(revision \d+\): the partition is consumed twice$/,
   );
   // What the first one wrote is not a checkpoint; another partition count is refused before the chunks are read.
@@ -88,4 +98,33 @@ test('partition state bucket: a large partition reads back whole from its chunks
   const epoch = (await kv.get('TEL.geofence-router.p0'))!.json<{ epoch: number }>().epoch;
   const scope = 'TEL.geofence-router.p0';
   assert.deepEqual(keys.sort(), [scope, `${scope}.e${epoch}.c0`, `${scope}.e${epoch}.c1`], 'earlier epochs purged');
+
+  // Delivered and newest apart (another scope: fresh keys): stores at 10 (delivered), 20 and 30 (a trigger undelivered).
+  const apart = { ...options, scope: 'TEL.apart' };
+  const writer = await PartitionStateBucket.open(nc, apart);
+  assert.equal(await writer.read(0), null);
+  await writer.write(0, 10, Date.now(), encoded, true);
+  await writer.write(0, 20, Date.now(), encoded, false);
+  await writer.write(0, 30, Date.now(), encoded, false);
+  const reader = await PartitionStateBucket.open(nc, apart);
+  assert.equal((await reader.read(0))?.streamSeq, 30, 'the head is the newest store');
+  const delivered = await reader.read(0, 'delivered');
+  assert.equal(delivered?.streamSeq, 10, 'the delivered checkpoint is the store at 10');
+  assert.equal(delivered.checkpoint.devices.length, DEVICES, 'and reads back whole');
+  const chunkEpochs = async (): Promise<string[]> => {
+    const epochs = new Set<string>();
+    for await (const k of await kv.keys('TEL.apart.p0.>')) epochs.add(k.split('.')[3]!);
+    return [...epochs].sort();
+  };
+  const headOf = async (): Promise<{ epoch: string; delivered: { epoch: string } }> =>
+    (await kv.get('TEL.apart.p0'))!.json<{ epoch: string; delivered: { epoch: string } }>();
+  const h = await headOf();
+  assert.deepEqual(await chunkEpochs(), [`e${h.epoch}`, `e${h.delivered.epoch}`].sort(), "the 20's chunks purged");
+  // A delivered store replaces both.
+  await writer.write(0, 40, Date.now(), encoded, true);
+  const again = await PartitionStateBucket.open(nc, apart);
+  assert.equal((await again.read(0, 'delivered'))?.streamSeq, 40);
+  const h2 = await headOf();
+  assert.equal(h2.delivered.epoch, h2.epoch);
+  assert.deepEqual(await chunkEpochs(), [`e${h2.epoch}`], 'earlier epochs purged');
 });
