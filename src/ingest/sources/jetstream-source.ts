@@ -487,7 +487,9 @@ export class JetStreamSource implements TelemetrySource {
         'info',
         fromCheckpoint === 0
           ? `jetstream source: consumer ${name} had ${info.num_ack_pending} messages taken and not acknowledged: reading again from stream sequence ${startSeq}`
-          : `jetstream source: consumer ${name} reads from stream sequence ${startSeq}, after what the partition's stored checkpoint covers (it had acknowledged up to ${info.ack_floor.stream_seq})`,
+          : startSeq === 1
+            ? `jetstream source: consumer ${name} reads from the stream's first message: the partition has no delivered checkpoint (it had acknowledged up to ${info.ack_floor.stream_seq})`
+            : `jetstream source: consumer ${name} reads from stream sequence ${startSeq}, after what the partition's stored checkpoint covers (it had acknowledged up to ${info.ack_floor.stream_seq})`,
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;
