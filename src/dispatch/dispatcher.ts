@@ -188,11 +188,13 @@ export interface DispatcherOptions {
   leaseGate?: SharedArrayBuffer;
   /**
    * With a partitioned source read again exactly (every ping from its stream, the device state from its stored
-   * checkpoints): per device slot of an earlier run, the seq its restored state reached, or NaN for a device whose
-   * triggers are not derived again here. An earlier run's trigger above it, in the pending file, the dead-letter file
-   * or the backlog log, comes again from the replay in its device's order, so the file's copy is passed over (a copy
-   * delivered first would put a later seq ahead of triggers the crash lost and the replay derives again). Default:
-   * none (every record of an earlier run is taken over).
+   * checkpoints): per device slot of an earlier run, the seq above which its triggers are derived again by the
+   * partition's reader (this router or another one): -Infinity for a partition read again from its delivered
+   * checkpoint, the restored seq for one that fell back to its newest, NaN for a device of no partition. An earlier
+   * run's trigger above it, in the pending file, the dead-letter file or the backlog log, comes again from the replay
+   * in its device's order, so the file's copy is passed over (a copy delivered first would put a later seq ahead of
+   * triggers the crash lost and the replay derives again). Default: none (every record of an earlier run is taken
+   * over).
    */
   replayFloors?: Float64Array;
   /** Called after every delivered batch. */

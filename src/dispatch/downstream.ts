@@ -216,8 +216,8 @@ export class Downstream {
   /** Triggers of earlier runs taken over at start. */
   recovered = 0;
   /**
-   * Triggers of earlier runs passed over because the replay of their partition derives them again (not counted in
-   * `recovered`: they are offered again by this run).
+   * Triggers of earlier runs passed over because the replay of their partition derives them again, here or at the
+   * partition's reader now (not counted in `recovered`: what this run derives again it offers again).
    */
   superseded = 0;
   /**

@@ -53,6 +53,16 @@ export interface StoredPartitionCheckpoint {
 /** Which of a partition's checkpoints to read: the head's (newest) or the newest delivered one. */
 export type PartitionCheckpointKind = 'newest' | 'delivered';
 
+/** What a partition's head names (see PartitionStateBucket.headOf). */
+export interface PartitionHeadSummary {
+  /** Stream sequence the newest checkpoint covers (0 for an empty head). */
+  streamSeq: number;
+  /** Whether the newest checkpoint holds state (false for an empty head, written by a claim). */
+  hasState: boolean;
+  /** The delivered checkpoint: null when none was stored, undefined when unknown (a head of an earlier version). */
+  delivered: { streamSeq: number; capturedMs: number } | null | undefined;
+}
+
 /** Where a head's delivered checkpoint is. */
 interface DeliveredPart {
   streamSeq: number;
@@ -76,7 +86,7 @@ interface Head {
   bytes: number;
   chunks: number;
   /** The newest checkpoint written with every trigger it covers delivered (absent in heads of earlier versions). */
-  delivered?: DeliveredPart | null;
+  delivered?: DeliveredPart | null | undefined;
 }
 
 /** Settings of a bucket the router creates. */
@@ -170,6 +180,22 @@ export class PartitionStateBucket {
   }
 
   /**
+   * What the partition's head, as last read or written by this router, names (null when there was none): its newest
+   * checkpoint's stream sequence and whether it holds state, and its delivered checkpoint: null when none was stored,
+   * undefined when the head comes from an earlier version that did not keep one (unknown).
+   */
+  headOf(partition: number): PartitionHeadSummary | null {
+    const h = this.heads.get(partition)?.head ?? null;
+    if (h === null) return null;
+    const d = h.delivered;
+    return {
+      streamSeq: h.streamSeq,
+      hasState: h.chunks > 0,
+      delivered: d === undefined ? undefined : d === null ? null : { streamSeq: d.streamSeq, capturedMs: d.capturedMs },
+    };
+  }
+
+  /**
    * Stores `bytes` (an encoded checkpoint of the partition's devices) as covering stream sequence `streamSeq`, and as
    * the delivered checkpoint too when `delivered` (every trigger of the pings it covers was delivered; otherwise the
    * head keeps naming the previous delivered one). Throws when another writer changed the head since this router last
@@ -200,9 +226,13 @@ export class PartitionStateBucket {
       epoch,
       bytes: bytes.length,
       chunks,
+      // A head of an earlier version (no delivered field) keeps naming none until a delivered store: which of its
+      // checkpoints had every trigger delivered is unknown (see headOf).
       delivered: delivered
         ? { streamSeq, capturedMs, epoch, bytes: bytes.length, chunks }
-        : (previous?.head.delivered ?? null),
+        : previous === null
+          ? null
+          : previous.head.delivered,
     };
     try {
       await this.writeHead(partition, head);

@@ -123,6 +123,14 @@ export interface PartitionStateAtStart {
    * checkpoint gives no device (the stored partition checkpoints are the whole state).
    */
   exactReplay: boolean;
+  /**
+   * With exact replay: the owned partitions restored from their newest checkpoint instead, and why (their delivered
+   * checkpoint is unknown, the head coming from an earlier version, or older than the stream's first message, so
+   * reading again from it would skip what retention removed). Their devices continue from that state and copies of
+   * their triggers in this router's files up to each device's restored seq are delivered from the files (see
+   * StateKeeper.replayFloors).
+   */
+  fallback: readonly { partition: number; reason: string }[];
 }
 
 /** What a start found in the state directory and did about it. */
@@ -340,7 +348,8 @@ export class StateKeeper {
       problems,
     };
     const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
-    if (partitionState?.exactReplay === true) keeper.replayFloors = replayFloorsOf(ids, partitionState);
+    if (partitionState?.exactReplay === true)
+      keeper.replayFloors = replayFloorsOf(ids, partitionState, cp?.devices ?? [], floor);
     return keeper;
   }
 
@@ -556,16 +565,30 @@ export class StateKeeper {
   }
 }
 
-/** StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]). */
-function replayFloorsOf(ids: readonly (string | number)[], at: PartitionStateAtStart): Float64Array {
+/**
+ * StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]; the first `restored.length` are the restored
+ * checkpoint's devices, in its order, with their seqs before any removed-fence EXIT): -Infinity for a device of a
+ * partition read again from its delivered checkpoint (or from the stream's first message); for one of a partition
+ * that fell back to its newest checkpoint (PartitionStateAtStart.fallback), the seq that state gives it (`floor` for
+ * a device it lacks): the stream read again derives its triggers above it, and those at or below it are delivered
+ * from the files.
+ */
+function replayFloorsOf(
+  ids: readonly (string | number)[],
+  at: PartitionStateAtStart,
+  restored: readonly { seq: number }[],
+  floor: number,
+): Float64Array {
+  const fellBack = new Set(at.fallback.map((f) => f.partition));
   const floors = new Float64Array(ids.length).fill(NaN);
   ids.forEach((id, slot) => {
+    let p: number;
     try {
-      partitionOf(id, at.partitionCount);
-      floors[slot] = -Infinity;
+      p = partitionOf(id, at.partitionCount);
     } catch {
-      // an id no subject can carry is not of a partition
+      return; // an id no subject can carry is not of a partition
     }
+    floors[slot] = !fellBack.has(p) ? -Infinity : slot < restored.length ? restored[slot]!.seq : floor;
   });
   return floors;
 }

@@ -16,12 +16,24 @@
  * (in memory or in its own files, when it was killed or its partitions moved) is derived again, in its device's
  * order, by whichever router reads the partition next, and that router's files' copies are passed over (see
  * StateKeeper.replayFloors). Otherwise the newest checkpoint, whose triggers were at least in a durable file.
+ *
+ * Exact replay falls back to a partition's newest checkpoint, with a warning, where reading again from the delivered
+ * one cannot be exact: its head comes from an earlier version (which checkpoint had every trigger delivered is
+ * unknown), or the stream no longer holds the messages after the delivered one (the stream's first message is past
+ * it: retention removed them, e.g. while a downstream held a dead letter for days). Its devices continue from the
+ * newest state as without exact replay. `geofence_source_delivered_checkpoint_age_seconds` shows how far the oldest
+ * delivered checkpoint lags, to be kept well inside the stream's retention.
  */
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
 import type { RouterOptions } from '../config/options.js';
-import { PartitionStateBucket, type StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
+import {
+  PartitionStateBucket,
+  type PartitionHeadSummary,
+  type StoredPartitionCheckpoint,
+} from '../durable/partition-state-bucket.js';
 import type { FenceStore } from '../fences/store.js';
 import { parsePartitionList } from '../ingest/sources/partitions.js';
 import type { PartitionStateAtStart, StateKeeper } from '../pipeline/state-keeper.js';
@@ -50,6 +62,11 @@ export class PartitionCheckpoints {
   storedUndelivered = 0;
   /** Checkpoints whose partition copies were not stored because triggers they cover were still only in memory. */
   deferred = 0;
+  /**
+   * Per owned partition (index as in `owned`): when its delivered checkpoint was captured, epoch ms; this router's
+   * open for a partition with none it can read again from (none stored, or a fallback).
+   */
+  private readonly deliveredCapturedMs: Float64Array;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -58,9 +75,27 @@ export class PartitionCheckpoints {
     private readonly partitionCount: number,
     stored: StoredPartitionCheckpoint[],
     exactReplay: boolean,
+    fallback: { partition: number; reason: string }[],
     private readonly gate: Float64Array | null,
+    openedMs: number,
   ) {
-    this.atStart = { partitionCount, owned, stored, exactReplay };
+    this.atStart = { partitionCount, owned, stored, exactReplay, fallback };
+    this.deliveredCapturedMs = new Float64Array(owned.length).fill(openedMs);
+    const fellBack = new Set(fallback.map((f) => f.partition));
+    for (const st of stored) {
+      const i = owned.indexOf(st.partition);
+      if (i >= 0 && !fellBack.has(st.partition)) this.deliveredCapturedMs[i] = st.capturedMs;
+    }
+  }
+
+  /**
+   * Seconds since the oldest owned partition's delivered checkpoint was captured (since this router opened, for one
+   * with none to read again from): how far back a start with exact replay would read; 0 with no owned partition.
+   */
+  oldestDeliveredAgeS(nowMs: number): number {
+    let oldest = nowMs;
+    for (const ms of this.deliveredCapturedMs) if (ms < oldest) oldest = ms;
+    return (nowMs - oldest) / 1000;
   }
 
   /**
@@ -87,14 +122,31 @@ export class PartitionCheckpoints {
       });
       // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
       const exactReplay = o.listenHost === null && o.inputs.length === 0;
+      const firstSeq = exactReplay ? await streamFirstSeq(nc, js.stream) : 1;
       const stored: StoredPartitionCheckpoint[] = [];
+      const fallback: { partition: number; reason: string }[] = [];
       for (const p of owned) {
-        const s = await bucket.read(p, exactReplay ? 'delivered' : 'newest');
+        let s = await bucket.read(p, exactReplay ? 'delivered' : 'newest');
+        const reason = exactReplay ? fallbackReason(bucket.headOf(p), firstSeq) : null;
+        if (reason !== null) {
+          s = await bucket.read(p, 'newest');
+          fallback.push({ partition: p, reason });
+        }
         if (s !== null) stored.push(s);
         if (leaseGate !== null) await bucket.claim(p);
       }
       const gate = leaseGate === null ? null : new Float64Array(leaseGate);
-      return new PartitionCheckpoints(nc, bucket, owned, js.partitionCount, stored, exactReplay, gate);
+      return new PartitionCheckpoints(
+        nc,
+        bucket,
+        owned,
+        js.partitionCount,
+        stored,
+        exactReplay,
+        fallback,
+        gate,
+        Date.now(),
+      );
     } catch (err) {
       await nc.close().catch(() => undefined);
       throw new Error(`options.jetstreamSource.stateBucket ${js.stateBucket}: ${(err as Error).message}`, {
@@ -158,12 +210,42 @@ export class PartitionCheckpoints {
     }
     this.lastBytes = bytes;
     this.lastNs = nowNs() - t0;
-    if (delivered) this.storedDelivered++;
-    else this.storedUndelivered++;
+    if (delivered) {
+      this.storedDelivered++;
+      this.deliveredCapturedMs.fill(capturedMs);
+    } else this.storedUndelivered++;
   }
 
   /** Closes the connection (after the last checkpoint). */
   async close(): Promise<void> {
     await drainWithin(this.nc, CLOSE_WITHIN_MS);
+  }
+}
+
+/**
+ * Why exact replay cannot read partition's stream again from its delivered checkpoint (null when it can): see the
+ * module comment. `firstSeq` is the stream's first message now.
+ */
+export function fallbackReason(head: PartitionHeadSummary | null, firstSeq: number): string | null {
+  if (head === null || !head.hasState) return null;
+  if (head.delivered === undefined)
+    return 'its stored state was written by an earlier version, which kept no delivered checkpoint';
+  const from = (head.delivered?.streamSeq ?? 0) + 1;
+  if (from >= firstSeq) return null;
+  return head.delivered === null
+    ? `it has no delivered checkpoint and the stream's first message is now sequence ${firstSeq}, not 1 (retention removed the earlier ones)`
+    : `its delivered checkpoint covers up to stream sequence ${from - 1}, captured ${new Date(head.delivered.capturedMs).toISOString()}, and the stream's first message is now sequence ${firstSeq} (retention removed the messages after it)`;
+}
+
+/** The stream's first stored sequence now (1 when it does not exist yet; past its last message when it is empty). */
+async function streamFirstSeq(nc: NatsConnection, stream: string): Promise<number> {
+  const jsm = await jetstreamManager(nc);
+  try {
+    const info = await jsm.streams.info(stream);
+    return Math.max(1, info.state.first_seq);
+  } catch (err) {
+    const e = err as { api_error?: { code?: number }; message?: string };
+    if (e.api_error?.code === 404 || /not found/i.test(e.message ?? '')) return 1;
+    throw err;
   }
 }

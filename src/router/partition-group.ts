@@ -3,8 +3,9 @@
  * leases (src/durable/partition-leases.ts) instead of a fixed list, and runs a router on what it holds.
  *
  * Every `leaseMs / 4` the member renews its leases, then balances: above its fair share it releases its highest
- * partitions (only when its router's close delivered every trigger: one left in this member's files would reach a
- * shared receiver after the later seqs of the next owner; otherwise it keeps them and tries again later), below it
+ * partitions (only when its router's close delivered every trigger, otherwise it keeps them and tries again later:
+ * without exact replay one left in this member's files would reach a shared receiver after the later seqs of the next
+ * owner; with it the next owner would read again from the partitions' older delivered checkpoints), below it
  * takes free ones. A change of the held set restarts the router on the new set (the previous one
  * closed cleanly first, so each partition it gives up has its state stored before its lease is released, and the next
  * owner restores it): a pause of a second or two of this member's partitions, as a consumer group's rebalance is.
@@ -250,7 +251,8 @@ class Member implements PartitionGroup {
       const keep = owned.slice(0, share);
       const give = owned.slice(share);
       // Partitions move only with every trigger delivered: one held in this member's files (a downstream slow or down)
-      // would reach a shared receiver after the later seqs the next owner sends.
+      // would reach a shared receiver after the later seqs the next owner sends (with exact replay, the next owner
+      // would read the stream again from an older delivered checkpoint instead).
       if (this.releaseBackoff > 0) {
         this.releaseBackoff--;
         return;

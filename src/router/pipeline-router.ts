@@ -256,6 +256,12 @@ export class PipelineRouter implements Router {
         [],
         [{ labels: {}, read: () => pc.deferred }],
       );
+      this.metrics.addSharedGauge(
+        MetricNames.SOURCE_DELIVERED_CHECKPOINT_AGE,
+        "Seconds since the oldest owned partition's delivered checkpoint was captured (since the start, for a partition with none to read again from): how far back a start with exact replay reads the stream; keep it well inside the stream's retention.",
+        [],
+        [{ labels: {}, read: () => pc.oldestDeliveredAgeS(Date.now()) }],
+      );
       this.metrics.addSharedCounter(
         MetricNames.SOURCE_CHECKPOINT_UNDELIVERED,
         'Checkpoints whose partition copies were stored while a trigger of the pings they cover was not yet delivered: the delivered checkpoint a start restores with exact replay stayed the older one.',
@@ -281,6 +287,13 @@ export class PipelineRouter implements Router {
       throw err;
     }
     for (const line of this.keeper.describe(options.checkpointIntervalMs)) this.log(line);
+    const fallback = partitionCheckpoints?.atStart.fallback ?? [];
+    if (fallback.length > 0)
+      this.log(
+        `${fallback.length} partitions restored from their newest stored checkpoints, not read again exactly (copies of their triggers in other routers' files past that state are not delivered): ` +
+          fallback.map((f) => `partition ${f.partition}: ${f.reason}`).join('; '),
+        'warn',
+      );
   }
 
   /** The partition group's counters (the lease gate's cells, kept by the member across its routers). */
@@ -332,7 +345,7 @@ export class PipelineRouter implements Router {
    * Writes a checkpoint now, one at a time with reloads: the device state is copied while containment runs, and
    * containment is paused for the copy only when that copy does not settle (StateKeeper.checkpoint).
    */
-  checkpointNow(clean = false): Promise<void> {
+  checkpointNow(clean = false, closeDrained = false): Promise<void> {
     let captureMs = 0;
     const parts = this.partitionCheckpoints;
     const cells = this.memory.sourcePartitionCount > 0 ? new Float64Array(this.memory.sourcePartitions) : null;
@@ -360,14 +373,22 @@ export class PipelineRouter implements Router {
       // the hand-off below waits for the triggers of every ping admitted before the copy ended.
       const copiedNs = nowNs();
       // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
-      // triggers of the pings their state holds are handed on, since the router that restores them does not derive
-      // those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
+      // triggers of the pings their state holds are handed on, since a router that restores them without exact replay
+      // does not derive those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
       // Whether every one of those triggers is delivered as well: only such a copy is one the partition's next owner
-      // may restore with exact replay (see PartitionCheckpoints.store). A clean stop's is when its close kept none.
+      // may restore with exact replay (see PartitionCheckpoints.store). A clean stop's is when its close drained every
+      // admitted ping and trigger ring and kept or lost no trigger (not after a start given up before its ingest ran:
+      // its restored state may be a fallback to a partition's newest).
       let delivered = false;
       if (clean) {
         const s = this.stats();
-        delivered = s.carriedOver === 0 && s.inFlight === 0;
+        delivered =
+          closeDrained &&
+          s.admittedTotal === s.processed &&
+          s.lost === 0 &&
+          s.carriedOver === 0 &&
+          s.inFlight === 0 &&
+          [...this.shardTriggerRings, this.controlRing].every((r) => r.depth() === 0);
       } else if (this.dispatcherThread !== null) {
         const ringWriteSeqs = [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq());
         try {
@@ -379,6 +400,8 @@ export class PipelineRouter implements Router {
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
           });
+          // Kept without exact replay too (the wait ends at once when nothing is undelivered): a later start with
+          // exact replay (the listener and input files removed) then finds a delivered checkpoint to read again from.
           delivered = await this.dispatcherThread.requests
             .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
               type: 'handed-on',
@@ -909,7 +932,7 @@ export class PipelineRouter implements Router {
           await this.shutdown();
           // Only a drained pipeline's state is final: otherwise the directory is given up as after a crash and the next
           // start (in this process too) treats this stop as unclean (it raises the seq floor).
-          if (drained) await this.finishState();
+          if (drained) await this.finishState(true);
           else this.dir.abandon();
           this.routerLog.close();
         }
@@ -941,13 +964,14 @@ export class PipelineRouter implements Router {
   }
 
   /**
-   * With every thread stopped: writes the final checkpoint, marked clean, and releases the state directory (removing
-   * it when it is a temporary one). A failure gives the directory up as after a crash, so the next start (in this
+   * With every thread stopped: writes the final checkpoint, marked clean (its partition copies a delivered checkpoint
+   * only when `closeDrained`: a close drained the pipeline), and releases the state directory (removing it when it is
+   * a temporary one). A failure gives the directory up as after a crash, so the next start (in this
    * process too) treats the stop as unclean.
    */
-  async finishState(): Promise<void> {
+  async finishState(closeDrained = false): Promise<void> {
     try {
-      await this.checkpointNow(true);
+      await this.checkpointNow(true, closeDrained);
     } catch (err) {
       this.log(
         `final checkpoint failed (the next start treats this stop as unclean): ${(err as Error).message}`,

@@ -1381,7 +1381,8 @@ export const SRC_BYTES_F64 = 7;
 export const SRC_PROCESSED_STREAM_SEQ_F64 = 8;
 /**
  * Stream sequence the partition's consumer starts from (main thread, before the ingest thread starts: one past what
- * the partition's stored checkpoint covers; 0: no stored checkpoint, the consumer's own position applies).
+ * the partition's restored checkpoint covers; 1 with exact replay and none, the stream's first message; 0 otherwise
+ * with none, the consumer's own position applies).
  */
 export const SRC_START_STREAM_SEQ_F64 = 9;
 /** Stream sequence the last partition checkpoint stored in JetStream covers (main thread; 0: none yet). */

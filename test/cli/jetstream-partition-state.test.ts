@@ -22,11 +22,13 @@ import {
   waitForStoredPartitionState,
   whole,
 } from '../support/jetstream-publish.js';
-import { TriggerServer, waitFor } from '../pipeline/support.js';
+import { TriggerServer } from '../pipeline/support.js';
 import {
   assertDeliveredEverything,
+  assertReceivedReference,
   jetstreamRouterArgs,
   jetstreamScenario,
+  runUntilReceived,
   runAcrossStop,
   smallQueueWebhookConfig,
 } from './jetstream-runs.js';
@@ -165,27 +167,10 @@ for (const { held: heldWhen, seed } of RESTART_CASES) {
     for (const answer of waiting) answer();
     const firstReceived = server.received.length;
     if (heldWhen === 'from the start') assert.equal(firstReceived, 0, 'the first router handed nothing on');
-    const b = new CliProcess(args, 60_000);
-    t.after(() => b.child.kill('SIGKILL'));
-    const want = new Set(expected.map(whole));
-    const complete = (): boolean => {
-      const have = new Set(server.received.map(whole));
-      return [...want].every((w) => have.has(w));
-    };
-    await waitFor(complete, 30_000, 'every reference trigger received').catch(() => undefined);
-    b.child.kill('SIGTERM');
-    assert.equal((await b.exited).code, 0, b.stderr);
+    const b = await runUntilReceived(t, args, server, expected);
     const received = server.received.slice();
     // Per-device order over both runs at the receiver; a trigger received twice is the same under the same seq.
-    assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);
-    const stored = oncePerIdentity(received);
-    const have = new Set(stored.map(whole));
-    assert.deepEqual(
-      [...want].filter((w) => !have.has(w)),
-      [],
-      'no reference trigger is missing',
-    );
-    assert.deepEqual(stored.map(whole).sort(), [...want].sort(), 'once per (deviceId, seq): exactly the reference');
+    assertReceivedReference(received, expected);
     console.log(
       `kill -9, webhook held ${heldWhen}: the first router delivered ${firstReceived} triggers, the restart ${received.length - firstReceived}; once per (deviceId, seq) the reference's ${expected.length}`,
     );

@@ -8,7 +8,8 @@ import { NatsServer } from '../support/nats-server.js';
 import { sinkTraffic, tcpReferenceTriggers } from '../support/sink-run.js';
 import type { Trigger } from '../../src/index.js';
 import type { CityTraffic } from '../support/city-traffic.js';
-import { publishPaced } from '../support/jetstream-publish.js';
+import { oncePerIdentity, publishPaced, whole } from '../support/jetstream-publish.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { waitFor } from '../pipeline/support.js';
 import { CliProcess } from './support.js';
 
@@ -186,4 +187,46 @@ export function assertDeliveredEverything(p: CliProcess): void {
   const [offered, recovered, delivered, replayed, final, kept] = line.slice(1).map(Number) as number[];
   assert.equal(offered! + recovered!, delivered! + replayed! + final! + kept!, line[0]);
   assert.equal(final! + kept!, 0, line[0]);
+}
+
+/**
+ * Checks what a receiver got across routers against the reference `expected`: each device's triggers in seq order
+ * (one received again is the same trigger under the same seq), none of the reference missing, and once per
+ * `(deviceId, seq)` exactly the reference. Returns how many distinct identities that is.
+ */
+export function assertReceivedReference(received: readonly Trigger[], expected: readonly Trigger[]): number {
+  assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);
+  const stored = oncePerIdentity(received);
+  const have = new Set(stored.map(whole));
+  const want = expected.map(whole);
+  assert.deepEqual(
+    want.filter((w) => !have.has(w)),
+    [],
+    'no reference trigger is missing',
+  );
+  assert.deepEqual(stored.map(whole).sort(), want.sort(), 'once per (deviceId, seq): exactly the reference');
+  return stored.length;
+}
+
+/**
+ * Starts a router with `args` (killed after the test), waits up to 30 s for `server` to have received every trigger
+ * of `expected`, stops it with SIGTERM and checks it exits 0; returns it.
+ */
+export async function runUntilReceived(
+  t: TestContext,
+  args: readonly string[],
+  server: { received: Trigger[] },
+  expected: readonly Trigger[],
+): Promise<CliProcess> {
+  const p = new CliProcess([...args], 60_000);
+  t.after(() => p.child.kill('SIGKILL'));
+  const want = expected.map(whole);
+  const complete = (): boolean => {
+    const have = new Set(server.received.map(whole));
+    return want.every((w) => have.has(w));
+  };
+  await waitFor(complete, 30_000, 'every reference trigger received').catch(() => undefined);
+  p.child.kill('SIGTERM');
+  assert.equal((await p.exited).code, 0, p.stderr);
+  return p;
 }

@@ -4,7 +4,8 @@
  * refused (the head is written only over the revision its writer read); a head written for another partition count, or
  * chunks that are not a checkpoint, fail the read with a message naming the key. A store made while a trigger it
  * covers is undelivered moves the head but not the delivered checkpoint, whose chunks stay until a delivered store
- * replaces it.
+ * replaces it. With exact replay a partition falls back to its newest checkpoint where its delivered one is unknown (a
+ * head of an earlier version) or older than the stream's first message.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -12,9 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { createRouter } from '../../src/index.js';
+import { resolveRouterOptions } from '../../src/config/options.js';
+import { PartitionCheckpoints, fallbackReason } from '../../src/router/partition-checkpoints.js';
 import { PartitionStateBucket } from '../../src/durable/partition-state-bucket.js';
 import { cityTraffic } from '../support/city-traffic.js';
 import { NatsServer } from '../support/nats-server.js';
@@ -127,4 +130,69 @@ test('partition state bucket: a large partition reads back whole from its chunks
   const h2 = await headOf();
   assert.equal(h2.delivered.epoch, h2.epoch);
   assert.deepEqual(await chunkEpochs(), [`e${h2.epoch}`], 'earlier epochs purged');
+  // A store made after reading the delivered checkpoint, with a trigger undelivered, keeps naming it; so does a claim.
+  await again.write(0, 50, Date.now(), encoded, false);
+  await again.claim(0);
+  const afterClaim = await PartitionStateBucket.open(nc, apart);
+  assert.equal((await afterClaim.read(0, 'delivered'))?.streamSeq, 40, 'the delivered checkpoint survives a claim');
+  assert.equal((await afterClaim.read(0))?.streamSeq, 50);
+
+  // A head an earlier version wrote (no delivered field): which of its checkpoints was delivered is unknown, and
+  // stays unknown through undelivered stores and claims, so exact replay falls back to the newest.
+  await kv.put('TEL.legacy.p0.eold.c0', encoded.subarray(0, 256 * 1024));
+  await kv.put('TEL.legacy.p0.eold.c1', encoded.subarray(256 * 1024));
+  const legacyHead = { format: 1, partition: 0, partitionCount: 1, streamSeq: 7, capturedMs: 1, writer: 'earlier' };
+  await kv.put('TEL.legacy.p0', JSON.stringify({ ...legacyHead, epoch: 'old', bytes: encoded.length, chunks: 2 }));
+  const legacy = await PartitionStateBucket.open(nc, { ...options, scope: 'TEL.legacy' });
+  assert.equal(await legacy.read(0, 'delivered'), null);
+  assert.equal(legacy.headOf(0)?.delivered, undefined);
+  assert.match(
+    fallbackReason(legacy.headOf(0), 1)!,
+    /written by an earlier version, which kept no delivered checkpoint/,
+  );
+  assert.equal((await legacy.read(0))?.checkpoint.devices.length, DEVICES, 'its newest state reads back');
+  await legacy.write(0, 8, Date.now(), encoded, false);
+  await legacy.claim(0);
+  const legacyAgain = await PartitionStateBucket.open(nc, { ...options, scope: 'TEL.legacy' });
+  await legacyAgain.read(0, 'delivered');
+  assert.equal(legacyAgain.headOf(0)?.delivered, undefined, 'still unknown after an undelivered store and a claim');
+  await legacyAgain.write(0, 9, Date.now(), encoded, true);
+  assert.deepEqual(legacyAgain.headOf(0)?.delivered?.streamSeq, 9, 'known from the first delivered store');
+  assert.equal(fallbackReason(legacyAgain.headOf(0), 1), null);
+
+  // Exact replay through the router's side (real options, real stream): the delivered checkpoint is read again from
+  // while the stream holds the messages after it; once retention removed them the partition falls back to its newest
+  // checkpoint and says why.
+  const hourAgoMs = Date.now() - 3_600_000;
+  const scoped = await PartitionStateBucket.open(nc, { ...options, scope: 'TEL.fallback' });
+  await scoped.read(0);
+  await scoped.write(0, 3, hourAgoMs, encoded, true);
+  await scoped.write(0, messages, Date.now(), encoded, false);
+  const routerOptions = resolveRouterOptions({
+    listenHost: null,
+    jetstreamSource: { servers: [nats.url], partitionCount: 1, stream: 'TEL', consumerPrefix: 'fallback' },
+  });
+  const exact = (await PartitionCheckpoints.open(routerOptions))!;
+  t.after(() => exact.close());
+  assert.equal(exact.atStart.exactReplay, true);
+  assert.deepEqual(exact.atStart.fallback, []);
+  assert.deepEqual(
+    exact.atStart.stored.map((c) => c.streamSeq),
+    [3],
+    'the delivered checkpoint, the stream holding what follows',
+  );
+  assert.equal(exact.oldestDeliveredAgeS(hourAgoMs + 3_600_000), 3600, 'the delivered checkpoint is an hour old');
+  await (await jetstreamManager(nc)).streams.purge('TEL', { seq: 5 });
+  const fellBack = (await PartitionCheckpoints.open(routerOptions))!;
+  t.after(() => fellBack.close());
+  assert.deepEqual(
+    fellBack.atStart.stored.map((c) => c.streamSeq),
+    [messages],
+    'the newest checkpoint',
+  );
+  assert.equal(fellBack.atStart.fallback.length, 1);
+  assert.match(
+    fellBack.atStart.fallback[0]!.reason,
+    /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the stream's first message is now sequence 5 \(retention removed the messages after it\)$/,
+  );
 });

@@ -9,8 +9,8 @@ import type { CityTraffic } from './city-traffic.js';
 
 /**
  * Waits until the partition state bucket at `url` holds, over its 16 partitions of stream TEL (consumer prefix
- * geofence-router), a stored checkpoint with at least one device and a stream sequence above 0: a router has stored
- * state a successor can restore. Throws after `timeoutMs`.
+ * geofence-router), a delivered checkpoint with at least one device and a stream sequence above 0: a router has
+ * stored state a successor reading every ping from the stream (exact replay) restores. Throws after `timeoutMs`.
  */
 export async function waitForStoredPartitionState(url: string, timeoutMs: number): Promise<void> {
   const nc = await connect({ servers: url });
@@ -26,7 +26,7 @@ export async function waitForStoredPartitionState(url: string, timeoutMs: number
     for (;;) {
       for (let p = 0; p < 16; p++) {
         // A head read just before its writer replaced it names chunks purged since: read again next round.
-        const stored = await bucket.read(p).catch(() => null);
+        const stored = await bucket.read(p, 'delivered').catch(() => null);
         if (stored !== null && stored.streamSeq > 0 && stored.checkpoint.devices.length > 0) return;
       }
       if (Date.now() > end) throw new Error(`no partition state stored within ${timeoutMs} ms`);

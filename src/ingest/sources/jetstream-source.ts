@@ -462,9 +462,9 @@ export class JetStreamSource implements TelemetrySource {
   }
 
   /**
-   * Makes the partition's durable consumer, or takes over the one a previous run left. With a stored checkpoint of
-   * the partition (its start cell set by the main thread), the consumer reads from the message after the one the
-   * checkpoint covers. Otherwise messages a previous run had taken and not acknowledged (a crash, or what no
+   * Makes the partition's durable consumer, or takes over the one a previous run left. With a start cell set by the
+   * main thread (a restored checkpoint of the partition; with exact replay and none, 1: the stream's first message)
+   * the consumer reads from that sequence (the stream's first message when retention removed it). Otherwise messages a previous run had taken and not acknowledged (a crash, or what no
    * checkpoint covered at a clean stop) would come back only after `ackWaitMs`; the consumer is made again from the
    * first unacknowledged message instead, so they are read at once.
    */
@@ -489,7 +489,7 @@ export class JetStreamSource implements TelemetrySource {
           ? `jetstream source: consumer ${name} had ${info.num_ack_pending} messages taken and not acknowledged: reading again from stream sequence ${startSeq}`
           : startSeq === 1
             ? `jetstream source: consumer ${name} reads from the stream's first message: the partition has no delivered checkpoint (it had acknowledged up to ${info.ack_floor.stream_seq})`
-            : `jetstream source: consumer ${name} reads from stream sequence ${startSeq}, after what the partition's stored checkpoint covers (it had acknowledged up to ${info.ack_floor.stream_seq})`,
+            : `jetstream source: consumer ${name} reads from stream sequence ${startSeq}, after what the partition's restored checkpoint covers (it had acknowledged up to ${info.ack_floor.stream_seq})`,
       );
     } catch (err) {
       if (!isNotFound(err)) throw err;
