@@ -131,10 +131,20 @@ export class PartitionStateBucket {
    * for the next write. Throws an Error naming the partition when the head or its chunks are unreadable.
    */
   async read(partition: number, kind: PartitionCheckpointKind = 'newest'): Promise<StoredPartitionCheckpoint | null> {
+    await this.readHead(partition);
+    return this.readChunks(partition, kind);
+  }
+
+  /**
+   * Reads partition `partition`'s head alone (see headOf; null when none was written) and remembers its revision for
+   * the next write. Throws an Error naming the partition when it is unreadable.
+   */
+  async readHead(partition: number): Promise<PartitionHeadSummary | null> {
     const key = `${this.o.scope}.p${partition}`;
     const e = await this.kv.get(key);
     if (e === null || e.operation !== 'PUT') {
       this.revisions.set(partition, e?.revision ?? 0);
+      this.heads.delete(partition);
       return null;
     }
     const where = `bucket ${this.o.bucket} key ${key}`;
@@ -154,13 +164,22 @@ export class PartitionStateBucket {
         `${where}: written for ${head.partitionCount} partitions, not ${this.o.partitionCount} (the partition count of a stream cannot change under its checkpoints)`,
       );
     }
+    this.revisions.set(partition, e.revision);
+    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
+    return this.headOf(partition);
+  }
+
+  /**
+   * Reads the checkpoint of `kind` that partition `partition`'s head, as last read by readHead, names (null when
+   * none). Throws an Error naming the partition when its chunks are missing or not a checkpoint.
+   */
+  async readChunks(partition: number, kind: PartitionCheckpointKind): Promise<StoredPartitionCheckpoint | null> {
+    const head = this.heads.get(partition)?.head ?? null;
+    if (head === null) return null;
+    const where = `bucket ${this.o.bucket} key ${this.o.scope}.p${partition}`;
     const part: DeliveredPart | null = kind === 'newest' ? head : (head.delivered ?? null);
-    if (part === null || part.chunks === 0) {
-      // An empty head (claimed, no state stored yet), or no delivered checkpoint yet.
-      this.revisions.set(partition, e.revision);
-      this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
-      return null;
-    }
+    // An empty head (claimed, no state stored yet), or no delivered checkpoint yet.
+    if (part === null || part.chunks === 0) return null;
     const bytes = new Uint8Array(part.bytes);
     let at = 0;
     for (let k = 0; k < part.chunks; k++) {
@@ -174,8 +193,6 @@ export class PartitionStateBucket {
     }
     if (at !== bytes.length) throw new Error(`${where}: chunks hold ${at} bytes, the head names ${part.bytes}`);
     const checkpoint = decodeCheckpoint(bytes, kind === 'newest' ? where : `${where} (delivered checkpoint)`);
-    this.revisions.set(partition, e.revision);
-    this.heads.set(partition, { epoch: head.epoch, chunks: head.chunks, head });
     return { partition, streamSeq: part.streamSeq, capturedMs: part.capturedMs, writer: head.writer, checkpoint };
   }
 

@@ -131,6 +131,14 @@ export interface PartitionStateAtStart {
    * StateKeeper.replayFloors).
    */
   fallback: readonly { partition: number; reason: string }[];
+  /**
+   * The stream no longer holds messages a partition's stored state (or, with none, its devices' earlier run) needs:
+   * no one reads those pings again, so this start is not an exact replay (`exactReplay` false) and every device's seq
+   * continues above a floor raised by 2^32, as after an unclean stop: no (deviceId, seq) issued before is reused.
+   */
+  raiseSeqFloor: boolean;
+  /** The owned partitions whose stored state the stream no longer follows, and why (see `raiseSeqFloor`). */
+  gapped: readonly { partition: number; reason: string }[];
 }
 
 /** What a start found in the state directory and did about it. */
@@ -177,6 +185,8 @@ export interface RecoveryReport {
     devices: number;
     /** See PartitionStateAtStart.exactReplay. */
     exactReplay: boolean;
+    /** Partitions that fell back to their newest checkpoint (PartitionStateAtStart.fallback). */
+    fallback: number;
   } | null;
   /** Files passed over and why. */
   problems: string[];
@@ -225,12 +235,13 @@ export class StateKeeper {
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
   /**
-   * With exact replay: per device slot registered at start, -Infinity for a device of any partition (every earlier
-   * run's trigger of it in this router's files is passed over by the dispatcher, see DispatcherOptions.replayFloors),
-   * NaN for an id no subject can carry. Each partition's stored state is its newest delivered checkpoint, so whichever
-   * router reads the partition derives again every trigger a router held undelivered when it stopped, in its
-   * device's order; a copy in these files is either one of those or was delivered since by that partition's reader.
-   * Null without exact replay.
+   * With exact replay: per device slot registered at start, -Infinity for a device of any partition read again from
+   * its delivered checkpoint (every earlier run's trigger of it in this router's files is passed over by the
+   * dispatcher, see DispatcherOptions.replayFloors), the restored seq for one of a partition that fell back to its
+   * newest (PartitionStateAtStart.fallback: copies above it are passed over), NaN for an id no subject can carry.
+   * A partition's reader restores its newest delivered checkpoint, so it derives again every trigger a router held
+   * undelivered when it stopped, in its device's order; a copy in these files is either one of those or was
+   * delivered since by that partition's reader. Null without exact replay.
    */
   replayFloors: Float64Array | null = null;
 
@@ -278,7 +289,9 @@ export class StateKeeper {
     const cp = partitionState === null ? local : withPartitionCheckpoints(local, partitionState);
     let floor = cp?.seqFloor ?? 0;
     // Re-read from the position its state covers, a partition reproduces the triggers issued since with their seqs.
-    if (previousStop === 'unclean' && partitionState?.exactReplay !== true) {
+    const raise =
+      (previousStop === 'unclean' && partitionState?.exactReplay !== true) || partitionState?.raiseSeqFloor === true;
+    if (raise) {
       let highest = floor;
       for (const d of cp?.devices ?? []) if (d.seq > highest) highest = d.seq;
       floor = highest + SEQ_EPOCH;
@@ -312,12 +325,7 @@ export class StateKeeper {
       cp === null
         ? { exits: [], namesOnly: null }
         : // Exact replay: each device continues from its own seq (the stream is read again from what its state covers).
-          restoreDevices(
-            cp,
-            state,
-            store,
-            previousStop === 'unclean' && partitionState?.exactReplay !== true ? floor : -Infinity,
-          );
+          restoreDevices(cp, state, store, raise ? floor : -Infinity);
     const report: RecoveryReport = {
       stateDir: dir.dir,
       previousStop,
@@ -344,6 +352,7 @@ export class StateKeeper {
               restored: partitionState.stored.length,
               devices: partitionState.stored.reduce((n, p) => n + p.checkpoint.devices.length, 0),
               exactReplay: partitionState.exactReplay,
+              fallback: partitionState.fallback.length,
             },
       problems,
     };
@@ -377,7 +386,7 @@ export class StateKeeper {
       }
       if (r.partitions?.exactReplay === true) {
         lines.push(
-          `  the partitions' state comes from their newest delivered checkpoints and their streams are read again from there (a partition with none from the stream's first message, its devices afresh): triggers derived again carry the seqs they had`,
+          `  the partitions' state comes from their newest delivered checkpoints${r.partitions.fallback > 0 ? ` (${r.partitions.fallback} that fell back: their newest, see the warning)` : ''} and their streams are read again from there (a partition with none from the stream's first message, its devices afresh): triggers derived again carry the seqs they had`,
         );
       } else {
         lines.push(`  seq continues above ${r.seqFloor} (the floor rose by 2^32), so no (deviceId, seq) is reused`);

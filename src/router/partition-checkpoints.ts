@@ -20,9 +20,15 @@
  * Exact replay falls back to a partition's newest checkpoint, with a warning, where reading again from the delivered
  * one cannot be exact: its head comes from an earlier version (which checkpoint had every trigger delivered is
  * unknown), or the stream no longer holds the messages after the delivered one (the stream's first message is past
- * it: retention removed them, e.g. while a downstream held a dead letter for days). Its devices continue from the
- * newest state as without exact replay. `geofence_source_delivered_checkpoint_age_seconds` shows how far the oldest
- * delivered checkpoint lags, to be kept well inside the stream's retention.
+ * it: retention removed them, e.g. while a downstream held a dead letter for days), or will expire too soon to be read
+ * (within max(5 min, a tenth of the stream's age limit)). Its devices continue from the newest state as without exact
+ * replay. `geofence_source_delivered_checkpoint_age_seconds` shows how far the oldest delivered checkpoint lags, to be
+ * kept well inside the stream's retention.
+ *
+ * When the stream's first message is past even a partition's newest state (the routers were stopped, or the stream
+ * could not be read, for longer than it keeps messages), the pings removed between are read by no one: the start is
+ * no exact replay for any partition, every device's seq continues above a floor raised by 2^32 (no (deviceId, seq)
+ * issued before is used again for another trigger), and every copy in the router's files is delivered.
  */
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -63,8 +69,8 @@ export class PartitionCheckpoints {
   /** Checkpoints whose partition copies were not stored because triggers they cover were still only in memory. */
   deferred = 0;
   /**
-   * Per owned partition (index as in `owned`): when its delivered checkpoint was captured, epoch ms; this router's
-   * open for a partition with none it can read again from (none stored, or a fallback).
+   * Per owned partition (index as in `owned`): when its delivered checkpoint was captured, epoch ms; when this router
+   * opened, for a partition with none it could read again from (none stored, or a fallback).
    */
   private readonly deliveredCapturedMs: Float64Array;
 
@@ -73,19 +79,12 @@ export class PartitionCheckpoints {
     private readonly bucket: PartitionStateBucket,
     private readonly owned: readonly number[],
     private readonly partitionCount: number,
-    stored: StoredPartitionCheckpoint[],
-    exactReplay: boolean,
-    fallback: { partition: number; reason: string }[],
     private readonly gate: Float64Array | null,
-    openedMs: number,
+    atStart: PartitionStateAtStart,
+    deliveredCapturedMs: Float64Array,
   ) {
-    this.atStart = { partitionCount, owned, stored, exactReplay, fallback };
-    this.deliveredCapturedMs = new Float64Array(owned.length).fill(openedMs);
-    const fellBack = new Set(fallback.map((f) => f.partition));
-    for (const st of stored) {
-      const i = owned.indexOf(st.partition);
-      if (i >= 0 && !fellBack.has(st.partition)) this.deliveredCapturedMs[i] = st.capturedMs;
-    }
+    this.atStart = atStart;
+    this.deliveredCapturedMs = deliveredCapturedMs;
   }
 
   /**
@@ -121,17 +120,26 @@ export class PartitionCheckpoints {
         writer: `${hostname()}:${process.pid}`,
       });
       // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
-      const exactReplay = o.listenHost === null && o.inputs.length === 0;
-      const firstSeq = exactReplay ? await streamFirstSeq(nc, js.stream) : 1;
+      const exactWanted = o.listenHost === null && o.inputs.length === 0;
+      const stream = await streamNow(nc, js.stream);
+      const openedMs = Date.now();
+      const heads: (PartitionHeadSummary | null)[] = [];
+      for (const p of owned) heads.push(await bucket.readHead(p));
+      const gapped: { partition: number; reason: string }[] = [];
+      owned.forEach((p, i) => {
+        const reason = gapReason(heads[i]!, stream);
+        if (reason !== null) gapped.push({ partition: p, reason });
+      });
+      const exactReplay = exactWanted && gapped.length === 0;
       const stored: StoredPartitionCheckpoint[] = [];
       const fallback: { partition: number; reason: string }[] = [];
-      for (const p of owned) {
-        let s = await bucket.read(p, exactReplay ? 'delivered' : 'newest');
-        const reason = exactReplay ? fallbackReason(bucket.headOf(p), firstSeq) : null;
-        if (reason !== null) {
-          s = await bucket.read(p, 'newest');
-          fallback.push({ partition: p, reason });
-        }
+      const deliveredMs = new Float64Array(owned.length).fill(openedMs);
+      for (let i = 0; i < owned.length; i++) {
+        const p = owned[i]!;
+        const reason = exactReplay ? fallbackReason(heads[i]!, stream, openedMs) : null;
+        if (reason !== null) fallback.push({ partition: p, reason });
+        else deliveredMs[i] = heads[i]?.delivered?.capturedMs ?? openedMs;
+        const s = await bucket.readChunks(p, exactReplay && reason === null ? 'delivered' : 'newest');
         if (s !== null) stored.push(s);
         if (leaseGate !== null) await bucket.claim(p);
       }
@@ -141,11 +149,17 @@ export class PartitionCheckpoints {
         bucket,
         owned,
         js.partitionCount,
-        stored,
-        exactReplay,
-        fallback,
         gate,
-        Date.now(),
+        {
+          partitionCount: js.partitionCount,
+          owned,
+          stored,
+          exactReplay,
+          fallback,
+          gapped,
+          raiseSeqFloor: gapped.length > 0,
+        },
+        deliveredMs,
       );
     } catch (err) {
       await nc.close().catch(() => undefined);
@@ -222,30 +236,69 @@ export class PartitionCheckpoints {
   }
 }
 
+/** What a start needs to know of the telemetry stream now. */
+export interface StreamNow {
+  /** Its first stored sequence (1 when it does not exist yet; past its last message when it is empty). */
+  firstSeq: number;
+  /** When its first stored message was published, epoch ms (NaN when it holds none). */
+  firstMs: number;
+  /** How long it keeps a message, ms (0: no age limit). */
+  maxAgeMs: number;
+}
+
+/** Shortest time left before a message expires for a start to read the stream again from it, ms. */
+const EXPIRY_MARGIN_MIN_MS = 5 * 60_000;
+
 /**
- * Why exact replay cannot read partition's stream again from its delivered checkpoint (null when it can): see the
- * module comment. `firstSeq` is the stream's first message now.
+ * Why a start cannot continue a partition with `head` from its stored state exactly (null when it can): the stream's
+ * first message is past what its newest state covers, so the pings of the messages removed between are read by no
+ * one. (A partition that had no message for longer than the stream keeps them reads so too: its state covers the
+ * stream sequence of its own last message.)
  */
-export function fallbackReason(head: PartitionHeadSummary | null, firstSeq: number): string | null {
+export function gapReason(head: PartitionHeadSummary | null, stream: StreamNow): string | null {
+  if (head === null || !head.hasState || head.streamSeq + 1 >= stream.firstSeq) return null;
+  return `its newest stored state covers up to stream sequence ${head.streamSeq} and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages between)`;
+}
+
+/**
+ * Why exact replay cannot read a partition with `head` again from its delivered checkpoint (null when it can): see
+ * the module comment. A message the read would start from that expires within max(5 min, a tenth of the stream's
+ * age limit) counts as removed already (it could be removed while the stream is read).
+ */
+export function fallbackReason(head: PartitionHeadSummary | null, stream: StreamNow, nowMs: number): string | null {
   if (head === null || !head.hasState) return null;
   if (head.delivered === undefined)
     return 'its stored state was written by an earlier version, which kept no delivered checkpoint';
   const from = (head.delivered?.streamSeq ?? 0) + 1;
-  if (from >= firstSeq) return null;
-  return head.delivered === null
-    ? `it has no delivered checkpoint and the stream's first message is now sequence ${firstSeq}, not 1 (retention removed the earlier ones)`
-    : `its delivered checkpoint covers up to stream sequence ${from - 1}, captured ${new Date(head.delivered.capturedMs).toISOString()}, and the stream's first message is now sequence ${firstSeq} (retention removed the messages after it)`;
+  const what =
+    head.delivered === null
+      ? 'it has no delivered checkpoint'
+      : `its delivered checkpoint covers up to stream sequence ${from - 1}, captured ${new Date(head.delivered.capturedMs).toISOString()}`;
+  if (from < stream.firstSeq)
+    return `${what}, and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages ${head.delivered === null ? 'before it' : 'after the checkpoint'})`;
+  if (stream.maxAgeMs === 0) return null;
+  // The first message to read again is no older than the capture (the stream's first message, from its start).
+  const sinceMs = head.delivered === null ? stream.firstMs : head.delivered.capturedMs;
+  const marginMs = Math.max(EXPIRY_MARGIN_MIN_MS, stream.maxAgeMs / 10);
+  if (!(nowMs - sinceMs > stream.maxAgeMs - marginMs)) return null;
+  return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - sinceMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
 }
 
-/** The stream's first stored sequence now (1 when it does not exist yet; past its last message when it is empty). */
-async function streamFirstSeq(nc: NatsConnection, stream: string): Promise<number> {
+/** The telemetry stream's first message and age limit now (see StreamNow). */
+async function streamNow(nc: NatsConnection, stream: string): Promise<StreamNow> {
   const jsm = await jetstreamManager(nc);
   try {
     const info = await jsm.streams.info(stream);
-    return Math.max(1, info.state.first_seq);
+    const s = info.state;
+    return {
+      firstSeq: Math.max(1, s.first_seq),
+      firstMs: s.messages > 0 ? Date.parse(s.first_ts) : NaN,
+      maxAgeMs: info.config.max_age / 1e6,
+    };
   } catch (err) {
     const e = err as { api_error?: { code?: number }; message?: string };
-    if (e.api_error?.code === 404 || /not found/i.test(e.message ?? '')) return 1;
+    if (e.api_error?.code === 404 || /not found/i.test(e.message ?? ''))
+      return { firstSeq: 1, firstMs: NaN, maxAgeMs: 0 };
     throw err;
   }
 }

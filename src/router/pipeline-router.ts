@@ -290,9 +290,16 @@ export class PipelineRouter implements Router {
     const fallback = partitionCheckpoints?.atStart.fallback ?? [];
     if (fallback.length > 0)
       this.log(
-        `${fallback.length} partitions restored from their newest stored checkpoints, not read again exactly (copies of their triggers in other routers' files past that state are not delivered): ` +
+        `${fallback.length} partition${fallback.length === 1 ? '' : 's'} restored from the newest stored state, not read again exactly from a delivered checkpoint (copies of their triggers up to that state in other routers' files are not delivered): ` +
           fallback.map((f) => `partition ${f.partition}: ${f.reason}`).join('; '),
         'warn',
+      );
+    const gapped = partitionCheckpoints?.atStart.gapped ?? [];
+    if (gapped.length > 0)
+      this.log(
+        `the stream no longer holds every message the stored partition state needs: the pings removed are read by no one, so this start reads no partition again exactly, seqs continue above ${this.keeper.report.seqFloor} (the floor rose by 2^32, no (deviceId, seq) is reused) and every copy in the state directory's files is delivered: ` +
+          gapped.map((f) => `partition ${f.partition}: ${f.reason}`).join('; '),
+        'error',
       );
   }
 

@@ -5,16 +5,19 @@
  * checkpoint (all that every partition's newest state covers). The restart on the same state directory cannot read
  * the partitions again from their delivered checkpoints: each falls back to its newest state, says why, delivers its
  * own files' copies up to that state and derives the rest again; the receiver gets every reference trigger, in
- * per-device order.
+ * per-device order. When retention removed every message (past the newest states too), the restart says the removed
+ * pings are read by no one, reads nothing again exactly and continues seqs above a raised floor: at the receiver one
+ * (deviceId, seq) is one trigger, in per-device order.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { publishPaced } from '../support/jetstream-publish.js';
 import { TriggerServer, waitFor } from '../pipeline/support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import {
   assertDeliveredEverything,
   assertReceivedReference,
@@ -50,10 +53,14 @@ async function storedHeads(url: string): Promise<{ newest: number[]; delivered: 
   }
 }
 
-test('kill -9 of a router after retention removed the stream messages after its delivered checkpoints: each partition falls back to its newest state with a warning, and the receiver gets every reference trigger in per-device order', async (t) => {
-  const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, 43, DEVICES);
-  // A receiver that turns slow (each batch answered after 100 ms; two requests of 16 triggers at a time): what the
-  // router cannot send yet waits in its backlog log, and partition state is stored past it, not as delivered.
+/**
+ * A router on a fresh scenario whose webhook turns slow after the first triggers (each batch answered after 100 ms,
+ * two requests of 16 triggers at a time: what it cannot send yet waits in its backlog log, and partition state is
+ * stored past it, not as delivered), fed pings [0, publishTo), killed once every partition's newest state is past
+ * every delivered checkpoint. The webhook answers at once again after the kill.
+ */
+async function killedWithStateAhead(t: TestContext, seed: number, publishTo: (pings: number) => number) {
+  const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, seed, DEVICES);
   let slowMs = 0;
   const server = new TriggerServer(() =>
     slowMs === 0 ? 200 : new Promise<number>((r) => setTimeout(() => r(200), slowMs)),
@@ -74,9 +81,7 @@ test('kill -9 of a router after retention removed the stream messages after its 
   await publishPaced(nats.url, traffic, DEVICES, 0, third, 5000);
   await waitFor(() => server.received.length > 0, 30_000, 'triggers at the receiver');
   slowMs = 100;
-  await publishPaced(nats.url, traffic, DEVICES, third, traffic.pings, 5000);
-  // Wait until every partition's newest state is past every delivered checkpoint: retention can then remove the
-  // messages after all of those and before all newest states.
+  await publishPaced(nats.url, traffic, DEVICES, third, publishTo(traffic.pings), 5000);
   const by = Date.now() + 45_000;
   let heads = await storedHeads(nats.url);
   while (Math.min(...heads.newest) <= Math.max(...heads.delivered)) {
@@ -84,25 +89,38 @@ test('kill -9 of a router after retention removed the stream messages after its 
     await new Promise((r) => setTimeout(r, 200));
     heads = await storedHeads(nats.url);
   }
-  const firstKept = Math.min(...heads.newest) + 1;
-  const nc = await connect({ servers: nats.url });
-  const purged = await (await jetstreamManager(nc)).streams.purge('TEL', { seq: firstKept });
-  await nc.close();
-  assert.ok(purged.purged > 0);
   a.child.kill('SIGKILL');
   await a.exited;
-  const firstReceived = server.received.length;
   slowMs = 0;
+  return { traffic, expected, nats, server, args, heads, firstReceived: server.received.length };
+}
 
+/** Purges stream TEL at `url` below sequence `seq` (every message without one) as retention would; returns how many. */
+async function purgeBelow(url: string, seq: number | null): Promise<number> {
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    return (await jsm.streams.purge('TEL', seq === null ? undefined : { seq })).purged;
+  } finally {
+    await nc.close();
+  }
+}
+
+test('kill -9 of a router after retention removed the stream messages after its delivered checkpoints: each partition falls back to its newest state with a warning, and the receiver gets every reference trigger in per-device order', async (t) => {
+  const { expected, nats, server, args, heads, firstReceived } = await killedWithStateAhead(t, 43, (n) => n);
+  // Retention removes the messages after all delivered checkpoints and before all newest states.
+  const firstKept = Math.min(...heads.newest) + 1;
+  const purged = await purgeBelow(nats.url, firstKept);
+  assert.ok(purged > 0);
   const b = await runUntilReceived(t, args, server, expected);
   const fellBack = [
     ...b.stderr.matchAll(
-      /partition (\d+): it(?:s delivered checkpoint covers up to stream sequence \d+, captured [^,]+,| has no delivered checkpoint) and the stream's first message is now sequence (\d+)/g,
+      /partition (\d+): it(?:s delivered checkpoint covers up to stream sequence \d+, captured [^,]+| has no delivered checkpoint), and the stream's first message is now sequence (\d+)/g,
     ),
   ];
   assert.match(
     b.stderr,
-    /16 partitions restored from their newest stored checkpoints, not read again exactly \(copies of their triggers in other routers' files past that state are not delivered\): partition 0: /,
+    /16 partitions restored from the newest stored state, not read again exactly from a delivered checkpoint \(copies of their triggers up to that state in other routers' files are not delivered\): partition 0: /,
   );
   assert.equal(fellBack.length, PARTITIONS, b.stderr);
   assert.ok(fellBack.every((m) => Number(m[2]) === firstKept));
@@ -111,6 +129,40 @@ test('kill -9 of a router after retention removed the stream messages after its 
   assertReceivedReference(received, expected);
   assertDeliveredEverything(b);
   console.log(
-    `retention removed stream messages below ${firstKept} (${purged.purged}); the first router delivered ${firstReceived} triggers, the restart fell back on ${PARTITIONS} partitions and delivered ${received.length - firstReceived}; once per (deviceId, seq) the reference's ${expected.length}`,
+    `retention removed stream messages below ${firstKept} (${purged}); the first router delivered ${firstReceived} triggers, the restart fell back on ${PARTITIONS} partitions and delivered ${received.length - firstReceived}; once per (deviceId, seq) the reference's ${expected.length}`,
+  );
+});
+
+test('kill -9 of a router after retention removed the stream messages after its newest stored states too: the restart says so, reads no partition again exactly, and no (deviceId, seq) names two triggers at the receiver, in per-device order', async (t) => {
+  const { traffic, nats, server, args, firstReceived } = await killedWithStateAhead(t, 47, (n) =>
+    Math.floor((2 * n) / 3),
+  );
+  // The routers were down longer than the stream keeps messages: every message is gone.
+  assert.ok((await purgeBelow(nats.url, null)) > 0);
+  const b = new CliProcess(args, 60_000);
+  t.after(() => b.child.kill('SIGKILL'));
+  await b.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
+  await publishPaced(nats.url, traffic, DEVICES, Math.floor((2 * traffic.pings) / 3), traffic.pings, 5000);
+  // Until the receiver has had nothing new for 2 s.
+  for (let seen = -1; seen !== server.received.length;) {
+    seen = server.received.length;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+  b.child.kill('SIGTERM');
+  assert.equal((await b.exited).code, 0, b.stderr);
+  assert.match(
+    b.stderr,
+    /the stream no longer holds every message the stored partition state needs: the pings removed are read by no one, so this start reads no partition again exactly, seqs continue above \d+ \(the floor rose by 2\^32, no \(deviceId, seq\) is reused\) and every copy in the state directory's files is delivered: partition \d+: its newest stored state covers up to stream sequence \d+ and the stream's first message is now sequence \d+/,
+  );
+  const received = server.received.slice();
+  // Triggers of the removed pings are lost (said); what arrives is in per-device order, one identity one trigger.
+  assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);
+  assert.ok(
+    received.some((tr) => tr.seq > 2 ** 32),
+    'seqs continue above the raised floor',
+  );
+  assertDeliveredEverything(b);
+  console.log(
+    `every stream message removed after the kill: the first router delivered ${firstReceived} triggers, the restart ${received.length - firstReceived} (seqs above 2^32 after its restored ones); per-device order and one trigger per (deviceId, seq) at the receiver`,
   );
 });

@@ -17,8 +17,8 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { createRouter } from '../../src/index.js';
 import { resolveRouterOptions } from '../../src/config/options.js';
-import { PartitionCheckpoints, fallbackReason } from '../../src/router/partition-checkpoints.js';
-import { PartitionStateBucket } from '../../src/durable/partition-state-bucket.js';
+import { PartitionCheckpoints, fallbackReason, gapReason } from '../../src/router/partition-checkpoints.js';
+import { PartitionStateBucket, type PartitionHeadSummary } from '../../src/durable/partition-state-bucket.js';
 import { cityTraffic } from '../support/city-traffic.js';
 import { NatsServer } from '../support/nats-server.js';
 import { waitFor } from '../pipeline/support.js';
@@ -144,10 +144,11 @@ test('partition state bucket: a large partition reads back whole from its chunks
   const legacyHead = { format: 1, partition: 0, partitionCount: 1, streamSeq: 7, capturedMs: 1, writer: 'earlier' };
   await kv.put('TEL.legacy.p0', JSON.stringify({ ...legacyHead, epoch: 'old', bytes: encoded.length, chunks: 2 }));
   const legacy = await PartitionStateBucket.open(nc, { ...options, scope: 'TEL.legacy' });
+  const streamFrom1 = { firstSeq: 1, firstMs: Date.now(), maxAgeMs: 0 };
   assert.equal(await legacy.read(0, 'delivered'), null);
   assert.equal(legacy.headOf(0)?.delivered, undefined);
   assert.match(
-    fallbackReason(legacy.headOf(0), 1)!,
+    fallbackReason(legacy.headOf(0), streamFrom1, Date.now())!,
     /written by an earlier version, which kept no delivered checkpoint/,
   );
   assert.equal((await legacy.read(0))?.checkpoint.devices.length, DEVICES, 'its newest state reads back');
@@ -158,7 +159,33 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(legacyAgain.headOf(0)?.delivered, undefined, 'still unknown after an undelivered store and a claim');
   await legacyAgain.write(0, 9, Date.now(), encoded, true);
   assert.deepEqual(legacyAgain.headOf(0)?.delivered?.streamSeq, 9, 'known from the first delivered store');
-  assert.equal(fallbackReason(legacyAgain.headOf(0), 1), null);
+  assert.equal(fallbackReason(legacyAgain.headOf(0), streamFrom1, Date.now()), null);
+  // Messages about to expire count as removed: a stream keeping them 24 h, a delivered checkpoint 22 h old (within
+  // 2.4 h of expiry) falls back, one 21 h old does not.
+  const nowMs = Date.UTC(2026, 5, 1);
+  const day = { firstSeq: 1, firstMs: nowMs - 23 * 3_600_000, maxAgeMs: 24 * 3_600_000 };
+  const aged = (hours: number): PartitionHeadSummary => ({
+    streamSeq: 50,
+    hasState: true,
+    delivered: { streamSeq: 3, capturedMs: nowMs - hours * 3_600_000 },
+  });
+  assert.match(
+    fallbackReason(aged(22), day, nowMs)!,
+    /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the messages to read again from there expire within 120 min \(the stream keeps messages 1440 min\)$/,
+  );
+  assert.equal(fallbackReason(aged(21), day, nowMs), null);
+  // With no delivered checkpoint the read starts at the stream's first message: its age counts.
+  assert.match(
+    fallbackReason({ streamSeq: 50, hasState: true, delivered: null }, day, nowMs)!,
+    /^it has no delivered checkpoint, and the messages to read again from the stream's start expire within 60 min/,
+  );
+  // Retention past the newest state too: no partition state is continued exactly.
+  assert.match(
+    gapReason({ streamSeq: 4, hasState: true, delivered: { streamSeq: 3, capturedMs: 0 } }, { ...day, firstSeq: 9 })!,
+    /^its newest stored state covers up to stream sequence 4 and the stream's first message is now sequence 9 \(retention removed the messages between\)$/,
+  );
+  assert.equal(gapReason({ streamSeq: 8, hasState: true, delivered: null }, { ...day, firstSeq: 9 }), null);
+  assert.equal(gapReason({ streamSeq: 0, hasState: false, delivered: null }, { ...day, firstSeq: 9 }), null);
 
   // Exact replay through the router's side (real options, real stream): the delivered checkpoint is read again from
   // while the stream holds the messages after it; once retention removed them the partition falls back to its newest
@@ -193,6 +220,24 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(fellBack.atStart.fallback.length, 1);
   assert.match(
     fellBack.atStart.fallback[0]!.reason,
-    /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the stream's first message is now sequence 5 \(retention removed the messages after it\)$/,
+    /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the stream's first message is now sequence 5 \(retention removed the messages after the checkpoint\)$/,
+  );
+  // Retention past the newest state too: the start is no exact replay, and seqs are to continue above a raised floor.
+  await js.publish('telemetry.0.fleet', traffic.frames.subarray(0, traffic.ends[0]!));
+  await js.publish('telemetry.0.fleet', traffic.frames.subarray(0, traffic.ends[0]!));
+  await (await jetstreamManager(nc)).streams.purge('TEL', { seq: messages + 2 });
+  const gapped = (await PartitionCheckpoints.open(routerOptions))!;
+  t.after(() => gapped.close());
+  assert.equal(gapped.atStart.exactReplay, false);
+  assert.equal(gapped.atStart.raiseSeqFloor, true);
+  assert.deepEqual(gapped.atStart.fallback, []);
+  assert.deepEqual(
+    gapped.atStart.gapped.map((g) => g.partition),
+    [0],
+  );
+  assert.deepEqual(
+    gapped.atStart.stored.map((c) => c.streamSeq),
+    [messages],
+    'the newest checkpoint',
   );
 });
