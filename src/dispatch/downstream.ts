@@ -226,8 +226,6 @@ export class Downstream {
    */
   readonly supersededUnloaded: Int32Array | null;
   private supersededUnloadedTotal = 0;
-  /** Of those, the ones of devices whose replay floor is a seq (a partition that fell back to its newest state). */
-  private supersededUnloadedAboveSeq = 0;
   /** Triggers delivered that were never dead-lettered. */
   delivered = 0;
   /** Dead letters re-delivered by the replay lane. */
@@ -359,7 +357,6 @@ export class Downstream {
   noteSupersededInBacklog(slot: number, count: number): void {
     this.supersededUnloaded![slot] = this.supersededUnloaded![slot]! + count;
     this.supersededUnloadedTotal += count;
-    if (Number.isFinite(this.ctx.replayFloors![slot]!)) this.supersededUnloadedAboveSeq += count;
     this.superseded += count;
   }
 
@@ -493,7 +490,6 @@ export class Downstream {
         q.release(slot);
         passed[device] = passed[device]! - 1;
         this.supersededUnloadedTotal--;
-        if (Number.isFinite(this.ctx.replayFloors![device]!)) this.supersededUnloadedAboveSeq--;
         continue;
       }
       const i = slot * DREC_STRIDE_I32;
@@ -770,15 +766,14 @@ export class Downstream {
   /**
    * Triggers in memory that no durable file holds whose ping was admitted before `boundaryNs` (a scan of the memory
    * slots; `used` is scratch of capacitySlots cells), plus the earlier run's backlog copies the replay derives again
-   * above a device's restored seq (a partition that fell back to its newest state) and not yet passed over: a
-   * partition state stored meanwhile would raise their floor, and a later start would take them over behind the seqs
-   * delivered since. (A start that reads a partition again from its delivered checkpoint passes every copy over,
-   * whatever was stored since: those are not waited for.)
+   * and not yet passed over: a partition state stored meanwhile would raise their floor, and a later start that does
+   * not read the partition again from its delivered checkpoint (a fallback, a gap) would take them over behind the
+   * seqs delivered since.
    */
   memoryOnlyAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
-    let n = this.supersededUnloadedAboveSeq;
+    let n = this.supersededUnloadedTotal;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
       if (
         used[slot] === 1 &&

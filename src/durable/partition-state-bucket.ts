@@ -171,7 +171,7 @@ export class PartitionStateBucket {
 
   /**
    * Reads the checkpoint of `kind` that partition `partition`'s head, as last read by readHead, names (null when
-   * none). Throws an Error naming the partition when its chunks are missing or not a checkpoint.
+   * none, or when readHead did not read one). Throws an Error naming the partition when its chunks are missing or not a checkpoint.
    */
   async readChunks(partition: number, kind: PartitionCheckpointKind): Promise<StoredPartitionCheckpoint | null> {
     const head = this.heads.get(partition)?.head ?? null;

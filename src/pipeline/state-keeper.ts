@@ -124,6 +124,12 @@ export interface PartitionStateAtStart {
    */
   exactReplay: boolean;
   /**
+   * Every ping comes from the partitioned source (exact replay was wanted; `exactReplay` is false only for a gap, see
+   * `raiseSeqFloor`): the local checkpoint's devices of partitions this router does not read are not kept (their
+   * readers issue their seqs), and copies of their triggers in this router's files are passed over.
+   */
+  streamOnly: boolean;
+  /**
    * With exact replay: the owned partitions restored from their newest checkpoint instead, and why (their delivered
    * checkpoint is unknown, the head coming from an earlier version, or older than the stream's first message, so
    * reading again from it would skip what retention removed). Their devices continue from that state and copies of
@@ -132,8 +138,8 @@ export interface PartitionStateAtStart {
    */
   fallback: readonly { partition: number; reason: string }[];
   /**
-   * The stream no longer holds messages a partition's stored state (or, with none, its devices' earlier run) needs:
-   * no one reads those pings again, so this start is not an exact replay (`exactReplay` false) and every device's seq
+   * The stream no longer holds messages after a partition's newest stored state that a router had read: no one reads
+   * those pings again, so this start is not an exact replay (`exactReplay` false) and every device's seq
    * continues above a floor raised by 2^32, as after an unclean stop: no (deviceId, seq) issued before is reused.
    */
   raiseSeqFloor: boolean;
@@ -357,7 +363,7 @@ export class StateKeeper {
       problems,
     };
     const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
-    if (partitionState?.exactReplay === true)
+    if (partitionState?.streamOnly === true)
       keeper.replayFloors = replayFloorsOf(ids, partitionState, cp?.devices ?? [], floor);
     return keeper;
   }
@@ -577,10 +583,11 @@ export class StateKeeper {
 /**
  * StateKeeper.replayFloors of the devices `ids` (slot k = ids[k]; the first `restored.length` are the restored
  * checkpoint's devices, in its order, with their seqs before any removed-fence EXIT): -Infinity for a device of a
- * partition read again from its delivered checkpoint (or from the stream's first message); for one of a partition
- * that fell back to its newest checkpoint (PartitionStateAtStart.fallback), the seq that state gives it (`floor` for
- * a device it lacks): the stream read again derives its triggers above it, and those at or below it are delivered
- * from the files.
+ * partition read again from its delivered checkpoint (or from the stream's first message), and of one this router
+ * does not read (its reader derives them again); for one of a partition that fell back to its newest checkpoint
+ * (PartitionStateAtStart.fallback), the seq that state gives it (`floor` for a device it lacks): the stream read again
+ * derives its triggers above it, and those at or below it are delivered from the files. Without exact replay (a gap)
+ * NaN for a device of an owned partition: every copy is delivered.
  */
 function replayFloorsOf(
   ids: readonly (string | number)[],
@@ -589,6 +596,7 @@ function replayFloorsOf(
   floor: number,
 ): Float64Array {
   const fellBack = new Set(at.fallback.map((f) => f.partition));
+  const owned = new Set(at.owned);
   const floors = new Float64Array(ids.length).fill(NaN);
   ids.forEach((id, slot) => {
     let p: number;
@@ -597,7 +605,9 @@ function replayFloorsOf(
     } catch {
       return; // an id no subject can carry is not of a partition
     }
-    floors[slot] = !fellBack.has(p) ? -Infinity : slot < restored.length ? restored[slot]!.seq : floor;
+    if (!owned.has(p)) floors[slot] = -Infinity;
+    else if (at.exactReplay)
+      floors[slot] = !fellBack.has(p) ? -Infinity : slot < restored.length ? restored[slot]!.seq : floor;
   });
   return floors;
 }
@@ -621,7 +631,19 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
   // have moved past triggers never delivered, which its stream, read again from its first message, derives again;
   // those of a partition another router owns now would be stale here (and could expire with an EXIT under a seq its
   // owner uses).
-  const devices = at.exactReplay ? [] : (local?.devices ?? []).filter((d) => !ofReplaced(d.id));
+  // Without exact replay (a gap) but every ping from the stream: the local devices of partitions read by others are
+  // theirs, not this router's (an expiry EXIT here would take a seq their reader uses).
+  const owned = new Set(at.owned);
+  const ofOwned = (id: string | number): boolean => {
+    try {
+      return owned.has(partitionOf(id, at.partitionCount));
+    } catch {
+      return true; // an id no subject can carry is not of a partition
+    }
+  };
+  const devices = at.exactReplay
+    ? []
+    : (local?.devices ?? []).filter((d) => !ofReplaced(d.id) && (!at.streamOnly || ofOwned(d.id)));
   let seqFloor = local?.seqFloor ?? 0;
   for (const p of at.stored) {
     const offset = fences.length;

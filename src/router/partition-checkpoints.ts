@@ -32,7 +32,8 @@
  */
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { partitionConsumerName } from '../ingest/sources/jetstream-source.js';
 import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
 import type { RouterOptions } from '../config/options.js';
 import {
@@ -121,13 +122,18 @@ export class PartitionCheckpoints {
       });
       // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
       const exactWanted = o.listenHost === null && o.inputs.length === 0;
-      const stream = await streamNow(nc, js.stream);
+      const jsm = await jetstreamManager(nc);
+      const stream = await streamNow(jsm, js.stream);
       const openedMs = Date.now();
       const heads: (PartitionHeadSummary | null)[] = [];
-      for (const p of owned) heads.push(await bucket.readHead(p));
+      const readTo: (number | null)[] = [];
+      for (const p of owned) {
+        heads.push(await bucket.readHead(p));
+        readTo.push(await consumerReadTo(jsm, js.stream, partitionConsumerName(js.consumerPrefix, p)));
+      }
       const gapped: { partition: number; reason: string }[] = [];
       owned.forEach((p, i) => {
-        const reason = gapReason(heads[i]!, stream);
+        const reason = gapReason(heads[i]!, stream, readTo[i]!);
         if (reason !== null) gapped.push({ partition: p, reason });
       });
       const exactReplay = exactWanted && gapped.length === 0;
@@ -136,7 +142,7 @@ export class PartitionCheckpoints {
       const deliveredMs = new Float64Array(owned.length).fill(openedMs);
       for (let i = 0; i < owned.length; i++) {
         const p = owned[i]!;
-        const reason = exactReplay ? fallbackReason(heads[i]!, stream, openedMs) : null;
+        const reason = exactReplay ? fallbackReason(heads[i]!, stream, readTo[i]!, openedMs) : null;
         if (reason !== null) fallback.push({ partition: p, reason });
         else deliveredMs[i] = heads[i]?.delivered?.capturedMs ?? openedMs;
         const s = await bucket.readChunks(p, exactReplay && reason === null ? 'delivered' : 'newest');
@@ -155,6 +161,7 @@ export class PartitionCheckpoints {
           owned,
           stored,
           exactReplay,
+          streamOnly: exactWanted,
           fallback,
           gapped,
           raiseSeqFloor: gapped.length > 0,
@@ -171,7 +178,8 @@ export class PartitionCheckpoints {
 
   /**
    * Sets each restored partition's start position (before the ingest thread starts) and what its checkpoint covers;
-   * with exact replay, a partition with no delivered checkpoint starts from the stream's first message.
+   * with exact replay, a partition with no delivered checkpoint starts from the stream's first message (without it,
+   * a gap included, a partition with no restored state keeps its consumer's own position).
    */
   seed(cells: Float64Array): void {
     if (this.atStart.exactReplay)
@@ -251,25 +259,36 @@ const EXPIRY_MARGIN_MIN_MS = 5 * 60_000;
 
 /**
  * Why a start cannot continue a partition with `head` from its stored state exactly (null when it can): the stream's
- * first message is past what its newest state covers, so the pings of the messages removed between are read by no
- * one. (A partition that had no message for longer than the stream keeps them reads so too: its state covers the
- * stream sequence of its own last message.)
+ * first message is past what its newest state covers, and a router had read messages of the partition after that
+ * state (`readTo`: the stream sequence of the last message its consumer delivered; null when unknown, counted as
+ * after it), so their pings, removed since, are read by no one and triggers issued for them could be issued again
+ * under the same seqs. A partition that had no message since its state (idle) is not one.
  */
-export function gapReason(head: PartitionHeadSummary | null, stream: StreamNow): string | null {
+export function gapReason(head: PartitionHeadSummary | null, stream: StreamNow, readTo: number | null): string | null {
   if (head === null || !head.hasState || head.streamSeq + 1 >= stream.firstSeq) return null;
-  return `its newest stored state covers up to stream sequence ${head.streamSeq} and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages between)`;
+  if (readTo !== null && readTo <= head.streamSeq) return null;
+  return `its newest stored state covers up to stream sequence ${head.streamSeq}, its consumer had delivered ${readTo === null ? 'an unknown sequence (it is gone)' : `up to ${readTo}`}, and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages between)`;
 }
 
 /**
  * Why exact replay cannot read a partition with `head` again from its delivered checkpoint (null when it can): see
- * the module comment. A message the read would start from that expires within max(5 min, a tenth of the stream's
- * age limit) counts as removed already (it could be removed while the stream is read).
+ * the module comment. `readTo` as for gapReason: when no router read a message after the delivered checkpoint, no
+ * trigger was issued past it, and reading from the stream's first message is exact whatever retention removed. A
+ * message the read would start from that expires within max(5 min, a tenth of the stream's age limit) counts as
+ * removed already (it could be removed while the stream is read); its publish time is taken to be the checkpoint's
+ * capture (the stream's first message's, with none).
  */
-export function fallbackReason(head: PartitionHeadSummary | null, stream: StreamNow, nowMs: number): string | null {
+export function fallbackReason(
+  head: PartitionHeadSummary | null,
+  stream: StreamNow,
+  readTo: number | null,
+  nowMs: number,
+): string | null {
   if (head === null || !head.hasState) return null;
   if (head.delivered === undefined)
     return 'its stored state was written by an earlier version, which kept no delivered checkpoint';
   const from = (head.delivered?.streamSeq ?? 0) + 1;
+  if (readTo !== null && readTo < from) return null;
   const what =
     head.delivered === null
       ? 'it has no delivered checkpoint'
@@ -277,7 +296,6 @@ export function fallbackReason(head: PartitionHeadSummary | null, stream: Stream
   if (from < stream.firstSeq)
     return `${what}, and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages ${head.delivered === null ? 'before it' : 'after the checkpoint'})`;
   if (stream.maxAgeMs === 0) return null;
-  // The first message to read again is no older than the capture (the stream's first message, from its start).
   const sinceMs = head.delivered === null ? stream.firstMs : head.delivered.capturedMs;
   const marginMs = Math.max(EXPIRY_MARGIN_MIN_MS, stream.maxAgeMs / 10);
   if (!(nowMs - sinceMs > stream.maxAgeMs - marginMs)) return null;
@@ -285,8 +303,7 @@ export function fallbackReason(head: PartitionHeadSummary | null, stream: Stream
 }
 
 /** The telemetry stream's first message and age limit now (see StreamNow). */
-async function streamNow(nc: NatsConnection, stream: string): Promise<StreamNow> {
-  const jsm = await jetstreamManager(nc);
+async function streamNow(jsm: JetStreamManager, stream: string): Promise<StreamNow> {
   try {
     const info = await jsm.streams.info(stream);
     const s = info.state;
@@ -296,9 +313,26 @@ async function streamNow(nc: NatsConnection, stream: string): Promise<StreamNow>
       maxAgeMs: info.config.max_age / 1e6,
     };
   } catch (err) {
-    const e = err as { api_error?: { code?: number }; message?: string };
-    if (e.api_error?.code === 404 || /not found/i.test(e.message ?? ''))
-      return { firstSeq: 1, firstMs: NaN, maxAgeMs: 0 };
+    if (isNotFound(err)) return { firstSeq: 1, firstMs: NaN, maxAgeMs: 0 };
     throw err;
   }
+}
+
+/**
+ * The stream sequence of the last message partition consumer `name` delivered to a router (0 when none; null when
+ * the consumer does not exist, but the stream does).
+ */
+async function consumerReadTo(jsm: JetStreamManager, stream: string, name: string): Promise<number | null> {
+  try {
+    return (await jsm.consumers.info(stream, name)).delivered.stream_seq;
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+/** True for JetStream's "stream not found" and "consumer not found" answers. */
+function isNotFound(err: unknown): boolean {
+  const e = err as { api_error?: { code?: number }; message?: string };
+  return e.api_error?.code === 404 || /not found/i.test(e.message ?? '');
 }

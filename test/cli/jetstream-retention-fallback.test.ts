@@ -57,9 +57,15 @@ async function storedHeads(url: string): Promise<{ newest: number[]; delivered: 
  * A router on a fresh scenario whose webhook turns slow after the first triggers (each batch answered after 100 ms,
  * two requests of 16 triggers at a time: what it cannot send yet waits in its backlog log, and partition state is
  * stored past it, not as delivered), fed pings [0, publishTo), killed once every partition's newest state is past
- * every delivered checkpoint. The webhook answers at once again after the kill.
+ * every delivered checkpoint (with `killWhile`, 400 ms into publishing pings [publishTo, killWhile) more: it has read
+ * messages its stored state does not cover). The webhook answers at once again after the kill.
  */
-async function killedWithStateAhead(t: TestContext, seed: number, publishTo: (pings: number) => number) {
+async function killedWithStateAhead(
+  t: TestContext,
+  seed: number,
+  publishTo: (pings: number) => number,
+  killWhile: ((pings: number) => number) | null = null,
+) {
   const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, seed, DEVICES);
   let slowMs = 0;
   const server = new TriggerServer(() =>
@@ -89,8 +95,14 @@ async function killedWithStateAhead(t: TestContext, seed: number, publishTo: (pi
     await new Promise((r) => setTimeout(r, 200));
     heads = await storedHeads(nats.url);
   }
+  const more =
+    killWhile === null
+      ? null
+      : publishPaced(nats.url, traffic, DEVICES, publishTo(traffic.pings), killWhile(traffic.pings), 5000);
+  if (more !== null) await new Promise((r) => setTimeout(r, 400));
   a.child.kill('SIGKILL');
   await a.exited;
+  await more;
   slowMs = 0;
   return { traffic, expected, nats, server, args, heads, firstReceived: server.received.length };
 }
@@ -134,8 +146,11 @@ test('kill -9 of a router after retention removed the stream messages after its 
 });
 
 test('kill -9 of a router after retention removed the stream messages after its newest stored states too: the restart says so, reads no partition again exactly, and no (deviceId, seq) names two triggers at the receiver, in per-device order', async (t) => {
-  const { traffic, nats, server, args, firstReceived } = await killedWithStateAhead(t, 47, (n) =>
-    Math.floor((2 * n) / 3),
+  const { traffic, nats, server, args, firstReceived } = await killedWithStateAhead(
+    t,
+    47,
+    (n) => Math.floor(n / 2),
+    (n) => Math.floor((2 * n) / 3),
   );
   // The routers were down longer than the stream keeps messages: every message is gone.
   assert.ok((await purgeBelow(nats.url, null)) > 0);
@@ -152,7 +167,7 @@ test('kill -9 of a router after retention removed the stream messages after its 
   assert.equal((await b.exited).code, 0, b.stderr);
   assert.match(
     b.stderr,
-    /the stream no longer holds every message the stored partition state needs: the pings removed are read by no one, so this start reads no partition again exactly, seqs continue above \d+ \(the floor rose by 2\^32, no \(deviceId, seq\) is reused\) and every copy in the state directory's files is delivered: partition \d+: its newest stored state covers up to stream sequence \d+ and the stream's first message is now sequence \d+/,
+    /the stream no longer holds every message the stored partition state needs: the pings removed are read by no one, so this start reads no partition again exactly, seqs continue above \d+ \(the floor rose by 2\^32, no \(deviceId, seq\) is reused\) and every copy in the state directory's files is delivered: partition \d+: its newest stored state covers up to stream sequence \d+, its consumer had delivered up to \d+, and the stream's first message is now sequence \d+/,
   );
   const received = server.received.slice();
   // Triggers of the removed pings are lost (said); what arrives is in per-device order, one identity one trigger.
@@ -163,6 +178,6 @@ test('kill -9 of a router after retention removed the stream messages after its 
   );
   assertDeliveredEverything(b);
   console.log(
-    `every stream message removed after the kill: the first router delivered ${firstReceived} triggers, the restart ${received.length - firstReceived} (seqs above 2^32 after its restored ones); per-device order and one trigger per (deviceId, seq) at the receiver`,
+    `every stream message removed after the kill (${b.stderr.match(/partition \d+: its newest stored state/g)!.length} partitions had been read past their stored state): the first router delivered ${firstReceived} triggers, the restart ${received.length - firstReceived} (seqs above 2^32 after its restored ones); per-device order and one trigger per (deviceId, seq) at the receiver`,
   );
 });

@@ -148,7 +148,7 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(await legacy.read(0, 'delivered'), null);
   assert.equal(legacy.headOf(0)?.delivered, undefined);
   assert.match(
-    fallbackReason(legacy.headOf(0), streamFrom1, Date.now())!,
+    fallbackReason(legacy.headOf(0), streamFrom1, null, Date.now())!,
     /written by an earlier version, which kept no delivered checkpoint/,
   );
   assert.equal((await legacy.read(0))?.checkpoint.devices.length, DEVICES, 'its newest state reads back');
@@ -159,7 +159,7 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(legacyAgain.headOf(0)?.delivered, undefined, 'still unknown after an undelivered store and a claim');
   await legacyAgain.write(0, 9, Date.now(), encoded, true);
   assert.deepEqual(legacyAgain.headOf(0)?.delivered?.streamSeq, 9, 'known from the first delivered store');
-  assert.equal(fallbackReason(legacyAgain.headOf(0), streamFrom1, Date.now()), null);
+  assert.equal(fallbackReason(legacyAgain.headOf(0), streamFrom1, null, Date.now()), null);
   // Messages about to expire count as removed: a stream keeping them 24 h, a delivered checkpoint 22 h old (within
   // 2.4 h of expiry) falls back, one 21 h old does not.
   const nowMs = Date.UTC(2026, 5, 1);
@@ -170,22 +170,29 @@ test('partition state bucket: a large partition reads back whole from its chunks
     delivered: { streamSeq: 3, capturedMs: nowMs - hours * 3_600_000 },
   });
   assert.match(
-    fallbackReason(aged(22), day, nowMs)!,
+    fallbackReason(aged(22), day, 60, nowMs)!,
     /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the messages to read again from there expire within 120 min \(the stream keeps messages 1440 min\)$/,
   );
-  assert.equal(fallbackReason(aged(21), day, nowMs), null);
+  assert.equal(fallbackReason(aged(21), day, 60, nowMs), null);
+  // Nothing read after the checkpoint (an idle partition): no trigger was issued past it, whatever expires.
+  assert.equal(fallbackReason(aged(22), day, 3, nowMs), null);
+  assert.equal(fallbackReason(aged(22), { ...day, firstSeq: 9 }, 3, nowMs), null);
+  assert.match(fallbackReason(aged(1), { ...day, firstSeq: 9 }, 4, nowMs)!, /first message is now sequence 9/);
   // With no delivered checkpoint the read starts at the stream's first message: its age counts.
   assert.match(
-    fallbackReason({ streamSeq: 50, hasState: true, delivered: null }, day, nowMs)!,
+    fallbackReason({ streamSeq: 50, hasState: true, delivered: null }, day, null, nowMs)!,
     /^it has no delivered checkpoint, and the messages to read again from the stream's start expire within 60 min/,
   );
-  // Retention past the newest state too: no partition state is continued exactly.
+  // Retention past the newest state too, after a router read past it: no partition state is continued exactly.
+  const newest4: PartitionHeadSummary = { streamSeq: 4, hasState: true, delivered: { streamSeq: 3, capturedMs: 0 } };
   assert.match(
-    gapReason({ streamSeq: 4, hasState: true, delivered: { streamSeq: 3, capturedMs: 0 } }, { ...day, firstSeq: 9 })!,
-    /^its newest stored state covers up to stream sequence 4 and the stream's first message is now sequence 9 \(retention removed the messages between\)$/,
+    gapReason(newest4, { ...day, firstSeq: 9 }, 6)!,
+    /^its newest stored state covers up to stream sequence 4, its consumer had delivered up to 6, and the stream's first message is now sequence 9 \(retention removed the messages between\)$/,
   );
-  assert.equal(gapReason({ streamSeq: 8, hasState: true, delivered: null }, { ...day, firstSeq: 9 }), null);
-  assert.equal(gapReason({ streamSeq: 0, hasState: false, delivered: null }, { ...day, firstSeq: 9 }), null);
+  assert.match(gapReason(newest4, { ...day, firstSeq: 9 }, null)!, /an unknown sequence \(it is gone\)/);
+  assert.equal(gapReason(newest4, { ...day, firstSeq: 9 }, 4), null, 'idle since its state: nothing issued past it');
+  assert.equal(gapReason({ streamSeq: 8, hasState: true, delivered: null }, { ...day, firstSeq: 9 }, 20), null);
+  assert.equal(gapReason({ streamSeq: 0, hasState: false, delivered: null }, { ...day, firstSeq: 9 }, 20), null);
 
   // Exact replay through the router's side (real options, real stream): the delivered checkpoint is read again from
   // while the stream holds the messages after it; once retention removed them the partition falls back to its newest
