@@ -142,7 +142,9 @@ export class PartitionCheckpoints {
       const deliveredMs = new Float64Array(owned.length).fill(openedMs);
       for (let i = 0; i < owned.length; i++) {
         const p = owned[i]!;
-        const reason = exactReplay ? fallbackReason(heads[i]!, stream, readTo[i]!, openedMs) : null;
+        const reason = exactReplay
+          ? fallbackReason(heads[i]!, stream, readTo[i]!, await readFromMs(jsm, js.stream, heads[i]!, stream), openedMs)
+          : null;
         if (reason !== null) fallback.push({ partition: p, reason });
         else deliveredMs[i] = heads[i]?.delivered?.capturedMs ?? openedMs;
         const s = await bucket.readChunks(p, exactReplay && reason === null ? 'delivered' : 'newest');
@@ -275,13 +277,14 @@ export function gapReason(head: PartitionHeadSummary | null, stream: StreamNow, 
  * the module comment. `readTo` as for gapReason: when no router read a message after the delivered checkpoint, no
  * trigger was issued past it, and reading from the stream's first message is exact whatever retention removed. A
  * message the read would start from that expires within max(5 min, a tenth of the stream's age limit) counts as
- * removed already (it could be removed while the stream is read); its publish time is taken to be the checkpoint's
- * capture (the stream's first message's, with none).
+ * removed already (it could be removed while the stream is read): `readFromMs` is when the stream's message after
+ * the delivered checkpoint (its first, with none) was published (the partition's next one is no older), epoch ms.
  */
 export function fallbackReason(
   head: PartitionHeadSummary | null,
   stream: StreamNow,
   readTo: number | null,
+  readFromMs: number,
   nowMs: number,
 ): string | null {
   if (head === null || !head.hasState) return null;
@@ -296,7 +299,7 @@ export function fallbackReason(
   if (from < stream.firstSeq)
     return `${what}, and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages ${head.delivered === null ? 'before it' : 'after the checkpoint'})`;
   if (stream.maxAgeMs === 0) return null;
-  const sinceMs = head.delivered === null ? stream.firstMs : head.delivered.capturedMs;
+  const sinceMs = readFromMs;
   const marginMs = Math.max(EXPIRY_MARGIN_MIN_MS, stream.maxAgeMs / 10);
   if (!(nowMs - sinceMs > stream.maxAgeMs - marginMs)) return null;
   return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - sinceMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
@@ -314,6 +317,29 @@ async function streamNow(jsm: JetStreamManager, stream: string): Promise<StreamN
     };
   } catch (err) {
     if (isNotFound(err)) return { firstSeq: 1, firstMs: NaN, maxAgeMs: 0 };
+    throw err;
+  }
+}
+
+/**
+ * When the stream message a read again from `head`'s delivered checkpoint starts at was published, epoch ms (the
+ * stream's first message's with no delivered checkpoint; -Infinity when that message is gone; NaN when not needed).
+ */
+async function readFromMs(
+  jsm: JetStreamManager,
+  stream: string,
+  head: PartitionHeadSummary | null,
+  now: StreamNow,
+): Promise<number> {
+  if (head === null || !head.hasState || head.delivered === undefined || now.maxAgeMs === 0) return NaN;
+  if (head.delivered === null) return now.firstMs;
+  const from = head.delivered.streamSeq + 1;
+  if (from < now.firstSeq) return -Infinity;
+  try {
+    const m = await jsm.streams.getMessage(stream, { seq: from });
+    return m === null ? -Infinity : m.time.getTime();
+  } catch (err) {
+    if (isNotFound(err)) return -Infinity;
     throw err;
   }
 }

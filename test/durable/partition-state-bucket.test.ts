@@ -148,7 +148,7 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(await legacy.read(0, 'delivered'), null);
   assert.equal(legacy.headOf(0)?.delivered, undefined);
   assert.match(
-    fallbackReason(legacy.headOf(0), streamFrom1, null, Date.now())!,
+    fallbackReason(legacy.headOf(0), streamFrom1, null, NaN, Date.now())!,
     /written by an earlier version, which kept no delivered checkpoint/,
   );
   assert.equal((await legacy.read(0))?.checkpoint.devices.length, DEVICES, 'its newest state reads back');
@@ -159,28 +159,34 @@ test('partition state bucket: a large partition reads back whole from its chunks
   assert.equal(legacyAgain.headOf(0)?.delivered, undefined, 'still unknown after an undelivered store and a claim');
   await legacyAgain.write(0, 9, Date.now(), encoded, true);
   assert.deepEqual(legacyAgain.headOf(0)?.delivered?.streamSeq, 9, 'known from the first delivered store');
-  assert.equal(fallbackReason(legacyAgain.headOf(0), streamFrom1, null, Date.now()), null);
-  // Messages about to expire count as removed: a stream keeping them 24 h, a delivered checkpoint 22 h old (within
-  // 2.4 h of expiry) falls back, one 21 h old does not.
+  assert.equal(fallbackReason(legacyAgain.headOf(0), streamFrom1, null, NaN, Date.now()), null);
+  // Messages about to expire count as removed: a stream keeping them 24 h, the message after a delivered checkpoint
+  // published 22 h ago (within 2.4 h of expiry) falls back, 21 h ago does not.
   const nowMs = Date.UTC(2026, 5, 1);
   const day = { firstSeq: 1, firstMs: nowMs - 23 * 3_600_000, maxAgeMs: 24 * 3_600_000 };
+  const hoursAgo = (hours: number): number => nowMs - hours * 3_600_000;
   const aged = (hours: number): PartitionHeadSummary => ({
     streamSeq: 50,
     hasState: true,
     delivered: { streamSeq: 3, capturedMs: nowMs - hours * 3_600_000 },
   });
   assert.match(
-    fallbackReason(aged(22), day, 60, nowMs)!,
+    fallbackReason(aged(22), day, 60, hoursAgo(22), nowMs)!,
     /^its delivered checkpoint covers up to stream sequence 3, captured [^,]+, and the messages to read again from there expire within 120 min \(the stream keeps messages 1440 min\)$/,
   );
-  assert.equal(fallbackReason(aged(21), day, 60, nowMs), null);
+  assert.equal(fallbackReason(aged(21), day, 60, hoursAgo(21), nowMs), null);
+  // A router lagging behind the stream: the checkpoint is an hour old, the message after it 23 hours.
+  assert.match(fallbackReason(aged(1), day, 60, hoursAgo(23), nowMs)!, /expire within 60 min/);
   // Nothing read after the checkpoint (an idle partition): no trigger was issued past it, whatever expires.
-  assert.equal(fallbackReason(aged(22), day, 3, nowMs), null);
-  assert.equal(fallbackReason(aged(22), { ...day, firstSeq: 9 }, 3, nowMs), null);
-  assert.match(fallbackReason(aged(1), { ...day, firstSeq: 9 }, 4, nowMs)!, /first message is now sequence 9/);
+  assert.equal(fallbackReason(aged(22), day, 3, hoursAgo(22), nowMs), null);
+  assert.equal(fallbackReason(aged(22), { ...day, firstSeq: 9 }, 3, hoursAgo(22), nowMs), null);
+  assert.match(
+    fallbackReason(aged(1), { ...day, firstSeq: 9 }, 4, hoursAgo(1), nowMs)!,
+    /first message is now sequence 9/,
+  );
   // With no delivered checkpoint the read starts at the stream's first message: its age counts.
   assert.match(
-    fallbackReason({ streamSeq: 50, hasState: true, delivered: null }, day, null, nowMs)!,
+    fallbackReason({ streamSeq: 50, hasState: true, delivered: null }, day, null, day.firstMs, nowMs)!,
     /^it has no delivered checkpoint, and the messages to read again from the stream's start expire within 60 min/,
   );
   // Retention past the newest state too, after a router read past it: no partition state is continued exactly.
