@@ -31,6 +31,7 @@ export const MetricNames = {
   SOURCE_CHECKPOINT_DEFERRED: 'geofence_source_checkpoint_deferred_total',
   SOURCE_CHECKPOINT_UNDELIVERED: 'geofence_source_checkpoint_undelivered_total',
   SOURCE_DELIVERED_CHECKPOINT_AGE: 'geofence_source_delivered_checkpoint_age_seconds',
+  SOURCE_START_PARTITIONS: 'geofence_source_start_partitions',
   GROUP_ROUTERS_STARTED: 'geofence_group_routers_started_total',
   GROUP_PARTITIONS_TAKEN: 'geofence_group_partitions_taken_total',
   GROUP_PARTITIONS_RELEASED: 'geofence_group_partitions_released_total',

@@ -33,7 +33,7 @@
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { partitionConsumerName } from '../ingest/sources/jetstream-source.js';
+import { isNotFound, partitionConsumerName } from '../ingest/sources/jetstream-source.js';
 import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
 import type { RouterOptions } from '../config/options.js';
 import {
@@ -143,7 +143,13 @@ export class PartitionCheckpoints {
       for (let i = 0; i < owned.length; i++) {
         const p = owned[i]!;
         const reason = exactReplay
-          ? fallbackReason(heads[i]!, stream, readTo[i]!, await readFromMs(jsm, js.stream, heads[i]!, stream), openedMs)
+          ? fallbackReason(
+              heads[i]!,
+              stream,
+              readTo[i]!,
+              await readFromMs(jsm, js.stream, heads[i]!, stream, readTo[i]!),
+              openedMs,
+            )
           : null;
         if (reason !== null) fallback.push({ partition: p, reason });
         else deliveredMs[i] = heads[i]?.delivered?.capturedMs ?? openedMs;
@@ -299,10 +305,9 @@ export function fallbackReason(
   if (from < stream.firstSeq)
     return `${what}, and the stream's first message is now sequence ${stream.firstSeq} (retention removed the messages ${head.delivered === null ? 'before it' : 'after the checkpoint'})`;
   if (stream.maxAgeMs === 0) return null;
-  const sinceMs = readFromMs;
   const marginMs = Math.max(EXPIRY_MARGIN_MIN_MS, stream.maxAgeMs / 10);
-  if (!(nowMs - sinceMs > stream.maxAgeMs - marginMs)) return null;
-  return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - sinceMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
+  if (!(nowMs - readFromMs > stream.maxAgeMs - marginMs)) return null;
+  return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - readFromMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
 }
 
 /** The telemetry stream's first message and age limit now (see StreamNow). */
@@ -323,17 +328,20 @@ async function streamNow(jsm: JetStreamManager, stream: string): Promise<StreamN
 
 /**
  * When the stream message a read again from `head`'s delivered checkpoint starts at was published, epoch ms (the
- * stream's first message's with no delivered checkpoint; -Infinity when that message is gone; NaN when not needed).
+ * stream's first message's with no delivered checkpoint; -Infinity when that message is gone; NaN when fallbackReason
+ * does not need it: no age limit, or nothing read past the checkpoint per `readTo`, which asks the server nothing).
  */
 async function readFromMs(
   jsm: JetStreamManager,
   stream: string,
   head: PartitionHeadSummary | null,
   now: StreamNow,
+  readTo: number | null,
 ): Promise<number> {
   if (head === null || !head.hasState || head.delivered === undefined || now.maxAgeMs === 0) return NaN;
+  const from = (head.delivered?.streamSeq ?? 0) + 1;
+  if (readTo !== null && readTo < from) return NaN;
   if (head.delivered === null) return now.firstMs;
-  const from = head.delivered.streamSeq + 1;
   if (from < now.firstSeq) return -Infinity;
   try {
     const m = await jsm.streams.getMessage(stream, { seq: from });
@@ -355,10 +363,4 @@ async function consumerReadTo(jsm: JetStreamManager, stream: string, name: strin
     if (isNotFound(err)) return null;
     throw err;
   }
-}
-
-/** True for JetStream's "stream not found" and "consumer not found" answers. */
-function isNotFound(err: unknown): boolean {
-  const e = err as { api_error?: { code?: number }; message?: string };
-  return e.api_error?.code === 404 || /not found/i.test(e.message ?? '');
 }

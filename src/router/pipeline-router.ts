@@ -30,7 +30,12 @@ import type { LogFn, RouterLog } from '../log/router-log.js';
 import type { DispatcherRequest, IngestRequest } from '../pipeline/messages.js';
 import { InputBacklog, MAX_INPUT_BACKLOG_BYTES } from '../pipeline/input-backlog.js';
 import { readRouterStats, type RouterStats } from '../pipeline/stats.js';
-import { PROGRESS_INTERVAL_MS, StateKeeper, type RecoveryReport } from '../pipeline/state-keeper.js';
+import {
+  PROGRESS_INTERVAL_MS,
+  StateKeeper,
+  type PartitionStateAtStart,
+  type RecoveryReport,
+} from '../pipeline/state-keeper.js';
 import type { PartitionCheckpoints } from './partition-checkpoints.js';
 import { MetricNames } from '../metrics/metric-names.js';
 import { nowNs } from '../shm/clock.js';
@@ -261,6 +266,13 @@ export class PipelineRouter implements Router {
         "Seconds since the oldest owned partition's delivered checkpoint was captured (since the start, for a partition with none to read again from): how far back a start with exact replay reads the stream; keep it well inside the stream's retention.",
         [],
         [{ labels: {}, read: () => pc.oldestDeliveredAgeS(Date.now()) }],
+      );
+      const byStart = startReadCounts(pc.atStart);
+      this.metrics.addSharedGauge(
+        MetricNames.SOURCE_START_PARTITIONS,
+        "Owned partitions by what this router's start read them again from: `delivered_checkpoint` (exact replay), `newest_state_fallback` (the delivered checkpoint could not be read again from: see the start's warning), `newest_state_gap` (the stream had lost messages the stored state needed; their pings were read by no one: see the start's error line), `newest_state` (no exact replay: other sources, or another partition's gap).",
+        ['read_from'],
+        Object.entries(byStart).map(([from, n]) => ({ labels: { read_from: from }, read: () => n })),
       );
       this.metrics.addSharedCounter(
         MetricNames.SOURCE_CHECKPOINT_UNDELIVERED,
@@ -1025,4 +1037,17 @@ const DELIVERED_WITHIN_MS = 1000;
 /** The fence file limits of `o`. */
 export function fenceFileLimits(o: RouterOptions): FenceFileLimits {
   return { maxFileBytes: o.maxFenceFileBytes, maxFences: o.maxFences, maxVerticesPerRing: o.maxVerticesPerRing };
+}
+
+/** Owned partitions by what a start read them again from (the `geofence_source_start_partitions` gauge). */
+function startReadCounts(atStart: PartitionStateAtStart): Record<string, number> {
+  const fallback = atStart.fallback.length;
+  const gap = atStart.gapped.length;
+  const exact = atStart.exactReplay ? atStart.owned.length - fallback : 0;
+  return {
+    delivered_checkpoint: exact,
+    newest_state_fallback: fallback,
+    newest_state_gap: gap,
+    newest_state: atStart.owned.length - exact - fallback - gap,
+  };
 }

@@ -24,6 +24,8 @@ import {
   jetstreamRouterArgs,
   jetstreamScenario,
   runUntilReceived,
+  scrapeMetric,
+  withAdmin,
   smallQueueWebhookConfig,
 } from './jetstream-runs.js';
 import { CliProcess } from './support.js';
@@ -124,7 +126,16 @@ test('kill -9 of a router after retention removed the stream messages after its 
   const firstKept = Math.min(...heads.newest) + 1;
   const purged = await purgeBelow(nats.url, firstKept);
   assert.ok(purged > 0);
-  const b = await runUntilReceived(t, args, server, expected);
+  let started = new Map<string, number>();
+  const b = await runUntilReceived(t, withAdmin(args), server, expected, async (p) => {
+    started = await scrapeMetric(p, 'geofence_source_start_partitions');
+  });
+  assert.deepEqual(Object.fromEntries(started), {
+    'read_from="delivered_checkpoint"': 0,
+    'read_from="newest_state_fallback"': PARTITIONS,
+    'read_from="newest_state_gap"': 0,
+    'read_from="newest_state"': 0,
+  });
   const fellBack = [
     ...b.stderr.matchAll(
       /partition (\d+): it(?:s delivered checkpoint covers up to stream sequence \d+, captured [^,]+| has no delivered checkpoint), and the stream's first message is now sequence (\d+)/g,
@@ -154,9 +165,10 @@ test('kill -9 of a router after retention removed the stream messages after its 
   );
   // The routers were down longer than the stream keeps messages: every message is gone.
   assert.ok((await purgeBelow(nats.url, null)) > 0);
-  const b = new CliProcess(args, 60_000);
+  const b = new CliProcess(withAdmin(args), 60_000);
   t.after(() => b.child.kill('SIGKILL'));
   await b.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
+  const started = await scrapeMetric(b, 'geofence_source_start_partitions');
   await publishPaced(nats.url, traffic, DEVICES, Math.floor((2 * traffic.pings) / 3), traffic.pings, 5000);
   // Until the receiver has had nothing new for 2 s.
   for (let seen = -1; seen !== server.received.length;) {
@@ -169,6 +181,14 @@ test('kill -9 of a router after retention removed the stream messages after its 
     b.stderr,
     /the stream no longer holds every message the stored partition state needs: the pings removed are read by no one, so this start reads no partition again exactly, seqs continue above \d+ \(the floor rose by 2\^32, no \(deviceId, seq\) is reused\) and every copy in the state directory's files is delivered: partition \d+: its newest stored state covers up to stream sequence \d+, its consumer had delivered up to \d+, and the stream's first message is now sequence \d+/,
   );
+  // The partitions read past their state are counted as started with a gap, the others as not read again exactly.
+  const gapped = b.stderr.match(/partition \d+: its newest stored state/g)!.length;
+  assert.deepEqual(Object.fromEntries(started), {
+    'read_from="delivered_checkpoint"': 0,
+    'read_from="newest_state_fallback"': 0,
+    'read_from="newest_state_gap"': gapped,
+    'read_from="newest_state"': PARTITIONS - gapped,
+  });
   const received = server.received.slice();
   // Triggers of the removed pings are lost (said); what arrives is in per-device order, one identity one trigger.
   assert.deepEqual(checkDeliveryContract(received, { allowRedelivery: true }).problems, []);

@@ -217,6 +217,7 @@ export async function runUntilReceived(
   args: readonly string[],
   server: { received: Trigger[] },
   expected: readonly Trigger[],
+  beforeStop: (p: CliProcess) => Promise<void> = async () => undefined,
 ): Promise<CliProcess> {
   const p = new CliProcess([...args], 60_000);
   t.after(() => p.child.kill('SIGKILL'));
@@ -226,7 +227,29 @@ export async function runUntilReceived(
     return want.every((w) => have.has(w));
   };
   await waitFor(complete, 30_000, 'every reference trigger received').catch(() => undefined);
+  await beforeStop(p);
   p.child.kill('SIGTERM');
   assert.equal((await p.exited).code, 0, p.stderr);
   return p;
+}
+
+/** `args` (of jetstreamRouterArgs) with an admin server on a free port instead of none. */
+export function withAdmin(args: readonly string[]): string[] {
+  return args.flatMap((a) => (a === '--no-admin' ? ['--admin', '127.0.0.1:0'] : [a]));
+}
+
+/**
+ * The samples of metric `name` on the `/metrics` of router process `p` (started with withAdmin), by their label text
+ * (`read_from="gap"`; '' for none).
+ */
+export async function scrapeMetric(p: CliProcess, name: string): Promise<Map<string, number>> {
+  await p.waitFor('the admin server', (x) => /admin http:\/\/127\.0\.0\.1:\d+/.test(x.stderr));
+  const port = Number(/admin http:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (m !== null && m[1] === name) out.set(m[2] ?? '', Number(m[3]));
+  }
+  return out;
 }

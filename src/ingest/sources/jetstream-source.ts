@@ -509,7 +509,7 @@ export class JetStreamSource implements TelemetrySource {
 }
 
 /** True for JetStream's "stream not found" and "consumer not found" answers. */
-function isNotFound(err: unknown): boolean {
+export function isNotFound(err: unknown): boolean {
   const e = err as { code?: unknown; api_error?: { code?: number }; message?: string };
   if (e.api_error?.code === 404) return true;
   return typeof e.message === 'string' && /not found/i.test(e.message);
