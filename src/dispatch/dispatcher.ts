@@ -486,7 +486,9 @@ export class Dispatcher implements DeadLetterTarget {
                 else if (derivedAgain(buf, at)) {
                   supersededBacklog++;
                   supersededBySlot.set(slot, (supersededBySlot.get(slot) ?? 0) + 1);
+                  return true;
                 } else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
+                return false;
               },
             });
       const ds = new Downstream(

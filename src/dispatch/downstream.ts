@@ -264,6 +264,10 @@ export class Downstream {
   stopped = false;
   /** The backlog log's damaged-record count already settled into `final`. */
   private corruptSeen = 0;
+  /** The backlog log's `markedLost` as last settled. */
+  private markedLostSeen = 0;
+  /** Records were found damaged while loading since the backlog log was last empty (see loadBacklog). */
+  private damagedSinceEmpty = false;
   /** Cell 0: a held time on its way to the recorder. */
   private readonly heldCell = new Float64Array(1);
   /** Triggers in memory that no durable file holds (a crash would lose them). */
@@ -458,15 +462,27 @@ export class Downstream {
   loadBacklog(nowNs: number): void {
     const log = this.backlog;
     const q = this.queues;
+    if (log !== null && log.unread === 0 && this.damagedSinceEmpty) {
+      // Every record is loaded or settled: what the per-device counts still hold are the damaged records', whose
+      // devices could not be read. Without this a device would spill and keep its slot for good.
+      this.damagedSinceEmpty = false;
+      q.fileOnly.fill(0);
+      this.supersededUnloaded?.fill(0);
+    }
     if (log === null || log.unread === 0 || q.used * 2 >= q.capacitySlots) return;
     while (q.used * 4 < q.capacitySlots * 3) {
       const slot = q.allocate(Lane.TRANSITION);
       if (slot < 0) return;
       const device = log.loadNext(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, this.ctx.resolver);
       if (log.corrupt !== this.corruptSeen) {
-        // Records of a damaged segment were skipped: settled as lost (counted).
-        this.final += log.corrupt - this.corruptSeen;
+        // Records of a damaged segment were skipped: settled as lost (counted), but for copies the replay derives
+        // again, which were never counted and are no longer to be passed over.
+        const passedOver = log.markedLost - this.markedLostSeen;
+        this.final += log.corrupt - this.corruptSeen - passedOver;
+        this.supersededUnloadedTotal -= passedOver;
         this.corruptSeen = log.corrupt;
+        this.markedLostSeen = log.markedLost;
+        this.damagedSinceEmpty = true;
       }
       if (device === LOAD_NONE) {
         q.release(slot);
@@ -486,6 +502,7 @@ export class Downstream {
         replayDerivesAgain(this.ctx.replayFloors, device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
       ) {
         // Derived again by the replay, in its device's order: this copy is done (and never counted as recovered).
+        log.markedLoaded();
         log.markDone(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
         q.release(slot);
         passed[device] = passed[device]! - 1;

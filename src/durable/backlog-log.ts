@@ -58,8 +58,12 @@ export interface BacklogLogOptions {
   bufferBytes?: number;
   /** Loaded records that may wait for delivery at once (the done window), a power of two. Default 65536. */
   windowRecords?: number;
-  /** Called at open for each record past the cursor (the backlog an earlier run left). */
-  onPending?: RecordVisitor;
+  /**
+   * Called at open for each record past the cursor (the backlog an earlier run left). Returning true marks the record:
+   * the caller will pass it over when it loads it (and says so with `markedLoaded`), so one damaged on disk before it
+   * was loaded is counted in `markedLost` as well as in `corrupt`.
+   */
+  onPending?: (buf: RecordBuffer, at: number, position: number, length: number) => boolean | void;
 }
 
 /** Loaded ordinals count modulo this (they stay small integers, so passing one around never boxes a double). */
@@ -204,6 +208,12 @@ export class BacklogLog {
    * skipped up to the next valid record). The owner settles them (`final`).
    */
   corrupt = 0;
+  /** Of `corrupt`, records that `onPending` marked at open (see BacklogLogOptions.onPending). */
+  markedLost = 0;
+  /** Per segment: records `onPending` marked at open and not loaded yet. */
+  private readonly segmentMarked = new Map<number, number>();
+  /** Segment of the record `loadNext` returned last. */
+  private lastLoadedSeg = -1;
   /** Damaged spans found past the cursor at open (each at least one record, lost; not among `recovered`). */
   readonly damagedAtOpen: number;
   /** Bytes cut from a torn tail at open. */
@@ -350,6 +360,8 @@ export class BacklogLog {
     for (const s of segments) if (s < this.readSeg) this.deleteSegment(s);
     let pending = 0;
     let damaged = 0;
+    const onPending = options.onPending ?? null;
+    let marked = 0;
     for (const s of segments) {
       if (s < this.readSeg) continue;
       const file = path.join(this.dir, segmentFileName(s));
@@ -361,9 +373,15 @@ export class BacklogLog {
           sfd,
           s === this.readSeg ? this.readOff : FILE_HEADER_BYTES,
           this.rbuf,
-          options.onPending ?? null,
+          onPending === null
+            ? null
+            : (buf, at, position, length) => {
+                if (onPending(buf, at, position, length) === true) marked++;
+              },
           this.segmentBytes.get(s)!,
         );
+        this.segmentMarked.set(s, marked);
+        marked = 0;
         this.segmentUnread.set(s, scan.records);
         pending += scan.records;
         damaged += scan.damagedSpans;
@@ -507,7 +525,9 @@ export class BacklogLog {
           this.readOff = FILE_HEADER_BYTES;
           continue;
         }
-        // Not written yet: read it from the write buffer (its position is where the next flush puts it).
+        // Not written yet: read it from the write buffer (its position is where the next flush puts it). Arriving at
+        // the buffer, every record written to disk before it was passed: those still counted were damaged (settled).
+        if (this.readOff === segEnd) this.settleUnloadable();
         at = this.readOff - segEnd;
         if (at >= this.wlen) return LOAD_NONE;
         buf = this.wbuf;
@@ -535,6 +555,7 @@ export class BacklogLog {
       this.winDone[w] = 0;
       this.lastLoadedEarlier =
         this.readSeg < this.openEndSeg || (this.readSeg === this.openEndSeg && this.readOff < this.openEndOff);
+      this.lastLoadedSeg = this.readSeg;
       this.readOff += length;
       this.unreadCount--;
       this.segmentUnread.set(this.readSeg, this.segmentUnread.get(this.readSeg)! - 1);
@@ -560,6 +581,15 @@ export class BacklogLog {
     this.corrupt += left;
     this.unreadCount -= left;
     this.segmentUnread.set(this.readSeg, buffered);
+    // The marked records of this segment not loaded are among them (the write buffer holds none: this run's).
+    this.markedLost += this.segmentMarked.get(this.readSeg) ?? 0;
+    this.segmentMarked.set(this.readSeg, 0);
+  }
+
+  /** The record `loadNext` returned last was one that `onPending` marked at open (see BacklogLogOptions.onPending). */
+  markedLoaded(): void {
+    const left = this.segmentMarked.get(this.lastLoadedSeg) ?? 0;
+    if (left > 0) this.segmentMarked.set(this.lastLoadedSeg, left - 1);
   }
 
   /** Marks a loaded record done (delivered, or now owned by another file). Allocation-free. */

@@ -18,6 +18,7 @@ import { mulberry32 } from '../../src/fences/synthetic-city.js';
 import { sleep, TriggerRecord } from './fixtures.js';
 import { scanPendingFile } from '../../src/durable/pending-file.js';
 import { readTriggerIdentity } from '../../src/durable/trigger-codec.js';
+import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 
 const DEVICES = 40;
 
@@ -120,6 +121,52 @@ test('restarts with a flaky, slow downstream and a small memory: every trigger o
   );
 });
 
+/**
+ * A dispatcher on `dir` for device slots 0..devices-1 (ids `device-N`), with one downstream `hook` of a small memory:
+ * most triggers spill to the backlog log, and those in memory go to the pending file at close.
+ */
+function smallHook(
+  dir: string,
+  devices: number,
+  log: (line: string) => void,
+  sink: Sink,
+  runId: number,
+  replayFloors?: Float64Array,
+): Dispatcher {
+  return new Dispatcher({
+    stateDir: dir,
+    namer: new IndexNamer(),
+    maxDevices: devices,
+    deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
+    runId,
+    flushIntervalMs: 5,
+    log,
+    ...(replayFloors === undefined ? {} : { replayFloors }),
+    downstreams: [
+      {
+        name: 'hook',
+        sink,
+        queueCapacitySlots: 24,
+        reservedComplianceSlots: 2,
+        maxBatchTriggers: 4,
+        maxAttempts: 100,
+        breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+      },
+    ],
+  });
+}
+
+/** A run whose downstream refuses everything: seqs 1..perDevice of every device, offered in turn, then a close. */
+async function refusedRun(d: Dispatcher, devices: number, perDevice: number): Promise<void> {
+  const r = new TriggerRecord();
+  for (let seq = 1; seq <= perDevice; seq++)
+    for (let device = 0; device < devices; device++) {
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d.pump();
+    }
+  await d.close(20);
+}
+
 /** A downstream that refuses everything (500) while `refusing`; records what it took. */
 class GateSink implements Sink {
   readonly seen: { device: string; seq: number }[] = [];
@@ -135,42 +182,15 @@ class GateSink implements Sink {
 
 test("replay floors: an earlier run's copies above their device's floor are passed over (pending file and backlog log), the rest delivered in per-device order, the accounting exact at every pump, and the pending file rewritten without them", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-floors-'));
-  const r = new TriggerRecord();
   const PER_DEVICE = 12;
   const FLOOR = 1;
   const devices = 8;
   const lines: string[] = [];
   const open = (sink: Sink, runId: number, replayFloors?: Float64Array): Dispatcher =>
-    new Dispatcher({
-      stateDir: dir,
-      namer: new IndexNamer(),
-      maxDevices: devices,
-      deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
-      runId,
-      flushIntervalMs: 5,
-      log: (line) => lines.push(line),
-      ...(replayFloors === undefined ? {} : { replayFloors }),
-      downstreams: [
-        {
-          name: 'hook',
-          sink,
-          // A small memory: most triggers spill to the backlog log; those in memory go to the pending file at close.
-          queueCapacitySlots: 24,
-          reservedComplianceSlots: 2,
-          maxBatchTriggers: 4,
-          maxAttempts: 100,
-          breaker: { minimumRequests: 100_000, windowSize: 100_000 },
-        },
-      ],
-    });
+    smallHook(dir, devices, (line) => lines.push(line), sink, runId, replayFloors);
   // Run 1: everything refused; memory (then the pending file) and the backlog log hold it all at its close.
   const d1 = open(new GateSink(true), 1);
-  for (let seq = 1; seq <= PER_DEVICE; seq++)
-    for (let device = 0; device < devices; device++) {
-      d1.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
-      d1.pump();
-    }
-  await d1.close(20);
+  await refusedRun(d1, devices, PER_DEVICE);
   assert.ok(d1.carriedOver[0]! > 0, `the pending file holds triggers (${d1.carriedOver[0]})`);
   assert.equal(d1.downstreams[0]!.delivered, 0);
   // Run 2: the even devices' partitions are read again from a state at seq FLOOR (what is above comes again from the
@@ -215,5 +235,63 @@ test("replay floors: an earlier run's copies above their device's floor are pass
       Array.from({ length: last }, (_, i) => i + 1),
       `device ${device}`,
     );
+  }
+});
+
+test('replay floors with backlog records damaged on disk after the open: the copies among them that the replay derives again are not counted lost, the accounting is exact at every pump, and nothing stays counted that would hold stores or device slots', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-floors-damaged-'));
+  const PER_DEVICE = 40;
+  const FLOOR = 10;
+  const devices = 8;
+  const open = (sink: Sink, runId: number, replayFloors?: Float64Array): Dispatcher =>
+    smallHook(dir, devices, () => undefined, sink, runId, replayFloors);
+  // Run 1: everything refused; most of it spills to the backlog log.
+  await refusedRun(open(new GateSink(true), 1), devices, PER_DEVICE);
+  // Run 2: the even devices' partitions are read again from seq FLOOR.
+  const floors = new Float64Array(devices).map((_, device) => (device % 2 === 0 ? FLOOR : NaN));
+  const sink = new GateSink(false);
+  const d2 = open(sink, 2, floors);
+  const ds = d2.downstreams[0]!;
+  const log = ds.backlog!;
+  assert.ok(log.recovered > 100, `the backlog log holds most (${log.recovered})`);
+  // Then a run of records in the middle of the segment the log writes to is damaged on disk.
+  const hookDir = path.join(dir, 'hook');
+  const segment = fs.readdirSync(hookDir).filter((f) => /^backlog-.*\.log$/.test(f));
+  assert.equal(segment.length, 1);
+  const file = path.join(hookDir, segment[0]!);
+  const bytes = fs.readFileSync(file);
+  const fd = fs.openSync(file, 'r+');
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; at < bytes.length; k++) {
+    if (k >= 40 && k < 80) fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 20);
+    at += bytes.readInt32LE(at);
+  }
+  fs.closeSync(fd);
+  for (let i = 0; i < 600 && (log.unread > 0 || ds.inFlightTriggers > 0); i++) {
+    d2.pump();
+    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, 'accounting');
+    await sleep(2);
+  }
+  assert.equal(log.unread, 0);
+  assert.equal(log.corrupt, 40, 'the damaged records');
+  assert.ok(log.markedLost > 0 && log.markedLost < 40, `copies derived again among them: ${log.markedLost}`);
+  assert.equal(ds.final, log.corrupt - log.markedLost, 'only the others are lost');
+  assert.equal(ds.inFlightTriggers, 0);
+  assert.equal(ds.memoryOnlyAdmittedBefore(Infinity, new Uint8Array(24)), 0, 'nothing holds a partition store back');
+  d2.pump();
+  for (let device = 0; device < devices; device++) assert.ok(d2.deviceSettled(device), `device ${device} settled`);
+  await d2.close(5_000);
+  // Per device: seqs rising, the even devices' at or below the floor.
+  const perDevice = new Map<number, number[]>();
+  for (const t of sink.seen) {
+    const device = Number(t.device.slice(7));
+    perDevice.set(device, [...(perDevice.get(device) ?? []), t.seq]);
+  }
+  for (const [device, seqs] of perDevice) {
+    assert.ok(
+      seqs.every((s, i) => i === 0 || s > seqs[i - 1]!),
+      `device ${device} in order`,
+    );
+    if (device % 2 === 0) assert.ok(seqs.every((s) => s <= FLOOR));
   }
 });

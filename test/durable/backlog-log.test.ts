@@ -227,6 +227,49 @@ test('backlog log: a damaged record in a closed segment is skipped alone; the re
   again.close();
 });
 
+test('backlog log: records damaged on disk after the open, in the segment it writes to, are settled as lost once reading reaches its write buffer, and the marked ones among them are told apart', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-bad-late-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 200);
+  log.close();
+  // The next run marks every third record (as a replay passes over copies it derives again).
+  const same = setup(1);
+  const again = open(dir, same.codec, { onPending: (buf, at) => readTriggerIdentity(buf, at).seq % 3 === 0 });
+  assert.equal(again.recovered, 200);
+  // Damaged after the open (the open counted them): records 51-60 of the one segment, which the log writes to.
+  const file = path.join(dir, segmentFileName(listSegments(dir)[0]!));
+  const bytes = fs.readFileSync(file);
+  const fd = fs.openSync(file, 'r+');
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; k < 60; k++) {
+    if (k >= 50) fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 20);
+    at += bytes.readInt32LE(at);
+  }
+  fs.closeSync(fd);
+  // This run appends two more, still in its write buffer.
+  appendAll(again, same.catalog, 201, 202);
+  const loaded: number[] = [];
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  for (;;) {
+    const device = again.loadNext(rec.f64, rec.i32, 0, 0, null);
+    if (device === LOAD_NONE) break;
+    const seq = rec.f64[TRG_SEQ_F64]!;
+    loaded.push(seq);
+    if (seq % 3 === 0 && seq <= 200) again.markedLoaded();
+    again.markDone(rec.f64[9]!);
+  }
+  const missing = Array.from({ length: 10 }, (_, i) => 51 + i);
+  assert.deepEqual(
+    loaded,
+    Array.from({ length: 202 }, (_, i) => i + 1).filter((s) => !missing.includes(s)),
+  );
+  assert.equal(again.corrupt, 10, 'the damaged records, settled as lost');
+  assert.equal(again.markedLost, missing.filter((s) => s % 3 === 0).length, 'the marked ones among them');
+  assert.equal(again.unread, 0, 'nothing left counted that no load can reach');
+  again.close();
+});
+
 test('backlog log: a segment whose creation a crash cut short (no whole header) is taken as empty', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-short-'));
   const { codec, catalog } = setup(1);
