@@ -18,7 +18,8 @@
  * heap, what survived the thread's latest full collection, from `geofence_thread_*`; the heap check takes every
  * thread's live heap together and fails on growth over 5 %), COMPLIANCE pings shed (must be 0) and the compliance share of the capacity against
  * the reserved slice, held-time P99 per downstream and lane over the soak and, at `steady`, per 10 s window (the
- * `geofence_dispatch_held_time_seconds` histogram, bucket upper bounds), identity violations (must be 0), a memory
+ * `geofence_dispatch_held_time_seconds` histogram, bucket upper bounds), and its pipeline part's P99 per lane
+ * (`geofence_pipeline_time_seconds`), identity violations (must be 0), a memory
  * series every 10 s, the containment workers' time parked waiting for records per second (median after warm-up;
  * near 0: the workers are the constraint), and each receiver's contract check (order
  * violations must be 0). Exit code 0 when every check holds, 1 otherwise. `--router-log <file>` keeps the router's
@@ -456,6 +457,14 @@ async function main(): Promise<void> {
       held[ds]![lane] = round(quantileBetween(h0, h1, 0.99) * 1000);
     }
   }
+  // The pipeline's part of it (admission to the dispatcher's take), per lane over the same window.
+  const pipeline: Record<string, number> = {};
+  for (const lane of LANES) {
+    const h1 = histogramOf(atEnd, 'geofence_pipeline_time_seconds', { lane });
+    const h0 =
+      warmSeries === null ? { counts: [] } : histogramOf(warmSeries, 'geofence_pipeline_time_seconds', { lane });
+    pipeline[lane] = round(quantileBetween(h0, h1, 0.99) * 1000);
+  }
   const reservedFraction = 0.05;
   const complianceOfCapacity = d('compliance', 'offered') / soakSeconds / capacity;
   const summaryLine = /drained[^\n]*|kept=[^\n]*/.exec(router.stderr())?.[0] ?? '';
@@ -508,6 +517,7 @@ async function main(): Promise<void> {
     complianceShedWholeRun: sumOf(atEnd, 'geofence_pings_shed_total', { lane: 'compliance' }),
     fenceEntryOverflowsWholeRun: sumOf(atEnd, 'geofence_fence_entry_overflows_total'),
     heldP99MsByDownstreamAndLane: held,
+    pipelineP99MsByLane: pipeline,
     checkpointPauseMs: {
       median: round(median(after.map((x) => x.checkpointPauseMs))),
       max: round(Math.max(...after.map((x) => x.checkpointPauseMs))),

@@ -90,6 +90,7 @@ import {
   DS_SPILLED_F64,
   DS_SUCCEEDED_F64,
   LANE_COUNT,
+  TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
   TRG_FENCE_INDEX_I32,
   TRG_FENCE_INDEX_MASK,
@@ -201,6 +202,11 @@ export interface DispatcherOptions {
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
   onHeld?: (held: Float64Array, replayed: boolean, lane: number, downstream: number) => void;
+  /**
+   * Records, for each trigger `offer` routes to a downstream, the time from its ping's admission to the current pass
+   * (`passTime`), found in `taken[0]` (ns), with its lane; must not allocate.
+   */
+  onTaken?: (taken: Float64Array, lane: number) => void;
   /** Where metric cells live (e.g. a SharedArrayBuffer read at scrape time); default a private buffer. */
   metricsBuffer?: ArrayBufferLike;
   /** This run's id in durable records (default random). */
@@ -271,6 +277,10 @@ export class Dispatcher implements DeadLetterTarget {
   readonly catalog: FenceCatalog;
   /** Cell 0: the time of the current pass over the trigger rings, ns (set by the caller; stamped on offered records). */
   readonly passTime = new Float64Array(1);
+  /** Cell 0: the time `onTaken` is told (a double handed to a call that is not inlined would be boxed). */
+  private readonly takenCell = new Float64Array(1);
+  /** See DispatcherOptions.onTaken. */
+  private readonly onTaken: ((taken: Float64Array, lane: number) => void) | null;
   /** Directory of each downstream's durable files. */
   readonly directories: readonly string[];
   /** This thread's loop-stall meter (null: `localStallCorrection` off). */
@@ -317,6 +327,7 @@ export class Dispatcher implements DeadLetterTarget {
 
   /** Validates options, opens every downstream's durable files and takes over what an earlier run left. */
   constructor(options: DispatcherOptions) {
+    this.onTaken = options.onTaken ?? null;
     const n = options.downstreams.length;
     checkNumber('options.downstreams.length', n, 1, 31, true);
     const names = new Map<string, string>();
@@ -591,6 +602,11 @@ export class Dispatcher implements DeadLetterTarget {
       }
     }
     this.triggersOffered++;
+    const onTaken = this.onTaken;
+    if (onTaken !== null) {
+      this.takenCell[0] = this.passTime[0]! - f64[baseF64 + TRG_ADMIT_TIME_NS_F64]!;
+      onTaken(this.takenCell, lane);
+    }
     let routed = 0;
     for (let d = 0; d < this.downstreams.length; d++) {
       // One bit per subscribed downstream.

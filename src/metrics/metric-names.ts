@@ -80,6 +80,7 @@ export const MetricNames = {
   FENCE_EDIT_LAST_SECONDS: 'geofence_fence_edit_last_seconds',
   HELD_TIME_SECONDS: 'geofence_held_time_seconds',
   REPLAY_HELD_TIME_SECONDS: 'geofence_replay_held_time_seconds',
+  PIPELINE_TIME_SECONDS: 'geofence_pipeline_time_seconds',
   CHECKPOINTS: 'geofence_checkpoints_total',
   CHECKPOINTS_PAUSED: 'geofence_checkpoints_paused_total',
   CHECKPOINT_FAILURES: 'geofence_checkpoint_failures_total',

@@ -99,6 +99,7 @@ import {
   PST_STALLED_GROUPS_F64,
   PST_TASKS_ABORTED_F64,
   PST_REPLAY_HELD_BASE_F64,
+  PST_TAKEN_BASE_F64,
   PST_RELOADS_F64,
   PST_RELOADS_FAILED_F64,
   PST_FENCE_EDITS_F64,
@@ -686,6 +687,14 @@ export class RouterMetrics {
       MetricNames.REPLAY_HELD_TIME_SECONDS,
       'Time from admission to the hand-over that delivered it, per dead letter re-delivered by the replay lane.',
       held(PST_REPLAY_HELD_BASE_F64),
+    );
+    this.addSharedHistogram(
+      MetricNames.PIPELINE_TIME_SECONDS,
+      "Time from admission to the dispatcher taking the trigger from its trigger ring (telemetry ring, containment, trigger ring), by the trigger's lane, per trigger routed to a downstream: the pipeline's part of geofence_dispatch_held_time_seconds, the rest being the delivery's.",
+      Array.from({ length: LANE_COUNT }, (_, lane) => ({
+        ...held(PST_TAKEN_BASE_F64 + lane * HELD_BLOCK_F64)[0]!,
+        labels: { lane: LANE_NAMES[lane]! },
+      })),
     );
   }
 

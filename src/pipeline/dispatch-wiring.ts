@@ -129,6 +129,14 @@ function triggerOf(batch: TriggerBatch, i: number): Trigger {
 }
 
 /**
+ * The recorder of the dispatcher's take (DispatcherOptions.onTaken): the time in `taken[0]` into the block of the
+ * trigger's lane among the LANE_COUNT blocks from `base` of `cells`. Allocation-free.
+ */
+export function takenTimeRecorder(cells: Float64Array, base: number): (taken: Float64Array, lane: number) => void {
+  return (taken, lane) => recordHeldTimeFrom(cells, base + lane * HELD_BLOCK_F64, taken);
+}
+
+/**
  * The held-time recorder of the dispatcher: the held time in `held[0]`, into the held-time block of `cells` (triggers
  * delivered without a dead letter; also into the downstream's block for the trigger's lane (its fence's class) in `dispatchCells`) or the
  * replay block (re-delivered dead letters). Allocation-free.

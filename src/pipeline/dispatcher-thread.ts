@@ -29,6 +29,7 @@ import {
   DISP_TRIGGERS_UNROUTED_F64,
   PST_HELD_BASE_F64,
   PST_REPLAY_HELD_BASE_F64,
+  PST_TAKEN_BASE_F64,
   RingKind,
   RT_THREAD_DISPATCHER,
 } from '../shm/layout.js';
@@ -38,6 +39,7 @@ import {
   CallbackBridge,
   heldTimeRecorder,
   PipelineNamer,
+  takenTimeRecorder,
   type DownstreamSpec,
   type NamesOnlyGeneration,
 } from './dispatch-wiring.js';
@@ -128,6 +130,7 @@ async function main(): Promise<void> {
           leaseGate: m.leaseGate,
           ...(d.replayFloors === null ? {} : { replayFloors: d.replayFloors }),
           onHeld: heldTimeRecorder(statsCells, PST_HELD_BASE_F64, PST_REPLAY_HELD_BASE_F64, metrics),
+          onTaken: takenTimeRecorder(statsCells, PST_TAKEN_BASE_F64),
           log: (line) => post({ type: 'log', line }),
           alarm: (line) => post({ type: 'log', line, level: 'error' }),
         });

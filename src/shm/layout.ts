@@ -885,8 +885,14 @@ export const HELD_BUCKET_COUNT = HELD_BOUNDED_BUCKETS + 1;
 export const HELD_BLOCK_F64 = Math.ceil((HELD_BUCKETS_F64 + HELD_BUCKET_COUNT) / 8) * 8;
 /** First cell of the replay held-time block: dead letters re-delivered by the replay lane (same layout). */
 export const PST_REPLAY_HELD_BASE_F64 = PST_HELD_BASE_F64 + HELD_BLOCK_F64;
+/**
+ * First of LANE_COUNT blocks (same layout; block l at PST_TAKEN_BASE_F64 + l * HELD_BLOCK_F64): per trigger lane, the
+ * time from admission to the dispatcher taking the trigger from its trigger ring, for each trigger routed to a
+ * downstream (the pipeline's part of the held time). Written by the dispatcher thread only.
+ */
+export const PST_TAKEN_BASE_F64 = PST_REPLAY_HELD_BASE_F64 + HELD_BLOCK_F64;
 /** Float64 cells of the pipeline stats region. */
-export const PST_REGION_F64 = PST_REPLAY_HELD_BASE_F64 + HELD_BLOCK_F64;
+export const PST_REGION_F64 = PST_TAKEN_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 
 /** Magic number at DEVID_MAGIC_I32 identifying a device id table ("GRDV"). */
 export const DEVID_MAGIC = 0x47524456;

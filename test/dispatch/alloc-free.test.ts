@@ -8,9 +8,13 @@ import {
   DREC_REASON_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
+  HELD_BLOCK_F64,
+  HELD_COUNT_F64,
   Lane,
+  LANE_COUNT,
   TriggerType,
 } from '../../src/shm/layout.js';
+import { takenTimeRecorder } from '../../src/pipeline/dispatch-wiring.js';
 import { DeadLetterRing } from '../../src/dispatch/dead-letter/ring.js';
 import { DeviceQueues } from '../../src/dispatch/device-queues.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
@@ -153,12 +157,15 @@ test('spill path: backlog log append, load back and done allocate nothing per tr
   assert.equal(log.unread, 0);
 });
 
-test('dispatcher offer: validation, fence handle, routing and the per-device queue allocate nothing', async () => {
+test('dispatcher offer: validation, fence handle, routing, the per-device queue and the pipeline-time record allocate nothing', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alloc-offer-'));
+  // The recorder the dispatcher thread uses, into a block per lane as in the pipeline stats region.
+  const takenCells = new Float64Array(LANE_COUNT * HELD_BLOCK_F64);
   const d = new Dispatcher({
     stateDir: dir,
     namer: new IndexNamer(),
     maxDevices: 4096,
+    onTaken: takenTimeRecorder(takenCells, 0),
     downstreams: [
       {
         name: 'a',
@@ -190,5 +197,7 @@ test('dispatcher offer: validation, fence handle, routing and the per-device que
   });
   assertNoAllocation(report, 'Dispatcher.offer');
   assert.ok(sink > ITERATIONS, 'routed to both downstreams at times');
+  const taken = (lane: number): number => takenCells[lane * HELD_BLOCK_F64 + HELD_COUNT_F64]!;
+  assert.ok(taken(Lane.COMPLIANCE) > 0 && taken(Lane.TRANSITION) > taken(Lane.COMPLIANCE), 'recorded by lane');
   await d.close(100);
 });

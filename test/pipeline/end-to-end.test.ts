@@ -179,6 +179,10 @@ test('metricsText and the admin server expose every part of the pipeline', async
       'geofence_dispatch_delivered_total{downstream="cb"} 9',
       'geofence_dispatch_concurrency_limit{downstream="cb"}',
       'geofence_held_time_seconds_count 9',
+      // The pipeline's part of the held times, one per trigger taken and routed, in the lanes they were delivered in.
+      'geofence_pipeline_time_seconds_count{lane="transition"} 7',
+      'geofence_pipeline_time_seconds_count{lane="compliance"} 2',
+      'geofence_dispatch_held_time_seconds_count{downstream="cb",lane="compliance"} 2',
       'geofence_held_time_seconds_bucket{le="+Inf"} 9',
       'geofence_dispatch_request_duration_seconds_count{downstream="cb"}',
       'geofence_dispatch_dead_lettered_total{downstream="cb",reason="undeliverable"} 0',
@@ -189,6 +193,11 @@ test('metricsText and the admin server expose every part of the pipeline', async
     ]) {
       assert.ok(text.includes(needle), `metrics lack ${needle}`);
     }
+    // Taken before it was handed over: the pipeline's part is at most the whole.
+    const sumOf = (re: RegExp): number => [...text.matchAll(re)].reduce((a, m) => a + Number(m[1]), 0);
+    const pipelineS = sumOf(/^geofence_pipeline_time_seconds_sum\{lane="\w+"\} (\S+)$/gm);
+    const heldS = sumOf(/^geofence_held_time_seconds_sum (\S+)$/gm);
+    assert.ok(pipelineS > 0 && pipelineS <= heldS, `pipeline ${pipelineS} s of held ${heldS} s`);
     assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/healthz`)).status, 200);
     // Draining: not ready any more.
     assert.equal((await fetch(`http://127.0.0.1:${router.adminPort}/readyz`)).status, 503);
