@@ -6,7 +6,8 @@
  *
  * Exit codes (EXIT_* of status.ts, listed in --help): 0 clean drain: nothing shed or rejected, every fence entry
  * tracked, every trigger delivered (or --help); 3 drained with loss by design: pings shed or rejected, fence entries
- * not tracked, triggers dead-lettered or kept in the state directory for the next start; 1 failure: the start failed
+ * not tracked, stream partitions read after a gap, triggers dead-lettered or kept in the state directory for the next
+ * start; 1 failure: the start failed
  * (bad GeoJSON, busy port, a state directory in use) or the drain could not account for every admitted ping; 2 bad
  * flags, config file or options.
  */

@@ -332,8 +332,9 @@ Exit codes (the summary lists everything not delivered, by lane and reason):
   0  drained cleanly: nothing shed or rejected, every fence entry tracked, every admitted ping
      processed and every trigger delivered
   3  drained, but something was not delivered by design: pings shed (by lane and reason) or
-     rejected (by reason), fence entries not tracked (fence_overflows), triggers dead-lettered,
-     or triggers kept in the state directory for the next start
+     rejected (by reason), fence entries not tracked (fence_overflows), pings of stream partitions
+     read after a gap (partitions_after_gap), triggers dead-lettered, or triggers kept in the
+     state directory for the next start
   1  failure: the start failed, or the drain could not account for every admitted ping
   2  bad flags, config file or options
 

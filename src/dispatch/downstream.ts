@@ -458,17 +458,23 @@ export class Downstream {
     q.append(device, slot);
   }
 
+  /**
+   * Once the backlog log holds nothing after records were found damaged in it, what the per-device counts still hold
+   * are the damaged records', whose devices could not be read: cleared, or a device would spill and keep its slot for
+   * good.
+   */
+  private clearDamagedCounts(): void {
+    if (!this.damagedSinceEmpty || this.backlog!.unread !== 0) return;
+    this.damagedSinceEmpty = false;
+    this.queues.fileOnly.fill(0);
+    this.supersededUnloaded?.fill(0);
+  }
+
   /** Loads triggers back from the backlog log while memory is less than half full (up to three quarters). */
   loadBacklog(nowNs: number): void {
     const log = this.backlog;
     const q = this.queues;
-    if (log !== null && log.unread === 0 && this.damagedSinceEmpty) {
-      // Every record is loaded or settled: what the per-device counts still hold are the damaged records', whose
-      // devices could not be read. Without this a device would spill and keep its slot for good.
-      this.damagedSinceEmpty = false;
-      q.fileOnly.fill(0);
-      this.supersededUnloaded?.fill(0);
-    }
+    this.clearDamagedCounts();
     if (log === null || log.unread === 0 || q.used * 2 >= q.capacitySlots) return;
     while (q.used * 4 < q.capacitySlots * 3) {
       const slot = q.allocate(Lane.TRANSITION);
@@ -486,6 +492,7 @@ export class Downstream {
       }
       if (device === LOAD_NONE) {
         q.release(slot);
+        this.clearDamagedCounts();
         return;
       }
       if (device === LOAD_SKIPPED) {

@@ -731,6 +731,7 @@ export class BacklogLog {
     if (this.readFdSeg === n) this.closeReadFd();
     if (this.rbufSeg === n) this.rbufSeg = -1;
     this.segmentUnread.delete(n);
+    this.segmentMarked.delete(n);
     this.segmentsTotalBytes -= this.segmentBytes.get(n) ?? 0;
     this.segmentBytes.delete(n);
     try {

@@ -690,7 +690,7 @@ export class RouterMetrics {
     );
     this.addSharedHistogram(
       MetricNames.PIPELINE_TIME_SECONDS,
-      "Time from admission to the dispatcher taking the trigger from its trigger ring (telemetry ring, containment, trigger ring), by the trigger's lane, per trigger routed to a downstream: the pipeline's part of geofence_dispatch_held_time_seconds, the rest being the delivery's.",
+      "Time from admission to the start of the dispatcher's pass over the trigger rings that took the trigger (telemetry ring, containment, trigger ring; a pass that began before the trigger was written counts 0), by the trigger's lane, per trigger routed to a downstream: the pipeline's part of geofence_dispatch_held_time_seconds, the rest being the delivery's.",
       Array.from({ length: LANE_COUNT }, (_, lane) => ({
         ...held(PST_TAKEN_BASE_F64 + lane * HELD_BLOCK_F64)[0]!,
         labels: { lane: LANE_NAMES[lane]! },

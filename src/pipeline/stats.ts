@@ -275,6 +275,11 @@ export interface RouterStats {
   generationMismatches: number;
   /** The fences with the most untracked pings in the current fence generation, most first (at most 5). */
   untrackedFences: { fenceId: string; pings: number }[];
+  /**
+   * Owned partitions of a partitioned JetStream source that this start read after a gap: the stream had lost messages
+   * their stored state needed, so those pings were read by no one (a loss, by the stream's retention).
+   */
+  partitionsAfterGap: number;
 }
 
 /** Shared views the stats are read from. */
@@ -490,6 +495,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     crossOverBudget: cntSum(CNT_CROSS_OVER_BUDGET_F64),
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
     untrackedFences: [],
+    partitionsAfterGap: 0,
   };
 }
 

@@ -270,7 +270,7 @@ export class PipelineRouter implements Router {
       const byStart = startReadCounts(pc.atStart);
       this.metrics.addSharedGauge(
         MetricNames.SOURCE_START_PARTITIONS,
-        "Owned partitions by what this router's start read them again from: `delivered_checkpoint` (exact replay), `newest_state_fallback` (the delivered checkpoint could not be read again from: see the start's warning), `newest_state_gap` (the stream had lost messages the stored state needed; their pings were read by no one: see the start's error line), `newest_state` (no exact replay: other sources, or another partition's gap).",
+        "Owned partitions by what this router's start read them again from: `delivered_checkpoint` (exact replay: from it, or from the stream's first message for a partition with none), `newest_state_fallback` (the delivered checkpoint could not be read again from: see the start's warning), `newest_state_gap` (the stream had lost messages the stored state needed; their pings were read by no one: see the start's error line), `newest_state` (no exact replay: other sources, or another partition's gap).",
         ['read_from'],
         Object.entries(byStart).map(([from, n]) => ({ labels: { read_from: from }, read: () => n })),
       );
@@ -863,6 +863,7 @@ export class PipelineRouter implements Router {
   stats(): RouterStats {
     const s = readRouterStats(this.views);
     if (s.fenceOverflows > 0) s.untrackedFences = this.store.mostUntracked(5);
+    s.partitionsAfterGap = this.partitionCheckpoints?.atStart.gapped.length ?? 0;
     return s;
   }
 

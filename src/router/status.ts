@@ -70,8 +70,8 @@ export const EXIT_LOSS = 3;
 /**
  * `delivered`: nothing shed or rejected, every fence entry tracked, every admitted ping processed and every trigger
  * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
- * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, or dead letters were dropped from storage (budget, age, disk),
- * so triggers may be missing. `kept`: nothing of that, but some
+ * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, dead letters were dropped from storage (budget, age, disk),
+ * or partitions were read after a gap in their stream (pings read by no one), so triggers may be missing. `kept`: nothing of that, but some
  * triggers were dead-lettered for good or are kept in the state directory for the next start. `lost`: an admitted ping was not
  * processed.
  */
@@ -83,7 +83,8 @@ export function drainOutcome(s: RouterStats): DrainOutcome {
     s.fenceOverflows > 0 ||
     s.candidateOverflows > 0 ||
     s.crossOverBudget > 0 ||
-    droppedDeadLetters(s) > 0
+    droppedDeadLetters(s) > 0 ||
+    s.partitionsAfterGap > 0
   )
     return 'dropped';
   // A dead letter the replay lane delivered later is delivered: only final ones and what waits for the next start count.
@@ -148,6 +149,11 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         ? ` untracked_fences(${s.untrackedFences.map((u) => `${u.fenceId}=${u.pings}`).join(' ')})`
         : ''),
     `  triggers   ${triggersPart(s)} total=${s.triggersTotal}`,
+    ...(s.partitionsAfterGap > 0
+      ? [
+          `  source     partitions_after_gap=${s.partitionsAfterGap}: the stream had lost messages their stored state needed; those pings were read by no one`,
+        ]
+      : []),
     `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
       `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors}`,
   ];
@@ -176,7 +182,9 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         : outcome === 'dropped'
           ? `drained with loss: shed=${s.shedTotal} (compliance=${shedOf(s, 'compliance')}) rejected=${s.rejectedTotal} ` +
             `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} cross_over_budget=${s.crossOverBudget} dead_lettered=${s.final} ` +
-            `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}: ` +
+            `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}` +
+            (s.partitionsAfterGap > 0 ? ` partitions_after_gap=${s.partitionsAfterGap}` : '') +
+            ': ' +
             'triggers may be missing (by lane and reason above)'
           : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
   );

@@ -887,7 +887,7 @@ export const HELD_BLOCK_F64 = Math.ceil((HELD_BUCKETS_F64 + HELD_BUCKET_COUNT) /
 export const PST_REPLAY_HELD_BASE_F64 = PST_HELD_BASE_F64 + HELD_BLOCK_F64;
 /**
  * First of LANE_COUNT blocks (same layout; block l at PST_TAKEN_BASE_F64 + l * HELD_BLOCK_F64): per trigger lane, the
- * time from admission to the dispatcher taking the trigger from its trigger ring, for each trigger routed to a
+ * time from admission to the start of the dispatcher's pass over the trigger rings that took the trigger, for each trigger routed to a
  * downstream (the pipeline's part of the held time). Written by the dispatcher thread only.
  */
 export const PST_TAKEN_BASE_F64 = PST_REPLAY_HELD_BASE_F64 + HELD_BLOCK_F64;

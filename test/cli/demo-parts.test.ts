@@ -175,6 +175,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     crossOverBudget: 0,
     generationMismatches: 0,
     untrackedFences: [],
+    partitionsAfterGap: 0,
   };
   return { ...base, ...over };
 }

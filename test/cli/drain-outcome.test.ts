@@ -91,6 +91,14 @@ test('the drain outcome, its exit code and the summary list every loss by lane a
   assert.equal(exitCodeOf(drainOutcome(droppedFromDisk)), EXIT_LOSS);
   assert.match(last(droppedFromDisk), /^drained with loss: .*dead_letters_dropped=6/);
 
+  // Partitions read after a gap in their stream: pings no one read, a loss by the stream's retention.
+  const afterGap: RouterSummary = { ...clean, partitionsAfterGap: 3 };
+  assert.equal(drainOutcome(afterGap), 'dropped');
+  assert.equal(exitCodeOf(drainOutcome(afterGap)), EXIT_LOSS);
+  assert.match(formatSummary(afterGap, 1).join('\n'), / {2}source {5}partitions_after_gap=3: /);
+  assert.match(last(afterGap), /^drained with loss: .*partitions_after_gap=3: /);
+  assert.doesNotMatch(formatSummary(clean, 1).join('\n'), /partitions_after_gap/);
+
   // An admitted ping not processed is a failure, whatever else was lost by design.
   const incomplete: RouterSummary = { ...shed, processed: 9 };
   assert.equal(drainOutcome(incomplete), 'lost');

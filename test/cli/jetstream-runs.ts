@@ -240,7 +240,7 @@ export function withAdmin(args: readonly string[]): string[] {
 
 /**
  * The samples of metric `name` on the `/metrics` of router process `p` (started with withAdmin), by their label text
- * (`read_from="gap"`; '' for none).
+ * (`read_from="newest_state_gap"`; '' for none).
  */
 export async function scrapeMetric(p: CliProcess, name: string): Promise<Map<string, number>> {
   await p.waitFor('the admin server', (x) => /admin http:\/\/127\.0\.0\.1:\d+/.test(x.stderr));
