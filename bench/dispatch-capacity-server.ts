@@ -39,6 +39,8 @@ let lastAdvanceMs = performance.now();
 let busyIntegralMs = 0;
 let capacityIntegralMs = 0;
 const waits = new Float64Array(400_000);
+/** When each wait ended (service start or refusal), ms on this process's clock. */
+const waitEnds = new Float64Array(400_000);
 let nWaits = 0;
 /** Residence times (arrival to answer) of served requests, ms. */
 const residences = new Float64Array(400_000);
@@ -58,7 +60,10 @@ function advance(nowMs: number): void {
 
 function noteWait(nowMs: number, waitMs: number): void {
   if (waitMs > maxWaitMs) maxWaitMs = waitMs;
-  if (Number.isFinite(waitMs) && nWaits < waits.length) waits[nWaits++] = waitMs;
+  if (Number.isFinite(waitMs) && nWaits < waits.length) {
+    waitEnds[nWaits] = nowMs;
+    waits[nWaits++] = waitMs;
+  }
   if (waitMs > cfg.overloadWaitMs) {
     if (episodeStart < 0) episodeStart = nowMs;
     return;
@@ -146,6 +151,20 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
       if (k >= 0 && a - marks[k]! >= (m.settleMs ?? 2000)) settled.push(residences[i]!);
     }
     settled.sort((x, y) => x - y);
+    // Per phase: the share of requests that waited over 1 ms and over half a service time, and the wait P99.
+    const waitByPhase = marks.map((from, k) => {
+      const to = k + 1 < marks.length ? marks[k + 1]! : Infinity;
+      const w: number[] = [];
+      for (let i = 0; i < nWaits; i++) if (waitEnds[i]! >= from && waitEnds[i]! < to) w.push(waits[i]!);
+      w.sort((x, y) => x - y);
+      const over = (ms: number): number => w.filter((x) => x > ms).length / Math.max(1, w.length);
+      return {
+        requests: w.length,
+        over1Ms: over(1),
+        overHalfService: over(cfg.serviceMs / 2),
+        p99Ms: w.length === 0 ? NaN : w[Math.min(w.length - 1, Math.floor(0.99 * w.length))]!,
+      };
+    });
     const settledResidenceP99Ms =
       settled.length === 0 ? NaN : settled[Math.min(settled.length - 1, Math.floor(0.99 * settled.length))]!;
     process.send!({
@@ -160,6 +179,7 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
       waitP99Ms,
       residenceP99Ms,
       settledResidenceP99Ms,
+      waitByPhase,
     });
   }
   if (m.op === 'exit') process.exit(0);

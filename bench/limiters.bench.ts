@@ -22,7 +22,8 @@
  *   --repeats N    run every candidate N times (interleaved) and report per-limiter medians (default 1)
  *   --only NAME    only the candidates whose name contains NAME (for tuning; the report needs all of them)
  *   --phase-ms MS  length of each capacity phase (default 8000)
- *   GRADIENT_TRY='{"allowanceFactor":0.5}' (environment) adds a row: the gradient with those options
+ *   GRADIENT_TRY='{"allowanceFactor":0.5}' (environment) adds a row: the gradient with those options (an array of
+ *   option objects adds a row for each)
  * Writes bench/out/limiters.json (every pass, the medians, and each row's limit over time) and
  * bench/limiters-http.svg (limit vs true capacity over time, every row of the first pass).
  */
@@ -92,6 +93,9 @@ interface Row {
   /** Per step (phases 2 and 3): settling time, ms (NaN: never settled), and overshoot as a fraction. */
   settleMsPerStep: number[];
   overshootPerStep: number[];
+  /** Per phase: the share of requests that waited at the server over 1 ms, and the server wait P99, ms. */
+  waitedShareByPhase: number[];
+  waitP99MsByPhase: number[];
   /** The limit every tick: [ms since the run's start, limit] pairs. */
   limitSeries: number[];
   samplesMs: Float64Array;
@@ -107,6 +111,8 @@ interface ServerStats {
   waitP99Ms: number;
   residenceP99Ms: number;
   settledResidenceP99Ms: number;
+  /** Per phase: requests, the shares that waited over 1 ms and over half a service time, the wait P99 (ms). */
+  waitByPhase: { requests: number; over1Ms: number; overHalfService: number; p99Ms: number }[];
 }
 
 function rpc<T>(child: ChildProcess, msg: object, reply?: string): Promise<T> {
@@ -277,11 +283,23 @@ async function runOne(
     fastDecreases: limit instanceof GradientLimit ? limit.fastDecreases : 0,
     serverP99Ms: stats.residenceP99Ms,
     settledServerP99Ms: stats.settledResidenceP99Ms,
+    waitedShareByPhase: stats.waitByPhase.map((w) => w.over1Ms),
+    waitP99MsByPhase: stats.waitByPhase.map((w) => w.p99Ms),
     settleMsPerStep,
     overshootPerStep,
     limitSeries,
     samplesMs: sorted,
   };
+}
+
+/**
+ * Rows for GRADIENT_TRY: one object of gradient options, or an array of them (a row each, named by its options).
+ */
+function tryRows(json: string | undefined): [string, () => Limit, number][] {
+  if (json === undefined) return [];
+  const parsed = JSON.parse(json) as object | object[];
+  const list = Array.isArray(parsed) ? parsed : [parsed];
+  return list.map((o) => [`gradient try ${JSON.stringify(o)}`, () => new GradientLimit(o), 256]);
 }
 
 /** Limit vs true capacity over time for every row of one pass (the limit resampled every 100 ms). */
@@ -378,13 +396,7 @@ async function main(): Promise<void> {
     ['gradient2 (windowed)', () => new WindowedLimit(new Gradient2Limit(bounds)), 256],
     ['gradient', () => new GradientLimit(), 256],
     ['gradient + cap 48', () => new GradientLimit(), 48],
-    ...(process.env.GRADIENT_TRY === undefined
-      ? []
-      : ([['gradient try', () => new GradientLimit(JSON.parse(process.env.GRADIENT_TRY!) as object), 256]] as [
-          string,
-          () => Limit,
-          number,
-        ][])),
+    ...tryRows(process.env.GRADIENT_TRY),
   ].filter(([n]) => only === undefined || (n as string).includes(only)) as [string, () => Limit, number][];
   const passes: Row[][] = [];
   for (let k = 0; k < repeats; k++) {
@@ -413,6 +425,8 @@ async function main(): Promise<void> {
     'P99 ms': r.p99Ms.toFixed(1),
     'P99/unl': (r.p99Ms / base).toFixed(2),
     'srv wait P99': r.serverWaitP99Ms.toFixed(1),
+    'waited >1 ms % 1x/2x/0.6x': r.waitedShareByPhase.map((x) => (x * 100).toFixed(1)).join(' / '),
+    'wait P99 1x/2x/0.6x': r.waitP99MsByPhase.map((x) => x.toFixed(1)).join(' / '),
     'loop P99': r.loopDelayP99Ms.toFixed(1),
     episodes: r.overloadEpisodes,
     deferred: r.deferred,

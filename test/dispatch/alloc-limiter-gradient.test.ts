@@ -12,3 +12,15 @@ limiterAllocTest(
   new GradientLimit({ updateIntervalNs: 1e6, rttMinWindowNs: 1e9, appLimitedUtilisation: 0 }),
   { slackBytes: 1 << 20 },
 );
+limiterAllocTest(
+  'gradient (growth gate on, no hold)',
+  new GradientLimit({
+    updateIntervalNs: 1e6,
+    rttMinWindowNs: 1e9,
+    appLimitedUtilisation: 0,
+    growthTolerance: 0.07,
+    firstProbeAfterNs: 1e8,
+    probeSamples: 16,
+  }),
+  { slackBytes: 1 << 20 },
+);

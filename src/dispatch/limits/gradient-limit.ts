@@ -4,6 +4,60 @@ import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js'
 /** RTTs kept per update interval for its median (the most recent ones when an interval has more). */
 const INTERVAL_SAMPLE_CAPACITY = 256;
 
+/** RTTs a probe keeps for its median (the most recent ones when it takes more). */
+const PROBE_SAMPLE_CAPACITY = 64;
+
+/**
+ * While growth is held by the no-load gate, a fall of the limit to this fraction of where the hold began with the
+ * RTT no lower (see GATE_RELEARN_RTT_FRACTION) shows no queue of ours (a queue drains as the load falls): the
+ * downstream got slower, and the gate moves up to `(1 + growthTolerance)` times the RTT now.
+ */
+const GATE_RELEARN_LIMIT_FRACTION = 0.9;
+/**
+ * A fall of the limit to this fraction of where the hold began, with the RTT no lower, asks for a probe (when the last
+ * one is at least `reprobeMinGapNs` old): the no-load RTT is measured again rather than assumed.
+ */
+const GATE_PROBE_LIMIT_FRACTION = 0.97;
+/**
+ * A probe for the gate holds the limit at this fraction of its value: the limit is then within a few percent of the
+ * downstream's concurrency (the gate held it there), so a lighter cut than a reference probe's already removes any
+ * queue, and costs less throughput.
+ */
+const GATE_PROBE_FRACTION = 0.8;
+/** The RTT "did not fall" while it stays at least this fraction of its value when the hold began. */
+const GATE_RELEARN_RTT_FRACTION = 0.97;
+
+/**
+ * The k-th smallest of `a[0..n)` (0-based) into `out[at]`, reordering `a` in place (Hoare selection; a typed cell,
+ * so no double is boxed on the way out). Allocation-free.
+ */
+function selectInto(a: Float64Array, n: number, k: number, out: Float64Array, at: number): void {
+  let lo = 0;
+  let hi = n - 1;
+  // Narrow [lo, hi] to the side holding index k until it is one element.
+  while (lo < hi) {
+    const pivot = a[(lo + hi) >> 1]!;
+    let i = lo;
+    let j = hi;
+    // Partition: everything left of i is <= pivot, everything right of j is >= pivot.
+    while (i <= j) {
+      while (a[i]! < pivot) i++;
+      while (a[j]! > pivot) j--;
+      if (i <= j) {
+        const t = a[i]!;
+        a[i] = a[j]!;
+        a[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else break;
+  }
+  out[at] = a[k]!;
+}
+
 /** Options of GradientLimit. */
 export interface GradientLimitOptions {
   /** Starting limit. */
@@ -23,6 +77,20 @@ export interface GradientLimitOptions {
    * downstream in equilibrium (`L (1 - g) = allowance`), so it trades latency at the downstream for the speed of growth.
    */
   allowanceFactor: number;
+  /**
+   * The growth gate, off by default (Infinity): the allowance is given only while the interval's median RTT is under
+   * `(1 + growthTolerance)` times the no-load RTT (the median RTT a probe measured at its reduced limit), >= 0. The
+   * queueing delay the limit keeps at the downstream is then about this fraction of the RTT instead of sqrt(L)
+   * requests; but any rise of the RTT that is not a queue (the caller's own load on a busy host) holds growth too.
+   * With the gate on, an earlier first probe (`firstProbeAfterNs` 2e9) and a median over more samples
+   * (`probeSamples` 16) set it sooner and better.
+   */
+  growthTolerance: number;
+  /**
+   * The first probe comes this long after the first sample when that is sooner than `rttMinWindowNs`, ns (Infinity,
+   * the default: at the end of the first window, as every later one).
+   */
+  firstProbeAfterNs: number;
   /** Multiplier applied on loss (error, timeout, 429/503), in (0, 1). */
   backoffRatio: number;
   /** Shortest time between two limit updates, ns; samples in between are averaged. */
@@ -93,6 +161,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   minGradient: 0.5,
   growthUtilisation: 0.8,
   allowanceFactor: 1,
+  growthTolerance: Infinity,
+  firstProbeAfterNs: Infinity,
   backoffRatio: 0.5,
   updateIntervalNs: 50e6,
   updateIntervalRtts: 1.5,
@@ -120,9 +190,19 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * there are more) and `peak` its largest in-flight:
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
  * - else `g = clamp(rttMin / rtt, minGradient, 1)`,
- *   `allowance = allowanceFactor * sqrt(L)` when `peak >= growthUtilisation * L` (and, when cautious, the last increase is at least
- *   `cautiousIntervalMultiplier` intervals old), else 0,
+ *   `allowance = allowanceFactor * sqrt(L) * h` when `peak >= growthUtilisation * L` and `rtt < gate` (and, when
+ *   cautious, the last increase is at least `cautiousIntervalMultiplier` intervals old), else 0, with the taper
+ *   `h = min(1, (gate - rtt) / (gate - noLoad))`, full at the no-load RTT and none at the gate,
  *   `L = clamp((1 - smoothing) L + smoothing (L g + allowance), minLimit, maxLimit)`.
+ *
+ * The gate is `(1 + growthTolerance) * noLoad`, `noLoad` the median RTT of the last probe (before the first probe,
+ * `rttMin`); by default `growthTolerance` is Infinity: no gate, `h = 1`. Without it the equilibrium
+ * `L (1 - g) = allowance` keeps about sqrt(L) requests queued at the downstream; with it, about `growthTolerance` of
+ * the RTT, while a capacity rise is followed about as fast (the RTT stays at no-load until the limit reaches the new
+ * capacity). A downstream that got slower with no queue of ours holds the median over the gate while the limit
+ * falls: at GATE_PROBE_LIMIT_FRACTION of where the hold began with the RTT no lower, a light probe (the limit at
+ * GATE_PROBE_FRACTION, at most once per `reprobeMinGapNs`) measures the no-load RTT again; at
+ * GATE_RELEARN_LIMIT_FRACTION (a queue would have drained by then) the gate moves up to `(1 + growthTolerance) * rtt`.
  *
  * Fast decrease (on by default; `fastDecreaseRttRatio` Infinity turns it off), without waiting for the interval's
  * end, while `L >= fastDecreaseMinLimit` and for samples sent while the downstream was pressed (in flight at least
@@ -144,7 +224,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
  * downstream's own, and growth is earned only under pressure).
  *
- * `rttMin` is a windowed minimum: every `rttMinWindowNs` a probe holds the limit at `probeFraction * L`, takes the
+ * `rttMin` is a windowed minimum: every `rttMinWindowNs` (the first time after `firstProbeAfterNs` when sooner) a probe
+ * holds the limit at `probeFraction * L`, takes the
  * smallest RTT of `probeSamples` samples that started after the probe began as the new reference, then restores L.
  * A probe also starts early when `reprobeIntervals` pressed intervals in a row had a median of at least
  * `reprobeRttRatio * rttMin` (at most once per `reprobeMinGapNs`): if the downstream merely got slower (a deploy, a
@@ -171,6 +252,21 @@ export class GradientLimit implements Limit {
   private probes = 0;
   private probeMinNs = Infinity;
   private probeSeen = 0;
+  /** The fraction of the limit the current probe holds it at. */
+  private probeFractionNow = 0.5;
+  /** The probe's RTTs (a ring of the latest PROBE_SAMPLE_CAPACITY), for their median. */
+  private readonly probeRttsNs = new Float64Array(PROBE_SAMPLE_CAPACITY);
+  /** Growth stops while the interval's median RTT is at least this, ns (Infinity: not set yet). */
+  private gateNs = Infinity;
+  /** The limit and median RTT when the gate began holding growth (0: not holding). */
+  private gatedFromLimit = 0;
+  private gatedFromRttNs = 0;
+  /** Gate moves up because the downstream got slower while the gate held growth. */
+  gateRelearns = 0;
+  /** Probes started because the gate held growth while the limit fell and the RTT did not. */
+  gateProbes = 0;
+  /** The gate holds with the limit falling and the RTT not: a probe is due. */
+  private gateSuspect = false;
   private savedEstimate = 0;
   private readonly backoffTimesNs: Float64Array;
   /** [startNs, rttNs, nowNs, median] of the sample being applied (doubles in a cell are never boxed). */
@@ -210,6 +306,8 @@ export class GradientLimit implements Limit {
     checkNumber('options.minGradient', o.minGradient, 0.01, 1);
     checkNumber('options.growthUtilisation', o.growthUtilisation, 0.01, 1);
     checkNumber('options.allowanceFactor', o.allowanceFactor, 0.01, 4);
+    checkNumber('options.growthTolerance', o.growthTolerance, 0.001, Infinity);
+    checkNumber('options.firstProbeAfterNs', o.firstProbeAfterNs, 0, Infinity);
     checkNumber('options.backoffRatio', o.backoffRatio, 0.01, 0.999);
     checkNumber('options.updateIntervalNs', o.updateIntervalNs, 0, 3.6e12);
     checkNumber('options.updateIntervalRtts', o.updateIntervalRtts, 0, 1000);
@@ -234,7 +332,7 @@ export class GradientLimit implements Limit {
 
   /** Current limit (whole requests); during a probe, the reduced probe limit. */
   get limit(): number {
-    const e = this.probing ? this.savedEstimate * this.o.probeFraction : this.estimate;
+    const e = this.probing ? this.savedEstimate * this.probeFractionNow : this.estimate;
     return Math.max(this.o.minLimit, Math.floor(e));
   }
 
@@ -300,7 +398,11 @@ export class GradientLimit implements Limit {
       this.onProbeSample(didDrop);
       return;
     }
-    if (nowNs - this.windowStartNs >= o.rttMinWindowNs && this.rttMinNs !== Infinity) {
+    if (
+      nowNs - this.windowStartNs >=
+        (this.probes === 0 && o.firstProbeAfterNs < o.rttMinWindowNs ? o.firstProbeAfterNs : o.rttMinWindowNs) &&
+      this.rttMinNs !== Infinity
+    ) {
       this.startProbe(nowNs);
       return;
     }
@@ -343,8 +445,10 @@ export class GradientLimit implements Limit {
     this.update();
   }
 
-  private startProbe(nowNs: number): void {
+  private startProbe(nowNs: number, fraction = this.o.probeFraction): void {
     this.probes++;
+    this.probeFractionNow = fraction;
+    this.gateSuspect = false;
     this.slowIntervals = 0;
     this.probeSlowMedianNs = 0;
     this.probing = true;
@@ -357,6 +461,7 @@ export class GradientLimit implements Limit {
 
   private fastDecrease(): void {
     const o = this.o;
+    this.gatedFromLimit = 0;
     const L = this.estimate;
     this.estimate = Math.max(o.minLimit, L * o.minGradient);
     this.fastDecreases++;
@@ -378,6 +483,41 @@ export class GradientLimit implements Limit {
     if (backedOff) this.freshFromNs = nowNs;
   }
 
+  /**
+   * True when the no-load gate holds growth at this interval's median (`sampleCell[3]`, limit `estimate`); moves the
+   * gate up when the downstream got slower (see GATE_RELEARN_LIMIT_FRACTION). Reads its doubles from fields and cells,
+   * so none is boxed on the way in.
+   */
+  private gateHolds(): boolean {
+    const L = this.estimate;
+    const rttNs = this.sampleCell[3]!;
+    const tolerance = this.o.growthTolerance;
+    // Until a probe or a relearn sets it, the gate stands on the reference (the smallest RTT, so it may be too low
+    // for a jittery downstream: the relearn below then lifts it).
+    if (this.gateNs === Infinity) this.gateNs = this.rttMinNs * (1 + tolerance);
+    if (!(rttNs >= this.gateNs)) {
+      this.gatedFromLimit = 0;
+      this.gateSuspect = false;
+      return false;
+    }
+    if (this.gatedFromLimit === 0 || rttNs < this.gatedFromRttNs * GATE_RELEARN_RTT_FRACTION) {
+      // Holding starts, or the RTT fell with the load (a queue draining): measure from here.
+      this.gateSuspect = false;
+      this.gatedFromLimit = L;
+      this.gatedFromRttNs = rttNs;
+      return true;
+    }
+    if (L >= this.gatedFromLimit * GATE_RELEARN_LIMIT_FRACTION) {
+      if (L < this.gatedFromLimit * GATE_PROBE_LIMIT_FRACTION) this.gateSuspect = true;
+      return true;
+    }
+    // Less load and no less RTT: not a queue of ours. The no-load RTT is this now.
+    this.gateNs = rttNs * (1 + tolerance);
+    this.gatedFromLimit = 0;
+    this.gateRelearns++;
+    return false;
+  }
+
   private update(): void {
     const nowNs = this.sampleCell[2]!;
     const o = this.o;
@@ -389,6 +529,7 @@ export class GradientLimit implements Limit {
     // The interval after a fast cut came back below the fast ratio: the cut drained a queue, as it should.
     if (rttNs < o.fastDecreaseRttRatio * this.rttMinNs) this.unconfirmedFastCut = false;
     if (backoff) {
+      this.gatedFromLimit = 0;
       this.estimate = Math.max(o.minLimit, L * o.backoffRatio);
       this.recordBackoff();
       this.slowIntervals = 0;
@@ -399,9 +540,16 @@ export class GradientLimit implements Limit {
     } else {
       const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / rttNs));
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
+      const gated = used && this.gateHolds();
       const mayGrow =
-        used && (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
-      const allowance = mayGrow ? o.allowanceFactor * Math.sqrt(L) : 0;
+        used &&
+        !gated &&
+        (!this.cautiousNow() || nowNs - this.lastIncreaseNs >= intervalNs * o.cautiousIntervalMultiplier);
+      // The allowance tapers from full at the no-load RTT to none at the gate, so growth slows as a queue appears
+      // instead of overshooting the gate by a whole step.
+      const gate = this.gateNs;
+      const headroom = gate === Infinity ? 1 : ((gate - rttNs) * (1 + o.growthTolerance)) / (o.growthTolerance * gate);
+      const allowance = mayGrow ? o.allowanceFactor * Math.sqrt(L) * (headroom < 1 ? headroom : 1) : 0;
       const next = Math.max(
         o.minLimit,
         Math.min(o.maxLimit, L * (1 - o.smoothing) + (L * g + allowance) * o.smoothing),
@@ -419,6 +567,11 @@ export class GradientLimit implements Limit {
       this.earlyProbes++;
       this.startProbe(nowNs);
       this.probeSlowMedianNs = rttNs;
+    } else if (this.gateSuspect && !this.probing && nowNs - this.probeStartNs >= o.reprobeMinGapNs) {
+      // The gate holds growth while the limit falls and the RTT does not: measure the no-load RTT again (a probe like
+      // any other, at a lighter cut: it sets the reference and restarts the window too).
+      this.gateProbes++;
+      this.startProbe(nowNs, GATE_PROBE_FRACTION);
     }
   }
 
@@ -443,7 +596,13 @@ export class GradientLimit implements Limit {
     // Only requests sent under the probe's reduced limit show the downstream without our queue in it.
     if (startNs < this.probeStartNs) return;
     if (rtt < this.probeMinNs) this.probeMinNs = rtt;
+    this.probeRttsNs[this.probeSeen % PROBE_SAMPLE_CAPACITY] = rtt;
     if (++this.probeSeen < o.probeSamples) return;
+    // The no-load RTT for the growth gate: the probe's median (at its reduced limit).
+    const n = this.probeSeen < PROBE_SAMPLE_CAPACITY ? this.probeSeen : PROBE_SAMPLE_CAPACITY;
+    selectInto(this.probeRttsNs, n, n >> 1, this.sampleCell, 3);
+    this.gateNs = this.sampleCell[3]! * (1 + o.growthTolerance);
+    this.gatedFromLimit = 0;
     // An early probe whose RTT fell well below the slow median drained a queue: the old reference stands. One whose
     // RTT stayed up at half the load met a slower downstream: that is the new baseline.
     const drainedQueue = this.probeSlowMedianNs > 0 && this.probeMinNs * o.reprobeRttRatio < this.probeSlowMedianNs;
@@ -460,36 +619,11 @@ export class GradientLimit implements Limit {
     this.endInterval(false);
   }
 
-  /** Median of the interval's kept RTTs into sampleCell[3] (quickselect in place; the interval ends after). */
+  /** Median of the interval's kept RTTs into sampleCell[3] (reordered in place; the interval ends after). */
   private intervalMedian(): void {
-    const a = this.intervalRttsNs;
     const n = this.accCount < INTERVAL_SAMPLE_CAPACITY ? this.accCount : INTERVAL_SAMPLE_CAPACITY;
-    const k = n >> 1;
-    let lo = 0;
-    let hi = n - 1;
-    // Hoare selection: narrow [lo, hi] to the side holding index k until it is one element.
-    while (lo < hi) {
-      const pivot = a[(lo + hi) >> 1]!;
-      let i = lo;
-      let j = hi;
-      // Partition: everything left of i is <= pivot, everything right of j is >= pivot.
-      while (i <= j) {
-        while (a[i]! < pivot) i++;
-        while (a[j]! > pivot) j--;
-        if (i <= j) {
-          const t = a[i]!;
-          a[i] = a[j]!;
-          a[j] = t;
-          i++;
-          j--;
-        }
-      }
-      if (k <= j) hi = j;
-      else if (k >= i) lo = i;
-      else break;
-    }
-    // An even count takes the upper median (a[k]): one number, no averaging needed for a gradient.
-    this.sampleCell[3] = a[k]!;
+    // An even count takes the upper median: one number, no averaging needed for a gradient.
+    selectInto(this.intervalRttsNs, n, n >> 1, this.sampleCell, 3);
   }
 
   private recordBackoff(): void {
