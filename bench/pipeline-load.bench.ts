@@ -15,7 +15,9 @@
  *
  * The generator (default `replay`, loadgen/replay-loadgen.ts) encodes `--rounds` pings per device before the clock
  * starts and replays them, reporting its own CPU (`generatorCpuShare` of one core, `generatorCpuUsPerPing`); a rate of
- * `max` sends flat out. `--generator encode` (loadgen/loadgen.ts) encodes each ping as it sends it.
+ * `max` sends flat out. `--generator encode` (loadgen/loadgen.ts) encodes each ping as it sends it. With event steps,
+ * a replay that wraps within the run sends the whole fleet back to its first positions at once (see `warnOfWrap`):
+ * give `--rounds` enough to cover the run (at least rate x seconds / devices) to measure a steady fleet.
  *
  * Writes bench/out/pipeline-load.json (pipeline-load-webhook.json with the webhook). A rate "holds" when nothing was
  * shed, every ping sent was processed, and the held-time P99 is at most 10 ms. With the webhook it also reports the
@@ -231,6 +233,7 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
     log: () => undefined,
   });
   const replay = values.generator === 'replay';
+  warnOfWrap(replay, rate);
   const script = fileURLToPath(
     new URL(replay ? './loadgen/replay-loadgen.js' : './loadgen/loadgen.js', import.meta.url),
   );
@@ -435,6 +438,23 @@ async function runRate(rate: number | 'max'): Promise<Record<string, unknown>> {
 }
 
 const rows: Record<string, unknown>[] = [];
+/**
+ * The replay generator sends its `--rounds` pings per device again and again, and at each wrap every device jumps back
+ * to its first position at once: with event steps (`--event-step-ms`) over a pass that covers kilometres, that is a
+ * burst of ENTER / EXIT triggers from the whole fleet within a fraction of a second (about 100,000 at 50,000 pings/s
+ * with the defaults), which the router takes as the overload it is. Says so when a run will wrap.
+ */
+function warnOfWrap(replay: boolean, rate: number | 'max'): void {
+  const devices = Number(values.devices);
+  if (!replay || rate === 'max' || !(Number(values['event-step-ms']) > 0)) return;
+  if (Number(values.rounds) * devices >= rate * seconds) return;
+  const needed = Math.ceil((rate * seconds) / devices) + 1;
+  console.warn(
+    `--rounds ${values.rounds} at ${rate} pings/s: the replay wraps within the ${seconds} s run, and at each wrap ` +
+      `every device jumps back to its first position at once (a burst of triggers); --rounds ${needed} does not wrap`,
+  );
+}
+
 for (const rate of rates) rows.push(await runRate(rate));
 console.table(rows);
 mkdirSync(new URL('../../bench/out/', import.meta.url), { recursive: true });
