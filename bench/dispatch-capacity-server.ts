@@ -151,17 +151,15 @@ process.on('message', (m: { op: string; workers?: number; config?: Partial<Confi
       if (k >= 0 && a - marks[k]! >= (m.settleMs ?? 2000)) settled.push(residences[i]!);
     }
     settled.sort((x, y) => x - y);
-    // Per phase: the share of requests that waited over 1 ms and over half a service time, and the wait P99.
+    // Per phase: the share of requests that waited over 1 ms, and the wait P99.
     const waitByPhase = marks.map((from, k) => {
       const to = k + 1 < marks.length ? marks[k + 1]! : Infinity;
       const w: number[] = [];
       for (let i = 0; i < nWaits; i++) if (waitEnds[i]! >= from && waitEnds[i]! < to) w.push(waits[i]!);
       w.sort((x, y) => x - y);
-      const over = (ms: number): number => w.filter((x) => x > ms).length / Math.max(1, w.length);
       return {
         requests: w.length,
-        over1Ms: over(1),
-        overHalfService: over(cfg.serviceMs / 2),
+        over1Ms: w.filter((x) => x > 1).length / Math.max(1, w.length),
         p99Ms: w.length === 0 ? NaN : w[Math.min(w.length - 1, Math.floor(0.99 * w.length))]!,
       };
     });

@@ -111,8 +111,8 @@ interface ServerStats {
   waitP99Ms: number;
   residenceP99Ms: number;
   settledResidenceP99Ms: number;
-  /** Per phase: requests, the shares that waited over 1 ms and over half a service time, the wait P99 (ms). */
-  waitByPhase: { requests: number; over1Ms: number; overHalfService: number; p99Ms: number }[];
+  /** Per phase: requests, the share that waited over 1 ms, the wait P99 (ms). */
+  waitByPhase: { requests: number; over1Ms: number; p99Ms: number }[];
 }
 
 function rpc<T>(child: ChildProcess, msg: object, reply?: string): Promise<T> {

@@ -79,7 +79,7 @@ export interface GradientLimitOptions {
   allowanceFactor: number;
   /**
    * The growth gate, off by default (Infinity): the allowance is given only while the interval's median RTT is under
-   * `(1 + growthTolerance)` times the no-load RTT (the median RTT a probe measured at its reduced limit), >= 0. The
+   * `(1 + growthTolerance)` times the no-load RTT (the median RTT a probe measured at its reduced limit), >= 0.001. The
    * queueing delay the limit keeps at the downstream is then about this fraction of the RTT instead of sqrt(L)
    * requests; but any rise of the RTT that is not a queue (the caller's own load on a busy host) holds growth too.
    * With the gate on, an earlier first probe (`firstProbeAfterNs` 2e9) and a median over more samples
@@ -540,7 +540,7 @@ export class GradientLimit implements Limit {
     } else {
       const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / rttNs));
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
-      const gated = used && this.gateHolds();
+      const gated = used && o.growthTolerance !== Infinity && this.gateHolds();
       const mayGrow =
         used &&
         !gated &&
@@ -598,11 +598,13 @@ export class GradientLimit implements Limit {
     if (rtt < this.probeMinNs) this.probeMinNs = rtt;
     this.probeRttsNs[this.probeSeen % PROBE_SAMPLE_CAPACITY] = rtt;
     if (++this.probeSeen < o.probeSamples) return;
-    // The no-load RTT for the growth gate: the probe's median (at its reduced limit).
-    const n = this.probeSeen < PROBE_SAMPLE_CAPACITY ? this.probeSeen : PROBE_SAMPLE_CAPACITY;
-    selectInto(this.probeRttsNs, n, n >> 1, this.sampleCell, 3);
-    this.gateNs = this.sampleCell[3]! * (1 + o.growthTolerance);
-    this.gatedFromLimit = 0;
+    if (o.growthTolerance !== Infinity) {
+      // The no-load RTT for the growth gate: the probe's median (at its reduced limit).
+      const n = this.probeSeen < PROBE_SAMPLE_CAPACITY ? this.probeSeen : PROBE_SAMPLE_CAPACITY;
+      selectInto(this.probeRttsNs, n, n >> 1, this.sampleCell, 3);
+      this.gateNs = this.sampleCell[3]! * (1 + o.growthTolerance);
+      this.gatedFromLimit = 0;
+    }
     // An early probe whose RTT fell well below the slow median drained a queue: the old reference stands. One whose
     // RTT stayed up at half the load met a slower downstream: that is the new baseline.
     const drainedQueue = this.probeSlowMedianNs > 0 && this.probeMinNs * o.reprobeRttRatio < this.probeSlowMedianNs;
