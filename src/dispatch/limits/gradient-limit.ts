@@ -135,6 +135,14 @@ export interface GradientLimitOptions {
    */
   appLimitedUtilisation: number;
   /**
+   * While the downstream is pressed but the limit is not the constraint (the interval's peak in-flight between
+   * `appLimitedUtilisation` and `growthUtilisation` of the limit), the gradient there is `min(1, partialLoadRttRatio *
+   * rttMin / rtt)`, >= 1: the spread of a jittery downstream's answers (a median well above the smallest of them) is
+   * no queue, and without this the limit, which earns no growth at that load, would shrink on it interval after
+   * interval down to the demand. A queue that doubles the RTT still lowers it. 1 gives the plain gradient there.
+   */
+  partialLoadRttRatio: number;
+  /**
    * A probe is started early (before `rttMinWindowNs`) when `reprobeIntervals` intervals in a row had a median RTT of
    * at least this many reference RTTs, >= 1 (Infinity: never early). The probe tells a moved baseline (a slower
    * service: the RTT stays up at half the load, and becomes the new reference) from a queue (the RTT falls back).
@@ -174,6 +182,7 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   probeFraction: 0.5,
   probeSamples: 5,
   appLimitedUtilisation: 0.5,
+  partialLoadRttRatio: 1.5,
   reprobeRttRatio: 1.5,
   reprobeIntervals: 3,
   reprobeMinGapNs: 5e9,
@@ -189,7 +198,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * one, with `rtt` the median RTT of the interval (robust to a burst of late completions; the last 256 samples when
  * there are more) and `peak` its largest in-flight:
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
- * - else `g = clamp(rttMin / rtt, minGradient, 1)`,
+ * - else `g = clamp(r * rttMin / rtt, minGradient, 1)`, with `r = 1` when `peak >= growthUtilisation * L` (the limit
+ *   is the constraint) and `r = partialLoadRttRatio` below that (a jittery downstream's spread is not a queue),
  *   `allowance = allowanceFactor * sqrt(L) * h` when `peak >= growthUtilisation * L` and `rtt < gate` (and, when
  *   cautious, the last increase is at least `cautiousIntervalMultiplier` intervals old), else 0, with the taper
  *   `h = min(1, (gate - rtt) / (gate - noLoad))`, full at the no-load RTT and none at the gate,
@@ -222,7 +232,9 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  *
  * While the interval's peak in-flight stays under `appLimitedUtilisation * L` the downstream is not the constraint and
  * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
- * downstream's own, and growth is earned only under pressure).
+ * downstream's own, and growth is earned only under pressure). Such an interval with at least `probeSamples` samples
+ * and a median of at least `reprobeRttRatio * rttMin` also shows the reference stale (at a light load, what a probe
+ * makes): its smallest RTT becomes the reference, and the window restarts, without the cost of a probe.
  *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` (the first time after `firstProbeAfterNs` when sooner) a probe
  * holds the limit at `probeFraction * L`, takes the
@@ -294,6 +306,10 @@ export class GradientLimit implements Limit {
   private probeSlowMedianNs = 0;
   /** Interval updates held because the downstream was not pressed (peak in-flight under appLimitedUtilisation). */
   heldUpdates = 0;
+  /** Held intervals whose RTTs, at that light load, moved the reference up (see the class comment). */
+  lightLoadRebases = 0;
+  /** The smallest RTT of the current interval, ns. */
+  private accMinNs = Infinity;
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
@@ -318,6 +334,7 @@ export class GradientLimit implements Limit {
     checkNumber('options.rttMinWindowNs', o.rttMinWindowNs, 1, Number.MAX_SAFE_INTEGER);
     checkNumber('options.probeFraction', o.probeFraction, 0.01, 1);
     checkNumber('options.appLimitedUtilisation', o.appLimitedUtilisation, 0, 1);
+    checkNumber('options.partialLoadRttRatio', o.partialLoadRttRatio, 1, Infinity);
     checkNumber('options.reprobeRttRatio', o.reprobeRttRatio, 1, Infinity);
     checkNumber('options.reprobeIntervals', o.reprobeIntervals, 1, 1e6, true);
     checkNumber('options.reprobeMinGapNs', o.reprobeMinGapNs, 0, Number.MAX_SAFE_INTEGER);
@@ -410,6 +427,7 @@ export class GradientLimit implements Limit {
     // Sent before the last backoff: it shows the queue that backoff is already removing.
     if (startNs < this.freshFromNs) return;
     this.intervalRttsNs[this.accCount % INTERVAL_SAMPLE_CAPACITY] = rtt;
+    if (this.accCount === 0 || rtt < this.accMinNs) this.accMinNs = rtt;
     this.accCount++;
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
@@ -537,9 +555,17 @@ export class GradientLimit implements Limit {
       // Not the constraint: a slower answer at this load is not a queue this limit built, and no growth is earned.
       this.heldUpdates++;
       this.slowIntervals = 0;
+      if (this.accCount >= o.probeSamples && rttNs >= o.reprobeRttRatio * this.rttMinNs) {
+        // A light load is what a probe makes: the reference is stale (a slower downstream, or the minimum of a faster
+        // past), and this interval's smallest RTT is the no-load RTT now, as a probe would have found.
+        this.rttMinNs = this.accMinNs;
+        this.windowStartNs = nowNs;
+        this.lightLoadRebases++;
+      }
     } else {
-      const g = Math.max(o.minGradient, Math.min(1, this.rttMinNs / rttNs));
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
+      const ratio = used ? 1 : o.partialLoadRttRatio;
+      const g = Math.max(o.minGradient, Math.min(1, (ratio * this.rttMinNs) / rttNs));
       const gated = used && o.growthTolerance !== Infinity && this.gateHolds();
       const mayGrow =
         used &&

@@ -1,0 +1,137 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GradientLimit } from '../../src/dispatch/limits/index.js';
+import { seededRandom } from '../../src/dispatch/limits/limit.js';
+
+const MS = 1e6;
+const S = 1e9;
+
+/** A downstream: `workers` served at once, a service time of `serviceMs(t)` scaled by +-`jitter`. */
+interface Downstream {
+  workers: number;
+  serviceMs: (tNs: number) => number;
+  jitter: number;
+}
+
+interface Trace {
+  /** [time ns, estimated limit, in flight] per round. */
+  rounds: [number, number, number][];
+  /** Where the run ended, ns: the next run on the same limit starts there. */
+  endNs: number;
+}
+
+/**
+ * A caller that wants `demandOf(t)` requests in flight and sends `min(demand, limit)` of them each round; each takes
+ * the service time (with jitter), longer by `inflight / workers` when more are in flight than the downstream has
+ * workers (a FIFO queue in front of them). Samples are fed in completion order; a round lasts its median RTT. Runs
+ * from `t0Ns` for `seconds`; `serviceMs` and `demandOf` see the absolute time.
+ */
+function drive(
+  g: GradientLimit,
+  seconds: number,
+  ds: Downstream,
+  demandOf: (tNs: number) => number,
+  seed: number,
+  t0Ns = 0,
+): Trace {
+  const random = seededRandom(seed);
+  const rounds: [number, number, number][] = [];
+  const rtts: number[] = [];
+  let t = t0Ns;
+  while (t < t0Ns + seconds * S) {
+    const inflight = Math.max(1, Math.min(demandOf(t), g.limit));
+    const queueFactor = Math.max(1, inflight / ds.workers);
+    rtts.length = 0;
+    for (let i = 0; i < inflight; i++) {
+      const jitter = 1 - ds.jitter + 2 * ds.jitter * random();
+      rtts.push(ds.serviceMs(t) * MS * jitter * queueFactor);
+    }
+    rtts.sort((a, b) => a - b);
+    for (const rtt of rtts) g.onSample(t, rtt, inflight, false);
+    rounds.push([t, g.estimatedLimit, inflight]);
+    t += rtts[rtts.length >> 1]!;
+  }
+  return { rounds, endNs: t };
+}
+
+function lowestAfter(trace: Trace, fromNs: number): number {
+  let m = Infinity;
+  for (const [t, l] of trace.rounds) if (t >= fromNs && l < m) m = l;
+  return m;
+}
+
+function meanAfter(trace: Trace, fromNs: number): number {
+  let sum = 0;
+  let n = 0;
+  for (const [t, l] of trace.rounds) {
+    if (t >= fromNs) {
+      sum += l;
+      n++;
+    }
+  }
+  return sum / n;
+}
+
+/** Sixteen workers at 8 ms +-20 %, as the demo's service at the middle of its drift. */
+const jittery: Downstream = { workers: 16, serviceMs: () => 8, jitter: 0.2 };
+
+/** A demand that wanders between 9 and 14 in flight: above half a limit of 20, under 0.8 of it. */
+const wandering =
+  (seed: number) =>
+  (t: number): number =>
+    9 + Math.floor(6 * (0.5 + 0.5 * Math.sin(t / (0.7 * S) + seed)));
+
+test('gradient: a jittery downstream pressed below the growth threshold keeps its limit (the spread is no queue)', () => {
+  for (const seed of [1, 2, 3]) {
+    const now = drive(new GradientLimit(), 60, jittery, wandering(seed), seed);
+    // The plain gradient in that band (ratio 1) shrinks on the spread every pressed interval, down to the demand.
+    const plain = drive(new GradientLimit({ partialLoadRttRatio: 1 }), 60, jittery, wandering(seed), seed);
+    const kept = lowestAfter(now, 5 * S);
+    const before = meanAfter(plain, 30 * S);
+    assert.ok(kept >= 17, `seed ${seed}: lowest limit ${kept.toFixed(1)} with 16 workers and at most 14 wanted`);
+    assert.ok(
+      before < 16,
+      `seed ${seed}: the plain gradient's mean after 30 s ${before.toFixed(1)} (the check's point)`,
+    );
+  }
+});
+
+test('gradient: a queue that doubles the RTT still lowers the limit while pressed below the growth threshold', () => {
+  // Twelve wanted, limit 20 (0.6 of it): six workers make every request wait a second service time.
+  const g = new GradientLimit();
+  const slowDown: Downstream = { workers: 16, serviceMs: () => 8, jitter: 0 };
+  const steady = drive(g, 5, slowDown, () => 12, 1);
+  const before = g.estimatedLimit;
+  assert.ok(before >= 19, `no queue, no change: ${before.toFixed(1)}`);
+  const fewer = drive(g, 10, { ...slowDown, workers: 6 }, () => 12, 1, steady.endNs);
+  // Below 0.8 of the limit the partial-load ratio acts; once in flight presses the limit the full gradient does.
+  const from = steady.endNs;
+  assert.ok(lowestAfter(fewer, from) < 13, `lowest ${lowestAfter(fewer, from).toFixed(1)}`);
+  const settled = meanAfter(fewer, from + 5 * S);
+  assert.ok(settled < 12, `settled mean ${settled.toFixed(1)} with 6 workers`);
+});
+
+test('gradient: a downstream that got slower under a light load moves the reference without a probe', () => {
+  const g = new GradientLimit({ initialLimit: 40 });
+  const ds: Downstream = { workers: 64, serviceMs: (t) => (t < 5 * S ? 5 : 15), jitter: 0.1 };
+  // Pressed for 2 s at 5 ms sets the reference; then a light load (8 of 40) while the service slows to 15 ms.
+  const first = drive(g, 2, ds, () => 1000, 1);
+  assert.ok(g.referenceRttNs < 5 * MS, `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`);
+  const light = drive(g, 10, ds, () => 8, 2, first.endNs);
+  assert.ok(g.lightLoadRebases >= 1, `rebases: ${g.lightLoadRebases}`);
+  assert.ok(
+    g.referenceRttNs >= 13 * MS && g.referenceRttNs <= 15 * MS,
+    `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`,
+  );
+  assert.equal(g.earlyProbes, 0, 'no probe was needed');
+  // A press against the new reference is read as what it is: no queue, growth.
+  const limitBefore = g.estimatedLimit;
+  drive(g, 2, ds, () => 1000, 3, light.endNs);
+  assert.ok(g.estimatedLimit > limitBefore, `${limitBefore.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
+});
+
+test('gradient: partialLoadRttRatio is validated with a message naming it', () => {
+  assert.throws(() => new GradientLimit({ partialLoadRttRatio: 0.9 }), /options\.partialLoadRttRatio/);
+  assert.throws(() => new GradientLimit({ partialLoadRttRatio: Number.NaN }), /options\.partialLoadRttRatio/);
+  assert.doesNotThrow(() => new GradientLimit({ partialLoadRttRatio: 1 }));
+});
