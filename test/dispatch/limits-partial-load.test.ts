@@ -97,37 +97,55 @@ test('gradient: a jittery downstream pressed below the growth threshold keeps it
 });
 
 test('gradient: a queue that doubles the RTT still lowers the limit while pressed below the growth threshold', () => {
-  // Twelve wanted, limit 20 (0.6 of it): six workers make every request wait a second service time.
-  const g = new GradientLimit();
-  const slowDown: Downstream = { workers: 16, serviceMs: () => 8, jitter: 0 };
-  const steady = drive(g, 5, slowDown, () => 12, 1);
-  const before = g.estimatedLimit;
-  assert.ok(before >= 19, `no queue, no change: ${before.toFixed(1)}`);
-  const fewer = drive(g, 10, { ...slowDown, workers: 6 }, () => 12, 1, steady.endNs);
-  // Below 0.8 of the limit the partial-load ratio acts; once in flight presses the limit the full gradient does.
-  const from = steady.endNs;
-  assert.ok(lowestAfter(fewer, from) < 13, `lowest ${lowestAfter(fewer, from).toFixed(1)}`);
-  const settled = meanAfter(fewer, from + 5 * S);
-  assert.ok(settled < 12, `settled mean ${settled.toFixed(1)} with 6 workers`);
+  // Twelve wanted against a limit of 20 (0.6 of it); the fast path and the early probe are off, to show the band's
+  // rule alone. Six workers make every request wait a second service time: twice RTT-min, over the band's 1.5x.
+  const only = { fastDecreaseRttRatio: Infinity, reprobeRttRatio: Infinity };
+  const run = (options: { partialLoadRttRatio?: number }): [number, number] => {
+    const g = new GradientLimit({ ...only, ...options });
+    const steady = drive(g, 5, { workers: 16, serviceMs: () => 8, jitter: 0 }, () => 12, 1);
+    const before = g.estimatedLimit;
+    drive(g, 3, { workers: 6, serviceMs: () => 8, jitter: 0 }, () => 12, 1, steady.endNs);
+    return [before, g.estimatedLimit];
+  };
+  const [before, after] = run({});
+  assert.ok(before >= 19.9, `no queue, no change: ${before.toFixed(1)}`);
+  // Cut until in flight presses the limit (12 >= 0.8 L), then the full gradient takes it to the six workers.
+  assert.ok(after < 10, `with the band's rule: ${before.toFixed(1)} -> ${after.toFixed(1)}`);
+  // A band that never cuts (ratio Infinity) would keep the queue standing: the check's point.
+  const [, never] = run({ partialLoadRttRatio: Infinity });
+  assert.ok(never >= 19.9, `without: ${never.toFixed(1)}`);
 });
 
-test('gradient: a downstream that got slower under a light load moves the reference without a probe', () => {
+test('gradient: a downstream that got slower under a light load has its reference measured again', () => {
   const g = new GradientLimit({ initialLimit: 40 });
   const ds: Downstream = { workers: 64, serviceMs: (t) => (t < 5 * S ? 5 : 15), jitter: 0.1 };
   // Pressed for 2 s at 5 ms sets the reference; then a light load (8 of 40) while the service slows to 15 ms.
   const first = drive(g, 2, ds, () => 1000, 1);
   assert.ok(g.referenceRttNs < 5 * MS, `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`);
   const light = drive(g, 10, ds, () => 8, 2, first.endNs);
-  assert.ok(g.lightLoadRebases >= 1, `rebases: ${g.lightLoadRebases}`);
+  assert.ok(g.earlyProbes >= 1 && g.baselineMoves >= 1, `probes ${g.earlyProbes}, moves ${g.baselineMoves}`);
   assert.ok(
     g.referenceRttNs >= 13 * MS && g.referenceRttNs <= 15 * MS,
     `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`,
   );
-  assert.equal(g.earlyProbes, 0, 'no probe was needed');
+  // The probe held what was in flight at half: 4 (the floor) of the 8 wanted, not half of the limit of 40.
+  const probeInflight = light.rounds.filter(([, , n]) => n < 8).map(([, , n]) => n);
+  assert.ok(probeInflight.length > 0 && Math.max(...probeInflight) <= 4, `probe in flight: ${probeInflight}`);
   // A press against the new reference is read as what it is: no queue, growth.
   const limitBefore = g.estimatedLimit;
   drive(g, 2, ds, () => 1000, 3, light.endNs);
   assert.ok(g.estimatedLimit > limitBefore, `${limitBefore.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
+});
+
+test('gradient: a queue at a light load is drained by the probe and not taken for the reference', () => {
+  // The limit of 100 stayed high while the downstream lost workers: 40 in flight (under half) on 16 workers queue.
+  const g = new GradientLimit({ initialLimit: 100, maxLimit: 100 });
+  const first = drive(g, 2, { workers: 128, serviceMs: () => 10, jitter: 0.05 }, () => 1000, 1);
+  const reference = g.referenceRttNs;
+  drive(g, 6, { workers: 16, serviceMs: () => 10, jitter: 0.05 }, () => 40, 2, first.endNs);
+  assert.ok(g.earlyProbes >= 1, `probes ${g.earlyProbes}`);
+  assert.equal(g.baselineMoves, 0, 'the probe at 20 in flight drained the queue');
+  assert.ok(g.referenceRttNs <= reference * 1.05, `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`);
 });
 
 test('gradient: partialLoadRttRatio is validated with a message naming it', () => {

@@ -155,8 +155,11 @@ test('gradient: holds while the downstream is not pressed (peak in-flight under 
   const L0 = light.estimatedLimit;
   feed(light, t, 500, MS, 40 * MS, () => Math.floor(L0 / 4));
   assert.equal(light.estimatedLimit, L0, 'a slower answer at a quarter of the limit moves nothing');
-  assert.ok(light.heldUpdates >= 490, `held updates: ${light.heldUpdates}`);
-  assert.equal(light.earlyProbes, 0);
+  assert.ok(light.heldUpdates >= 440, `held updates: ${light.heldUpdates}`);
+  // Slow at a light load: one early probe (at half of what was in flight) found the downstream slower, the new
+  // reference; the limit is where it was.
+  assert.equal(light.earlyProbes, 1);
+  assert.equal(light.referenceRttNs, 40 * MS);
   // The same RTT with the limit pressed is a queue: it shrinks (early probes off to show the gradient alone).
   const pressed = new GradientLimit({ ...perSample, initialLimit: 40, reprobeRttRatio: Infinity });
   t = feed(pressed, 0, 50, MS, 10 * MS, saturated);

@@ -232,14 +232,15 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  *
  * While the interval's peak in-flight stays under `appLimitedUtilisation * L` the downstream is not the constraint and
  * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
- * downstream's own, and growth is earned only under pressure). Such an interval with at least `probeSamples` samples
- * and a median of at least `reprobeRttRatio * rttMin` also shows the reference stale (at a light load, what a probe
- * makes): its smallest RTT becomes the reference, and the window restarts, without the cost of a probe.
+ * downstream's own, and growth is earned only under pressure). Such an interval with a median of at least
+ * `reprobeRttRatio * rttMin` still counts toward an early probe (below), which then holds the limit at
+ * `probeFraction` of that interval's peak in-flight: a stale reference (the minimum of a faster past) is replaced
+ * even while the downstream is never pressed, and a queue at that light load drains in the probe as at any other.
  *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` (the first time after `firstProbeAfterNs` when sooner) a probe
  * holds the limit at `probeFraction * L`, takes the
  * smallest RTT of `probeSamples` samples that started after the probe began as the new reference, then restores L.
- * A probe also starts early when `reprobeIntervals` pressed intervals in a row had a median of at least
+ * A probe also starts early when `reprobeIntervals` intervals in a row (pressed or held) had a median of at least
  * `reprobeRttRatio * rttMin` (at most once per `reprobeMinGapNs`): if the downstream merely got slower (a deploy, a
  * drifting service time), its RTT stays up at the probe's reduced load and becomes the reference, so the limit stops
  * shrinking against a stale one within a few intervals instead of at the end of the window; if a queue made the RTT
@@ -306,10 +307,8 @@ export class GradientLimit implements Limit {
   private probeSlowMedianNs = 0;
   /** Interval updates held because the downstream was not pressed (peak in-flight under appLimitedUtilisation). */
   heldUpdates = 0;
-  /** Held intervals whose RTTs, at that light load, moved the reference up (see the class comment). */
-  lightLoadRebases = 0;
-  /** The smallest RTT of the current interval, ns. */
-  private accMinNs = Infinity;
+  /** The peak in-flight of the last slow held interval (0: the last slow interval was pressed), for its probe. */
+  private slowHeldPeak = 0;
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
@@ -427,7 +426,6 @@ export class GradientLimit implements Limit {
     // Sent before the last backoff: it shows the queue that backoff is already removing.
     if (startNs < this.freshFromNs) return;
     this.intervalRttsNs[this.accCount % INTERVAL_SAMPLE_CAPACITY] = rtt;
-    if (this.accCount === 0 || rtt < this.accMinNs) this.accMinNs = rtt;
     this.accCount++;
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
@@ -554,13 +552,13 @@ export class GradientLimit implements Limit {
     } else if (this.accPeakInflight < o.appLimitedUtilisation * Math.floor(L)) {
       // Not the constraint: a slower answer at this load is not a queue this limit built, and no growth is earned.
       this.heldUpdates++;
-      this.slowIntervals = 0;
-      if (this.accCount >= o.probeSamples && rttNs >= o.reprobeRttRatio * this.rttMinNs) {
-        // A light load is what a probe makes: the reference is stale (a slower downstream, or the minimum of a faster
-        // past), and this interval's smallest RTT is the no-load RTT now, as a probe would have found.
-        this.rttMinNs = this.accMinNs;
-        this.windowStartNs = nowNs;
-        this.lightLoadRebases++;
+      // Slow at a light load counts toward an early probe as slow under pressure does: either the reference is stale
+      // (a slower downstream, or the minimum of a faster past) or there is a queue, and the probe tells which.
+      if (rttNs >= o.reprobeRttRatio * this.rttMinNs) {
+        this.slowIntervals++;
+        this.slowHeldPeak = this.accPeakInflight;
+      } else {
+        this.slowIntervals = 0;
       }
     } else {
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
@@ -583,6 +581,7 @@ export class GradientLimit implements Limit {
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
       this.slowIntervals = rttNs >= o.reprobeRttRatio * this.rttMinNs ? this.slowIntervals + 1 : 0;
+      this.slowHeldPeak = 0;
     }
     this.endInterval(backoff);
     // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
@@ -591,7 +590,9 @@ export class GradientLimit implements Limit {
       (this.probes === 0 || nowNs - this.probeStartNs >= o.reprobeMinGapNs)
     ) {
       this.earlyProbes++;
-      this.startProbe(nowNs);
+      // After a light interval the probe halves what was in flight, not the limit (which would cut nothing).
+      const peak = this.slowHeldPeak;
+      this.startProbe(nowNs, peak > 0 ? (o.probeFraction * peak) / L : o.probeFraction);
       this.probeSlowMedianNs = rttNs;
     } else if (this.gateSuspect && !this.probing && nowNs - this.probeStartNs >= o.reprobeMinGapNs) {
       // The gate holds growth while the limit falls and the RTT does not: measure the no-load RTT again (a probe like
