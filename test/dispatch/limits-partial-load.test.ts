@@ -11,6 +11,8 @@ interface Downstream {
   workers: number;
   serviceMs: (tNs: number) => number;
   jitter: number;
+  /** Share of answers that come at 0.6 of the service time (a timer that fired early), [0, 1). */
+  fastShare?: number;
 }
 
 interface Trace {
@@ -44,7 +46,8 @@ function drive(
     rtts.length = 0;
     for (let i = 0; i < inflight; i++) {
       const jitter = 1 - ds.jitter + 2 * ds.jitter * random();
-      rtts.push(ds.serviceMs(t) * MS * jitter * queueFactor);
+      const early = ds.fastShare !== undefined && random() < ds.fastShare ? 0.6 : 1;
+      rtts.push(ds.serviceMs(t) * MS * jitter * queueFactor * early);
     }
     rtts.sort((a, b) => a - b);
     for (const rtt of rtts) g.onSample(t, rtt, inflight, false);
@@ -85,7 +88,13 @@ test('gradient: a jittery downstream pressed below the growth threshold keeps it
   for (const seed of [1, 2, 3]) {
     const now = drive(new GradientLimit(), 60, jittery, wandering(seed), seed);
     // The plain gradient in that band (ratio 1) shrinks on the spread every pressed interval, down to the demand.
-    const plain = drive(new GradientLimit({ partialLoadRttRatio: 1 }), 60, jittery, wandering(seed), seed);
+    const plain = drive(
+      new GradientLimit({ partialLoadRttRatio: 1, lightReferenceMaxAgeNs: 0 }),
+      60,
+      jittery,
+      wandering(seed),
+      seed,
+    );
     const kept = lowestAfter(now, 5 * S);
     const before = meanAfter(plain, 30 * S);
     assert.ok(kept >= 17, `seed ${seed}: lowest limit ${kept.toFixed(1)} with 16 workers and at most 14 wanted`);
@@ -94,6 +103,40 @@ test('gradient: a jittery downstream pressed below the growth threshold keeps it
       `seed ${seed}: the plain gradient's mean after 30 s ${before.toFixed(1)} (the check's point)`,
     );
   }
+});
+
+/** Bursts: 0.4 s at 11 in flight (0.55 of a limit of 20), 0.4 s at 3, and again. */
+const bursts = (t: number): number => (Math.floor(t / (0.4 * S)) % 2 === 0 ? 11 : 3);
+
+test('gradient: in the band the reference is the last light interval, so a rare early answer does not shrink the limit', () => {
+  // Sixteen workers at 7 ms +-20 %, one answer in 200 at 0.6 of it: RTT-min about 3.4 ms, medians about 7 ms. The
+  // fast path (its own tests) reads each sample against RTT-min and is off here, to show the band's rule alone; the
+  // first 0.4 s (no light interval yet) is judged by RTT-min.
+  const ds: Downstream = { workers: 16, serviceMs: () => 7, jitter: 0.2, fastShare: 0.005 };
+  const only = { fastDecreaseRttRatio: Infinity };
+  for (const seed of [1, 2, 3]) {
+    const g = new GradientLimit(only);
+    const now = drive(g, 30, ds, bursts, seed);
+    const onMin = drive(new GradientLimit({ ...only, lightReferenceMaxAgeNs: 0 }), 30, ds, bursts, seed);
+    assert.ok(g.referenceRttNs < 4 * MS, `seed ${seed}: RTT-min ${(g.referenceRttNs / MS).toFixed(2)} ms`);
+    const kept = lowestAfter(now, 2 * S);
+    const before = meanAfter(onMin, 15 * S);
+    assert.ok(kept >= 15, `seed ${seed}: lowest limit ${kept.toFixed(1)} with 16 workers and at most 11 wanted`);
+    assert.ok(g.estimatedLimit >= kept, `seed ${seed}: ${kept.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
+    // Against RTT-min alone (the rule before) the band cuts on the spread until the bursts press the limit: the
+    // check's point.
+    assert.ok(before < 8, `seed ${seed}: against RTT-min, mean after 15 s ${before.toFixed(1)}`);
+  }
+});
+
+test('gradient: a queue that more in flight in the band builds over a light load still lowers the limit', () => {
+  // Four workers: 11 in flight queue (2.75x the service time), 3 do not; the fast path and the early probe are off,
+  // to show the band's rule alone.
+  const only = { fastDecreaseRttRatio: Infinity, reprobeRttRatio: Infinity };
+  const ds: Downstream = { workers: 4, serviceMs: () => 7, jitter: 0.2 };
+  const g = new GradientLimit(only);
+  drive(g, 10, ds, bursts, 1);
+  assert.ok(g.estimatedLimit < 10, `limit ${g.estimatedLimit.toFixed(1)}`);
 });
 
 test('gradient: a queue that doubles the RTT still lowers the limit while pressed below the growth threshold', () => {
@@ -148,8 +191,10 @@ test('gradient: a queue at a light load is drained by the probe and not taken fo
   assert.ok(g.referenceRttNs <= reference * 1.05, `reference ${(g.referenceRttNs / MS).toFixed(2)} ms`);
 });
 
-test('gradient: partialLoadRttRatio is validated with a message naming it', () => {
+test('gradient: partialLoadRttRatio and lightReferenceMaxAgeNs are validated with a message naming it', () => {
   assert.throws(() => new GradientLimit({ partialLoadRttRatio: 0.9 }), /options\.partialLoadRttRatio/);
   assert.throws(() => new GradientLimit({ partialLoadRttRatio: Number.NaN }), /options\.partialLoadRttRatio/);
   assert.doesNotThrow(() => new GradientLimit({ partialLoadRttRatio: 1 }));
+  assert.throws(() => new GradientLimit({ lightReferenceMaxAgeNs: -1 }), /options\.lightReferenceMaxAgeNs/);
+  assert.doesNotThrow(() => new GradientLimit({ lightReferenceMaxAgeNs: 0 }));
 });

@@ -3,6 +3,8 @@ import { checkNumber, refuseUnknownOptions, withDefaults } from '../validate.js'
 
 /** RTTs kept per update interval for its median (the most recent ones when an interval has more). */
 const INTERVAL_SAMPLE_CAPACITY = 256;
+/** A light interval's median serves as the band's reference only from this many samples (fewer are one burst). */
+const LIGHT_REFERENCE_MIN_SAMPLES = 3;
 
 /** RTTs a probe keeps for its median (the most recent ones when it takes more). */
 const PROBE_SAMPLE_CAPACITY = 64;
@@ -143,6 +145,15 @@ export interface GradientLimitOptions {
    */
   partialLoadRttRatio: number;
   /**
+   * In that band the reference is the median RTT of the last light interval (peak in-flight under
+   * `appLimitedUtilisation` of the limit, at least LIGHT_REFERENCE_MIN_SAMPLES samples) when it ended within this long
+   * and is above RTT-min, ns (0: RTT-min only). A queue is what more in flight adds to the RTT, so the band compares
+   * its median with what the downstream answered at a lighter load just before: its spread, its drift and the
+   * caller's own delays are in both, and one answer faster than all others (a timer that fired early) does not set
+   * the bar.
+   */
+  lightReferenceMaxAgeNs: number;
+  /**
    * A probe is started early (before `rttMinWindowNs`) when `reprobeIntervals` intervals in a row had a median RTT of
    * at least this many reference RTTs, >= 1 (Infinity: never early). The probe tells a moved baseline (a slower
    * service: the RTT stays up at half the load, and becomes the new reference) from a queue (the RTT falls back).
@@ -183,6 +194,7 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
   probeSamples: 5,
   appLimitedUtilisation: 0.5,
   partialLoadRttRatio: 1.5,
+  lightReferenceMaxAgeNs: 5e9,
   reprobeRttRatio: 1.5,
   reprobeIntervals: 3,
   reprobeMinGapNs: 5e9,
@@ -200,6 +212,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
  * - else `g = clamp(r * rttMin / rtt, minGradient, 1)`, with `r = 1` when `peak >= growthUtilisation * L` (the limit
  *   is the constraint) and `r = partialLoadRttRatio` below that (a jittery downstream's spread is not a queue),
+ *   where `rttMin` is replaced by the median of the last light interval when that is fresh and higher (see
+ *   `lightReferenceMaxAgeNs`),
  *   `allowance = allowanceFactor * sqrt(L) * h` when `peak >= growthUtilisation * L` and `rtt < gate` (and, when
  *   cautious, the last increase is at least `cautiousIntervalMultiplier` intervals old), else 0, with the taper
  *   `h = min(1, (gate - rtt) / (gate - noLoad))`, full at the no-load RTT and none at the gate,
@@ -309,6 +323,9 @@ export class GradientLimit implements Limit {
   heldUpdates = 0;
   /** The peak in-flight of the last slow held interval (0: the last slow interval was pressed), for its probe. */
   private slowHeldPeak = 0;
+  /** Median RTT of the last light interval with enough samples, ns (NaN: none yet), and when it ended. */
+  private lightMedianNs = NaN;
+  private lightMedianAtNs = -Infinity;
 
   /** Validates every option (see GradientLimitOptions). */
   constructor(options?: Partial<GradientLimitOptions>) {
@@ -334,6 +351,7 @@ export class GradientLimit implements Limit {
     checkNumber('options.probeFraction', o.probeFraction, 0.01, 1);
     checkNumber('options.appLimitedUtilisation', o.appLimitedUtilisation, 0, 1);
     checkNumber('options.partialLoadRttRatio', o.partialLoadRttRatio, 1, Infinity);
+    checkNumber('options.lightReferenceMaxAgeNs', o.lightReferenceMaxAgeNs, 0, Number.MAX_SAFE_INTEGER);
     checkNumber('options.reprobeRttRatio', o.reprobeRttRatio, 1, Infinity);
     checkNumber('options.reprobeIntervals', o.reprobeIntervals, 1, 1e6, true);
     checkNumber('options.reprobeMinGapNs', o.reprobeMinGapNs, 0, Number.MAX_SAFE_INTEGER);
@@ -552,6 +570,10 @@ export class GradientLimit implements Limit {
     } else if (this.accPeakInflight < o.appLimitedUtilisation * Math.floor(L)) {
       // Not the constraint: a slower answer at this load is not a queue this limit built, and no growth is earned.
       this.heldUpdates++;
+      if (this.accCount >= LIGHT_REFERENCE_MIN_SAMPLES) {
+        this.lightMedianNs = rttNs;
+        this.lightMedianAtNs = nowNs;
+      }
       // Slow at a light load counts toward an early probe as slow under pressure does: either the reference is stale
       // (a slower downstream, or the minimum of a faster past) or there is a queue, and the probe tells which.
       if (rttNs >= o.reprobeRttRatio * this.rttMinNs) {
@@ -563,7 +585,10 @@ export class GradientLimit implements Limit {
     } else {
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
       const ratio = used ? 1 : o.partialLoadRttRatio;
-      const g = Math.max(o.minGradient, Math.min(1, (ratio * this.rttMinNs) / rttNs));
+      const light =
+        !used && nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs && this.lightMedianNs > this.rttMinNs;
+      const reference = light ? this.lightMedianNs : this.rttMinNs;
+      const g = Math.max(o.minGradient, Math.min(1, (ratio * reference) / rttNs));
       const gated = used && o.growthTolerance !== Infinity && this.gateHolds();
       const mayGrow =
         used &&
