@@ -139,6 +139,24 @@ test('gradient: a queue that more in flight in the band builds over a light load
   assert.ok(g.estimatedLimit < 10, `limit ${g.estimatedLimit.toFixed(1)}`);
 });
 
+test("gradient: a queue the light load has too is not taken for the band's reference", () => {
+  // Four workers at 7 ms +-20 %: 2 in flight for 1 s (RTT-min), 9 for 1 s (under half a limit of 20, yet queued to
+  // 2.25x), then 11 and 9 by turns (2.75x in the band). The light median carries the queue; trusted only up to 1.5
+  // RTT-mins, it cannot hold the band at 2.75x.
+  const ds: Downstream = { workers: 4, serviceMs: () => 7, jitter: 0.2 };
+  const demand = (t: number): number => (t < 1 * S ? 2 : t < 2 * S ? 9 : Math.floor(t / (0.4 * S)) % 2 === 0 ? 11 : 9);
+  const noProbe = new GradientLimit({ fastDecreaseRttRatio: Infinity, reprobeRttRatio: Infinity });
+  drive(noProbe, 20, ds, demand, 1);
+  assert.ok(noProbe.estimatedLimit < 8, `early probes off: limit ${noProbe.estimatedLimit.toFixed(1)}`);
+  // With early probes: the band's slow intervals probe at half of what they had in flight (5 on four workers, which
+  // drains the queue), not half the limit (10, which does not): RTT-min is not moved up to the queued RTT.
+  const probing = new GradientLimit({ fastDecreaseRttRatio: Infinity });
+  drive(probing, 20, ds, demand, 1);
+  assert.ok(probing.earlyProbes >= 1, `probes ${probing.earlyProbes}`);
+  assert.ok(probing.estimatedLimit < 8, `limit ${probing.estimatedLimit.toFixed(1)}`);
+  assert.ok(probing.referenceRttNs < 7 * MS, `RTT-min ${(probing.referenceRttNs / MS).toFixed(2)} ms`);
+});
+
 test('gradient: a queue that doubles the RTT still lowers the limit while pressed below the growth threshold', () => {
   // Twelve wanted against a limit of 20 (0.6 of it); the fast path and the early probe are off, to show the band's
   // rule alone. Six workers make every request wait a second service time: twice RTT-min, over the band's 1.5x.

@@ -147,10 +147,11 @@ export interface GradientLimitOptions {
   /**
    * In that band the reference is the median RTT of the last light interval (peak in-flight under
    * `appLimitedUtilisation` of the limit, at least LIGHT_REFERENCE_MIN_SAMPLES samples) when it ended within this long
-   * and is above RTT-min, ns (0: RTT-min only). A queue is what more in flight adds to the RTT, so the band compares
-   * its median with what the downstream answered at a lighter load just before: its spread, its drift and the
-   * caller's own delays are in both, and one answer faster than all others (a timer that fired early) does not set
-   * the bar.
+   * and is above RTT-min, at most `partialLoadRttRatio` RTT-mins, ns (0: RTT-min only). A queue is what more in flight
+   * adds to the RTT, so the band compares its median with what the downstream answered at a lighter load just before:
+   * its spread, its drift and the caller's own delays are in both, and one answer faster than all others (a timer
+   * that fired early) does not set the bar alone. The cap bounds what the band lets stand when the light load queued
+   * too (a limit over twice what the downstream takes): `partialLoadRttRatio^2` RTT-mins.
    */
   lightReferenceMaxAgeNs: number;
   /**
@@ -212,8 +213,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * - loss in the interval: `L = max(minLimit, L * backoffRatio)` (one backoff per interval; counted for caution)
  * - else `g = clamp(r * rttMin / rtt, minGradient, 1)`, with `r = 1` when `peak >= growthUtilisation * L` (the limit
  *   is the constraint) and `r = partialLoadRttRatio` below that (a jittery downstream's spread is not a queue),
- *   where `rttMin` is replaced by the median of the last light interval when that is fresh and higher (see
- *   `lightReferenceMaxAgeNs`),
+ *   where (with `r = partialLoadRttRatio` only) `rttMin` is replaced by the median of the last light interval when
+ *   that is fresh and higher, capped at `r * rttMin` (see `lightReferenceMaxAgeNs`),
  *   `allowance = allowanceFactor * sqrt(L) * h` when `peak >= growthUtilisation * L` and `rtt < gate` (and, when
  *   cautious, the last increase is at least `cautiousIntervalMultiplier` intervals old), else 0, with the taper
  *   `h = min(1, (gate - rtt) / (gate - noLoad))`, full at the no-load RTT and none at the gate,
@@ -248,8 +249,9 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
  * downstream's own, and growth is earned only under pressure). Such an interval with a median of at least
  * `reprobeRttRatio * rttMin` still counts toward an early probe (below), which then holds the limit at
- * `probeFraction` of that interval's peak in-flight: a stale reference (the minimum of a faster past) is replaced
- * even while the downstream is never pressed, and a queue at that light load drains in the probe as at any other.
+ * `probeFraction` of that interval's peak in-flight (so does one whose peak was under `growthUtilisation * L`): a
+ * stale reference (the minimum of a faster past) is replaced even while the downstream is never pressed, and a queue
+ * at that light load drains in the probe as at any other.
  *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` (the first time after `firstProbeAfterNs` when sooner) a probe
  * holds the limit at `probeFraction * L`, takes the
@@ -321,7 +323,7 @@ export class GradientLimit implements Limit {
   private probeSlowMedianNs = 0;
   /** Interval updates held because the downstream was not pressed (peak in-flight under appLimitedUtilisation). */
   heldUpdates = 0;
-  /** The peak in-flight of the last slow held interval (0: the last slow interval was pressed), for its probe. */
+  /** The peak in-flight of the last interval under 0.8 of the limit (0: the last one pressed it), for an early probe. */
   private slowHeldPeak = 0;
   /** Median RTT of the last light interval with enough samples, ns (NaN: none yet), and when it ended. */
   private lightMedianNs = NaN;
@@ -586,8 +588,14 @@ export class GradientLimit implements Limit {
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
       const ratio = used ? 1 : o.partialLoadRttRatio;
       const light =
-        !used && nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs && this.lightMedianNs > this.rttMinNs;
-      const reference = light ? this.lightMedianNs : this.rttMinNs;
+        !used &&
+        o.lightReferenceMaxAgeNs > 0 &&
+        nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs &&
+        this.lightMedianNs > this.rttMinNs;
+      // A light median is trusted up to `ratio` RTT-mins: a light load can queue too (a limit over twice what the
+      // downstream takes), and a queue is then in both medians.
+      const cap = ratio * this.rttMinNs;
+      const reference = light ? (this.lightMedianNs < cap ? this.lightMedianNs : cap) : this.rttMinNs;
       const g = Math.max(o.minGradient, Math.min(1, (ratio * reference) / rttNs));
       const gated = used && o.growthTolerance !== Infinity && this.gateHolds();
       const mayGrow =
@@ -606,7 +614,9 @@ export class GradientLimit implements Limit {
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
       this.slowIntervals = rttNs >= o.reprobeRttRatio * this.rttMinNs ? this.slowIntervals + 1 : 0;
-      this.slowHeldPeak = 0;
+      // A slow interval that did not press the limit (the band) probes at half of what it had in flight, as a light one
+      // does: half the limit might not lighten the load at all.
+      this.slowHeldPeak = used ? 0 : this.accPeakInflight;
     }
     this.endInterval(backoff);
     // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
