@@ -129,6 +129,23 @@ test('gradient: in the band the reference is the last light interval, so a rare 
   }
 });
 
+test('gradient: a light median older than lightReferenceMaxAgeNs is not the reference', () => {
+  // The early-answer downstream, 0.4 s light, then 11 in flight (the band) for good: the light median stands for 2 s,
+  // then the band is judged against RTT-min (about 3.4 ms against medians of 7 ms) and the limit falls.
+  const ds: Downstream = { workers: 16, serviceMs: () => 7, jitter: 0.2, fastShare: 0.005 };
+  const demand = (t: number): number => (t < 0.4 * S ? 3 : 11);
+  const g = new GradientLimit({
+    fastDecreaseRttRatio: Infinity,
+    reprobeRttRatio: Infinity,
+    lightReferenceMaxAgeNs: 2e9,
+  });
+  const early = drive(g, 2.2, ds, demand, 1);
+  const atTwo = g.estimatedLimit;
+  drive(g, 3, ds, demand, 1, early.endNs);
+  assert.ok(atTwo >= 19.9, `within the age: ${atTwo.toFixed(1)}`);
+  assert.ok(g.estimatedLimit < 15, `after it: ${atTwo.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
+});
+
 test('gradient: a queue that more in flight in the band builds over a light load still lowers the limit', () => {
   // Four workers: 11 in flight queue (2.75x the service time), 3 do not; the fast path and the early probe are off,
   // to show the band's rule alone.
@@ -148,8 +165,9 @@ test("gradient: a queue the light load has too is not taken for the band's refer
   const noProbe = new GradientLimit({ fastDecreaseRttRatio: Infinity, reprobeRttRatio: Infinity });
   drive(noProbe, 20, ds, demand, 1);
   assert.ok(noProbe.estimatedLimit < 8, `early probes off: limit ${noProbe.estimatedLimit.toFixed(1)}`);
-  // With early probes: the band's slow intervals probe at half of what they had in flight (5 on four workers, which
-  // drains the queue), not half the limit (10, which does not): RTT-min is not moved up to the queued RTT.
+  // With early probes too: the band's cuts bring the limit down first, so the probes' reduced load drains the queue
+  // and RTT-min stays near the service time (uncapped, the light median held the limit at 20 and a probe at half of it
+  // took the queued 12.6 ms for RTT-min).
   const probing = new GradientLimit({ fastDecreaseRttRatio: Infinity });
   drive(probing, 20, ds, demand, 1);
   assert.ok(probing.earlyProbes >= 1, `probes ${probing.earlyProbes}`);

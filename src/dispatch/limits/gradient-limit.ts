@@ -151,7 +151,8 @@ export interface GradientLimitOptions {
    * adds to the RTT, so the band compares its median with what the downstream answered at a lighter load just before:
    * its spread, its drift and the caller's own delays are in both, and one answer faster than all others (a timer
    * that fired early) does not set the bar alone. The cap bounds what the band lets stand when the light load queued
-   * too (a limit over twice what the downstream takes): `partialLoadRttRatio^2` RTT-mins.
+   * too (a limit over twice what the downstream takes): `partialLoadRttRatio^2` RTT-mins. The fast decrease and the
+   * gradient at or over `growthUtilisation` still read RTT-min alone.
    */
   lightReferenceMaxAgeNs: number;
   /**
@@ -249,9 +250,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * the limit holds: neither the gradient nor the allowance is applied (a slower RTT at a light load is the
  * downstream's own, and growth is earned only under pressure). Such an interval with a median of at least
  * `reprobeRttRatio * rttMin` still counts toward an early probe (below), which then holds the limit at
- * `probeFraction` of that interval's peak in-flight (so does one whose peak was under `growthUtilisation * L`): a
- * stale reference (the minimum of a faster past) is replaced even while the downstream is never pressed, and a queue
- * at that light load drains in the probe as at any other.
+ * `probeFraction` of that interval's peak in-flight: a stale reference (the minimum of a faster past) is replaced
+ * even while the downstream is never pressed, and a queue at that light load drains in the probe as at any other.
  *
  * `rttMin` is a windowed minimum: every `rttMinWindowNs` (the first time after `firstProbeAfterNs` when sooner) a probe
  * holds the limit at `probeFraction * L`, takes the
@@ -323,7 +323,7 @@ export class GradientLimit implements Limit {
   private probeSlowMedianNs = 0;
   /** Interval updates held because the downstream was not pressed (peak in-flight under appLimitedUtilisation). */
   heldUpdates = 0;
-  /** The peak in-flight of the last interval under 0.8 of the limit (0: the last one pressed it), for an early probe. */
+  /** The peak in-flight of the last slow held interval (0: the last slow interval was pressed), for its probe. */
   private slowHeldPeak = 0;
   /** Median RTT of the last light interval with enough samples, ns (NaN: none yet), and when it ended. */
   private lightMedianNs = NaN;
@@ -614,9 +614,7 @@ export class GradientLimit implements Limit {
       if (next > L) this.lastIncreaseNs = nowNs;
       this.estimate = next;
       this.slowIntervals = rttNs >= o.reprobeRttRatio * this.rttMinNs ? this.slowIntervals + 1 : 0;
-      // A slow interval that did not press the limit (the band) probes at half of what it had in flight, as a light one
-      // does: half the limit might not lighten the load at all.
-      this.slowHeldPeak = used ? 0 : this.accPeakInflight;
+      this.slowHeldPeak = 0;
     }
     this.endInterval(backoff);
     // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
