@@ -108,25 +108,41 @@ test('gradient: a jittery downstream pressed below the growth threshold keeps it
 /** Bursts: 0.4 s at 11 in flight (0.55 of a limit of 20), 0.4 s at 3, and again. */
 const bursts = (t: number): number => (Math.floor(t / (0.4 * S)) % 2 === 0 ? 11 : 3);
 
-test('gradient: in the band the reference is the last light interval, so a rare early answer does not shrink the limit', () => {
-  // Sixteen workers at 7 ms +-20 %, one answer in 200 at 0.6 of it: RTT-min about 3.4 ms, medians about 7 ms. The
-  // fast path (its own tests) reads each sample against RTT-min and is off here, to show the band's rule alone; the
-  // first 0.4 s (no light interval yet) is judged by RTT-min.
+test('gradient: in the band and on the fast path the reference is the last light interval, so a rare early answer does not shrink the limit', () => {
+  // Sixteen workers at 7 ms +-20 %, one answer in 200 at 0.6 of it: RTT-min about 3.4 ms, medians about 7 ms. With
+  // the fast path off (the band's rule alone) and on (its base is the same reference: against RTT-min most answers
+  // are twice it); the first 0.4 s (no light interval yet) is judged by RTT-min.
   const ds: Downstream = { workers: 16, serviceMs: () => 7, jitter: 0.2, fastShare: 0.005 };
-  const only = { fastDecreaseRttRatio: Infinity };
-  for (const seed of [1, 2, 3]) {
-    const g = new GradientLimit(only);
-    const now = drive(g, 30, ds, bursts, seed);
-    const onMin = drive(new GradientLimit({ ...only, lightReferenceMaxAgeNs: 0 }), 30, ds, bursts, seed);
-    assert.ok(g.referenceRttNs < 4 * MS, `seed ${seed}: RTT-min ${(g.referenceRttNs / MS).toFixed(2)} ms`);
-    const kept = lowestAfter(now, 2 * S);
-    const before = meanAfter(onMin, 15 * S);
-    assert.ok(kept >= 15, `seed ${seed}: lowest limit ${kept.toFixed(1)} with 16 workers and at most 11 wanted`);
-    assert.ok(g.estimatedLimit >= kept, `seed ${seed}: ${kept.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
-    // Against RTT-min alone (the rule before) the band cuts on the spread until the bursts press the limit: the
-    // check's point.
-    assert.ok(before < 8, `seed ${seed}: against RTT-min, mean after 15 s ${before.toFixed(1)}`);
+  for (const options of [{ fastDecreaseRttRatio: Infinity }, {}]) {
+    for (const seed of [1, 2, 3]) {
+      const g = new GradientLimit(options);
+      const now = drive(g, 30, ds, bursts, seed);
+      const onMin = drive(new GradientLimit({ ...options, lightReferenceMaxAgeNs: 0 }), 30, ds, bursts, seed);
+      const what = `seed ${seed}, ${JSON.stringify(options)}`;
+      assert.ok(g.referenceRttNs < 4 * MS, `${what}: RTT-min ${(g.referenceRttNs / MS).toFixed(2)} ms`);
+      const kept = lowestAfter(now, 2 * S);
+      const before = meanAfter(onMin, 15 * S);
+      assert.ok(kept >= 15, `${what}: lowest limit ${kept.toFixed(1)} with 16 workers and at most 11 wanted`);
+      assert.ok(g.estimatedLimit >= kept, `${what}: ${kept.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
+      assert.equal(g.fastDecreases, 0, what);
+      // Against RTT-min alone (the rule before) the limit is cut on the spread until the bursts press it: the check's
+      // point.
+      assert.ok(before < 8, `${what}: against RTT-min, mean after 15 s ${before.toFixed(1)}`);
+    }
   }
+});
+
+test('gradient: after light intervals, a sharp capacity drop under pressure still takes the fast path', () => {
+  // The same downstream for 3 s of bursts, then down to 3 workers with 20 wanted: about 6.7x the service time, well
+  // over twice the fast path's base (at most 1.5 RTT-min).
+  const g = new GradientLimit();
+  const ds: Downstream = { workers: 16, serviceMs: () => 7, jitter: 0.2, fastShare: 0.005 };
+  const first = drive(g, 3, ds, bursts, 1);
+  assert.equal(g.fastDecreases, 0, 'none before the drop');
+  const before = g.estimatedLimit;
+  drive(g, 0.3, { ...ds, workers: 3 }, () => 20, 2, first.endNs);
+  assert.ok(g.fastDecreases >= 1, `fast decreases ${g.fastDecreases}`);
+  assert.ok(g.estimatedLimit <= before / 2, `${before.toFixed(1)} -> ${g.estimatedLimit.toFixed(1)}`);
 });
 
 test('gradient: a light median older than lightReferenceMaxAgeNs is not the reference', () => {

@@ -151,8 +151,9 @@ export interface GradientLimitOptions {
    * adds to the RTT, so the band compares its median with what the downstream answered at a lighter load just before:
    * its spread, its drift and the caller's own delays are in both, and one answer faster than all others (a timer
    * that fired early) does not set the bar alone. The cap bounds what the band lets stand when the light load queued
-   * too (a limit over twice what the downstream takes): `partialLoadRttRatio^2` RTT-mins. The fast decrease and the
-   * gradient at or over `growthUtilisation` still read RTT-min alone.
+   * too (a limit over twice what the downstream takes): `partialLoadRttRatio^2` RTT-mins. The fast decrease reads its
+   * samples against the same reference (against RTT-min alone, most answers of such a downstream are twice a rare
+   * fast one); the gradient at or over `growthUtilisation` still reads RTT-min alone.
    */
   lightReferenceMaxAgeNs: number;
   /**
@@ -234,7 +235,8 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * end, while `L >= fastDecreaseMinLimit` and for samples sent while the downstream was pressed (in flight at least
  * `appLimitedUtilisation * L`: a light load builds no queue, and a slower answer then is the downstream's own): when
  * `fastDecreaseSamples` consecutive samples each took
- * at least `fastDecreaseRttRatio * rttMin`, completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
+ * at least `fastDecreaseRttRatio * base` (`base` the band's reference: the last light interval's median while fresh,
+ * capped at `partialLoadRttRatio * rttMin`, else `rttMin`), completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
  * clearly building, not one burst of completions handled late together by a stalled caller),
  * `L = max(minLimit, L * minGradient)` at once: the gradient clamp still bounds the cut to halving per update.
  * Until an interval's median comes back below the fast ratio the cut is unconfirmed and the fast path is off (the smoothed rule still applies): an RTT that stays at twice the reference
@@ -450,13 +452,21 @@ export class GradientLimit implements Limit {
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
     this.sampleCell[2] = nowNs;
+    // The fast path's base: the band's reference (the last light median, capped at partialLoadRttRatio RTT-mins, while
+    // fresh), so that the usual answer of a jittery downstream is not read as twice a rare fast one.
+    const fastBaseNs =
+      o.lightReferenceMaxAgeNs > 0 &&
+      nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs &&
+      this.lightMedianNs > this.rttMinNs
+        ? Math.min(this.lightMedianNs, o.partialLoadRttRatio * this.rttMinNs)
+        : this.rttMinNs;
     if (inflight < o.appLimitedUtilisation * this.estimate) {
       // Sent while the downstream was not pressed: no evidence of a queue either way (neither counts nor breaks a run).
     } else if (
       !didDrop &&
       !this.unconfirmedFastCut &&
       this.estimate >= o.fastDecreaseMinLimit &&
-      rtt >= o.fastDecreaseRttRatio * this.rttMinNs
+      rtt >= o.fastDecreaseRttRatio * fastBaseNs
     ) {
       if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
       if (
