@@ -104,10 +104,11 @@ export interface GradientLimitOptions {
   updateIntervalRtts: number;
   /**
    * A queue is clearly building when `fastDecreaseSamples` consecutive samples each took at least this many
-   * reference RTTs; the limit is then cut at once by `minGradient` (unsmoothed, at most once per RTT). >= 1;
-   * Infinity turns the fast path off. Default 2: it removes the overload at a sudden capacity drop. The caller's own
-   * stalls (a CPU-starved host) look like a queue to it unless they are taken out of the samples first: the router's
-   * dispatcher does that (`Limiter` with a `LoopStallMeter`); a caller that cannot may prefer Infinity.
+   * reference RTTs (RTT-min, or the band's reference while a light median is fresh: see `lightReferenceMaxAgeNs`);
+   * the limit is then cut at once by `minGradient` (unsmoothed, at most once per RTT). >= 1; Infinity turns the fast
+   * path off. Default 2: it removes the overload at a sudden capacity drop. The caller's own stalls (a CPU-starved
+   * host) look like a queue to it unless they are taken out of the samples first: the router's dispatcher does that
+   * (`Limiter` with a `LoopStallMeter`); a caller that cannot may prefer Infinity.
    */
   fastDecreaseRttRatio: number;
   /** Consecutive slow samples that make a fast decrease (a run, not one outlier). */
@@ -235,14 +236,16 @@ export const GRADIENT_LIMIT_DEFAULTS: GradientLimitOptions = {
  * end, while `L >= fastDecreaseMinLimit` and for samples sent while the downstream was pressed (in flight at least
  * `appLimitedUtilisation * L`: a light load builds no queue, and a slower answer then is the downstream's own): when
  * `fastDecreaseSamples` consecutive samples each took
- * at least `fastDecreaseRttRatio * base` (`base` the band's reference: the last light interval's median while fresh,
- * capped at `partialLoadRttRatio * rttMin`, else `rttMin`), completing over at least `fastDecreaseSpanRtts * rttMin` (a queue
- * clearly building, not one burst of completions handled late together by a stalled caller),
+ * at least `fastDecreaseRttRatio * base` (`base` the band's reference: the last light interval's median while fresh
+ * and above `rttMin`, capped at `partialLoadRttRatio * rttMin`, else `rttMin`), completing over at least
+ * `fastDecreaseSpanRtts * rttMin` (a queue clearly building, not one burst of completions handled late together by a
+ * stalled caller),
  * `L = max(minLimit, L * minGradient)` at once: the gradient clamp still bounds the cut to halving per update.
- * Until an interval's median comes back below the fast ratio the cut is unconfirmed and the fast path is off (the smoothed rule still applies): an RTT that stays at twice the reference
- * after halving the load may be a moved baseline (a slower deploy) that only the re-probe can tell, so it is not
- * cut again and again. Fast cuts do not count for caution: caution follows loss, the downstream's own signal that
- * it struggles, while a latency cut may come from the caller's own delays.
+ * Until an interval's median comes back below the fast ratio (of the same base) the cut is unconfirmed and the fast
+ * path is off (the smoothed rule still applies): an RTT that stays at twice the reference after halving the load may
+ * be a moved baseline (a slower deploy) that only the re-probe can tell, so it is not cut again and again. Fast cuts
+ * do not count for caution: caution follows loss, the downstream's own signal that it struggles, while a latency cut
+ * may come from the caller's own delays.
  *
  * After a backoff (loss or fast decrease) at time T, samples of requests that started before T are ignored: they
  * were sent under the old limit and show the queue the cut is removing, so reacting to them would be reacting to
@@ -300,12 +303,12 @@ export class GradientLimit implements Limit {
   private gateSuspect = false;
   private savedEstimate = 0;
   private readonly backoffTimesNs: Float64Array;
-  /** [startNs, rttNs, nowNs, median] of the sample being applied (doubles in a cell are never boxed). */
-  private readonly sampleCell = new Float64Array(4);
+  /** [startNs, rttNs, nowNs, median, queue base] of the sample being applied (doubles in a cell are never boxed). */
+  private readonly sampleCell = new Float64Array(5);
   private backoffCount = 0;
   /** Samples of requests started before this time (the last backoff), ns, are ignored. */
   private freshFromNs = -Infinity;
-  /** Consecutive samples at or above `fastDecreaseRttRatio * rttMin`. */
+  /** Consecutive samples at or above `fastDecreaseRttRatio` queue bases (see queueBase). */
   private slowRun = 0;
   /** Completion time of the first sample of the current slow run, ns. */
   private slowRunStartNs = 0;
@@ -452,34 +455,48 @@ export class GradientLimit implements Limit {
     if (inflight > this.accPeakInflight) this.accPeakInflight = inflight;
     if (didDrop) this.accDrop = true;
     this.sampleCell[2] = nowNs;
-    // The fast path's base: the band's reference (the last light median, capped at partialLoadRttRatio RTT-mins, while
-    // fresh), so that the usual answer of a jittery downstream is not read as twice a rare fast one.
-    const fastBaseNs =
-      o.lightReferenceMaxAgeNs > 0 &&
-      nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs &&
-      this.lightMedianNs > this.rttMinNs
-        ? Math.min(this.lightMedianNs, o.partialLoadRttRatio * this.rttMinNs)
-        : this.rttMinNs;
     if (inflight < o.appLimitedUtilisation * this.estimate) {
       // Sent while the downstream was not pressed: no evidence of a queue either way (neither counts nor breaks a run).
-    } else if (
-      !didDrop &&
-      !this.unconfirmedFastCut &&
-      this.estimate >= o.fastDecreaseMinLimit &&
-      rtt >= o.fastDecreaseRttRatio * fastBaseNs
-    ) {
-      if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
-      if (
-        this.slowRun >= o.fastDecreaseSamples &&
-        nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs
-      ) {
-        this.fastDecrease();
-        return;
-      }
     } else {
-      this.slowRun = 0;
+      this.queueBase();
+      if (
+        !didDrop &&
+        !this.unconfirmedFastCut &&
+        this.estimate >= o.fastDecreaseMinLimit &&
+        rtt >= o.fastDecreaseRttRatio * this.sampleCell[4]!
+      ) {
+        if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
+        if (
+          this.slowRun >= o.fastDecreaseSamples &&
+          nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs
+        ) {
+          this.fastDecrease();
+          return;
+        }
+      } else {
+        this.slowRun = 0;
+      }
     }
     this.checkInterval();
+  }
+
+  /**
+   * The reference below which a pressed answer is no sign of a queue, into `sampleCell[4]`, at the time in
+   * `sampleCell[2]`: the last light interval's median while fresh (`lightReferenceMaxAgeNs`) and above RTT-min, capped
+   * at `partialLoadRttRatio` RTT-mins; else RTT-min. The band's gradient and the fast path read it, so that the usual
+   * answer of a jittery downstream is not taken for a queue over a rare fast one.
+   */
+  private queueBase(): void {
+    const o = this.o;
+    const cap = o.partialLoadRttRatio * this.rttMinNs;
+    this.sampleCell[4] =
+      o.lightReferenceMaxAgeNs > 0 &&
+      this.sampleCell[2]! - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs &&
+      this.lightMedianNs > this.rttMinNs
+        ? this.lightMedianNs < cap
+          ? this.lightMedianNs
+          : cap
+        : this.rttMinNs;
   }
 
   /** Updates when the interval (at `sampleCell[2]`) is over. */
@@ -573,7 +590,8 @@ export class GradientLimit implements Limit {
     this.intervalMedian();
     const rttNs = this.sampleCell[3]!;
     // The interval after a fast cut came back below the fast ratio: the cut drained a queue, as it should.
-    if (rttNs < o.fastDecreaseRttRatio * this.rttMinNs) this.unconfirmedFastCut = false;
+    this.queueBase();
+    if (rttNs < o.fastDecreaseRttRatio * this.sampleCell[4]!) this.unconfirmedFastCut = false;
     if (backoff) {
       this.gatedFromLimit = 0;
       this.estimate = Math.max(o.minLimit, L * o.backoffRatio);
@@ -597,15 +615,9 @@ export class GradientLimit implements Limit {
     } else {
       const used = this.accPeakInflight >= o.growthUtilisation * Math.floor(L);
       const ratio = used ? 1 : o.partialLoadRttRatio;
-      const light =
-        !used &&
-        o.lightReferenceMaxAgeNs > 0 &&
-        nowNs - this.lightMedianAtNs <= o.lightReferenceMaxAgeNs &&
-        this.lightMedianNs > this.rttMinNs;
-      // A light median is trusted up to `ratio` RTT-mins: a light load can queue too (a limit over twice what the
-      // downstream takes), and a queue is then in both medians.
-      const cap = ratio * this.rttMinNs;
-      const reference = light ? (this.lightMedianNs < cap ? this.lightMedianNs : cap) : this.rttMinNs;
+      // In the band the reference is the queue base (a light median is trusted up to `partialLoadRttRatio` RTT-mins: a
+      // light load can queue too, a limit over twice what the downstream takes, and a queue is then in both medians).
+      const reference = used ? this.rttMinNs : this.sampleCell[4]!;
       const g = Math.max(o.minGradient, Math.min(1, (ratio * reference) / rttNs));
       const gated = used && o.growthTolerance !== Infinity && this.gateHolds();
       const mayGrow =
