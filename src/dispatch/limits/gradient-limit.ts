@@ -368,6 +368,7 @@ export class GradientLimit implements Limit {
     checkNumber('options.cautiousIntervalMultiplier', o.cautiousIntervalMultiplier, 1, 1000);
     this.o = o;
     this.estimate = o.initialLimit;
+    this.sampleCell[4] = Infinity;
     this.backoffTimesNs = new Float64Array(o.cautiousBackoffs);
   }
 
@@ -447,7 +448,11 @@ export class GradientLimit implements Limit {
       this.startProbe(nowNs);
       return;
     }
-    if (rtt < this.rttMinNs) this.rttMinNs = rtt;
+    if (rtt < this.rttMinNs) {
+      this.rttMinNs = rtt;
+      this.sampleCell[2] = nowNs;
+      this.queueBase();
+    }
     // Sent before the last backoff: it shows the queue that backoff is already removing.
     if (startNs < this.freshFromNs) return;
     this.intervalRttsNs[this.accCount % INTERVAL_SAMPLE_CAPACITY] = rtt;
@@ -457,25 +462,22 @@ export class GradientLimit implements Limit {
     this.sampleCell[2] = nowNs;
     if (inflight < o.appLimitedUtilisation * this.estimate) {
       // Sent while the downstream was not pressed: no evidence of a queue either way (neither counts nor breaks a run).
-    } else {
-      this.queueBase();
+    } else if (
+      !didDrop &&
+      !this.unconfirmedFastCut &&
+      this.estimate >= o.fastDecreaseMinLimit &&
+      rtt >= o.fastDecreaseRttRatio * this.sampleCell[4]!
+    ) {
+      if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
       if (
-        !didDrop &&
-        !this.unconfirmedFastCut &&
-        this.estimate >= o.fastDecreaseMinLimit &&
-        rtt >= o.fastDecreaseRttRatio * this.sampleCell[4]!
+        this.slowRun >= o.fastDecreaseSamples &&
+        nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs
       ) {
-        if (this.slowRun++ === 0) this.slowRunStartNs = nowNs;
-        if (
-          this.slowRun >= o.fastDecreaseSamples &&
-          nowNs - this.slowRunStartNs >= o.fastDecreaseSpanRtts * this.rttMinNs
-        ) {
-          this.fastDecrease();
-          return;
-        }
-      } else {
-        this.slowRun = 0;
+        this.fastDecrease();
+        return;
       }
+    } else {
+      this.slowRun = 0;
     }
     this.checkInterval();
   }
@@ -483,7 +485,8 @@ export class GradientLimit implements Limit {
   /**
    * The reference below which a pressed answer is no sign of a queue, into `sampleCell[4]`, at the time in
    * `sampleCell[2]`: the last light interval's median while fresh (`lightReferenceMaxAgeNs`) and above RTT-min, capped
-   * at `partialLoadRttRatio` RTT-mins; else RTT-min. The band's gradient and the fast path read it, so that the usual
+   * at `partialLoadRttRatio` RTT-mins; else RTT-min. Computed when its inputs change (a new RTT-min, an interval's end,
+   * a probe's end), not per sample. The band's gradient and the fast path read it, so that the usual
    * answer of a jittery downstream is not taken for a queue over a rare fast one.
    */
   private queueBase(): void {
@@ -590,7 +593,6 @@ export class GradientLimit implements Limit {
     this.intervalMedian();
     const rttNs = this.sampleCell[3]!;
     // The interval after a fast cut came back below the fast ratio: the cut drained a queue, as it should.
-    this.queueBase();
     if (rttNs < o.fastDecreaseRttRatio * this.sampleCell[4]!) this.unconfirmedFastCut = false;
     if (backoff) {
       this.gatedFromLimit = 0;
@@ -639,6 +641,7 @@ export class GradientLimit implements Limit {
       this.slowHeldPeak = 0;
     }
     this.endInterval(backoff);
+    this.queueBase();
     // Slow for several intervals while pressed: a probe at reduced load tells a queue from a moved baseline.
     if (
       this.slowIntervals >= o.reprobeIntervals &&
@@ -697,6 +700,7 @@ export class GradientLimit implements Limit {
       this.rttMinNs = this.probeMinNs;
     }
     this.probeSlowMedianNs = 0;
+    this.queueBase();
     this.windowStartNs = nowNs;
     this.estimate = this.savedEstimate;
     this.probing = false;
