@@ -828,6 +828,12 @@ export const ROUTER_SPEC = group(
       section: 'Pipeline',
       threads: ['ingest'],
     }),
+    complianceWorker: bool({
+      doc: 'with one ingest thread, a COMPLIANCE ring and a containment worker of its own: COMPLIANCE pings pass the other lanes’ queue, each device on one path at a time so its order holds (false, or several ingest threads: every lane shares the shard rings)',
+      default: true,
+      section: 'Pipeline',
+      threads: ['ingest'],
+    }),
     ingestThreads: int({
       doc: 'ingest threads: each decodes, registers, classifies and admits the pings of its share of the TCP connections into telemetry rings of its own (thread 0 also reads files, stdin, JetStream and in-process input)',
       min: 1,

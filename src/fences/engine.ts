@@ -80,6 +80,9 @@ import {
   TEL_LON_F64,
   Lane,
   TRG_TYPE_RETIRE,
+  TMARK_END_I32,
+  TMARK_RING_I32,
+  TMARK_STRIDE_I32,
   TriggerType,
   DEVICE_LIFE_EPOCH_SHIFT,
   DeviceLife,
@@ -143,6 +146,10 @@ export class ContainmentEngine {
   private lifeWords: Int32Array | null = null;
   /** CROSS_* cells (a typed array: no double field to box). */
   private readonly crossRules = new Float64Array(3);
+  /** memory.triggerMarks, once `markTriggersIn` gave them: where each device's newest trigger was written. */
+  private marks: Int32Array | null = null;
+  /** Index (memory.triggerRings order) of the ring the batches write to now, or -1 (marks not written). */
+  private triggerRing = -1;
 
   /**
    * @param store fence store generation to test against (see `useStore` for a swap)
@@ -201,6 +208,29 @@ export class ContainmentEngine {
    */
   watchLifeWords(life: Int32Array): void {
     this.lifeWords = life;
+  }
+
+  /**
+   * Makes every trigger written from now on note, in `marks` (memory.triggerMarks, TMARK_* cells), its ring (as set by
+   * `useTriggerRing`) and the ring position just after it, so the ingest thread can tell when the dispatcher has taken
+   * a device's triggers (see src/pipeline/compliance-path.ts).
+   */
+  markTriggersIn(marks: Int32Array): void {
+    this.marks = marks;
+  }
+
+  /** The index among memory.triggerRings of the ring the next batches write to (for the trigger marks). */
+  useTriggerRing(index: number): void {
+    this.triggerRing = index;
+  }
+
+  /** Notes in the trigger marks that `slot`'s newest trigger is the one just written to `triggers`. */
+  private markWritten(slot: number, triggers: SpscRing): void {
+    const marks = this.marks;
+    if (marks === null || this.triggerRing < 0) return;
+    const m = slot * TMARK_STRIDE_I32;
+    marks[m + TMARK_RING_I32] = this.triggerRing;
+    marks[m + TMARK_END_I32] = (triggers.writeSeq() + triggers.pendingCount()) | 0;
   }
 
   /** Points the counters at another shard's block (the batch's shard). */
@@ -307,6 +337,7 @@ export class ContainmentEngine {
       rec[REC_SEQ] = epoch;
       rec[REC_INSIDE_MS] = 0;
       writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
+      this.markWritten(slot, triggers);
       return 0;
     }
     const devF64 = state.devF64;
@@ -349,6 +380,7 @@ export class ContainmentEngine {
     rec[REC_SEQ] = epoch;
     rec[REC_INSIDE_MS] = 0;
     writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
+    this.markWritten(slot, triggers);
     return written;
   }
 
@@ -623,6 +655,7 @@ export class ContainmentEngine {
       lane | (pingLane & EXPIRED_LANE_BIT),
       rec,
     );
+    this.markWritten(slot, triggers);
   }
 
   private nextStamp(): number {

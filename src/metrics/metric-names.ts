@@ -48,6 +48,7 @@ export const MetricNames = {
   CONTAINMENT_PARKED: 'geofence_containment_parked_seconds_total',
   PINGS_OFFERED: 'geofence_pings_offered_total',
   PINGS_ADMITTED: 'geofence_pings_admitted_total',
+  COMPLIANCE_PATH_PINGS: 'geofence_compliance_path_pings_total',
   PINGS_SHED: 'geofence_pings_shed_total',
   RING_DEPTH: 'geofence_ring_depth_slots',
   RING_CAPACITY: 'geofence_ring_capacity_slots',

@@ -147,9 +147,14 @@ export interface MetricSources {
   telemetryRings?: SharedArrayBuffer[];
   /** Shards (default: one per telemetry ring, as with one ingest thread). */
   shards?: number;
-  /** Trigger ring regions, by shard. */
+  /** Trigger ring regions: by shard, then the control ring, then the COMPLIANCE group's (if any). */
   triggerRings?: SharedArrayBuffer[];
-  /** Containment counter blocks (CNT_*), CNT_BLOCK_F64 cells per block (shards, then the reload block). */
+  /** COMPLIANCE ring regions, one per ingest thread (none when the COMPLIANCE path is off). */
+  complianceRings?: SharedArrayBuffer[];
+  /**
+   * Containment counter blocks (CNT_*), CNT_BLOCK_F64 cells per block (shards, the reload block, the COMPLIANCE
+   * group's).
+   */
   containmentCounters?: SharedArrayBuffer;
   /** Dispatcher metric cells (DS_* blocks then the DISP_* block); needs `downstreamNames`. */
   dispatchMetrics?: SharedArrayBuffer;
@@ -222,18 +227,45 @@ export class RouterMetrics {
     const capacities: SharedSeries[] = [];
     const shards = sources.shards ?? sources.telemetryRings?.length ?? 1;
     // A telemetry ring is named by its shard and its producer (ingest thread); a trigger ring by its shard.
-    const addRings = (kind: string, buffers: SharedArrayBuffer[] | undefined, perThread: boolean): void => {
+    // The trigger ring after the shards' is the control ring; the one after it the COMPLIANCE group's.
+    const triggerShard = (r: number): string => (r < shards ? String(r) : r === shards ? 'control' : 'compliance');
+    const addRings = (
+      kind: string,
+      buffers: SharedArrayBuffer[] | undefined,
+      label: (r: number) => { shard: string; ingest_thread: string },
+    ): void => {
       (buffers ?? []).forEach((b, r) => {
         const ring = SpscRing.wrap(b);
-        const labels = perThread
-          ? { ring: kind, shard: String(r % shards), ingest_thread: String(Math.floor(r / shards)) }
-          : { ring: kind, shard: String(r), ingest_thread: '' };
+        const labels = { ring: kind, ...label(r) };
         rings.push({ labels, read: () => ring.depth() });
         capacities.push({ labels, read: () => ring.capacitySlots });
       });
     };
-    addRings('telemetry', sources.telemetryRings, true);
-    addRings('trigger', sources.triggerRings, false);
+    addRings('telemetry', sources.telemetryRings, (r) => ({
+      shard: String(r % shards),
+      ingest_thread: String(Math.floor(r / shards)),
+    }));
+    addRings('telemetry', sources.complianceRings, (r) => ({ shard: 'compliance', ingest_thread: String(r) }));
+    addRings('trigger', sources.triggerRings, (r) => ({ shard: triggerShard(r), ingest_thread: '' }));
+    const complianceRings = sources.complianceRings?.length ?? 0;
+    if (complianceRings > 0 && sources.admissionCounters !== undefined) {
+      // The COMPLIANCE rings' admission blocks follow the shard rings'.
+      const cells = new Float64Array(sources.admissionCounters);
+      const first = sources.telemetryRings?.length ?? shards;
+      this.addSharedCounter(
+        MetricNames.COMPLIANCE_PATH_PINGS,
+        'Pings admitted into a COMPLIANCE ring (the path that passes the other lanes), by lane (a device keeps its path until its earlier pings are processed and its triggers taken).',
+        ['lane'],
+        LANE_NAMES.map((lane, l) => ({
+          labels: { lane },
+          read: () => {
+            let n = 0;
+            for (let b = first; b < first + complianceRings; b++) n += cells[b * ADM_BLOCK_F64 + ADM_ADMITTED_F64 + l]!;
+            return n;
+          },
+        })),
+      );
+    }
     if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
     if (sources.dispatchMetrics !== undefined)
       this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);

@@ -19,6 +19,11 @@ export interface ContainmentTask {
   rings: number[];
   /** Per ring (same order): absolute sequence of its first unread telemetry record when the task was made. */
   fromSeqs: number[];
+  /**
+   * True for the COMPLIANCE group's task: `rings` are COMPLIANCE rings (indices as `complianceRingIndex`, pings of any
+   * shard), its triggers go to the COMPLIANCE trigger ring, its counters and watchdog cells are the group's own.
+   */
+  compliance: boolean;
   /** Records per batch at most (one processBatch call, then release and doorbell). */
   batchRecords: number;
   /**
@@ -30,6 +35,8 @@ export interface ContainmentTask {
   maxTaskMs: number;
   /** When a pass finds every shard empty, the task waits this long for more records before it returns, ms. */
   lingerMs: number;
+  /** Each wait of a lingering task on one of its rings, ms (a publish wakes it sooner; the control cell is read after). */
+  parkStepMs: number;
   /** Fence-store generation to run on. */
   generation: number;
   /** One Int32 cell: CONTROL_RUN, CONTROL_RETURN_WHEN_EMPTY (drain) or CONTROL_RETURN_NOW (pause); the CONTROL_* values below. */

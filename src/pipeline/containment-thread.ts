@@ -24,6 +24,8 @@ import { PipelineRegion } from '../shm/pipeline-region.js';
 import {
   CNT_BLOCK_F64,
   CNT_PARKED_NS_F64,
+  complianceCounterBlock,
+  complianceTriggerRingIndex,
   RingKind,
   TEL_DEVICE_SLOT_I32,
   WDG_HELD_COUNT_I32,
@@ -50,13 +52,11 @@ import {
   type ThreadRuntimeReporter,
 } from './thread-runtime.js';
 
-/** Each wait of a lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
-const LINGER_STEP_MS = 0.25;
-
 /** Generations kept open per worker (the current one and the one a reload replaced). */
 const KEPT_GENERATIONS = 2;
 
 const data = workerData as ContainmentWorkerData | null;
+/** Every ring a task may name: the shard rings (telemetryRingIndex order), then the COMPLIANCE rings. */
 let telemetry: SpscRing[] = [];
 /** Shards of the router (the telemetry ring of index r serves shard r % shardCount). */
 let shardCount = 1;
@@ -65,6 +65,8 @@ let pipeline: PipelineRegion | null = null;
 let counters: Float64Array = new Float64Array(0);
 let state: DeviceState | null = null;
 let watchdog: Int32Array = new Int32Array(0);
+/** memory.triggerMarks: where each device's newest trigger went (the engine writes them; compliance-path.ts reads). */
+let triggerMarks: Int32Array | null = null;
 let idReader: DeviceIdReader | null = null;
 /** This worker's runtime reports: on its interval between tasks, and from the task loop while a task runs long. */
 let runtime: ThreadRuntimeReporter | null = null;
@@ -72,12 +74,13 @@ let runtime: ThreadRuntimeReporter | null = null;
 const nextReportNs = new Float64Array(1);
 if (data !== null && data !== undefined && data.memory !== undefined) {
   const m = data.memory;
-  telemetry = m.telemetryRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
+  telemetry = [...m.telemetryRings, ...m.complianceRings].map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
   shardCount = m.shards;
   triggers = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
   pipeline = PipelineRegion.wrap(m.pipeline);
   counters = new Float64Array(m.containmentCounters);
   state = DeviceState.open(m.deviceState);
+  triggerMarks = new Int32Array(m.triggerMarks);
   watchdog = new Int32Array(m.watchdog);
   idReader = new DeviceIdReader(m.idTable);
   const block = claimPoolBlock(m.threadRuntime, Date.now());
@@ -164,6 +167,7 @@ if (state !== null && data !== null && data !== undefined && data.fences !== und
 function newEngine(store: FenceStore): ContainmentEngine {
   const e = new ContainmentEngine(store, state!, counters, 0, data?.engine ?? {});
   if (idReader !== null) e.watchLifeWords(idReader.lifeWords);
+  if (triggerMarks !== null) e.markTriggersIn(triggerMarks);
   return e;
 }
 
@@ -185,7 +189,7 @@ function storeOf(task: ContainmentTask): FenceStore | null {
 
 /**
  * Runs one task: passes over the group's rings round-robin, a batch of at most `batchRecords` per ring per pass.
- * When a pass finds every shard empty it waits for more (parked on one ring at a time, LINGER_STEP_MS each) for up to
+ * When a pass finds every shard empty it waits for more (parked on one ring at a time, `parkStepMs` each) for up to
  * `lingerMs`, so a steady stream keeps one task running instead of paying a round trip through the ingest thread per
  * read chunk; it returns after that, or once `maxTaskMs` has passed. Returns the telemetry records consumed
  * (released), or NEEDS_STORE (having consumed nothing) when it needs the generation's store sent along.
@@ -208,9 +212,12 @@ export default function runContainmentTask(task: ContainmentTask): number {
     }
   }
   // Group g's cells are in shard g's block, and ring g (ingest thread 0's ring of shard g) is the group's first ring
-  // (ShardScheduler's grouping).
-  const wb = (rings[0]! % shardCount) * WDG_STRIDE_I32;
-  const parkedCell = (rings[0]! % shardCount) * CNT_BLOCK_F64 + CNT_PARKED_NS_F64;
+  // (ShardScheduler's grouping); the COMPLIANCE group's are its own blocks.
+  const compliance = task.compliance;
+  const wb = (compliance ? shardCount : rings[0]! % shardCount) * WDG_STRIDE_I32;
+  const ownBlock = compliance ? complianceCounterBlock(shardCount) : rings[0]! % shardCount;
+  const parkedCell = ownBlock * CNT_BLOCK_F64 + CNT_PARKED_NS_F64;
+  const complianceTriggers = compliance ? complianceTriggerRingIndex(shardCount) : -1;
   Atomics.store(watchdog, wb + WDG_THREAD_ID_I32, threadId);
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
@@ -234,21 +241,24 @@ export default function runContainmentTask(task: ContainmentTask): number {
       if (available === 0) continue;
       // One ring per (ingest thread, shard): each ring is in its producer's order, and a device whose pings reach
       // two ingest threads (two connections) has the older ones recognised as stale by event time (the engine).
-      const shard = r % shardCount;
+      // The COMPLIANCE group's pings are of any shard: one counter block and one trigger ring of its own.
+      const block = compliance ? ownBlock : r % shardCount;
+      const trig = compliance ? complianceTriggers : r % shardCount;
       // Why sized by time: with 8 shards of 512 records at 40 µs a ping (a dense city), one pass took 160 ms, and a
       // record published just after its shard's turn waited for all of it, COMPLIANCE pings too.
       const count = sizer.count(available, task.batchRecords, task.batchBudgetNs);
-      engine.useCounterBlock(shard * CNT_BLOCK_F64);
+      engine.useCounterBlock(block * CNT_BLOCK_F64);
+      engine.useTriggerRing(trig);
       // Heartbeat: say which batch is held before touching it, then count the batch (the store the watchdog reads).
       watchdog[wb + WDG_HELD_RING_I32] = r;
       watchdog[wb + WDG_HELD_COUNT_I32] = count;
       Atomics.store(watchdog, wb + WDG_PROGRESS_I32, (watchdog[wb + WDG_PROGRESS_I32]! + 1) | 0);
       if (faultMode !== FAULT_NONE) {
         const at = faultIndexIn(tel, tel.readSeq(), count);
-        if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[shard]!);
+        if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[trig]!);
       }
       const batchStartNs = clockNs;
-      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[shard]!);
+      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
       tel.release(count);
       watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();
@@ -286,7 +296,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
     if (idleSinceNs < 0) idleSinceNs = now;
     if (now - idleSinceNs >= lingerNs) return consumed;
     // Park on the rings in turn: with devices spread by hash, the next read chunk publishes to each of them.
-    telemetry[rings[parkOn]!]!.waitForData(LINGER_STEP_MS, 0);
+    telemetry[rings[parkOn]!]!.waitForData(task.parkStepMs, 0);
     // The time parked (CNT_PARKED_NS_F64 in the group's counter block: /metrics shows how much the workers wait).
     counters[parkedCell] = counters[parkedCell]! + (nowNs() - now);
     parkOn = parkOn + 1 === rings.length ? 0 : parkOn + 1;

@@ -32,6 +32,7 @@ import {
 import type { SpscRing } from '../shm/ring.js';
 import type { ShardScheduler } from './shard-scheduler.js';
 import type { StorePredicates } from './ingest-wiring.js';
+import type { CompliancePaths } from './compliance-path.js';
 
 /**
  * What resets a reused slot on any ingest thread (DeviceRegistry's ReusePort): the device state's seq, which no thread
@@ -64,6 +65,8 @@ export interface DeviceExpiryDeps {
   scheduler: ShardScheduler;
   state: DeviceState;
   predicates: StorePredicates;
+  /** The devices' paths (an expiry record goes to the shard ring, so the device must be settled on it), or null. */
+  paths?: CompliancePaths | null;
   /** The pipeline region's Float64 cells (ING_* counters). */
   counters: Float64Array;
   /** Every telemetry ring (every ingest thread's, `telemetryRingIndex` order) and the shards they serve. */
@@ -142,6 +145,9 @@ export class DeviceExpiry implements ExpiryPort {
 
   /** See ExpiryPort.expire: the record goes into the ring only below its watermark (pings come first). */
   expire(slot: number, shard: number, epoch: number): boolean {
+    // A device whose last ping or trigger is still on the COMPLIANCE path waits for a later sweep.
+    const paths = this.d.paths;
+    if (paths !== undefined && paths !== null && !paths.toShardRing(slot)) return false;
     const admission = this.d.admissions[shard]!;
     const at = admission.claimControl();
     if (at < 0) return false;
@@ -158,6 +164,8 @@ export class DeviceExpiry implements ExpiryPort {
     const i = at * ring.strideI32;
     ring.i32[i + TEL_DEVICE_SLOT_I32] = slot;
     ring.i32[i + TEL_LANE_I32] = TEL_LANE_EXPIRE;
+    // The record holds the device on its shard ring until containment has released it.
+    this.d.paths?.noteClaimed(slot, ring);
     this.d.scheduler.noteClaimed(shard, ring);
     return true;
   }
@@ -219,6 +227,7 @@ export class DeviceExpiry implements ExpiryPort {
   reused(slot: number, seqFloor: number): void {
     this.d.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
     this.d.predicates.forgetSlot(slot);
+    this.d.paths?.forgetSlot(slot);
   }
 
   /** Copies the registry's lifecycle counts into the ingest counters. */

@@ -12,6 +12,8 @@ import { RejectLog } from '../ingest/reject-log.js';
 import { nowNs } from '../shm/clock.js';
 import {
   ADM_BLOCK_F64,
+  complianceRingIndex,
+  complianceTriggerRingIndex,
   DEVID_HEADER_BYTES,
   DEVID_TICK_I32,
   ICTL_BUSY_SINCE_TICK_I32,
@@ -27,12 +29,16 @@ import { slotReusePort } from './device-expiry.js';
 import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates, type RingPublisher } from './ingest-wiring.js';
 import type { PipelineMemory } from './memory.js';
 import { ShardScheduler, type WatchdogSettings } from './shard-scheduler.js';
+import { CompliancePaths } from './compliance-path.js';
 import { LOOKUP_ONLY_STORE } from './store-views.js';
 
 /** The ingest path over one set of shared regions: rings, scheduler, admission, registry, predicates, sink, edge. */
 export interface IngestPath {
   scheduler: ShardScheduler;
   admissions: LaneAdmission[];
+  /** The COMPLIANCE ring's admission and the devices' paths, or null (the COMPLIANCE path off). */
+  complianceAdmission: LaneAdmission | null;
+  paths: CompliancePaths | null;
   predicates: StorePredicates;
   sink: AdmissionSink;
   edge: PipelineEdge;
@@ -57,6 +63,10 @@ export function buildIngestPath(
         cells: new Int32Array(m.watchdog),
         stallMs: d.containmentStallMs,
         triggerRings: m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER)),
+        complianceTriggerRing:
+          m.complianceRings.length > 0
+            ? SpscRing.wrap(m.triggerRings[complianceTriggerRingIndex(m.shards)]!, RingKind.TRIGGER)
+            : null,
       }
     : null;
   const scheduler = new ShardScheduler(
@@ -69,6 +79,7 @@ export function buildIngestPath(
     d.fences,
     log.error,
     watchdog,
+    m.complianceRings.map((b) => SpscRing.wrap(b, RingKind.TELEMETRY)),
   );
   return { scheduler, ...buildEdgePart(m, d, 0, scheduler.rings, scheduler, log) };
 }
@@ -120,19 +131,43 @@ function buildEdgePart(
       ),
   );
   const registry = new DeviceRegistry(m.idTable, m.shards, producer, threads);
+  // The COMPLIANCE path: a ring of this thread's, with an admission of its own (counter block after the shard rings').
+  const ownRing = producer < m.complianceRings.length ? m.complianceRings[producer]! : null;
+  const complianceRing = ownRing === null ? null : SpscRing.wrap(ownRing, RingKind.TELEMETRY);
+  const complianceAdmission =
+    complianceRing === null
+      ? null
+      : new LaneAdmission(
+          complianceRing,
+          admissionCounters,
+          complianceRingIndex(producer, m.shards, threads) * ADM_BLOCK_F64,
+          admissionOptions,
+          t0,
+        );
+  const paths =
+    complianceRing === null
+      ? null
+      : new CompliancePaths(
+          complianceRing,
+          rings,
+          registry.shardOfSlot,
+          m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER)),
+          m.triggerMarks,
+        );
   const predicates = new StorePredicates(
     FenceStore.open(d.fences, LOOKUP_ONLY_STORE),
     state,
     d.complianceMarginM,
     rings,
     registry.shardOfSlot,
+    complianceRing,
   );
   const rejectLog = new RejectLog({
     intervalMs: d.ingest.rejectLogIntervalMs,
     nowMs: () => Date.now(),
     write: log.warn,
   });
-  const sink = new AdmissionSink(admissions, publisher, predicates);
+  const sink = new AdmissionSink(admissions, publisher, predicates, paths, complianceAdmission);
   // Ingest thread 0 counts in the router's pipeline region; another thread in its own (thread 0 adds it up).
   const counters = producer === 0 ? m.pipeline : m.ingestCounters[producer - 1]!;
   const edge = new PipelineEdge(
@@ -145,9 +180,9 @@ function buildEdgePart(
     },
     { pipeline: PipelineRegion.wrap(counters), registry, predicates, sink, log: rejectLog },
   );
-  const room = new AdmissionRoom(admissions);
+  const room = new AdmissionRoom(complianceAdmission === null ? admissions : [...admissions, complianceAdmission]);
   edge.attach(publisher, sink, room);
-  return { admissions, predicates, sink, edge, room, registry, state };
+  return { admissions, complianceAdmission, paths, predicates, sink, edge, room, registry, state };
 }
 
 /** Records claimed in one shard after which an ingest thread other than 0 publishes them (as the scheduler does). */
@@ -207,6 +242,12 @@ class PeerPublisher implements RingPublisher {
   flush(): void {
     this.publish();
     Atomics.store(this.control, this.busyCell, 0);
+  }
+
+  noteComplianceClaimed(ring: SpscRing): void {
+    ring.publish();
+    Atomics.add(this.control, ICTL_DOORBELL_I32, 1);
+    Atomics.notify(this.control, ICTL_DOORBELL_I32);
   }
 
   /** Notes that the pings confirmed from now on are held since the sweep's current tick. */

@@ -89,11 +89,12 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
     idBytesPerSlot: 32,
     maxFencesPerDevice: 16,
     downstreams: 1,
+    complianceWorker: d.memory.complianceRings.length > 0,
   });
   const quiet = (): void => undefined;
   const path = buildIngestPath(scratch, d, pool, { error: quiet, warn: quiet }, false);
   void path.scheduler.pause();
-  const rings = path.scheduler.rings;
+  const rings = path.paths === null ? path.scheduler.rings : [...path.scheduler.rings, path.paths.ring];
   // The fleet walks around the first fence, so classification meets fences and the compliance boxes.
   const f = store.fenceF64;
   const fleet = new Fleet({
@@ -125,7 +126,7 @@ function warmIngestPath(d: IngestThreadData, pool: Piscina<ContainmentTask, numb
   }
   for (const stream of streams) stream.end();
   let accepted = 0;
-  for (const a of path.admissions) accepted += a.ring.readSeq();
+  for (const r of rings) accepted += r.readSeq();
   return accepted;
 }
 
@@ -149,10 +150,12 @@ async function main(): Promise<void> {
       crossMaxPerDevicePerSec: d.crossMaxPerDevicePerSec,
     },
   };
+  // One more worker with a COMPLIANCE path: its group's task waits on the COMPLIANCE ring, idle most of the time.
+  const poolThreads = d.poolSize + (m.complianceRings.length > 0 ? 1 : 0);
   const pool = new Piscina<ContainmentTask, number>({
     filename: new URL('./containment-thread.js', import.meta.url).href,
-    minThreads: d.poolSize,
-    maxThreads: d.poolSize,
+    minThreads: poolThreads,
+    maxThreads: poolThreads,
     idleTimeout: 2 ** 31 - 1,
     // One task per shard group and one group per worker: tasks never queue, FIFO order is kept anyway.
     stricterFIFO: true,
@@ -162,13 +165,8 @@ async function main(): Promise<void> {
   const logWarning = (line: string): void => post({ type: 'log', line, level: 'warn' });
   // Why listen: Piscina emits 'error' for a worker that fails with no task on it; unheard, it would end this thread.
   pool.on('error', (err: unknown) => logError(`containment pool: ${err instanceof Error ? err.message : String(err)}`));
-  const { scheduler, admissions, predicates, sink, edge, room, registry, state } = buildIngestPath(
-    m,
-    d,
-    pool,
-    { error: logError, warn: logWarning },
-    true,
-  );
+  const { scheduler, admissions, complianceAdmission, paths, predicates, sink, edge, room, registry, state } =
+    buildIngestPath(m, d, pool, { error: logError, warn: logWarning }, true);
   const expiry =
     d.deviceIdleTimeoutMs > 0
       ? new DeviceExpiry(
@@ -178,6 +176,7 @@ async function main(): Promise<void> {
             scheduler,
             state,
             predicates,
+            paths,
             counters: new Float64Array(m.pipeline),
             allRings: scheduler.allRings,
             shards: m.shards,
@@ -212,7 +211,7 @@ async function main(): Promise<void> {
   });
   const alarm = new ComplianceShedAlarm({
     admissionCounters: new Float64Array(m.admissionCounters),
-    blocks: m.telemetryRings.length,
+    blocks: m.telemetryRings.length + m.complianceRings.length,
     nowMs: () => Date.now(),
     write: (line) => post({ type: 'log', line, level: 'error' }),
   });
@@ -240,7 +239,8 @@ async function main(): Promise<void> {
       : new JetStreamSource(
           d.jetstreamSource,
           new Float64Array(m.sourcePartitions),
-          rings,
+          // A message's pings may be in the COMPLIANCE ring too: it is processed once every ring is read past it.
+          paths === null ? rings : [...rings, paths.ring],
           (level, line) => post({ type: 'log', line, level }),
           new Float64Array(m.leaseGate),
         );
@@ -282,11 +282,12 @@ async function main(): Promise<void> {
     await endStdin();
     await inProcess.idle();
     for (const a of admissions) a.setDraining(true);
+    complianceAdmission?.setDraining(true);
     scheduler.setDraining();
     // Empty the rings: publish what is claimed and keep submitting until nothing is left or in flight.
     for (;;) {
       scheduler.flush();
-      for (let s = 0; s < rings.length; s++) scheduler.trySubmit(s);
+      scheduler.submitWaiting();
       if (scheduler.isEmpty()) break;
       await scheduler.idle();
       await new Promise((r) => setImmediate(r));
@@ -365,7 +366,7 @@ async function main(): Promise<void> {
   // Every pool worker loaded, its first store opened and its engine compiled before the first real ping.
   const warm = { pings: WARM_UP_PINGS, maxMs: WARM_UP_MAX_MS, seed: 7 };
   // The pool is typed for containment tasks; the named export takes a WarmUpTask.
-  const warmTasks = Array.from({ length: d.poolSize }, (_, i): WarmUpTask => ({ ...warm, seed: warm.seed + i }));
+  const warmTasks = Array.from({ length: poolThreads }, (_, i): WarmUpTask => ({ ...warm, seed: warm.seed + i }));
   const warmed = Promise.all(warmTasks.map((t) => pool.run(t as unknown as ContainmentTask, { name: 'warmUp' })));
   const setUpMs = performance.now();
   // The edge warms on this thread while the workers warm on theirs.

@@ -17,6 +17,7 @@ import { nowNs } from '../shm/clock.js';
 import { Lane } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import type { InputForwarder } from './input-forwarding.js';
+import { PATH_COMPLIANCE, type CompliancePaths } from './compliance-path.js';
 
 /**
  * Publishes what the admission sink writes into this thread's telemetry rings (ShardScheduler on ingest thread 0,
@@ -25,6 +26,8 @@ import type { InputForwarder } from './input-forwarding.js';
 export interface RingPublisher {
   /** `shard`'s ring (this thread's) has a record claimed. */
   noteClaimed(shard: number, ring: SpscRing): void;
+  /** This thread's COMPLIANCE ring has a record claimed: published at once (see compliance-path.ts). */
+  noteComplianceClaimed(ring: SpscRing): void;
   /** Start of a read chunk: the pings it confirms are held until `flush`. */
   begin(): void;
   /** End of a read chunk: publish every ring with claimed records. */
@@ -52,6 +55,10 @@ export class StorePredicates implements LanePredicates {
   private readonly complianceSeqAfter: Int32Array;
   /** Per slot: 1 while complianceSeqAfter names a ping containment may not have processed. */
   private readonly compliancePending: Uint8Array;
+  /** Per slot: 1 when that ping is in the COMPLIANCE ring (`complianceRing`), 0 in the device's shard ring. */
+  private readonly complianceOnOwnRing: Uint8Array;
+  /** This thread's COMPLIANCE ring, or null (the COMPLIANCE path off). */
+  private readonly complianceRing: SpscRing | null;
 
   constructor(
     store: FenceStore,
@@ -59,6 +66,7 @@ export class StorePredicates implements LanePredicates {
     marginM: number,
     rings: readonly SpscRing[],
     shardOfSlot: Uint16Array,
+    complianceRing: SpscRing | null = null,
   ) {
     this.store = store;
     this.state = state;
@@ -67,6 +75,8 @@ export class StorePredicates implements LanePredicates {
     this.shardOfSlot = shardOfSlot;
     this.complianceSeqAfter = new Int32Array(shardOfSlot.length);
     this.compliancePending = new Uint8Array(shardOfSlot.length);
+    this.complianceOnOwnRing = new Uint8Array(shardOfSlot.length);
+    this.complianceRing = complianceRing;
   }
 
   /** Forgets what was noted for `slot` (a freed slot taken by a new device). */
@@ -74,10 +84,11 @@ export class StorePredicates implements LanePredicates {
     this.compliancePending[slot] = 0;
   }
 
-  /** Notes that the device's ping just claimed in its shard's ring travels in the COMPLIANCE lane. */
+  /** Notes that the device's ping just claimed in `ring` (its shard's or the COMPLIANCE ring) is a COMPLIANCE one. */
   noteCompliance(slot: number, ring: SpscRing): void {
     this.complianceSeqAfter[slot] = (ring.writeSeq() + ring.pendingCount()) | 0;
     this.compliancePending[slot] = 1;
+    this.complianceOnOwnRing[slot] = ring === this.complianceRing ? 1 : 0;
   }
 
   /** Inside or within the margin of a compliance fence's box (through the store's q cells: no double crosses a call). */
@@ -96,7 +107,8 @@ export class StorePredicates implements LanePredicates {
     if (this.state.insideCompliance(slot)) return true;
     if (this.compliancePending[slot] === 0) return false;
     // Not yet consumed while the ring's read sequence is still before the ping's end.
-    if (((this.rings[this.shardOfSlot[slot]!]!.readSeq() - this.complianceSeqAfter[slot]!) | 0) < 0) return true;
+    const ring = this.complianceOnOwnRing[slot] !== 0 ? this.complianceRing! : this.rings[this.shardOfSlot[slot]!]!;
+    if (((ring.readSeq() - this.complianceSeqAfter[slot]!) | 0) < 0) return true;
     this.compliancePending[slot] = 0;
     return this.state.insideCompliance(slot);
   }
@@ -117,17 +129,35 @@ export class AdmissionSink implements PingSink {
   private readonly admissions: readonly LaneAdmission[];
   private readonly scheduler: RingPublisher;
   private readonly predicates: StorePredicates;
+  /** The COMPLIANCE path and its ring's admission, or null (off). */
+  private readonly paths: CompliancePaths | null;
+  private readonly complianceAdmission: LaneAdmission | null;
+  /** Every admission (the shards', then the COMPLIANCE ring's): each one's queue-delay controller looks per chunk. */
+  private readonly everyAdmission: readonly LaneAdmission[];
 
-  constructor(admissions: readonly LaneAdmission[], scheduler: RingPublisher, predicates: StorePredicates) {
+  /**
+   * `admissions`: one per shard ring of this thread; `paths` and `complianceAdmission` (over `paths.ring`): the
+   * COMPLIANCE path, or null for none.
+   */
+  constructor(
+    admissions: readonly LaneAdmission[],
+    scheduler: RingPublisher,
+    predicates: StorePredicates,
+    paths: CompliancePaths | null = null,
+    complianceAdmission: LaneAdmission | null = null,
+  ) {
     this.admissions = admissions;
     this.scheduler = scheduler;
     this.predicates = predicates;
+    this.paths = paths;
+    this.complianceAdmission = complianceAdmission;
+    this.everyAdmission = complianceAdmission === null ? admissions : [...admissions, complianceAdmission];
   }
 
   /** Reads the clock for the pings of the next chunk (or pushed point), and lets each ring's queue-delay controller look. */
   tick(): void {
     this.clockNs[0] = nowNs();
-    const admissions = this.admissions;
+    const admissions = this.everyAdmission;
     // The containment workers have run out of records when every ring is empty (published, not consumed).
     let idle = true;
     for (let s = 0; s < admissions.length && idle; s++) {
@@ -139,7 +169,9 @@ export class AdmissionSink implements PingSink {
 
   offer(fields: PingFields): void {
     const shard = fields.shard;
-    const admission = this.admissions[shard]!;
+    const paths = this.paths;
+    const onOwnRing = paths !== null && paths.choose(fields.slot, fields.lane) === PATH_COMPLIANCE;
+    const admission = onOwnRing ? this.complianceAdmission! : this.admissions[shard]!;
     const values = fields.values;
     values[PF_ADMIT_TIME_NS_F64] = this.clockNs[0]!;
     const slot = this.pausable
@@ -150,7 +182,9 @@ export class AdmissionSink implements PingSink {
     const ring = admission.ring;
     writeTelemetryRecord(ring, slot, fields);
     if (fields.lane === LANE_COMPLIANCE) this.predicates.noteCompliance(fields.slot, ring);
-    this.scheduler.noteClaimed(shard, ring);
+    if (paths !== null) paths.noteClaimed(fields.slot, ring);
+    if (onOwnRing) this.scheduler.noteComplianceClaimed(ring);
+    else this.scheduler.noteClaimed(shard, ring);
   }
 }
 

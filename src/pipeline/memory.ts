@@ -18,6 +18,8 @@ import {
   PST_REGION_F64,
   RingKind,
   sourcePartitionRegionF64,
+  TMARK_NONE,
+  TMARK_STRIDE_I32,
   TRIGGER_STRIDE_BYTES,
   watchdogRegionBytes,
   WDG_HELD_RING_I32,
@@ -52,8 +54,17 @@ export interface PipelineMemory {
    */
   readonly telemetryRings: readonly SharedArrayBuffer[];
   /**
+   * COMPLIANCE rings (ingest thread -> the COMPLIANCE group's containment task): one per ingest thread when the
+   * COMPLIANCE path is on (`complianceWorker`, with one ingest thread), else none. A task names ingest thread k's as
+   * `complianceRingIndex(k, ...)`.
+   */
+  readonly complianceRings: readonly SharedArrayBuffer[];
+  /** Per device slot: where its newest trigger was written (TMARK_* cells; see the TRIGGER MARKS region). */
+  readonly triggerMarks: SharedArrayBuffer;
+  /**
    * Trigger rings: one per shard (containment pool -> dispatcher), then the control ring at index `shards` (main
-   * thread -> dispatcher, for reload EXITs).
+   * thread -> dispatcher, for reload EXITs), then, with the COMPLIANCE path on, the COMPLIANCE group's ring at
+   * `complianceTriggerRingIndex(shards)`.
    */
   readonly triggerRings: readonly SharedArrayBuffer[];
   /**
@@ -66,15 +77,21 @@ export interface PipelineMemory {
   readonly inputConnections: readonly SharedArrayBuffer[];
   /** Ingest control cells (ICTL_*): the doorbell of ingest thread 0. */
   readonly ingestControl: SharedArrayBuffer;
-  /** Admission counter blocks (ADM_*), one per telemetry ring (same order). */
+  /** Admission counter blocks (ADM_*), one per telemetry ring (same order), then one per COMPLIANCE ring. */
   readonly admissionCounters: SharedArrayBuffer;
-  /** Containment counter blocks (CNT_*): one per shard, then the control block at index `shards` (reloads). */
+  /**
+   * Containment counter blocks (CNT_*): one per shard, the control block at index `shards` (reloads), then the
+   * COMPLIANCE group's (`complianceCounterBlock`).
+   */
   readonly containmentCounters: SharedArrayBuffer;
   /** Per-device containment state. */
   readonly deviceState: DeviceStateDescriptor;
   /** Dispatcher metric cells (DS_* blocks, then the DISP_* block). */
   readonly dispatchMetrics: SharedArrayBuffer;
-  /** Containment watchdog cells (WDG_*, one block per shard): task heartbeats, held batches, stalled flags. */
+  /**
+   * Containment watchdog cells (WDG_*, one block per shard, then the COMPLIANCE group's): task heartbeats, held
+   * batches, stalled flags.
+   */
   readonly watchdog: SharedArrayBuffer;
   /** Per-thread runtime reports (RT_*, thread-runtime.ts). */
   readonly threadRuntime: SharedArrayBuffer;
@@ -110,6 +127,8 @@ export interface PipelineMemorySpec {
   downstreams: number;
   /** Containment pool workers (sizes the thread runtime region; default 1). */
   poolSize?: number;
+  /** A COMPLIANCE ring and a containment worker for it, with one ingest thread (default false; compliance-path.ts). */
+  complianceWorker?: boolean;
   /** Partitions of the partitioned telemetry source (default 0: none). */
   sourcePartitionCount?: number;
   /** The lease gate of a router whose partitions are leased (default: a gate of its own, always open). */
@@ -130,6 +149,7 @@ export function pipelineMemorySpecOf(o: RouterOptions): PipelineMemorySpec {
     fenceEntriesPerDevice: o.fenceEntriesPerDevice,
     downstreams: o.downstreams.length,
     poolSize: o.poolSize,
+    complianceWorker: o.complianceWorker,
     sourcePartitionCount: o.jetstreamSource?.partitionCount ?? 0,
   };
 }
@@ -173,6 +193,23 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
       kind: RingKind.TRIGGER,
     }),
   );
+  const complianceRings: SharedArrayBuffer[] = [];
+  // One ingest thread only: a device's path is that thread's to choose (with several, its pings may reach two).
+  if (spec.complianceWorker === true && ingestThreads === 1) {
+    for (let k = 0; k < ingestThreads; k++) {
+      complianceRings.push(allocateTelemetryRing(spec.ringCapacitySlots, spec.reservedFraction));
+    }
+    triggerRings.push(
+      allocateRingRegion({
+        capacitySlots: spec.ringCapacitySlots,
+        strideBytes: TRIGGER_STRIDE_BYTES,
+        kind: RingKind.TRIGGER,
+      }),
+    );
+  }
+  const triggerMarks = new SharedArrayBuffer(spec.maxDevices * TMARK_STRIDE_I32 * 4);
+  new Int32Array(triggerMarks).fill(TMARK_NONE);
+  const extraWorkers = complianceRings.length > 0 ? 1 : 0;
   return {
     shards: spec.shards,
     ingestThreads,
@@ -184,15 +221,17 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     stats: allocateCounterRegion(1, PST_REGION_F64),
     idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot),
     telemetryRings,
+    complianceRings,
+    triggerMarks,
     triggerRings,
-    admissionCounters: allocateAdmissionCounters(ingestThreads * spec.shards),
-    containmentCounters: allocateCounterRegion(spec.shards + 1, CNT_BLOCK_F64),
+    admissionCounters: allocateAdmissionCounters(ingestThreads * spec.shards + complianceRings.length),
+    containmentCounters: allocateCounterRegion(spec.shards + 2, CNT_BLOCK_F64),
     deviceState: allocateDeviceState(spec.maxDevices, spec.maxFencesPerDevice, {
       entriesPerDevice: spec.fenceEntriesPerDevice ?? 32,
     }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
-    watchdog: allocateWatchdogRegion(spec.shards),
-    threadRuntime: allocateThreadRuntimeRegion(spec.poolSize ?? 1, ingestThreads),
+    watchdog: allocateWatchdogRegion(spec.shards + 1),
+    threadRuntime: allocateThreadRuntimeRegion((spec.poolSize ?? 1) + extraWorkers, ingestThreads),
     sourcePartitions: new SharedArrayBuffer(sourcePartitionRegionF64(spec.sourcePartitionCount ?? 0) * 8),
     sourcePartitionCount: spec.sourcePartitionCount ?? 0,
     leaseGate: spec.leaseGate ?? new SharedArrayBuffer(LEASE_GATE_F64 * 8),

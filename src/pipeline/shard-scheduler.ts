@@ -77,7 +77,16 @@ export interface WatchdogSettings {
   stallMs: number;
   /** The shards' trigger rings (read only: their fill tells backpressure from a hang). */
   triggerRings: readonly SpscRing[];
+  /** The COMPLIANCE group's trigger ring (read only), or null (no COMPLIANCE path). */
+  complianceTriggerRing: SpscRing | null;
 }
+
+/** How long the COMPLIANCE group's task waits for records before it answers, ms: it is idle most of the time. */
+const COMPLIANCE_LINGER_MS = TASK_MAX_MS;
+/** Each wait of the COMPLIANCE group's lingering task, ms (a publish wakes it at once; pause and drain within it). */
+const COMPLIANCE_PARK_STEP_MS = 2;
+/** Each wait of a shard group's lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
+const SHARD_PARK_STEP_MS = 0.25;
 
 /** How containment batches are sized: a count that caps them and a time they are sized to. */
 export interface BatchSettings {
@@ -98,6 +107,14 @@ export class ShardScheduler {
   readonly rings: readonly SpscRing[];
   /** Every telemetry ring, one per (ingest thread, shard), in `telemetryRingIndex` order (consumer side). */
   readonly allRings: readonly SpscRing[];
+  /** Every ring a task may name: `allRings`, then the COMPLIANCE rings (`complianceRingIndex` order). */
+  private readonly taskRings: readonly SpscRing[];
+  /** The COMPLIANCE group (index `groups`, its task on a pool worker of its own), or -1 without a COMPLIANCE path. */
+  readonly complianceGroup: number;
+  /** Shard groups and the COMPLIANCE group. */
+  private readonly groupCount: number;
+  /** Per group: its first WDG_* cell (group g's block is g; the COMPLIANCE group's is `shards`). */
+  private readonly wdBase: Int32Array;
   private readonly stats: Float64Array;
   /** Shard groups (one task in flight per group at most). */
   readonly groups: number;
@@ -143,6 +160,7 @@ export class ShardScheduler {
    * @param rings every telemetry ring (`ingestThreads * shards`, in `telemetryRingIndex` order); this thread produces
    *   into the first `shards` of them
    * @param shards the router's shards
+   * @param complianceRings every ingest thread's COMPLIANCE ring (this thread produces into the first), or none
    */
   constructor(
     pool: Piscina<ContainmentTask, number>,
@@ -154,6 +172,7 @@ export class ShardScheduler {
     fences: FenceStoreDescriptor,
     onError: (message: string) => void,
     watchdog: WatchdogSettings | null = null,
+    complianceRings: readonly SpscRing[] = [],
   ) {
     this.pool = pool;
     if (!(Number.isInteger(shards) && shards >= 1 && rings.length >= shards && rings.length % shards === 0)) {
@@ -170,24 +189,35 @@ export class ShardScheduler {
     if (!(Number.isInteger(groups) && groups >= 1))
       throw new RangeError(`groups must be an integer >= 1, got ${groups}`);
     this.groups = Math.min(groups, shards);
-    this.groupShards = Array.from({ length: this.groups }, () => []);
+    this.complianceGroup = complianceRings.length > 0 ? this.groups : -1;
+    this.groupCount = this.groups + (complianceRings.length > 0 ? 1 : 0);
+    this.taskRings = complianceRings.length > 0 ? [...rings, ...complianceRings] : rings;
+    this.groupShards = Array.from({ length: this.groupCount }, () => []);
     for (let s = 0; s < shards; s++) this.groupShards[s % this.groups]!.push(s);
-    this.groupRings = Array.from({ length: this.groups }, () => []);
+    this.groupRings = Array.from({ length: this.groupCount }, () => []);
     for (let r = 0; r < rings.length; r++) this.groupRings[(r % shards) % this.groups]!.push(r);
-    this.inFlight = new Uint8Array(this.groups);
-    this.sendStore = new Uint8Array(this.groups);
-    this.submittedCount = new Int32Array(rings.length);
-    this.submittedFrom = new Int32Array(rings.length);
+    for (let k = 0; k < complianceRings.length; k++) this.groupRings[this.complianceGroup]!.push(rings.length + k);
+    this.wdBase = new Int32Array(this.groupCount);
+    for (let g = 0; g < this.groupCount; g++) this.wdBase[g] = (g < this.groups ? g : shards) * WDG_STRIDE_I32;
+    this.inFlight = new Uint8Array(this.groupCount);
+    this.sendStore = new Uint8Array(this.groupCount);
+    this.submittedCount = new Int32Array(this.taskRings.length);
+    this.submittedFrom = new Int32Array(this.taskRings.length);
     this.dirty = new Uint8Array(shards);
     this.dirtyList = new Int32Array(shards);
     this.wd = watchdog;
-    this.controllers = new Array<AbortController | null>(this.groups).fill(null);
-    this.seenProgress = new Int32Array(this.groups);
-    this.movedAtMs = new Float64Array(this.groups);
-    this.aborting = new Uint8Array(this.groups);
-    this.stalled = new Uint8Array(this.groups);
-    this.stalledProgress = new Int32Array(this.groups);
-    this.exited = new Array<Promise<void> | null>(this.groups).fill(null);
+    this.controllers = new Array<AbortController | null>(this.groupCount).fill(null);
+    this.seenProgress = new Int32Array(this.groupCount);
+    this.movedAtMs = new Float64Array(this.groupCount);
+    this.aborting = new Uint8Array(this.groupCount);
+    this.stalled = new Uint8Array(this.groupCount);
+    this.stalledProgress = new Int32Array(this.groupCount);
+    this.exited = new Array<Promise<void> | null>(this.groupCount).fill(null);
+  }
+
+  /** How a log line names a group: its shards, or the COMPLIANCE ring. */
+  private groupLabel(group: number): string {
+    return group === this.complianceGroup ? 'the COMPLIANCE ring' : `shards ${this.groupShards[group]!.join(',')}`;
   }
 
   /**
@@ -208,8 +238,8 @@ export class ShardScheduler {
     // too, so time without progress before now proves nothing. Start every group's clock again.
     const late = this.lastCheckMs > 0 && nowMs - this.lastCheckMs > WATCHDOG_LATE_MS;
     this.lastCheckMs = nowMs;
-    for (let g = 0; g < this.groups; g++) {
-      const progress = Atomics.load(cells, g * WDG_STRIDE_I32 + WDG_PROGRESS_I32);
+    for (let g = 0; g < this.groupCount; g++) {
+      const progress = Atomics.load(cells, this.wdBase[g]! + WDG_PROGRESS_I32);
       const waiting = this.waitingIn(g);
       if (
         this.stalled[g] !== 0 &&
@@ -237,11 +267,15 @@ export class ShardScheduler {
 
   private waitingIn(group: number): number {
     let n = 0;
-    for (const r of this.groupRings[group]!) n += this.allRings[r]!.available();
+    for (const r of this.groupRings[group]!) n += this.taskRings[r]!.available();
     return n;
   }
 
   private backpressured(group: number): boolean {
+    if (group === this.complianceGroup) {
+      const ring = this.wd!.complianceTriggerRing;
+      return ring !== null && ring.fill() >= WATCHDOG_BACKPRESSURE_FILL;
+    }
     const trig = this.wd!.triggerRings;
     for (const s of this.groupShards[group]!) if (trig[s]!.fill() >= WATCHDOG_BACKPRESSURE_FILL) return true;
     return false;
@@ -252,6 +286,7 @@ export class ShardScheduler {
     this.stalled[group] = on;
     this.stats[PST_STALLED_GROUPS_F64]! += on === 1 ? 1 : -1;
     const cells = this.wd!.cells;
+    if (group === this.complianceGroup) Atomics.store(cells, this.wdBase[group]! + WDG_STALLED_I32, on);
     for (const s of this.groupShards[group]!) Atomics.store(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32, on);
   }
 
@@ -259,7 +294,7 @@ export class ShardScheduler {
     const controller = this.controllers[group];
     if (controller === null || controller === undefined) return;
     const cells = this.wd!.cells;
-    const tid = Atomics.load(cells, group * WDG_STRIDE_I32 + WDG_THREAD_ID_I32);
+    const tid = Atomics.load(cells, this.wdBase[group]! + WDG_THREAD_ID_I32);
     if (tid === 0) {
       // The task has not started on a worker yet (a replacement worker still loading): not a containment hang.
       this.movedAtMs[group] = nowMs;
@@ -274,7 +309,7 @@ export class ShardScheduler {
     this.setStalled(group, 1);
     this.stats[PST_TASKS_ABORTED_F64]!++;
     this.onError(
-      `containment watchdog: the task for shards ${this.groupShards[group]!.join(',')} made no progress for ${Math.round(stuckMs)} ms ` +
+      `containment watchdog: the task for ${this.groupLabel(group)} made no progress for ${Math.round(stuckMs)} ms ` +
         `with ${this.waitingIn(group)} records waiting; aborting it (its worker is replaced, the batch it held is dropped)`,
     );
     controller.abort(new Error(`containment task made no progress for ${Math.round(stuckMs)} ms`));
@@ -301,6 +336,12 @@ export class ShardScheduler {
       ring.publish();
       this.trySubmit(shard);
     }
+  }
+
+  /** A record claimed in this thread's COMPLIANCE ring: published and its group submitted at once (its task waits). */
+  noteComplianceClaimed(ring: SpscRing): void {
+    ring.publish();
+    this.trySubmitGroup(this.complianceGroup);
   }
 
   /** Start of a read chunk: nothing to note (the expiry sweep runs on this thread, between chunks). */
@@ -337,7 +378,7 @@ export class ShardScheduler {
     this.sendStore.fill(1);
     this.paused = false;
     Atomics.store(this.control, 0, this.draining ? CONTROL_RETURN_WHEN_EMPTY : CONTROL_RUN);
-    for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
+    for (let g = 0; g < this.groupCount; g++) this.trySubmitGroup(g);
   }
 
   /** Tasks answer once their shards are empty instead of lingering (drain: nothing more is coming). */
@@ -356,13 +397,13 @@ export class ShardScheduler {
   isEmpty(): boolean {
     if (this.inFlightCount > 0 || this.dirtyCount > 0) return false;
     for (const r of this.rings) if (r.pendingCount() > 0) return false;
-    for (const r of this.allRings) if (r.available() > 0) return false;
+    for (const r of this.taskRings) if (r.available() > 0) return false;
     return true;
   }
 
   /** Submits every idle group that has published records in any of its rings (another ingest thread wrote them). */
   submitWaiting(): void {
-    for (let g = 0; g < this.groups; g++) this.trySubmitGroup(g);
+    for (let g = 0; g < this.groupCount; g++) this.trySubmitGroup(g);
   }
 
   /** Submits a task for `shard`'s group when one of its shards has published records, it is not in flight and submitting is not paused. */
@@ -373,23 +414,25 @@ export class ShardScheduler {
   private trySubmitGroup(group: number): void {
     if (this.paused || this.inFlight[group] !== 0) return;
     const rings = this.groupRings[group]!;
-    const shards = this.groupShards[group]!;
     if (this.waitingIn(group) === 0) return;
     const fromSeqs = new Array<number>(rings.length);
     for (let i = 0; i < rings.length; i++) {
       const r = rings[i]!;
-      const ring = this.allRings[r]!;
+      const ring = this.taskRings[r]!;
       fromSeqs[i] = ring.readSeq();
       this.submittedFrom[r] = fromSeqs[i]!;
       this.submittedCount[r] = ring.available();
     }
+    const compliance = group === this.complianceGroup;
     const task: ContainmentTask = {
       rings,
       fromSeqs,
+      compliance,
       batchRecords: this.batchSize,
       batchBudgetNs: this.batchBudgetUs * 1e3,
       maxTaskMs: TASK_MAX_MS,
-      lingerMs: TASK_LINGER_MS,
+      lingerMs: compliance ? COMPLIANCE_LINGER_MS : TASK_LINGER_MS,
+      parkStepMs: compliance ? COMPLIANCE_PARK_STEP_MS : SHARD_PARK_STEP_MS,
       generation: this.generation,
       control: this.control.buffer as SharedArrayBuffer,
       fences: this.sendStore[group] !== 0 ? this.fences : null,
@@ -400,8 +443,8 @@ export class ShardScheduler {
     this.stats[PST_TASKS_SUBMITTED_F64]!++;
     if (this.wd !== null) {
       // The task stores its worker's threadId when it starts; 0 until then (see abortHung).
-      this.wd.cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
-      Atomics.store(this.wd.cells, group * WDG_STRIDE_I32 + WDG_THREAD_ID_I32, 0);
+      this.wd.cells[this.wdBase[group]! + WDG_HELD_RING_I32] = -1;
+      Atomics.store(this.wd.cells, this.wdBase[group]! + WDG_THREAD_ID_I32, 0);
     }
     const controller = this.wd !== null ? new AbortController() : null;
     this.controllers[group] = controller;
@@ -419,7 +462,7 @@ export class ShardScheduler {
           return;
         }
         this.onError(
-          `containment task for shards ${shards.join(',')} failed: ${err instanceof Error ? err.message : String(err)}`,
+          `containment task for ${this.groupLabel(group)} failed: ${err instanceof Error ? err.message : String(err)}`,
         );
         this.complete(group, 0, true);
       },
@@ -437,19 +480,20 @@ export class ShardScheduler {
       // The worker is gone or done (the pool's answer, or its exit, orders us after it): take the consumer role.
       let lost = 0;
       const cells = this.wd !== null ? this.wd.cells : null;
-      const heldRing = cells !== null ? cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32]! : -1;
+      const wb = this.wdBase[group]!;
+      const heldRing = cells !== null ? cells[wb + WDG_HELD_RING_I32]! : -1;
       if (cells !== null && heldRing >= 0) {
         // The task died inside a batch: drop that batch only (it may hold the ping that hangs or throws, and some of
         // its pings may have updated device state already, so running them again could repeat a CROSS). Every other
         // record stays for the resubmitted task.
-        lost = cells[group * WDG_STRIDE_I32 + WDG_HELD_COUNT_I32]!;
-        this.allRings[heldRing]!.release(lost);
-        cells[group * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
+        lost = cells[wb + WDG_HELD_COUNT_I32]!;
+        this.taskRings[heldRing]!.release(lost);
+        cells[wb + WDG_HELD_RING_I32] = -1;
       } else {
         // Failed outside a batch (at its start, or between batches): drop, per shard, what is left of the records that
         // were there when it was submitted, so a task that fails at its start cannot fail for ever.
         for (const r of this.groupRings[group]!) {
-          const ring = this.allRings[r]!;
+          const ring = this.taskRings[r]!;
           const left = (this.submittedFrom[r]! + this.submittedCount[r]! - ring.readSeq()) | 0;
           if (left > 0) {
             ring.release(left);
@@ -462,7 +506,7 @@ export class ShardScheduler {
       this.stats[PST_LOST_PINGS_F64]! += lost;
       if (lost > 0) {
         this.onError(
-          `containment task for shards ${this.groupShards[group]!.join(',')}: ${lost} pings dropped unprocessed (reason: ${this.aborting[group] !== 0 ? 'hung' : 'failed'})`,
+          `containment task for ${this.groupLabel(group)}: ${lost} pings dropped unprocessed (reason: ${this.aborting[group] !== 0 ? 'hung' : 'failed'})`,
         );
       }
     } else {

@@ -290,6 +290,8 @@ export interface StatsViews {
   dispatch: Float64Array;
   stats: Float64Array;
   shards: number;
+  /** Ingest threads (default 1): the admission blocks after `ingestThreads * shards` are their COMPLIANCE rings'. */
+  ingestThreads?: number;
   downstreamNames: readonly string[];
 }
 
@@ -297,13 +299,18 @@ function perLane(read: (lane: number) => number): PerLane {
   return { idle: read(0), transition: read(1), compliance: read(2) };
 }
 
-/** Pings admitted into each ingest thread's rings (blocks in telemetryRingIndex order: producer-major). */
+/**
+ * Pings admitted into each ingest thread's rings (blocks in telemetryRingIndex order: producer-major, then one per
+ * COMPLIANCE ring in producer order).
+ */
 function admittedByProducer(v: StatsViews): number[] {
   const blocks = Math.floor(v.admission.length / ADM_BLOCK_F64);
-  const out = new Array<number>(Math.max(1, Math.floor(blocks / v.shards))).fill(0);
+  const threads = v.ingestThreads ?? 1;
+  const shardBlocks = threads * v.shards;
+  const out = new Array<number>(threads).fill(0);
   for (let b = 0; b < blocks; b++) {
-    for (let l = 0; l < LANE_COUNT; l++)
-      out[Math.floor(b / v.shards)]! += v.admission[b * ADM_BLOCK_F64 + ADM_ADMITTED_F64 + l]!;
+    const producer = b < shardBlocks ? Math.floor(b / v.shards) : b - shardBlocks;
+    for (let l = 0; l < LANE_COUNT; l++) out[producer]! += v.admission[b * ADM_BLOCK_F64 + ADM_ADMITTED_F64 + l]!;
   }
   return out;
 }
@@ -319,7 +326,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
   };
   const cntSum = (cell: number): number => {
     let s = 0;
-    for (let b = 0; b <= v.shards; b++) s += v.containment[b * CNT_BLOCK_F64 + cell]!;
+    // Every block: the shards', the control block, the COMPLIANCE group's.
+    for (let b = 0; b * CNT_BLOCK_F64 < v.containment.length; b++) s += v.containment[b * CNT_BLOCK_F64 + cell]!;
     return s;
   };
   const rejected: Record<string, number> = {};

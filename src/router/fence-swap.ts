@@ -24,7 +24,7 @@ export interface SwapParts {
   dispatcher: ThreadHandle;
   /** The ingest thread (it owns the containment pool). */
   ingest: ThreadHandle;
-  /** The shards' trigger rings (pool -> dispatcher). */
+  /** Containment's trigger rings (pool -> dispatcher): the shards', and the COMPLIANCE group's. */
   shardTriggerRings: readonly SpscRing[];
   /** The control trigger ring (this thread -> dispatcher): the reload's EXITs. */
   controlRing: SpscRing;

@@ -96,7 +96,10 @@ export class PipelineRouter implements Router {
   private readonly pipeline: PipelineRegion;
   private readonly state: DeviceState;
   private readonly controlRing: SpscRing;
+  /** Containment's trigger rings: one per shard, and the COMPLIANCE group's when there is one. */
   private readonly shardTriggerRings: SpscRing[];
+  /** Every trigger ring in the dispatcher's order (memory.triggerRings). */
+  private readonly everyTriggerRing: SpscRing[];
   private readonly containment: Float64Array;
   private readonly statsCells: Float64Array;
   private readonly views: Parameters<typeof readRouterStats>[0];
@@ -206,8 +209,10 @@ export class PipelineRouter implements Router {
     });
     this.state = DeviceState.open(m.deviceState);
     this.queries = new StateQueries(this.state, new DeviceIdReader(m.idTable), () => this.store);
-    this.shardTriggerRings = m.triggerRings.slice(0, m.shards).map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
-    this.controlRing = SpscRing.wrap(m.triggerRings[m.shards]!, RingKind.TRIGGER);
+    this.everyTriggerRing = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
+    // Containment's trigger rings: the shards', and the COMPLIANCE group's after the control ring.
+    this.shardTriggerRings = this.everyTriggerRing.filter((_, i) => i !== m.shards);
+    this.controlRing = this.everyTriggerRing[m.shards]!;
     this.containment = new Float64Array(m.containmentCounters);
     this.statsCells = new Float64Array(m.stats);
     this.views = {
@@ -217,6 +222,7 @@ export class PipelineRouter implements Router {
       dispatch: new Float64Array(m.dispatchMetrics),
       stats: this.statsCells,
       shards: m.shards,
+      ingestThreads: m.ingestThreads,
       downstreamNames: options.downstreams.map((d) => d.name),
     };
     this.metrics = new RouterMetrics({
@@ -225,6 +231,7 @@ export class PipelineRouter implements Router {
       telemetryRings: [...m.telemetryRings],
       shards: m.shards,
       triggerRings: [...m.triggerRings],
+      complianceRings: [...m.complianceRings],
       containmentCounters: m.containmentCounters,
       dispatchMetrics: m.dispatchMetrics,
       downstreamNames: options.downstreams.map((d) => d.name),
@@ -407,14 +414,14 @@ export class PipelineRouter implements Router {
           s.lost === 0 &&
           s.carriedOver === 0 &&
           s.inFlight === 0 &&
-          [...this.shardTriggerRings, this.controlRing].every((r) => r.depth() === 0);
+          this.everyTriggerRing.every((r) => r.depth() === 0);
       } else if (this.dispatcherThread !== null) {
-        const ringWriteSeqs = [...this.shardTriggerRings, this.controlRing].map((r) => r.writeSeq());
+        const ringWriteSeqs = this.everyTriggerRing.map((r) => r.writeSeq());
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
             boundaryNs: copiedNs,
-            // Every trigger ring in the dispatcher's order: the shards', then the control ring.
+            // Every trigger ring in the dispatcher's order: the shards', the control ring, the COMPLIANCE group's.
             ringWriteSeqs,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
@@ -476,7 +483,8 @@ export class PipelineRouter implements Router {
   /** Untracked fence pings since the start (all shards and the reload block). */
   untrackedPings(): number {
     let n = 0;
-    for (let b = 0; b <= this.memory.shards; b++) n += this.containment[b * CNT_BLOCK_F64 + CNT_FENCE_OVERFLOW_F64]!;
+    for (let b = 0; b * CNT_BLOCK_F64 < this.containment.length; b++)
+      n += this.containment[b * CNT_BLOCK_F64 + CNT_FENCE_OVERFLOW_F64]!;
     return n;
   }
 
@@ -715,6 +723,10 @@ export class PipelineRouter implements Router {
     let stalled = '';
     for (let s = 0; s < this.memory.shards; s++) {
       if (Atomics.load(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) stalled += stalled === '' ? `${s}` : `,${s}`;
+    }
+    // The COMPLIANCE group's block follows the shards'.
+    if (Atomics.load(cells, this.memory.shards * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) {
+      stalled += stalled === '' ? 'COMPLIANCE' : ',COMPLIANCE';
     }
     if (stalled === '') return { ready: true };
     return {

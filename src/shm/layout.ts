@@ -141,6 +141,48 @@ export function telemetryRingIndex(producer: number, shard: number, shards: numb
   return producer * shards + shard;
 }
 
+/**
+ * Index, among every telemetry ring a containment task can name, of ingest thread `producer`'s COMPLIANCE ring: after
+ * the `ingestThreads * shards` shard rings. A COMPLIANCE ring holds the pings of devices on the COMPLIANCE path (see
+ * the TRIGGER MARKS region): any shard's, consumed by the COMPLIANCE group's task alone, whose triggers go to the
+ * COMPLIANCE trigger ring.
+ */
+export function complianceRingIndex(producer: number, shards: number, ingestThreads: number): number {
+  return ingestThreads * shards + producer;
+}
+
+/** Index of the COMPLIANCE trigger ring among memory.triggerRings: after the shards' rings and the control ring. */
+export function complianceTriggerRingIndex(shards: number): number {
+  return shards + 1;
+}
+
+/**
+ * Containment counter block of the COMPLIANCE group's task (after the shards' blocks and the control block); its
+ * watchdog block is `shards` (after the shards' blocks).
+ */
+export function complianceCounterBlock(shards: number): number {
+  return shards + 1;
+}
+
+/**
+ * The TRIGGER MARKS region (Int32 cells, TMARK_STRIDE_I32 per device slot): where the device's newest trigger was
+ * written, so that an ingest thread can tell when the dispatcher has taken every trigger of a device. A device's pings
+ * travel on one path at a time, its shard ring or its ingest thread's COMPLIANCE ring; an ingest thread moves it to
+ * the other path only once its last ping there has been released by containment and its last trigger taken by the
+ * dispatcher (its ring's read sequence at or past TMARK_END_I32), so neither two containment workers nor two trigger
+ * rings ever hold the device's records at once, and its triggers reach the dispatcher in seq order. Written by the
+ * containment worker that holds the device's records (after writing its trigger, before releasing the ping); read,
+ * and reset to TMARK_NONE once taken, by the ingest thread that routes the device's next ping.
+ */
+/** Trigger ring (index among memory.triggerRings) of the device's newest trigger, or TMARK_NONE. */
+export const TMARK_RING_I32 = 0;
+/** That ring's write sequence just after the trigger (taken once the ring's read sequence is at or past it). */
+export const TMARK_END_I32 = 1;
+/** Int32 cells per device slot. */
+export const TMARK_STRIDE_I32 = 2;
+/** TMARK_RING_I32 of a device with no trigger the dispatcher may not have taken. */
+export const TMARK_NONE = -1;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Telemetry record: one decoded ping. Stride 64 bytes = 8 Float64 cells = 16 Int32 cells.
 // ---------------------------------------------------------------------------------------------------------------

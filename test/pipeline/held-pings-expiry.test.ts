@@ -8,18 +8,17 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Piscina } from 'piscina';
 import { resolveRouterOptions } from '../../src/config/options.js';
 import { parseFences } from '../../src/fences/parse.js';
 import { buildFenceStore } from '../../src/fences/store.js';
 import { encodePingInto, MAX_PING_BYTES } from '../../src/ingest/ping-encoder.js';
-import type { ContainmentTask } from '../../src/pipeline/containment-task.js';
 import { DeviceExpiry } from '../../src/pipeline/device-expiry.js';
 import { buildIngestPath, buildPeerPath } from '../../src/pipeline/ingest-path.js';
 import { allocatePipelineMemory, pipelineMemorySpecOf } from '../../src/pipeline/memory.js';
 import { ingestThreadData } from '../../src/router/thread-data.js';
 import { DEVID_HEADER_BYTES, DEVID_TICK_I32, ICTL_BUSY_SINCE_TICK_I32 } from '../../src/shm/layout.js';
 import { collection, square } from '../fences/helpers.js';
+import { containmentPool } from './support.js';
 
 async function rig(): Promise<{
   expiry: DeviceExpiry;
@@ -33,12 +32,7 @@ async function rig(): Promise<{
   const m = allocatePipelineMemory(pipelineMemorySpecOf(o));
   const descriptor = buildFenceStore(parseFences(collection(square('a', 0, 0, 100))), 1);
   const d = ingestThreadData(o, m, descriptor);
-  const pool = new Piscina<ContainmentTask, number>({
-    filename: new URL('../../src/pipeline/containment-thread.js', import.meta.url).href,
-    minThreads: 1,
-    maxThreads: 1,
-    workerData: { memory: m, fences: descriptor, engine: {} },
-  });
+  const pool = containmentPool(m, descriptor);
   const quiet = (): void => undefined;
   const path = buildIngestPath(m, d, pool, { error: quiet, warn: quiet }, false);
   await path.scheduler.pause();

@@ -2,7 +2,11 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { pack } from 'msgpackr';
+import { Piscina } from 'piscina';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import type { FenceStoreDescriptor } from '../../src/fences/store.js';
+import type { ContainmentTask } from '../../src/pipeline/containment-task.js';
+import type { PipelineMemory } from '../../src/pipeline/memory.js';
 import { at, square } from '../fences/helpers.js';
 
 export { at, square };
@@ -164,4 +168,17 @@ export async function waitFor(cond: () => boolean, timeoutMs = 10_000, what = 'c
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** A containment pool of one worker over `memory` and `fences`, for tests that build the ingest path themselves. */
+export function containmentPool(
+  memory: PipelineMemory,
+  fences: FenceStoreDescriptor,
+): Piscina<ContainmentTask, number> {
+  return new Piscina<ContainmentTask, number>({
+    filename: new URL('../../src/pipeline/containment-thread.js', import.meta.url).href,
+    minThreads: 1,
+    maxThreads: 1,
+    workerData: { memory, fences, engine: {} },
+  });
 }

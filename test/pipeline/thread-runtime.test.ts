@@ -104,7 +104,15 @@ test('a running router exports heap and loop figures for each of its threads, po
   const heap = new Map<string, number>();
   for (const m of text.matchAll(/^geofence_thread_heap_used_bytes\{thread="([^"]+)"\} (\d+)/gm))
     heap.set(m[1]!, Number(m[2]));
-  assert.deepEqual([...heap.keys()].sort(), ['containment-0', 'containment-1', 'dispatcher', 'ingest', 'main']);
+  // Two pool workers for the shards and one for the COMPLIANCE ring.
+  assert.deepEqual([...heap.keys()].sort(), [
+    'containment-0',
+    'containment-1',
+    'containment-2',
+    'dispatcher',
+    'ingest',
+    'main',
+  ]);
   for (const [thread, bytes] of heap) assert.ok(bytes > 1e6, `${thread}: ${bytes}`);
   for (const name of [
     'geofence_thread_heap_live_bytes',
