@@ -103,7 +103,8 @@ async function measure(encoding: LoadEncoding): Promise<number[]> {
   const quiet = (): void => undefined;
   const path = buildIngestPath(m, d, pool, { error: quiet, warn: quiet }, false);
   void path.scheduler.pause();
-  const rings = path.scheduler.rings;
+  // The shard rings and the COMPLIANCE ring, consumed here as containment would.
+  const rings = path.paths === null ? path.scheduler.rings : [...path.scheduler.rings, path.paths.ring];
   const { chunks, perChunk } = chunksOf(encoding);
   const direct = path.edge.openStream(`bench-${encoding}`);
   let stream = direct;

@@ -41,6 +41,7 @@ import {
   LANES,
   parseMetrics,
   quantileBetween,
+  shardRings,
   sumOf,
   type Series,
 } from './soak/scrape.js';
@@ -354,8 +355,9 @@ async function main(): Promise<void> {
         last = s;
         for (const v of identityViolations(s, downstreams))
           if (violations.length < 50) violations.push(`scrape ${scrapes}: ${v}`);
-        const depth = sumOf(s, 'geofence_ring_depth_slots', { ring: 'telemetry' });
-        const cap = sumOf(s, 'geofence_ring_capacity_slots', { ring: 'telemetry' });
+        // The shard rings' fill (the COMPLIANCE ring's, nearly always empty, apart).
+        const depth = shardRings(s, 'geofence_ring_depth_slots');
+        const cap = shardRings(s, 'geofence_ring_capacity_slots');
         const tS = (Date.now() - scrapeStart) / 1000;
         if (atWarmEnd === null && tS >= warmEndS) {
           atWarmEnd = s;

@@ -18,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRouter, type RouterOptionsInput, type Trigger } from '../../src/index.js';
-import { histogramOf, parseMetrics, sumOf, type Series } from '../soak/scrape.js';
+import { histogramOf, parseMetrics, shardRings, sumOf, type Series } from '../soak/scrape.js';
 import { E2E_BUCKET_COUNT, e2eBucketOf } from './e2e-histogram.js';
 
 /** What the parent asks of one row. */
@@ -152,8 +152,8 @@ async function main(): Promise<void> {
       Object.fromEntries(PING_LANES.map((lane) => [lane, sumOf(s, name, { lane })]));
     samples.push({
       atMs: Date.now(),
-      ringDepth: sumOf(s, 'geofence_ring_depth_slots', { ring: 'telemetry' }),
-      ringCapacity: sumOf(s, 'geofence_ring_capacity_slots', { ring: 'telemetry' }),
+      ringDepth: shardRings(s, 'geofence_ring_depth_slots'),
+      ringCapacity: shardRings(s, 'geofence_ring_capacity_slots'),
       offered: perLane('geofence_pings_offered_total'),
       admitted: perLane('geofence_pings_admitted_total'),
       shed: perLane('geofence_pings_shed_total'),

@@ -30,6 +30,11 @@ export function sumOf(s: Series, name: string, match: Record<string, string> = {
   return total;
 }
 
+/** `name` summed over the shard telemetry rings (`ring="telemetry"`, the COMPLIANCE ring apart). */
+export function shardRings(s: Series, name: string): number {
+  return sumOf(s, name, { ring: 'telemetry' }) - sumOf(s, name, { ring: 'telemetry', shard: 'compliance' });
+}
+
 /** Bucket counts (not cumulative) of histogram `name` for the series matching `match`, in `le` order. */
 export function histogramOf(
   s: Series,

@@ -819,7 +819,7 @@ export const ROUTER_SPEC = group(
     }),
     admission: ADMISSION_SPEC,
     poolSize: int({
-      doc: 'containment worker threads',
+      doc: 'containment worker threads for the shards (with `complianceWorker`, one more for the COMPLIANCE ring)',
       min: 1,
       max: 256,
       default: DEFAULT_POOL_SIZE,

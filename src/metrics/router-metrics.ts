@@ -266,7 +266,8 @@ export class RouterMetrics {
         })),
       );
     }
-    if (sources.containmentCounters !== undefined) this.addContainment(new Float64Array(sources.containmentCounters));
+    if (sources.containmentCounters !== undefined)
+      this.addContainment(new Float64Array(sources.containmentCounters), shards);
     if (sources.dispatchMetrics !== undefined)
       this.addDispatch(new Float64Array(sources.dispatchMetrics), sources.downstreamNames ?? []);
     if (sources.pipelineStats !== undefined) this.addPipelineStats(new Float64Array(sources.pipelineStats));
@@ -539,8 +540,11 @@ export class RouterMetrics {
     }
   }
 
-  /** Registers the containment counters (summed over every block). */
-  private addContainment(f: Float64Array): void {
+  /**
+   * Registers the containment counters (summed over every block; the parked time over the shard groups' blocks only:
+   * the COMPLIANCE ring's worker is idle by design).
+   */
+  private addContainment(f: Float64Array, shards: number): void {
     const blocks = Math.floor(f.length / CNT_BLOCK_F64);
     const sum = (cell: number) => (): number => {
       let s = 0;
@@ -549,10 +553,14 @@ export class RouterMetrics {
     };
     for (const [name, help, cell] of CONTAINMENT_COUNTERS)
       this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
-    const parkedNs = sum(CNT_PARKED_NS_F64);
+    const parkedNs = (): number => {
+      let s = 0;
+      for (let b = 0; b < Math.min(blocks, shards); b++) s += f[b * CNT_BLOCK_F64 + CNT_PARKED_NS_F64]!;
+      return s;
+    };
     this.addSharedCounter(
       MetricNames.CONTAINMENT_PARKED,
-      'Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x the groups, one per pool worker: idle; near 0: working flat out).',
+      "Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x the groups, one per pool worker: idle; near 0: working flat out); the COMPLIANCE ring's worker, idle by design, is not counted.",
       [],
       [{ labels: {}, read: () => parkedNs() / 1e9 }],
     );

@@ -14,7 +14,8 @@
  * ones. So one containment worker at a time touches a device's state, and a trigger ring holds a device's triggers
  * only once the other ring's are offered: the dispatcher sees them in seq order, whatever order it reads rings in.
  *
- * Allocation-free: per-slot typed arrays, one ring read and at most one trigger-ring read per ping that changes path.
+ * Allocation-free: per-slot typed arrays; a ping that asks for the other path reads its ring's consumer position and,
+ * if the device has a trigger marked, that trigger ring's positions.
  */
 import { Lane, TMARK_END_I32, TMARK_NONE, TMARK_RING_I32, TMARK_STRIDE_I32 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -68,10 +69,14 @@ export class CompliancePaths {
     this.pending = new Uint8Array(slots);
   }
 
-  /** The path a ping of `lane` for `slot` takes: the lane's own once the device is settled, else the device's. */
-  choose(slot: number, lane: number): number {
+  /**
+   * The path a ping of `lane` for `slot` takes: the lane's own once the device is settled, else the device's. With
+   * `ringOpen` false (the COMPLIANCE ring at its watermark: its worker is behind) a settled device takes its shard
+   * ring whatever its lane, so a fleet that is mostly inside compliance fences spreads over the shards' workers again.
+   */
+  choose(slot: number, lane: number, ringOpen: boolean): number {
     const current = this.path[slot]!;
-    const wanted = lane === LANE_COMPLIANCE ? PATH_COMPLIANCE : PATH_SHARD;
+    const wanted = lane === LANE_COMPLIANCE && ringOpen ? PATH_COMPLIANCE : PATH_SHARD;
     if (current === wanted || !this.settled(slot)) return current;
     this.path[slot] = wanted;
     this.switches++;
@@ -102,8 +107,12 @@ export class CompliancePaths {
     const m = slot * TMARK_STRIDE_I32;
     const r = this.marks[m + TMARK_RING_I32]!;
     if (r === TMARK_NONE) return true;
-    if (((this.triggerRings[r]!.readSeq() - this.marks[m + TMARK_END_I32]!) | 0) < 0) return false;
-    // Taken. No worker writes this slot's marks before this thread publishes the device's next record.
+    const ring = this.triggerRings[r]!;
+    const end = this.marks[m + TMARK_END_I32]!;
+    // Not taken yet, unless the mark is past what was ever published: the trigger of a batch whose task failed before
+    // publishing (its records are released), which no one will take.
+    if (((ring.readSeq() - end) | 0) < 0 && ((ring.writeSeq() - end) | 0) >= 0) return false;
+    // No worker writes this slot's marks before this thread publishes the device's next record.
     this.marks[m + TMARK_RING_I32] = TMARK_NONE;
     return true;
   }
@@ -119,9 +128,13 @@ export class CompliancePaths {
     return true;
   }
 
-  /** Forgets `slot` (a freed slot taken by a new device): on its shard ring, nothing pending. */
+  /**
+   * Forgets `slot` (a freed slot taken by a new device): on its shard ring, nothing pending, no trigger marked (the
+   * dispatcher frees a slot only after it has taken the old device's last record).
+   */
   forgetSlot(slot: number): void {
     this.path[slot] = PATH_SHARD;
     this.pending[slot] = 0;
+    this.marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32] = TMARK_NONE;
   }
 }

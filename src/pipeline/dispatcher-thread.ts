@@ -23,6 +23,7 @@ import {
   TRG_SEQ_F64,
   TRG_TYPE_I32,
   TRG_TYPE_RETIRE,
+  complianceTriggerRingIndex,
   CTL_DISPATCH_DOORBELL_I32,
   CTL_DISPATCH_SLEEPING_I32,
   DISP_TRIGGERS_OFFERED_F64,
@@ -103,6 +104,15 @@ async function main(): Promise<void> {
   armThreadDrills('dispatcher');
   const pipeline = PipelineRegion.wrap(m.pipeline);
   const rings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
+  // The order a pass reads the rings in: the COMPLIANCE group's first (its triggers reach the sinks at the pass's
+  // pump, not after the shards' backlog is offered). Safe in any order: a device's triggers are in one ring at a time
+  // (see src/pipeline/compliance-path.ts).
+  const scanOrder = rings.map((_, r) => r);
+  if (m.complianceRings.length > 0) {
+    const c = complianceTriggerRingIndex(m.shards);
+    scanOrder.splice(c, 1);
+    scanOrder.unshift(c);
+  }
   const statsCells = new Float64Array(m.stats);
   const namer = new PipelineNamer(m.idTable);
   let currentGeneration = d.fences.generation;
@@ -154,8 +164,8 @@ async function main(): Promise<void> {
     let total = 0;
     blocked = false;
     if (dispatcher !== null) dispatcher.passTime[0] = nowNs();
-    for (let r = 0; r < rings.length; r++) {
-      const ring = rings[r]!;
+    for (let o = 0; o < scanOrder.length; o++) {
+      const ring = rings[scanOrder[o]!]!;
       const n = ring.available();
       if (n === 0) continue;
       let k = 0;

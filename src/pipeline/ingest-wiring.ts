@@ -170,7 +170,9 @@ export class AdmissionSink implements PingSink {
   offer(fields: PingFields): void {
     const shard = fields.shard;
     const paths = this.paths;
-    const onOwnRing = paths !== null && paths.choose(fields.slot, fields.lane) === PATH_COMPLIANCE;
+    const onOwnRing =
+      paths !== null &&
+      paths.choose(fields.slot, fields.lane, this.complianceAdmission!.belowWatermark()) === PATH_COMPLIANCE;
     const admission = onOwnRing ? this.complianceAdmission! : this.admissions[shard]!;
     const values = fields.values;
     values[PF_ADMIT_TIME_NS_F64] = this.clockNs[0]!;

@@ -238,10 +238,10 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
   };
 }
 
-/** Allocates the containment watchdog region: no batch held in any block. */
-function allocateWatchdogRegion(shards: number): SharedArrayBuffer {
-  const sab = new SharedArrayBuffer(watchdogRegionBytes(shards));
+/** Allocates a containment watchdog region of `blocks` blocks: no batch held in any. */
+function allocateWatchdogRegion(blocks: number): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(watchdogRegionBytes(blocks));
   const cells = new Int32Array(sab);
-  for (let s = 0; s < shards; s++) cells[s * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
+  for (let b = 0; b < blocks; b++) cells[b * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
   return sab;
 }

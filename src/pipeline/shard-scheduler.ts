@@ -13,6 +13,11 @@
  * moment its task answers.
  * A task that fails (its worker threw or exited) or that the watchdog aborts as hung (`checkStalls`) costs the group
  * only the batch it held: that batch is dropped and counted lost with its reason, and the group is resubmitted.
+ * With a COMPLIANCE ring (compliance-path.ts) there is one group more, `complianceGroup`, on a pool worker of its own:
+ * its task consumes the COMPLIANCE rings, lingers on them for as long as a task may live (it is idle most of the time,
+ * and a publish wakes it), and is submitted the moment a record is claimed there. A device's records are in the
+ * shard rings or the COMPLIANCE ring, never both at once (the path rule), so per-device order still needs one
+ * consumer per ring only.
  */
 import type { Piscina } from 'piscina';
 import type { FenceStoreDescriptor } from '../fences/store.js';

@@ -480,7 +480,7 @@ export class PipelineRouter implements Router {
     this.progressTimer.unref();
   }
 
-  /** Untracked fence pings since the start (all shards and the reload block). */
+  /** Untracked fence pings since the start (every block: the shards', the reload block, the COMPLIANCE group's). */
   untrackedPings(): number {
     let n = 0;
     for (let b = 0; b * CNT_BLOCK_F64 < this.containment.length; b++)
@@ -574,8 +574,15 @@ export class PipelineRouter implements Router {
       (which) => (which === 'input' ? this.onInputDrained() : this.onStdinDrained()),
     );
     this.ingestThread.death.catch((err: Error) => this.failed(err));
+    // The pool's workers and, with a COMPLIANCE ring, its own.
+    const warmed = o.poolSize + m.complianceRings.length;
+    if (o.complianceWorker && m.complianceRings.length === 0) {
+      this.log(
+        `complianceWorker: off with ${o.ingestThreads} ingest threads (a device's pings may arrive on two of them); COMPLIANCE pings share the shard rings`,
+      );
+    }
     progress?.phase(
-      `starting the dispatcher and ingest threads and warming ${o.poolSize} containment worker${o.poolSize === 1 ? '' : 's'}`,
+      `starting the dispatcher and ingest threads and warming ${warmed} containment worker${warmed === 1 ? '' : 's'}`,
     );
     await Promise.all([this.dispatcherThread.started, this.ingestThread.ready]);
     // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
@@ -725,13 +732,14 @@ export class PipelineRouter implements Router {
       if (Atomics.load(cells, s * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) stalled += stalled === '' ? `${s}` : `,${s}`;
     }
     // The COMPLIANCE group's block follows the shards'.
-    if (Atomics.load(cells, this.memory.shards * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0) {
-      stalled += stalled === '' ? 'COMPLIANCE' : ',COMPLIANCE';
-    }
-    if (stalled === '') return { ready: true };
+    const complianceStalled = Atomics.load(cells, this.memory.shards * WDG_STRIDE_I32 + WDG_STALLED_I32) !== 0;
+    if (stalled === '' && !complianceStalled) return { ready: true };
+    const where = [stalled === '' ? '' : `shards ${stalled}`, complianceStalled ? 'the COMPLIANCE ring' : '']
+      .filter((w) => w !== '')
+      .join(' and ');
     return {
       ready: false,
-      reason: `containment stalled on shards ${stalled} (task aborted by the watchdog, awaiting progress)`,
+      reason: `containment stalled on ${where} (task aborted by the watchdog, awaiting progress)`,
     };
   }
 

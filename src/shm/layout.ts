@@ -1309,17 +1309,21 @@ export const DISP_PUBLISH_VERSION_F64 = 9;
 export const DISP_BLOCK_F64 = 10;
 
 /**
- * The CONTAINMENT WATCHDOG region (Int32 cells): one 64-byte block per shard. Shard g is always in group g (shard s
- * belongs to group s % groups, and groups <= shards), so the cells of group g's running task live in block g; the
- * STALLED cell is per shard. Written by the pool worker running the group's task (progress, held batch, thread id)
- * and by the ingest thread (stalled flags, reset of the held batch at submit); read by the ingest thread's watchdog
- * and by the main thread's /healthz.
+ * The CONTAINMENT WATCHDOG region (Int32 cells): one 64-byte block per shard, then one for the COMPLIANCE group (block
+ * `shards`). Shard g is always in group g (shard s belongs to group s % groups, and groups <= shards), so the cells of
+ * group g's running task live in block g; the STALLED cell is per shard (and the COMPLIANCE group's in its block).
+ * Written by the pool worker running the group's task (progress, held batch, thread id) and by the ingest thread
+ * (stalled flags, reset of the held batch at submit); read by the ingest thread's watchdog and by the main thread's
+ * /healthz.
  */
 /** Int32 cells per shard block (one cache line, so two groups' heartbeats never share a line). */
 export const WDG_STRIDE_I32 = 16;
 /** Batches begun by the group's tasks, wrapping (one Atomics.store per batch): the heartbeat the watchdog reads. */
 export const WDG_PROGRESS_I32 = 0;
-/** Telemetry ring (index as telemetryRingIndex) whose batch the group's task holds (read, not released), or -1 between batches. */
+/**
+ * Ring whose batch the group's task holds (read, not released), or -1 between batches: a telemetryRingIndex, or for
+ * the COMPLIANCE group a complianceRingIndex.
+ */
 export const WDG_HELD_RING_I32 = 1;
 /** Records of that held batch. */
 export const WDG_HELD_COUNT_I32 = 2;
@@ -1328,9 +1332,9 @@ export const WDG_THREAD_ID_I32 = 3;
 /** 1 while this shard's group is declared hung (detection until its replacement task begins a batch), else 0. */
 export const WDG_STALLED_I32 = 4;
 
-/** Bytes of the watchdog region for `shards` shards. */
-export function watchdogRegionBytes(shards: number): number {
-  return shards * WDG_STRIDE_I32 * 4;
+/** Bytes of a watchdog region of `blocks` blocks (a router's: one per shard and the COMPLIANCE group's). */
+export function watchdogRegionBytes(blocks: number): number {
+  return blocks * WDG_STRIDE_I32 * 4;
 }
 
 /**

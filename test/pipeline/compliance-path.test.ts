@@ -62,33 +62,33 @@ function trigger(triggerRings: SpscRing[], marks: Int32Array, slot: number, r: n
 test('a COMPLIANCE ping follows the device to its shard ring until that ping is released and its trigger taken', () => {
   const { paths, shardRings, own, triggerRings, marks } = setUp();
   const slot = 3;
-  assert.equal(paths.choose(slot, Lane.TRANSITION), PATH_SHARD);
+  assert.equal(paths.choose(slot, Lane.TRANSITION, true), PATH_SHARD);
   write(paths, slot, shardRings[1]!);
   // Pending in the shard ring: the COMPLIANCE ping stays behind it.
-  assert.equal(paths.choose(slot, Lane.COMPLIANCE), PATH_SHARD);
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_SHARD);
   write(paths, slot, shardRings[1]!);
   // Containment takes both, writes a trigger for the device in shard 1's trigger ring, releases the pings.
   trigger(triggerRings, marks, slot, 1);
   shardRings[1]!.release(2);
   // Released, but the trigger is not taken: still the shard ring.
-  assert.equal(paths.choose(slot, Lane.COMPLIANCE), PATH_SHARD);
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_SHARD);
   write(paths, slot, shardRings[1]!);
   shardRings[1]!.release(1);
   triggerRings[1]!.release(1);
   // Everything released and taken: the COMPLIANCE ring, and the mark is cleared.
-  assert.equal(paths.choose(slot, Lane.COMPLIANCE), PATH_COMPLIANCE);
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
   assert.equal(marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32], TMARK_NONE);
   write(paths, slot, own);
   // A TRANSITION ping while the COMPLIANCE one is pending stays on the COMPLIANCE ring.
-  assert.equal(paths.choose(slot, Lane.TRANSITION), PATH_COMPLIANCE);
+  assert.equal(paths.choose(slot, Lane.TRANSITION, true), PATH_COMPLIANCE);
   write(paths, slot, own);
   trigger(triggerRings, marks, slot, 2);
   own.release(2);
-  assert.equal(paths.choose(slot, Lane.TRANSITION), PATH_COMPLIANCE, 'its trigger is still in the ring');
+  assert.equal(paths.choose(slot, Lane.TRANSITION, true), PATH_COMPLIANCE, 'its trigger is still in the ring');
   write(paths, slot, own);
   own.release(1);
   triggerRings[2]!.release(1);
-  assert.equal(paths.choose(slot, Lane.TRANSITION), PATH_SHARD);
+  assert.equal(paths.choose(slot, Lane.TRANSITION, true), PATH_SHARD);
   assert.equal(paths.switches, 2);
 });
 
@@ -99,26 +99,58 @@ test('devices are settled one by one: another device of the same shard does not 
   write(paths, 5, shardRings[1]!);
   trigger(triggerRings, marks, 1, 1);
   shardRings[1]!.release(2);
-  assert.equal(paths.choose(5, Lane.COMPLIANCE), PATH_COMPLIANCE);
-  assert.equal(paths.choose(1, Lane.COMPLIANCE), PATH_SHARD);
+  assert.equal(paths.choose(5, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
+  assert.equal(paths.choose(1, Lane.COMPLIANCE, true), PATH_SHARD);
   // A ping of slot 5 still unreleased would hold it: written after the other's were released.
   write(paths, 5, paths.ring);
-  assert.equal(paths.choose(5, Lane.TRANSITION), PATH_COMPLIANCE);
+  assert.equal(paths.choose(5, Lane.TRANSITION, true), PATH_COMPLIANCE);
 });
 
 test('an expiry record goes to the shard ring only once the device is settled there', () => {
-  const { paths, own } = setUp();
+  const { paths, own, marks } = setUp();
   const slot = 2;
-  assert.equal(paths.choose(slot, Lane.COMPLIANCE), PATH_COMPLIANCE);
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
   write(paths, slot, own);
   assert.equal(paths.toShardRing(slot), false);
   assert.equal(paths.pathOf(slot), PATH_COMPLIANCE);
   own.release(1);
   assert.equal(paths.toShardRing(slot), true);
   assert.equal(paths.pathOf(slot), PATH_SHARD);
-  // A freed slot's new device starts on its shard ring with nothing pending.
-  assert.equal(paths.choose(slot, Lane.COMPLIANCE), PATH_COMPLIANCE);
-  write(paths, slot, own);
+  // A freed slot (its device's last records taken) starts its new device on the shard ring with no mark.
+  marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32] = 2;
+  marks[slot * TMARK_STRIDE_I32 + TMARK_END_I32] = 5;
   paths.forgetSlot(slot);
   assert.equal(paths.pathOf(slot), PATH_SHARD);
+  assert.equal(marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32], TMARK_NONE);
+  assert.equal(paths.settled(slot), true);
+});
+
+test('a trigger that was never published (its task failed mid-batch) does not hold its device for ever', () => {
+  const { paths, shardRings, triggerRings, marks } = setUp();
+  const slot = 4;
+  write(paths, slot, shardRings[0]!);
+  // The worker claimed a trigger for the device and died before publishing it; its batch was dropped (released).
+  const ring = triggerRings[0]!;
+  ring.claim();
+  marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32] = 0;
+  marks[slot * TMARK_STRIDE_I32 + TMARK_END_I32] = (ring.writeSeq() + ring.pendingCount()) | 0;
+  shardRings[0]!.release(1);
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
+  // A published one that is not taken still holds it.
+  const other = 6;
+  write(paths, other, shardRings[0]!);
+  trigger(triggerRings, marks, other, 1);
+  shardRings[0]!.release(1);
+  assert.equal(paths.choose(other, Lane.COMPLIANCE, true), PATH_SHARD);
+});
+
+test('with the COMPLIANCE ring at its watermark a settled device stays on its shard ring', () => {
+  const { paths, own } = setUp();
+  assert.equal(paths.choose(0, Lane.COMPLIANCE, false), PATH_SHARD);
+  assert.equal(paths.choose(0, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
+  write(paths, 0, own);
+  // On the COMPLIANCE ring with a ping pending, it follows that ping, full or not.
+  assert.equal(paths.choose(0, Lane.COMPLIANCE, false), PATH_COMPLIANCE);
+  own.release(1);
+  assert.equal(paths.choose(0, Lane.COMPLIANCE, false), PATH_SHARD);
 });

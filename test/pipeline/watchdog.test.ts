@@ -15,7 +15,12 @@ import { shardOfId } from '../../src/ingest/device-registry.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { byDevice, frameOf, orderProblem, square, waitFor, type ScriptedPing } from './support.js';
 
-const FENCES = { type: 'FeatureCollection', features: [square('A', 0, 0, 50)] };
+/** A, and far from it a compliance fence C, whose pings take the COMPLIANCE ring. */
+const C_EAST_M = 3000;
+const FENCES = {
+  type: 'FeatureCollection',
+  features: [square('A', 0, 0, 50), square('C', C_EAST_M, 0, 50, { compliance: true })],
+};
 const SHARDS = 2;
 
 /** Numeric device ids that hash to `shard`, `n` of them, none equal to `except`. */
@@ -25,11 +30,11 @@ function devicesOn(shard: number, n: number, except: number): number[] {
   return out;
 }
 
-/** Each device walks through A: outside, inside, outside (ENTER A, EXIT A). */
-function walkThrough(ids: readonly number[], startMs: number): ScriptedPing[] {
+/** Each device walks through A (or the fence centred `centreM` east): outside, inside, outside (ENTER, EXIT). */
+function walkThrough(ids: readonly number[], startMs: number, centreM = 0): ScriptedPing[] {
   const out: ScriptedPing[] = [];
   for (const [k, eastM] of [-200, 0, 200].entries())
-    for (const id of ids) out.push({ id, eastM, northM: 0, dtMs: startMs + k * 1000 });
+    for (const id of ids) out.push({ id, eastM: centreM + eastM, northM: 0, dtMs: startMs + k * 1000 });
   return out;
 }
 
@@ -61,11 +66,11 @@ async function startRouter(fault: string, called: Trigger[]): Promise<Router> {
   }
 }
 
-function expectWalks(called: readonly Trigger[], ids: readonly number[]): void {
+function expectWalks(called: readonly Trigger[], ids: readonly number[], fence = 'A'): void {
   const seen = byDevice(called);
   for (const id of ids) {
     const list = (seen.get(id) ?? []).map((t) => `${t.type} ${t.fenceId}`);
-    assert.deepEqual(list, ['ENTER A', 'EXIT A'], `device ${id}`);
+    assert.deepEqual(list, [`ENTER ${fence}`, `EXIT ${fence}`], `device ${id}`);
   }
   assert.equal(orderProblem(called), null);
 }
@@ -179,3 +184,44 @@ for (const [mode, BAD, what] of [
     }
   });
 }
+
+test('a hung task on the COMPLIANCE ring is aborted too; /healthz names it; COMPLIANCE pings go on', async () => {
+  const HUNG = 780;
+  const called: Trigger[] = [];
+  const router = await startRouter(`hang-on-device:${HUNG}`, called);
+  const health = `http://127.0.0.1:${router.adminPort}/healthz`;
+  try {
+    const ids = devicesOn(0, 3, HUNG).concat(devicesOn(1, 3, HUNG));
+    const before = ids.slice(0, 3);
+    for (const p of walkThrough(before, 0, C_EAST_M)) router.ingest(frameOf(p));
+    await waitFor(() => called.length === 2 * before.length, 10_000, 'triggers before the hang');
+    // The hung device's first ping is inside C: it takes the COMPLIANCE ring, alone in its batch.
+    router.ingest(frameOf({ id: HUNG, eastM: C_EAST_M, northM: 0, dtMs: 10_000 }));
+    await new Promise((r) => setTimeout(r, 150));
+    const after = ids.slice(3);
+    for (const p of walkThrough(after, 20_000, C_EAST_M)) router.ingest(frameOf(p));
+    let body = '';
+    for (const t0 = Date.now(); Date.now() - t0 < 5000 && body === '';) {
+      const res = await fetch(health);
+      if (res.status === 503) body = await res.text();
+      else await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.match(body, /stalled on the COMPLIANCE ring/);
+    await waitFor(
+      () => after.every((id) => (byDevice(called).get(id)?.length ?? 0) === 2),
+      10_000,
+      'COMPLIANCE triggers after the hang',
+    );
+    expectWalks(called, [...before, ...after], 'C');
+    const text = await router.metricsText();
+    assert.equal(metric(text, 'geofence_containment_tasks_aborted_total'), 1);
+    assert.equal(metric(text, 'geofence_containment_lost_pings_hung_total'), 1);
+    // The hung ping took the COMPLIANCE ring (the others there or on their shard rings, as their devices settled).
+    assert.ok(Number(/^geofence_compliance_path_pings_total\{lane="compliance"\} (\d+)/m.exec(text)?.[1]) >= 1);
+    const summary = await router.close();
+    assert.equal(summary.lost, 1);
+    assert.equal(summary.processed + summary.lost, summary.admittedTotal);
+  } finally {
+    await router.close();
+  }
+});
