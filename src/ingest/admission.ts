@@ -380,15 +380,6 @@ export class LaneAdmission {
     return -1;
   }
 
-  /**
-   * True while the ring holds fewer records than the watermark (the consumer's position re-read only when the cached
-   * depth says otherwise). Allocation-free.
-   */
-  belowWatermark(): boolean {
-    const ring = this.ring;
-    return ring.producerDepth() < this.watermarkSlots || ring.refreshDepth() < this.watermarkSlots;
-  }
-
   /** Starts (true) or stops (false) draining: while draining every offered ping is shed as DRAINING. */
   setDraining(draining: boolean): void {
     this.draining = draining;

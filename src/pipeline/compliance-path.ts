@@ -12,7 +12,8 @@
  * last ping there released by containment, and its newest trigger taken by the dispatcher (the TRIGGER MARKS region,
  * which the containment worker writes before it releases the ping). Until then the ping follows the device's earlier
  * ones. So one containment worker at a time touches a device's state, and a trigger ring holds a device's triggers
- * only once the other ring's are offered: the dispatcher sees them in seq order, whatever order it reads rings in.
+ * only once the other ring's are offered: the dispatcher sees them in seq order, whatever order it reads rings in
+ * (a worker whose batch failed drops the triggers it had claimed and not published, so none of them turns up later).
  *
  * Allocation-free: per-slot typed arrays; a ping that asks for the other path reads its ring's consumer position and,
  * if the device has a trigger marked, that trigger ring's positions.
@@ -71,8 +72,9 @@ export class CompliancePaths {
 
   /**
    * The path a ping of `lane` for `slot` takes: the lane's own once the device is settled, else the device's. With
-   * `ringOpen` false (the COMPLIANCE ring at its watermark: its worker is behind) a settled device takes its shard
-   * ring whatever its lane, so a fleet that is mostly inside compliance fences spreads over the shards' workers again.
+   * `ringOpen` false (the COMPLIANCE ring half full and deeper than the device's shard ring: its worker is behind) a
+   * settled device takes its shard ring whatever its lane, so a fleet that is mostly inside compliance fences spreads
+   * over the shards' workers again.
    */
   choose(slot: number, lane: number, ringOpen: boolean): number {
     const current = this.path[slot]!;

@@ -203,6 +203,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (engine === null) engine = newEngine(store);
   else if (engine.currentStore !== store) engine.useStore(store);
   const rings = task.rings;
+  // A task starts with nothing claimed: drop what a failed task of this worker may have left claimed.
+  for (let t = 0; t < triggers.length; t++) triggers[t]!.discardPending();
   for (let i = 0; i < rings.length; i++) {
     const tel = telemetry[rings[i]!]!;
     if (tel.readSeq() !== task.fromSeqs[i]) {
@@ -258,7 +260,15 @@ export default function runContainmentTask(task: ContainmentTask): number {
         if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[trig]!);
       }
       const batchStartNs = clockNs;
-      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
+      let written: number;
+      try {
+        written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
+      } catch (err) {
+        // The batch is dropped by the ingest thread (counted lost); the triggers it claimed must never be published
+        // by a later batch of this worker: they would reach the dispatcher after a device's newer ones.
+        triggers[trig]!.discardPending();
+        throw err;
+      }
       tel.release(count);
       watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();

@@ -1,6 +1,7 @@
 /**
- * The dispatcher thread (a worker_threads Worker): reads every trigger ring (one per shard, plus the main thread's
- * control ring for reload EXITs), offers each record to the Dispatcher, pumps, and releases the records.
+ * The dispatcher thread (a worker_threads Worker): reads every trigger ring (one per shard, the main thread's control
+ * ring for reload EXITs, and the COMPLIANCE ring's worker's, read first in each pass), offers each record to the
+ * Dispatcher, pumps, and releases the records.
  *
  * It waits on the dispatcher doorbell with Atomics.waitAsync (it needs its event loop for HTTP and the callback
  * bridge): the loop reads the doorbell, scans the rings, and when it found nothing raises the sleeping flag, re-checks

@@ -154,6 +154,20 @@ export class AdmissionSink implements PingSink {
     this.everyAdmission = complianceAdmission === null ? admissions : [...admissions, complianceAdmission];
   }
 
+  /**
+   * False when the COMPLIANCE ring is at least half full and deeper than `shardRing`: its worker is behind (a fleet
+   * mostly inside compliance fences), and a settled device's COMPLIANCE ping goes to its shard ring instead, where
+   * the shard's worker takes it (and the reserved slice still keeps it from being shed). Each ring's consumer position
+   * is re-read only when its cached depth would decide. Allocation-free.
+   */
+  private complianceRingOpen(shardRing: SpscRing): boolean {
+    const ring = this.complianceAdmission!.ring;
+    const half = ring.capacitySlots >> 1;
+    if (ring.producerDepth() < half) return true;
+    const depth = ring.refreshDepth();
+    return depth < half || shardRing.refreshDepth() >= depth;
+  }
+
   /** Reads the clock for the pings of the next chunk (or pushed point), and lets each ring's queue-delay controller look. */
   tick(): void {
     this.clockNs[0] = nowNs();
@@ -172,7 +186,11 @@ export class AdmissionSink implements PingSink {
     const paths = this.paths;
     const onOwnRing =
       paths !== null &&
-      paths.choose(fields.slot, fields.lane, this.complianceAdmission!.belowWatermark()) === PATH_COMPLIANCE;
+      paths.choose(
+        fields.slot,
+        fields.lane,
+        fields.lane !== LANE_COMPLIANCE || this.complianceRingOpen(this.admissions[shard]!.ring),
+      ) === PATH_COMPLIANCE;
     const admission = onOwnRing ? this.complianceAdmission! : this.admissions[shard]!;
     const values = fields.values;
     values[PF_ADMIT_TIME_NS_F64] = this.clockNs[0]!;

@@ -88,8 +88,8 @@ export interface WatchdogSettings {
 
 /** How long the COMPLIANCE group's task waits for records before it answers, ms: it is idle most of the time. */
 const COMPLIANCE_LINGER_MS = TASK_MAX_MS;
-/** Each wait of the COMPLIANCE group's lingering task, ms (a publish wakes it at once; pause and drain within it). */
-const COMPLIANCE_PARK_STEP_MS = 2;
+/** Each wait of the COMPLIANCE group's lingering task, ms (a publish, a pause and a drain wake it at once). */
+const COMPLIANCE_PARK_STEP_MS = 20;
 /** Each wait of a shard group's lingering task on one of its rings, ms (the producer's publish wakes it sooner). */
 const SHARD_PARK_STEP_MS = 0.25;
 
@@ -372,7 +372,13 @@ export class ShardScheduler {
   pause(): Promise<void> {
     this.paused = true;
     Atomics.store(this.control, 0, CONTROL_RETURN_NOW);
+    this.wakeComplianceTask();
     return this.idle();
+  }
+
+  /** Wakes the COMPLIANCE group's task if it is parked (it parks for long), so it reads the control cell now. */
+  private wakeComplianceTask(): void {
+    for (let r = this.allRings.length; r < this.taskRings.length; r++) this.taskRings[r]!.wakeConsumer();
   }
 
   /** Switches to a fence generation and resumes submitting. */
@@ -390,6 +396,7 @@ export class ShardScheduler {
   setDraining(): void {
     this.draining = true;
     if (!this.paused) Atomics.store(this.control, 0, CONTROL_RETURN_WHEN_EMPTY);
+    this.wakeComplianceTask();
   }
 
   /** Resolves when no task is in flight. */

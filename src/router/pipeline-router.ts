@@ -421,7 +421,7 @@ export class PipelineRouter implements Router {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
             boundaryNs: copiedNs,
-            // Every trigger ring in the dispatcher's order: the shards', the control ring, the COMPLIANCE group's.
+            // Every trigger ring in memory.triggerRings order: the shards', the control ring, the COMPLIANCE group's.
             ringWriteSeqs,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
@@ -579,6 +579,7 @@ export class PipelineRouter implements Router {
     if (o.complianceWorker && m.complianceRings.length === 0) {
       this.log(
         `complianceWorker: off with ${o.ingestThreads} ingest threads (a device's pings may arrive on two of them); COMPLIANCE pings share the shard rings`,
+        'debug',
       );
     }
     progress?.phase(

@@ -172,7 +172,8 @@ export function complianceCounterBlock(shards: number): number {
  * dispatcher (its ring's read sequence at or past TMARK_END_I32), so neither two containment workers nor two trigger
  * rings ever hold the device's records at once, and its triggers reach the dispatcher in seq order. Written by the
  * containment worker that holds the device's records (after writing its trigger, before releasing the ping); read,
- * and reset to TMARK_NONE once taken, by the ingest thread that routes the device's next ping.
+ * and reset to TMARK_NONE once taken (or never to be published: its batch failed), by the ingest thread that routes
+ * the device's next ping, and when a freed slot takes a new device.
  */
 /** Trigger ring (index among memory.triggerRings) of the device's newest trigger, or TMARK_NONE. */
 export const TMARK_RING_I32 = 0;

@@ -193,6 +193,21 @@ export class SpscRing {
     return this.pendingSlots;
   }
 
+  /** Wakes a consumer parked in `waitForData` without publishing anything (it then reads whatever told it to stop). */
+  wakeConsumer(): void {
+    Atomics.notify(this.header, RING_WRITE_SEQ_I32);
+  }
+
+  /**
+   * Forgets every claimed, unpublished slot (producer side): what a producer whose batch failed part-way must do, so
+   * that its next publish does not expose records it abandoned. Returns how many were dropped.
+   */
+  discardPending(): number {
+    const n = this.pendingSlots;
+    this.pendingSlots = 0;
+    return n;
+  }
+
   /**
    * Publishes every claimed slot with one `Atomics.store`, then wakes the consumer if it said it sleeps.
    * Returns the number of records published.

@@ -116,35 +116,43 @@ test('an expiry record goes to the shard ring only once the device is settled th
   own.release(1);
   assert.equal(paths.toShardRing(slot), true);
   assert.equal(paths.pathOf(slot), PATH_SHARD);
-  // A freed slot (its device's last records taken) starts its new device on the shard ring with no mark.
+  // A freed slot's new device starts on its shard ring with nothing pending and no mark (the old device's records are
+  // all taken by then; what is left here is only this thread's and the marks' bookkeeping).
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
+  write(paths, slot, own);
   marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32] = 2;
-  marks[slot * TMARK_STRIDE_I32 + TMARK_END_I32] = 5;
+  marks[slot * TMARK_STRIDE_I32 + TMARK_END_I32] = 1;
   paths.forgetSlot(slot);
   assert.equal(paths.pathOf(slot), PATH_SHARD);
   assert.equal(marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32], TMARK_NONE);
-  assert.equal(paths.settled(slot), true);
+  // Nothing pending any more: a COMPLIANCE ping may take its ring at once (the record above is not the new device's).
+  assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
 });
 
-test('a trigger that was never published (its task failed mid-batch) does not hold its device for ever', () => {
+test('a trigger that was never published (its batch failed) does not hold its device for ever', () => {
   const { paths, shardRings, triggerRings, marks } = setUp();
   const slot = 4;
   write(paths, slot, shardRings[0]!);
-  // The worker claimed a trigger for the device and died before publishing it; its batch was dropped (released).
+  // The worker claimed a trigger for the device, its batch threw, and it dropped the claim; the batch was released.
   const ring = triggerRings[0]!;
   ring.claim();
   marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32] = 0;
   marks[slot * TMARK_STRIDE_I32 + TMARK_END_I32] = (ring.writeSeq() + ring.pendingCount()) | 0;
+  assert.equal(ring.discardPending(), 1);
   shardRings[0]!.release(1);
   assert.equal(paths.choose(slot, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
-  // A published one that is not taken still holds it.
+  assert.equal(marks[slot * TMARK_STRIDE_I32 + TMARK_RING_I32], TMARK_NONE);
+  // A trigger published in the same ring afterwards, not taken yet, holds its own device.
   const other = 6;
   write(paths, other, shardRings[0]!);
-  trigger(triggerRings, marks, other, 1);
+  trigger(triggerRings, marks, other, 0);
   shardRings[0]!.release(1);
   assert.equal(paths.choose(other, Lane.COMPLIANCE, true), PATH_SHARD);
+  triggerRings[0]!.release(1);
+  assert.equal(paths.choose(other, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
 });
 
-test('with the COMPLIANCE ring at its watermark a settled device stays on its shard ring', () => {
+test('with the COMPLIANCE ring closed to it a settled device stays on its shard ring', () => {
   const { paths, own } = setUp();
   assert.equal(paths.choose(0, Lane.COMPLIANCE, false), PATH_SHARD);
   assert.equal(paths.choose(0, Lane.COMPLIANCE, true), PATH_COMPLIANCE);
