@@ -23,8 +23,14 @@ const DEVICES = 1000;
 
 /** The router's real ingest path over its own regions, with the COMPLIANCE path on; no task runs (paused). */
 async function rig(ringCapacitySlots = 4096): Promise<{ path: IngestPath; close: () => Promise<void> }> {
-  const o = resolveRouterOptions({ shards: 2, poolSize: 1, maxDevices: DEVICES, ringCapacitySlots, stateDir: null });
-  assert.equal(o.complianceWorker, true);
+  const o = resolveRouterOptions({
+    shards: 2,
+    poolSize: 1,
+    maxDevices: DEVICES,
+    ringCapacitySlots,
+    complianceWorker: true,
+    stateDir: null,
+  });
   const m = allocatePipelineMemory(pipelineMemorySpecOf(o));
   assert.equal(m.complianceRings.length, 1);
   const descriptor = buildFenceStore(parseFences(collection(square('port', 0, 0, 100, { compliance: true }))), 1);

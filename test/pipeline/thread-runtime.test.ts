@@ -84,6 +84,7 @@ test('a running router exports heap and loop figures for each of its threads, po
     listenHost: null,
     adminHost: null,
     poolSize: 2,
+    complianceWorker: true,
     shards: 2,
     maxDevices: 100,
     stateDir: mkdtempSync(join(tmpdir(), 'gr-runtime-')),

@@ -54,6 +54,7 @@ async function startRouter(fault: string, called: Trigger[]): Promise<Router> {
       adminPort: 0,
       shards: SHARDS,
       poolSize: SHARDS,
+      complianceWorker: true,
       ringCapacitySlots: 1024,
       maxDevices: 1000,
       containmentStallMs: 500,
