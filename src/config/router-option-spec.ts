@@ -829,8 +829,8 @@ export const ROUTER_SPEC = group(
       threads: ['ingest'],
     }),
     complianceWorker: bool({
-      doc: 'with one ingest thread, a COMPLIANCE ring and a containment worker of its own: COMPLIANCE pings pass the other lanes’ queue, each device on one path at a time so its order holds (off: every lane shares the shard rings; ignored with several ingest threads)',
-      default: false,
+      doc: 'with one ingest thread, a COMPLIANCE ring and a containment worker of its own: COMPLIANCE pings pass the other lanes’ queue, each device on one path at a time so its order holds (false: every lane shares the shard rings; ignored with several ingest threads)',
+      default: true,
       section: 'Pipeline',
       threads: ['ingest'],
     }),

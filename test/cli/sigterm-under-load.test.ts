@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import { DOWNSTREAM_DEFAULTS } from '../../src/dispatch/downstream.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { cityTraffic } from '../support/city-traffic.js';
 import { T0, TriggerServer, waitFor } from '../pipeline/support.js';
@@ -75,6 +76,8 @@ test('SIGTERM under full load with a slow downstream and a replay backlog: the d
   let slow = true;
   let queue: Promise<unknown> = Promise.resolve();
   let refusedBatches = 0;
+  /** Refused attempts per failing device: two of them can share a batch, so batches alone do not say how far each got. */
+  const refusedAttempts = new Map<string, number>();
   const hook = new TriggerServer((batch) => {
     if (!slow) return 200;
     // One request served at a time: a downstream with little capacity, which the gradient limit must find.
@@ -82,8 +85,10 @@ test('SIGTERM under full load with a slow downstream and a replay backlog: the d
       () =>
         new Promise<number>((r) =>
           setTimeout(() => {
-            if (batch.some((t) => failing.has(String(t.deviceId)))) {
+            const refused = new Set(batch.map((t) => String(t.deviceId)).filter((id) => failing.has(id)));
+            if (refused.size > 0) {
               refusedBatches++;
+              for (const id of refused) refusedAttempts.set(id, (refusedAttempts.get(id) ?? 0) + 1);
               r(500);
             } else r(200);
           }, SERVICE_MS),
@@ -112,9 +117,14 @@ test('SIGTERM under full load with a slow downstream and a replay backlog: the d
   try {
     const r1 = await startRouter(args);
     const sender = pour(r1.port, traffic.frames);
-    // Full load for a while: the slow receiver falls far behind and the refused batches go to the replay lane.
+    // Full load for a while: the slow receiver falls far behind, and once a failing device's first trigger has used
+    // its attempts, that device waits in the replay lane behind live traffic (and is refused no more).
     // 12-15 s on a quiet 2-core host; more when other tests share it.
-    await waitFor(() => refusedBatches >= 9, 60_000, 'refused batches (dead letters for the replay lane)');
+    await waitFor(
+      () => [...failing].every((id) => (refusedAttempts.get(id) ?? 0) >= DOWNSTREAM_DEFAULTS.maxAttempts),
+      60_000,
+      'every failing device refused its attempts (dead letters for the replay lane)',
+    );
     await new Promise((r) => setTimeout(r, 1500));
     const receivedBeforeStop = hook.received.length;
     const stopAt = performance.now();
