@@ -23,7 +23,8 @@
  * series every 10 s, the containment workers' time parked waiting for records per second (median after warm-up;
  * near 0: the workers are the constraint), and each receiver's contract check (order
  * violations must be 0). Exit code 0 when every check holds, 1 otherwise. `--router-log <file>` keeps the router's
- * stderr; `--config-extra '<json>'` adds router options to its config file; the router's node runs with the flags the binary
+ * stderr; `--config-extra '<json>'` adds router options to its config file (`--downstream-extra '<json>'` to each of the
+ * two downstreams); the router's node runs with the flags the binary
  * is meant to run with (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -72,6 +73,7 @@ const { values } = parseArgs({
     'router-log': { type: 'string' },
     city: { type: 'string', default: 'district' },
     'config-extra': { type: 'string' },
+    'downstream-extra': { type: 'string' },
     'malloc-arena-max': { type: 'string' },
     'router-node-flags': { type: 'string' },
   },
@@ -310,6 +312,8 @@ async function main(): Promise<void> {
   await steady.start();
   await flaky.start();
   const downstreams = ['steady', 'flaky'];
+  const downstreamExtra =
+    values['downstream-extra'] === undefined ? {} : (JSON.parse(values['downstream-extra']) as object);
   const config = {
     fencesFile: fencesPath,
     complianceMarginM: 0,
@@ -319,8 +323,14 @@ async function main(): Promise<void> {
     stateDir: join(dir, 'state'),
     drainDeadlineMs: 10_000,
     downstreams: [
-      { kind: 'webhook', name: 'steady', url: `http://127.0.0.1:${steady.port}/hook` },
-      { kind: 'webhook', name: 'flaky', url: `http://127.0.0.1:${flaky.port}/hook`, timeoutMs: 2000 },
+      { kind: 'webhook', name: 'steady', url: `http://127.0.0.1:${steady.port}/hook`, ...downstreamExtra },
+      {
+        kind: 'webhook',
+        name: 'flaky',
+        url: `http://127.0.0.1:${flaky.port}/hook`,
+        timeoutMs: 2000,
+        ...downstreamExtra,
+      },
     ],
     ...(values['config-extra'] === undefined ? {} : (JSON.parse(values['config-extra']) as object)),
   };
