@@ -332,12 +332,6 @@ const downstreamBase = {
     max: 4096,
     default: DOWNSTREAM_DEFAULTS.maxBatchTriggers,
   }),
-  reservedCompliancePermits: int({
-    doc: 'requests beyond the concurrency limit that only COMPLIANCE triggers may use: while the limit is taken, a device with a COMPLIANCE trigger queued leaves at once (under safetyCap; 0: it waits like the rest)',
-    min: 0,
-    max: 64,
-    default: DOWNSTREAM_DEFAULTS.reservedCompliancePermits,
-  }),
   queueCapacitySlots: int({
     doc: 'triggers held in memory; more wait in order in the backlog log',
     min: 1,

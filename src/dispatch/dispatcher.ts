@@ -74,7 +74,6 @@ import {
   DS_MEMORY_ONLY_F64,
   DS_OFFERED_F64,
   DS_PAUSES_F64,
-  DS_RESERVED_PERMIT_REQUESTS_F64,
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
   DS_REJECTED_F64,
@@ -1136,7 +1135,6 @@ export class Dispatcher implements DeadLetterTarget {
         m[b + DS_REPLAY_REJECTED_BY_REASON_F64 + r] = ds.replayRejectedByReason[r]!;
       }
       m[b + DS_PAUSES_F64] = ds.pauses;
-      m[b + DS_RESERVED_PERMIT_REQUESTS_F64] = ds.reservedPermitRequests;
       m[b + DS_SPILLED_F64] = ds.spilled;
       m[b + DS_BACKLOG_RECORDS_F64] = ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding;
       m[b + DS_BACKLOG_BYTES_F64] = ds.backlog === null ? 0 : ds.backlog.liveBytes;

@@ -82,7 +82,6 @@ export const DOWNSTREAM_DEFAULTS = Object.freeze({
   queueCapacitySlots: 16384,
   maxBatchTriggers: 128,
   maxAttempts: 3,
-  reservedCompliancePermits: 1,
 });
 
 /** Configuration of one downstream. */
@@ -101,12 +100,6 @@ export interface DownstreamOptions {
   queueCapacitySlots?: number;
   /** Memory slots only COMPLIANCE triggers may use. Default 5% of the memory. */
   reservedComplianceSlots?: number;
-  /**
-   * Requests beyond the concurrency limit that only COMPLIANCE triggers may use, in [0, 64] (under the safety cap):
-   * while the limit is taken, a device with a COMPLIANCE trigger queued still leaves at once on one of these, in a
-   * batch of such devices only. Default 1; 0 makes COMPLIANCE triggers wait for the limit like the rest.
-   */
-  reservedCompliancePermits?: number;
   /** Triggers per sink call at most (a batch takes what is waiting, up to this). Default 128. */
   maxBatchTriggers?: number;
   /** Attempts per trigger before it is dead-lettered as undeliverable. Default 3. */
@@ -213,8 +206,6 @@ export class Downstream {
   readonly quantum: number;
   /** Attempts per trigger. */
   readonly maxAttempts: number;
-  /** Requests beyond the limit for COMPLIANCE triggers only (see DownstreamOptions). */
-  readonly reservedCompliancePermits: number;
   /** Max age since admission, ns (Infinity: none). */
   readonly maxAgeNs: number;
   /** Park undeliverable triggers for replay. */
@@ -261,8 +252,6 @@ export class Downstream {
   pauses = 0;
   /** Pump passes that found work waiting and no permit. */
   rejectedPasses = 0;
-  /** Requests sent on a reserved COMPLIANCE permit (the limit was taken). */
-  reservedPermitRequests = 0;
   /** Trigger records the dispatcher held back because neither memory nor the log could take them. */
   backpressureWaits = 0;
   /** Triggers of the pending file taken over at start and not settled yet (the file goes when this reaches 0). */
@@ -335,13 +324,6 @@ export class Downstream {
       options.maxAttempts ?? DOWNSTREAM_DEFAULTS.maxAttempts,
       1,
       100,
-      true,
-    );
-    this.reservedCompliancePermits = checkNumber(
-      `${this.name}.reservedCompliancePermits`,
-      options.reservedCompliancePermits ?? DOWNSTREAM_DEFAULTS.reservedCompliancePermits,
-      0,
-      64,
       true,
     );
     this.maxAgeNs =
@@ -560,20 +542,14 @@ export class Downstream {
       for (;;) {
         if (!q.anyReady) return;
         if (this.credits.remaining <= 0) return;
-        // The limit taken, a device with a COMPLIANCE trigger queued may still leave on a reserved permit.
-        let beyondLimit = 0;
         if (!this.limiter.hasPermit()) {
-          const reserved = this.reservedCompliancePermits;
-          if (reserved === 0 || q.readyCount(ReadyList.COMPLIANCE) === 0 || !this.limiter.hasPermit(reserved)) {
-            this.rejectedPasses++;
-            this.limiter.tryAcquire(nowNs); // counted refusal
-            return;
-          }
-          beyondLimit = reserved;
+          this.rejectedPasses++;
+          this.limiter.tryAcquire(nowNs); // counted refusal
+          return;
         }
         if (!this.breaker.allowRequest(nowNs)) return;
         const probe = this.breaker.isProbe;
-        const permit = this.limiter.tryAcquire(nowNs, beyondLimit);
+        const permit = this.limiter.tryAcquire(nowNs);
         if (permit === NO_PERMIT) {
           this.breaker.onIgnored();
           return;
@@ -581,8 +557,7 @@ export class Downstream {
         const slot = this.limiter.slotOf(permit);
         const batch = this.batches[slot]!;
         batch.count = 0;
-        this.fill(batch, Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining), nowNs, beyondLimit > 0);
-        if (beyondLimit > 0 && batch.count > 0) this.reservedPermitRequests++;
+        this.fill(batch, Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining), nowNs);
         if (batch.count === 0) {
           // Everything it looked at had expired.
           this.limiter.releaseIgnore(permit);
@@ -616,14 +591,11 @@ export class Downstream {
    * most `quantum`; all it has when it is the last one), so a round over many devices with a backlog is one trigger
    * each and a device that joins the round waits about one trigger per busy device, not their whole backlogs. A
    * device with a COMPLIANCE trigger queued takes as much as fits: its compliance trigger should leave now.
-   * `complianceOnly` (a reserved permit's batch): only devices with a COMPLIANCE trigger queued, each with its earlier
-   * triggers ahead of it as always.
    */
-  private fill(batch: TriggerBatch, max: number, nowNs: number, complianceOnly: boolean): void {
+  private fill(batch: TriggerBatch, max: number, nowNs: number): void {
     const q = this.queues;
     const i32 = q.i32;
     while (batch.count < max) {
-      if (complianceOnly && q.readyCount(ReadyList.COMPLIANCE) === 0) return;
       const device = q.nextReady();
       if (device < 0) return;
       const room = max - batch.count;

@@ -105,12 +105,6 @@ export class Limiter {
     return l < this.safetyCap ? l : this.safetyCap;
   }
 
-  /** The limit plus `beyondLimit` reserved permits, under the safety cap (small integers: nothing is boxed). */
-  private limitWith(beyondLimit: number): number {
-    const l = this.algorithm.limit + beyondLimit;
-    return l < this.safetyCap ? l : this.safetyCap;
-  }
-
   /** Permits in flight. */
   get inflight(): number {
     return this.inflightCount;
@@ -123,27 +117,24 @@ export class Limiter {
     return this.rttMinSeenNs === Infinity ? NaN : this.rttMinSeenNs;
   }
 
-  /**
-   * True when a permit would be granted now (no side effect). `beyondLimit`: permits the caller may take over the
-   * limit (a reserved few for its most urgent requests), never over the safety cap.
-   */
-  hasPermit(beyondLimit = 0): boolean {
-    return this.inflightCount < this.limitWith(beyondLimit);
+  /** True when a permit would be granted now (no side effect). */
+  hasPermit(): boolean {
+    return this.inflightCount < this.limit;
   }
 
-  /** Grants a permit starting at `nowNs`, or returns NO_PERMIT (counted as rejected); `beyondLimit` as in hasPermit. */
-  tryAcquire(nowNs: number, beyondLimit = 0): number {
+  /** Grants a permit starting at `nowNs`, or returns NO_PERMIT (counted as rejected). */
+  tryAcquire(nowNs: number): number {
     this.timeCell[0] = nowNs;
-    return this.tryAcquireNow(beyondLimit);
+    return this.tryAcquireNow();
   }
 
   /**
    * `tryAcquire` at the time in `timeCell[0]`. With `releaseNow`, the strictly allocation-free path: a double passed
    * as an argument to a call the optimiser does not inline is boxed, a typed-array cell is not.
    */
-  tryAcquireNow(beyondLimit = 0): number {
+  tryAcquireNow(): number {
     const nowNs = this.timeCell[0]!;
-    if (this.inflightCount >= this.limitWith(beyondLimit) || this.freeTop === 0) {
+    if (this.inflightCount >= this.limit || this.freeTop === 0) {
       this.rejected++;
       return NO_PERMIT;
     }

@@ -41,7 +41,6 @@ import {
   DS_DURABLE_FAILING_F64,
   DS_DURABLE_WRITE_ERRORS_F64,
   DS_PAUSES_F64,
-  DS_RESERVED_PERMIT_REQUESTS_F64,
   DS_QUEUE_DEPTH_F64,
   DS_RECOVERED_F64,
   DS_REJECTED_F64,
@@ -295,13 +294,6 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
     type: 'counter',
     help: 'Retry-After pauses honoured.',
     cell: DS_PAUSES_F64,
-    scale: 1,
-  },
-  {
-    name: 'geofence_dispatch_reserved_permit_requests_total',
-    type: 'counter',
-    help: 'Requests sent beyond the concurrency limit on a permit reserved for COMPLIANCE triggers (reservedCompliancePermits).',
-    cell: DS_RESERVED_PERMIT_REQUESTS_F64,
     scale: 1,
   },
   {

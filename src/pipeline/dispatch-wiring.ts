@@ -275,7 +275,6 @@ export function buildDownstreams(
       sink,
       safetyCap: s.safetyCap,
       maxBatchTriggers: s.maxBatchTriggers,
-      reservedCompliancePermits: s.reservedCompliancePermits,
       queueCapacitySlots: s.queueCapacitySlots,
       maxAttempts: s.maxAttempts,
       replay: s.replay,

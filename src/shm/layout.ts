@@ -1269,14 +1269,12 @@ export const DS_REPLAYED_BY_REASON_F64 = DS_STALL_CORRECTED_F64 + 1;
  * cell DS_REPLAY_REJECTED_BY_REASON_F64 + reason (they sum to DS_REPLAY_REJECTED_F64).
  */
 export const DS_REPLAY_REJECTED_BY_REASON_F64 = DS_REPLAYED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
-/** Requests sent on a reserved COMPLIANCE permit while the concurrency limit was taken. */
-export const DS_RESERVED_PERMIT_REQUESTS_F64 = DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
 /**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_RESERVED_PERMIT_REQUESTS_F64 + 1) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */
