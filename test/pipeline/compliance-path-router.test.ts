@@ -51,6 +51,14 @@ async function run(complianceWorker: boolean): Promise<{ got: Trigger[]; metrics
   }
 }
 
+/** The sum of every series of counter `name` in a metrics text; fails when the router does not export it at all. */
+function total(metrics: string, name: string): number {
+  assert.match(metrics, new RegExp(`^# HELP ${name} `, 'm'), `${name} is exported`);
+  let sum = 0;
+  for (const m of metrics.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(m[1]);
+  return sum;
+}
+
 /** Each device's triggers as the receiver got them, content and seq. */
 function perDevice(got: readonly Trigger[]): Map<string | number, string[]> {
   const m = new Map<string | number, string[]>();
@@ -69,6 +77,10 @@ test('devices moving between the shard rings and the COMPLIANCE ring get the sam
     const report = checkDeliveryContract(r.got, { complete: true, stays: true });
     assert.deepEqual(report.problems, []);
     assert.equal(report.devices, DEVICES);
+    // A pausable input and a receiver that keeps up: nothing shed, nothing dead-lettered.
+    assert.equal(total(r.metrics, 'geofence_triggers_total'), r.got.length, 'every trigger made was delivered');
+    assert.equal(total(r.metrics, 'geofence_pings_shed_total'), 0, 'nothing shed');
+    assert.equal(total(r.metrics, 'geofence_dispatch_dead_lettered_total'), 0, 'nothing dead-lettered');
   }
   // The path was taken: COMPLIANCE pings, and pings of other lanes that followed their device onto it.
   const pathPings = (lane: string): number =>
