@@ -546,18 +546,16 @@ export class RouterMetrics {
    */
   private addContainment(f: Float64Array, shards: number): void {
     const blocks = Math.floor(f.length / CNT_BLOCK_F64);
-    const sum = (cell: number) => (): number => {
-      let s = 0;
-      for (let b = 0; b < blocks; b++) s += f[b * CNT_BLOCK_F64 + cell]!;
-      return s;
-    };
+    const sum =
+      (cell: number, upTo = blocks) =>
+      (): number => {
+        let s = 0;
+        for (let b = 0; b < upTo; b++) s += f[b * CNT_BLOCK_F64 + cell]!;
+        return s;
+      };
     for (const [name, help, cell] of CONTAINMENT_COUNTERS)
       this.addSharedCounter(name, help, [], [{ labels: {}, read: sum(cell) }]);
-    const parkedNs = (): number => {
-      let s = 0;
-      for (let b = 0; b < Math.min(blocks, shards); b++) s += f[b * CNT_BLOCK_F64 + CNT_PARKED_NS_F64]!;
-      return s;
-    };
+    const parkedNs = sum(CNT_PARKED_NS_F64, Math.min(blocks, shards));
     this.addSharedCounter(
       MetricNames.CONTAINMENT_PARKED,
       "Time containment tasks spent parked waiting for records, all shard groups together (near the elapsed time x the groups, one per pool worker: idle; near 0: working flat out); the COMPLIANCE ring's worker, idle by design, is not counted.",

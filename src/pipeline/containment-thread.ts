@@ -203,7 +203,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
   if (engine === null) engine = newEngine(store);
   else if (engine.currentStore !== store) engine.useStore(store);
   const rings = task.rings;
-  // A task starts with nothing claimed: drop what a failed task of this worker may have left claimed.
+  // A task starts with nothing claimed: a batch of this worker that threw left its trigger claims unpublished, and a
+  // later batch must never publish them (they would reach the dispatcher after a device's newer triggers).
   for (let t = 0; t < triggers.length; t++) triggers[t]!.discardPending();
   for (let i = 0; i < rings.length; i++) {
     const tel = telemetry[rings[i]!]!;
@@ -260,15 +261,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
         if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[trig]!);
       }
       const batchStartNs = clockNs;
-      let written: number;
-      try {
-        written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
-      } catch (err) {
-        // The batch is dropped by the ingest thread (counted lost); the triggers it claimed must never be published
-        // by a later batch of this worker: they would reach the dispatcher after a device's newer ones.
-        triggers[trig]!.discardPending();
-        throw err;
-      }
+      // A throw ends the task: the ingest thread drops the batch (counted lost), and the next task drops its claims.
+      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
       tel.release(count);
       watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();
