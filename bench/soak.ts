@@ -26,6 +26,9 @@
  * stderr; `--config-extra '<json>'` adds router options to its config file (`--downstream-extra '<json>'` to each of the
  * two downstreams); the router's node runs with the flags the binary
  * is meant to run with (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
+`--generator-nice N` runs the load generator at niceness N, so on a host with fewer cores than the router has busy
+threads the generator waits for a core rather than the router (the receivers keep theirs: their answers are part of
+what the router measures).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CLI_NODE_FLAGS } from '../src/cli/node-flags.js';
@@ -76,6 +79,7 @@ const { values } = parseArgs({
     'downstream-extra': { type: 'string' },
     'malloc-arena-max': { type: 'string' },
     'router-node-flags': { type: 'string' },
+    'generator-nice': { type: 'string' },
   },
 });
 
@@ -95,6 +99,10 @@ const connections = Math.floor(num('connections', values.connections, 4));
 const complianceShare = num('compliance-share', values['compliance-share'], 0.012);
 const flakyPeriodS = num('flaky-period-s', values['flaky-period-s'], quick ? 20 : 60);
 const scrapeMs = num('scrape-ms', values['scrape-ms'], 1000);
+const generatorNiceText = values['generator-nice'] ?? '0';
+const generatorNice = Number(generatorNiceText);
+if (!Number.isInteger(generatorNice) || generatorNice < 0 || generatorNice > 19)
+  throw new RangeError(`--generator-nice must be an integer in [0, 19], got ${generatorNiceText}`);
 const outPrefix = values.out ?? (quick ? join(REPO, 'bench', 'out', 'soak-quick') : join(REPO, 'bench', 'soak'));
 
 /** The misbehaving downstream's cycle, by phase of `flakyPeriodS`. */
@@ -216,9 +224,12 @@ async function startRouter(
 
 /** Runs the load generator at `rate` for `seconds`; resolves with its JSON summary. */
 function loadgen(port: number, rate: number, seconds: number): Promise<{ sent: number; achievedPerSec: number }> {
+  // Through nice(1), so every thread of the generator has the niceness from its start.
+  const niced = generatorNice > 0 ? ['-n', String(generatorNice), process.execPath] : [];
   const child = spawn(
-    process.execPath,
+    generatorNice > 0 ? 'nice' : process.execPath,
     [
+      ...niced,
       LOADGEN,
       '--port',
       String(port),
@@ -495,6 +506,7 @@ async function main(): Promise<void> {
     identityExamples: violations.slice(0, 5),
     rssMiB: growth((x) => x.rssMiB),
     mallocArenaMax: values['malloc-arena-max'] ?? null,
+    generatorNice,
     residentByKindMiB: { atWarmUpEnd: residentAtWarmEnd, atEnd: residentAtEnd },
     heapMiB: growth((x) => x.heapMiB),
     heapAllThreadsMiB: growth((x) => total(x.heapByThread)),

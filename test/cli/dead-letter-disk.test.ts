@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, sendOverTcp, square, T0, TriggerServer, waitFor } from '../pipeline/support.js';
 import { hasLogLine, MAIN_PATH } from './support.js';
 
@@ -122,6 +123,7 @@ test('a file-size limit fails the dead-letter writes of one downstream (EFBIG): 
     assert.ok(drainMs < 20_000, `SIGTERM to exit: ${drainMs} ms`);
     assert.equal(code, 3, `drained, with dead letters\n${stdout}\n${stderr}`);
     assert.equal(good.received.length, expected, 'the healthy downstream got every trigger, once');
+    assert.deepEqual(checkDeliveryContract(good.received, { complete: true, stays: true }).problems, []);
     assert.ok(
       hasLogLine(
         stderr,

@@ -109,6 +109,9 @@ for (const { stop, sink } of CASES) {
     const have = new Set([...run1, ...run2].map(whole));
     const missing = (): string[] => [...want].filter((w) => !have.has(w));
     for (const run of [run1, run2]) assert.deepEqual(checkDeliveryContract(run, {}).problems, []);
+    // Across the hand-over too, as a consumer that reads the first router's output and then the second's sees it (with
+    // the webhook, one receiver in arrival order): per-device seq order, a trigger received again only as itself.
+    assert.deepEqual(checkDeliveryContract([...run1, ...run2], { allowRedelivery: true }).problems, []);
     const stored = oncePerIdentity([...run1, ...run2]);
     const gone = missing();
     // On a failure, what the second router said tells a slow start from a partition it did not read again.

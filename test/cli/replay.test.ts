@@ -124,6 +124,10 @@ test('a run that sheds exits 3 and its summary lists the shed pings by lane and 
   assert.match(summary, /\ndrained with loss: shed=\d+ \(compliance=\d+\) rejected=0 fence_overflows=\d+/);
   assert.doesNotMatch(summary, /drained cleanly/);
   if (compliance > 0) assert.ok(hasLogLine(p.stderr, 'error', /^ingest: shed \d+ COMPLIANCE pings/), p.stderr);
+  // A ping shed at the edge gets no seq: the drain wrote every trigger made, each device's run whole and in order.
+  const made = triggersIn(join(run, 't.ndjson'));
+  assert.ok(made.length > 0, 'triggers were written');
+  assert.deepEqual(checkDeliveryContract(made, { complete: true, stays: true }).problems, []);
 });
 
 test('a replay with a corrupt frame exits 3 and its summary lists the rejection by reason', async () => {

@@ -27,7 +27,7 @@ import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
 import { deadLetterSegmentName, DeadLetterFile } from '../../src/durable/dead-letter-file.js';
 import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 import { deadLetterBytesOnDisk } from '../durable/dead-letter-fixtures.js';
-import { CapacityServer, sleep, TriggerRecord } from './fixtures.js';
+import { assertPerDeviceOrder, CapacityServer, sleep, TriggerRecord } from './fixtures.js';
 
 const MIB = 1024 * 1024;
 const DEVICES = 3000;
@@ -106,7 +106,6 @@ function assertAccounting(d: Dispatcher, label: string): void {
     );
 }
 
-/** Records (PENDING + FINAL) kept in the dead-letter files of `dir` (opened read-write: call after close). */
 /**
  * A healthy webhook ('good') and one that refuses everything with 400 (`badName`, dead letters within 1 MiB), both
  * real HTTP servers stopped after the test, behind one dispatcher over a fresh directory; alarms are collected.
@@ -145,6 +144,7 @@ async function goodAndRefusing(
   return { d, dir, alarms, good };
 }
 
+/** Records (PENDING + FINAL) kept in the dead-letter files of `dir` (opened read-write: call after close). */
 function keptRecords(dir: string): number {
   const f = new DeadLetterFile(dir, path.basename(dir), null);
   const n = f.pendingRecords + f.finalRecords;
@@ -172,6 +172,7 @@ test('size budget: a downstream that refuses everything keeps at most maxBytes o
   maxOnDisk = Math.max(maxOnDisk, deadLetterBytesOnDisk(dlqDir));
   assert.equal(g.delivered, TOTAL, 'the healthy downstream got everything');
   assert.equal(good.stats.triggers, TOTAL);
+  assertPerDeviceOrder(good.received, 'good', true);
   assert.equal(b.final, TOTAL, 'every trigger refused for good');
   const dropped = d.deadLettersDropped(1, DeadLetterDropReason.OVER_BUDGET);
   assert.ok(dropped > 0, 'the overflow was dropped');
@@ -268,13 +269,15 @@ test('age budget: dead letters older than maxAgeMs are dropped (too_old); a park
     fails.delivered + fails.replayed,
     'the receiver got what was counted as arrived',
   );
+  // Given-up triggers are gaps by design; what arrived is in each device's order.
+  assertPerDeviceOrder(failing.received, 'fails');
   assertAccounting(d, 'end');
   await d.close(500);
 });
 
 test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other downstream gets everything, the loop goes on, errors and drops are counted and alarmed; writes resume when the disk does', async (t) => {
   assert.ok(fs.existsSync('/dev/full'), 'this test needs /dev/full, the device whose writes fail with ENOSPC (Linux)');
-  const { d, dir, alarms } = await goodAndRefusing(t, 'dlq-enospc-', 'bad', {
+  const { d, dir, alarms, good } = await goodAndRefusing(t, 'dlq-enospc-', 'bad', {
     deadLetterCapacityRecords: 1024,
     flushBatchRecords: 128,
   });
@@ -317,6 +320,8 @@ test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other 
   await settle(d, () => d.isIdle, 5000);
   d.flushBacklogs();
   assertAccounting(d, 'end');
+  assert.equal(good.received.length, TOTAL + 200);
+  assertPerDeviceOrder(good.received, 'good', true);
   const t0 = Date.now();
   await d.close(1000);
   assert.ok(Date.now() - t0 < 5000, 'close does not hang');
@@ -371,6 +376,9 @@ test('compaction: a downstream that was down comes back, the replay lane passes 
   await settle(d, () => d.isIdle, 20_000);
   assert.equal(ds.parked, 0);
   assert.equal(ds.replayed + ds.delivered, DEVICES * 3);
+  // The parked triggers and those that waited behind them arrive once each, in each device's order.
+  assert.equal(server.received.length, DEVICES * 3);
+  assertPerDeviceOrder(server.received, 'hook', true);
   await settle(d, () => false, 100);
   d.flushBacklogs();
   const after = deadLetterBytesOnDisk(path.join(dir, 'hook'));

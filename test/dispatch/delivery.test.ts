@@ -17,7 +17,7 @@ import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
 import { deadLetterSegmentName, listDeadLetterSegments } from '../../src/durable/dead-letter-file.js';
-import { CapacityServer, sleep, TriggerRecord } from './fixtures.js';
+import { assertEachOnce, assertPerDeviceOrder, CapacityServer, sleep, TriggerRecord } from './fixtures.js';
 
 const DEVICES = 300;
 
@@ -27,32 +27,6 @@ interface Seen {
   fenceId: string;
   seq: number;
   replay: boolean;
-}
-
-/** Fails unless each device's triggers arrived with strictly increasing seq. */
-function assertPerDeviceOrder(seen: readonly Seen[], label: string): void {
-  const last = new Map<string | number, number>();
-  for (const t of seen) {
-    const prev = last.get(t.deviceId) ?? -Infinity;
-    if (!(t.seq > prev)) assert.fail(`${label}: device ${String(t.deviceId)} got seq ${t.seq} after ${prev}`);
-    last.set(t.deviceId, t.seq);
-  }
-}
-
-/** Fails unless every trigger of `expected` arrived exactly once. */
-function assertEachOnce(
-  seen: readonly Seen[],
-  expected: readonly { deviceId: string; seq: number }[],
-  label: string,
-): void {
-  const counts = new Map<string, number>();
-  for (const t of seen)
-    counts.set(`${String(t.deviceId)}/${t.seq}`, (counts.get(`${String(t.deviceId)}/${t.seq}`) ?? 0) + 1);
-  for (const e of expected) {
-    const n = counts.get(`${e.deviceId}/${e.seq}`) ?? 0;
-    if (n !== 1) assert.fail(`${label}: ${e.deviceId} seq ${e.seq} arrived ${n} times`);
-  }
-  assert.equal(seen.length, expected.length, `${label}: nothing else arrived`);
 }
 
 function assertAccounting(d: Dispatcher, label: string): void {
@@ -311,7 +285,8 @@ test('refused for good (4xx) and expired: dead-lettered for good with their reas
   const refusing = new FlakySink();
   refusing.status = 422;
   refusing.failing.add('device-3');
-  const healthy = new FlakySink();
+  const freshOnly = new FlakySink();
+  const keepsUp = new FlakySink();
   const r = new TriggerRecord();
   let clock = 1e12;
   const d = new Dispatcher(
@@ -319,8 +294,8 @@ test('refused for good (4xx) and expired: dead-lettered for good with their reas
       dir,
       [
         { name: 'strict', sink: refusing, maxBatchTriggers: 1 },
-        { name: 'fresh-only', sink: healthy, maxBatchTriggers: 4, maxQueueAgeMs: 1000, safetyCap: 1 },
-        { name: 'healthy', sink: new FlakySink(), maxBatchTriggers: 4 },
+        { name: 'fresh-only', sink: freshOnly, maxBatchTriggers: 4, maxQueueAgeMs: 1000, safetyCap: 1 },
+        { name: 'healthy', sink: keepsUp, maxBatchTriggers: 4 },
       ],
       { clock: () => clock },
     ),
@@ -344,6 +319,12 @@ test('refused for good (4xx) and expired: dead-lettered for good with their reas
   assert.equal(fresh.delivered + fresh.final, 6);
   assert.equal(ok.deadLettered, 0, 'a downstream that keeps up never sees a dead letter');
   assert.equal(ok.delivered, 6);
+  const each = [3, 4].flatMap((n) => [1, 2, 3].map((seq) => ({ deviceId: `device-${n}`, seq })));
+  assertPerDeviceOrder(keepsUp.seen, 'healthy');
+  assertEachOnce(keepsUp.seen, each, 'healthy');
+  // Expired triggers are gaps by design; what arrived is in each device's order.
+  assertPerDeviceOrder(freshOnly.seen, 'fresh-only');
+  assert.equal(freshOnly.seen.length, fresh.delivered);
   assertAccounting(d, 'end');
   await d.close(100);
   // Final dead letters are in the file, with their reason, and never come back.

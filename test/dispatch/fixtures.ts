@@ -2,6 +2,7 @@
  * Test and benchmark fixtures for the dispatcher: trigger records in a scratch buffer, and a real HTTP downstream
  * whose capacity (concurrent workers), service time and failure mode change at run time.
  */
+import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TriggerNamer } from '../../src/dispatch/sinks/format.js';
@@ -215,6 +216,43 @@ export class CapacityServer {
       else this.waiting.push(run);
     });
   }
+}
+
+/** A trigger as a receiver of these tests records it (its identity), in arrival order. */
+export interface ReceivedRecord {
+  deviceId: string | number;
+  seq: number;
+}
+
+/**
+ * Fails unless each device's triggers arrived with strictly increasing seq; with `complete`, also unless they ran 1, 2,
+ * 3, ... with no gap (the receiver got every trigger of every device, each once).
+ */
+export function assertPerDeviceOrder(seen: readonly ReceivedRecord[], label: string, complete = false): void {
+  const last = new Map<string | number, number>();
+  for (const t of seen) {
+    const prev = last.get(t.deviceId) ?? (complete ? 0 : -Infinity);
+    if (!(t.seq > prev)) assert.fail(`${label}: device ${String(t.deviceId)} got seq ${t.seq} after ${prev}`);
+    if (complete && t.seq !== prev + 1)
+      assert.fail(`${label}: device ${String(t.deviceId)} got seq ${t.seq} after ${prev}: a gap`);
+    last.set(t.deviceId, t.seq);
+  }
+}
+
+/** Fails unless every trigger of `expected` arrived exactly once. */
+export function assertEachOnce(
+  seen: readonly ReceivedRecord[],
+  expected: readonly { deviceId: string; seq: number }[],
+  label: string,
+): void {
+  const counts = new Map<string, number>();
+  for (const t of seen)
+    counts.set(`${String(t.deviceId)}/${t.seq}`, (counts.get(`${String(t.deviceId)}/${t.seq}`) ?? 0) + 1);
+  for (const e of expected) {
+    const n = counts.get(`${e.deviceId}/${e.seq}`) ?? 0;
+    if (n !== 1) assert.fail(`${label}: ${e.deviceId} seq ${e.seq} arrived ${n} times`);
+  }
+  assert.equal(seen.length, expected.length, `${label}: nothing else arrived`);
 }
 
 /** Resolves after `ms`. */

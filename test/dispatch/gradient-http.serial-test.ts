@@ -15,7 +15,7 @@ import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { GradientLimit } from '../../src/dispatch/limits/index.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
-import { CapacityServer, sleep, TriggerRecord } from './fixtures.js';
+import { assertPerDeviceOrder, CapacityServer, sleep, TriggerRecord } from './fixtures.js';
 
 /** Keeps the downstream's queue topped up and samples the limit every tick; returns the mean limit of the phase's tail. */
 async function runPhase(d: Dispatcher, r: TriggerRecord, seq: { n: number }, ms: number): Promise<number> {
@@ -89,6 +89,10 @@ test('gradient limit tracks a real HTTP downstream whose capacity and delay chan
   assert.equal(t.deadLettered, 0, 'a downstream that keeps up sees no dead letter');
   // What the drain deadline did not reach stays for a next start, counted.
   assert.equal(t.inFlight, d.carriedOver[0]);
+  // With up to 200 requests in flight, each device's triggers reached the server in their order, each once (a request
+  // the close did not wait for may have been served unanswered: counted in flight, carried over).
+  assert.ok(server.received.length >= t.delivered && server.received.length <= t.delivered + t.inFlight);
+  assertPerDeviceOrder(server.received, 'hook');
 });
 
 test('gradient limit stays far below the cap when the downstream answers fast errors', async () => {
@@ -216,4 +220,6 @@ test("the dispatcher's own event-loop stalls are not taken for a downstream queu
   const t = d.totals();
   assert.equal(t.offered + t.recovered, t.delivered + t.replayed + t.final + t.inFlight);
   assert.equal(t.deadLettered, 0);
+  assert.ok(server.received.length >= t.delivered && server.received.length <= t.delivered + t.inFlight);
+  assertPerDeviceOrder(server.received, 'hook');
 });

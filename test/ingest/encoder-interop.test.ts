@@ -18,6 +18,7 @@ import { createRouter } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { RejectReason } from '../../src/shm/layout.js';
 import { at, square, T0, TriggerServer } from '../pipeline/support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { makeEdge, type SeenPing } from './support.js';
 
 /** A ping as plain JSON data: integers stay integers on the way into Python (json.loads gives int, not float). */
@@ -247,7 +248,7 @@ function canonical(triggers: readonly Trigger[]): Trigger[] {
 /** Runs `bytes` through a real router; returns the callback's triggers, the webhook's raw ids and the NDJSON text. */
 async function routeThrough(
   bytes: Buffer,
-): Promise<{ triggers: Trigger[]; webhookRawIds: string[]; ndjson: string; rejected: number }> {
+): Promise<{ triggers: Trigger[]; webhook: Trigger[]; webhookRawIds: string[]; ndjson: string; rejected: number }> {
   const http = new TriggerServer();
   await http.start();
   const dir = mkdtempSync(join(tmpdir(), 'gr-interop-'));
@@ -274,6 +275,7 @@ async function routeThrough(
     const summary = await router.close();
     return {
       triggers: called,
+      webhook: http.received.slice(),
       webhookRawIds: http.rawDeviceIds,
       ndjson: readFileSync(ndjsonPath, 'utf8'),
       rejected: summary.rejectedTotal,
@@ -307,6 +309,21 @@ test("through a real router, each encoder's frames produce exactly the triggers 
   for (const [name, run] of runs) {
     assert.equal(run.rejected, 0, `${name}: nothing rejected`);
     assert.deepEqual(canonical(run.triggers), reference, `${name}: the same triggers as msgpackr`);
+    // Each sink, in the order it received them: every device's whole run, in seq order, with valid stays.
+    const fromFile = run.ndjson
+      .split('\n')
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l) as Trigger);
+    for (const [sink, got] of [
+      ['callback', run.triggers],
+      ['webhook', run.webhook],
+      ['ndjson', fromFile],
+    ] as const)
+      assert.deepEqual(
+        checkDeliveryContract(got, { complete: true, stays: true }).problems,
+        [],
+        `${name}: delivery contract at the ${sink} sink`,
+      );
     // Webhook JSON and NDJSON carry the numeric ids as JSON numbers, every digit kept.
     const webhookIds = run.webhookRawIds.slice().sort();
     const ndjsonIds = [...run.ndjson.matchAll(/"deviceId":("(?:[^"\\]|\\.)*"|[0-9]+)/g)].map((m) => m[1]!).sort();

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createRouter, type Router } from '../../src/index.js';
 import { cityTraffic } from '../support/city-traffic.js';
 import { sendOverTcp, TriggerServer } from '../pipeline/support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { parseExposition, type Sample } from './exposition.js';
 
 /** Devices of each flood round (a fresh fleet each round, so triggers keep coming). */
@@ -115,6 +116,10 @@ export async function startLoadedRouter(): Promise<LoadedRouter> {
       await router.close();
       await webhook.stop();
       rmSync(stateDir, { recursive: true, force: true });
+      // Refused batches leave gaps by design; what the webhook accepted is in each device's order (replays included).
+      const problems = checkDeliveryContract(webhook.received, { allowRedelivery: true }).problems;
+      if (problems.length > 0)
+        throw new Error(`delivery contract at the loaded router's webhook: ${problems.join('; ')}`);
     },
   };
 }

@@ -321,6 +321,12 @@ test('a client trickling a frame on a connection decoded by another ingest threa
     const s = await router.close();
     assert.deepEqual(s.admittedByIngestThread, [20, 0]);
     assert.equal(s.rejected.truncated_frame, 1, "the trickler's partial frame counted as truncated");
+    // The honest device, inside the fence from its first ping, got its one ENTER; the trickler's ping made nothing.
+    assert.deepEqual(
+      got.map((t) => `${String(t.deviceId)} ${t.type} ${t.fenceId} ${t.seq}`),
+      ['honest ENTER a 1'],
+    );
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   } finally {
     await router.close();
   }

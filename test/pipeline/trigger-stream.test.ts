@@ -80,9 +80,11 @@ test('a loop that leaves early: the stream ends, a second loop is refused, and t
   const t = traffic(300);
   const router = await startWithStream(t, { maxAttempts: 1, maxBatchTriggers: 16 });
   let taken = 0;
+  const took: Trigger[] = [];
   const loop = (async () => {
     for await (const batch of router.triggers('app')) {
       taken += batch.length;
+      took.push(...batch);
       if (taken > 100) break;
     }
   })();
@@ -93,6 +95,7 @@ test('a loop that leaves early: the stream ends, a second loop is refused, and t
   const summary = await router.close();
   const d = summary.downstreams[0]!;
   assert.equal(d.delivered, taken, 'what the loop took, and nothing after it, was delivered');
+  assert.deepEqual(checkDeliveryContract(took, {}).problems, [], 'what the loop took is in per-device order');
   assert.equal(d.breakerState, 'open', 'an ended stream is a downstream that is down');
   assert.ok(
     d.deadLettered > 0,

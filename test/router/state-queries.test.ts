@@ -11,6 +11,7 @@ import { createRouter, type Trigger } from '../../src/index.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { sinkTraffic } from '../support/sink-run.js';
 import { waitFor } from '../pipeline/support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 
 test('device and fence queries agree with the trigger history, through the library and the admin routes', async () => {
   const traffic = sinkTraffic(17, 400);
@@ -27,6 +28,8 @@ test('device and fence queries agree with the trigger history, through the libra
     await sendPaced(router.ingestPort!, traffic, 10_000);
     await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
     await waitFor(() => router.stats().delivered === router.stats().triggersTotal, 60_000, 'every trigger delivered');
+    // The history is read in arrival order below: it must be every device's whole run, in order, with valid stays.
+    assert.deepEqual(checkDeliveryContract(history, { complete: true, stays: true }).problems, []);
     // What the history says: per device, fence -> the event time of the ENTER that opened the stay still open.
     const open = new Map<string | number, Map<string, number>>();
     for (const t of history) {
