@@ -113,44 +113,24 @@ export class PartitionCheckpoints {
     const owned = parsePartitionList(js.partitions, js.partitionCount, 'options.jetstreamSource.partitions');
     const nc = await connectSourceServers(js, 'partition state');
     try {
-      const bucket = await PartitionStateBucket.open(nc, {
-        bucket: js.stateBucket,
-        scope: `${js.stream}.${js.consumerPrefix}`,
-        replicas: js.streamReplicas,
-        partitionCount: js.partitionCount,
-        writer: `${hostname()}:${process.pid}`,
-      });
-      // Every ping comes through the partitions: nothing else can give a device a trigger the replay would not.
-      const exactWanted = o.listenHost === null && o.inputs.length === 0;
+      const bucket = await openStateBucket(nc, js, js.stateBucket);
+      const exactWanted = streamOnly(o);
       const jsm = await jetstreamManager(nc);
-      const stream = await streamNow(jsm, js.stream);
       const openedMs = Date.now();
-      const heads: (PartitionHeadSummary | null)[] = [];
-      const readTo: (number | null)[] = [];
-      for (const p of owned) {
-        heads.push(await bucket.readHead(p));
-        readTo.push(await consumerReadTo(jsm, js.stream, partitionConsumerName(js.consumerPrefix, p)));
-      }
-      const gapped: { partition: number; reason: string }[] = [];
-      owned.forEach((p, i) => {
-        const reason = gapReason(heads[i]!, stream, readTo[i]!);
-        if (reason !== null) gapped.push({ partition: p, reason });
-      });
-      const exactReplay = exactWanted && gapped.length === 0;
+      const { heads, gapped, exactReplay, fallbackReasons } = await replayPlan(
+        bucket,
+        jsm,
+        js,
+        owned,
+        exactWanted,
+        openedMs,
+      );
       const stored: StoredPartitionCheckpoint[] = [];
       const fallback: { partition: number; reason: string }[] = [];
       const deliveredMs = new Float64Array(owned.length).fill(openedMs);
       for (let i = 0; i < owned.length; i++) {
         const p = owned[i]!;
-        const reason = exactReplay
-          ? fallbackReason(
-              heads[i]!,
-              stream,
-              readTo[i]!,
-              await readFromMs(jsm, js.stream, heads[i]!, stream, readTo[i]!),
-              openedMs,
-            )
-          : null;
+        const reason = fallbackReasons[i]!;
         if (reason !== null) fallback.push({ partition: p, reason });
         else deliveredMs[i] = heads[i]?.delivered?.capturedMs ?? openedMs;
         const s = await bucket.readChunks(p, exactReplay && reason === null ? 'delivered' : 'newest');
@@ -252,6 +232,97 @@ export class PartitionCheckpoints {
   }
 }
 
+/** The partition state bucket `bucket` of source `js`, opened (created) through `nc`, this process its writer. */
+function openStateBucket(
+  nc: NatsConnection,
+  js: NonNullable<RouterOptions['jetstreamSource']>,
+  bucket: string,
+): Promise<PartitionStateBucket> {
+  return PartitionStateBucket.open(nc, {
+    bucket,
+    scope: `${js.stream}.${js.consumerPrefix}`,
+    replicas: js.streamReplicas,
+    partitionCount: js.partitionCount,
+    writer: `${hostname()}:${process.pid}`,
+  });
+}
+
+/** Every ping comes through the partitions: nothing else can give a device a trigger the replay would not. */
+function streamOnly(o: RouterOptions): boolean {
+  return o.listenHost === null && o.inputs.length === 0;
+}
+
+/**
+ * How a start owning `partitions` reads them again, as the stream and the stored heads are now: their heads (read
+ * through `bucket`, which remembers their revisions, in the order of `partitions`), the partitions with a gap
+ * (gapReason), whether the start is an exact replay (`exactWanted` and no gap) and, then, per partition why it falls
+ * back to its newest state (fallbackReason; null: read again from its delivered checkpoint; all null without exact
+ * replay).
+ */
+async function replayPlan(
+  bucket: PartitionStateBucket,
+  jsm: JetStreamManager,
+  js: NonNullable<RouterOptions['jetstreamSource']>,
+  partitions: readonly number[],
+  exactWanted: boolean,
+  nowMs: number,
+): Promise<{
+  heads: (PartitionHeadSummary | null)[];
+  gapped: { partition: number; reason: string }[];
+  exactReplay: boolean;
+  fallbackReasons: (string | null)[];
+}> {
+  const stream = await streamNow(jsm, js.stream);
+  const heads: (PartitionHeadSummary | null)[] = [];
+  const readTo: (number | null)[] = [];
+  for (const p of partitions) {
+    heads.push(await bucket.readHead(p));
+    readTo.push(await consumerReadTo(jsm, js.stream, partitionConsumerName(js.consumerPrefix, p)));
+  }
+  const gapped: { partition: number; reason: string }[] = [];
+  partitions.forEach((p, i) => {
+    const reason = gapReason(heads[i]!, stream, readTo[i]!);
+    if (reason !== null) gapped.push({ partition: p, reason });
+  });
+  const exactReplay = exactWanted && gapped.length === 0;
+  const fallbackReasons: (string | null)[] = [];
+  for (let i = 0; i < partitions.length; i++) {
+    const from = exactReplay ? await readFromMs(jsm, js.stream, heads[i]!, stream, readTo[i]!) : NaN;
+    fallbackReasons.push(exactReplay ? fallbackReason(heads[i]!, stream, readTo[i]!, from, nowMs) : null);
+  }
+  return { heads, gapped, exactReplay, fallbackReasons };
+}
+
+/**
+ * Why the next owner of `partitions`, given up now, could not read them again exactly from their delivered
+ * checkpoints (one line per partition, as its start would find it now: a gap, or a fallback to the newest state);
+ * empty when every one of them can be. Then the triggers of theirs that this router leaves undelivered are derived
+ * again by that owner, under the same seqs and in each device's order, and this router's next start passes its own
+ * copies over (StateKeeper.replayFloors), so a partition may move before they are delivered. Options that keep no
+ * partition state, or read pings from more than the stream, give one line saying so. Reads through `nc`.
+ */
+export async function handOverReasons(
+  nc: NatsConnection,
+  o: RouterOptions,
+  partitions: readonly number[],
+): Promise<string[]> {
+  const js = o.jetstreamSource;
+  if (js === null || js.stateBucket === null)
+    return ['no partition state is kept (options.jetstreamSource.stateBucket)'];
+  if (!streamOnly(o)) return ['pings come from more than the stream (a listener or inputs): there is no exact replay'];
+  const bucket = await openStateBucket(nc, js, js.stateBucket);
+  const jsm = await jetstreamManager(nc);
+  const limits = await countOrSizeLimits(jsm, js.stream);
+  if (limits !== null)
+    return [`the stream ${js.stream} also drops messages by ${limits}, at any time: the read again could miss them`];
+  const plan = await replayPlan(bucket, jsm, js, partitions, true, Date.now());
+  const why =
+    plan.gapped.length > 0
+      ? plan.gapped
+      : partitions.map((p, i) => ({ partition: p, reason: plan.fallbackReasons[i]! }));
+  return why.flatMap((w) => (w.reason === null ? [] : [`partition ${w.partition}: ${w.reason}`]));
+}
+
 /** What a start needs to know of the telemetry stream now. */
 export interface StreamNow {
   /** Its first stored sequence (1 when it does not exist yet; past its last message when it is empty). */
@@ -308,6 +379,28 @@ export function fallbackReason(
   const marginMs = Math.max(EXPIRY_MARGIN_MIN_MS, stream.maxAgeMs / 10);
   if (!(nowMs - readFromMs > stream.maxAgeMs - marginMs)) return null;
   return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - readFromMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
+}
+
+/**
+ * The stream's limits other than age that remove messages (`max_msgs=N`, `max_bytes=N`, `max_msgs_per_subject=N`),
+ * null when it has none or does not exist: under them a message may go at any time, which the age margin of
+ * fallbackReason cannot foresee.
+ */
+async function countOrSizeLimits(jsm: JetStreamManager, stream: string): Promise<string | null> {
+  try {
+    const c = (await jsm.streams.info(stream)).config;
+    const set = (
+      [
+        ['max_msgs', c.max_msgs],
+        ['max_bytes', c.max_bytes],
+        ['max_msgs_per_subject', c.max_msgs_per_subject],
+      ] as const
+    ).filter(([, v]) => typeof v === 'number' && v > 0);
+    return set.length === 0 ? null : set.map(([k, v]) => `${k}=${v}`).join(', ');
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
 }
 
 /** The telemetry stream's first message and age limit now (see StreamNow). */

@@ -3,12 +3,15 @@
  * leases (src/durable/partition-leases.ts) instead of a fixed list, and runs a router on what it holds.
  *
  * Every `leaseMs / 4` the member renews its leases, then balances: above its fair share it releases its highest
- * partitions (only when its router's close delivered every trigger, otherwise it keeps them and tries again later:
- * without exact replay one left in this member's files would reach a shared receiver after the later seqs of the next
- * owner; with it the next owner would read again from the partitions' older delivered checkpoints), below it
- * takes free ones. A change of the held set restarts the router on the new set (the previous one
- * closed cleanly first, so each partition it gives up has its state stored before its lease is released, and the next
- * owner restores it): a pause of a second or two of this member's partitions, as a consumer group's rebalance is.
+ * partitions, below it takes free ones. A release whose router's close left triggers undelivered (a downstream slow
+ * or down) goes ahead only when the next owner can read those partitions again exactly from their delivered
+ * checkpoints (handOverReasons): it derives those triggers again, under the same seqs and in order, and this member's
+ * next router passes its own copies over. Otherwise (no exact replay, or a partition would fall back to its newest
+ * state) a copy left in this member's files would reach a shared receiver after the later seqs of the next owner, so
+ * the member keeps the partitions and tries again later. A change of the held set restarts the router on the new set
+ * (the previous one closed cleanly first, so each partition it gives up has its state stored before its lease is
+ * released, and the next owner restores it): a pause of a second or two of this member's partitions, as a consumer
+ * group's rebalance is.
  *
  * A lease lost (the process was paused or cut off past the lease time, and another member may hold the partition by
  * now) shuts the lease gate the router's threads read (no fetch, no delivery, no stored checkpoint from then on) and
@@ -19,7 +22,7 @@
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
-import { resolveRouterOptions, type RouterOptionsInput } from '../config/options.js';
+import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput } from '../config/options.js';
 import { fairShare, memberToken, monotonicMs, PartitionLeases } from '../durable/partition-leases.js';
 import {
   LEASE_GATE_F64,
@@ -31,6 +34,7 @@ import {
 } from '../shm/layout.js';
 import type { Router, RouterExtras, RouterSummary } from './api.js';
 import { createRouter, openRouterLog } from './create-router.js';
+import { handOverReasons } from './partition-checkpoints.js';
 import { PipelineRouter } from './pipeline-router.js';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { LogFn, RouterLog } from '../log/router-log.js';
@@ -39,7 +43,7 @@ import type { LogFn, RouterLog } from '../log/router-log.js';
 const GATE_SHUT = 1;
 /** How long closing the connection may take, ms. */
 const CLOSE_WITHIN_MS = 2000;
-/** After a release held back because triggers were not delivered, the next try waits this many balance periods. */
+/** After a release held back (triggers undelivered, see the module comment), the next try waits this many periods. */
 const RELEASE_RETRY_PERIODS = 8;
 
 /** What a member has done so far. */
@@ -105,7 +109,7 @@ export async function createPartitionGroup(options: RouterOptionsInput & RouterE
       cause: err,
     });
   }
-  return new Member(options, nc, leases, js.partitionCount);
+  return new Member(options, nc, leases, js.partitionCount, resolved);
 }
 
 /** The member's loop. */
@@ -133,6 +137,11 @@ class Member implements PartitionGroup {
   private fenced = false;
   /** Balance steps to skip before trying a release again (one was held back: triggers not delivered). */
   private releaseBackoff = 0;
+  /**
+   * Triggers the last router closed left undelivered in this member's files (its summary's `carriedOver`); NaN after a
+   * router that failed to close or was abandoned (unknown). Only a clean close that kept nothing makes it 0 again.
+   */
+  private keptInFiles = 0;
   /** The drain deadline of the last balance's close, ms (0: none yet). */
   private closeDeadlineMs = 0;
   private readonly routerLog: RouterLog;
@@ -143,6 +152,7 @@ class Member implements PartitionGroup {
     private readonly nc: NatsConnection,
     private readonly leases: PartitionLeases,
     private readonly partitionCount: number,
+    private readonly resolved: RouterOptions,
   ) {
     this.member = leases.member;
     this.leaseMs = leases.leaseMs;
@@ -250,24 +260,34 @@ class Member implements PartitionGroup {
     if (owned.length > share) {
       const keep = owned.slice(0, share);
       const give = owned.slice(share);
-      // Partitions move only with every trigger delivered: one held in this member's files (a downstream slow or down)
-      // would reach a shared receiver after the later seqs the next owner sends (with exact replay, the next owner
-      // would read the stream again from an older delivered checkpoint instead).
       if (this.releaseBackoff > 0) {
         this.releaseBackoff--;
         return;
       }
       // Their state is stored by the clean close before the leases go.
-      const closing = this.router !== null;
       await this.stopRouter(true);
-      const kept = closing ? (this.lastSummary?.carriedOver ?? 0) : 0;
-      if (kept > 0) {
-        this.holdRelease(
-          give,
-          `${kept} triggers kept undelivered by a close given ${this.closeDeadlineMs} ms to drain`,
+      // What this close left, or with no router running now, what the last one left.
+      const kept = this.keptInFiles;
+      if (kept !== 0) {
+        const what = Number.isNaN(kept)
+          ? 'a router that did not close cleanly may have left triggers undelivered'
+          : `${kept} triggers kept undelivered by a close given ${this.closeDeadlineMs} ms to drain`;
+        // Triggers held in this member's files move with their partitions only as triggers the next owner derives
+        // again (see the module comment).
+        const reasons = await handOverReasons(this.nc, this.resolved, give).catch((err: unknown) => [
+          `the partitions' stored state or the stream could not be read: ${(err as Error).message}`,
+        ]);
+        if (reasons.length > 0) {
+          this.holdRelease(
+            give,
+            `${what}, and that their next owner derives them again cannot be shown: ${reasons.join('; ')}`,
+          );
+          await this.startRouter(owned);
+          return;
+        }
+        this.say(
+          `partition group: ${what}; partitions ${give.join(',')} move all the same: their next owner derives their triggers again from the delivered checkpoints, and this member's copies are passed over`,
         );
-        await this.startRouter(owned);
-        return;
       }
       for (const p of give) await this.leases.release(p);
       this.gate[LEASE_PARTITIONS_RELEASED_F64]! += give.length;
@@ -298,7 +318,7 @@ class Member implements PartitionGroup {
   private holdRelease(give: number[], why: string): void {
     this.releaseBackoff = RELEASE_RETRY_PERIODS;
     this.say(
-      `partition group: partitions ${give.join(',')} are not released yet (${why}): a partition moves with every trigger of its devices delivered; trying again in ${RELEASE_RETRY_PERIODS} balance periods`,
+      `partition group: partitions ${give.join(',')} are not released yet (${why}): a partition moves once every trigger of its devices is delivered or can be derived again by its next owner; trying again in ${RELEASE_RETRY_PERIODS} balance periods`,
       'warn',
     );
   }
@@ -334,8 +354,9 @@ class Member implements PartitionGroup {
 
   /**
    * Closes the running router cleanly (for a balance, its drain given at most one lease time: a downstream that is
-   * down does not pause this member's partitions for long; what it keeps is delivered by the next router, and a
-   * release waits for it); abandons it instead when a lease it reads was lost meanwhile.
+   * down does not pause this member's partitions for long; what it keeps is delivered or derived again by the next
+   * router, and a release checks it first, see the module comment); abandons it instead when a lease it reads was lost
+   * meanwhile.
    */
   private async stopRouter(forBalance = false): Promise<void> {
     if (this.fenced) {
@@ -351,7 +372,9 @@ class Member implements PartitionGroup {
     // Until this close succeeds the next router reads the fences afresh (a failed close keeps no store).
     this.fences = null;
     if (forBalance && router instanceof PipelineRouter) this.closeDeadlineMs = router.limitDrainDeadline(this.leaseMs);
+    this.keptInFiles = NaN;
     this.lastSummary = await router.close();
+    this.keptInFiles = this.lastSummary.carriedOver;
     this.keepFences(router);
   }
 
@@ -367,7 +390,10 @@ class Member implements PartitionGroup {
     const router = this.router;
     this.router = null;
     this.running = [];
-    if (router !== null) await router.abandon();
+    if (router !== null) {
+      this.keptInFiles = NaN;
+      await router.abandon();
+    }
     // The next router reads the fences afresh (an abandoned one may have stopped inside an edit).
     this.fences = null;
   }

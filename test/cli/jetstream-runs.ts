@@ -82,7 +82,8 @@ export async function runAcrossStop(o: {
 
 /**
  * Arguments of a router process on stream TEL of the NATS server at `natsPort`: fences file, state directory, no
- * listener or admin server, checkpoints every 500 ms, NDJSON to `out` (null: no NDJSON), then `extra` (--partitions ...).
+ * listener (unless `extra` names one with `--listen`) or admin server, checkpoints every 500 ms, NDJSON to `out` (null:
+ * no NDJSON), then `extra` (--partitions ...).
  */
 export function jetstreamRouterArgs(o: {
   fences: string;
@@ -96,7 +97,7 @@ export function jetstreamRouterArgs(o: {
     o.fences,
     '--state-dir',
     o.stateDir,
-    '--no-listen',
+    ...(o.extra.some((a) => a === '--listen' || a.startsWith('--listen=')) ? [] : ['--no-listen']),
     '--no-admin',
     '--source',
     `jetstream://127.0.0.1:${o.natsPort}/TEL`,
