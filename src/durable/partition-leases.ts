@@ -3,7 +3,8 @@
  * partitioned source, with no coordinator of its own.
  *
  * Keys, under `<scope>` = `<stream>.<consumerPrefix>` (routers of another prefix keep leases of their own):
- * - `<scope>.member.<name>`: a member's heartbeat (JSON: name, the partitions it holds, when written).
+ * - `<scope>.member.<name>`: a member's heartbeat (JSON: name, the partitions it holds, when written, and whether it
+ *   reads pings from the stream alone: `streamOnly`).
  * - `<scope>.lease.p<N>`: the lease of partition N (JSON: owner, since when).
  *
  * The bucket's TTL is the lease time (`leaseMs`, set when the router creates the bucket; a bucket that exists keeps
@@ -43,6 +44,8 @@ export interface PartitionLeasesOptions {
   leaseMs: number;
   /** Replicas of a bucket the router creates. */
   replicas: number;
+  /** This member reads pings from the stream alone (no listener, no inputs), so its starts can replay exactly. */
+  streamOnly: boolean;
 }
 
 /** What one renewal found. */
@@ -124,7 +127,7 @@ export class PartitionLeases {
     const owned = this.owned();
     await this.kv.put(
       `${this.o.scope}.member.${this.o.member}`,
-      JSON.stringify({ member: this.o.member, partitions: owned, atMs: Date.now() }),
+      JSON.stringify({ member: this.o.member, partitions: owned, atMs: Date.now(), streamOnly: this.o.streamOnly }),
     );
     const lost: number[] = [];
     for (const p of owned) {
@@ -165,6 +168,28 @@ export class PartitionLeases {
     const names = new Set<string>([this.o.member]);
     for (const k of await this.liveKeys(`${prefix}*`)) names.add(k.slice(prefix.length));
     return [...names].sort();
+  }
+
+  /**
+   * The other live members whose heartbeat does not say they read pings from the stream alone (one written by an
+   * earlier version says nothing of it, and counts), sorted: a start of theirs may be no exact replay.
+   */
+  async membersNotStreamOnly(): Promise<string[]> {
+    const prefix = `${this.o.scope}.member.`;
+    const out: string[] = [];
+    for (const key of await this.liveKeys(`${prefix}*`)) {
+      const name = key.slice(prefix.length);
+      if (name === this.o.member) continue;
+      const e = await this.kv.get(key);
+      let streamOnly = false;
+      try {
+        streamOnly = e !== null && e.operation === 'PUT' && e.json<{ streamOnly?: unknown }>().streamOnly === true;
+      } catch {
+        // Not JSON: says nothing.
+      }
+      if (!streamOnly) out.push(name);
+    }
+    return out.sort();
   }
 
   /** Partitions no member holds a lease on, in increasing order. */

@@ -248,7 +248,7 @@ function openStateBucket(
 }
 
 /** Every ping comes through the partitions: nothing else can give a device a trigger the replay would not. */
-function streamOnly(o: RouterOptions): boolean {
+export function streamOnly(o: RouterOptions): boolean {
   return o.listenHost === null && o.inputs.length === 0;
 }
 
@@ -299,17 +299,24 @@ async function replayPlan(
  * empty when every one of them can be. Then the triggers of theirs that this router leaves undelivered are derived
  * again by that owner, under the same seqs and in each device's order, and this router's next start passes its own
  * copies over (StateKeeper.replayFloors), so a partition may move before they are delivered. Options that keep no
- * partition state, or read pings from more than the stream, give one line saying so. Reads through `nc`.
+ * partition state, or read pings from more than the stream, give one line saying so, and so do other members that
+ * may (`othersNotStreamOnly`, PartitionLeases.membersNotStreamOnly): any of them could be the next owner. Reads
+ * through `nc`.
  */
 export async function handOverReasons(
   nc: NatsConnection,
   o: RouterOptions,
   partitions: readonly number[],
+  othersNotStreamOnly: readonly string[],
 ): Promise<string[]> {
   const js = o.jetstreamSource;
   if (js === null || js.stateBucket === null)
     return ['no partition state is kept (options.jetstreamSource.stateBucket)'];
   if (!streamOnly(o)) return ['pings come from more than the stream (a listener or inputs): there is no exact replay'];
+  if (othersNotStreamOnly.length > 0)
+    return [
+      `members ${othersNotStreamOnly.join(',')} may read pings from more than the stream (their heartbeats do not say otherwise): a start of theirs is no exact replay`,
+    ];
   const bucket = await openStateBucket(nc, js, js.stateBucket);
   const jsm = await jetstreamManager(nc);
   const limits = await countOrSizeLimits(jsm, js.stream);

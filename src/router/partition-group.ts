@@ -34,7 +34,7 @@ import {
 } from '../shm/layout.js';
 import type { Router, RouterExtras, RouterSummary } from './api.js';
 import { createRouter, openRouterLog } from './create-router.js';
-import { handOverReasons } from './partition-checkpoints.js';
+import { handOverReasons, streamOnly } from './partition-checkpoints.js';
 import { PipelineRouter } from './pipeline-router.js';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { LogFn, RouterLog } from '../log/router-log.js';
@@ -101,6 +101,7 @@ export async function createPartitionGroup(options: RouterOptionsInput & RouterE
       member: memberToken(js.memberName ?? `${hostname()}-${process.pid}`),
       leaseMs: js.leaseMs,
       replicas: js.streamReplicas,
+      streamOnly: streamOnly(resolved),
     });
     await leases.renew();
   } catch (err) {
@@ -274,9 +275,12 @@ class Member implements PartitionGroup {
           : `${kept} triggers kept undelivered by a close given ${this.closeDeadlineMs} ms to drain`;
         // Triggers held in this member's files move with their partitions only as triggers the next owner derives
         // again (see the module comment).
-        const reasons = await handOverReasons(this.nc, this.resolved, give).catch((err: unknown) => [
-          `the partitions' stored state or the stream could not be read: ${(err as Error).message}`,
-        ]);
+        const reasons = await this.leases
+          .membersNotStreamOnly()
+          .then((others) => handOverReasons(this.nc, this.resolved, give, others))
+          .catch((err: unknown) => [
+            `the partitions' stored state, the stream or the members could not be read: ${(err as Error).message}`,
+          ]);
         if (reasons.length > 0) {
           this.holdRelease(
             give,

@@ -39,6 +39,7 @@ async function member(
   name: string,
   leaseMs = 1500,
   bucket = 'LEASES',
+  streamOnly = true,
 ): Promise<{ leases: PartitionLeases; close(): Promise<void> }> {
   const nc = await connect({ servers: url });
   const leases = await PartitionLeases.open(nc, {
@@ -48,6 +49,7 @@ async function member(
     member: name,
     leaseMs,
     replicas: 1,
+    streamOnly,
   });
   return { leases, close: () => nc.close() };
 }
@@ -97,6 +99,27 @@ test('leases: two members balance 16 partitions 8 / 8, none held twice; a member
   assert.deepEqual(resumed.lost, [0, 1, 2, 3, 4, 5, 6, 7], 'the resumed member learns it lost every lease');
   assert.deepEqual(a.leases.owned(), []);
   assert.equal(resumed.validUntilMs, 0);
+});
+
+test('membersNotStreamOnly names the other live members that may read pings from more than the stream, a heartbeat that says nothing of it included', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const a = await member(nats.url, 'a', 1500, 'LEASES', true);
+  const b = await member(nats.url, 'b', 1500, 'LEASES', false);
+  const c = await member(nats.url, 'c', 1500, 'LEASES', true);
+  t.after(async () => {
+    for (const m of [a, b, c]) await m.close();
+  });
+  for (const m of [a, b, c]) await m.leases.renew();
+  assert.deepEqual(await a.leases.membersNotStreamOnly(), ['b']);
+  assert.deepEqual(await b.leases.membersNotStreamOnly(), [], 'itself left out');
+  // A heartbeat of an earlier version, without the field.
+  const nc = await connect({ servers: nats.url });
+  t.after(() => nc.close());
+  const js = jetstream(nc);
+  await js.publish('$KV.LEASES.TEL.geofence-router.member.d', JSON.stringify({ member: 'd', partitions: [], atMs: 0 }));
+  assert.deepEqual(await a.leases.membersNotStreamOnly(), ['b', 'd']);
+  assert.deepEqual(await c.leases.membersNotStreamOnly(), ['b', 'd']);
 });
 
 test('a claimed partition state head fences the previous writer even when both read the same revision', async (t) => {
