@@ -26,9 +26,9 @@
  * stderr; `--config-extra '<json>'` adds router options to its config file (`--downstream-extra '<json>'` to each of the
  * two downstreams); the router's node runs with the flags the binary
  * is meant to run with (CLI_NODE_FLAGS) and `--router-node-flags '<flags>'` (a profile, a heap setting).
-`--generator-nice N` runs the load generator at niceness N, so on a host with fewer cores than the router has busy
-threads the generator waits for a core rather than the router (the receivers keep theirs: their answers are part of
-what the router measures).
+ * `--generator-nice N` runs the load generator at niceness N, so on a host with fewer cores than the router has busy
+ * threads the generator waits for a core rather than the router (the receivers keep theirs: their answers are part of
+ * what the router measures).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CLI_NODE_FLAGS } from '../src/cli/node-flags.js';

@@ -25,7 +25,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import { Kvm, type KV, type KvEntry } from '@nats-io/kv';
 
 /** Fraction of the lease time after a renewal's sending during which a member counts on its leases. */
 export const VALID_FRACTION = 0.75;
@@ -177,13 +177,12 @@ export class PartitionLeases {
   async membersNotStreamOnly(): Promise<string[]> {
     const prefix = `${this.o.scope}.member.`;
     const out: string[] = [];
-    for (const key of await this.liveKeys(`${prefix}*`)) {
+    for (const { key, entry } of await this.liveEntries(`${prefix}*`)) {
       const name = key.slice(prefix.length);
       if (name === this.o.member) continue;
-      const e = await this.kv.get(key);
       let streamOnly = false;
       try {
-        streamOnly = e !== null && e.operation === 'PUT' && e.json<{ streamOnly?: unknown }>().streamOnly === true;
+        streamOnly = entry.json<{ streamOnly?: unknown }>().streamOnly === true;
       } catch {
         // Not JSON: says nothing.
       }
@@ -207,15 +206,20 @@ export class PartitionLeases {
    * request, no consumer), each read to drop delete markers.
    */
   private async liveKeys(filter: string): Promise<string[]> {
+    return (await this.liveEntries(filter)).map((e) => e.key);
+  }
+
+  /** As liveKeys, each with the value read. */
+  private async liveEntries(filter: string): Promise<{ key: string; entry: KvEntry }[]> {
     const subjectPrefix = `$KV.${this.o.bucket}.`;
     const info = await this.jsm.streams.info(`KV_${this.o.bucket}`, {
       subjects_filter: `${subjectPrefix}${filter}`,
     });
-    const out: string[] = [];
+    const out: { key: string; entry: KvEntry }[] = [];
     for (const subject of Object.keys(info.state.subjects ?? {})) {
       const key = subject.slice(subjectPrefix.length);
-      const e = await this.kv.get(key);
-      if (e !== null && e.operation === 'PUT') out.push(key);
+      const entry = await this.kv.get(key);
+      if (entry !== null && entry.operation === 'PUT') out.push({ key, entry });
     }
     return out;
   }

@@ -267,6 +267,7 @@ async function replayPlan(
   exactWanted: boolean,
   nowMs: number,
 ): Promise<{
+  stream: StreamNow;
   heads: (PartitionHeadSummary | null)[];
   gapped: { partition: number; reason: string }[];
   exactReplay: boolean;
@@ -290,7 +291,7 @@ async function replayPlan(
     const from = exactReplay ? await readFromMs(jsm, js.stream, heads[i]!, stream, readTo[i]!) : NaN;
     fallbackReasons.push(exactReplay ? fallbackReason(heads[i]!, stream, readTo[i]!, from, nowMs) : null);
   }
-  return { heads, gapped, exactReplay, fallbackReasons };
+  return { stream, heads, gapped, exactReplay, fallbackReasons };
 }
 
 /**
@@ -319,10 +320,10 @@ export async function handOverReasons(
     ];
   const bucket = await openStateBucket(nc, js, js.stateBucket);
   const jsm = await jetstreamManager(nc);
-  const limits = await countOrSizeLimits(jsm, js.stream);
-  if (limits !== null)
-    return [`the stream ${js.stream} also drops messages by ${limits}, at any time: the read again could miss them`];
   const plan = await replayPlan(bucket, jsm, js, partitions, true, Date.now());
+  const limits = plan.stream.otherLimits;
+  if (limits !== undefined && limits !== null)
+    return [`the stream ${js.stream} also drops messages by ${limits}, at any time: the read again could miss them`];
   const why =
     plan.gapped.length > 0
       ? plan.gapped
@@ -338,6 +339,12 @@ export interface StreamNow {
   firstMs: number;
   /** How long it keeps a message, ms (0: no age limit). */
   maxAgeMs: number;
+  /**
+   * Its limits other than age that remove messages (`max_msgs=N`, `max_bytes=N`, `max_msgs_per_subject=N`), null
+   * (or absent) when none: under them a message may go at any time, which the age margin of fallbackReason cannot
+   * foresee.
+   */
+  otherLimits?: string | null;
 }
 
 /** Shortest time left before a message expires for a start to read the stream again from it, ms. */
@@ -388,26 +395,16 @@ export function fallbackReason(
   return `${what}, and the messages to read again from ${head.delivered === null ? "the stream's start" : 'there'} expire within ${Math.round(Math.max(0, stream.maxAgeMs - (nowMs - readFromMs)) / 60_000)} min (the stream keeps messages ${Math.round(stream.maxAgeMs / 60_000)} min)`;
 }
 
-/**
- * The stream's limits other than age that remove messages (`max_msgs=N`, `max_bytes=N`, `max_msgs_per_subject=N`),
- * null when it has none or does not exist: under them a message may go at any time, which the age margin of
- * fallbackReason cannot foresee.
- */
-async function countOrSizeLimits(jsm: JetStreamManager, stream: string): Promise<string | null> {
-  try {
-    const c = (await jsm.streams.info(stream)).config;
-    const set = (
-      [
-        ['max_msgs', c.max_msgs],
-        ['max_bytes', c.max_bytes],
-        ['max_msgs_per_subject', c.max_msgs_per_subject],
-      ] as const
-    ).filter(([, v]) => typeof v === 'number' && v > 0);
-    return set.length === 0 ? null : set.map(([k, v]) => `${k}=${v}`).join(', ');
-  } catch (err) {
-    if (isNotFound(err)) return null;
-    throw err;
-  }
+/** StreamNow.otherLimits of a stream's configuration. */
+function otherLimitsOf(c: { max_msgs?: number; max_bytes?: number; max_msgs_per_subject?: number }): string | null {
+  const set = (
+    [
+      ['max_msgs', c.max_msgs],
+      ['max_bytes', c.max_bytes],
+      ['max_msgs_per_subject', c.max_msgs_per_subject],
+    ] as const
+  ).filter(([, v]) => typeof v === 'number' && v > 0);
+  return set.length === 0 ? null : set.map(([k, v]) => `${k}=${v}`).join(', ');
 }
 
 /** The telemetry stream's first message and age limit now (see StreamNow). */
@@ -419,6 +416,7 @@ async function streamNow(jsm: JetStreamManager, stream: string): Promise<StreamN
       firstSeq: Math.max(1, s.first_seq),
       firstMs: s.messages > 0 ? Date.parse(s.first_ts) : NaN,
       maxAgeMs: info.config.max_age / 1e6,
+      otherLimits: otherLimitsOf(info.config),
     };
   } catch (err) {
     if (isNotFound(err)) return { firstSeq: 1, firstMs: NaN, maxAgeMs: 0 };
