@@ -240,10 +240,11 @@ export class ContainmentEngine {
 
   /**
    * Processes `count` telemetry records of `telemetry` from absolute sequence `fromSeq` (consumer side; the caller
-   * releases them), writing triggers into `triggers` and publishing them once at the end. Blocks while the trigger
-   * ring is full. Returns the number of triggers written. Allocation-free.
+   * releases them), writing triggers into `triggers` and publishing them once at the end (unless `publish` is false:
+   * the caller publishes). Blocks while the trigger ring is full. Returns the number of triggers written.
+   * Allocation-free.
    */
-  processBatch(telemetry: SpscRing, fromSeq: number, count: number, triggers: SpscRing): number {
+  processBatch(telemetry: SpscRing, fromSeq: number, count: number, triggers: SpscRing, publish = true): number {
     const f64 = telemetry.f64;
     const i32 = telemetry.i32;
     let written = 0;
@@ -265,7 +266,7 @@ export class ContainmentEngine {
       }
       written += this.writeStep(i32[bi + TEL_DEVICE_SLOT_I32]!, lane, triggers);
     }
-    triggers.publish();
+    if (publish) triggers.publish();
     return written;
   }
 

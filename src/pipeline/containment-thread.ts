@@ -97,32 +97,52 @@ const FAULT_HANG = 1;
 const FAULT_THROW = 2;
 /** End the worker thread mid-batch (`process.exit` in a worker ends that thread only): a worker lost mid-task. */
 const FAULT_EXIT = 3;
+/**
+ * Process the whole batch (device state updated, triggers written) and wait before publishing its triggers: a worker
+ * descheduled between a batch's state updates and their publish, for the checkpoint hand-off drill.
+ */
+const FAULT_STALL = 4;
+
+/** The drill hook's setting (see `parseFaultInjection`). */
+interface FaultInjection {
+  mode: number;
+  /** The armed device: its numeric id, or its string id. */
+  deviceId: number | string;
+  /** FAULT_STALL: how long the batch's triggers wait, ms. */
+  stallMs: number;
+}
 
 /**
- * Parses the drill hook's value: `hang-on-device:<numericId>`, `throw-on-device:<numericId>` or
- * `exit-on-device:<numericId>`. Returns null when
+ * Parses the drill hook's value: `hang-on-device:<id>`, `throw-on-device:<id>`, `exit-on-device:<id>` or
+ * `stall-on-device:<id>:<ms>` (an id of digits names a numeric device id, any other a string id). Returns null when
  * the value is absent or empty (the production case); throws on anything else, so a mistyped drill does not pass
  * silently.
  */
-function parseFaultInjection(value: string | undefined): { mode: number; deviceId: number } | null {
+function parseFaultInjection(value: string | undefined): FaultInjection | null {
   if (value === undefined || value === '') return null;
-  const m = /^(hang|throw|exit)-on-device:(-?\d+)$/.exec(value);
+  const m = /^(?:(hang|throw|exit)-on-device:([^:]+)|stall-on-device:([^:]+):(\d+))$/.exec(value);
   if (m === null) {
     throw new Error(
-      `${FAULT_INJECT_ENV} must be hang-on-device:<numericId>, throw-on-device:<numericId> or exit-on-device:<numericId>, got ${JSON.stringify(value)}`,
+      `${FAULT_INJECT_ENV} must be hang-on-device:<id>, throw-on-device:<id>, exit-on-device:<id> or stall-on-device:<id>:<ms>, got ${JSON.stringify(value)}`,
     );
   }
-  return { mode: m[1] === 'hang' ? FAULT_HANG : m[1] === 'throw' ? FAULT_THROW : FAULT_EXIT, deviceId: Number(m[2]) };
+  const id = m[2] ?? m[3]!;
+  return {
+    mode: m[1] === undefined ? FAULT_STALL : m[1] === 'hang' ? FAULT_HANG : m[1] === 'throw' ? FAULT_THROW : FAULT_EXIT,
+    deviceId: /^-?\d+$/.test(id) ? Number(id) : id,
+    stallMs: m[4] === undefined ? 0 : Number(m[4]),
+  };
 }
 
 /**
  * DRILL HOOK, off by default. `GEOFENCE_FAULT_INJECT` (read once, when the worker starts; pool workers inherit the
- * process environment) makes the first containment batch that holds a ping of that numeric device id, in any worker
- * of the pool that meets it first, process the pings before it and then hang (until the worker is terminated), throw, or end the worker thread: a
- * real hang or failure inside a real pool worker, for the watchdog and failure-path tests. It fires once per worker
- * (each replacement worker reads the variable again, so a drill that must fire once per router arms a device whose
- * ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed before the armed
- * one are counted lost too. Unset, the hot path pays one integer test per batch.
+ * process environment) makes the first containment batch that holds a ping of that device, in any worker of the pool
+ * that meets it first, process the pings before it and then hang (until the worker is terminated), throw, or end the
+ * worker thread: a real hang or failure inside a real pool worker, for the watchdog and failure-path tests. It fires
+ * once per worker (each replacement worker reads the variable again, so a drill that must fire once per router arms a
+ * device whose ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed
+ * before the armed one are counted lost too. The stall processes the whole batch and holds its triggers back for the
+ * time given before publishing them (nothing is lost). Unset, the hot path pays one integer test per batch.
  */
 const fault = parseFaultInjection(process.env[FAULT_INJECT_ENV]);
 let faultMode = fault === null ? FAULT_NONE : fault.mode;
@@ -133,20 +153,39 @@ function faultIndexIn(tel: SpscRing, fromSeq: number, count: number): number {
   const reader = idReader!;
   for (let k = 0; k < count; k++) {
     const slot = tel.i32[tel.slotOf((fromSeq + k) | 0) * tel.strideI32 + TEL_DEVICE_SLOT_I32]!;
-    if (slot >= 0 && reader.isNumeric(slot) && reader.numericId(slot) === faultDeviceId) return k;
+    if (slot < 0) continue;
+    if (typeof faultDeviceId === 'number') {
+      if (reader.isNumeric(slot) && reader.numericId(slot) === faultDeviceId) return k;
+    } else if (reader.deviceIdOf(slot) === faultDeviceId) return k;
   }
   return -1;
 }
 
-/** Drill only: processes the pings before the armed device's, then hangs or throws. */
-function fireFault(e: ContainmentEngine, tel: SpscRing, fromSeq: number, before: number, trig: SpscRing): never {
+/**
+ * Drill only: processes the pings before the armed device's (the `count` pings of the batch, for the stall), then
+ * hangs, throws or ends the thread; the stall waits, publishes the batch's triggers and returns how many there were.
+ */
+function fireFault(
+  e: ContainmentEngine,
+  tel: SpscRing,
+  fromSeq: number,
+  before: number,
+  count: number,
+  trig: SpscRing,
+): number {
   const mode = faultMode;
   faultMode = FAULT_NONE;
+  // Why Atomics.wait on a private cell: a wait that burns no CPU (for ever: only worker termination ends it).
+  const never = new Int32Array(new SharedArrayBuffer(4));
+  if (mode === FAULT_STALL) {
+    const written = e.processBatch(tel, fromSeq, count, trig, false);
+    Atomics.wait(never, 0, 0, fault!.stallMs);
+    trig.publish();
+    return written;
+  }
   if (before > 0) e.processBatch(tel, fromSeq, before, trig);
   if (mode === FAULT_THROW) throw new Error(`drill: ${FAULT_INJECT_ENV} threw on device ${faultDeviceId}`);
   if (mode === FAULT_EXIT) process.exit(1);
-  // Why Atomics.wait on a private cell: a hang that burns no CPU, and that only worker termination ends.
-  const never = new Int32Array(new SharedArrayBuffer(4));
   for (;;) Atomics.wait(never, 0, 0);
 }
 /** Sizes this worker's batches by time from its measured cost per ping (see batch-sizing.ts). */
@@ -256,13 +295,14 @@ export default function runContainmentTask(task: ContainmentTask): number {
       watchdog[wb + WDG_HELD_RING_I32] = r;
       watchdog[wb + WDG_HELD_COUNT_I32] = count;
       Atomics.store(watchdog, wb + WDG_PROGRESS_I32, (watchdog[wb + WDG_PROGRESS_I32]! + 1) | 0);
+      let drilled = -1;
       if (faultMode !== FAULT_NONE) {
         const at = faultIndexIn(tel, tel.readSeq(), count);
-        if (at >= 0) fireFault(engine, tel, tel.readSeq(), at, triggers[trig]!);
+        if (at >= 0) drilled = fireFault(engine, tel, tel.readSeq(), at, count, triggers[trig]!);
       }
       const batchStartNs = clockNs;
       // A throw ends the task: the ingest thread drops the batch (counted lost), and the next task drops its claims.
-      const written = engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
+      const written = drilled >= 0 ? drilled : engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
       tel.release(count);
       watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();

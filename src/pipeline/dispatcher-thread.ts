@@ -105,6 +105,8 @@ async function main(): Promise<void> {
   armThreadDrills('dispatcher');
   const pipeline = PipelineRegion.wrap(m.pipeline);
   const rings = m.triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
+  // Read only, by 'handed-on': how far containment has processed (and published the triggers of) each ring's pings.
+  const telemetry = [...m.telemetryRings, ...m.complianceRings].map((b) => SpscRing.wrap(b, RingKind.TELEMETRY));
   // The order a pass reads the rings in: the COMPLIANCE group's first (its triggers reach the sinks at the pass's
   // pump, not after the shards' backlog is offered). Safe in any order: a device's triggers are in one ring at a time
   // (see src/pipeline/compliance-path.ts).
@@ -350,13 +352,21 @@ async function main(): Promise<void> {
         reply(
           (async () => {
             const until = Date.now() + msg.withinMs;
+            // The request follows a state copy, which may hold a batch's device updates whose triggers the batch has
+            // not published yet (it publishes them at its end, then releases its pings): every ping published to the
+            // telemetry rings by now is to be processed and released first; then every trigger published by then is
+            // to be taken.
+            const processedTo = telemetry.map((r) => r.writeSeq());
+            let takenTo: number[] | null = null;
             let held: number;
             for (;;) {
-              let taken = true;
-              for (let r = 0; r < rings.length && taken; r++)
-                taken = ((rings[r]!.readSeq() - msg.ringWriteSeqs[r]!) | 0) >= 0;
+              if (takenTo === null && telemetry.every((r, i) => ((r.readSeq() - processedTo[i]!) | 0) >= 0))
+                takenTo = rings.map((r) => r.writeSeq());
+              const taken = takenTo !== null && rings.every((r, i) => ((r.readSeq() - takenTo![i]!) | 0) >= 0);
               held = !taken
-                ? -1
+                ? takenTo === null
+                  ? -2
+                  : -1
                 : dispatcher === null
                   ? 0
                   : msg.delivered
@@ -367,9 +377,11 @@ async function main(): Promise<void> {
               await new Promise((r) => setTimeout(r, HAND_OFF_POLL_MS));
             }
             throw new Error(
-              held < 0
-                ? 'the trigger rings were not read that far in time'
-                : `${held} triggers of those pings are still ${msg.delivered ? 'undelivered' : 'held only in memory'}`,
+              held === -2
+                ? 'containment had not processed the pings before the copy in time'
+                : held === -1
+                  ? 'the trigger rings were not read that far in time'
+                  : `${held} triggers of those pings are still ${msg.delivered ? 'undelivered' : 'held only in memory'}`,
             );
           })(),
         );

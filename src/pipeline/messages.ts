@@ -26,16 +26,15 @@ export type DispatcherRequest =
   | { type: 'drain'; id: number; deadlineMs: number }
   | { type: 'close'; id: number; deadlineMs: number }
   /**
-   * Resolves once the dispatcher has taken every trigger ring past `ringWriteSeqs` (per ring, as the main thread read
-   * the producers' positions) and no trigger of a ping admitted before `boundaryNs` is held only in memory (with
-   * `delivered`: none is undelivered at all, see Dispatcher.undeliveredAdmittedBefore); fails after `withinMs`,
-   * naming how many still are.
+   * Sent after a state copy: resolves once containment has processed every ping published to the telemetry rings
+   * when the request arrived, the dispatcher has taken every trigger published by then, and no trigger of a ping
+   * admitted before `boundaryNs` is held only in memory (with `delivered`: none is undelivered at all, see
+   * Dispatcher.undeliveredAdmittedBefore); fails after `withinMs`, naming what is not.
    */
   | {
       type: 'handed-on';
       id: number;
       boundaryNs: number;
-      ringWriteSeqs: number[];
       withinMs: number;
       delivered: boolean;
     };

@@ -416,13 +416,10 @@ export class PipelineRouter implements Router {
           s.inFlight === 0 &&
           this.everyTriggerRing.every((r) => r.depth() === 0);
       } else if (this.dispatcherThread !== null) {
-        const ringWriteSeqs = this.everyTriggerRing.map((r) => r.writeSeq());
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
             boundaryNs: copiedNs,
-            // Every trigger ring in memory.triggerRings order: the shards', the control ring, the COMPLIANCE group's.
-            ringWriteSeqs,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
           });
@@ -432,7 +429,6 @@ export class PipelineRouter implements Router {
             .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
               type: 'handed-on',
               boundaryNs: copiedNs,
-              ringWriteSeqs,
               withinMs: Math.min(DELIVERED_WITHIN_MS, this.options.checkpointIntervalMs),
               delivered: true,
             })

@@ -38,8 +38,9 @@ export async function waitForStoredPartitionState(url: string, timeoutMs: number
 }
 
 /**
- * Publishes pings [from, to) of `traffic` at about `perSec`, one a message, to `telemetry.<partition>.<deviceId>` over
- * 16 partitions; the device of ping k is `v<k % devices>` (as sinkTraffic names them).
+ * Publishes pings [from, to) of `traffic` (those of them `take` accepts) at about `perSec`, one a message, to
+ * `telemetry.<partition>.<deviceId>` over 16 partitions; the device of ping k is `v<k % devices>` (as sinkTraffic
+ * names them).
  */
 export async function publishPaced(
   url: string,
@@ -48,6 +49,7 @@ export async function publishPaced(
   from: number,
   to: number,
   perSec: number,
+  take: (k: number) => boolean = () => true,
 ): Promise<void> {
   const nc = await connect({ servers: url });
   try {
@@ -57,6 +59,7 @@ export async function publishPaced(
       const end = Math.min(to, k + Math.max(1, Math.round(perSec / 50)));
       const acks: Promise<unknown>[] = [];
       for (; k < end; k++) {
+        if (!take(k)) continue;
         const start = k === 0 ? 0 : traffic.ends[k - 1]!;
         acks.push(
           js.publish(
