@@ -297,7 +297,8 @@ async function replayPlan(
 /**
  * Why the next owner of `partitions`, given up now, could not read them again exactly from their delivered
  * checkpoints (one line per partition, as its start would find it now: a gap, or a fallback to the newest state);
- * empty when every one of them can be. Then the triggers of theirs that this router leaves undelivered are derived
+ * empty when every one of them can be. A gap in any partition of the stream counts: the next owner may read that one
+ * as well, and a start with a gap is no exact replay for any of its partitions. Then the triggers of theirs that this router leaves undelivered are derived
  * again by that owner, under the same seqs and in each device's order, and this router's next start passes its own
  * copies over (StateKeeper.replayFloors), so a partition may move before they are delivered. Options that keep no
  * partition state, or read pings from more than the stream, give one line saying so, and so do other members that
@@ -320,15 +321,20 @@ export async function handOverReasons(
     ];
   const bucket = await openStateBucket(nc, js, js.stateBucket);
   const jsm = await jetstreamManager(nc);
-  const plan = await replayPlan(bucket, jsm, js, partitions, true, Date.now());
+  const every = Array.from({ length: js.partitionCount }, (_, p) => p);
+  const plan = await replayPlan(bucket, jsm, js, every, true, Date.now());
   const limits = plan.stream.otherLimits;
   if (limits !== undefined && limits !== null)
     return [`the stream ${js.stream} also drops messages by ${limits}, at any time: the read again could miss them`];
-  const why =
-    plan.gapped.length > 0
-      ? plan.gapped
-      : partitions.map((p, i) => ({ partition: p, reason: plan.fallbackReasons[i]! }));
-  return why.flatMap((w) => (w.reason === null ? [] : [`partition ${w.partition}: ${w.reason}`]));
+  if (plan.gapped.length > 0)
+    return plan.gapped.map(
+      (g) =>
+        `partition ${g.partition}: ${g.reason}${partitions.includes(g.partition) ? '' : ' (a next owner that reads it as well starts with no exact replay)'}`,
+    );
+  return partitions.flatMap((p) => {
+    const reason = plan.fallbackReasons[p]!;
+    return reason === null ? [] : [`partition ${p}: ${reason}`];
+  });
 }
 
 /** What a start needs to know of the telemetry stream now. */

@@ -96,7 +96,7 @@ test('a member killed with triggers undelivered in its files: the member taking 
   assert.deepEqual(
     missingWhileGone.slice(0, 10),
     [],
-    `${missingWhileGone.length} reference triggers missing while a is gone`,
+    `${missingWhileGone.length} reference triggers missing while a is gone; b's log:\n${b.stderr}`,
   );
   const receivedWhileGone = server.received.length;
   // a comes back on its state directory: b releases half the partitions to it, and a passes its files' copies over.

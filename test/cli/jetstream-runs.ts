@@ -227,7 +227,10 @@ export async function runUntilReceived(
     const have = new Set(server.received.map(whole));
     return want.every((w) => have.has(w));
   };
-  await waitFor(complete, 30_000, 'every reference trigger received').catch(() => undefined);
+  // What the router said is what tells a slow run from a lost trigger: printed when the wait runs out.
+  await waitFor(complete, 30_000, 'every reference trigger received').catch(() =>
+    console.log(`not every reference trigger received within 30 s; the router's log so far:\n${p.stderr}`),
+  );
   await beforeStop(p);
   p.child.kill('SIGTERM');
   assert.equal((await p.exited).code, 0, p.stderr);
