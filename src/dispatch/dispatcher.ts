@@ -267,7 +267,7 @@ export function metricsCells(downstreams: number): number {
 export class Dispatcher implements DeadLetterTarget {
   /** Downstreams by index. */
   readonly downstreams: readonly Downstream[];
-  /** Scratch of memoryOnlyAdmittedBefore (grown to the largest downstream memory on first use). */
+  /** Scratch of memoryOnlyTakenBy and undeliveredTakenBy (grown to the largest downstream memory on first use). */
   private handOffScratch = new Uint8Array(0);
   /** Metric cells: downstream d at [d * DS_BLOCK_F64 ..], dispatcher-wide at [downstreams * DS_BLOCK_F64 ..]. */
   readonly metrics: Float64Array;
@@ -1053,13 +1053,13 @@ export class Dispatcher implements DeadLetterTarget {
 
   /**
    * Writes what the backlog logs buffer, then counts, over every downstream, the triggers still in memory only (not
-   * delivered, dead-lettered, or in a durable file) whose ping was admitted before `boundaryNs`: 0 means every
-   * trigger of those pings that the dispatcher has taken from the rings is handed on.
+   * delivered, dead-lettered, or in a durable file) that were taken from the trigger rings at or before `cutNs` (this
+   * thread's clock): 0 means every one of them is handed on.
    */
-  memoryOnlyAdmittedBefore(boundaryNs: number): number {
+  memoryOnlyTakenBy(cutNs: number): number {
     this.flushBacklogs();
     let n = 0;
-    for (const ds of this.downstreams) n += ds.memoryOnlyAdmittedBefore(boundaryNs, this.handOffScratchFor(ds));
+    for (const ds of this.downstreams) n += ds.memoryOnlyTakenBy(cutNs, this.handOffScratchFor(ds));
     return n;
   }
   /** The hand-off scratch, grown to `ds`'s memory when smaller. */
@@ -1070,13 +1070,12 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
-   * Counts, over every downstream, the triggers not delivered yet (see Downstream.undeliveredAdmittedBefore) whose
-   * ping was admitted before `boundaryNs`: 0 means every downstream has taken (or refused for good) every trigger of
-   * those pings that the dispatcher has taken from the rings.
+   * Counts, over every downstream, the triggers not delivered yet that were taken from the trigger rings at or before
+   * `cutNs` (see Downstream.undeliveredTakenBy): 0 means every downstream has taken (or refused for good) every one.
    */
-  undeliveredAdmittedBefore(boundaryNs: number): number {
+  undeliveredTakenBy(cutNs: number): number {
     let n = 0;
-    for (const ds of this.downstreams) n += ds.undeliveredAdmittedBefore(boundaryNs, this.handOffScratchFor(ds));
+    for (const ds of this.downstreams) n += ds.undeliveredTakenBy(cutNs, this.handOffScratchFor(ds));
     return n;
   }
 

@@ -788,38 +788,40 @@ export class Downstream {
   }
 
   /**
-   * Triggers in memory that no durable file holds whose ping was admitted before `boundaryNs` (a scan of the memory
-   * slots; `used` is scratch of capacitySlots cells), plus the earlier run's backlog copies the replay derives again
-   * and not yet passed over: a partition state stored meanwhile would raise their floor, and a later start that does
-   * not read the partition again from its delivered checkpoint (a fallback, a gap) would take them over behind the
-   * seqs delivered since.
+   * Triggers in memory that no durable file holds, taken from the trigger rings at or before `cutNs` (this thread's
+   * clock: DREC_TIME_NS_F64; a scan of the memory slots; `used` is scratch of capacitySlots cells), plus the earlier
+   * run's backlog copies the replay derives again and not yet passed over: a partition state stored meanwhile would
+   * raise their floor, and a later start that does not read the partition again from its delivered checkpoint (a
+   * fallback, a gap) would take them over behind the seqs delivered since.
    */
-  memoryOnlyAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
+  memoryOnlyTakenBy(cutNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
     let n = this.supersededUnloadedTotal;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
-      if (
-        used[slot] === 1 &&
-        this.isMemoryOnly(slot) &&
-        q.f64[slot * DREC_STRIDE_F64 + TRG_ADMIT_TIME_NS_F64]! < boundaryNs
-      )
+      if (used[slot] === 1 && this.isMemoryOnly(slot) && q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs)
         n++;
     }
     return n;
   }
 
   /**
-   * Triggers not delivered yet whose ping was admitted before `boundaryNs`: those in memory (queued, parked, being
-   * sent, carried over) admitted before it, and every one in the backlog log (its records' admission times are not
-   * looked at: counted whole, the answer errs on "not yet"). `used` is scratch of at least `capacitySlots`.
+   * Triggers not delivered yet that were taken from the trigger rings at or before `cutNs` (this thread's clock):
+   * those in memory taken by then (queued, parked, being sent, carried over), every one loaded from the backlog log
+   * (its time is when it was loaded), and every one still in the log (counted whole: the answer errs on "not yet").
+   * `used` is scratch of at least `capacitySlots`.
    */
-  undeliveredAdmittedBefore(boundaryNs: number, used: Uint8Array): number {
+  undeliveredTakenBy(cutNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
     let n = this.backlog === null ? 0 : this.backlog.unread;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
-      if (used[slot] === 1 && q.f64[slot * DREC_STRIDE_F64 + TRG_ADMIT_TIME_NS_F64]! < boundaryNs) n++;
+      if (
+        used[slot] === 1 &&
+        (q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs ||
+          q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! >= 0)
+      )
+        n++;
     }
     return n;
   }

@@ -355,23 +355,27 @@ async function main(): Promise<void> {
             // The request follows a state copy, which may hold a batch's device updates whose triggers the batch has
             // not published yet (it publishes them at its end, then releases its pings): every ping published to the
             // telemetry rings by now is to be processed and released first; then every trigger published by then is
-            // to be taken.
+            // to be taken, and what was taken by then (this thread's clock: the ingest thread's admission stamps need
+            // not agree with the main thread's after a wall-clock step) handed on.
             const processedTo = telemetry.map((r) => r.writeSeq());
             let takenTo: number[] | null = null;
+            let cutNs = -1;
             let held: number;
             for (;;) {
               if (takenTo === null && telemetry.every((r, i) => ((r.readSeq() - processedTo[i]!) | 0) >= 0))
                 takenTo = rings.map((r) => r.writeSeq());
-              const taken = takenTo !== null && rings.every((r, i) => ((r.readSeq() - takenTo![i]!) | 0) >= 0);
-              held = !taken
-                ? takenTo === null
+              if (cutNs < 0 && takenTo !== null && rings.every((r, i) => ((r.readSeq() - takenTo![i]!) | 0) >= 0))
+                cutNs = nowNs();
+              held =
+                takenTo === null
                   ? -2
-                  : -1
-                : dispatcher === null
-                  ? 0
-                  : msg.delivered
-                    ? dispatcher.undeliveredAdmittedBefore(msg.boundaryNs)
-                    : dispatcher.memoryOnlyAdmittedBefore(msg.boundaryNs);
+                  : cutNs < 0
+                    ? -1
+                    : dispatcher === null
+                      ? 0
+                      : msg.delivered
+                        ? dispatcher.undeliveredTakenBy(cutNs)
+                        : dispatcher.memoryOnlyTakenBy(cutNs);
               if (held === 0) return;
               if (Date.now() >= until) break;
               await new Promise((r) => setTimeout(r, HAND_OFF_POLL_MS));

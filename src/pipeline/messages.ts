@@ -27,14 +27,13 @@ export type DispatcherRequest =
   | { type: 'close'; id: number; deadlineMs: number }
   /**
    * Sent after a state copy: resolves once containment has processed every ping published to the telemetry rings
-   * when the request arrived, the dispatcher has taken every trigger published by then, and no trigger of a ping
-   * admitted before `boundaryNs` is held only in memory (with `delivered`: none is undelivered at all, see
-   * Dispatcher.undeliveredAdmittedBefore); fails after `withinMs`, naming what is not.
+   * when the request arrived, the dispatcher has taken every trigger published by then, and no trigger it had taken
+   * by then is held only in memory (with `delivered`: none is undelivered at all, see Dispatcher.undeliveredTakenBy);
+   * fails after `withinMs`, naming what is not.
    */
   | {
       type: 'handed-on';
       id: number;
-      boundaryNs: number;
       withinMs: number;
       delivered: boolean;
     };

@@ -38,7 +38,6 @@ import {
 } from '../pipeline/state-keeper.js';
 import type { PartitionCheckpoints } from './partition-checkpoints.js';
 import { MetricNames } from '../metrics/metric-names.js';
-import { nowNs } from '../shm/clock.js';
 import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
 import { StateDirectory } from '../durable/state-dir.js';
 import { FENCE_EDIT_JOURNAL_FILE, FenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
@@ -396,8 +395,7 @@ export class PipelineRouter implements Router {
       );
       if (parts === null) return;
       // The copy may hold pings processed after the capture began (those the stored stream position does not cover):
-      // the hand-off below waits for the triggers of every ping admitted before the copy ended.
-      const copiedNs = nowNs();
+      // the hand-off below waits for the triggers of every ping containment had taken when the copy ended.
       // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
       // triggers of the pings their state holds are handed on, since a router that restores them without exact replay
       // does not derive those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
@@ -419,7 +417,6 @@ export class PipelineRouter implements Router {
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
-            boundaryNs: copiedNs,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
           });
@@ -428,7 +425,6 @@ export class PipelineRouter implements Router {
           delivered = await this.dispatcherThread.requests
             .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
               type: 'handed-on',
-              boundaryNs: copiedNs,
               withinMs: Math.min(DELIVERED_WITHIN_MS, this.options.checkpointIntervalMs),
               delivered: true,
             })

@@ -90,7 +90,7 @@ test('a member killed with triggers undelivered in its files: the member taking 
     const have = new Set(server.received.map(whole));
     return [...want].filter((w) => !have.has(w));
   };
-  await waitFor(() => missingNow().length === 0, 45_000, 'every reference trigger received').catch(() => undefined);
+  await waitFor(() => missingNow().length === 0, 90_000, 'every reference trigger received').catch(() => undefined);
   // Nothing of the reference waits for the killed member to come back.
   const missingWhileGone = missingNow();
   assert.deepEqual(

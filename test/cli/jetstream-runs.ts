@@ -157,7 +157,7 @@ export function startGroupMember(
       out: null,
       extra: [...o.extra, '--partitions', 'auto', '--lease-ms', '2000', '--member-name', o.name],
     }),
-    120_000,
+    240_000,
   );
   t.after(() => p.child.kill('SIGKILL'));
   return p;
@@ -210,7 +210,7 @@ export function assertReceivedReference(received: readonly Trigger[], expected: 
 }
 
 /**
- * Starts a router with `args` (killed after the test), waits up to 30 s for `server` to have received every trigger
+ * Starts a router with `args` (killed after the test), waits up to 60 s for `server` to have received every trigger
  * of `expected`, stops it with SIGTERM and checks it exits 0; returns it.
  */
 export async function runUntilReceived(
@@ -220,7 +220,7 @@ export async function runUntilReceived(
   expected: readonly Trigger[],
   beforeStop: (p: CliProcess) => Promise<void> = async () => undefined,
 ): Promise<CliProcess> {
-  const p = new CliProcess([...args], 60_000);
+  const p = new CliProcess([...args], 120_000);
   t.after(() => p.child.kill('SIGKILL'));
   const want = expected.map(whole);
   const complete = (): boolean => {
@@ -228,8 +228,8 @@ export async function runUntilReceived(
     return want.every((w) => have.has(w));
   };
   // What the router said is what tells a slow run from a lost trigger: printed when the wait runs out.
-  await waitFor(complete, 30_000, 'every reference trigger received').catch(() =>
-    console.log(`not every reference trigger received within 30 s; the router's log so far:\n${p.stderr}`),
+  await waitFor(complete, 60_000, 'every reference trigger received').catch(() =>
+    console.log(`not every reference trigger received within 60 s; the router's log so far:\n${p.stderr}`),
   );
   await beforeStop(p);
   p.child.kill('SIGTERM');

@@ -277,7 +277,7 @@ test('replay floors with backlog records damaged on disk after the open: the cop
   assert.ok(log.markedLost > 0 && log.markedLost < 40, `copies derived again among them: ${log.markedLost}`);
   assert.equal(ds.final, log.corrupt - log.markedLost, 'only the others are lost');
   assert.equal(ds.inFlightTriggers, 0);
-  assert.equal(ds.memoryOnlyAdmittedBefore(Infinity, new Uint8Array(24)), 0, 'nothing holds a partition store back');
+  assert.equal(ds.memoryOnlyTakenBy(Infinity, new Uint8Array(24)), 0, 'nothing holds a partition store back');
   d2.pump();
   for (let device = 0; device < devices; device++) assert.ok(d2.deviceSettled(device), `device ${device} settled`);
   await d2.close(5_000);
