@@ -471,7 +471,7 @@ export class Downstream {
   }
 
   /** Loads triggers back from the backlog log while memory is less than half full (up to three quarters). */
-  loadBacklog(nowNs: number): void {
+  loadBacklog(): void {
     const log = this.backlog;
     const q = this.queues;
     this.clearDamagedCounts();
@@ -517,7 +517,8 @@ export class Downstream {
         continue;
       }
       const i = slot * DREC_STRIDE_I32;
-      q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = nowNs;
+      // Taken from the trigger rings before any hand-off cut that may see it (see undeliveredTakenBy), whenever loaded.
+      q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = -Infinity;
       q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
       q.i32[i + DREC_FLAGS_I32] = 0;
       q.fileOnly[device] = q.fileOnly[device]! - 1;
@@ -534,7 +535,7 @@ export class Downstream {
     this.pumping = true;
     try {
       if (this.dropCount > 0) this.processDrops();
-      this.loadBacklog(nowNs);
+      this.loadBacklog();
       if (this.stopped || this.breaker.isBlocking(nowNs) || nowNs < this.pausedUntilNs) return;
       // Leases not known to hold (a process resumed after its leases expired): their triggers stay held.
       if (this.ctx.leaseGate !== null && !leaseGateOpen(this.ctx.leaseGate)) return;
@@ -808,7 +809,7 @@ export class Downstream {
   /**
    * Triggers not delivered yet that were taken from the trigger rings at or before `cutNs` (this thread's clock):
    * those in memory taken by then (queued, parked, being sent, carried over), every one loaded from the backlog log
-   * (its time is when it was loaded), and every one still in the log (counted whole: the answer errs on "not yet").
+   * (its time is -Infinity), and every one still in the log (counted whole: the answer errs on "not yet").
    * `used` is scratch of at least `capacitySlots`.
    */
   undeliveredTakenBy(cutNs: number, used: Uint8Array): number {
@@ -816,12 +817,7 @@ export class Downstream {
     q.markUsed(used);
     let n = this.backlog === null ? 0 : this.backlog.unread;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
-      if (
-        used[slot] === 1 &&
-        (q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs ||
-          q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! >= 0)
-      )
-        n++;
+      if (used[slot] === 1 && q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs) n++;
     }
     return n;
   }

@@ -142,7 +142,8 @@ function parseFaultInjection(value: string | undefined): FaultInjection | null {
  * once per worker (each replacement worker reads the variable again, so a drill that must fire once per router arms a
  * device whose ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed
  * before the armed one are counted lost too. The stall processes the whole batch and holds its triggers back for the
- * time given before publishing them (nothing is lost). Unset, the hot path pays one integer test per batch.
+ * time given before publishing them (those the trigger ring has room for; nothing is lost unless the stall reaches
+ * `containmentStallMs`, when the watchdog drops the batch). Unset, the hot path pays one integer test per batch.
  */
 const fault = parseFaultInjection(process.env[FAULT_INJECT_ENV]);
 let faultMode = fault === null ? FAULT_NONE : fault.mode;

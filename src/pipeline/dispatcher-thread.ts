@@ -249,6 +249,8 @@ async function main(): Promise<void> {
 
   /** How often a 'handed-on' request looks again, ms. */
   const HAND_OFF_POLL_MS = 10;
+  /** This thread's time when the last 'handed-on' request without `delivered` found its triggers taken, or -1. */
+  let handOffCutNs = -1;
 
   const loop = async (): Promise<void> => {
     try {
@@ -352,14 +354,26 @@ async function main(): Promise<void> {
         reply(
           (async () => {
             const until = Date.now() + msg.withinMs;
-            // The request follows a state copy, which may hold a batch's device updates whose triggers the batch has
-            // not published yet (it publishes them at its end, then releases its pings): every ping published to the
-            // telemetry rings by now is to be processed and released first; then every trigger published by then is
-            // to be taken, and what was taken by then (this thread's clock: the ingest thread's admission stamps need
-            // not agree with the main thread's after a wall-clock step) handed on.
-            const processedTo = telemetry.map((r) => r.writeSeq());
-            let takenTo: number[] | null = null;
             let cutNs = -1;
+            let takenTo: number[] | null = null;
+            if (msg.delivered && handOffCutNs >= 0) {
+              // The request after a hand-off that held: judged on the same triggers.
+              cutNs = handOffCutNs;
+              takenTo = [];
+            } else {
+              handOffCutNs = -1;
+            }
+            // The request follows a state copy, which may hold device updates of a containment batch whose triggers
+            // are not published yet (a batch publishes them at its end, then releases its pings): a batch in progress
+            // starts at its ring's read position and holds at most `batchRecords` records, so the pings up to there
+            // (or all published ones, when fewer) are to be processed first. Then every trigger published by then is
+            // to be taken, and what the dispatcher had taken by then (this thread's clock: the ingest thread's
+            // admission stamps need not agree with the main thread's after a wall-clock step) handed on.
+            const processedTo = telemetry.map((r) => {
+              const end = (r.readSeq() + msg.batchRecords) | 0;
+              const published = r.writeSeq();
+              return ((end - published) | 0) > 0 ? published : end;
+            });
             let held: number;
             for (;;) {
               if (takenTo === null && telemetry.every((r, i) => ((r.readSeq() - processedTo[i]!) | 0) >= 0))
@@ -376,7 +390,10 @@ async function main(): Promise<void> {
                       : msg.delivered
                         ? dispatcher.undeliveredTakenBy(cutNs)
                         : dispatcher.memoryOnlyTakenBy(cutNs);
-              if (held === 0) return;
+              if (held === 0) {
+                if (!msg.delivered) handOffCutNs = cutNs;
+                return;
+              }
               if (Date.now() >= until) break;
               await new Promise((r) => setTimeout(r, HAND_OFF_POLL_MS));
             }

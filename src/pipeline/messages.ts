@@ -26,14 +26,16 @@ export type DispatcherRequest =
   | { type: 'drain'; id: number; deadlineMs: number }
   | { type: 'close'; id: number; deadlineMs: number }
   /**
-   * Sent after a state copy: resolves once containment has processed every ping published to the telemetry rings
-   * when the request arrived, the dispatcher has taken every trigger published by then, and no trigger it had taken
-   * by then is held only in memory (with `delivered`: none is undelivered at all, see Dispatcher.undeliveredTakenBy);
-   * fails after `withinMs`, naming what is not.
+   * Sent after a state copy: resolves once containment has processed the pings of any batch in progress when the
+   * request arrived (at most `batchRecords` past each telemetry ring's read position), the dispatcher has taken every
+   * trigger published by then, and no trigger it had taken by then is held only in memory; fails after `withinMs`,
+   * naming what is not. With `delivered`, right after one without that held: resolves once none of the same triggers
+   * is undelivered at all (see Dispatcher.undeliveredTakenBy).
    */
   | {
       type: 'handed-on';
       id: number;
+      batchRecords: number;
       withinMs: number;
       delivered: boolean;
     };

@@ -321,18 +321,25 @@ export async function handOverReasons(
     ];
   const bucket = await openStateBucket(nc, js, js.stateBucket);
   const jsm = await jetstreamManager(nc);
-  const every = Array.from({ length: js.partitionCount }, (_, p) => p);
-  const plan = await replayPlan(bucket, jsm, js, every, true, Date.now());
+  const plan = await replayPlan(bucket, jsm, js, partitions, true, Date.now());
   const limits = plan.stream.otherLimits;
   if (limits !== undefined && limits !== null)
     return [`the stream ${js.stream} also drops messages by ${limits}, at any time: the read again could miss them`];
-  if (plan.gapped.length > 0)
-    return plan.gapped.map(
-      (g) =>
-        `partition ${g.partition}: ${g.reason}${partitions.includes(g.partition) ? '' : ' (a next owner that reads it as well starts with no exact replay)'}`,
+  const gapped = plan.gapped.map((g) => `partition ${g.partition}: ${g.reason}`);
+  for (let p = 0; p < js.partitionCount; p++) {
+    if (partitions.includes(p)) continue;
+    const head = await bucket.readHead(p);
+    const reason = gapReason(
+      head,
+      plan.stream,
+      await consumerReadTo(jsm, js.stream, partitionConsumerName(js.consumerPrefix, p)),
     );
-  return partitions.flatMap((p) => {
-    const reason = plan.fallbackReasons[p]!;
+    if (reason !== null)
+      gapped.push(`partition ${p}: ${reason} (a next owner that reads it as well starts with no exact replay)`);
+  }
+  if (gapped.length > 0) return gapped;
+  return partitions.flatMap((p, i) => {
+    const reason = plan.fallbackReasons[i]!;
     return reason === null ? [] : [`partition ${p}: ${reason}`];
   });
 }

@@ -395,7 +395,7 @@ export class PipelineRouter implements Router {
       );
       if (parts === null) return;
       // The copy may hold pings processed after the capture began (those the stored stream position does not cover):
-      // the hand-off below waits for the triggers of every ping containment had taken when the copy ended.
+      // the hand-off below waits for the triggers of every ping containment had processed when the copy ended.
       // The partitions' own checkpoints, in JetStream, before anything they cover is acknowledged; and only once the
       // triggers of the pings their state holds are handed on, since a router that restores them without exact replay
       // does not derive those again. A clean stop's dispatcher has delivered them or kept them in its pending file already.
@@ -417,6 +417,7 @@ export class PipelineRouter implements Router {
         try {
           await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
             type: 'handed-on',
+            batchRecords: this.options.batchSize,
             withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
             delivered: false,
           });
@@ -425,6 +426,7 @@ export class PipelineRouter implements Router {
           delivered = await this.dispatcherThread.requests
             .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
               type: 'handed-on',
+              batchRecords: this.options.batchSize,
               withinMs: Math.min(DELIVERED_WITHIN_MS, this.options.checkpointIntervalMs),
               delivered: true,
             })

@@ -1084,7 +1084,10 @@ export const DREC_TRIGGER_I32_FIRST = 12;
 export const DREC_TRIGGER_I32_COUNT = 4;
 /** The fence's handle in the dispatcher's fence catalog (stable for the dispatcher's lifetime). Int32 cell 12. */
 export const DREC_FENCE_HANDLE_I32 = 12;
-/** Time the record entered its current place (slot: queued or loaded; dead-letter ring: dead-lettered), monotonic ns. */
+/**
+ * Time the record entered its current place, monotonic ns (slot: taken from the trigger rings or carried over,
+ * -Infinity when loaded from the backlog log; dead-letter ring: dead-lettered).
+ */
 export const DREC_TIME_NS_F64 = 8;
 /** Ordinal of the record in its downstream's backlog log when it was loaded from there; -1 otherwise. */
 export const DREC_LOG_ORDINAL_F64 = 9;

@@ -53,10 +53,12 @@ test('kill -9 while a containment batch held its triggers back from the state co
   await waitForStoredPartitionState(nats.url, 20_000);
   const stallFrom = Date.now();
   await publishPaced(nats.url, traffic, DEVICES, 0, half, 5000, ofLate);
-  await publishPaced(nats.url, traffic, DEVICES, half, traffic.pings, 5000);
+  // The rest is published while the batch stalls; the kill comes inside the stall however long that takes.
+  const rest = publishPaced(nats.url, traffic, DEVICES, half, traffic.pings, 5000);
   await new Promise((r) => setTimeout(r, Math.max(0, stallFrom + KILL_AFTER_MS - Date.now())));
   a.child.kill('SIGKILL');
   await a.exited;
+  await rest;
   // The checkpoints taken during the stall waited for the batch and were not stored.
   assert.match(a.stderr, /partition checkpoints deferred .*containment had not processed the pings before the copy/);
   const b = await runUntilReceived(t, args, server, expected);

@@ -211,7 +211,8 @@ export function assertReceivedReference(received: readonly Trigger[], expected: 
 
 /**
  * Starts a router with `args` (killed after the test), waits up to 60 s for `server` to have received every trigger
- * of `expected`, stops it with SIGTERM and checks it exits 0; returns it.
+ * of `expected` (as `key` tells triggers apart: by default whole, seq included), runs `beforeStop`, stops it with
+ * SIGTERM and checks it exits 0; returns it.
  */
 export async function runUntilReceived(
   t: TestContext,
@@ -219,12 +220,13 @@ export async function runUntilReceived(
   server: { received: Trigger[] },
   expected: readonly Trigger[],
   beforeStop: (p: CliProcess) => Promise<void> = async () => undefined,
+  key: (x: Trigger) => string = whole,
 ): Promise<CliProcess> {
   const p = new CliProcess([...args], 120_000);
   t.after(() => p.child.kill('SIGKILL'));
-  const want = expected.map(whole);
+  const want = expected.map(key);
   const complete = (): boolean => {
-    const have = new Set(server.received.map(whole));
+    const have = new Set(server.received.map(key));
     return want.every((w) => have.has(w));
   };
   // What the router said is what tells a slow run from a lost trigger: printed when the wait runs out.
