@@ -6,17 +6,15 @@
  * partitions again from their delivered checkpoints and the receiver gets every reference trigger.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { publishPaced, waitForStoredPartitionState } from '../support/jetstream-publish.js';
 import { TriggerServer } from '../pipeline/support.js';
 import {
   assertDeliveredEverything,
   assertReceivedReference,
-  jetstreamRouterArgs,
   jetstreamScenario,
   runUntilReceived,
-  smallQueueWebhookConfig,
+  webhookRouterArgs,
 } from './jetstream-runs.js';
 import { CliProcess } from './support.js';
 
@@ -35,13 +33,7 @@ test('kill -9 while a containment batch held its triggers back from the state co
   const server = new TriggerServer(() => 200);
   await server.start();
   t.after(() => server.stop());
-  const args = jetstreamRouterArgs({
-    fences,
-    stateDir: join(dir, 'state'),
-    natsPort: nats.port,
-    out: null,
-    extra: ['--config', smallQueueWebhookConfig(dir, server.url)],
-  });
+  const args = webhookRouterArgs({ fences, dir, nats }, server.url);
   // Pool workers read the drill from the environment, which the child inherits when it is spawned.
   process.env['GEOFENCE_FAULT_INJECT'] = `stall-on-device:${String(late)}:${STALL_MS}`;
   const a = new CliProcess(args, 60_000);

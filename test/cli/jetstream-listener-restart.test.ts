@@ -7,19 +7,12 @@
  * triggers in seq order, and no (deviceId, seq) names two triggers.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { publishPaced, waitForStoredPartitionState } from '../support/jetstream-publish.js';
 import { TriggerServer } from '../pipeline/support.js';
-import {
-  assertDeliveredEverything,
-  jetstreamRouterArgs,
-  jetstreamScenario,
-  runUntilReceived,
-  smallQueueWebhookConfig,
-} from './jetstream-runs.js';
+import { assertDeliveredEverything, jetstreamScenario, runUntilReceived, webhookRouterArgs } from './jetstream-runs.js';
 import { CliProcess } from './support.js';
 
 const DEVICES = 300;
@@ -33,13 +26,7 @@ test('kill -9 of a router with a TCP listener beside the stream while its webhoo
   const server = new TriggerServer(() => (held === null ? 200 : new Promise<number>((r) => held!.push(() => r(503)))));
   await server.start();
   t.after(() => server.stop());
-  const args = jetstreamRouterArgs({
-    fences,
-    stateDir: join(dir, 'state'),
-    natsPort: nats.port,
-    out: null,
-    extra: ['--config', smallQueueWebhookConfig(dir, server.url), '--listen', '127.0.0.1:0'],
-  });
+  const args = webhookRouterArgs({ fences, dir, nats }, server.url, {}, ['--listen', '127.0.0.1:0']);
   const a = new CliProcess(args, 60_000);
   t.after(() => a.child.kill('SIGKILL'));
   await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));

@@ -6,17 +6,15 @@
  * reference trigger, in per-device order).
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { publishPaced, whole } from '../support/jetstream-publish.js';
 import { TriggerServer, waitFor } from '../pipeline/support.js';
 import {
   assertDeliveredEverything,
   assertReceivedReference,
-  jetstreamRouterArgs,
   jetstreamScenario,
   runUntilReceived,
-  smallQueueWebhookConfig,
+  webhookRouterArgs,
 } from './jetstream-runs.js';
 import { CliProcess } from './support.js';
 
@@ -31,17 +29,10 @@ test('kill -9 while a trigger waits parked in the replay lane (its copy in the d
   await server.start();
   t.after(() => server.stop());
   // Memory large enough that nothing spills to the backlog log: the parked trigger is the only one undelivered.
-  const config = smallQueueWebhookConfig(dir, server.url, {
+  const args = webhookRouterArgs({ fences, dir, nats }, server.url, {
     queueCapacitySlots: 65_536,
     maxBatchTriggers: 1,
     maxAttempts: 1,
-  });
-  const args = jetstreamRouterArgs({
-    fences,
-    stateDir: join(dir, 'state'),
-    natsPort: nats.port,
-    out: null,
-    extra: ['--config', config],
   });
   const a = new CliProcess(args, 120_000);
   t.after(() => a.child.kill('SIGKILL'));

@@ -10,7 +10,6 @@
  * (deviceId, seq) is one trigger, in per-device order.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -21,12 +20,11 @@ import { checkDeliveryContract } from '../support/delivery-contract.js';
 import {
   assertDeliveredEverything,
   assertReceivedReference,
-  jetstreamRouterArgs,
   jetstreamScenario,
   runUntilReceived,
   scrapeMetric,
   withAdmin,
-  smallQueueWebhookConfig,
+  webhookRouterArgs,
 } from './jetstream-runs.js';
 import { CliProcess } from './support.js';
 
@@ -75,13 +73,7 @@ async function killedWithStateAhead(
   );
   await server.start();
   t.after(() => server.stop());
-  const args = jetstreamRouterArgs({
-    fences,
-    stateDir: join(dir, 'state'),
-    natsPort: nats.port,
-    out: null,
-    extra: ['--config', smallQueueWebhookConfig(dir, server.url, { safetyCap: 2, maxBatchTriggers: 16 })],
-  });
+  const args = webhookRouterArgs({ fences, dir, nats }, server.url, { safetyCap: 2, maxBatchTriggers: 16 });
   const a = new CliProcess(args, 60_000);
   t.after(() => a.child.kill('SIGKILL'));
   await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));

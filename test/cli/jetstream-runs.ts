@@ -142,6 +142,25 @@ export function smallQueueWebhookConfig(dir: string, url: string, extra: Record<
 }
 
 /**
+ * The arguments of a router of scenario `s` (jetstreamScenario) on state directory `dir/state`, delivering to one
+ * webhook at `url` (smallQueueWebhookConfig with the downstream options `downstream`), then `extra`.
+ */
+export function webhookRouterArgs(
+  s: { fences: string; dir: string; nats: NatsServer },
+  url: string,
+  downstream: Record<string, unknown> = {},
+  extra: readonly string[] = [],
+): string[] {
+  return jetstreamRouterArgs({
+    fences: s.fences,
+    stateDir: join(s.dir, 'state'),
+    natsPort: s.nats.port,
+    out: null,
+    extra: ['--config', smallQueueWebhookConfig(s.dir, url, downstream), ...extra],
+  });
+}
+
+/**
  * Starts member `name` of a partition group on stream TEL (`--partitions auto`, 2 s leases, state directory
  * `dir/name`), `extra` naming its downstreams; killed after the test.
  */
