@@ -48,6 +48,8 @@ import {
   CKPT_CAPTURED_MS_F64,
   CKPT_CHECKSUM_W,
   CKPT_DEV_ENTRIES_U16,
+  CKPT_DEV_EXPIRING,
+  CKPT_DEV_FLAGS_U8,
   CKPT_DEV_HAS_LAST_U8,
   CKPT_DEV_ID_BYTES_U16,
   CKPT_DEV_KIND_U8,
@@ -91,6 +93,8 @@ export const SEQ_EPOCH = 2 ** 32;
 export const CHECKPOINT_FILE = 'checkpoint.bin';
 /** File name of the previous checkpoint (kept in case the current one is unreadable). */
 const PREVIOUS_CHECKPOINT_FILE = 'checkpoint.prev';
+/** DeviceStateCopy.live while the copy is taken: RETIRING when it began, decided from its copied cells at the end. */
+const RETIRING_AT_BEGIN = 2;
 
 /** Per-device state copied out of shared memory while containment was paused (slots 0 .. count-1). */
 export class DeviceStateCopy {
@@ -110,8 +114,18 @@ export class DeviceStateCopy {
   entryF64: Float64Array;
   /** Compact entries (ENTRY_*_I32). */
   entryI32: Int32Array;
-  /** Per device: 1 when it was ACTIVE at the capture (an expired device is not checkpointed). */
+  /**
+   * Per device: 1 when it is in the copy. A device ACTIVE at the capture is; so is one RETIRING whose expiry record
+   * containment had not processed when its cells were copied (its stays are still in them: see `expiring`); one whose
+   * expiry was processed (its state cleared: its EXITs were published before the copy) or that was freed is not.
+   */
   live: Uint8Array;
+  /**
+   * Per device: 1 when it is in the copy with its expiry decided but not processed (RETIRING, stays still in its
+   * cells). Its expiry EXITs come after the copy, so a restore from it ends its stays with the same EXITs under the
+   * same seqs (restoreDevices in pipeline/state-keeper.ts); left out, they would be lost with the process.
+   */
+  expiring: Uint8Array;
   /** Per device: its slot's registration generation at the capture (a slot reused since is left out; -1: unchecked). */
   slotGeneration: Int32Array;
 
@@ -128,6 +142,7 @@ export class DeviceStateCopy {
     this.entryF64 = new Float64Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_F64);
     this.entryI32 = new Int32Array(Math.max(1024, maxDevices) * ENTRY_STRIDE_I32);
     this.live = new Uint8Array(maxDevices).fill(1);
+    this.expiring = new Uint8Array(maxDevices);
     this.slotGeneration = new Int32Array(maxDevices).fill(-1);
   }
 
@@ -144,6 +159,7 @@ export class DeviceStateCopy {
     let e = 0;
     for (let d = 0; d < count; d++) e = this.copyEntries(state, d, e);
     this.entryStart[count] = e;
+    this.settleRetiring(count);
   }
 
   /**
@@ -182,6 +198,7 @@ export class DeviceStateCopy {
       }
     }
     this.entryStart[count] = e;
+    this.settleRetiring(count);
     return true;
   }
 
@@ -191,10 +208,28 @@ export class DeviceStateCopy {
     this.count = count;
     for (let d = 0; d < count; d++) {
       this.slotGeneration[d] = ids === null ? -1 : ids.generationOf(d);
-      this.live[d] = ids === null || ids.lifeStateOf(d) === DeviceLife.ACTIVE ? 1 : 0;
+      const life = ids === null ? DeviceLife.ACTIVE : ids.lifeStateOf(d);
+      this.live[d] = life === DeviceLife.ACTIVE ? 1 : life === DeviceLife.RETIRING ? RETIRING_AT_BEGIN : 0;
+      this.expiring[d] = 0;
     }
     this.generation = generation;
     this.capturedMs = Date.now();
+  }
+
+  /**
+   * Decides, from the copied cells, each device that was RETIRING when the copy began: in the copy while it still has
+   * a last ping or a stay (containment had not processed its expiry record when it was copied), left out once its
+   * state was cleared. The life word alone cannot tell: it stays RETIRING from the sweep that marks the device until
+   * the dispatcher frees it, on both sides of the record.
+   */
+  private settleRetiring(count: number): void {
+    for (let d = 0; d < count; d++) {
+      if (this.live[d] !== RETIRING_AT_BEGIN) continue;
+      const si = d * DEV_STRIDE_I32;
+      const pending = this.devI32[si + DEV_HAS_LAST_I32] === 1 || this.devI32[si + DEV_ENTRY_COUNT_I32]! > 0 ? 1 : 0;
+      this.live[d] = pending;
+      this.expiring[d] = pending;
+    }
   }
 
   /**
@@ -294,6 +329,8 @@ export interface CheckpointDevice {
   lastLon: number;
   /** Last trigger seq issued. */
   seq: number;
+  /** Its expiry was decided but not processed when copied (DeviceStateCopy.expiring): a restore ends its stays. */
+  expiring: boolean;
   /** Fence entries. */
   entries: CheckpointEntry[];
 }
@@ -479,6 +516,7 @@ function* encodeSteps(
     const numeric = numericIds[d]! >= 0;
     b[p + CKPT_DEV_KIND_U8] = numeric ? TREC_ID_NUMBER : TREC_ID_STRING;
     b[p + CKPT_DEV_HAS_LAST_U8] = copy.devI32[di + DEV_HAS_LAST_I32] === 1 ? 1 : 0;
+    b[p + CKPT_DEV_FLAGS_U8] = copy.expiring[d] === 1 ? CKPT_DEV_EXPIRING : 0;
     u16[(p + CKPT_DEV_ID_BYTES_U16) >> 1] = idBytes[d]!;
     u16[(p + CKPT_DEV_ENTRIES_U16) >> 1] = entryCounts[d]!;
     f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3] = numericIds[d]!;
@@ -549,6 +587,7 @@ export function decodeCheckpoint(bytes: Uint8Array, file: string): Checkpoint {
       lastLat: f64[(p + CKPT_DEV_LAST_LAT_F64) >> 3]!,
       lastLon: f64[(p + CKPT_DEV_LAST_LON_F64) >> 3]!,
       seq: f64[(p + CKPT_DEV_SEQ_F64) >> 3]!,
+      expiring: (b[p + CKPT_DEV_FLAGS_U8]! & CKPT_DEV_EXPIRING) !== 0,
       entries: [],
     };
     p += CKPT_DEVICE_HEAD_BYTES + align8(idLen);

@@ -200,9 +200,9 @@ export const CKPT_FENCE_HEAD_BYTES = 8;
 export const CKPT_FENCE_COMPLIANCE = 1;
 
 /**
- * Device record: a 48-byte head (id kind u8 at 0, has-last u8 at 1, id bytes u16 at 2, entry count u16 at 4; numeric
- * id, last event time, last latitude, last longitude and last seq as Float64 at 8, 16, 24, 32, 40), then the string
- * id's UTF-8 bytes padded to 8, then the entries.
+ * Device record: a 48-byte head (id kind u8 at 0, has-last u8 at 1, id bytes u16 at 2, entry count u16 at 4, flags u8
+ * at 6; numeric id, last event time, last latitude, last longitude and last seq as Float64 at 8, 16, 24, 32, 40), then
+ * the string id's UTF-8 bytes padded to 8, then the entries.
  */
 export const CKPT_DEVICE_HEAD_BYTES = 48;
 /** Byte offset (in the device head) of the id kind. */
@@ -213,6 +213,13 @@ export const CKPT_DEV_HAS_LAST_U8 = 1;
 export const CKPT_DEV_ID_BYTES_U16 = 2;
 /** Byte offset of the entry count (u16). */
 export const CKPT_DEV_ENTRIES_U16 = 4;
+/** Byte offset of the device flags (CKPT_DEV_EXPIRING; 0 in files written before the flags). */
+export const CKPT_DEV_FLAGS_U8 = 6;
+/**
+ * Device flag: the device was expiring when copied (marked expired, its expiry not processed yet): a restore ends its
+ * stays as that expiry would have (see restoreDevices in pipeline/state-keeper.ts).
+ */
+export const CKPT_DEV_EXPIRING = 1;
 /** Numeric id (Float64; -1 for a string id). */
 export const CKPT_DEV_NUMERIC_ID_F64 = 8;
 /** Last accepted ping's event time, epoch ms. */

@@ -86,6 +86,7 @@ import {
   TriggerType,
   DEVICE_LIFE_EPOCH_SHIFT,
   DeviceLife,
+  TRG_LANE_EXPIRED,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
@@ -104,8 +105,7 @@ import {
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
 const LANE_TRANSITION = Lane.TRANSITION;
-/** Added to a trigger's lane: once shifted into the fence cell it is TRG_EXPIRED_FLAG. */
-const EXPIRED_LANE_BIT = 4;
+const EXPIRED_LANE_BIT = TRG_LANE_EXPIRED;
 
 /** Engine settings. */
 export interface ContainmentEngineOptions {

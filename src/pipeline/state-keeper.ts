@@ -91,6 +91,9 @@ import {
   PST_CHECKPOINTS_F64,
   PST_CHECKPOINTS_PAUSED_F64,
   TriggerType,
+  TRG_LANE_EXPIRED,
+  CNT_EXPIRED_DEVICES_F64,
+  CNT_EXPIRY_EXITS_F64,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import type { NamesOnlyGeneration } from './dispatch-wiring.js';
@@ -170,6 +173,13 @@ export interface RecoveryReport {
   devicesFromDurableTriggers: number;
   /** EXIT triggers for fences that are gone from the fences file while a device was inside. */
   removedFenceExits: number;
+  /**
+   * Restored devices whose expiry was decided but not processed when their state was copied (CheckpointDevice.expiring):
+   * their stays ended at the restore, as that expiry would have ended them.
+   */
+  expiredDevices: number;
+  /** EXITs (marked expired) those devices get, written with the removed-fence ones by writeRestoreExits. */
+  expiryExits: number;
   /** Floor of the seqs this run issues. */
   seqFloor: number;
   /** After an unclean stop, what it lost (from the last progress mark; null when there is none). */
@@ -208,11 +218,14 @@ export interface ProgressCounts {
   triggersInMemory: number;
 }
 
-/** One removed-fence EXIT to write once the dispatcher runs. */
+/** One EXIT to write once the dispatcher runs: for a removed fence, or ending a stay of a device copied expiring. */
 interface RestoreExit {
   slot: number;
+  /** Index into the checkpoint's fences (named by NamesOnlyGeneration). */
   fence: number;
   compliance: boolean;
+  /** Marked expired (`"reason":"expired"`), as the expiry it stands for would have marked it. */
+  expired: boolean;
   seq: number;
   eventTimeMs: number;
   lat: number;
@@ -327,11 +340,11 @@ export class StateKeeper {
     // Every slot starts at the floor; restored devices below overwrite theirs after a clean stop.
     for (let slot = 0; slot < state.maxDevices; slot++)
       state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
-    const { exits, namesOnly } =
+    const { exits, namesOnly, expiredDevices, expiryExits } =
       cp === null
-        ? { exits: [], namesOnly: null }
+        ? { exits: [], namesOnly: null, expiredDevices: 0, expiryExits: 0 }
         : // Exact replay: each device continues from its own seq (the stream is read again from what its state covers).
-          restoreDevices(cp, state, store, raise ? floor : -Infinity);
+          restoreDevices(cp, state, store, raise ? floor : -Infinity, options.deviceExpiry === 'exit');
     const report: RecoveryReport = {
       stateDir: dir.dir,
       previousStop,
@@ -348,7 +361,9 @@ export class StateKeeper {
             },
       restoredDevices: cp?.devices.length ?? 0,
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
-      removedFenceExits: exits.length,
+      removedFenceExits: exits.length - expiryExits,
+      expiredDevices,
+      expiryExits,
       seqFloor: floor,
       lost: previousStop === 'unclean' && local !== null ? lostSince(dir, local) : null,
       partitions:
@@ -414,12 +429,17 @@ export class StateKeeper {
       lines.push(
         `  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`,
       );
+    if (r.expiredDevices > 0)
+      lines.push(
+        `  ${r.expiredDevices} devices were expiring when their state was copied: their expiry ends their stays now (${r.expiryExits} EXIT triggers marked expired follow)`,
+      );
     return lines;
   }
 
   /**
-   * Writes the removed-fence EXITs into the control trigger ring (main thread is its producer; blocks while it is
-   * full) and returns how many. Call once the dispatcher runs and before any ping is processed.
+   * Writes the restore's EXITs (removed fences, and the stays of devices copied expiring, counted as expiries) into the
+   * control trigger ring (main thread is its producer; blocks while it is full) and returns how many. Call once the
+   * dispatcher runs and before any ping is processed.
    */
   writeRestoreExits(control: SpscRing, counters: Float64Array, counterBase: number): number {
     const rec = new Float64Array(REC_CELLS);
@@ -438,11 +458,13 @@ export class StateKeeper {
         RESTORED_NAMES_GENERATION,
         x.slot,
         x.fence,
-        x.compliance ? Lane.COMPLIANCE : Lane.TRANSITION,
+        (x.compliance ? Lane.COMPLIANCE : Lane.TRANSITION) | (x.expired ? TRG_LANE_EXPIRED : 0),
         rec,
       );
     }
     control.publish();
+    counters[counterBase + CNT_EXPIRED_DEVICES_F64]! += this.report.expiredDevices;
+    counters[counterBase + CNT_EXPIRY_EXITS_F64]! += this.report.expiryExits;
     return this.exits.length;
   }
 
@@ -668,41 +690,65 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
 /**
  * Writes the checkpoint's devices into `state` (slot k = device k, as preregistered) against `store`; an entry on a
  * fence `store` lacks is dropped (an EXIT for a device that was inside it). `floorSeq` > -Infinity: every device's seq
- * becomes that floor (an unclean stop); otherwise each continues from its own.
+ * becomes that floor (an unclean stop); otherwise each continues from its own. A device copied expiring gets what its
+ * expiry record would have given it in containment (ContainmentEngine.expire): with `exitOnExpiry`, an EXIT marked
+ * expired per stay, in entry order, at its last position and time, each under the next seq; then its state is cleared
+ * (seq kept). It stays registered, and expires again, with nothing to end, once idle.
  */
 function restoreDevices(
   cp: Checkpoint,
   state: DeviceState,
   store: FenceStore,
   floorSeq: number,
-): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null } {
+  exitOnExpiry: boolean,
+): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null; expiredDevices: number; expiryExits: number } {
   const toStore = cp.fences.map((f) => store.indexOfId(f.id));
   const exits: RestoreExit[] = [];
+  let expiredDevices = 0;
+  let expiryExits = 0;
   cp.devices.forEach((dev, slot) => {
     const df = slot * DEV_STRIDE_F64;
     const di = slot * DEV_STRIDE_I32;
     let seq = floorSeq > -Infinity ? floorSeq : dev.seq;
+    const exitAt = (fence: number, sinceMs: number, expired: boolean): void => {
+      exits.push({
+        slot,
+        fence,
+        compliance: cp.fences[fence]?.compliance ?? false,
+        expired,
+        seq: ++seq,
+        eventTimeMs: dev.lastEventMs,
+        lat: dev.lastLat,
+        lon: dev.lastLon,
+        insideMs: dev.lastEventMs - sinceMs,
+      });
+    };
+    state.devI32[di + DEV_GENERATION_I32] = store.generation;
+    if (dev.expiring) {
+      expiredDevices++;
+      if (exitOnExpiry) {
+        for (const e of dev.entries) {
+          // A pending ENTER never became a stay: no EXIT for it.
+          if ((e.state & EntryState.INSIDE) === 0) continue;
+          exitAt(e.fence, e.sinceMs, true);
+          expiryExits++;
+        }
+      }
+      state.devF64[df + DEV_LAST_EVENT_MS_F64] = -Infinity;
+      state.devI32[di + DEV_HAS_LAST_I32] = 0;
+      state.devI32[di + DEV_ENTRY_COUNT_I32] = 0;
+      state.devF64[df + DEV_TRIGGER_SEQ_F64] = seq;
+      return;
+    }
     state.devF64[df + DEV_LAST_EVENT_MS_F64] = dev.hasLast ? dev.lastEventMs : -Infinity;
     state.devF64[df + DEV_LAST_LAT_F64] = dev.lastLat;
     state.devF64[df + DEV_LAST_LON_F64] = dev.lastLon;
     state.devI32[di + DEV_HAS_LAST_I32] = dev.hasLast ? 1 : 0;
-    state.devI32[di + DEV_GENERATION_I32] = store.generation;
     let n = 0;
     for (const e of dev.entries) {
       const f = toStore[e.fence] ?? -1;
       if (f < 0) {
-        if ((e.state & EntryState.INSIDE) !== 0) {
-          exits.push({
-            slot,
-            fence: e.fence,
-            compliance: cp.fences[e.fence]?.compliance ?? false,
-            seq: ++seq,
-            eventTimeMs: dev.lastEventMs,
-            lat: dev.lastLat,
-            lon: dev.lastLon,
-            insideMs: dev.lastEventMs - e.sinceMs,
-          });
-        }
+        if ((e.state & EntryState.INSIDE) !== 0) exitAt(e.fence, e.sinceMs, false);
         continue;
       }
       // A checkpoint from a router with a higher bound (or a fuller pool): the rest are not tracked, as at run time.
@@ -722,7 +768,7 @@ function restoreDevices(
     exits.length === 0
       ? null
       : { generation: RESTORED_NAMES_GENERATION, ids: cp.fences.map((f) => f.id), tags: cp.fences.map((f) => f.tags) };
-  return { exits, namesOnly };
+  return { exits, namesOnly, expiredDevices, expiryExits };
 }
 
 /** What the progress mark says happened after checkpoint `cp` (null when there is no readable mark). */

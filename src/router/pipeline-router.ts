@@ -580,7 +580,8 @@ export class PipelineRouter implements Router {
       `starting the dispatcher and ingest threads and warming ${warmed} containment worker${warmed === 1 ? '' : 's'}`,
     );
     await Promise.all([this.dispatcherThread.started, this.ingestThread.ready]);
-    // EXITs for fences a restored device was inside and the fences file lost: dispatched before any new trigger.
+    // EXITs for fences a restored device was inside and the fences file lost, and for the stays of devices copied while
+    // their expiry was on its way: dispatched before any new trigger.
     if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
       this.pipeline.ringDispatcher();
       while (this.controlRing.available() > 0) {

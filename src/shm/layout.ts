@@ -270,6 +270,8 @@ export const TRG_FENCE_INDEX_I32 = 15;
 export const TRG_LANE_SHIFT = 28;
 /** Bit 30 of the fence cell: an EXIT written because the device expired (its JSON says `"reason":"expired"`). */
 export const TRG_EXPIRED_FLAG = 1 << 30;
+/** Added to a lane given to writeTrigger: once shifted into the fence cell it is TRG_EXPIRED_FLAG. */
+export const TRG_LANE_EXPIRED = TRG_EXPIRED_FLAG >>> TRG_LANE_SHIFT;
 /**
  * TRG_TYPE_I32 of a retire marker (not a trigger): every trigger of the expired device in TRG_DEVICE_SLOT_I32 is
  * ahead of it in the ring; TRG_SEQ_F64 holds the life epoch it retires. The dispatcher consumes it; no sink sees it.

@@ -20,13 +20,6 @@ import {
   DEVICE_LIFE_EPOCH_SHIFT,
   DeviceLife,
   Lane,
-  RingKind,
-  TEL_ADMIT_TIME_NS_F64,
-  TEL_DEVICE_SLOT_I32,
-  TEL_EXPIRE_EPOCH_F64,
-  TEL_LANE_EXPIRE,
-  TEL_LANE_I32,
-  TELEMETRY_STRIDE_BYTES,
   TRG_DEVICE_SLOT_I32,
   TRG_EXPIRED_FLAG,
   TRG_FENCE_INDEX_I32,
@@ -35,10 +28,9 @@ import {
   TRG_TYPE_RETIRE,
   TriggerType,
 } from '../../src/shm/layout.js';
-import { allocateRingRegion } from '../../src/shm/regions.js';
 import { SpscRing } from '../../src/shm/ring.js';
 import { ContainmentEngine } from '../../src/fences/engine.js';
-import { at, collection, rig, square } from './helpers.js';
+import { at, collection, expiryRecordRing, rig, square } from './helpers.js';
 
 interface Raw {
   type: number;
@@ -57,15 +49,7 @@ function expire(
   slot: number,
   epoch: number,
 ): { written: number; out: Raw[] } {
-  const tel = SpscRing.wrap(
-    allocateRingRegion({ capacitySlots: 8, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
-  );
-  const s = tel.claim();
-  tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 1;
-  tel.f64[s * tel.strideF64 + TEL_EXPIRE_EPOCH_F64] = epoch;
-  tel.i32[s * tel.strideI32 + TEL_DEVICE_SLOT_I32] = slot;
-  tel.i32[s * tel.strideI32 + TEL_LANE_I32] = TEL_LANE_EXPIRE;
-  tel.publish();
+  const tel = expiryRecordRing(slot, epoch);
   const written = engine.processBatch(tel, tel.readSeq(), 1, triggers);
   const out: Raw[] = [];
   const n = triggers.available();

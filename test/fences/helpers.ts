@@ -4,6 +4,12 @@ import { SpscRing } from '../../src/shm/ring.js';
 import {
   CNT_BLOCK_F64,
   RingKind,
+  TEL_ADMIT_TIME_NS_F64,
+  TEL_DEVICE_SLOT_I32,
+  TEL_EXPIRE_EPOCH_F64,
+  TEL_LANE_EXPIRE,
+  TEL_LANE_I32,
+  TELEMETRY_STRIDE_BYTES,
   TRG_ADMIT_TIME_NS_F64,
   TRG_DEVICE_SLOT_I32,
   TRG_EVENT_TIME_MS_F64,
@@ -122,6 +128,20 @@ export function drain(ring: SpscRing): ReadTrigger[] {
   for (let k = 0; k < n; k++) out.push(readTrigger(ring, k));
   ring.release(n);
   return out;
+}
+
+/** A telemetry ring holding one published expiry record (as the ingest thread writes it) for `slot`, life epoch `epoch`. */
+export function expiryRecordRing(slot: number, epoch: number): SpscRing {
+  const tel = SpscRing.wrap(
+    allocateRingRegion({ capacitySlots: 8, strideBytes: TELEMETRY_STRIDE_BYTES, kind: RingKind.TELEMETRY }),
+  );
+  const s = tel.claim();
+  tel.f64[s * tel.strideF64 + TEL_ADMIT_TIME_NS_F64] = 1;
+  tel.f64[s * tel.strideF64 + TEL_EXPIRE_EPOCH_F64] = epoch;
+  tel.i32[s * tel.strideI32 + TEL_DEVICE_SLOT_I32] = slot;
+  tel.i32[s * tel.strideI32 + TEL_LANE_I32] = TEL_LANE_EXPIRE;
+  tel.publish();
+  return tel;
 }
 
 /** A trigger ring of `capacitySlots`. */
