@@ -122,8 +122,10 @@ export class DeviceStateCopy {
   live: Uint8Array;
   /**
    * Per device: 1 when it is in the copy with its expiry decided but not processed (RETIRING, stays still in its
-   * cells). Its expiry EXITs come after the copy, so a restore from it ends its stays with the same EXITs under the
-   * same seqs (restoreDevices in pipeline/state-keeper.ts); left out, they would be lost with the process.
+   * cells). Its expiry EXITs, unless a ping revives it first, come after the copy: a restore from it ends its stays
+   * with the EXITs that expiry makes (restoreDevices in pipeline/state-keeper.ts), where, left out, they would be lost
+   * with the process. Whether a ping revived it is decided after the copy, so the copy of a partition with such a device
+   * is never its delivered checkpoint (PartitionCheckpoints.store): exact replay does not restore it.
    */
   expiring: Uint8Array;
   /** Per device: its slot's registration generation at the capture (a slot reused since is left out; -1: unchecked). */

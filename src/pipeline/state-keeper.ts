@@ -92,7 +92,6 @@ import {
   PST_CHECKPOINTS_PAUSED_F64,
   TriggerType,
   TRG_LANE_EXPIRED,
-  CNT_EXPIRED_DEVICES_F64,
   CNT_EXPIRY_EXITS_F64,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
@@ -253,6 +252,13 @@ export class StateKeeper {
   private readonly progressBuf = new RecordBuffer(PROGRESS_BYTES);
   /** Wall time of the last checkpoint written, epoch ms. */
   lastCheckpointMs = 0;
+
+  /**
+   * Per partition encoded by the last `encodePartitions`: the devices its copy holds flagged expiring
+   * (DeviceStateCopy.expiring). Their expiry was on its way and a ping may still revive them first, so that partition's
+   * copy is not one a start with exact replay may read again from (PartitionCheckpoints.store).
+   */
+  readonly expiringByPartition = new Map<number, number>();
   /**
    * With exact replay: per device slot registered at start, -Infinity for a device of any partition read again from
    * its delivered checkpoint (every earlier run's trigger of it in this router's files is passed over by the
@@ -463,7 +469,6 @@ export class StateKeeper {
       );
     }
     control.publish();
-    counters[counterBase + CNT_EXPIRED_DEVICES_F64]! += this.report.expiredDevices;
     counters[counterBase + CNT_EXPIRY_EXITS_F64]! += this.report.expiryExits;
     return this.exits.length;
   }
@@ -554,8 +559,14 @@ export class StateKeeper {
     }
     const out = new Map<number, Uint8Array>();
     const keep = new Uint8Array(copy.count);
+    this.expiringByPartition.clear();
     for (const p of partitions) {
-      for (let d = 0; d < copy.count; d++) keep[d] = partitionOfSlot[d] === p ? 1 : 0;
+      let expiring = 0;
+      for (let d = 0; d < copy.count; d++) {
+        keep[d] = partitionOfSlot[d] === p ? 1 : 0;
+        expiring += keep[d]! & copy.live[d]! & copy.expiring[d]!;
+      }
+      this.expiringByPartition.set(p, expiring);
       out.set(
         p,
         await encodeCheckpointSliced(
@@ -693,7 +704,10 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
  * becomes that floor (an unclean stop); otherwise each continues from its own. A device copied expiring gets what its
  * expiry record would have given it in containment (ContainmentEngine.expire): with `exitOnExpiry`, an EXIT marked
  * expired per stay, in entry order, at its last position and time, each under the next seq; then its state is cleared
- * (seq kept). It stays registered, and expires again, with nothing to end, once idle.
+ * (seq kept). It stays registered, and expires again, with nothing to end, once idle. (A ping that revived it after
+ * the copy, before containment reached its expiry record, ended nothing in the run that stopped; such a copy is read
+ * only by a start that raises the seq floor, or a partition's fallback to its newest state, so the restart's EXITs
+ * then stand beside that run's triggers under other seqs.)
  */
 function restoreDevices(
   cp: Checkpoint,

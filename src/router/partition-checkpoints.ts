@@ -64,7 +64,10 @@ export class PartitionCheckpoints {
   /** Bytes written by the last store, and how long it took, ns. */
   lastBytes = 0;
   lastNs = 0;
-  /** Stores that were delivered checkpoints as well, and those that were not (a trigger they cover undelivered). */
+  /**
+   * Stores that were delivered checkpoints as well, and those that were not, for some partition (a trigger they cover
+   * undelivered, or a device's expiry on its way).
+   */
   storedDelivered = 0;
   storedUndelivered = 0;
   /** Checkpoints whose partition copies were not stored because triggers they cover were still only in memory. */
@@ -194,7 +197,9 @@ export class PartitionCheckpoints {
   /**
    * Writes the devices of every owned partition from the checkpoint `keeper` just took over `store`, each with what
    * it covers (`covered`, from coveredNow at the capture's start), as the delivered checkpoint too when `delivered`
-   * (every trigger of the pings the copy holds was delivered). Throws on the first partition that cannot be written
+   * (every trigger of the pings the copy holds was delivered) and the partition's copy holds no device whose expiry was
+   * on its way (StateKeeper.expiringByPartition: whether that expiry happens or a ping revives the device first is
+   * decided after the copy, and the stream read again holds no trace of it). Throws on the first partition that cannot be written
    * (another router writing it included): the acknowledgements then wait for a checkpoint that is.
    */
   async store(
@@ -210,20 +215,22 @@ export class PartitionCheckpoints {
     const t0 = nowNs();
     const encoded = await keeper.encodePartitions(store, this.partitionCount, this.owned);
     let bytes = 0;
+    let all = true;
     for (let i = 0; i < this.owned.length; i++) {
       const p = this.owned[i]!;
       const b = encoded.get(p)!;
-      await this.bucket.write(p, covered[i]!, capturedMs, b, delivered);
+      const deliveredHere = delivered && (keeper.expiringByPartition.get(p) ?? 0) === 0;
+      await this.bucket.write(p, covered[i]!, capturedMs, b, deliveredHere);
       bytes += b.length;
       cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_STREAM_SEQ_F64] = covered[i]!;
       cells[p * SRC_STRIDE_F64 + SRC_CHECKPOINT_CAPTURED_MS_F64] = capturedMs;
+      if (deliveredHere) this.deliveredCapturedMs[i] = capturedMs;
+      else all = false;
     }
     this.lastBytes = bytes;
     this.lastNs = nowNs() - t0;
-    if (delivered) {
-      this.storedDelivered++;
-      this.deliveredCapturedMs.fill(capturedMs);
-    } else this.storedUndelivered++;
+    if (all) this.storedDelivered++;
+    else this.storedUndelivered++;
   }
 
   /** Closes the connection (after the last checkpoint). */

@@ -282,7 +282,7 @@ export class PipelineRouter implements Router {
       );
       this.metrics.addSharedCounter(
         MetricNames.SOURCE_CHECKPOINT_UNDELIVERED,
-        'Checkpoints whose partition copies were stored while a trigger of the pings they cover was not yet delivered: the delivered checkpoint a start restores with exact replay stayed the older one.',
+        "Checkpoints whose partition copies were stored while a trigger of the pings they cover was not yet delivered (or a device's expiry was on its way): the delivered checkpoint a start restores with exact replay stayed the older one.",
         [],
         [{ labels: {}, read: () => pc.storedUndelivered }],
       );
