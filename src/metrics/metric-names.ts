@@ -20,6 +20,7 @@ export const MetricNames = {
   SOURCE_MESSAGES: 'geofence_source_messages_total',
   SOURCE_BYTES: 'geofence_source_bytes_total',
   SOURCE_REDELIVERED: 'geofence_source_redelivered_messages_total',
+  SOURCE_REWINDS: 'geofence_source_rewinds_total',
   SOURCE_AGED: 'geofence_source_aged_messages_total',
   SOURCE_LAG_MESSAGES: 'geofence_source_lag_messages',
   SOURCE_LAG_SECONDS: 'geofence_source_lag_seconds',

@@ -47,6 +47,7 @@ import {
   SRC_MESSAGES_F64,
   SRC_OWNED_F64,
   SRC_REDELIVERED_F64,
+  SRC_REWINDS_F64,
   SRC_STRIDE_F64,
 } from '../shm/layout.js';
 import { SpscRing } from '../shm/ring.js';
@@ -392,6 +393,12 @@ export class RouterMetrics {
       'Messages the server delivered again (an acknowledgement it did not get in time, or another router before).',
       ['partition'],
       per(SRC_REDELIVERED_F64),
+    );
+    this.addSharedCounter(
+      MetricNames.SOURCE_REWINDS,
+      "Times the partition's consumer was made again because deliveries were lost on the way (a fetch that failed part way): it read on from the message after the last one taken.",
+      ['partition'],
+      per(SRC_REWINDS_F64),
     );
     this.addSharedCounter(
       MetricNames.SOURCE_AGED,

@@ -1415,7 +1415,7 @@ export function threadRuntimeRegionF64(poolSize: number, ingestThreads = 1): num
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Float64 cells per partition block. */
-export const SRC_STRIDE_F64 = 12;
+export const SRC_STRIDE_F64 = 13;
 /** 1 while this router consumes the partition, else 0. */
 export const SRC_OWNED_F64 = 0;
 /** Messages taken from the partition so far (redeliveries included). */
@@ -1447,6 +1447,11 @@ export const SRC_START_STREAM_SEQ_F64 = 9;
 export const SRC_CHECKPOINT_STREAM_SEQ_F64 = 10;
 /** Capture time of the last partition checkpoint stored in JetStream, epoch ms (main thread; 0: none yet). */
 export const SRC_CHECKPOINT_CAPTURED_MS_F64 = 11;
+/**
+ * Times the partition's consumer was made again after deliveries were lost on the way (a fetch that failed part way):
+ * read on from the message after the last one taken (see the JetStream source's module comment).
+ */
+export const SRC_REWINDS_F64 = 12;
 
 /**
  * The lease gate (one Float64 cell, shared by every thread of a router whose partitions are leased): until when this

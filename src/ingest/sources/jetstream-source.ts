@@ -24,9 +24,16 @@
  * final checkpoint covers every message taken. A stored partition checkpoint waits for the dispatcher to hand on the
  * triggers of the pings it covers (see PipelineRouter.checkpointNow), so a crash loses none of them either.
  *
- * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries and
- * aged messages, and keep the consumer lag (messages not yet delivered, and the age of the last message taken) and
- * the stream sequence last acknowledged.
+ * Deliveries lost on the way: a fetch that fails part way (heartbeats missed while this thread was busy, a connection
+ * lost) leaves the messages the server had already sent it with the consumer as delivered, and the next fetch goes on
+ * after them; acknowledging a later message (AckPolicy.All) would acknowledge them too, and their pings would be read
+ * by no one. The consumer's delivery sequence counts every delivery, so a message whose delivery sequence skips is
+ * not taken: the partition waits until everything it took is acknowledged, makes its consumer again from the message
+ * after the last one it took, and reads on from there (PartitionReader.rewind, counted in SRC_REWINDS_F64).
+ *
+ * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries, aged
+ * messages and rewinds, and keep the consumer lag (messages not yet delivered, and the age of the last message taken)
+ * and the stream sequence last acknowledged.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
@@ -52,6 +59,7 @@ import {
   SRC_OWNED_F64,
   SRC_PROCESSED_STREAM_SEQ_F64,
   SRC_REDELIVERED_F64,
+  SRC_REWINDS_F64,
   SRC_START_STREAM_SEQ_F64,
   SRC_STRIDE_F64,
   sourceCheckpointCell,
@@ -75,6 +83,36 @@ const FETCH_RETRY_MS = 500;
 const STOP_SETTLE_MS = 5000;
 /** How long the connection's drain may take at a stop before it is closed, ms. */
 const CLOSE_WITHIN_MS = 2000;
+
+/** Environment variable of the source's drill hook (see `parseSourceDrill`). */
+const SOURCE_DRILL_ENV = 'GEOFENCE_SOURCE_FAULT_INJECT';
+
+/** The source drill's setting: in `partition`, the first fetch that reaches `afterMessages` messages. */
+interface SourceDrill {
+  partition: number;
+  afterMessages: number;
+}
+
+/**
+ * DRILL HOOK, off by default. `GEOFENCE_SOURCE_FAULT_INJECT=drop-deliveries:<partition>:<n>` (n >= 1) makes the
+ * first fetch of that partition that reaches its n-th message stop there, as a fetch that fails part way does: what
+ * the server sent that fetch after it was delivered, and this router never sees it (a real loss on the way, for the
+ * rewind's test, when the fetch held more). Read when the first partition reader starts (so only a router with a
+ * JetStream source reads it), and fires once per ingest thread (a router of a partition group starts a new one at
+ * each balance). Null when the variable is absent or empty; throws on anything else.
+ */
+function parseSourceDrill(value: string | undefined): SourceDrill | null {
+  if (value === undefined || value === '') return null;
+  const m = /^drop-deliveries:(\d+):([1-9]\d*)$/.exec(value);
+  if (m === null)
+    throw new Error(
+      `${SOURCE_DRILL_ENV} must be drop-deliveries:<partition>:<messages, at least 1>, got ${JSON.stringify(value)}`,
+    );
+  return { partition: Number(m[1]), afterMessages: Number(m[2]) };
+}
+
+/** The source drill (undefined: not read yet). */
+let sourceDrill: SourceDrill | null | undefined;
 
 /** Options of a JetStream telemetry source (options.jetstreamSource). */
 export interface JetStreamSourceOptions {
@@ -175,6 +213,13 @@ class PartitionReader {
   private readonly candidates: AckCandidate[] = [];
   private resumeWaiter: (() => void) | null = null;
   private stopping = false;
+  /** Stream sequence of the last message taken (0: none yet). */
+  private lastTakenSeq = 0;
+  /**
+   * The consumer delivery sequence the next message should have (0: not known: the consumer's info could not be read
+   * at the start). A consumer made afresh starts at 1.
+   */
+  private nextDelivery = 0;
   private current: { stop(): void } | null = null;
   private readonly cells: Float64Array;
   private readonly base: number;
@@ -187,7 +232,9 @@ class PartitionReader {
 
   constructor(
     readonly partition: number,
-    private readonly consumer: Consumer,
+    private consumer: Consumer,
+    /** Makes the partition's consumer again, reading from stream sequence `startSeq` (see `rewind`). */
+    private readonly remake: (startSeq: number) => Promise<Consumer>,
     edge: IngestEdge,
     private readonly o: JetStreamSourceOptions,
     cells: Float64Array,
@@ -207,6 +254,7 @@ class PartitionReader {
       },
     });
     this.aged = edge.openStream(`${name} (past maxBacklogAgeMs)`);
+    sourceDrill ??= parseSourceDrill(process.env[SOURCE_DRILL_ENV]);
     cells[this.base + SRC_OWNED_F64] = 1;
     this.ackTimer = setInterval(() => this.ack(), ACK_INTERVAL_MS);
     this.ackTimer.unref();
@@ -223,6 +271,12 @@ class PartitionReader {
   }
 
   private async run(): Promise<void> {
+    try {
+      // A consumer kept from an earlier run has delivered before: its next delivery follows its last one.
+      this.nextDelivery = (await this.consumer.info(true)).delivered.consumer_seq + 1;
+    } catch {
+      // Not known: the first message taken sets it.
+    }
     while (!this.stopping) {
       if (this.feed.keptBytes > 0) {
         await new Promise<void>((resolve) => {
@@ -237,18 +291,32 @@ class PartitionReader {
         await new Promise((r) => setTimeout(r, GATE_POLL_MS));
         continue;
       }
+      let lost = false;
       try {
         const messages = await this.consumer.fetch({ max_messages: this.o.fetchMessages, expires: FETCH_EXPIRES_MS });
         this.current = messages;
-        for await (const m of messages) this.take(m);
+        let taken = 0;
+        for await (const m of messages) {
+          if (this.lostBefore(m)) {
+            lost = true;
+            break;
+          }
+          this.take(m);
+          if (sourceDrill?.partition === this.partition && ++taken === sourceDrill.afterMessages) {
+            sourceDrill = null;
+            break;
+          }
+        }
       } catch (err) {
         if (this.stopping) break;
         this.log('warn', `jetstream source: partition ${this.partition}: fetch failed: ${(err as Error).message}`);
         await new Promise((r) => setTimeout(r, FETCH_RETRY_MS));
       } finally {
+        this.current?.stop();
         this.current = null;
       }
       this.ack();
+      if (lost) await this.rewind();
     }
     await this.feed.end();
     // What was fed is processed before the stop's final checkpoint, which then covers it.
@@ -262,9 +330,59 @@ class PartitionReader {
     this.cells[this.base + SRC_OWNED_F64] = 0;
   }
 
+  /**
+   * True when deliveries of the consumer were lost before `m` (its delivery sequence skips: the server sent them to a
+   * fetch that failed part way); otherwise notes `m`'s delivery sequence.
+   */
+  private lostBefore(m: JsMsg): boolean {
+    const d = m.info.deliverySequence;
+    if (this.nextDelivery > 0 && d > this.nextDelivery) return true;
+    // A sequence below the one expected: the consumer was made again by another router (a partition that moved);
+    // what it delivers from now on is what counts.
+    this.nextDelivery = d + 1;
+    return false;
+  }
+
+  /**
+   * After deliveries were lost on the way (see the module comment): waits until every message taken is acknowledged
+   * (the consumer's acknowledgement floor is then the last one taken, so a start without partition state reads on from
+   * there and loses nothing), then makes the consumer again from the message after the last one taken.
+   */
+  private async rewind(): Promise<void> {
+    const from = this.lastTakenSeq + 1;
+    this.log(
+      'warn',
+      `jetstream source: partition ${this.partition}: deliveries lost on the way (a fetch that failed part way): reading again from stream sequence ${from} once what was taken is acknowledged`,
+    );
+    while (!this.stopping) {
+      this.ack();
+      if (this.feeding.length === 0 && this.candidates.length === 0) break;
+      await new Promise((r) => setTimeout(r, ACK_INTERVAL_MS));
+    }
+    while (!this.stopping) {
+      if (!leaseGateOpen(this.gate)) {
+        await new Promise((r) => setTimeout(r, GATE_POLL_MS));
+        continue;
+      }
+      try {
+        this.consumer = await this.remake(from);
+        this.nextDelivery = 1;
+        this.cells[this.base + SRC_REWINDS_F64]!++;
+        return;
+      } catch (err) {
+        this.log(
+          'warn',
+          `jetstream source: partition ${this.partition}: making the consumer again failed: ${(err as Error).message}`,
+        );
+        await new Promise((r) => setTimeout(r, FETCH_RETRY_MS));
+      }
+    }
+  }
+
   private take(m: JsMsg): void {
     const c = this.cells;
     const b = this.base;
+    this.lastTakenSeq = m.info.streamSequence;
     c[b + SRC_MESSAGES_F64]!++;
     c[b + SRC_BYTES_F64]! += m.data.length;
     if (m.redelivered) c[b + SRC_REDELIVERED_F64]!++;
@@ -323,6 +441,10 @@ class PartitionReader {
       c.processedAtMs = now;
       this.cells[this.base + SRC_PROCESSED_STREAM_SEQ_F64] = c.msg.info.streamSequence;
     }
+    // Leases not known to hold: acknowledge nothing. The consumer may be another router's by now, made again from an
+    // older checkpoint, and an acknowledgement is routed by the consumer's name: it would acknowledge there messages
+    // that router has not processed.
+    if (!leaseGateOpen(this.gate)) return;
     const checkpointMs = this.cells[sourceCheckpointCell(this.o.partitionCount)]!;
     let n = 0;
     while (n < q.length && q[n]!.processedAtMs !== 0 && q[n]!.processedAtMs <= checkpointMs) n++;
@@ -382,7 +504,17 @@ export class JetStreamSource implements TelemetrySource {
     for (let i = 0; i < this.partitions.length; i++) {
       const p = this.partitions[i]!;
       this.readers.push(
-        new PartitionReader(p, this.consumers[i]!, edge, o, this.cells, this.rings, this.log, this.gate),
+        new PartitionReader(
+          p,
+          this.consumers[i]!,
+          (startSeq) => this.remakeConsumer(p, startSeq),
+          edge,
+          o,
+          this.cells,
+          this.rings,
+          this.log,
+          this.gate,
+        ),
       );
     }
     this.log('info', `jetstream source: reading partitions ${this.partitions.join(',')} of stream ${o.stream}`);
@@ -494,17 +626,48 @@ export class JetStreamSource implements TelemetrySource {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    await jsm.consumers.add(o.stream, {
+    await jsm.consumers.add(o.stream, this.consumerConfig(name, filter, startSeq));
+  }
+
+  /** A partition consumer's settings, reading from stream sequence `startSeq` (0: from the stream's first message). */
+  private consumerConfig(name: string, filter: string, startSeq: number) {
+    return {
       durable_name: name,
       filter_subject: filter,
       ack_policy: AckPolicy.All,
       ...(startSeq === 0
         ? { deliver_policy: DeliverPolicy.All }
         : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq }),
-      ack_wait: o.ackWaitMs * 1_000_000,
+      ack_wait: this.o.ackWaitMs * 1_000_000,
       // Messages wait for a checkpoint before their acknowledgement: the router's pace is set by its fetches.
       max_ack_pending: -1,
-    });
+    };
+  }
+
+  /**
+   * Makes partition `partition`'s consumer again (deleted, then added) reading from stream sequence `startSeq`, and
+   * returns it (PartitionReader.rewind).
+   */
+  private async remakeConsumer(partition: number, startSeq: number): Promise<Consumer> {
+    const nc = this.nc;
+    if (nc === null) throw new Error('the connection is closed');
+    const o = this.o;
+    const name = partitionConsumerName(o.consumerPrefix, partition);
+    const jsm = await jetstreamManager(nc);
+    // Another router may own the partition once its leases lapse: never touch its consumer then.
+    const held = (): void => {
+      if (!leaseGateOpen(this.gate)) throw new Error('the partition leases are not known to hold');
+    };
+    held();
+    try {
+      await jsm.consumers.delete(o.stream, name);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    held();
+    await jsm.consumers.add(o.stream, this.consumerConfig(name, `${o.subjectPrefix}.${partition}.>`, startSeq));
+    this.log('info', `jetstream source: consumer ${name} made again, reading from stream sequence ${startSeq}`);
+    return jetstream(nc).consumers.get(o.stream, name);
   }
 }
 
