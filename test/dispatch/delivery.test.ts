@@ -273,6 +273,8 @@ test('out of attempts: the trigger is dead-lettered as undeliverable and parked,
     'only the dead letter is a replay',
   );
   assert.equal(d2.downstreams[0]!.replayed, 1);
+  // Across both dispatchers: every device's triggers in seq order, nothing delivered twice or out of place.
+  assertPerDeviceOrder(sink.seen, 'app', true);
   assertAccounting(d2, 'after replay');
   await d2.close(100);
   const d3 = new Dispatcher(dispatcherOptions(dir, downstream()));

@@ -35,7 +35,13 @@ import {
   TriggerCodec,
   type TriggerResolver,
 } from '../../src/durable/trigger-codec.js';
-import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
+import {
+  assertPerDeviceOrder,
+  dispatchRecord,
+  namerIdentity,
+  type ReceivedRecord,
+  TriggerRecord,
+} from '../dispatch/fixtures.js';
 
 function setup(runId: number): { codec: TriggerCodec; catalog: FenceCatalog } {
   const namer = new IndexNamer();
@@ -349,7 +355,7 @@ test('backlog cursor: with no valid copy the log is read again from its start (r
   damageCursorCopy(dir, 0);
   damageCursorCopy(dir, 1);
   const alarms: string[] = [];
-  const seen: number[] = [];
+  const seen: ReceivedRecord[] = [];
   const d = new Dispatcher({
     stateDir,
     namer: new IndexNamer(),
@@ -360,7 +366,7 @@ test('backlog cursor: with no valid copy the log is read again from its start (r
         name: 'hook',
         sink: {
           deliver: async (b) => {
-            for (let i = 0; i < b.count; i++) seen.push(b.seq(i));
+            for (let i = 0; i < b.count; i++) seen.push({ deviceId: b.deviceId(i), seq: b.seq(i) });
             return { status: 200 };
           },
           close: async () => undefined,
@@ -384,6 +390,7 @@ test('backlog cursor: with no valid copy the log is read again from its start (r
     await new Promise((r) => setTimeout(r, 1));
   }
   assert.equal(seen.length, 5000);
+  assertPerDeviceOrder(seen, 'hook');
   await d.close(100);
 });
 

@@ -31,6 +31,7 @@ import { collection } from '../fences/helpers.js';
 import { dispatchRecord, TriggerRecord } from '../dispatch/fixtures.js';
 import { makeEdge } from '../ingest/support.js';
 import { at, square, T0, TriggerServer } from '../pipeline/support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 
 const IMEI = 358_240_051_111_110;
 const MAX_ID = Number.MAX_SAFE_INTEGER;
@@ -174,7 +175,7 @@ test('a router restart restores uint64-sent devices from the checkpoint and name
     const [lat, lon] = at(eastM, 0);
     return encode({ id, lat, lon, ts: T0 + dtMs, speed: 4 });
   };
-  const run = async (bytes: Buffer): Promise<{ called: Trigger[]; raw: string[] }> => {
+  const run = async (bytes: Buffer): Promise<{ called: Trigger[]; hook: Trigger[]; raw: string[] }> => {
     const http = new TriggerServer();
     await http.start();
     const called: Trigger[] = [];
@@ -196,7 +197,7 @@ test('a router restart restores uint64-sent devices from the checkpoint and name
     try {
       router.ingest(bytes);
       await router.close();
-      return { called, raw: http.rawDeviceIds };
+      return { called, hook: http.received.slice(), raw: http.rawDeviceIds };
     } finally {
       await router.close();
       await http.stop();
@@ -219,4 +220,12 @@ test('a router restart restores uint64-sent devices from the checkpoint and name
     ids.map((id) => [id, 'EXIT', 2]).sort(),
   );
   assert.deepEqual(second.raw.sort(), ids.map((id) => String(id)).sort());
+  // At both receivers across the restart: ENTER 1 then EXIT 2 per device, in order, each (deviceId, seq) once.
+  for (const [name, got] of [
+    ['callback', [...first.called, ...second.called]],
+    ['webhook', [...first.hook, ...second.hook]],
+  ] as const) {
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, [], name);
+    assert.equal(got.length, 2 * ids.length, name);
+  }
 });

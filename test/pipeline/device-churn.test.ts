@@ -193,4 +193,6 @@ test('an expired device that comes back after a restart continues above every se
     const highest = Math.max(...before.map((t) => t.seq));
     assert.ok(after[0]!.seq > highest, `${JSON.stringify(id)}: seq ${after[0]!.seq} after ${highest}`);
   }
+  // Across the restart: per-device order, no (deviceId, seq) naming two triggers.
+  assert.deepEqual(checkDeliveryContract([...first, ...second]).problems, []);
 });

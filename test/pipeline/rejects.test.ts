@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { pack } from 'msgpackr';
 import { createRouter } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, frameOf, sendOverTcp, square, T0, waitFor } from './support.js';
 
 test('bad frames and pings are rejected by reason over TCP and in-process while the valid ones flow', async () => {
@@ -67,6 +68,8 @@ test('bad frames and pings are rejected by reason over TCP and in-process while 
     assert.equal(s.processed, 6);
     assert.deepEqual(got.map((t) => t.deviceId).sort(), ['g1', 'g2', 'g3', 'g4', 'i1', 'p1']);
     assert.ok(got.every((t) => t.type === 'ENTER' && t.fenceId === 'A'));
+    // Nothing else lost or reordered around the rejects: each valid device's ENTER under seq 1.
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   } finally {
     await router.close();
   }

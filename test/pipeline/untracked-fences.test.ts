@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRouter } from '../../src/index.js';
 import { drainOutcome, formatSummary } from '../../src/router/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { at, square, T0, waitFor } from './support.js';
 
 const NESTED = {
@@ -40,6 +41,8 @@ async function run(
   await sleep(400);
   const metrics = await router.metricsText();
   const summary = await router.close();
+  // An untracked fence takes no seq: what arrives is in order, without a gap, as valid stays.
+  assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   return { got, log, metrics, lines: formatSummary(summary, 0), outcome: drainOutcome(summary) };
 }
 

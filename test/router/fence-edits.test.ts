@@ -156,6 +156,7 @@ test('edits past the store headroom switch to a full build, and every fence stil
       got.map((t) => `${t.type} ${t.fenceId}`),
       ['ENTER s0', 'EXIT s0', 'ENTER s130', 'EXIT s130', 'ENTER s259', 'EXIT s259'],
     );
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   } finally {
     await router.close();
   }

@@ -9,6 +9,7 @@ import { createRouter, type Router, type RouterSummary, type Trigger } from '../
 import type { DownstreamOptions, RouterOptionsInput } from '../../src/config/options.js';
 import { cityTraffic, sendPaced, type CityTraffic } from './city-traffic.js';
 import { waitFor } from '../pipeline/support.js';
+import { checkDeliveryContract } from './delivery-contract.js';
 
 /** The sink tests' seeded city with `devices` devices. */
 export function sinkTraffic(seed: number, devices = 500): CityTraffic {
@@ -84,5 +85,8 @@ export async function tcpReferenceTriggers(traffic: CityTraffic): Promise<Trigge
   );
   const summary = await router.close();
   if (summary.shedTotal !== 0) throw new Error(`the reference run shed ${summary.shedTotal} pings`);
+  // A reference others are held to keeps the contract itself: each device's seqs 1, 2, 3 ... in order.
+  const problems = checkDeliveryContract(got, { complete: true }).problems;
+  if (problems.length > 0) throw new Error(`the reference run broke the delivery contract: ${problems.join('; ')}`);
   return got;
 }
