@@ -125,7 +125,8 @@ export class DeviceStateCopy {
    * cells). Its expiry EXITs, unless a ping revives it first, come after the copy: a restore from it ends its stays
    * with the EXITs that expiry makes (restoreDevices in pipeline/state-keeper.ts), where, left out, they would be lost
    * with the process. Whether a ping revived it is decided after the copy, so the copy of a partition with such a device
-   * is never its delivered checkpoint (PartitionCheckpoints.store): exact replay does not restore it.
+   * is never its delivered checkpoint (PartitionCheckpoints.store), and a restore without a raised seq floor raises
+   * that device's seq (restoreDevices).
    */
   expiring: Uint8Array;
   /** Per device: its slot's registration generation at the capture (a slot reused since is left out; -1: unchecked). */

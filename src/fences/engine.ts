@@ -105,7 +105,6 @@ import {
 
 const LANE_COMPLIANCE = Lane.COMPLIANCE;
 const LANE_TRANSITION = Lane.TRANSITION;
-const EXPIRED_LANE_BIT = TRG_LANE_EXPIRED;
 
 /** Engine settings. */
 export interface ContainmentEngineOptions {
@@ -364,7 +363,7 @@ export class ContainmentEngine {
           TriggerType.EXIT,
           slot,
           entryI32[ex * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32]!,
-          EXPIRED_LANE_BIT,
+          TRG_LANE_EXPIRED,
           triggers,
         );
         written++;
@@ -638,13 +637,13 @@ export class ContainmentEngine {
    * The trigger's lane is its fence's class (COMPLIANCE for a compliance fence, TRANSITION otherwise), not the ping's:
    * every trigger of one (device, fence) then shares a dispatch priority, so none of them can overtake another in a
    * downstream queue (an ENTER from a TRANSITION ping and its EXIT from a COMPLIANCE ping would otherwise swap).
-   * `pingLane`'s EXPIRED_LANE_BIT, set only by expire(), marks the trigger expired.
+   * `pingLane`'s TRG_LANE_EXPIRED, set only by expire(), marks the trigger expired.
    */
   private emit(type: number, slot: number, fenceIndex: number, pingLane: number, triggers: SpscRing): void {
     const rec = this.rec;
     rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
     const lane = this.store.isCompliance(fenceIndex) ? LANE_COMPLIANCE : LANE_TRANSITION;
-    // A ping's lane is at most 2; EXPIRED_LANE_BIT comes only from expire().
+    // A ping's lane is at most 2; TRG_LANE_EXPIRED comes only from expire().
     writeTrigger(
       triggers,
       this.counters,
@@ -653,7 +652,7 @@ export class ContainmentEngine {
       this.store.generation,
       slot,
       fenceIndex,
-      lane | (pingLane & EXPIRED_LANE_BIT),
+      lane | (pingLane & TRG_LANE_EXPIRED),
       rec,
     );
     this.markWritten(slot, triggers);

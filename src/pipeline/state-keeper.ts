@@ -176,7 +176,7 @@ export interface RecoveryReport {
    * Restored devices whose expiry was decided but not processed when their state was copied (CheckpointDevice.expiring):
    * their stays ended at the restore, as that expiry would have ended them.
    */
-  expiredDevices: number;
+  expiringDevices: number;
   /** EXITs (marked expired) those devices get, written with the removed-fence ones by writeRestoreExits. */
   expiryExits: number;
   /** Floor of the seqs this run issues. */
@@ -346,9 +346,9 @@ export class StateKeeper {
     // Every slot starts at the floor; restored devices below overwrite theirs after a clean stop.
     for (let slot = 0; slot < state.maxDevices; slot++)
       state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
-    const { exits, namesOnly, expiredDevices, expiryExits } =
+    const { exits, namesOnly, expiringDevices, expiryExits } =
       cp === null
-        ? { exits: [], namesOnly: null, expiredDevices: 0, expiryExits: 0 }
+        ? { exits: [], namesOnly: null, expiringDevices: 0, expiryExits: 0 }
         : // Exact replay: each device continues from its own seq (the stream is read again from what its state covers).
           restoreDevices(cp, state, store, raise ? floor : -Infinity, options.deviceExpiry === 'exit');
     const report: RecoveryReport = {
@@ -368,7 +368,7 @@ export class StateKeeper {
       restoredDevices: cp?.devices.length ?? 0,
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
       removedFenceExits: exits.length - expiryExits,
-      expiredDevices,
+      expiringDevices,
       expiryExits,
       seqFloor: floor,
       lost: previousStop === 'unclean' && local !== null ? lostSince(dir, local) : null,
@@ -435,15 +435,15 @@ export class StateKeeper {
       lines.push(
         `  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`,
       );
-    if (r.expiredDevices > 0)
+    if (r.expiringDevices > 0)
       lines.push(
-        `  ${r.expiredDevices} devices were expiring when their state was copied: their expiry ends their stays now (${r.expiryExits} EXIT triggers marked expired follow)`,
+        `  ${r.expiringDevices} devices were expiring when their state was copied: their expiry ends their stays now (${r.expiryExits} EXIT triggers marked expired follow)`,
       );
     return lines;
   }
 
   /**
-   * Writes the restore's EXITs (removed fences, and the stays of devices copied expiring, counted as expiries) into the
+   * Writes the restore's EXITs (removed fences, and the stays of devices copied expiring, counted as expiry EXITs) into the
    * control trigger ring (main thread is its producer; blocks while it is full) and returns how many. Call once the
    * dispatcher runs and before any ping is processed.
    */
@@ -564,7 +564,7 @@ export class StateKeeper {
       let expiring = 0;
       for (let d = 0; d < copy.count; d++) {
         keep[d] = partitionOfSlot[d] === p ? 1 : 0;
-        expiring += keep[d]! & copy.live[d]! & copy.expiring[d]!;
+        expiring += keep[d]! & copy.expiring[d]!;
       }
       this.expiringByPartition.set(p, expiring);
       out.set(
@@ -704,10 +704,11 @@ function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAt
  * becomes that floor (an unclean stop); otherwise each continues from its own. A device copied expiring gets what its
  * expiry record would have given it in containment (ContainmentEngine.expire): with `exitOnExpiry`, an EXIT marked
  * expired per stay, in entry order, at its last position and time, each under the next seq; then its state is cleared
- * (seq kept). It stays registered, and expires again, with nothing to end, once idle. (A ping that revived it after
- * the copy, before containment reached its expiry record, ended nothing in the run that stopped; such a copy is read
- * only by a start that raises the seq floor, or a partition's fallback to its newest state, so the restart's EXITs
- * then stand beside that run's triggers under other seqs.)
+ * (seq kept). It stays registered, and expires again, with nothing to end, once idle. A ping that revived it after
+ * the copy, before containment reached its expiry record, ended nothing in the run that stopped, and that run's next
+ * triggers took the seqs after the copy's: such a copy is never a partition's delivered checkpoint, and where it is
+ * restored without a raised floor (a partition's fallback to its newest state) the device's seq is raised by
+ * SEQ_EPOCH first, so its EXITs never take a seq the stopped run may have given another trigger.
  */
 function restoreDevices(
   cp: Checkpoint,
@@ -715,10 +716,10 @@ function restoreDevices(
   store: FenceStore,
   floorSeq: number,
   exitOnExpiry: boolean,
-): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null; expiredDevices: number; expiryExits: number } {
+): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null; expiringDevices: number; expiryExits: number } {
   const toStore = cp.fences.map((f) => store.indexOfId(f.id));
   const exits: RestoreExit[] = [];
-  let expiredDevices = 0;
+  let expiringDevices = 0;
   let expiryExits = 0;
   cp.devices.forEach((dev, slot) => {
     const df = slot * DEV_STRIDE_F64;
@@ -739,7 +740,8 @@ function restoreDevices(
     };
     state.devI32[di + DEV_GENERATION_I32] = store.generation;
     if (dev.expiring) {
-      expiredDevices++;
+      expiringDevices++;
+      if (floorSeq === -Infinity) seq += SEQ_EPOCH;
       if (exitOnExpiry) {
         for (const e of dev.entries) {
           // A pending ENTER never became a stay: no EXIT for it.
@@ -782,7 +784,7 @@ function restoreDevices(
     exits.length === 0
       ? null
       : { generation: RESTORED_NAMES_GENERATION, ids: cp.fences.map((f) => f.id), tags: cp.fences.map((f) => f.tags) };
-  return { exits, namesOnly, expiredDevices, expiryExits };
+  return { exits, namesOnly, expiringDevices, expiryExits };
 }
 
 /** What the progress mark says happened after checkpoint `cp` (null when there is no readable mark). */

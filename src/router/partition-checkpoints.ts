@@ -199,8 +199,8 @@ export class PartitionCheckpoints {
    * it covers (`covered`, from coveredNow at the capture's start), as the delivered checkpoint too when `delivered`
    * (every trigger of the pings the copy holds was delivered) and the partition's copy holds no device whose expiry was
    * on its way (StateKeeper.expiringByPartition: whether that expiry happens or a ping revives the device first is
-   * decided after the copy, and the stream read again holds no trace of it). Throws on the first partition that cannot be written
-   * (another router writing it included): the acknowledgements then wait for a checkpoint that is.
+   * decided after the copy, and the stream read again holds no trace of it). Throws on the first partition that
+   * cannot be written (another router writing it included): the acknowledgements then wait for a checkpoint that is.
    */
   async store(
     keeper: StateKeeper,

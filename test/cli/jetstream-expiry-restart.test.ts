@@ -82,11 +82,6 @@ test('kill -9 while expired devices wait for their EXITs: no checkpoint copied w
   await new Promise((r) => setTimeout(r, 1500));
   a.child.kill('SIGKILL');
   await a.exited;
-  assert.equal(
-    server.received.filter((x) => x.reason === 'expired').length,
-    0,
-    'no expiry EXIT delivered by the first router',
-  );
   refusing = false;
   const b = new CliProcess(args, 120_000);
   t.after(() => b.child.kill('SIGKILL'));

@@ -34,6 +34,7 @@ import { StateKeeper } from '../../src/pipeline/state-keeper.js';
 import { resolveRouterOptions } from '../../src/config/options.js';
 import { StateDirectory } from '../../src/durable/state-dir.js';
 import {
+  SEQ_EPOCH,
   decodeCheckpoint,
   DeviceStateCopy,
   encodeCheckpoint,
@@ -169,13 +170,14 @@ test('a copy keeps a device whose expiry was decided but not processed, flagged 
       'the floor stays above the left-out device',
     );
   }
-  // Once a copy has begun, a later expiry does not make it expiring, and an ACTIVE device copied is never flagged.
+  // Without a reader of the life words (a copy of state alone) every device counts as live, none as expiring.
   const copy = new DeviceStateCopy(16);
   copy.capture(r.state, IDS.length, r.s.generation, null);
-  assert.deepEqual([...copy.expiring.subarray(0, 4)], [0, 0, 0, 0], 'without a life reader every device is live');
+  assert.deepEqual([...copy.live.subarray(0, 4)], [1, 1, 1, 1]);
+  assert.deepEqual([...copy.expiring.subarray(0, 4)], [0, 0, 0, 0]);
 });
 
-test('a restore from that copy gives the expiring device the EXITs, seqs and next stays its expiry would have given it', async () => {
+test('a restore from that copy gives the expiring device the EXITs and next stays its expiry would have given it, 2^32 above its seq when the floor is not raised', async () => {
   for (const expiry of ['exit', 'silent'] as const) {
     const r = running();
     const copy = new DeviceStateCopy(16);
@@ -201,7 +203,8 @@ test('a restore from that copy gives the expiring device the EXITs, seqs and nex
     Atomics.store(r.ids.lifeWords, 1, (EPOCH << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.ACTIVE);
     const backBefore = seen(r.ping(1, 0, 90_000), (t) => r.s.fenceId(t.fence));
 
-    // The process is gone before those EXITs were delivered; a new one restores the copy (a clean stop's: seqs go on).
+    // The process is gone before those EXITs were delivered; a new one restores the copy without raising the floor
+    // (as a partition's fallback to its newest state does): the device's seqs move up by SEQ_EPOCH first.
     const dir = path.join(tmp('expiring-copy-'), 'state');
     fs.mkdirSync(dir, { recursive: true });
     await writeCheckpointFile(dir, bytes);
@@ -210,7 +213,7 @@ test('a restore from that copy gives the expiring device the EXITs, seqs and nex
     const fresh = memory();
     const keeper = StateKeeper.restore(sd, fresh, s, resolveRouterOptions({ stateDir: null, deviceExpiry: expiry }));
     assert.equal(keeper.report.restoredDevices, 3);
-    assert.equal(keeper.report.expiredDevices, 2, 'd1 and d3');
+    assert.equal(keeper.report.expiringDevices, 2, 'd1 and d3');
     assert.equal(keeper.report.expiryExits, before.length);
     assert.equal(keeper.report.removedFenceExits, 0);
     const control = SpscRing.wrap(fresh.triggerRings[1]!, RingKind.TRIGGER);
@@ -218,7 +221,8 @@ test('a restore from that copy gives the expiring device the EXITs, seqs and nex
     const base = fresh.shards * CNT_BLOCK_F64;
     assert.equal(keeper.writeRestoreExits(control, counters, base), before.length);
     const after = seen(drain(control), (t) => keeper.namesOnly!.ids[t.fence]!);
-    assert.deepEqual(after, before, `${expiry}: the same EXITs under the same seqs`);
+    const raised = (list: Seen[]): Seen[] => list.map((t) => ({ ...t, seq: t.seq + SEQ_EPOCH }));
+    assert.deepEqual(after, raised(before), `${expiry}: the same EXITs, 2^32 above`);
     for (const t of after) assert.equal(t.lane & TRG_LANE_EXPIRED, TRG_LANE_EXPIRED, 'marked expired');
     assert.equal(counters[base + CNT_EXPIRY_EXITS_F64], before.length);
 
@@ -231,7 +235,7 @@ test('a restore from that copy gives the expiring device the EXITs, seqs and nex
     assert.equal(state.devI32[1 * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32], 0, 'd1 cleared');
     assert.equal(state.devI32[1 * DEV_STRIDE_I32 + DEV_HAS_LAST_I32], 0);
     assert.equal(state.devI32[0 * DEV_STRIDE_I32 + DEV_ENTRY_COUNT_I32], 4, 'd0 keeps its stays');
-    // d1 comes back: the restored router gives it what the running one did, seqs included.
+    // d1 comes back: the restored router gives it what the running one did, its seqs 2^32 above.
     const engine = new ContainmentEngine(s, state, new Float64Array(CNT_BLOCK_F64), 0, {
       exitOnExpiry: expiry === 'exit',
     });
@@ -240,7 +244,12 @@ test('a restore from that copy gives the expiring device the EXITs, seqs and nex
     engine.processPing(1, lat, lon, 90_000, 90_000 * 1e6, 1, triggers);
     const backAfter = seen(drain(triggers), (t) => s.fenceId(t.fence));
     assert.ok(backBefore.length >= 3, 'ENTER a, b and c again');
-    assert.deepEqual(backAfter, backBefore, `${expiry}: the device's next stays under the same seqs`);
+    assert.deepEqual(backAfter, raised(backBefore), `${expiry}: the device's next stays, 2^32 above`);
+    assert.equal(
+      state.devF64[0 * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64],
+      r.state.devF64[DEV_TRIGGER_SEQ_F64],
+      'd0 not raised',
+    );
     sd.release();
   }
 });

@@ -9,7 +9,8 @@
  * lane admission decides what of it to keep, and counted (SRC_AGED_MESSAGES_F64): a backlog that old is worth less
  * than the present, and COMPLIANCE still keeps its reserved slice.
  *
- * Acknowledgement: a message is acknowledged once its pings are in a stored checkpoint of the device state. Every
+ * Acknowledgement (none while the lease gate is shut): a message is acknowledged once its pings are in a stored
+ * checkpoint of the device state. Every
  * ACK_INTERVAL_MS each partition notes the last message whose bytes have all been fed, with the telemetry rings'
  * write positions then (a candidate); a candidate is processed once containment has released every ring past those
  * positions (its stream sequence is then published in SRC_PROCESSED_STREAM_SEQ_F64), and covered once a checkpoint
@@ -176,6 +177,11 @@ export const JETSTREAM_SOURCE_DEFAULTS = {
   leaseMs: 10_000,
 } as const;
 
+/** The subject filter of a partition's consumer: `<subjectPrefix>.<partition>.>`. */
+function partitionFilter(o: JetStreamSourceOptions, partition: number): string {
+  return `${o.subjectPrefix}.${partition}.>`;
+}
+
 /** The durable consumer name of a partition. */
 export function partitionConsumerName(consumerPrefix: string, partition: number): string {
   return `${consumerPrefix}-p${partition}`;
@@ -213,7 +219,7 @@ class PartitionReader {
   private readonly candidates: AckCandidate[] = [];
   private resumeWaiter: (() => void) | null = null;
   private stopping = false;
-  /** Stream sequence of the last message taken (0: none yet). */
+  /** Stream sequence of the last message taken (at the start, the last one the consumer had delivered; 0: none). */
   private lastTakenSeq = 0;
   /**
    * The consumer delivery sequence the next message should have (0: not known: the consumer's info could not be read
@@ -254,7 +260,7 @@ class PartitionReader {
       },
     });
     this.aged = edge.openStream(`${name} (past maxBacklogAgeMs)`);
-    sourceDrill ??= parseSourceDrill(process.env[SOURCE_DRILL_ENV]);
+    if (sourceDrill === undefined) sourceDrill = parseSourceDrill(process.env[SOURCE_DRILL_ENV]);
     cells[this.base + SRC_OWNED_F64] = 1;
     this.ackTimer = setInterval(() => this.ack(), ACK_INTERVAL_MS);
     this.ackTimer.unref();
@@ -272,8 +278,11 @@ class PartitionReader {
 
   private async run(): Promise<void> {
     try {
-      // A consumer kept from an earlier run has delivered before: its next delivery follows its last one.
-      this.nextDelivery = (await this.consumer.info(true)).delivered.consumer_seq + 1;
+      // A consumer kept from an earlier run has delivered before: its next delivery follows its last one, and a
+      // rewind before anything is taken here reads again from the message after the last one it delivered.
+      const delivered = (await this.consumer.info(true)).delivered;
+      this.nextDelivery = delivered.consumer_seq + 1;
+      this.lastTakenSeq = delivered.stream_seq;
     } catch {
       // Not known: the first message taken sets it.
     }
@@ -539,7 +548,7 @@ export class JetStreamSource implements TelemetrySource {
       const made = await Promise.allSettled(
         this.partitions.map(async (p) => {
           const name = partitionConsumerName(o.consumerPrefix, p);
-          await this.ensureConsumer(jsm, name, `${o.subjectPrefix}.${p}.>`, p);
+          await this.ensureConsumer(jsm, name, partitionFilter(o, p), p);
           return js.consumers.get(o.stream, name);
         }),
       );
@@ -665,7 +674,7 @@ export class JetStreamSource implements TelemetrySource {
       if (!isNotFound(err)) throw err;
     }
     held();
-    await jsm.consumers.add(o.stream, this.consumerConfig(name, `${o.subjectPrefix}.${partition}.>`, startSeq));
+    await jsm.consumers.add(o.stream, this.consumerConfig(name, partitionFilter(o, partition), startSeq));
     this.log('info', `jetstream source: consumer ${name} made again, reading from stream sequence ${startSeq}`);
     return jetstream(nc).consumers.get(o.stream, name);
   }
