@@ -18,7 +18,7 @@
  *   With `replay: false` it is dead-lettered for good instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), an exhausted credit window or a full limiter only hold triggers back. A failure while
- *   the breaker judges the downstream down uses up no attempt. A downstream that keeps up never sees a dead letter.
+ *   the breaker judges the downstream down, or answered with Retry-After, uses up no attempt. A downstream that keeps up never sees a dead letter.
  * - The dead-letter storage has a size and an age budget (DeadLetterFile): when it drops a segment that holds the
  *   copies of parked triggers, those triggers are given up (settled for good, counted in `givenUp`) at the next pass,
  *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
@@ -677,7 +677,7 @@ export class Downstream {
     } else if (outcome === Outcome.REJECTED) {
       this.completeRejected(batch, nowNs);
     } else {
-      this.completeFailed(batch, nowNs);
+      this.completeFailed(batch, nowNs, pause);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();
@@ -717,12 +717,13 @@ export class Downstream {
 
   /**
    * A failed batch: back to the front of each device's FIFO, in order; a device whose first trigger ran out of
-   * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe) a
-   * failure is the downstream's, not the trigger's: it uses up no attempt.
+   * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe), and
+   * for an answer that asks for a pause (`paused`: 429/503 with Retry-After, a live downstream that says when to come
+   * back), a failure is the downstream's, not the trigger's: it uses up no attempt.
    */
-  private completeFailed(batch: TriggerBatch, nowNs: number): void {
+  private completeFailed(batch: TriggerBatch, nowNs: number, paused: boolean): void {
     const q = this.queues;
-    const counts = this.breaker.state === BreakerState.CLOSED;
+    const counts = !paused && this.breaker.state === BreakerState.CLOSED;
     for (let k = batch.count - 1; k >= 0; k--) {
       const slot = batch.slots[k]!;
       if ((q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! & DrecFlag.GIVE_UP) !== 0) {

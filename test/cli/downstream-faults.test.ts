@@ -97,11 +97,11 @@ function frames(): Buffer {
   return Buffer.concat(out);
 }
 
-async function metric(adminPort: number, name: string): Promise<number> {
+async function metric(adminPort: number, name: string, labelled = ''): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+    if ((line.startsWith(`${name}{`) || line.startsWith(`${name} `)) && line.includes(labelled))
       sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return sum;
@@ -112,7 +112,7 @@ async function runFault(
   label: string,
   start: (f: FaultyServer) => Promise<void>,
   recover: (f: FaultyServer) => Promise<void>,
-): Promise<{ pauses: number; code: number | null }> {
+): Promise<{ pauses: number; code: number | null; deadLettered: number; replayed: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'gr-faults-'));
   const fences = join(dir, 'fences.geojson');
   writeFileSync(fences, JSON.stringify({ type: 'FeatureCollection', features: [square('A', 0, 0, 100)] }));
@@ -170,6 +170,8 @@ async function runFault(
       `every trigger at the ${label} downstream after recovery (has ${faulty.received.length})`,
     );
     const catchUpMs = Date.now() - tRecover;
+    const deadLettered = await metric(adminPort, 'geofence_dispatch_dead_lettered_total', 'downstream="faulty"');
+    const replayed = faulty.received.filter((t) => t.replay).length;
     const goodReport = checkDeliveryContract(good.received, { complete: true, stays: true });
     assert.deepEqual(goodReport.problems, [], 'the healthy downstream');
     assert.equal(good.received.length, EXPECTED, 'the healthy downstream got each trigger once');
@@ -183,9 +185,9 @@ async function runFault(
     // Everything was delivered in the end (dead letters included, through the replay lane): a clean drain.
     assert.equal(code, 0, `drain after recovery, exit ${code}\n${p.stdout}\n${p.stderr}`);
     console.log(
-      `${label}: ${EXPECTED} triggers; healthy got all in ${goodMs} ms; faulty refused ${refusedDuringFault} requests in ${FAULT_MS} ms, then got ${faulty.received.length} (${faulty.received.length - EXPECTED} re-deliveries) ${catchUpMs} ms after recovery; retry-after pauses ${pauses}; exit ${code}`,
+      `${label}: ${EXPECTED} triggers; healthy got all in ${goodMs} ms; faulty refused ${refusedDuringFault} requests in ${FAULT_MS} ms, then got ${faulty.received.length} (${faulty.received.length - EXPECTED} re-deliveries) ${catchUpMs} ms after recovery; retry-after pauses ${pauses}; dead-lettered ${deadLettered}, ${replayed} re-delivered by the replay lane; exit ${code}`,
     );
-    return { pauses, code };
+    return { pauses, code, deadLettered, replayed };
   } finally {
     if (p.child.exitCode === null) p.child.kill('SIGKILL');
     await good.stop();
@@ -212,13 +214,16 @@ test('a downstream that resets every connection for 3 s, then recovers', async (
   );
 });
 
-test('a downstream that answers 429/503 with Retry-After for 3 s: the router pauses, then delivers everything once in order', async () => {
-  const { pauses } = await runFault(
+test('a downstream that answers 429/503 with Retry-After for 3 s: the router pauses, then delivers everything once in order, nothing dead-lettered', async () => {
+  const { pauses, deadLettered, replayed } = await runFault(
     'retry-after',
     async (f) => void (f.mode = 'retry-after'),
     async (f) => void (f.mode = 'ok'),
   );
   assert.ok(pauses > 0, `geofence_dispatch_retry_after_pauses_total = ${pauses}`);
+  // A pause the downstream asked for is not a failed attempt: the triggers wait, none becomes a dead letter.
+  assert.equal(deadLettered, 0, 'no trigger dead-lettered for waiting out Retry-After');
+  assert.equal(replayed, 0, 'no trigger re-delivered by the replay lane');
 });
 
 test('a downstream whose port closes for 3 s (connection refused), then listens again on the same port', async () => {
