@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TriggerNamer } from '../../src/dispatch/sinks/format.js';
+import { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import type { TriggerIdentitySource } from '../../src/durable/trigger-codec.js';
 import {
   DREC_ATTEMPTS_I32,
@@ -25,6 +26,8 @@ import {
   TRG_TYPE_I32,
   TRIGGER_STRIDE_F64,
   TRIGGER_STRIDE_I32,
+  Lane,
+  TriggerType,
 } from '../../src/shm/layout.js';
 
 /** One trigger record in its own 64-byte buffer (as if read from a trigger ring's slot 0). */
@@ -56,6 +59,19 @@ export class TriggerRecord {
   }
 }
 void TRIGGER_STRIDE_I32;
+
+/** A one-trigger batch: ENTER of device 7 into fence A (COMPLIANCE lane) under `seq`. */
+export function oneTriggerBatch(seq = 1): TriggerBatch {
+  const rec = dispatchRecord(new TriggerRecord().set(seq, TriggerType.ENTER, Lane.COMPLIANCE, 0, 0), 0);
+  const batch = new TriggerBatch(rec.f64, rec.i32, 1, {
+    deviceId: () => 7,
+    fenceId: () => 'A',
+    fenceTags: () => [],
+    fenceJson: () => '"fenceId":"A","tags":[]',
+  });
+  batch.add(0);
+  return batch;
+}
 
 /** A dispatch record (DREC_* layout) holding `r`'s trigger, named by fence handle `handle`, with `reason`. */
 export function dispatchRecord(

@@ -13,7 +13,6 @@ import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
 import {
   signWebhook,
@@ -21,24 +20,10 @@ import {
   SIGNATURE_TIMESTAMP_HEADER,
   verifyWebhookSignature,
 } from '../../src/dispatch/sinks/webhook-signature.js';
-import { Lane, TriggerType } from '../../src/shm/layout.js';
-import { dispatchRecord, TriggerRecord } from './fixtures.js';
+import { oneTriggerBatch } from './fixtures.js';
 import { makeCertificates } from '../support/tls-certs.js';
 
 const SECRET = 'whsec-0123456789abcdef0123456789abcdef';
-
-/** A one-trigger batch of device 7. */
-function oneTrigger(): TriggerBatch {
-  const rec = dispatchRecord(new TriggerRecord().set(1, TriggerType.ENTER, Lane.COMPLIANCE, 0, 0), 0);
-  const batch = new TriggerBatch(rec.f64, rec.i32, 1, {
-    deviceId: () => 7,
-    fenceId: () => 'A',
-    fenceTags: () => [],
-    fenceJson: () => '"fenceId":"A","tags":[]',
-  });
-  batch.add(0);
-  return batch;
-}
 
 interface Seen {
   headers: http.IncomingHttpHeaders;
@@ -112,7 +97,7 @@ test('https: with the CA bundle delivers, signed and with the bearer token and e
     headers: { 'x-api-key': 'k1' },
   });
   t.after(() => sink.close());
-  const batch = oneTrigger();
+  const batch = oneTriggerBatch();
   for (let i = 0; i < 3; i++) assert.deepEqual(await sink.deliver(batch), { status: 200 });
   assert.equal(seen.length, 3);
   for (const s of seen) {
@@ -160,7 +145,7 @@ test('a redirect is not followed: the 302 comes back as the answer and its targe
   });
   const sink = new WebhookSink({ url: `http://127.0.0.1:${port}/` });
   t.after(() => sink.close());
-  assert.deepEqual(await sink.deliver(oneTrigger()), { status: 302 });
+  assert.deepEqual(await sink.deliver(oneTriggerBatch()), { status: 302 });
   assert.equal(seen.length, 1);
   assert.equal(targetSeen.length, 0);
 });
@@ -201,8 +186,8 @@ test('two deadlines: a TLS handshake that never completes is a connect timeout; 
     await tlsSink.close();
     await slowSink.close();
   });
-  assert.deepEqual(await tlsSink.deliver(oneTrigger()), { status: 0, error: 'connect-timeout' });
-  assert.deepEqual(await slowSink.deliver(oneTrigger()), { status: 0, error: 'timeout' });
+  assert.deepEqual(await tlsSink.deliver(oneTriggerBatch()), { status: 0, error: 'connect-timeout' });
+  assert.deepEqual(await slowSink.deliver(oneTriggerBatch()), { status: 0, error: 'timeout' });
 });
 
 test("the README's receiver snippet accepts what the router signs and refuses a tampered body and an old timestamp", async () => {

@@ -11,18 +11,40 @@ export type NdjsonTarget = { path: string; fsync?: boolean } | { stream: Writabl
  * NDJSON sink: one JSON object per trigger per line (format of `triggerJson`). Writes are serialised: a batch is
  * written only after the previous one's write (and fsync) completed, so the file holds batches in the order they were
  * handed over, whatever the downstream's concurrency.
+ *
+ * A file holds whole lines only: a write that fails part way (a full disk) is cut back to where its batch began, so
+ * the batch's retry does not continue a torn line; and a file whose last line was torn by a crash (its batch never
+ * counted delivered, so sent again) is cut back to its last complete line when it is opened (a last line that does
+ * not start as a trigger's does is ended with a newline instead: the file is not only ours).
  */
 export class NdjsonSink implements Sink {
   private readonly fd: number;
   private readonly fsync: boolean;
   private readonly stream: Writable | undefined;
+  /** Bytes of whole lines in the file (where the next batch begins). */
+  private size = 0;
+  /** Bytes cut from the end of the file at open (a trigger's line torn by a crash). */
+  readonly tornBytesCut: number = 0;
   /** The last write handed to the file: the next one starts when it settles. */
   private tail: Promise<unknown> = Promise.resolve();
 
   /** Opens the file for appending (or wraps the stream). */
   constructor(target: NdjsonTarget) {
     if ('path' in target) {
-      this.fd = fs.openSync(target.path, 'a');
+      this.fd = fs.openSync(target.path, 'a+');
+      this.size = fs.fstatSync(this.fd).size;
+      const whole = wholeLinesLength(this.fd, this.size);
+      if (whole < this.size) {
+        if (startsTrigger(this.fd, whole)) {
+          fs.ftruncateSync(this.fd, whole);
+          this.tornBytesCut = this.size - whole;
+          this.size = whole;
+        } else {
+          // Not a line of ours (a file written by someone else): ended, not cut.
+          fs.writeSync(this.fd, '\n');
+          this.size++;
+        }
+      }
       this.fsync = target.fsync ?? false;
       this.stream = undefined;
     } else {
@@ -48,9 +70,22 @@ export class NdjsonSink implements Sink {
         await new Promise<void>((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
       } else {
         const fd = this.fd;
-        await new Promise<void>((resolve, reject) => fs.write(fd, text, (err) => (err ? reject(err) : resolve())));
-        if (this.fsync)
-          await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+        const bytes = Buffer.from(text, 'utf8');
+        try {
+          // A write may take fewer bytes than asked (a full disk, a signal): the rest follows until all is written.
+          for (let at = 0; at < bytes.length;) {
+            at += await new Promise<number>((resolve, reject) =>
+              fs.write(fd, bytes, at, bytes.length - at, null, (err, n) => (err ? reject(err) : resolve(n))),
+            );
+          }
+          if (this.fsync)
+            await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+        } catch (err) {
+          // Whole lines only: the retry of this batch starts where it began (best effort: the disk may refuse this too).
+          await new Promise<void>((resolve) => fs.ftruncate(fd, this.size, () => resolve()));
+          throw err;
+        }
+        this.size += bytes.length;
       }
       return RESULT_OK;
     } catch {
@@ -63,4 +98,27 @@ export class NdjsonSink implements Sink {
     await this.tail;
     if (this.fd >= 0) fs.closeSync(this.fd);
   }
+}
+
+/** How every line triggerJson writes begins. */
+const TRIGGER_LINE_START = Buffer.from('{"type":');
+
+/** How long the file open at `fd` (`size` bytes) is up to and including its last newline (0 when it has none). */
+function wholeLinesLength(fd: number, size: number): number {
+  const chunk = Buffer.allocUnsafe(64 * 1024);
+  for (let end = size; end > 0;) {
+    const start = Math.max(0, end - chunk.length);
+    const n = fs.readSync(fd, chunk, 0, end - start, start);
+    const nl = chunk.lastIndexOf(0x0a, n - 1);
+    if (nl >= 0) return start + nl + 1;
+    end = start;
+  }
+  return 0;
+}
+
+/** Whether the bytes at `at` in the file open at `fd` start as a trigger's line does (`{"type":`). */
+function startsTrigger(fd: number, at: number): boolean {
+  const head = Buffer.alloc(TRIGGER_LINE_START.length);
+  const n = fs.readSync(fd, head, 0, head.length, at);
+  return n === head.length && head.equals(TRIGGER_LINE_START);
 }

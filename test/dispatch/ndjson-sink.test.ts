@@ -1,0 +1,57 @@
+/**
+ * The NDJSON sink keeps a file of whole lines: a trigger's line torn by a crash is cut back when the file is opened
+ * again (its batch was never counted delivered, so it is written again whole), and a last line that is not a
+ * trigger's (the file is not only ours) is ended, not cut.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { NdjsonSink } from '../../src/dispatch/sinks/ndjson-sink.js';
+import { oneTriggerBatch } from './fixtures.js';
+
+/** The file's lines, each parsed (throws on a line that is not JSON). */
+function lines(path: string): unknown[] {
+  const text = readFileSync(path, 'utf8');
+  assert.ok(text.endsWith('\n'), 'the file ends with a whole line');
+  return text
+    .slice(0, -1)
+    .split('\n')
+    .map((l) => JSON.parse(l) as unknown);
+}
+
+test('NDJSON sink: a trigger line torn by a crash is cut back at open; the next batch starts on a line of its own', async () => {
+  const path = join(mkdtempSync(join(tmpdir(), 'gr-ndjson-')), 'out.ndjson');
+  const first = new NdjsonSink({ path });
+  assert.equal((await first.deliver(oneTriggerBatch(1))).status, 200);
+  assert.equal((await first.deliver(oneTriggerBatch(2))).status, 200);
+  await first.close();
+  const whole = readFileSync(path, 'utf8');
+  // The crash: part of the next batch's line reached the file.
+  const torn = '{"type":"ENTER","deviceId":7,"fenceId":"A","ta';
+  writeFileSync(path, whole + torn);
+  const second = new NdjsonSink({ path });
+  assert.equal(second.tornBytesCut, torn.length, 'the torn bytes are cut');
+  assert.equal((await second.deliver(oneTriggerBatch(3))).status, 200);
+  await second.close();
+  const got = lines(path) as { seq: number; deviceId: number }[];
+  assert.deepEqual(
+    got.map((t) => t.seq),
+    [1, 2, 3],
+  );
+  assert.ok(got.every((t) => t.deviceId === 7));
+});
+
+test('NDJSON sink: a last line that is not a trigger is ended, not cut', async () => {
+  const path = join(mkdtempSync(join(tmpdir(), 'gr-ndjson-')), 'out.ndjson');
+  writeFileSync(path, '{"note":"kept"}');
+  const sink = new NdjsonSink({ path });
+  assert.equal(sink.tornBytesCut, 0);
+  assert.equal((await sink.deliver(oneTriggerBatch(9))).status, 200);
+  await sink.close();
+  const got = lines(path) as { note?: string; seq?: number }[];
+  assert.equal(got.length, 2);
+  assert.equal(got[0]!.note, 'kept');
+  assert.equal(got[1]!.seq, 9);
+});
