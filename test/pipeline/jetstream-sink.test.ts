@@ -15,7 +15,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
-import { routerFor, runThrough, sinkTraffic } from '../support/sink-run.js';
+import { finishRun, routerFor, runThrough, sinkTraffic } from '../support/sink-run.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { waitFor } from './support.js';
 
@@ -84,7 +84,7 @@ test('JetStream sink: every trigger stored once and in per-device order, through
   );
 });
 
-test('JetStream sink: a subject no stream captures is refused at once (404), dead-lettered as rejected, nothing lost', async (t) => {
+test('JetStream sink: while no stream captures the subject, deliveries fail and are retried; once one does, every trigger is stored once and in per-device order, none dead-lettered for good', async (t) => {
   const nats = await NatsServer.start();
   t.after(() => nats.stop());
   const traffic = sinkTraffic(9, 50);
@@ -93,22 +93,43 @@ test('JetStream sink: a subject no stream captures is refused at once (404), dea
     kind: 'jetstream',
     servers: [nats.url],
     subject: 'unrouted.{type}',
-    stream: 'NONE',
+    stream: 'LATE',
     createStream: false,
   });
+  // A failed wait must not leave the router's threads running (close is idempotent).
+  t.after(() => router.close());
   await sendPaced(router.ingestPort!, traffic, 5_000);
   await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
-  await waitFor(
-    () => router.stats().downstreams[0]!.deadLettered === router.stats().triggersTotal,
-    60_000,
-    'every trigger dead-lettered',
-  );
-  const summary = await router.close();
+  // The server answers "no responders" (503): a failed delivery, so the breaker opens and the triggers wait.
+  await waitFor(() => router.stats().downstreams[0]!.breakerState === 'open', 30_000, 'the breaker open');
+  const during = router.stats().downstreams[0]!;
+  assert.equal(during.delivered + during.replayed, 0, 'nothing delivered while no stream captures the subject');
+  assert.equal(during.final, 0, 'no trigger dead-lettered for good for a missing stream');
+  // The operator creates the stream: the breaker's probe finds it and everything waiting is stored.
+  const nc = await connect({ servers: nats.url });
+  try {
+    await (await jetstreamManager(nc)).streams.add({ name: 'LATE', subjects: ['unrouted.>'] });
+  } finally {
+    await nc.close();
+  }
+  const summary = await finishRun(router, traffic);
   assert.ok(summary.triggersTotal > 100, `triggers: ${summary.triggersTotal}`);
   const ds = summary.downstreams[0]!;
-  assert.equal(ds.delivered, 0);
-  assert.equal(ds.deadLetteredByReason.rejected, summary.triggersTotal, 'every trigger dead-lettered as rejected');
+  assert.equal(ds.final, 0, 'nothing dead-lettered for good');
+  assert.equal(ds.delivered + ds.replayed, summary.triggersTotal);
   assert.equal(summary.lost, 0);
+  const stored = await readStream(nats.url, 'LATE');
+  assert.equal(stored.length, summary.triggersTotal, 'the stream holds every trigger once');
+  assert.deepEqual(
+    checkDeliveryContract(
+      stored.map((x) => x.trigger),
+      { complete: true, stays: true },
+    ).problems,
+    [],
+  );
+  console.log(
+    `jetstream, stream created late: ${stored.length} triggers stored once; delivered ${ds.delivered}, replayed ${ds.replayed} (dead-lettered ${ds.deadLettered} while waiting, none for good)`,
+  );
 });
 
 test('JetStream sink across a restart: what the first run left unacknowledged is re-sent by the next with the same ids, and the stream holds each trigger once', async (t) => {

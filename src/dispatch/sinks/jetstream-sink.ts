@@ -4,8 +4,11 @@
  * trigger's identity, `<deviceId as JSON>/<seq>`, so within the stream's duplicate window a re-sent trigger (a batch
  * whose acknowledgement was lost, a retry, a replay after a restart) is dropped by the server: the stream holds each
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
- * the batch (it is retried whole, the duplicates dropped), a refusal by the server refuses it, and a subject no stream
- * captures (the server's "no responders") answers 404.
+ * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
+ * now: the server's "no responders" (no stream captures the subject: a stream missing, being created again, or its
+ * only replica's server restarting) and a stream's error answer with code 503 (e.g. at its message limit with
+ * "discard new"), both 503. Any other error answer (code 400: a message over the stream's size limit, ...) refuses
+ * the batch (400).
  *
  * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
  * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as
@@ -110,10 +113,10 @@ export class JetStreamSink implements Sink {
       const state: PendingBatch = {
         waiting: batch.count,
         refused: false,
-        missing: false,
+        unavailable: false,
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
-        // A subject no stream captures is 404 (dead letters, replayed once a stream is there); a refusal 400.
-        settle: () => finish({ status: state.missing ? 404 : state.refused ? 400 : 200 }),
+        // "Cannot take it now" wins over a refusal: the batch is retried whole, and a refusal comes back if it stands.
+        settle: () => finish({ status: state.unavailable ? 503 : state.refused ? 400 : 200 }),
       };
       const finish = (r: SinkResult): void => {
         clearTimeout(state.timer);
@@ -144,8 +147,12 @@ export class JetStreamSink implements Sink {
     const state = this.pending.get(token);
     if (state === undefined) return; // its batch already finished (timed out)
     this.pending.delete(token);
-    if (msg.headers?.code === 503) state.missing = true;
-    else if (msg.data.length === 0 || !isAck(msg.data)) state.refused = true;
+    if (msg.headers?.code === 503) state.unavailable = true;
+    else {
+      const answer = ackAnswer(msg.data);
+      if (answer === UNAVAILABLE) state.unavailable = true;
+      else if (answer === REFUSED) state.refused = true;
+    }
     if (--state.waiting === 0) state.settle();
   }
 
@@ -178,22 +185,33 @@ export class JetStreamSink implements Sink {
       name: 'geofence-router',
       ...(o.token === null ? {} : { token: o.token }),
     });
-    if (o.createStream) {
-      const jsm = await jetstreamManager(nc);
-      try {
-        await jsm.streams.info(o.stream);
-      } catch {
-        await jsm.streams.add({
-          name: o.stream,
-          subjects: this.streamSubjects,
-          duplicate_window: o.duplicateWindowMs * 1_000_000,
-          num_replicas: o.streamReplicas,
-        });
+    try {
+      if (o.createStream) {
+        const jsm = await jetstreamManager(nc);
+        try {
+          await jsm.streams.info(o.stream);
+        } catch {
+          await jsm.streams.add({
+            name: o.stream,
+            subjects: this.streamSubjects,
+            duplicate_window: o.duplicateWindowMs * 1_000_000,
+            num_replicas: o.streamReplicas,
+          });
+        }
       }
+    } catch (err) {
+      // The next delivery connects again; this connection must not stay open (and reconnecting) beside it.
+      await nc.close().catch(() => undefined);
+      throw err;
     }
     this.inbox = createInbox();
     nc.subscribe(`${this.inbox}.*`, { callback: (_err, msg) => this.onAck(msg) });
     this.nc = nc;
+    // A connection the client gave up on (the server refusing its credentials again and again) is closed for good:
+    // the next delivery connects afresh instead of publishing into it.
+    void nc.closed().then(() => {
+      if (this.nc === nc) this.nc = null;
+    });
     return nc;
   }
 }
@@ -202,10 +220,10 @@ export class JetStreamSink implements Sink {
 interface PendingBatch {
   /** Acknowledgements still to come. */
   waiting: number;
-  /** The server refused a message. */
+  /** The stream refused a message for good. */
   refused: boolean;
-  /** A message had nowhere to go (no stream captures its subject). */
-  missing: boolean;
+  /** A message could not be stored now (no stream captures its subject, or the stream answered 503). */
+  unavailable: boolean;
   /** The batch's deadline. */
   timer: NodeJS.Timeout;
   /** Resolves the batch once every acknowledgement is in. */
@@ -215,15 +233,28 @@ interface PendingBatch {
 /** `{"stream"` as bytes: how every acknowledgement of a stored message starts. */
 const ACK_START = new TextEncoder().encode('{"stream"');
 
-/** `{"error": ...}` is a refusal; anything else a stream answers (`{"stream": ..., "seq": ...}`) stores the message. */
-function isAck(data: Uint8Array): boolean {
+/** ackAnswer: the message is stored. */
+const STORED = 0;
+/** ackAnswer: refused for good. */
+const REFUSED = 1;
+/** ackAnswer: the stream cannot take it now (its error's code is 503). */
+const UNAVAILABLE = 2;
+
+/**
+ * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; `{"error": {"code": 503, ...}}` is
+ * "not now" (UNAVAILABLE); any other error, an empty or unreadable answer, a refusal.
+ */
+function ackAnswer(data: Uint8Array): number {
   let plain = data.length > ACK_START.length;
   for (let i = 0; plain && i < ACK_START.length; i++) plain = data[i] === ACK_START[i];
-  if (plain) return true;
+  if (plain) return STORED;
+  if (data.length === 0) return REFUSED;
   try {
-    return (JSON.parse(new TextDecoder().decode(data)) as { error?: unknown }).error === undefined;
+    const error = (JSON.parse(new TextDecoder().decode(data)) as { error?: { code?: unknown } }).error;
+    if (error === undefined) return STORED;
+    return error?.code === 503 ? UNAVAILABLE : REFUSED;
   } catch {
-    return false;
+    return REFUSED;
   }
 }
 
