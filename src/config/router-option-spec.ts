@@ -498,7 +498,9 @@ const downstream = variants(
           default: MQTT_SINK_DEFAULTS.protocolVersion,
         }),
         clientId: optional(
-          text('name', { doc: 'client id of the persistent session (default: geofence-router-<name>)' }),
+          text('name', {
+            doc: 'client id of the persistent session (default: geofence-router-<name>; in a partition group geofence-router-<name>-<member name>)',
+          }),
         ),
         sessionExpirySeconds: int({
           doc: 'how long the broker keeps the session while the router is away (MQTT 5)',

@@ -19,6 +19,7 @@
  * Its unacknowledged messages are read again by the partition's new owner, which derives their triggers under the
  * same seqs.
  */
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectSourceServers, drainWithin } from '../ingest/sources/nats-connection.js';
@@ -343,6 +344,9 @@ class Member implements PartitionGroup {
     const js = this.options.jetstreamSource!;
     const router = await createRouter({
       ...this.options,
+      ...(this.options.downstreams === undefined
+        ? {}
+        : { downstreams: withMemberClientIds(this.options.downstreams, this.member) }),
       jetstreamSource: { ...js, partitions: partitions.join(',') },
       leaseGate: this.gateBuffer,
       ...(this.fences === null ? {} : { startFences: this.fences }),
@@ -401,4 +405,23 @@ class Member implements PartitionGroup {
     // The next router reads the fences afresh (an abandoned one may have stopped inside an edit).
     this.fences = null;
   }
+}
+
+/**
+ * `downstreams` with each MQTT downstream that names no client id given one of this member's: every member of a group
+ * usually runs the same configuration, and two connections under one client id take the session from each other in
+ * turn (the broker closes the older one), so neither delivers for long.
+ */
+export function withMemberClientIds(
+  downstreams: NonNullable<RouterOptionsInput['downstreams']>,
+  member: string,
+): NonNullable<RouterOptionsInput['downstreams']> {
+  return downstreams.map((d) => {
+    if (d.kind !== 'mqtt' || d.clientId !== undefined) return d;
+    const id = `geofence-router-${d.name}-${member}`.replace(/[^A-Za-z0-9_-]/g, '_');
+    // Within the 64 characters a client id may have here, still one per member.
+    const clientId =
+      id.length <= 64 ? id : `geofence-router-${createHash('sha256').update(id).digest('hex').slice(0, 40)}`;
+    return { ...d, clientId };
+  });
 }

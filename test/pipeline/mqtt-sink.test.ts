@@ -12,6 +12,7 @@ import { sendPaced } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { MosquittoBroker } from '../support/mqtt-broker.js';
 import { finishRun, routerFor, sinkTraffic } from '../support/sink-run.js';
+import { SwallowingRelay } from '../support/swallowing-relay.js';
 import { waitFor } from './support.js';
 
 /** A subscriber to `gf/#` at QoS 1 with a persistent session; what it received, in arrival order. */
@@ -112,4 +113,63 @@ test('MQTT 5 through a broker restart mid-run: every trigger arrives, in per-dev
 
 test('MQTT 3.1.1 through a broker restart mid-run: every trigger arrives, in per-device order', async () => {
   await run(4, true);
+});
+
+test('MQTT: after a lost connection the client re-sends nothing by itself: a trigger the router dead-lettered as expired never reaches a subscriber', async (t) => {
+  const broker = await MosquittoBroker.start();
+  t.after(() => broker.stop());
+  const relay = new SwallowingRelay(broker.port);
+  await relay.start();
+  t.after(() => relay.stop());
+  const sub = await subscriber(broker.url, 5);
+  t.after(() => sub.end());
+  const traffic = sinkTraffic(21, 200);
+  const router = await routerFor(traffic, {
+    name: 'mq',
+    kind: 'mqtt',
+    url: `mqtt://127.0.0.1:${relay.port}`,
+    topic: 'gf/{type}/{fenceId}',
+    ackTimeoutMs: 300,
+    maxQueueAgeMs: 1500,
+    maxAttempts: 100,
+  });
+  t.after(() => router.close());
+  const sending = sendPaced(router.ingestPort!, traffic, 1000);
+  await waitFor(() => router.stats().downstreams[0]!.delivered > 0, 20_000, 'the first triggers delivered');
+  // The link blackholes what the router writes: its publishes time out, are re-sent (and swallowed), and expire.
+  relay.swallowing = true;
+  await new Promise((r) => setTimeout(r, 2500));
+  relay.swallowing = false;
+  relay.cut();
+  await sending;
+  const settled = (): boolean => {
+    const s = router.stats();
+    const d = s.downstreams[0]!;
+    return s.processed === traffic.pings && d.delivered + d.replayed + d.final === s.triggersTotal;
+  };
+  await waitFor(settled, 60_000, 'every trigger delivered or dead-lettered');
+  const summary = await router.close();
+  const ds = summary.downstreams[0]!;
+  const key = (x: Trigger): string => `${JSON.stringify(x.deviceId)}/${x.seq}`;
+  const unique = (): number => new Set(sub.received.map((m) => key(m.trigger))).size;
+  await waitFor(() => unique() >= ds.delivered + ds.replayed, 20_000, 'every delivered trigger at the subscriber');
+  // Anything more would have come late: give a client that re-sends by itself the time to do it.
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.ok(relay.swallowedBytes > 0, 'publishes were swallowed');
+  assert.ok(ds.deadLetteredByReason.expired > 0, `triggers expired: ${ds.deadLetteredByReason.expired}`);
+  assert.equal(
+    unique(),
+    ds.delivered + ds.replayed,
+    `the subscriber got exactly the triggers the router delivered (${ds.deadLetteredByReason.expired} expired ones not among them)`,
+  );
+  assert.deepEqual(
+    checkDeliveryContract(
+      sub.received.map((m) => m.trigger),
+      { allowRedelivery: true },
+    ).problems,
+    [],
+  );
+  console.log(
+    `mqtt, link blackholed 2.5 s then cut: ${summary.triggersTotal} triggers, ${ds.delivered + ds.replayed} delivered, ${ds.deadLetteredByReason.expired} expired; subscriber got ${unique()} distinct (${sub.received.length} messages); ${relay.swallowedBytes} bytes swallowed`,
+  );
 });

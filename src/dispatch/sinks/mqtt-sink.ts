@@ -1,10 +1,16 @@
 /**
  * MQTT sink (MQTT 5 or 3.1.1): each trigger is one QoS 1 message (the trigger's JSON object, as a webhook receives it
  * in its array), retain off, on the topic its template names. A batch is delivered when the broker has acknowledged
- * every message (PUBACK). The session is persistent (a fixed client id, clean start off), so after a broker restart
- * the client resumes it and re-sends what was not acknowledged; a batch not acknowledged within `ackTimeoutMs` fails
- * and is re-sent by the router. QoS 1 is at-least-once: a subscriber can see a trigger twice after such a failure and
- * keeps the first (deviceId, seq), as with any re-delivery.
+ * every message (PUBACK); a batch not acknowledged within `ackTimeoutMs` fails and is re-sent by the router. QoS 1 is
+ * at-least-once: a subscriber can see a trigger twice after such a failure and keeps the first (deviceId, seq), as
+ * with any re-delivery.
+ *
+ * The router is the only one that re-sends: when the connection is lost, every batch waiting for acknowledgements
+ * fails at once and the client is ended with what it held (its store of unacknowledged messages, its queue of
+ * messages not yet written); the next delivery connects afresh (waiting up to `ackTimeoutMs`). A client left to
+ * reconnect by itself would re-send those messages behind the router's back: triggers it has since dead-lettered,
+ * or, after a pause past the partition leases, triggers whose partition another router delivers now (out of order
+ * beside that router's).
  *
  * Per-device order: one downstream never has two batches with triggers of one device in flight, and one connection
  * publishes a batch in order.
@@ -62,6 +68,8 @@ export class MqttSink implements Sink {
   private client: MqttClient | null = null;
   /** PUBACKs the sink waits for. */
   private outstanding = 0;
+  /** How each batch waiting for its PUBACKs is finished (with a failure, when the connection is lost). */
+  private readonly waiting = new Set<(r: SinkResult) => void>();
 
   /** Validates the options (errors name them); connects at once and keeps reconnecting. */
   constructor(options: Partial<MqttSinkOptions> & { url: string; clientId: string }) {
@@ -82,7 +90,10 @@ export class MqttSink implements Sink {
   /** Publishes every trigger of the batch at QoS 1 and waits for every PUBACK; never rejects. */
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     const client = this.connected();
-    if (!client.connected) return { status: 0, error: 'refused' };
+    if (!client.connected && !(await connectedWithin(client, this.options.ackTimeoutMs)))
+      return { status: 0, error: 'refused' };
+    // Lost while it came up, or ended meanwhile: a fresh client next time.
+    if (this.client !== client || !client.connected) return { status: 0, error: 'refused' };
     let pending = batch.count;
     let failed = false;
     this.outstanding += batch.count;
@@ -92,9 +103,11 @@ export class MqttSink implements Sink {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        this.waiting.delete(finish);
         this.outstanding -= pending;
         resolve(r);
       };
+      this.waiting.add(finish);
       const timer = setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs);
       const acked = (err?: Error): void => {
         if (settled) return;
@@ -105,6 +118,17 @@ export class MqttSink implements Sink {
       for (let i = 0; i < batch.count; i++)
         client.publish(this.template.render(batch, i), triggerJson(batch, i), { qos: 1, retain: false }, acked);
     });
+  }
+
+  /**
+   * The connection of `client` is lost (or never came up): every batch still waiting fails now, and the client is
+   * ended with its unacknowledged and unwritten messages, so it re-sends none of them (see the module comment).
+   */
+  private discard(client: MqttClient): void {
+    if (this.client !== client) return;
+    this.client = null;
+    client.end(true);
+    for (const finish of [...this.waiting]) finish({ status: 0, error: 'network' });
   }
 
   /** Ends the session's connection (the broker keeps the session for `sessionExpirySeconds`). */
@@ -125,15 +149,17 @@ export class MqttSink implements Sink {
       clientId: o.clientId,
       protocolVersion: o.protocolVersion,
       clean: false,
-      reconnectPeriod: 250,
+      // No reconnect by the client: the next delivery connects afresh (see discard).
+      reconnectPeriod: 0,
       connectTimeout: 5_000,
       ...(o.protocolVersion === 5 ? { properties: { sessionExpiryInterval: o.sessionExpirySeconds } } : {}),
       ...(o.username === null ? {} : { username: o.username }),
       ...(o.password === null ? {} : { password: o.password }),
     });
-    // Why a no-op listener: a connection error must not become an uncaught 'error' event; reconnects follow.
+    // Why a no-op listener: a connection error must not become an uncaught 'error' event; 'close' follows.
     this.client.on('error', () => undefined);
     const client = this.client;
+    client.on('close', () => this.discard(client));
     const nudged = new WeakSet<object>();
     // Each connection gets a new stream: answer its reads while PUBACKs are outstanding (see the module comment).
     client.on('connect', () => {
@@ -146,4 +172,21 @@ export class MqttSink implements Sink {
     });
     return client;
   }
+}
+
+/** Resolves true once `client` is connected, false when its connection attempt ends first or `ms` pass. */
+function connectedWithin(client: MqttClient, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (up: boolean): void => {
+      clearTimeout(timer);
+      client.off('connect', onConnect);
+      client.off('close', onClose);
+      resolve(up);
+    };
+    const onConnect = (): void => done(true);
+    const onClose = (): void => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    client.on('connect', onConnect);
+    client.on('close', onClose);
+  });
 }
