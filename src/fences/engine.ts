@@ -577,7 +577,9 @@ export class ContainmentEngine {
 
     // CROSS: both pings outside a fence whose boundary the segment between them touches. The straight segment is a
     // guess at the path: not made when the move is implausible (faster than crossMaxSpeedMps, or a gap longer than
-    // crossMaxGapMs), and at most crossMaxPerDevicePerSec CROSS triggers per device per second (router clock).
+    // crossMaxGapMs), and at most crossMaxPerDevicePerSec CROSS triggers per device per second of its pings' own
+    // times (not the router's clock: a stream read again, after a restart or a takeover, at whatever pace, gives the
+    // same triggers under the same seqs).
     if (hasLast && (lat !== lastLat || lon !== lastLon)) {
       const gapMs = t - devF64[df + DEV_LAST_EVENT_MS_F64]!;
       const rules = this.crossRules;
@@ -594,9 +596,8 @@ export class ContainmentEngine {
         counters[cb + CNT_IMPLAUSIBLE_SEGMENTS_F64]!++;
       } else {
         const budget = rules[CROSS_MAX_PER_DEVICE_PER_SEC]!;
-        const nowMs = rec[REC_ADMIT_TIME_NS]! / 1e6;
-        if (budget > 0 && !(nowMs - devF64[df + DEV_CROSS_WINDOW_MS_F64]! < 1000)) {
-          devF64[df + DEV_CROSS_WINDOW_MS_F64] = nowMs;
+        if (budget > 0 && !(t - devF64[df + DEV_CROSS_WINDOW_MS_F64]! < 1000)) {
+          devF64[df + DEV_CROSS_WINDOW_MS_F64] = t;
           devI32[di + DEV_CROSS_COUNT_I32] = 0;
         }
         for (let k = 0; k < n; k++) {

@@ -495,7 +495,7 @@ export const DEV_LAST_LAT_F64 = 1;
 export const DEV_LAST_LON_F64 = 2;
 /** Last trigger sequence number issued for the device (strictly increasing per device, hence per (device, fence)). */
 export const DEV_TRIGGER_SEQ_F64 = 3;
-/** Router time the device's current CROSS budget window began, ms (the per-device CROSS budget). */
+/** Event time (of the device's ping) its current CROSS budget window began, epoch ms (the per-device CROSS budget). */
 export const DEV_CROSS_WINDOW_MS_F64 = 4;
 
 /** Per-device Int32 record. */

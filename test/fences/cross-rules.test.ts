@@ -1,7 +1,8 @@
 /**
  * The CROSS rules against a device that "teleports": a move faster than crossMaxSpeedMps, or across a gap longer
  * than crossMaxGapMs, makes no CROSS (counted); at most crossMaxPerDevicePerSec CROSS triggers per device per second
- * of router time (the rest counted); ENTER / EXIT are never limited. Figures before (rules off) and after.
+ * of its pings' event time (the rest counted), whatever the router's clock, so a stream read again at another pace
+ * gives the same triggers; ENTER / EXIT are never limited. Figures before (rules off) and after.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -69,21 +70,35 @@ test('a gap longer than crossMaxGapMs makes no CROSS; shorter gaps do', () => {
   assert.equal(e.ping(0, 0, 170_000).length, 40);
 });
 
-test('at most crossMaxPerDevicePerSec CROSS per device per second of router time, the rest counted; ENTER and EXIT unlimited', () => {
+test("at most crossMaxPerDevicePerSec CROSS per device per second of its pings' time, the rest counted; ENTER and EXIT unlimited", () => {
   const e = engineWith({ crossMaxPerDevicePerSec: 10 });
-  e.ping(0, 0, 0, 0);
-  // 4.2 km in 200 s (a plausible speed), arriving within one router second as a burst.
-  assert.equal(e.ping(0, 4200, 200_000, 10).length, 10);
+  e.ping(0, 0, 0);
+  // 4.2 km within one second of the device's own time (no speed rule here): 40 crossings, 10 written.
+  assert.equal(e.ping(0, 4200, 200).length, 10);
   assert.equal(e.counters[C + CNT_CROSS_OVER_BUDGET_F64], 30);
-  assert.deepEqual(e.ping(0, 0, 400_000, 20), [], 'the budget is spent for this second');
+  assert.deepEqual(e.ping(0, 0, 400), [], 'the budget is spent for this second');
   assert.equal(e.counters[C + CNT_CROSS_OVER_BUDGET_F64], 70);
-  // A router second later the budget is back.
-  assert.equal(e.ping(0, 4200, 600_000, 1100).length, 10);
+  // A second of the device's time later the budget is back.
+  assert.equal(e.ping(0, 4200, 1300).length, 10);
   // ENTER and EXIT are not limited: inside r0 and out again, with the CROSS budget spent.
   const device = engineWith({ crossMaxPerDevicePerSec: 1 });
-  device.ping(3, 0, 0, 0);
-  device.ping(3, 4200, 200_000, 10);
-  assert.deepEqual(device.ping(3, 4200 - 4100, 300_000, 20), ['ENTER']);
-  assert.deepEqual(device.ping(3, 0, 301_000, 30), ['EXIT']);
+  device.ping(3, 0, 0);
+  device.ping(3, 4200, 100);
+  assert.deepEqual(device.ping(3, 4200 - 4100, 200), ['ENTER']);
+  assert.deepEqual(device.ping(3, 0, 300), ['EXIT']);
   assert.equal(device.counters[C + CNT_TRIGGERS_F64 + TriggerType.CROSS], 1);
+});
+
+test("the CROSS budget follows the pings' times, not the router's clock: the same pings read at another pace give the same triggers", () => {
+  // A device zig-zagging over the row every 300 ms of its own time, for 20 s: the budget binds in most seconds.
+  const paths = Array.from({ length: 67 }, (_, k) => ({ eastM: k % 2 === 0 ? 0 : 4200, tMs: k * 300 }));
+  const live = engineWith({ crossMaxPerDevicePerSec: 25 });
+  // Read live: each ping admitted when it was sent.
+  const asLive = paths.map((p) => live.ping(0, p.eastM, p.tMs, p.tMs).join(','));
+  const replay = engineWith({ crossMaxPerDevicePerSec: 25 });
+  // Read again from a backlog: every ping admitted within the same few milliseconds.
+  const asReplay = paths.map((p, k) => replay.ping(0, p.eastM, p.tMs, 5_000_000 + k * 0.01).join(','));
+  assert.deepEqual(asReplay, asLive);
+  assert.ok(live.counters[C + CNT_CROSS_OVER_BUDGET_F64]! > 0, 'the budget bound');
+  assert.equal(replay.counters[C + CNT_CROSS_OVER_BUDGET_F64], live.counters[C + CNT_CROSS_OVER_BUDGET_F64]);
 });
