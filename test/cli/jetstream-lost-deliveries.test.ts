@@ -51,7 +51,9 @@ test('deliveries of a partition lost on the way (a fetch that stopped part way):
   assertDeliveredEverything(p);
   assert.match(
     p.stderr,
-    new RegExp(`partition ${PARTITION}: deliveries lost on the way .* reading again from stream sequence \\d+`),
+    new RegExp(
+      `partition ${PARTITION}: the consumer's deliveries do not follow .* reading again from stream sequence \\d+`,
+    ),
   );
   assert.equal(rewinds.get(`partition="${PARTITION}"`), 1, [...rewinds].join(' '));
   console.log(

@@ -30,7 +30,9 @@
  * after them; acknowledging a later message (AckPolicy.All) would acknowledge them too, and their pings would be read
  * by no one. The consumer's delivery sequence counts every delivery, so a message whose delivery sequence skips is
  * not taken: the partition waits until everything it took is acknowledged, makes its consumer again from the message
- * after the last one it took, and reads on from there (PartitionReader.rewind, counted in SRC_REWINDS_F64).
+ * after the last one it took, and reads on from there (PartitionReader.rewind, counted in SRC_REWINDS_F64). A
+ * delivery sequence below the next one is met the same way: the consumer was made again behind this reader's back (by
+ * a router paused past the partition's lease that has not noticed yet), from a position this reader cannot vouch for.
  *
  * Per partition, the SRC_* cells (shared, read by the metrics collectors) count messages, bytes, redeliveries, aged
  * messages and rewinds, and keep the consumer lag (messages not yet delivered, and the age of the last message taken)
@@ -340,14 +342,15 @@ class PartitionReader {
   }
 
   /**
-   * True when deliveries of the consumer were lost before `m` (its delivery sequence skips: the server sent them to a
-   * fetch that failed part way); otherwise notes `m`'s delivery sequence.
+   * True when the consumer's deliveries do not follow the ones this reader took (`m`'s delivery sequence is not the
+   * next one): above it, deliveries were lost on the way (the server sent them to a fetch that failed part way);
+   * below it, the consumer was made again behind this reader's back (by a router that lost the partition's lease and
+   * has not noticed yet, or by hand) from a position this reader cannot vouch for. Either way the reader goes on from
+   * the message after the last one it took (rewind). Otherwise notes `m`'s delivery sequence.
    */
   private lostBefore(m: JsMsg): boolean {
     const d = m.info.deliverySequence;
-    if (this.nextDelivery > 0 && d > this.nextDelivery) return true;
-    // A sequence below the one expected: the consumer was made again by another router (a partition that moved);
-    // what it delivers from now on is what counts.
+    if (this.nextDelivery > 0 && d !== this.nextDelivery) return true;
     this.nextDelivery = d + 1;
     return false;
   }
@@ -361,7 +364,7 @@ class PartitionReader {
     const from = this.lastTakenSeq + 1;
     this.log(
       'warn',
-      `jetstream source: partition ${this.partition}: deliveries lost on the way (a fetch that failed part way): reading again from stream sequence ${from} once what was taken is acknowledged`,
+      `jetstream source: partition ${this.partition}: the consumer's deliveries do not follow the ones taken (lost on the way by a fetch that failed part way, or the consumer made again elsewhere): reading again from stream sequence ${from} once what was taken is acknowledged`,
     );
     while (!this.stopping) {
       this.ack();
