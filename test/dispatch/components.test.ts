@@ -22,6 +22,7 @@ import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
 import { TriggerRouter } from '../../src/dispatch/trigger-router.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { parseRetryAfterMs } from '../../src/dispatch/sinks/webhook-sink.js';
+import { classifyResult, Outcome } from '../../src/dispatch/sinks/sink.js';
 import { DeadLetterFile, positionOffset } from '../../src/durable/dead-letter-file.js';
 import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 import { readTriggerIdentity, recordLength, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
@@ -278,6 +279,16 @@ test('retry-after: seconds and HTTP dates', () => {
   assert.equal(parseRetryAfterMs('2', 0), 2000);
   assert.equal(parseRetryAfterMs(new Date(10_000).toUTCString(), 5_000), 5000);
   assert.equal(parseRetryAfterMs('soon', 0), undefined);
+});
+
+test('sink results: 2xx delivered; 408, 425, 429 and 5xx are failures to retry; other 4xx (and 3xx) refuse for good; connection refused apart', () => {
+  for (const status of [200, 204]) assert.equal(classifyResult({ status }), Outcome.OK, String(status));
+  for (const status of [408, 425, 429, 500, 503])
+    assert.equal(classifyResult({ status }), Outcome.LOSS, String(status));
+  for (const status of [302, 400, 404, 413, 422])
+    assert.equal(classifyResult({ status }), Outcome.REJECTED, String(status));
+  assert.equal(classifyResult({ status: 0, error: 'timeout' }), Outcome.LOSS);
+  assert.equal(classifyResult({ status: 0, error: 'refused' }), Outcome.REFUSED);
 });
 
 test('downstream: a sink that measures the downstream where it runs (serviceNs) gives the limiter that, not the round trip', async () => {

@@ -40,7 +40,7 @@ export const Outcome = {
   LOSS: 1,
   /** The connection was refused: no RTT sample, a refusal for the breaker. */
   REFUSED: 2,
-  /** Permanent rejection (4xx other than 429): dead-letter, the breaker sees a live target. */
+  /** Permanent rejection (4xx other than 408, 425 and 429): dead-letter, the breaker sees a live target. */
   REJECTED: 3,
 } as const;
 /** An Outcome value. */
@@ -51,7 +51,8 @@ export function classifyResult(r: SinkResult): Outcome {
   const s = r.status;
   if (s >= 200 && s < 300) return Outcome.OK;
   if (s === 0) return r.error === 'refused' ? Outcome.REFUSED : Outcome.LOSS;
-  if (s === 429 || s >= 500) return Outcome.LOSS;
+  // 408 (the server, or a proxy, gave up waiting for the request) and 425 (too early) say "again later", not "never".
+  if (s === 429 || s === 408 || s === 425 || s >= 500) return Outcome.LOSS;
   return Outcome.REJECTED;
 }
 
