@@ -671,6 +671,9 @@ export class Downstream {
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count);
     if (result.credits !== undefined) this.credits.advertise(result.credits);
     this.sendingTriggers -= batch.count;
+    // Refused one by one: settled whatever became of the rest of the batch.
+    if (outcome !== Outcome.REJECTED && result.refused !== undefined && result.refused.length > 0)
+      this.completeRefused(batch, result.refused, nowNs);
     if (outcome === Outcome.OK) {
       this.completeDelivered(batch);
       if (this.ctx.onDelivered !== undefined) this.ctx.onDelivered(this.index, batch, nowNs);
@@ -708,6 +711,36 @@ export class Downstream {
       this.settle(slot, DeadLetterStatus.RESOLVED);
     }
     this.releaseDevices(batch);
+  }
+
+  /**
+   * The triggers at `refused` (indexes in the batch, increasing) were refused one by one: dead-lettered for good as
+   * rejected, their devices no longer busy, and the batch left holding the others, in order (delivered, or failed and
+   * sent again).
+   */
+  private completeRefused(batch: TriggerBatch, refused: readonly number[], nowNs: number): void {
+    const q = this.queues;
+    const count = batch.count;
+    // A device with no other trigger in the batch is done with it; the others are released with the batch.
+    for (const k of refused) {
+      const device = deviceOfSlot(q, batch.slots[k]!);
+      let more = false;
+      for (let j = 0; j < count && !more; j++)
+        more = j !== k && !refused.includes(j) && deviceOfSlot(q, batch.slots[j]!) === device;
+      if (!more && q.isBusy(device)) q.setBusy(device, false);
+    }
+    let kept = 0;
+    let r = 0;
+    for (let k = 0; k < count; k++) {
+      const slot = batch.slots[k]!;
+      if (r < refused.length && refused[r] === k) {
+        r++;
+        this.deadLetterFinal(slot, DeadLetterReason.REJECTED, nowNs);
+        continue;
+      }
+      batch.slots[kept++] = slot;
+    }
+    batch.count = kept;
   }
 
   private completeRejected(batch: TriggerBatch, nowNs: number): void {
@@ -973,4 +1006,9 @@ export class Downstream {
     q.i32[i + DREC_ATTEMPTS_I32] = 0;
     q.i32[i + DREC_FLAGS_I32] = 0;
   }
+}
+
+/** The device of the trigger in memory slot `slot`. */
+function deviceOfSlot(q: DeviceQueues, slot: number): number {
+  return q.i32[slot * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!;
 }

@@ -15,7 +15,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
-import { finishRun, routerFor, runThrough, sinkTraffic } from '../support/sink-run.js';
+import { finishRun, routerFor, runThrough, sinkTraffic, waitSettled } from '../support/sink-run.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { waitFor } from './support.js';
 
@@ -205,5 +205,47 @@ test('JetStream sink across a restart: what the first run left unacknowledged is
   console.log(
     `jetstream restart: ${triggers} triggers; first run acknowledged ${acked} (stream held ${storedBefore}); ` +
       `second run took over ${recovered} and re-published ${relay.msgIdsSeen - publishesBefore}; stream holds ${stored.length}`,
+  );
+});
+
+test('JetStream sink: a message the stream refuses (over its size limit) is dead-lettered as rejected one by one; the rest of its batch is stored, in per-device order', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  try {
+    // Triggers whose JSON (and message id header) is over 240 bytes are refused with code 400.
+    await (await jetstreamManager(nc)).streams.add({ name: 'SMALL', subjects: ['gf.>'], max_msg_size: 240 });
+  } finally {
+    await nc.close();
+  }
+  const traffic = sinkTraffic(29, 200);
+  const router = await routerFor(traffic, {
+    name: 'js',
+    kind: 'jetstream',
+    servers: [nats.url],
+    subject: 'gf.{type}',
+    stream: 'SMALL',
+    createStream: false,
+  });
+  t.after(() => router.close());
+  await sendPaced(router.ingestPort!, traffic, 5000);
+  await waitSettled(router, traffic.pings);
+  const summary = await router.close();
+  const ds = summary.downstreams[0]!;
+  const stored = await readStream(nats.url, 'SMALL');
+  assert.ok(ds.deadLetteredByReason.rejected > 0, 'some triggers refused');
+  assert.ok(ds.delivered > 0, 'some triggers stored');
+  assert.equal(ds.final, ds.deadLetteredByReason.rejected, 'every trigger settled without delivery was refused');
+  assert.equal(ds.replayed, 0, 'a refusal is not a failure: nothing parked');
+  assert.equal(stored.length, ds.delivered, 'the stream holds exactly the triggers counted delivered');
+  assert.deepEqual(
+    checkDeliveryContract(
+      stored.map((x) => x.trigger),
+      {},
+    ).problems,
+    [],
+  );
+  console.log(
+    `jetstream, messages over 240 bytes refused: ${summary.triggersTotal} triggers, ${ds.delivered} stored, ${ds.deadLetteredByReason.rejected} refused one by one`,
   );
 });

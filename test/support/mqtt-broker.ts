@@ -20,20 +20,27 @@ export class MosquittoBroker {
     this.configFile = configFile;
   }
 
-  /** Starts one on a free port (persistence on). */
-  static async start(): Promise<MosquittoBroker> {
+  /**
+   * Starts one on a free port (persistence on); with `acl`, the text of an access-rules file (`topic readwrite ...`
+   * lines for anonymous clients: what they do not name is denied).
+   */
+  static async start(acl?: string): Promise<MosquittoBroker> {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'mosquitto-'));
     const configFile = join(dir, 'mosquitto.conf');
     writeFileSync(
       configFile,
       // Why max_queued_messages: Mosquitto drops QoS 1 messages for a subscriber more than 1000 behind by default (the
-      // test's subscriber shares a busy thread with the router), and that loss would be the broker's, not ours.
+      // test's subscriber shares a busy thread with the router), and that loss would be the broker's, not ours. Why not
+      // 0 (no limit): Mosquitto 2.0.11 with 0 closes a publisher's connection right after refusing one of its
+      // messages (access rules) while a subscriber is connected.
       // Why user: started as root, Mosquitto switches to the user `mosquitto`, which cannot write this 0700 scratch
       // directory; its persistence then fails without a word, and a restart loses every session and queued message.
       `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${dir}/\n` +
-        `max_queued_messages 0\nuser ${userInfo().username}\n`,
+        `max_queued_messages 10000000\nuser ${userInfo().username}\n` +
+        (acl === undefined ? '' : `acl_file ${join(dir, 'acl')}\n`),
     );
+    if (acl !== undefined) writeFileSync(join(dir, 'acl'), acl);
     const broker = new MosquittoBroker(port, configFile);
     await broker.run();
     return broker;

@@ -59,6 +59,21 @@ export async function finishRun(router: Router, traffic: CityTraffic): Promise<R
   return router.close();
 }
 
+/**
+ * Waits until `pings` pings are processed and every trigger is settled at the first downstream (delivered, replayed or
+ * dead-lettered for good); the downstream's figures in the error when it times out.
+ */
+export async function waitSettled(router: Router, pings: number, timeoutMs = 60_000): Promise<void> {
+  const settled = (): boolean => {
+    const s = router.stats();
+    const d = s.downstreams[0]!;
+    return s.processed === pings && d.delivered + d.replayed + d.final === s.triggersTotal;
+  };
+  await waitFor(settled, timeoutMs, 'every trigger settled').catch((e: Error) => {
+    throw new Error(`${e.message}: ${JSON.stringify(router.stats().downstreams[0])}`);
+  });
+}
+
 /** Sends `traffic` at `perSec` and finishes the run. */
 export async function runThrough(router: Router, traffic: CityTraffic, perSec: number): Promise<RouterSummary> {
   await sendPaced(router.ingestPort!, traffic, perSec);

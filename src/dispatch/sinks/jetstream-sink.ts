@@ -8,7 +8,7 @@
  * now: the server's "no responders" (no stream captures the subject: a stream missing, being created again, or its
  * only replica's server restarting) and a stream's error answer with code 503 (e.g. at its message limit with
  * "discard new"), both 503. Any other error answer (code 400: a message over the stream's size limit, ...) refuses
- * the batch (400).
+ * that message for good: the batch's result names it (SinkResult.refused) and the rest of the batch is delivered.
  *
  * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
  * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as
@@ -111,17 +111,19 @@ export class JetStreamSink implements Sink {
     const pending = this.pending;
     return new Promise<SinkResult>((resolve) => {
       const state: PendingBatch = {
+        first,
         waiting: batch.count,
-        refused: false,
+        refused: [],
         unavailable: false,
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
         // "Cannot take it now" wins over a refusal: the batch is retried whole, and a refusal comes back if it stands.
-        settle: () => finish({ status: state.unavailable ? 503 : state.refused ? 400 : 200 }),
+        settle: () => finish({ status: state.unavailable ? 503 : 200 }),
       };
       const finish = (r: SinkResult): void => {
         clearTimeout(state.timer);
         for (let t = first; t < first + batch.count; t++) pending.delete(t);
-        resolve(r);
+        // Refusals heard before a failure stand: those triggers are settled, the rest are sent again.
+        resolve(state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) });
       };
       try {
         for (let i = 0; i < batch.count; i++) {
@@ -151,7 +153,7 @@ export class JetStreamSink implements Sink {
     else {
       const answer = ackAnswer(msg.data);
       if (answer === UNAVAILABLE) state.unavailable = true;
-      else if (answer === REFUSED) state.refused = true;
+      else if (answer === REFUSED) state.refused.push(token - state.first);
     }
     if (--state.waiting === 0) state.settle();
   }
@@ -220,8 +222,10 @@ export class JetStreamSink implements Sink {
 interface PendingBatch {
   /** Acknowledgements still to come. */
   waiting: number;
-  /** The stream refused a message for good. */
-  refused: boolean;
+  /** The token of the batch's first message. */
+  first: number;
+  /** Indexes (in the batch) of the messages the stream refused for good. */
+  refused: number[];
   /** A message could not be stored now (no stream captures its subject, or the stream answered 503). */
   unavailable: boolean;
   /** The batch's deadline. */

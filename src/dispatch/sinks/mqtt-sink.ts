@@ -12,6 +12,10 @@
  * or, after a pause past the partition leases, triggers whose partition another router delivers now (out of order
  * beside that router's).
  *
+ * A PUBACK that refuses one message for good (MQTT 5: the broker's access rules deny its topic, say) dead-letters that
+ * trigger as rejected and the rest of the batch counts as delivered (REFUSING_REASON_CODES); other refusals fail the
+ * batch.
+ *
  * Per-device order: one downstream never has two batches with triggers of one device in flight, and one connection
  * publishes a batch in order.
  *
@@ -58,6 +62,14 @@ export const MQTT_SINK_DEFAULTS: Readonly<Omit<MqttSinkOptions, 'url' | 'clientI
   password: null,
 };
 
+/**
+ * PUBACK reason codes (MQTT 5) that refuse one message for good, whatever the moment: not authorized (135: the
+ * broker's access rules deny the topic), topic name invalid (144), packet too large (149), payload format invalid
+ * (153). The message is dead-lettered as rejected and the rest of its batch counts as delivered. Any other refusal
+ * (server busy, quota exceeded, rate too high, unspecified) fails the batch, which is sent again.
+ */
+const REFUSING_REASON_CODES: ReadonlySet<number> = new Set([135, 144, 149, 153]);
+
 /** An MQTT PINGREQ packet. */
 const PINGREQ = Buffer.from([0xc0, 0x00]);
 
@@ -96,6 +108,8 @@ export class MqttSink implements Sink {
     if (this.client !== client || !client.connected) return { status: 0, error: 'refused' };
     let pending = batch.count;
     let failed = false;
+    /** Indexes of messages the broker refused for good (REFUSING_REASON_CODES), in the order their PUBACKs came. */
+    const refused: number[] = [];
     this.outstanding += batch.count;
     return new Promise<SinkResult>((resolve) => {
       let settled = false;
@@ -105,18 +119,25 @@ export class MqttSink implements Sink {
         clearTimeout(timer);
         this.waiting.delete(finish);
         this.outstanding -= pending;
-        resolve(r);
+        // Refusals heard before a failure stand: those triggers are settled, the rest are sent again.
+        resolve(refused.length === 0 ? r : { ...r, refused: refused.sort((a, b) => a - b) });
       };
       this.waiting.add(finish);
       const timer = setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs);
-      const acked = (err?: Error): void => {
+      const acked = (index: number, err?: Error): void => {
         if (settled) return;
-        if (err !== undefined && err !== null) failed = true;
+        if (err !== undefined && err !== null) {
+          if (REFUSING_REASON_CODES.has((err as Error & { code?: number }).code ?? -1)) refused.push(index);
+          else failed = true;
+        }
         this.outstanding--;
-        if (--pending === 0) finish(failed ? { status: 0, error: 'network' } : { status: 200 });
+        if (--pending > 0) return;
+        finish(failed ? { status: 0, error: 'network' } : { status: 200 });
       };
       for (let i = 0; i < batch.count; i++)
-        client.publish(this.template.render(batch, i), triggerJson(batch, i), { qos: 1, retain: false }, acked);
+        client.publish(this.template.render(batch, i), triggerJson(batch, i), { qos: 1, retain: false }, (err) =>
+          acked(i, err),
+        );
     });
   }
 

@@ -22,6 +22,12 @@ export interface SinkResult {
    * router's own transport (and a busy thread on either side of it) is not read as queueing at the downstream.
    */
   serviceNs?: number;
+  /**
+   * From a sink that hears back per trigger (a broker's acknowledgement per message): the indexes, in the batch, of
+   * triggers the downstream refused for good one by one (each dead-lettered as rejected, and its device goes on).
+   * With a 2xx status every other trigger of the batch was delivered; with a failure the others are sent again.
+   */
+  refused?: readonly number[];
 }
 
 /** A downstream's transport. */
