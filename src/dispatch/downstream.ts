@@ -11,8 +11,9 @@
  *   has given its triggers back, so a device's pending triggers are always "in memory, then in the log".
  * - Who goes next: see DeviceQueues (COMPLIANCE devices as a whole, then devices without a backlog, then backlogged
  *   devices in turn, then the replay lane).
- * - Dead letters: a trigger the downstream refuses for good (4xx) or that outlives `maxQueueAgeMs` is dead-lettered
- *   for good (dead-letter file, status FINAL) and its device goes on. A trigger whose attempts all failed is
+ * - Dead letters: a trigger the downstream refuses for good (4xx, or a broker's refusal of that message alone:
+ *   SinkResult.refused) or that outlives `maxQueueAgeMs` is dead-lettered for good (dead-letter file, status FINAL)
+ *   and its device goes on. A trigger whose attempts all failed is
  *   dead-lettered as undeliverable and parked at the front of its device's FIFO: the dead-letter file holds it
  *   (PENDING) and the replay lane re-sends it behind all live traffic; the device's later triggers wait behind it.
  *   With `replay: false` it is dead-lettered for good instead.
@@ -720,25 +721,22 @@ export class Downstream {
    */
   private completeRefused(batch: TriggerBatch, refused: readonly number[], nowNs: number): void {
     const q = this.queues;
+    const slots = batch.slots;
     const count = batch.count;
-    // A device with no other trigger in the batch is done with it; the others are released with the batch.
+    // Marked in place (-1 - slot) while the devices are looked at.
+    for (const k of refused) slots[k] = -1 - slots[k]!;
     for (const k of refused) {
-      const device = deviceOfSlot(q, batch.slots[k]!);
+      const device = deviceOfSlot(q, -1 - slots[k]!);
+      // A device with no other trigger in the batch is done with it; the others are released with the batch.
       let more = false;
-      for (let j = 0; j < count && !more; j++)
-        more = j !== k && !refused.includes(j) && deviceOfSlot(q, batch.slots[j]!) === device;
+      for (let j = 0; j < count && !more; j++) more = slots[j]! >= 0 && deviceOfSlot(q, slots[j]!) === device;
       if (!more && q.isBusy(device)) q.setBusy(device, false);
     }
     let kept = 0;
-    let r = 0;
     for (let k = 0; k < count; k++) {
-      const slot = batch.slots[k]!;
-      if (r < refused.length && refused[r] === k) {
-        r++;
-        this.deadLetterFinal(slot, DeadLetterReason.REJECTED, nowNs);
-        continue;
-      }
-      batch.slots[kept++] = slot;
+      const slot = slots[k]!;
+      if (slot < 0) this.deadLetterFinal(-1 - slot, DeadLetterReason.REJECTED, nowNs);
+      else slots[kept++] = slot;
     }
     batch.count = kept;
   }

@@ -9,7 +9,10 @@ import type { LaneAdmission } from '../ingest/admission.js';
 import type { DeviceRegistry, ExpiryPort, ReusePort } from '../ingest/device-registry.js';
 import { nowNs } from '../shm/clock.js';
 import {
+  DEV_CROSS_COUNT_I32,
+  DEV_CROSS_WINDOW_MS_F64,
   DEV_STRIDE_F64,
+  DEV_STRIDE_I32,
   DEV_TRIGGER_SEQ_F64,
   ING_DEVICES_EXPIRED_F64,
   ING_DEVICES_F64,
@@ -42,10 +45,21 @@ export function slotReusePort(state: DeviceState, predicates: StorePredicates): 
   return {
     finalSeqOf: (slot) => state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!,
     reused: (slot, seqFloor) => {
-      state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
+      startReusedSlot(state, slot, seqFloor);
       predicates.forgetSlot(slot);
     },
   };
+}
+
+/**
+ * The device state a new device in a freed slot starts from, written by the thread that reused it (no other thread
+ * touches the slot until its next record is published): its seq floor, and a CROSS budget of its own (the previous
+ * device's window, perhaps far ahead on a clock that ran fast, does not carry over).
+ */
+function startReusedSlot(state: DeviceState, slot: number, seqFloor: number): void {
+  state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
+  state.devF64[slot * DEV_STRIDE_F64 + DEV_CROSS_WINDOW_MS_F64] = -Infinity;
+  state.devI32[slot * DEV_STRIDE_I32 + DEV_CROSS_COUNT_I32] = 0;
 }
 
 /** Shortest sweep period, ms. */
@@ -225,7 +239,7 @@ export class DeviceExpiry implements ExpiryPort {
    * thread may set the seq the new device continues from.
    */
   reused(slot: number, seqFloor: number): void {
-    this.d.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = seqFloor;
+    startReusedSlot(this.d.state, slot, seqFloor);
     this.d.predicates.forgetSlot(slot);
     this.d.paths?.forgetSlot(slot);
   }

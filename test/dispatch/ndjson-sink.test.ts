@@ -43,6 +43,22 @@ test('NDJSON sink: a trigger line torn by a crash is cut back at open; the next 
   assert.ok(got.every((t) => t.deviceId === 7));
 });
 
+test('NDJSON sink: a trigger line torn after its first bytes is cut back too', async () => {
+  const path = join(mkdtempSync(join(tmpdir(), 'gr-ndjson-')), 'out.ndjson');
+  const first = new NdjsonSink({ path });
+  assert.equal((await first.deliver(oneTriggerBatch(1))).status, 200);
+  await first.close();
+  writeFileSync(path, readFileSync(path, 'utf8') + '{"ty');
+  const second = new NdjsonSink({ path });
+  assert.equal(second.tornBytesCut, 4);
+  assert.equal((await second.deliver(oneTriggerBatch(2))).status, 200);
+  await second.close();
+  assert.deepEqual(
+    (lines(path) as { seq: number }[]).map((t) => t.seq),
+    [1, 2],
+  );
+});
+
 test('NDJSON sink: a last line that is not a trigger is ended, not cut', async () => {
   const path = join(mkdtempSync(join(tmpdir(), 'gr-ndjson-')), 'out.ndjson');
   writeFileSync(path, '{"note":"kept"}');

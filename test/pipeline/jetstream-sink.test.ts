@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
@@ -208,13 +208,23 @@ test('JetStream sink across a restart: what the first run left unacknowledged is
   );
 });
 
-test('JetStream sink: a message the stream refuses (over its size limit) is dead-lettered as rejected one by one; the rest of its batch is stored, in per-device order', async (t) => {
+/**
+ * Runs seeded traffic into stream `stream` (made first with `subjects` and `extra`, subject template `gf.{type}`)
+ * and checks that the triggers the stream refuses one by one are dead-lettered as rejected, nothing else: the stream
+ * holds exactly the triggers counted delivered, in per-device order. Returns the stored triggers.
+ */
+async function refusedOneByOne(
+  t: TestContext,
+  stream: string,
+  subjects: string[],
+  extra: Record<string, unknown>,
+  label: string,
+): Promise<Trigger[]> {
   const nats = await NatsServer.start();
   t.after(() => nats.stop());
   const nc = await connect({ servers: nats.url });
   try {
-    // Triggers whose JSON (and message id header) is over 240 bytes are refused with code 400.
-    await (await jetstreamManager(nc)).streams.add({ name: 'SMALL', subjects: ['gf.>'], max_msg_size: 240 });
+    await (await jetstreamManager(nc)).streams.add({ name: stream, subjects, ...extra });
   } finally {
     await nc.close();
   }
@@ -224,7 +234,7 @@ test('JetStream sink: a message the stream refuses (over its size limit) is dead
     kind: 'jetstream',
     servers: [nats.url],
     subject: 'gf.{type}',
-    stream: 'SMALL',
+    stream,
     createStream: false,
   });
   t.after(() => router.close());
@@ -232,20 +242,26 @@ test('JetStream sink: a message the stream refuses (over its size limit) is dead
   await waitSettled(router, traffic.pings);
   const summary = await router.close();
   const ds = summary.downstreams[0]!;
-  const stored = await readStream(nats.url, 'SMALL');
+  const stored = (await readStream(nats.url, stream)).map((x) => x.trigger);
   assert.ok(ds.deadLetteredByReason.rejected > 0, 'some triggers refused');
   assert.ok(ds.delivered > 0, 'some triggers stored');
   assert.equal(ds.final, ds.deadLetteredByReason.rejected, 'every trigger settled without delivery was refused');
   assert.equal(ds.replayed, 0, 'a refusal is not a failure: nothing parked');
   assert.equal(stored.length, ds.delivered, 'the stream holds exactly the triggers counted delivered');
-  assert.deepEqual(
-    checkDeliveryContract(
-      stored.map((x) => x.trigger),
-      {},
-    ).problems,
-    [],
-  );
+  assert.deepEqual(checkDeliveryContract(stored, {}).problems, []);
   console.log(
-    `jetstream, messages over 240 bytes refused: ${summary.triggersTotal} triggers, ${ds.delivered} stored, ${ds.deadLetteredByReason.rejected} refused one by one`,
+    `jetstream, ${label}: ${summary.triggersTotal} triggers, ${ds.delivered} stored, ${ds.deadLetteredByReason.rejected} refused one by one`,
   );
+  return stored;
+}
+
+test('JetStream sink: a message the stream refuses (over its size limit) is dead-lettered as rejected one by one; the rest of its batch is stored, in per-device order', async (t) => {
+  // Triggers whose JSON (and message id header) is over 240 bytes are refused with code 400.
+  await refusedOneByOne(t, 'SMALL', ['gf.>'], { max_msg_size: 240 }, 'messages over 240 bytes refused');
+});
+
+test('JetStream sink: subjects the stream does not capture ("no responders" beside stored messages) are refused one by one, not waited for', async (t) => {
+  const stored = await refusedOneByOne(t, 'PART', ['gf.ENTER', 'gf.EXIT'], {}, 'CROSS and DWELL subjects not captured');
+  const types = new Set<string>(stored.map((x) => x.type));
+  assert.ok(!types.has('CROSS') && !types.has('DWELL'), `stored types: ${[...types]}`);
 });

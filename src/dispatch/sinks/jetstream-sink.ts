@@ -5,10 +5,11 @@
  * whose acknowledgement was lost, a retry, a replay after a restart) is dropped by the server: the stream holds each
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
  * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
- * now: the server's "no responders" (no stream captures the subject: a stream missing, being created again, or its
- * only replica's server restarting) and a stream's error answer with code 503 (e.g. at its message limit with
- * "discard new"), both 503. Any other error answer (code 400: a message over the stream's size limit, ...) refuses
- * that message for good: the batch's result names it (SinkResult.refused) and the rest of the batch is delivered.
+ * now (503): an error answer whose code says "again later" (ackAnswer), and the server's "no responders" for every
+ * message of the batch (no stream is there: missing, being created again, or its only replica's server restarting).
+ * "No responders" for some messages while the stream stored others means the stream does not capture those subjects:
+ * refused, as is a message any other error answer refuses (code 400: over the stream's size limit, ...): the batch's
+ * result names it (SinkResult.refused), it is dead-lettered as rejected, and the rest of the batch is delivered.
  *
  * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
  * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as
@@ -115,9 +116,17 @@ export class JetStreamSink implements Sink {
         waiting: batch.count,
         refused: [],
         unavailable: false,
+        stored: 0,
+        unrouted: [],
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
-        // "Cannot take it now" wins over a refusal: the batch is retried whole, and a refusal comes back if it stands.
-        settle: () => finish({ status: state.unavailable ? 503 : 200 }),
+        settle: () => {
+          // "No responders" beside messages the stream stored: the stream is there and does not capture those
+          // subjects (a template it does not cover): refused, not waited for. For every message: a missing stream.
+          if (state.stored > 0) for (const k of state.unrouted) state.refused.push(k);
+          else if (state.unrouted.length > 0) state.unavailable = true;
+          // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
+          finish({ status: state.unavailable ? 503 : 200 });
+        },
       };
       const finish = (r: SinkResult): void => {
         clearTimeout(state.timer);
@@ -149,11 +158,12 @@ export class JetStreamSink implements Sink {
     const state = this.pending.get(token);
     if (state === undefined) return; // its batch already finished (timed out)
     this.pending.delete(token);
-    if (msg.headers?.code === 503) state.unavailable = true;
+    if (msg.headers?.code === 503) state.unrouted.push(token - state.first);
     else {
       const answer = ackAnswer(msg.data);
-      if (answer === UNAVAILABLE) state.unavailable = true;
-      else if (answer === REFUSED) state.refused.push(token - state.first);
+      if (answer === STORED) state.stored++;
+      else if (answer === UNAVAILABLE) state.unavailable = true;
+      else state.refused.push(token - state.first);
     }
     if (--state.waiting === 0) state.settle();
   }
@@ -226,8 +236,12 @@ interface PendingBatch {
   first: number;
   /** Indexes (in the batch) of the messages the stream refused for good. */
   refused: number[];
-  /** A message could not be stored now (no stream captures its subject, or the stream answered 503). */
+  /** A message could not be stored now (the stream's error answer says "again later"). */
   unavailable: boolean;
+  /** Messages stored. */
+  stored: number;
+  /** Indexes (in the batch) of the messages no stream captured ("no responders"). */
+  unrouted: number[];
   /** The batch's deadline. */
   timer: NodeJS.Timeout;
   /** Resolves the batch once every acknowledgement is in. */
@@ -241,12 +255,13 @@ const ACK_START = new TextEncoder().encode('{"stream"');
 const STORED = 0;
 /** ackAnswer: refused for good. */
 const REFUSED = 1;
-/** ackAnswer: the stream cannot take it now (its error's code is 503). */
+/** ackAnswer: the stream cannot take it now. */
 const UNAVAILABLE = 2;
 
 /**
- * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; `{"error": {"code": 503, ...}}` is
- * "not now" (UNAVAILABLE); any other error, an empty or unreadable answer, a refusal.
+ * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; an error whose code says "again
+ * later" is UNAVAILABLE (5xx, 429 too many requests, 408, 425, and 409: the same message id still being stored, as a
+ * batch sent again after a timeout meets its first copy); any other error, an empty or unreadable answer, a refusal.
  */
 function ackAnswer(data: Uint8Array): number {
   let plain = data.length > ACK_START.length;
@@ -256,7 +271,8 @@ function ackAnswer(data: Uint8Array): number {
   try {
     const error = (JSON.parse(new TextDecoder().decode(data)) as { error?: { code?: unknown } }).error;
     if (error === undefined) return STORED;
-    return error?.code === 503 ? UNAVAILABLE : REFUSED;
+    const code = typeof error?.code === 'number' ? error.code : 0;
+    return code >= 500 || code === 429 || code === 408 || code === 409 || code === 425 ? UNAVAILABLE : REFUSED;
   } catch {
     return REFUSED;
   }

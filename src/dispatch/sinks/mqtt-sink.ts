@@ -5,12 +5,12 @@
  * at-least-once: a subscriber can see a trigger twice after such a failure and keeps the first (deviceId, seq), as
  * with any re-delivery.
  *
- * The router is the only one that re-sends: when the connection is lost, every batch waiting for acknowledgements
- * fails at once and the client is ended with what it held (its store of unacknowledged messages, its queue of
- * messages not yet written); the next delivery connects afresh (waiting up to `ackTimeoutMs`). A client left to
- * reconnect by itself would re-send those messages behind the router's back: triggers it has since dead-lettered,
- * or, after a pause past the partition leases, triggers whose partition another router delivers now (out of order
- * beside that router's).
+ * The router is the only one that re-sends: when the connection is lost, or a batch's PUBACKs do not all come within
+ * `ackTimeoutMs`, every batch waiting for acknowledgements fails at once and the client is ended with what it held
+ * (its store of unacknowledged messages, its queue of messages not yet written); the next delivery connects afresh
+ * (waiting up to `ackTimeoutMs`). A client left to reconnect by itself would re-send those messages behind the
+ * router's back: triggers it has since dead-lettered, or, after a pause past the partition leases, triggers whose
+ * partition another router delivers now (out of order beside that router's).
  *
  * A PUBACK that refuses one message for good (MQTT 5: the broker's access rules deny its topic, say) dead-letters that
  * trigger as rejected and the rest of the batch counts as delivered (REFUSING_REASON_CODES); other refusals fail the
@@ -83,7 +83,7 @@ export class MqttSink implements Sink {
   /** How each batch waiting for its PUBACKs is finished (with a failure, when the connection is lost). */
   private readonly waiting = new Set<(r: SinkResult) => void>();
 
-  /** Validates the options (errors name them); connects at once and keeps reconnecting. */
+  /** Validates the options (errors name them); connects at once (and again at the next delivery after a loss). */
   constructor(options: Partial<MqttSinkOptions> & { url: string; clientId: string }) {
     const o: MqttSinkOptions = { ...MQTT_SINK_DEFAULTS, ...options };
     if (!/^mqtts?:\/\/[^\s/]+\/?$/.test(o.url))
@@ -123,7 +123,12 @@ export class MqttSink implements Sink {
         resolve(refused.length === 0 ? r : { ...r, refused: refused.sort((a, b) => a - b) });
       };
       this.waiting.add(finish);
-      const timer = setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs);
+      // Past the timeout the connection is given up too: a link that heals later must not deliver what the router
+      // now counts as failed (and may dead-letter, or leave to another router) from the client's store or socket.
+      const timer = setTimeout(() => {
+        finish({ status: 0, error: 'timeout' });
+        this.discard(client);
+      }, this.options.ackTimeoutMs);
       const acked = (index: number, err?: Error): void => {
         if (settled) return;
         if (err !== undefined && err !== null) {

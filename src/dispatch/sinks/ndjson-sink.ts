@@ -31,9 +31,17 @@ export class NdjsonSink implements Sink {
   /** Opens the file for appending (or wraps the stream). */
   constructor(target: NdjsonTarget) {
     if ('path' in target) {
-      this.fd = fs.openSync(target.path, 'a+');
+      // Read as well, to look at the last line; a file the router may only write to is appended to as it is.
+      let readable = true;
+      try {
+        this.fd = fs.openSync(target.path, 'a+');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+        this.fd = fs.openSync(target.path, 'a');
+        readable = false;
+      }
       this.size = fs.fstatSync(this.fd).size;
-      const whole = wholeLinesLength(this.fd, this.size);
+      const whole = readable ? wholeLinesLength(this.fd, this.size) : this.size;
       if (whole < this.size) {
         if (startsTrigger(this.fd, whole)) {
           fs.ftruncateSync(this.fd, whole);
@@ -116,9 +124,12 @@ function wholeLinesLength(fd: number, size: number): number {
   return 0;
 }
 
-/** Whether the bytes at `at` in the file open at `fd` start as a trigger's line does (`{"type":`). */
+/**
+ * Whether the bytes at `at` in the file open at `fd` start as a trigger's line does (`{"type":`, or as much of it as a
+ * line torn shorter than that holds).
+ */
 function startsTrigger(fd: number, at: number): boolean {
   const head = Buffer.alloc(TRIGGER_LINE_START.length);
   const n = fs.readSync(fd, head, 0, head.length, at);
-  return n === head.length && head.equals(TRIGGER_LINE_START);
+  return n > 0 && head.subarray(0, n).equals(TRIGGER_LINE_START.subarray(0, n));
 }
