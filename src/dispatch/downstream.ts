@@ -13,13 +13,14 @@
  *   devices in turn, then the replay lane).
  * - Dead letters: a trigger the downstream refuses for good (4xx, or a broker's refusal of that message alone:
  *   SinkResult.refused) or that outlives `maxQueueAgeMs` is dead-lettered for good (dead-letter file, status FINAL)
- *   and its device goes on. A trigger whose attempts all failed is
- *   dead-lettered as undeliverable and parked at the front of its device's FIFO: the dead-letter file holds it
- *   (PENDING) and the replay lane re-sends it behind all live traffic; the device's later triggers wait behind it.
- *   With `replay: false` it is dead-lettered for good instead.
+ *   and its device goes on. A trigger whose attempts all failed is dead-lettered as undeliverable and parked at the
+ *   front of its device's FIFO: the dead-letter file holds it (PENDING) and the replay lane re-sends it behind all
+ *   live traffic; the device's later triggers wait behind it. With `replay: false` it is dead-lettered for good
+ *   instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), an exhausted credit window or a full limiter only hold triggers back. A failure while
- *   the breaker judges the downstream down, or answered with Retry-After, uses up no attempt. A downstream that keeps up never sees a dead letter.
+ *   the breaker judges the downstream down, or answered with Retry-After, uses up no attempt. A downstream that keeps
+ *   up never sees a dead letter.
  * - The dead-letter storage has a size and an age budget (DeadLetterFile): when it drops a segment that holds the
  *   copies of parked triggers, those triggers are given up (settled for good, counted in `givenUp`) at the next pass,
  *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
@@ -763,10 +764,10 @@ export class Downstream {
         continue;
       }
       if (!counts) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
-      q.prepend(q.i32[slot * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!, slot);
+      q.prepend(deviceOfSlot(q, slot), slot);
     }
     for (let k = 0; k < batch.count; k++) {
-      const device = q.i32[batch.slots[k]! * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!;
+      const device = deviceOfSlot(q, batch.slots[k]!);
       if (!q.isBusy(device)) continue;
       for (;;) {
         const head = q.headOf(device);
@@ -786,7 +787,7 @@ export class Downstream {
   private releaseDevices(batch: TriggerBatch): void {
     const q = this.queues;
     for (let k = 0; k < batch.count; k++) {
-      const device = q.i32[batch.slots[k]! * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!;
+      const device = deviceOfSlot(q, batch.slots[k]!);
       if (q.isBusy(device)) q.setBusy(device, false);
     }
   }

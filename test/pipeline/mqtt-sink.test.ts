@@ -37,6 +37,26 @@ async function subscriber(
   return { received, end: () => client.endAsync() };
 }
 
+/** What the subscriber received: one message per element. */
+type Received = readonly { topic: string; trigger: Trigger }[];
+
+/** A trigger's identity, `<deviceId as JSON>/<seq>`. */
+const identity = (x: Trigger): string => `${JSON.stringify(x.deviceId)}/${x.seq}`;
+
+/** Distinct triggers (deviceId, seq) among `received`. */
+const distinct = (received: Received): number => new Set(received.map((m) => identity(m.trigger))).size;
+
+/** The subscriber's triggers keep the delivery contract (a re-delivery allowed: QoS 1 is at-least-once). */
+function assertSubscriberContract(received: Received): void {
+  assert.deepEqual(
+    checkDeliveryContract(
+      received.map((m) => m.trigger),
+      { allowRedelivery: true },
+    ).problems,
+    [],
+  );
+}
+
 async function run(protocolVersion: 4 | 5, restart: boolean): Promise<void> {
   const broker = await MosquittoBroker.start();
   try {
@@ -61,8 +81,7 @@ async function run(protocolVersion: 4 | 5, restart: boolean): Promise<void> {
     }
     await sending;
     const summary = await finishRun(router, traffic);
-    const unique = (): number =>
-      new Set(sub.received.map((m) => `${JSON.stringify(m.trigger.deviceId)}/${m.trigger.seq}`)).size;
+    const unique = (): number => distinct(sub.received);
     await waitFor(() => unique() === summary.triggersTotal, 30_000, 'every trigger at the subscriber').catch(
       (e: Error) => {
         throw new Error(`${e.message}: ${unique()} of ${summary.triggersTotal} (${sub.received.length} messages)`);
@@ -162,8 +181,7 @@ test('MQTT: after a lost connection the client re-sends nothing by itself: trigg
   await waitSettled(router, traffic.pings);
   const summary = await router.close();
   const ds = summary.downstreams[0]!;
-  const key = (x: Trigger): string => `${JSON.stringify(x.deviceId)}/${x.seq}`;
-  const unique = (): number => new Set(sub.received.map((m) => key(m.trigger))).size;
+  const unique = (): number => distinct(sub.received);
   await waitFor(() => unique() >= ds.delivered + ds.replayed, 20_000, 'every delivered trigger at the subscriber');
   // Anything more would come late: give a client that re-sends by itself the time to do it.
   await new Promise((r) => setTimeout(r, 1000));
@@ -173,17 +191,11 @@ test('MQTT: after a lost connection the client re-sends nothing by itself: trigg
   assert.ok(relay.swallowedBytes > 0, 'publishes were swallowed');
   assert.ok(ds.deadLetteredByReason.expired > 0, `triggers expired: ${ds.deadLetteredByReason.expired}`);
   assert.deepEqual(
-    ofSecond.map((m) => key(m.trigger)),
+    ofSecond.map((m) => identity(m.trigger)),
     [],
     'no trigger of the swallowed part (every one of them dead-lettered as expired) reached the subscriber',
   );
-  assert.deepEqual(
-    checkDeliveryContract(
-      sub.received.map((m) => m.trigger),
-      { allowRedelivery: true },
-    ).problems,
-    [],
-  );
+  assertSubscriberContract(sub.received);
   console.log(
     `mqtt, link blackholed 2.5 s then cut: ${summary.triggersTotal} triggers, ${ds.delivered + ds.replayed} delivered, ${ds.deadLetteredByReason.expired} expired; subscriber got ${unique()} distinct (${sub.received.length} messages), none of the swallowed part; ${relay.swallowedBytes} bytes swallowed`,
   );
@@ -209,22 +221,15 @@ test('MQTT 5: a broker whose access rules deny some topics refuses those message
   await waitSettled(router, traffic.pings);
   const summary = await router.close();
   const ds = summary.downstreams[0]!;
-  const key = (x: Trigger): string => `${JSON.stringify(x.deviceId)}/${x.seq}`;
-  await waitFor(() => new Set(sub.received.map((m) => key(m.trigger))).size >= ds.delivered, 20_000, 'the subscriber');
+  await waitFor(() => distinct(sub.received) >= ds.delivered, 20_000, 'the subscriber');
   assert.ok(ds.deadLetteredByReason.rejected > 0, 'some triggers refused');
   assert.equal(ds.final, ds.deadLetteredByReason.rejected, 'every trigger settled without delivery was refused');
   assert.equal(ds.replayed, 0, 'nothing parked for the replay lane: a refusal is not a failure');
   assert.ok(ds.delivered > 0);
   const types = new Set<string>(sub.received.map((m) => m.trigger.type));
   assert.ok(!types.has('EXIT') && !types.has('CROSS'), `no denied topic reached the subscriber: ${[...types]}`);
-  assert.equal(new Set(sub.received.map((m) => key(m.trigger))).size, ds.delivered, 'each delivered trigger arrived');
-  assert.deepEqual(
-    checkDeliveryContract(
-      sub.received.map((m) => m.trigger),
-      { allowRedelivery: true },
-    ).problems,
-    [],
-  );
+  assert.equal(distinct(sub.received), ds.delivered, 'each delivered trigger arrived');
+  assertSubscriberContract(sub.received);
   console.log(
     `mqtt 5, EXIT and CROSS topics denied: ${summary.triggersTotal} triggers, ${ds.delivered} delivered, ${ds.deadLetteredByReason.rejected} refused one by one (rejected)`,
   );
