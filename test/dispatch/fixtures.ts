@@ -62,14 +62,24 @@ void TRIGGER_STRIDE_I32;
 
 /** A one-trigger batch: ENTER of device 7 into fence A (COMPLIANCE lane) under `seq`. */
 export function oneTriggerBatch(seq = 1): TriggerBatch {
-  const rec = dispatchRecord(new TriggerRecord().set(seq, TriggerType.ENTER, Lane.COMPLIANCE, 0, 0), 0);
-  const batch = new TriggerBatch(rec.f64, rec.i32, 1, {
+  return triggerBatch([TriggerType.ENTER], seq);
+}
+
+/** A batch of device 7's triggers in fence A (COMPLIANCE lane), of `types` in order, under seqs from `firstSeq` on. */
+export function triggerBatch(types: readonly number[], firstSeq = 1): TriggerBatch {
+  const f64 = new Float64Array((types.length * DREC_STRIDE_BYTES) / 8);
+  const i32 = new Int32Array(f64.buffer);
+  const batch = new TriggerBatch(f64, i32, types.length, {
     deviceId: () => 7,
     fenceId: () => 'A',
     fenceTags: () => [],
     fenceJson: () => '"fenceId":"A","tags":[]',
   });
-  batch.add(0);
+  for (let i = 0; i < types.length; i++) {
+    const rec = dispatchRecord(new TriggerRecord().set(firstSeq + i, types[i]!, Lane.COMPLIANCE, 0, 0), 0);
+    f64.set(rec.f64, (i * DREC_STRIDE_BYTES) / 8);
+    batch.add(i);
+  }
   return batch;
 }
 

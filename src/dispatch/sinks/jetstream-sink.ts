@@ -5,11 +5,12 @@
  * whose acknowledgement was lost, a retry, a replay after a restart) is dropped by the server: the stream holds each
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
  * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
- * now (503): an error answer whose code says "again later" (ackAnswer), and the server's "no responders" for every
- * message of the batch (no stream is there: missing, being created again, or its only replica's server restarting).
- * "No responders" for some messages while the stream stored others means the stream does not capture those subjects:
- * refused, as is a message any other error answer refuses (code 400: over the stream's size limit, ...): the batch's
- * result names it (SinkResult.refused), it is dead-lettered as rejected, and the rest of the batch is delivered.
+ * now (503): an error answer whose code says "again later" (ackAnswer). The server's "no responders" (no stream took
+ * the message) is asked about: the sink reads the stream's subjects, and a message whose subject the stream exists
+ * and does not capture is refused; while the stream is missing (being created again, its only replica's server
+ * restarting) or cannot be asked, or captures the subject, the batch is retried. A refused message (that one, or one
+ * any other error answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result
+ * (SinkResult.refused), dead-lettered as rejected, and the rest of the batch is delivered.
  *
  * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
  * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as
@@ -116,19 +117,27 @@ export class JetStreamSink implements Sink {
         waiting: batch.count,
         refused: [],
         unavailable: false,
-        stored: 0,
         unrouted: [],
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
         settle: () => {
-          // "No responders" beside messages the stream stored: the stream is there and does not capture those
-          // subjects (a template it does not cover): refused, not waited for. For every message: a missing stream.
-          if (state.stored > 0) for (const k of state.unrouted) state.refused.push(k);
-          else if (state.unrouted.length > 0) state.unavailable = true;
-          // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
-          finish({ status: state.unavailable ? 503 : 200 });
+          if (state.unrouted.length === 0) return finish({ status: state.unavailable ? 503 : 200 });
+          // "No responders": refused where the stream exists and does not capture the subject (a template it does
+          // not cover), waited for where it is missing or cannot be asked now.
+          void this.captured(nc).then((subjects) => {
+            for (const k of state.unrouted) {
+              const subject = this.template.render(batch, k);
+              if (subjects !== null && !subjects.some((p) => subjectCaptures(p, subject))) state.refused.push(k);
+              else state.unavailable = true;
+            }
+            // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
+            finish({ status: state.unavailable ? 503 : 200 });
+          });
         },
       };
+      let finished = false;
       const finish = (r: SinkResult): void => {
+        if (finished) return;
+        finished = true;
         clearTimeout(state.timer);
         for (let t = first; t < first + batch.count; t++) pending.delete(t);
         // Refusals heard before a failure stand: those triggers are settled, the rest are sent again.
@@ -161,11 +170,23 @@ export class JetStreamSink implements Sink {
     if (msg.headers?.code === 503) state.unrouted.push(token - state.first);
     else {
       const answer = ackAnswer(msg.data);
-      if (answer === STORED) state.stored++;
-      else if (answer === UNAVAILABLE) state.unavailable = true;
-      else state.refused.push(token - state.first);
+      if (answer === UNAVAILABLE) state.unavailable = true;
+      else if (answer === REFUSED) state.refused.push(token - state.first);
     }
     if (--state.waiting === 0) state.settle();
+  }
+
+  /**
+   * The subjects the stream captures now, read from the server; null while it is missing or cannot be asked (the
+   * answer comes within the batch's timeout, or the batch times out first).
+   */
+  private async captured(nc: NatsConnection): Promise<string[] | null> {
+    try {
+      const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
+      return (await jsm.streams.info(this.options.stream)).config.subjects ?? [];
+    } catch {
+      return null;
+    }
   }
 
   /** Drains and closes the connection (closed outright if the server does not answer the drain in time). */
@@ -238,14 +259,26 @@ interface PendingBatch {
   refused: number[];
   /** A message could not be stored now (the stream's error answer says "again later"). */
   unavailable: boolean;
-  /** Messages stored. */
-  stored: number;
   /** Indexes (in the batch) of the messages no stream captured ("no responders"). */
   unrouted: number[];
   /** The batch's deadline. */
   timer: NodeJS.Timeout;
   /** Resolves the batch once every acknowledgement is in. */
   settle(): void;
+}
+
+/**
+ * Whether the stream subject `pattern` (tokens split by ".", "*" one token, ">" one or more last tokens) captures the
+ * literal subject `subject`.
+ */
+export function subjectCaptures(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return i < p.length - 1 ? false : s.length > i;
+    if (i >= s.length || (p[i] !== '*' && p[i] !== s[i])) return false;
+  }
+  return p.length === s.length;
 }
 
 /** `{"stream"` as bytes: how every acknowledgement of a stored message starts. */
