@@ -6,7 +6,9 @@
  * as delivered when the loop comes back for the next one (or leaves the loop). So a consumer slower than the trigger
  * rate holds at most the batches in flight (the limit, under its safety cap); the rest waits in the dispatcher's
  * bounded queues and its backlog log, in per-device order, as for a slow webhook. The time a batch waits for the loop
- * is what the limiter samples. A stream has one consumer. Once its loop has ended, batches sent to it fail, as they
+ * is what the limiter samples. Leaving the loop (a break, or an exception thrown in it) does not count the batch the
+ * loop held: it fails, and is sent again under the same identities (to the next start's stream), since the loop may
+ * have left it half handled. A stream has one consumer. Once its loop has ended, batches sent to it fail, as they
  * would to a downstream that is down: the breaker opens, triggers past their attempts are dead-lettered, and what is
  * left at close is kept in the state directory for the stream of the next start.
  */
@@ -24,7 +26,7 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   /** The downstream's name. */
   readonly name: string;
   private readonly waiting: Pending[] = [];
-  /** The batch the loop holds now (delivered when it asks for the next). */
+  /** The batch the loop holds now (delivered when it asks for the next, failed if it leaves). */
   private current: Pending | null = null;
   /** The loop's pending `next()`, waiting for a batch. */
   private pull: ((r: IteratorResult<readonly Trigger[]>) => void) | null = null;
@@ -77,9 +79,11 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
     return new Promise((resolve) => (this.pull = resolve));
   }
 
-  /** Leaving the loop: the batch it held is delivered; the stream ends. */
+  /** Leaving the loop: the batch it held fails (it is sent again, see the module comment); the stream ends. */
   return(): Promise<IteratorResult<readonly Trigger[]>> {
-    this.settleCurrent();
+    const c = this.current;
+    this.current = null;
+    c?.failed(new Error(`trigger stream ${this.name}: the loop left while holding this batch`));
     this.end();
     return Promise.resolve({ value: undefined, done: true });
   }
