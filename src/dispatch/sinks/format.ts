@@ -80,9 +80,9 @@ export function triggerJson(batch: TriggerBatch, i: number): string {
   );
 }
 
-/** JSON array of every record in the batch. */
-export function batchJson(batch: TriggerBatch): string {
+/** JSON array of the batch's records `from` (inclusive) to `to` (exclusive); by default every record. */
+export function batchJson(batch: TriggerBatch, from = 0, to = batch.count): string {
   let s = '[';
-  for (let i = 0; i < batch.count; i++) s += (i === 0 ? '' : ',') + triggerJson(batch, i);
+  for (let i = from; i < to; i++) s += (i === from ? '' : ',') + triggerJson(batch, i);
   return s + ']';
 }

@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Socket } from 'node:net';
 import { batchJson } from './format.js';
-import type { Sink, SinkError, SinkResult } from './sink.js';
+import { classifyResult, Outcome, type Sink, type SinkError, type SinkResult } from './sink.js';
 import type { TriggerBatch } from './trigger-batch.js';
 import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER, signWebhook } from './webhook-signature.js';
 import { checkNumber, withDefaults } from '../validate.js';
@@ -46,6 +46,12 @@ const CREDIT_HEADER = 'x-credit-window';
  * 2xx is delivered; a redirect is not followed (a 3xx answer is a permanent rejection, as another 4xx would be);
  * `Retry-After` (seconds or an HTTP date) and `x-credit-window` are read from the answer; connection refused,
  * connect and answer timeouts, TLS failures and socket errors come back as status 0 with the reason.
+ *
+ * A request of several triggers refused for what it carries (400, 413 payload too large, 422) is sent again in
+ * halves, in order, down to single triggers: only a trigger the receiver refuses on its own is refused
+ * (SinkResult.refused, dead-lettered as rejected), and the rest of the batch is delivered. A part that fails otherwise
+ * (5xx, 429, a timeout) fails the batch, which is sent again whole (the parts delivered already come again under
+ * their identities); a part that meets another refusal (401, 403, 404, ...) has its triggers refused.
  */
 export class WebhookSink implements Sink {
   private readonly options: WebhookSinkOptions;
@@ -85,9 +91,37 @@ export class WebhookSink implements Sink {
       : new http.Agent({ keepAlive: true, maxSockets: o.maxSockets });
   }
 
-  /** POSTs the batch; never rejects. */
-  deliver(batch: TriggerBatch): Promise<SinkResult> {
-    const body = batchJson(batch);
+  /** POSTs the batch (in parts when refused for its content, see the class comment); never rejects. */
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    const whole = await this.post(batchJson(batch));
+    if (batch.count === 1 || !SPLIT_ON.has(whole.status)) return whole;
+    const refused: number[] = [];
+    const mid = batch.count >>> 1;
+    const failed =
+      (await this.inParts(batch, 0, mid, refused)) ?? (await this.inParts(batch, mid, batch.count, refused));
+    if (failed !== null) return refused.length === 0 ? failed : { ...failed, refused };
+    return refused.length === 0 ? { status: 200 } : { status: 200, refused };
+  }
+
+  /**
+   * POSTs records `from` to `to` of the batch, splitting again while refused for content; adds the indexes refused
+   * for good to `refused`. Null when each record was delivered or refused; otherwise the failure that stopped it.
+   */
+  private async inParts(batch: TriggerBatch, from: number, to: number, refused: number[]): Promise<SinkResult | null> {
+    const r = await this.post(batchJson(batch, from, to));
+    const outcome = classifyResult(r);
+    if (outcome === Outcome.OK) return null;
+    if (outcome !== Outcome.REJECTED) return r;
+    if (to - from > 1 && SPLIT_ON.has(r.status)) {
+      const mid = (from + to) >>> 1;
+      return (await this.inParts(batch, from, mid, refused)) ?? (await this.inParts(batch, mid, to, refused));
+    }
+    for (let i = from; i < to; i++) refused.push(i);
+    return null;
+  }
+
+  /** One POST of `body`; never rejects. */
+  private post(body: string): Promise<SinkResult> {
     const o = this.options;
     const headers: Record<string, string | number> = {
       ...o.headers,
@@ -162,6 +196,9 @@ export class WebhookSink implements Sink {
     this.agent.destroy();
   }
 }
+
+/** Statuses that refuse a request for what it carries: a request of several triggers is split (class comment). */
+const SPLIT_ON: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /** What a request error was, for the sink result. */
 function errorKind(err: NodeJS.ErrnoException): SinkError {
