@@ -1,7 +1,7 @@
 /**
  * A router under real load, for the scrape tests: seeded city traffic flooded over TCP into rings far smaller than it
  * (so pings are shed by lane), fresh devices every round until `stop()`; triggers go to a real HTTP webhook that
- * refuses some batches for good (400) and fails others (500: with one attempt per trigger they are dead-lettered as
+ * refuses some batches for good (403) and fails others (500: with one attempt per trigger they are dead-lettered as
  * undeliverable and parked, then re-delivered or refused by the replay lane), and to an in-process callback. The
  * scrape is `/metrics` of the router's admin server.
  */
@@ -39,7 +39,7 @@ export async function startLoadedRouter(): Promise<LoadedRouter> {
   // Batch by batch: some refused for good, some failed (their triggers parked for replay), the rest received.
   const webhook = new TriggerServer(() => {
     const n = batches++;
-    return n % 9 === 4 ? 400 : n % 4 === 1 ? 500 : 200;
+    return n % 9 === 4 ? 403 : n % 4 === 1 ? 500 : 200;
   });
   await webhook.start();
   const first = cityTraffic({
