@@ -331,9 +331,12 @@ class NumericIdIndex {
 
 /** What a registry needs to hand a taken-back slot to a new device (every ingest thread's registry). */
 export interface ReusePort {
-  /** The last trigger seq of the device that held the freed `slot` (read before the slot is reused). */
+  /** The last trigger seq of the device that held the freed `slot` (read before the slot is reused); a fresh slot's floor. */
   finalSeqOf(slot: number): number;
-  /** `slot` now holds a new device (reused): reset what the ingest path keeps per slot; `seqFloor` starts its seq. */
+  /**
+   * `slot` now holds a new device (a reused slot, or a fresh one whose floor is below a freed device's seqs): reset
+   * what the ingest path keeps per slot; `seqFloor` starts its seq.
+   */
   reused(slot: number, seqFloor: number): void;
 }
 
@@ -843,16 +846,16 @@ export class DeviceRegistry {
       meta = DEVID_KIND_STRING | byteLength;
     }
     Atomics.store(t.seen, slot, t.header[DEVID_TICK_I32]!);
-    if (!fresh) {
-      // A new device in an old slot starts above every seq a freed device had (it may be one of them, come back).
-      const port = this.reusePort;
-      if (port !== null) {
-        const floor = port.finalSeqOf(slot);
-        const high = t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!;
-        port.reused(slot, high > floor ? high : floor);
-      }
-      Atomics.add(t.header, DEVID_REUSED_I32, 1);
+    // A new device starts above every seq a freed device had (it may be one of them, come back), in an old slot and
+    // in a fresh one alike (a fresh slot holds the start's floor, below the seqs issued since).
+    const port = this.reusePort;
+    if (port !== null) {
+      const floor = port.finalSeqOf(slot);
+      const high = t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!;
+      if (!fresh) port.reused(slot, high > floor ? high : floor);
+      else if (high > floor) port.reused(slot, high);
     }
+    if (!fresh) Atomics.add(t.header, DEVID_REUSED_I32, 1);
     // Publish: the meta store releases the id bytes written above; the life word makes it ACTIVE (same epoch); the
     // count store releases the meta word.
     Atomics.store(t.meta, slot, meta);

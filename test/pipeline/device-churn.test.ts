@@ -148,20 +148,24 @@ test('ten times maxDevices devices through one router: none rejected, memory fla
   }
 });
 
+/** A router of one shard worker with `maxDevices` slots, idle devices expiring, delivering to a callback into `got`. */
+function callbackRouter(got: Trigger[], maxDevices: number, stateDir: string): Promise<Router> {
+  return createRouter({
+    fences: CITY,
+    listenHost: null,
+    adminHost: null,
+    poolSize: 1,
+    maxDevices,
+    deviceIdleTimeoutMs: IDLE_MS,
+    stateDir,
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: () => undefined,
+  });
+}
+
 test('an expired device that comes back after a restart continues above every seq it had', async () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'gr-churn-restart-'));
-  const open = async (got: Trigger[]): Promise<Router> =>
-    createRouter({
-      fences: CITY,
-      listenHost: null,
-      adminHost: null,
-      poolSize: 1,
-      maxDevices: 4,
-      deviceIdleTimeoutMs: IDLE_MS,
-      stateDir,
-      downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-      log: () => undefined,
-    });
+  const open = (got: Trigger[]): Promise<Router> => callbackRouter(got, 4, stateDir);
   const first: Trigger[] = [];
   let router = await open(first);
   const [lat, lon] = centre(0);
@@ -195,4 +199,31 @@ test('an expired device that comes back after a restart continues above every se
   }
   // Across the restart: per-device order, no (deviceId, seq) naming two triggers.
   assert.deepEqual(checkDeliveryContract([...first, ...second]).problems, []);
+});
+
+test('an expired device that comes back while fresh slots remain continues above every seq it had', async (t) => {
+  const got: Trigger[] = [];
+  const router = await callbackRouter(got, 1000, mkdtempSync(join(tmpdir(), 'gr-churn-fresh-')));
+  t.after(() => router.close());
+  const [lat, lon] = centre(0);
+  const [outLat, outLon] = at(150, 0);
+  const visit = (ts: number): { id: string; lat: number; lon: number; ts: number }[] => [
+    { id: 'back', lat: outLat, lon: outLon, ts },
+    { id: 'back', lat, lon, ts: ts + 1000 },
+  ];
+  await pushAll(router, visit(T0));
+  await waitFor(() => router.stats().deviceLifecycle.freed >= 1, 10_000, 'the slot freed');
+  // Its next registration takes a fresh slot (999 are left), whose seq starts at the start's floor.
+  await pushAll(router, [...visit(T0 + 60_000), { id: 'new', lat, lon, ts: T0 + 60_000 }]);
+  await waitFor(() => router.stats().deviceLifecycle.freed >= 3, 10_000, 'both devices expired again');
+  await waitFor(() => got.length === 6, 10_000, 'six triggers');
+  const summary = await router.close();
+  assert.equal(summary.deviceLifecycle.reused, 0, 'no slot was reused');
+  const back = got.filter((x) => x.deviceId === 'back');
+  assert.deepEqual(
+    back.map((x) => `${x.type}${x.reason === 'expired' ? ' expired' : ''}`),
+    ['ENTER', 'EXIT expired', 'ENTER', 'EXIT expired'],
+  );
+  assert.ok(back[2]!.seq > back[1]!.seq, `seq ${back[2]!.seq} after ${back[1]!.seq}`);
+  assert.deepEqual(checkDeliveryContract(got).problems, []);
 });
