@@ -18,7 +18,7 @@ import { HoldingRelay, NatsServer } from '../support/nats-server.js';
 import { finishRun, routerFor, runThrough, sinkTraffic, waitSettled } from '../support/sink-run.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { waitFor } from './support.js';
-import { JetStreamSink, subjectCaptures } from '../../src/dispatch/sinks/jetstream-sink.js';
+import { JetStreamSink } from '../../src/dispatch/sinks/jetstream-sink.js';
 import { TriggerType } from '../../src/shm/layout.js';
 import { triggerBatch } from '../dispatch/fixtures.js';
 
@@ -269,7 +269,7 @@ test('JetStream sink: subjects the stream does not capture ("no responders" besi
   assert.ok(!types.has('CROSS') && !types.has('DWELL'), `stored types: ${[...types]}`);
 });
 
-test('JetStream sink: "no responders" is a refusal only where the stream exists and does not capture the subject; a batch of such messages alone is refused, a missing stream is waited for', async (t) => {
+test('JetStream sink: "no responders" is a refusal only where no stream captures the subject and the stream exists; a batch of such messages alone is refused, a missing stream is waited for', async (t) => {
   const nats = await NatsServer.start();
   t.after(() => nats.stop());
   const sink = new JetStreamSink({ servers: [nats.url], subject: 'gf.{type}', stream: 'PART', createStream: false });
@@ -284,6 +284,8 @@ test('JetStream sink: "no responders" is a refusal only where the stream exists 
   } finally {
     await nc.close();
   }
+  // The sink keeps the server's answer about a subject for a second.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
   // Only subjects the stream does not capture, no message stored: each refused, the batch settled.
   assert.deepEqual(await sink.deliver(triggerBatch([EXIT, CROSS], 1)), { status: 200, refused: [0, 1] });
   // Beside a stored message: the captured one stored, the others refused.
@@ -291,23 +293,4 @@ test('JetStream sink: "no responders" is a refusal only where the stream exists 
   assert.deepEqual(await sink.deliver(triggerBatch([ENTER], 6)), { status: 200 });
   const stored = (await readStream(nats.url, 'PART')).map((m) => `${m.subject} ${m.trigger.seq}`);
   assert.deepEqual(stored, ['gf.ENTER 4', 'gf.ENTER 6']);
-});
-
-test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals match whole tokens', () => {
-  const cases: [string, string, boolean][] = [
-    ['gf.ENTER', 'gf.ENTER', true],
-    ['gf.ENTER', 'gf.ENTERX', false],
-    ['gf.ENTER', 'gf.ENTER.a', false],
-    ['gf.*', 'gf.EXIT', true],
-    ['gf.*', 'gf.EXIT.a', false],
-    ['gf.*', 'gf', false],
-    ['gf.>', 'gf.a.b.c', true],
-    ['gf.>', 'gf', false],
-    ['>', 'a', true],
-    ['*.x', 'gf.x', true],
-    ['*.x', 'gf.y', false],
-    ['gf.*.x', 'gf.CROSS', false],
-  ];
-  for (const [pattern, subject, want] of cases)
-    assert.equal(subjectCaptures(pattern, subject), want, `${pattern} captures ${subject}`);
 });

@@ -6,9 +6,9 @@
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
  * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
  * now (503): an error answer whose code says "again later" (ackAnswer). The server's "no responders" (no stream took
- * the message) is asked about: the sink reads the stream's subjects, and a message whose subject the stream exists
- * and does not capture is refused; while the stream is missing (being created again, its only replica's server
- * restarting) or cannot be asked, or captures the subject, the batch is retried. A refused message (that one, or one
+ * the message) is asked about (whoCaptures): a message no stream captures, while the stream is there, is refused;
+ * one a stream captures (not answering now) or sent while the stream is missing (being created again, its only
+ * replica's server restarting) is retried. A refused message (that one, or one
  * any other error answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result
  * (SinkResult.refused), dead-lettered as rejected, and the rest of the batch is delivered.
  *
@@ -20,7 +20,7 @@
  * connection publishes a batch in order, so the stream stores each device's triggers in seq order.
  */
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
 import { closeWithin, type Sink, type SinkError, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
@@ -72,6 +72,8 @@ export class JetStreamSink implements Sink {
   /** The batch waiting for each token's acknowledgement. */
   private readonly pending = new Map<number, PendingBatch>();
   private nextToken = 1;
+  /** Recent answers of whoCaptures, by subject. */
+  private readonly captures = new Map<string, { atMs: number; answer: Promise<number> }>();
 
   /** Validates the options (errors name them); connects on the first delivery. */
   constructor(options: Partial<JetStreamSinkOptions> & { servers: readonly string[] }) {
@@ -117,21 +119,29 @@ export class JetStreamSink implements Sink {
         waiting: batch.count,
         refused: [],
         unavailable: false,
+        stored: 0,
         unrouted: [],
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
         settle: () => {
           if (state.unrouted.length === 0) return finish({ status: state.unavailable ? 503 : 200 });
-          // "No responders": refused where the stream exists and does not capture the subject (a template it does
-          // not cover), waited for where it is missing or cannot be asked now.
-          void this.captured(nc).then((subjects) => {
-            for (const k of state.unrouted) {
-              const subject = this.template.render(batch, k);
-              if (subjects !== null && !subjects.some((p) => subjectCaptures(p, subject))) state.refused.push(k);
-              else state.unavailable = true;
-            }
-            // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
-            finish({ status: state.unavailable ? 503 : 200 });
-          });
+          // "No responders": refused where no stream captures the subject and the stream is there (a template it
+          // does not cover); waited for where a stream captures it or the stream is missing. The subjects are read
+          // now: the batch is the dispatcher's again once this delivery settles (a timeout may come first).
+          const unrouted = state.unrouted;
+          const subjects = unrouted.map((k) => this.template.render(batch, k));
+          Promise.all(subjects.map((subject) => this.whoCaptures(nc, subject))).then(
+            (answers) => {
+              if (finished) return;
+              answers.forEach((answer, j) => {
+                // Where the server cannot be asked: refused only beside messages the stream stored.
+                if (answer === REFUSED || (answer === UNKNOWN && state.stored > 0)) state.refused.push(unrouted[j]!);
+                else state.unavailable = true;
+              });
+              // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
+              finish({ status: state.unavailable ? 503 : 200 });
+            },
+            () => finish({ status: 503 }),
+          );
         },
       };
       let finished = false;
@@ -170,22 +180,48 @@ export class JetStreamSink implements Sink {
     if (msg.headers?.code === 503) state.unrouted.push(token - state.first);
     else {
       const answer = ackAnswer(msg.data);
-      if (answer === UNAVAILABLE) state.unavailable = true;
-      else if (answer === REFUSED) state.refused.push(token - state.first);
+      if (answer === STORED) state.stored++;
+      else if (answer === UNAVAILABLE) state.unavailable = true;
+      else state.refused.push(token - state.first);
     }
     if (--state.waiting === 0) state.settle();
   }
 
   /**
-   * The subjects the stream captures now, read from the server; null while it is missing or cannot be asked (the
-   * answer comes within the batch's timeout, or the batch times out first).
+   * Whether a message to `subject` that had no responders can be stored later: UNAVAILABLE where a stream captures
+   * the subject (not answering now: a leader election, a restart) or `stream` is missing (being created); REFUSED
+   * where no stream captures it and `stream` is there; UNKNOWN where the server cannot be asked (no permission for the
+   * JetStream API, a timeout). One question per subject is in flight at a time, and its answer is kept for a second.
    */
-  private async captured(nc: NatsConnection): Promise<string[] | null> {
+  private whoCaptures(nc: NatsConnection, subject: string): Promise<number> {
+    const nowMs = Date.now();
+    const known = this.captures.get(subject);
+    if (known !== undefined && nowMs - known.atMs < CAPTURE_ANSWER_TTL_MS) return known.answer;
+    if (this.captures.size >= CAPTURE_ANSWERS_MAX) this.captures.clear();
+    const answer = this.askWhoCaptures(nc, subject);
+    this.captures.set(subject, { atMs: nowMs, answer });
+    return answer;
+  }
+
+  private async askWhoCaptures(nc: NatsConnection, subject: string): Promise<number> {
+    const notFound = (err: unknown): boolean =>
+      err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
-      return (await jsm.streams.info(this.options.stream)).config.subjects ?? [];
+      try {
+        await jsm.streams.find(subject);
+        return UNAVAILABLE;
+      } catch (err) {
+        if (!notFound(err)) return UNKNOWN;
+      }
+      try {
+        await jsm.streams.info(this.options.stream);
+        return REFUSED;
+      } catch (err) {
+        return notFound(err) ? UNAVAILABLE : UNKNOWN;
+      }
     } catch {
-      return null;
+      return UNKNOWN;
     }
   }
 
@@ -255,6 +291,8 @@ interface PendingBatch {
   waiting: number;
   /** The token of the batch's first message. */
   first: number;
+  /** Messages stored. */
+  stored: number;
   /** Indexes (in the batch) of the messages the stream refused for good. */
   refused: number[];
   /** A message could not be stored now (the stream's error answer says "again later"). */
@@ -267,20 +305,6 @@ interface PendingBatch {
   settle(): void;
 }
 
-/**
- * Whether the stream subject `pattern` (tokens split by ".", "*" one token, ">" one or more last tokens) captures the
- * literal subject `subject`.
- */
-export function subjectCaptures(pattern: string, subject: string): boolean {
-  const p = pattern.split('.');
-  const s = subject.split('.');
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === '>') return i < p.length - 1 ? false : s.length > i;
-    if (i >= s.length || (p[i] !== '*' && p[i] !== s[i])) return false;
-  }
-  return p.length === s.length;
-}
-
 /** `{"stream"` as bytes: how every acknowledgement of a stored message starts. */
 const ACK_START = new TextEncoder().encode('{"stream"');
 
@@ -290,6 +314,12 @@ const STORED = 0;
 const REFUSED = 1;
 /** ackAnswer: the stream cannot take it now. */
 const UNAVAILABLE = 2;
+/** whoCaptures: the server could not be asked. */
+const UNKNOWN = 3;
+/** How long an answer of whoCaptures is kept, ms. */
+const CAPTURE_ANSWER_TTL_MS = 1000;
+/** Subjects whose whoCaptures answers are kept at most (all are dropped past it). */
+const CAPTURE_ANSWERS_MAX = 1024;
 
 /**
  * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; an error whose code says "again
