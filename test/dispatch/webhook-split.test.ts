@@ -30,7 +30,8 @@ async function receiver(
       const triggers = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Trigger[];
       const status = answer(triggers);
       if (status >= 200 && status < 300) delivered.push(...triggers);
-      res.writeHead(status).end();
+      // The credit window left: what it has taken counts down from 1000.
+      res.writeHead(status, { 'x-credit-window': String(1000 - delivered.length) }).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -51,7 +52,9 @@ test('webhook sink: 413 above four triggers and 400 for seqs 7 and 12: sent in h
   const r = await receiver(t, (ts) => (ts.length > 4 ? 413 : ts.some((x) => x.seq === 7 || x.seq === 12) ? 400 : 200));
   const sink = new WebhookSink({ url: r.url });
   t.after(() => sink.close());
-  assert.deepEqual(await sink.deliver(sixteen()), { status: 200, refused: [6, 11] });
+  const { serviceNs, ...result } = await sink.deliver(sixteen());
+  assert.deepEqual(result, { status: 200, refused: [6, 11], credits: 1000 - 14 }, 'the latest credit window stands');
+  assert.ok(serviceNs! > 0, 'the limiter samples one request, not the sum of the parts');
   assert.deepEqual(
     r.delivered.map((x) => x.seq),
     [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 16],
@@ -66,12 +69,12 @@ test('webhook sink: a part that fails (503) fails the batch, with the refusals h
   );
   const sink = new WebhookSink({ url: r.url });
   t.after(() => sink.close());
-  assert.deepEqual(await sink.deliver(sixteen()), { status: 503, refused: [6] });
+  assert.deepEqual(await sink.deliver(sixteen()), { status: 503, refused: [6], credits: 1000 - 11 });
 
   const denied = await receiver(t, () => 401);
   const sink2 = new WebhookSink({ url: denied.url });
   t.after(() => sink2.close());
-  assert.deepEqual(await sink2.deliver(sixteen()), { status: 401 });
+  assert.deepEqual(await sink2.deliver(sixteen()), { status: 401, credits: 1000 });
   assert.equal(denied.requests(), 1, 'a refusal that is not about the content is not split');
 });
 

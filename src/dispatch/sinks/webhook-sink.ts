@@ -6,6 +6,7 @@ import { classifyResult, Outcome, type Sink, type SinkError, type SinkResult } f
 import type { TriggerBatch } from './trigger-batch.js';
 import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER, signWebhook } from './webhook-signature.js';
 import { checkNumber, withDefaults } from '../validate.js';
+import { nowNs } from '../../shm/clock.js';
 
 /** Options of WebhookSink. */
 export interface WebhookSinkOptions {
@@ -95,28 +96,33 @@ export class WebhookSink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     const whole = await this.post(batchJson(batch));
     if (batch.count === 1 || !SPLIT_ON.has(whole.status)) return whole;
-    const refused: number[] = [];
+    const parts: Parts = { refused: [], requests: 1, startNs: nowNs(), last: whole };
     const mid = batch.count >>> 1;
-    const failed =
-      (await this.inParts(batch, 0, mid, refused)) ?? (await this.inParts(batch, mid, batch.count, refused));
-    if (failed !== null) return refused.length === 0 ? failed : { ...failed, refused };
-    return refused.length === 0 ? { status: 200 } : { status: 200, refused };
+    const failed = (await this.inParts(batch, 0, mid, parts)) ?? (await this.inParts(batch, mid, batch.count, parts));
+    const refused = parts.refused.length === 0 ? {} : { refused: parts.refused };
+    if (failed !== null) return { ...failed, ...refused };
+    // The limiter samples one request's time, not the sum of the parts'; the receiver's latest credit window stands.
+    const serviceNs = (nowNs() - parts.startNs) / (parts.requests - 1);
+    const credits = parts.last.credits === undefined ? {} : { credits: parts.last.credits };
+    return { status: 200, serviceNs, ...credits, ...refused };
   }
 
   /**
    * POSTs records `from` to `to` of the batch, splitting again while refused for content; adds the indexes refused
-   * for good to `refused`. Null when each record was delivered or refused; otherwise the failure that stopped it.
+   * for good to `parts.refused`. Null when each record was delivered or refused; otherwise the failure that stopped it.
    */
-  private async inParts(batch: TriggerBatch, from: number, to: number, refused: number[]): Promise<SinkResult | null> {
+  private async inParts(batch: TriggerBatch, from: number, to: number, parts: Parts): Promise<SinkResult | null> {
     const r = await this.post(batchJson(batch, from, to));
+    parts.requests++;
+    parts.last = r;
     const outcome = classifyResult(r);
     if (outcome === Outcome.OK) return null;
     if (outcome !== Outcome.REJECTED) return r;
     if (to - from > 1 && SPLIT_ON.has(r.status)) {
       const mid = (from + to) >>> 1;
-      return (await this.inParts(batch, from, mid, refused)) ?? (await this.inParts(batch, mid, to, refused));
+      return (await this.inParts(batch, from, mid, parts)) ?? (await this.inParts(batch, mid, to, parts));
     }
-    for (let i = from; i < to; i++) refused.push(i);
+    for (let i = from; i < to; i++) parts.refused.push(i);
     return null;
   }
 
@@ -195,6 +201,18 @@ export class WebhookSink implements Sink {
   async close(): Promise<void> {
     this.agent.destroy();
   }
+}
+
+/** A batch being delivered in parts. */
+interface Parts {
+  /** Indexes refused for good, ascending. */
+  refused: number[];
+  /** Requests so far, the first (whole) one included. */
+  requests: number;
+  /** When the parts began (after the whole request's answer), ns. */
+  startNs: number;
+  /** The latest answer. */
+  last: SinkResult;
 }
 
 /** Statuses that refuse a request for what it carries: a request of several triggers is split (class comment). */
