@@ -525,8 +525,22 @@ const downstream = variants(
       },
     ),
     ndjson: group(
-      { ...downstreamBase, path: text('path', { doc: 'file appended to, one trigger per line ("-": stdout)' }) },
-      { doc: 'an NDJSON file', check: gradientNeedsGradientLimit },
+      {
+        ...downstreamBase,
+        path: text('path', { doc: 'file appended to, one trigger per line ("-": stdout)' }),
+        fsync: bool({
+          doc: 'a batch counts as delivered once fsynced, not only written (survives a power loss; a disk flush per batch)',
+          default: false,
+        }),
+      },
+      {
+        doc: 'an NDJSON file',
+        check: (d, name) =>
+          gradientNeedsGradientLimit(d, name) ??
+          (d['fsync'] === true && d['path'] === '-'
+            ? `${name('fsync')} applies to a file, not to stdout ("-")`
+            : undefined),
+      },
     ),
     callback: group(
       {

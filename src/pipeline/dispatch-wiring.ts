@@ -265,7 +265,7 @@ export function buildDownstreams(
         password: s.password,
       });
     } else if (s.kind === 'ndjson') {
-      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path });
+      sink = new NdjsonSink(s.path === '-' ? { stream: process.stdout } : { path: s.path, fsync: s.fsync });
     } else {
       if (bridge === null) throw new Error(`downstream ${s.name}: callback downstream without a bridge`);
       sink = bridge.sinkFor(i);

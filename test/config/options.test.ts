@@ -63,6 +63,10 @@ test('bad options fail with the option and its range named', () => {
       /options\.downstreams\[1\]\.name must be unique/,
     ],
     [
+      { downstreams: [{ name: 'a', kind: 'ndjson', path: '-', fsync: true }] },
+      /options\.downstreams\[0\]\.fsync applies to a file, not to stdout \("-"\)/,
+    ],
+    [
       { downstreams: [{ name: 'a', kind: 'ndjson', path: '-', subscribe: { types: ['ENTER', 'LEAVE' as never] } }] },
       /options\.downstreams\[0\]\.subscribe\.types\[1\] must be one of "ENTER", "EXIT", "DWELL", "CROSS", got "LEAVE"/,
     ],

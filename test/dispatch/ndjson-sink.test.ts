@@ -1,10 +1,11 @@
 /**
  * The NDJSON sink keeps a file of whole lines: a trigger's line torn by a crash is cut back when the file is opened
  * again (its batch was never counted delivered, so it is written again whole), and a last line that is not a
- * trigger's (the file is not only ours) is ended, not cut.
+ * trigger's (the file is not only ours) is ended, not cut. With `fsync`, each batch is fsynced before it counts.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import fs, { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -70,4 +71,32 @@ test('NDJSON sink: a last line that is not a trigger is ended, not cut', async (
   assert.equal(got.length, 2);
   assert.equal(got[0]!.note, 'kept');
   assert.equal(got[1]!.seq, 9);
+});
+
+test('NDJSON sink with fsync: each batch is fsynced (on the file) before it counts as delivered; without it, none is', async (t) => {
+  const calls: number[] = [];
+  const original = fs.fsync;
+  fs.fsync = ((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+    calls.push(fd);
+    original(fd, cb);
+  }) as typeof fs.fsync;
+  syncBuiltinESMExports();
+  t.after(() => {
+    fs.fsync = original;
+    syncBuiltinESMExports();
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'gr-ndjson-'));
+  const synced = new NdjsonSink({ path: join(dir, 'synced.ndjson'), fsync: true });
+  for (let seq = 1; seq <= 3; seq++) assert.equal((await synced.deliver(oneTriggerBatch(seq))).status, 200);
+  await synced.close();
+  assert.equal(calls.length, 3, 'one fsync per batch');
+  assert.equal(new Set(calls).size, 1, 'all on the file');
+  const plain = new NdjsonSink({ path: join(dir, 'plain.ndjson') });
+  assert.equal((await plain.deliver(oneTriggerBatch(1))).status, 200);
+  await plain.close();
+  assert.equal(calls.length, 3, 'no fsync without the option');
+  assert.deepEqual(
+    (lines(join(dir, 'synced.ndjson')) as { seq: number }[]).map((x) => x.seq),
+    [1, 2, 3],
+  );
 });
