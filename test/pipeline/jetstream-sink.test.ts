@@ -18,7 +18,7 @@ import { HoldingRelay, NatsServer } from '../support/nats-server.js';
 import { finishRun, routerFor, runThrough, sinkTraffic, waitSettled } from '../support/sink-run.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { waitFor } from './support.js';
-import { JetStreamSink } from '../../src/dispatch/sinks/jetstream-sink.js';
+import { JetStreamSink, subjectCaptures } from '../../src/dispatch/sinks/jetstream-sink.js';
 import { TriggerType } from '../../src/shm/layout.js';
 import { triggerBatch } from '../dispatch/fixtures.js';
 
@@ -293,4 +293,23 @@ test('JetStream sink: "no responders" is a refusal only where no stream captures
   assert.deepEqual(await sink.deliver(triggerBatch([ENTER], 6)), { status: 200 });
   const stored = (await readStream(nats.url, 'PART')).map((m) => `${m.subject} ${m.trigger.seq}`);
   assert.deepEqual(stored, ['gf.ENTER 4', 'gf.ENTER 6']);
+});
+
+test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals match whole tokens', () => {
+  const cases: [string, string, boolean][] = [
+    ['gf.ENTER', 'gf.ENTER', true],
+    ['gf.ENTER', 'gf.ENTERX', false],
+    ['gf.ENTER', 'gf.ENTER.a', false],
+    ['gf.*', 'gf.EXIT', true],
+    ['gf.*', 'gf.EXIT.a', false],
+    ['gf.*', 'gf', false],
+    ['gf.>', 'gf.a.b.c', true],
+    ['gf.>', 'gf', false],
+    ['>', 'a', true],
+    ['*.x', 'gf.x', true],
+    ['*.x', 'gf.y', false],
+    ['gf.*.x', 'gf.CROSS', false],
+  ];
+  for (const [pattern, subject, want] of cases)
+    assert.equal(subjectCaptures(pattern, subject), want, `${pattern} captures ${subject}`);
 });

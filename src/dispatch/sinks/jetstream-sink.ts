@@ -7,8 +7,8 @@
  * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
  * now (503): an error answer whose code says "again later" (ackAnswer). The server's "no responders" (no stream took
  * the message) is asked about (whoCaptures): a message no stream captures, while the stream is there, is refused;
- * one a stream captures (not answering now) or sent while the stream is missing (being created again, its only
- * replica's server restarting) is retried. A refused message (that one, or one
+ * one a stream captures (not answering now: a leader election) or sent while the stream is missing (being created
+ * again, its only replica's server restarting) is retried. A refused message (that one, or one
  * any other error answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result
  * (SinkResult.refused), dead-lettered as rejected, and the rest of the batch is delivered.
  *
@@ -72,8 +72,8 @@ export class JetStreamSink implements Sink {
   /** The batch waiting for each token's acknowledgement. */
   private readonly pending = new Map<number, PendingBatch>();
   private nextToken = 1;
-  /** Recent answers of whoCaptures, by subject. */
-  private readonly captures = new Map<string, { atMs: number; answer: Promise<number> }>();
+  /** Answers of the server to whoCaptures's questions (see remembered), by question; atMs 0 while in flight. */
+  private readonly answers = new Map<string, { atMs: number; answer: Promise<unknown> }>();
 
   /** Validates the options (errors name them); connects on the first delivery. */
   constructor(options: Partial<JetStreamSinkOptions> & { servers: readonly string[] }) {
@@ -188,41 +188,47 @@ export class JetStreamSink implements Sink {
   }
 
   /**
-   * Whether a message to `subject` that had no responders can be stored later: UNAVAILABLE where a stream captures
-   * the subject (not answering now: a leader election, a restart) or `stream` is missing (being created); REFUSED
-   * where no stream captures it and `stream` is there; UNKNOWN where the server cannot be asked (no permission for the
-   * JetStream API, a timeout). One question per subject is in flight at a time, and its answer is kept for a second.
+   * Whether a message to `subject` that had no responders can be stored later. The stream's subjects are read first
+   * (one question for every subject, its permission `$JS.API.STREAM.INFO.<stream>`): a subject they capture, or a
+   * stream that is missing (being created) or not answering, is UNAVAILABLE (retried). For a subject they do not
+   * capture, the server is asked which stream does (`$JS.API.STREAM.NAMES`): another stream (not answering now) is
+   * UNAVAILABLE; none, REFUSED; where that question is not permitted, REFUSED too (the stream is there and does not
+   * cover the template). UNKNOWN where the stream's subjects cannot be read for want of permission. Answers are kept
+   * for a second after they come, and one question of each kind is asked at a time.
    */
-  private whoCaptures(nc: NatsConnection, subject: string): Promise<number> {
-    const nowMs = Date.now();
-    const known = this.captures.get(subject);
-    if (known !== undefined && nowMs - known.atMs < CAPTURE_ANSWER_TTL_MS) return known.answer;
-    if (this.captures.size >= CAPTURE_ANSWERS_MAX) this.captures.clear();
-    const answer = this.askWhoCaptures(nc, subject);
-    this.captures.set(subject, { atMs: nowMs, answer });
-    return answer;
-  }
-
-  private async askWhoCaptures(nc: NatsConnection, subject: string): Promise<number> {
-    const notFound = (err: unknown): boolean =>
-      err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
-    try {
-      const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
+  private async whoCaptures(nc: NatsConnection, subject: string): Promise<number> {
+    const subjects = await this.remembered(`stream ${this.options.stream}`, async () => {
       try {
+        const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
+        return (await jsm.streams.info(this.options.stream)).config.subjects ?? [];
+      } catch (err) {
+        return notPermitted(err) ? UNKNOWN : UNAVAILABLE;
+      }
+    });
+    if (typeof subjects === 'number') return subjects;
+    if (subjects.some((pattern) => subjectCaptures(pattern, subject))) return UNAVAILABLE;
+    return this.remembered(`subject ${subject}`, async () => {
+      try {
+        const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
         await jsm.streams.find(subject);
         return UNAVAILABLE;
       } catch (err) {
-        if (!notFound(err)) return UNKNOWN;
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound) return REFUSED;
+        return notPermitted(err) ? REFUSED : UNAVAILABLE;
       }
-      try {
-        await jsm.streams.info(this.options.stream);
-        return REFUSED;
-      } catch (err) {
-        return notFound(err) ? UNAVAILABLE : UNKNOWN;
-      }
-    } catch {
-      return UNKNOWN;
-    }
+    });
+  }
+
+  /** The answer to question `key`: the one in flight, or one kept for a second after it came, or `ask()` now. */
+  private remembered<T>(key: string, ask: () => Promise<T>): Promise<T> {
+    const known = this.answers.get(key);
+    if (known !== undefined && (known.atMs === 0 || Date.now() - known.atMs < ANSWER_KEPT_MS))
+      return known.answer as Promise<T>;
+    if (this.answers.size >= ANSWERS_KEPT_MAX) this.answers.clear();
+    const entry = { atMs: 0, answer: ask() as Promise<unknown> };
+    this.answers.set(key, entry);
+    void entry.answer.finally(() => (entry.atMs = Date.now()));
+    return entry.answer as Promise<T>;
   }
 
   /** Drains and closes the connection (closed outright if the server does not answer the drain in time). */
@@ -314,12 +320,34 @@ const STORED = 0;
 const REFUSED = 1;
 /** ackAnswer: the stream cannot take it now. */
 const UNAVAILABLE = 2;
-/** whoCaptures: the server could not be asked. */
+/** whoCaptures: the stream's subjects may not be read (no permission). */
 const UNKNOWN = 3;
-/** How long an answer of whoCaptures is kept, ms. */
-const CAPTURE_ANSWER_TTL_MS = 1000;
-/** Subjects whose whoCaptures answers are kept at most (all are dropped past it). */
-const CAPTURE_ANSWERS_MAX = 1024;
+/** How long an answer of the server to whoCaptures is kept after it came, ms. */
+const ANSWER_KEPT_MS = 1000;
+/** Answers kept at most (all are dropped past it). */
+const ANSWERS_KEPT_MAX = 1024;
+
+/** Whether `err` (or an error it wraps) is the server refusing the question for want of permission. */
+function notPermitted(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e.name === 'PermissionViolationError' || /permissions? violation/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether the stream subject `pattern` (tokens split by ".", "*" one token, ">" one or more last tokens) captures the
+ * literal subject `subject`.
+ */
+export function subjectCaptures(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return i < p.length - 1 ? false : s.length > i;
+    if (i >= s.length || (p[i] !== '*' && p[i] !== s[i])) return false;
+  }
+  return p.length === s.length;
+}
 
 /**
  * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; an error whose code says "again
