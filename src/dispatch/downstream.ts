@@ -639,7 +639,8 @@ export class Downstream {
     const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
     const sampleEndNs = measuredElsewhere ? batch.sentAtNs + result.serviceNs! : nowNs;
     if (outcome === Outcome.OK) {
-      this.limiter.releaseSuccess(permit, sampleEndNs, !measuredElsewhere);
+      if (result.unsampled === true) this.limiter.releaseIgnore(permit);
+      else this.limiter.releaseSuccess(permit, sampleEndNs, !measuredElsewhere);
       this.breaker.onSuccess(nowNs);
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);

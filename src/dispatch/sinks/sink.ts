@@ -28,6 +28,11 @@ export interface SinkResult {
    * With a 2xx status every other trigger of the batch was delivered; with a failure the others are sent again.
    */
   refused?: readonly number[];
+  /**
+   * The batch took several requests one after another (a webhook batch sent again in parts): its time is not one
+   * request's, and the limiter takes no sample from it.
+   */
+  unsampled?: boolean;
 }
 
 /** A downstream's transport. */

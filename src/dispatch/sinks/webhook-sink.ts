@@ -6,7 +6,6 @@ import { classifyResult, Outcome, type Sink, type SinkError, type SinkResult } f
 import type { TriggerBatch } from './trigger-batch.js';
 import { SIGNATURE_HEADER, SIGNATURE_TIMESTAMP_HEADER, signWebhook } from './webhook-signature.js';
 import { checkNumber, withDefaults } from '../validate.js';
-import { nowNs } from '../../shm/clock.js';
 
 /** Options of WebhookSink. */
 export interface WebhookSinkOptions {
@@ -50,7 +49,9 @@ const CREDIT_HEADER = 'x-credit-window';
  *
  * A request of several triggers refused for what it carries (400, 413 payload too large, 422) is sent again in
  * halves, in order, down to single triggers: only a trigger the receiver refuses on its own is refused
- * (SinkResult.refused, dead-lettered as rejected), and the rest of the batch is delivered. A part that fails otherwise
+ * (SinkResult.refused, dead-lettered as rejected), and the rest of the batch is delivered; the limiter takes no
+ * sample from such a batch. A receiver that refuses every request so is asked up to 2n - 1 times for a batch of n
+ * (one that means "never" answers 403, or another 4xx, which refuses the whole request at once). A part that fails otherwise
  * (5xx, 429, a timeout) fails the batch, which is sent again whole (the parts delivered already come again under
  * their identities); a part that meets another refusal (401, 403, 404, ...) has its triggers refused.
  */
@@ -96,15 +97,14 @@ export class WebhookSink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     const whole = await this.post(batchJson(batch));
     if (batch.count === 1 || !SPLIT_ON.has(whole.status)) return whole;
-    const parts: Parts = { refused: [], requests: 1, startNs: nowNs(), last: whole };
+    const parts: Parts = { refused: [], credits: undefined };
     const mid = batch.count >>> 1;
     const failed = (await this.inParts(batch, 0, mid, parts)) ?? (await this.inParts(batch, mid, batch.count, parts));
     const refused = parts.refused.length === 0 ? {} : { refused: parts.refused };
-    if (failed !== null) return { ...failed, ...refused };
-    // The limiter samples one request's time, not the sum of the parts'; the receiver's latest credit window stands.
-    const serviceNs = (nowNs() - parts.startNs) / (parts.requests - 1);
-    const credits = parts.last.credits === undefined ? {} : { credits: parts.last.credits };
-    return { status: 200, serviceNs, ...credits, ...refused };
+    if (failed !== null) return { ...failed, ...refused, unsampled: true };
+    // The receiver's latest credit window from a delivered part stands.
+    const credits = parts.credits === undefined ? {} : { credits: parts.credits };
+    return { status: 200, unsampled: true, ...credits, ...refused };
   }
 
   /**
@@ -113,10 +113,11 @@ export class WebhookSink implements Sink {
    */
   private async inParts(batch: TriggerBatch, from: number, to: number, parts: Parts): Promise<SinkResult | null> {
     const r = await this.post(batchJson(batch, from, to));
-    parts.requests++;
-    parts.last = r;
     const outcome = classifyResult(r);
-    if (outcome === Outcome.OK) return null;
+    if (outcome === Outcome.OK) {
+      if (r.credits !== undefined) parts.credits = r.credits;
+      return null;
+    }
     if (outcome !== Outcome.REJECTED) return r;
     if (to - from > 1 && SPLIT_ON.has(r.status)) {
       const mid = (from + to) >>> 1;
@@ -207,12 +208,8 @@ export class WebhookSink implements Sink {
 interface Parts {
   /** Indexes refused for good, ascending. */
   refused: number[];
-  /** Requests so far, the first (whole) one included. */
-  requests: number;
-  /** When the parts began (after the whole request's answer), ns. */
-  startNs: number;
-  /** The latest answer. */
-  last: SinkResult;
+  /** The credit window of the latest delivered part's answer, if it gave one. */
+  credits: number | undefined;
 }
 
 /** Statuses that refuse a request for what it carries: a request of several triggers is split (class comment). */
