@@ -1,4 +1,6 @@
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { syncDir } from '../../durable/fs-util.js';
 import type { Writable } from 'node:stream';
 import { triggerJson } from './format.js';
 import { RESULT_OK, type Sink, type SinkResult } from './sink.js';
@@ -33,6 +35,7 @@ export class NdjsonSink implements Sink {
     if ('path' in target) {
       // Read as well, to look at the last line; a file the router may only write to is appended to as it is.
       let readable = true;
+      const created = !fs.existsSync(target.path);
       try {
         this.fd = fs.openSync(target.path, 'a+');
       } catch (err) {
@@ -54,6 +57,11 @@ export class NdjsonSink implements Sink {
         }
       }
       this.fsync = target.fsync ?? false;
+      if (this.fsync) {
+        // On disk before the first batch counts: the file's entry in its directory, and a cut made above.
+        fs.fsyncSync(this.fd);
+        if (created) syncDir(path.dirname(target.path));
+      }
       this.stream = undefined;
     } else {
       this.fd = -1;
