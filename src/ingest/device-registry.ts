@@ -331,7 +331,10 @@ class NumericIdIndex {
 
 /** What a registry needs to hand a taken-back slot to a new device (every ingest thread's registry). */
 export interface ReusePort {
-  /** The last trigger seq of the device that held the freed `slot` (read before the slot is reused); a fresh slot's floor. */
+  /**
+   * The last trigger seq of the device that held the freed `slot` (read before the slot is reused); for a fresh slot,
+   * the floor it starts at.
+   */
   finalSeqOf(slot: number): number;
   /**
    * `slot` now holds a new device (a reused slot, or a fresh one whose floor is below a freed device's seqs): reset

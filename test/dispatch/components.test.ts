@@ -22,7 +22,8 @@ import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
 import { TriggerRouter } from '../../src/dispatch/trigger-router.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { parseRetryAfterMs } from '../../src/dispatch/sinks/webhook-sink.js';
-import { classifyResult, Outcome } from '../../src/dispatch/sinks/sink.js';
+import { classifyResult, Outcome, type SinkResult } from '../../src/dispatch/sinks/sink.js';
+import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { DeadLetterFile, positionOffset } from '../../src/durable/dead-letter-file.js';
 import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 import { readTriggerIdentity, recordLength, RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
@@ -291,26 +292,25 @@ test('sink results: 2xx delivered; 408, 425, 429 and 5xx are failures to retry; 
   assert.equal(classifyResult({ status: 0, error: 'refused' }), Outcome.REFUSED);
 });
 
-test('downstream: a sink that measures the downstream where it runs (serviceNs) gives the limiter that, not the round trip', async () => {
+/**
+ * Twenty one-trigger batches of 20 devices through a dispatcher whose clock is `clock.ns` to one downstream whose sink
+ * is `deliver` (gradient limit from 4, at most 16 in flight); resolves with the downstream's limiter once all are
+ * delivered.
+ */
+async function twentyThrough(
+  clock: { ns: number },
+  deliver: (batch: TriggerBatch) => Promise<SinkResult>,
+): Promise<Limiter> {
   const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
-  let clockNs = 1e12;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-ns-'));
   const d = new Dispatcher({
-    stateDir: dir,
+    stateDir: fs.mkdtempSync(path.join(os.tmpdir(), 'one-ds-')),
     namer: new IndexNamer(),
     maxDevices: 64,
-    clock: () => clockNs,
+    clock: () => clock.ns,
     downstreams: [
       {
-        name: 'bridged',
-        // Each call takes 50 ms end to end on the dispatcher's clock, of which the downstream itself took 2 ms.
-        sink: {
-          deliver: async () => {
-            clockNs += 50e6;
-            return { status: 200, serviceNs: 2e6 };
-          },
-          close: async () => undefined,
-        },
+        name: 'one',
+        sink: { deliver, close: async () => undefined },
         limit: new GradientLimit({ initialLimit: 4, minLimit: 2 }),
         safetyCap: 16,
         maxBatchTriggers: 1,
@@ -323,10 +323,32 @@ test('downstream: a sink that measures the downstream where it runs (serviceNs) 
     d.pump();
     await new Promise((resolve) => setImmediate(resolve));
   }
-  const limiter = d.downstreams[0]!.limiter;
   assert.equal(d.totals().delivered, 20);
-  assert.equal(limiter.rttMinNs, 2e6, 'RTT-min is the service time, not the 50 ms round trip');
+  const limiter = d.downstreams[0]!.limiter;
   await d.close(1000);
+  return limiter;
+}
+
+test('downstream: a sink that measures the downstream where it runs (serviceNs) gives the limiter that, not the round trip', async () => {
+  const clock = { ns: 1e12 };
+  // Each call takes 50 ms end to end on the dispatcher's clock, of which the downstream itself took 2 ms.
+  const limiter = await twentyThrough(clock, async () => {
+    clock.ns += 50e6;
+    return { status: 200, serviceNs: 2e6 };
+  });
+  assert.equal(limiter.rttMinNs, 2e6, 'RTT-min is the service time, not the 50 ms round trip');
+});
+
+test('downstream: a batch the sink sent in several requests (unsampled) is delivered, and the limiter takes no sample from it', async () => {
+  const clock = { ns: 1e12 };
+  // The batches of odd seqs took several requests each (800 ms on the clock); the others one (5 ms).
+  const limiter = await twentyThrough(clock, async (batch) => {
+    const parts = batch.seq(0) % 2 === 1;
+    clock.ns += parts ? 800e6 : 5e6;
+    return parts ? { status: 200, unsampled: true } : { status: 200 };
+  });
+  assert.equal(limiter.ignored, 10, 'the ten batches sent in parts released without a sample');
+  assert.equal(limiter.rttCount, 10, 'the ten sent in one request each gave a sample');
 });
 
 test('downstream: devices with a backlog share a batch (one trigger each when many wait); a device with a COMPLIANCE trigger sends what fits at once', async () => {

@@ -8,9 +8,9 @@
  * now (503): an error answer whose code says "again later" (ackAnswer). The server's "no responders" (no stream took
  * the message) is asked about (whoCaptures): a message no stream captures, while the stream is there, is refused;
  * one a stream captures (not answering now: a leader election) or sent while the stream is missing (being created
- * again, its only replica's server restarting) is retried. A refused message (that one, or one
- * any other error answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result
- * (SinkResult.refused), dead-lettered as rejected, and the rest of the batch is delivered.
+ * again, its only replica's server restarting) is retried. A refused message (that one, or one any other error
+ * answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result (SinkResult.refused),
+ * dead-lettered as rejected, and the rest of the batch is delivered.
  *
  * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
  * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as

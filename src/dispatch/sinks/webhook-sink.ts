@@ -51,9 +51,9 @@ const CREDIT_HEADER = 'x-credit-window';
  * halves, in order, down to single triggers: only a trigger the receiver refuses on its own is refused
  * (SinkResult.refused, dead-lettered as rejected), and the rest of the batch is delivered; the limiter takes no
  * sample from such a batch. A receiver that refuses every request so is asked up to 2n - 1 times for a batch of n
- * (one that means "never" answers 403, or another 4xx, which refuses the whole request at once). A part that fails otherwise
- * (5xx, 429, a timeout) fails the batch, which is sent again whole (the parts delivered already come again under
- * their identities); a part that meets another refusal (401, 403, 404, ...) has its triggers refused.
+ * (one that means "never" answers 403, or another 4xx, which refuses the whole request at once). A part that fails
+ * otherwise (5xx, 429, a timeout) fails the batch, which is sent again whole (the parts delivered already come again
+ * under their identities); a part that meets another refusal (401, 403, 404, ...) has its triggers refused.
  */
 export class WebhookSink implements Sink {
   private readonly options: WebhookSinkOptions;
