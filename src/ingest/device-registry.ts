@@ -156,6 +156,15 @@ function idBytesOf(v: IdTableViews, slot: number): number {
 }
 
 /**
+ * The highest final seq of any device whose slot was taken back so far in the table `sab` (-Infinity before any):
+ * read from the table itself, under whose lock it is raised before the slot is free, so a checkpoint that reads it
+ * after copying the devices covers every device the copy left out for being freed.
+ */
+export function freedSeqHighOf(sab: SharedArrayBuffer): number {
+  return new Float64Array(sab, 0, DEVID_HEADER_BYTES / 8)[DEVID_FREED_SEQ_HIGH_F64]!;
+}
+
+/**
  * Registers `ids` in slots 0 .. ids.length - 1 of an unused id table (main thread, before any thread wraps it): the
  * devices a restart restores. Throws a RangeError naming the problem (a duplicate, an id too long, too many).
  */

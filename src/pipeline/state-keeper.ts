@@ -58,7 +58,7 @@ import {
   REC_SEQ,
   writeTrigger,
 } from '../fences/trigger-writer.js';
-import { DeviceIdReader, preregisterDevices } from '../ingest/device-registry.js';
+import { DeviceIdReader, freedSeqHighOf, preregisterDevices } from '../ingest/device-registry.js';
 import { nowNs } from '../shm/clock.js';
 import {
   DEV_ENTRY_COUNT_I32,
@@ -71,7 +71,6 @@ import {
   DEV_STRIDE_I32,
   DEV_TRIGGER_SEQ_F64,
   DEVID_MAX_ID_BYTES,
-  ING_FREED_SEQ_HIGH_F64,
   ENTRY_FENCE_I32,
   ENTRY_PENDING_MS_F64,
   ENTRY_SINCE_MS_F64,
@@ -508,7 +507,9 @@ export class StateKeeper {
         pausedNs = pause === null ? 0 : nowNs() - p0;
       }
       // Devices that expired and come back later start above every seq a freed slot's device had: so does the floor.
-      const freedSeqHigh = new Float64Array(this.memory.pipeline)[ING_FREED_SEQ_HIGH_F64]!;
+      // Read from the id table, not from the gauge the sweep publishes afterwards: a device freed before the copy
+      // above is not in it, and its seqs must be below the floor.
+      const freedSeqHigh = freedSeqHighOf(this.memory.idTable);
       if (freedSeqHigh > this.seqFloor) this.seqFloor = freedSeqHigh;
       // Encoded in slices and written off the event loop: this thread also hands triggers to in-process callbacks.
       const bytes = await encodeCheckpointSliced(this.copy, this.ids, store, {

@@ -1,8 +1,8 @@
 /**
  * Device lifecycle in the registry: idle devices expire through the port, a revived device keeps its slot, a freed
  * slot is taken back and reused with a bumped generation (a cached name of the old device is never returned for the
- * new one), numeric ids leave the open-addressing index without breaking other probe chains, and a reused slot's
- * device starts above every seq a freed device had.
+ * new one), numeric ids leave the open-addressing index without breaking other probe chains, and a new device, in a
+ * reused slot or a fresh one, starts above every seq a freed device had.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,6 +10,7 @@ import {
   DeviceIdReader,
   DeviceRegistry,
   allocateDeviceIdTable,
+  freedSeqHighOf,
   type ExpiryPort,
 } from '../../src/ingest/device-registry.js';
 import { DeviceLife } from '../../src/shm/layout.js';
@@ -43,12 +44,17 @@ function fieldsOf(id: string | number): PingFields {
   } as unknown as PingFields;
 }
 
-function setup(maxDevices: number): { reg: DeviceRegistry; ids: DeviceIdReader; port: Port } {
+function setup(maxDevices: number): {
+  reg: DeviceRegistry;
+  ids: DeviceIdReader;
+  port: Port;
+  table: SharedArrayBuffer;
+} {
   const table = allocateDeviceIdTable(maxDevices, 16);
   const reg = new DeviceRegistry(table, 4);
   const port = new Port();
   reg.setExpiryPort(port);
-  return { reg, ids: new DeviceIdReader(table), port };
+  return { reg, ids: new DeviceIdReader(table), port, table };
 }
 
 test('idle devices expire after the idle ticks; a device that sends again stays', () => {
@@ -109,6 +115,27 @@ test('a freed slot is taken back and reused: new generation, new name, seq above
   assert.ok(port.seq[back]! >= 900);
   assert.equal(reg.life.reused, 2);
   assert.equal(reg.size, 2);
+});
+
+test('a device freed and back while fresh slots remain: the table holds the freed seq at once, and the fresh slot starts above it', () => {
+  const { reg, ids, port, table } = setup(8);
+  assert.equal(freedSeqHighOf(table), -Infinity, 'nothing freed yet');
+  assert.equal(reg.slotOf(fieldsOf('a')), 0);
+  assert.equal(reg.slotOf(fieldsOf('b')), 1);
+  port.seq[0] = 40;
+  port.seq[1] = 7;
+  reg.sweep(1);
+  reg.sweep(1);
+  assert.equal(ids.free(0, 1), true);
+  reg.sweep(1000);
+  assert.equal(reg.life.freed, 1);
+  assert.equal(freedSeqHighOf(table), 40, 'what a checkpoint reads for its floor');
+  const again = reg.slotOf(fieldsOf('a'));
+  assert.equal(again, 2, 'a fresh slot, not the freed one');
+  assert.equal(port.seq[again], 40, 'starts above its old seqs');
+  assert.equal(reg.life.reused, 0);
+  const other = reg.slotOf(fieldsOf('c'));
+  assert.equal(port.seq[other], 40, 'every new device does: it may be one that was freed');
 });
 
 test('numeric ids leave the index without breaking the probe chains of others', () => {
