@@ -968,8 +968,21 @@ export class Dispatcher implements DeadLetterTarget {
 
   /** True when no downstream holds anything (memory, backlog, sink calls); the dead-letter ring may wait for its flush. */
   get isIdle(): boolean {
-    for (const ds of this.downstreams) if (!ds.isIdle) return false;
+    // A downstream gone for this run keeps what it holds for the next start: only its calls in flight count.
+    for (const ds of this.downstreams) if (ds.gone ? ds.limiter.inflight > 0 : !ds.isIdle) return false;
     return true;
+  }
+
+  /**
+   * Downstream `index` is gone for this run (a trigger stream whose loop left): nothing more is sent to it, so no
+   * trigger of it uses up attempts or is dead-lettered for want of a receiver; what it holds, and what comes for it
+   * from here on, waits (memory, then its backlog log) and is kept for the next start. A drain does not wait for it.
+   */
+  downstreamGone(index: number): void {
+    const ds = this.downstreams[index];
+    if (ds === undefined) return;
+    ds.gone = true;
+    ds.stopped = true;
   }
 
   /**

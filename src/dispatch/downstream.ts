@@ -262,8 +262,10 @@ export class Downstream {
   pausedUntilNs = 0;
   /** Failed deliveries since the last success (the retry backoff grows with it). */
   consecutiveFailures = 0;
-  /** Set by the dispatcher past its drain deadline: nothing new is sent. */
+  /** Set by the dispatcher past its drain deadline, or when the downstream is gone: nothing new is sent. */
   stopped = false;
+  /** Gone for this run (Dispatcher.downstreamGone): stopped, and a drain does not wait for what it holds. */
+  gone = false;
   /** The backlog log's damaged-record count already settled into `final`. */
   private corruptSeen = 0;
   /** The backlog log's `markedLost` as last settled. */

@@ -341,6 +341,9 @@ async function main(): Promise<void> {
           })(),
         );
         return;
+      case 'downstream-gone':
+        reply((async () => dispatcher?.downstreamGone(msg.downstream))());
+        return;
       case 'drain':
         reply(
           (async () => {

@@ -3,14 +3,15 @@
  *
  * It is a downstream like any other (its own limiter, per-device FIFOs, backlog log, breaker and dead letters),
  * reached through the callback bridge: each batch the dispatcher sends waits here until the loop takes it, and counts
- * as delivered when the loop comes back for the next one (or leaves the loop). So a consumer slower than the trigger
+ * as delivered when the loop comes back for the next one. So a consumer slower than the trigger
  * rate holds at most the batches in flight (the limit, under its safety cap); the rest waits in the dispatcher's
  * bounded queues and its backlog log, in per-device order, as for a slow webhook. The time a batch waits for the loop
  * is what the limiter samples. Leaving the loop (a break, or an exception thrown in it) does not count the batch the
  * loop held: it fails, and is sent again under the same identities (to the next start's stream), since the loop may
- * have left it half handled. A stream has one consumer. Once its loop has ended, batches sent to it fail, as they
- * would to a downstream that is down: the breaker opens, triggers past their attempts are dead-lettered, and what is
- * left at close is kept in the state directory for the stream of the next start.
+ * have left it half handled. A stream has one consumer. Once its loop has left, the downstream is gone for this run
+ * (Dispatcher.downstreamGone): nothing more is sent to it, and what it holds or gets from then on is kept in the
+ * state directory for the stream of the next start, using up no attempt (the batches in flight when it left fail
+ * once) and never dead-lettered for want of a receiver.
  */
 import type { Trigger } from '../dispatch/trigger.js';
 
@@ -32,9 +33,13 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   private pull: ((r: IteratorResult<readonly Trigger[]>) => void) | null = null;
   private taken = false;
   private ended = false;
+  /** Called once when the loop leaves (see `return`). */
+  private readonly onLeft: () => void;
 
-  constructor(name: string) {
+  /** A stream for downstream `name`; `onLeft` is called once when its loop leaves. */
+  constructor(name: string, onLeft: () => void = () => undefined) {
     this.name = name;
+    this.onLeft = onLeft;
   }
 
   /** The downstream's callback: resolves once the loop has taken and finished the batch; rejects once the stream ended. */
@@ -79,12 +84,17 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
     return new Promise((resolve) => (this.pull = resolve));
   }
 
-  /** Leaving the loop: the batch it held fails (it is sent again, see the module comment); the stream ends. */
+  /**
+   * Leaving the loop: the batch it held fails (it is sent again, see the module comment); the stream ends, and the
+   * router is told the downstream is gone for this run.
+   */
   return(): Promise<IteratorResult<readonly Trigger[]>> {
     const c = this.current;
     this.current = null;
     c?.failed(new Error(`trigger stream ${this.name}: the loop left while holding this batch`));
+    const first = !this.ended;
     this.end();
+    if (first) this.onLeft();
     return Promise.resolve({ value: undefined, done: true });
   }
 

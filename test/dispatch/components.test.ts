@@ -351,6 +351,46 @@ test('downstream: a batch the sink sent in several requests (unsampled) is deliv
   assert.equal(limiter.rttCount, 10, 'the ten sent in one request each gave a sample');
 });
 
+test('dispatcher: a downstream gone for the run is sent nothing more, uses up no attempt, and a drain does not wait for what it holds', async () => {
+  const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
+  let calls = 0;
+  const d = new Dispatcher({
+    stateDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gone-')),
+    namer: new IndexNamer(),
+    maxDevices: 64,
+    downstreams: [
+      {
+        name: 'gone',
+        sink: {
+          deliver: async () => {
+            calls++;
+            return { status: 200 };
+          },
+          close: async () => undefined,
+        },
+        limit: new GradientLimit({ initialLimit: 4, minLimit: 2 }),
+        safetyCap: 16,
+        maxBatchTriggers: 1,
+      },
+    ],
+  });
+  d.downstreamGone(0);
+  const r = new TriggerRecord();
+  for (let i = 1; i <= 10; i++) d.offer(r.set(i, 0, 1, 1, i).f64, r.i32, 0, 0);
+  for (let k = 0; k < 10; k++) {
+    d.pump();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(calls, 0, 'nothing sent');
+  assert.equal(d.downstreams[0]!.isIdle, false, 'it holds the ten');
+  assert.equal(d.isIdle, true, 'a drain does not wait for them');
+  await d.drain(60_000);
+  const t = d.totals();
+  assert.equal(t.delivered, 0);
+  assert.equal(t.deadLettered, 0);
+  await d.close(1000);
+});
+
 test('downstream: devices with a backlog share a batch (one trigger each when many wait); a device with a COMPLIANCE trigger sends what fits at once', async () => {
   const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'share-'));
