@@ -979,10 +979,7 @@ export class Dispatcher implements DeadLetterTarget {
    * from here on, waits (memory, then its backlog log) and is kept for the next start. A drain does not wait for it.
    */
   downstreamGone(index: number): void {
-    const ds = this.downstreams[index];
-    if (ds === undefined) return;
-    ds.gone = true;
-    ds.stopped = true;
+    this.downstreams[index]?.markGone();
   }
 
   /**

@@ -378,6 +378,15 @@ export class Downstream {
     return this.inFlightTriggers === 0 && this.limiter.inflight === 0;
   }
 
+  /**
+   * Gone for this run (a trigger stream whose loop left): nothing more is sent, a failed batch uses up no attempt,
+   * and a drain does not wait for what it holds (Dispatcher.isIdle); what it holds is kept for the next start.
+   */
+  markGone(): void {
+    this.gone = true;
+    this.stopped = true;
+  }
+
   /** Dead-lettered triggers by reason, summed. */
   get deadLettered(): number {
     return this.deadLetteredByReason[0]! + this.deadLetteredByReason[1]! + this.deadLetteredByReason[2]!;
@@ -636,6 +645,8 @@ export class Downstream {
     this.permits[permitSlot] = NO_PERMIT;
     const batch = this.batches[permitSlot]!;
     const outcome = classifyResult(result);
+    // Told with the failure itself, so no later batch is sent to it whatever the order of the thread's messages.
+    if (result.gone === true) this.markGone();
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
     const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
@@ -685,7 +696,7 @@ export class Downstream {
     } else if (outcome === Outcome.REJECTED) {
       this.completeRejected(batch, nowNs);
     } else {
-      this.completeFailed(batch, nowNs, pause);
+      this.completeFailed(batch, nowNs, pause || this.gone);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();

@@ -169,7 +169,11 @@ export class CallbackBridge {
       const resolve = this.pending.get(a.id);
       if (resolve === undefined) return;
       this.pending.delete(a.id);
-      resolve({ status: a.ok ? 200 : 500, serviceNs: a.serviceNs });
+      resolve(
+        a.gone
+          ? { status: 500, serviceNs: a.serviceNs, gone: true }
+          : { status: a.ok ? 200 : 500, serviceNs: a.serviceNs },
+      );
     });
   }
 

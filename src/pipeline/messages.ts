@@ -76,6 +76,8 @@ export interface CallbackAnswer {
   ok: boolean;
   /** How long the callback took, ns, measured on the thread that ran it. */
   serviceNs: number;
+  /** The call failed because its downstream is gone for the run (a trigger stream whose loop left). */
+  gone: boolean;
 }
 
 /** The side of a thread pair that sends requests and awaits replies. */

@@ -7,6 +7,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import type { Trigger } from '../dispatch/trigger.js';
 import type { CallbackAnswer, CallbackCall } from '../pipeline/messages.js';
 import { nowNs } from '../shm/clock.js';
+import { StreamLeftError } from './trigger-stream.js';
 
 /** An embedding's callback, as `CallbackDownstreamOptions.callback` takes it. */
 type Callback = (triggers: readonly Trigger[]) => Promise<void> | void;
@@ -31,14 +32,19 @@ export function openCallbackBridge(callbacks: readonly (Callback | null)[]): Cal
     // The callback's own duration, measured here where it runs: the limiter samples this, not the round trip
     // through the message port (which also holds however long this thread was busy with other work).
     const startNs = nowNs();
-    const answer = (ok: boolean): void =>
-      port.postMessage({ id: call.id, ok, serviceNs: nowNs() - startNs } satisfies CallbackAnswer);
+    const answer = (ok: boolean, err?: unknown): void =>
+      port.postMessage({
+        id: call.id,
+        ok,
+        serviceNs: nowNs() - startNs,
+        gone: err instanceof StreamLeftError,
+      } satisfies CallbackAnswer);
     try {
       const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
       if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
         (r as Promise<void>).then(
           () => answer(true),
-          () => answer(false),
+          (err: unknown) => answer(false, err),
         );
       } else {
         answer(true);

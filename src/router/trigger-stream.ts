@@ -10,10 +10,21 @@
  * loop held: it fails, and is sent again under the same identities (to the next start's stream), since the loop may
  * have left it half handled. A stream has one consumer. Once its loop has left, the downstream is gone for this run
  * (Dispatcher.downstreamGone): nothing more is sent to it, and what it holds or gets from then on is kept in the
- * state directory for the stream of the next start, using up no attempt (the batches in flight when it left fail
- * once) and never dead-lettered for want of a receiver.
+ * state directory for the stream of the next start: the batches in flight when it left fail as gone
+ * (StreamLeftError), using up no attempt, and nothing is dead-lettered for want of a receiver.
  */
 import type { Trigger } from '../dispatch/trigger.js';
+
+/**
+ * Why a batch of a stream whose loop left failed: the callback bridge answers it as gone (SinkResult.gone), so the
+ * dispatcher sends the stream nothing more and the batch uses up no attempt.
+ */
+export class StreamLeftError extends Error {
+  constructor(name: string) {
+    super(`trigger stream ${name}: its loop has left`);
+    this.name = 'StreamLeftError';
+  }
+}
 
 /** A batch waiting for the loop, with how to settle its delivery. */
 interface Pending {
@@ -44,7 +55,7 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
 
   /** The downstream's callback: resolves once the loop has taken and finished the batch; rejects once the stream ended. */
   readonly deliver = (batch: readonly Trigger[]): Promise<void> => {
-    if (this.ended) return Promise.reject(new Error(`trigger stream ${this.name} has ended`));
+    if (this.ended) return Promise.reject(new StreamLeftError(this.name));
     return new Promise<void>((delivered, failed) => {
       const p: Pending = { batch, delivered, failed };
       const pull = this.pull;
@@ -91,7 +102,7 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   return(): Promise<IteratorResult<readonly Trigger[]>> {
     const c = this.current;
     this.current = null;
-    c?.failed(new Error(`trigger stream ${this.name}: the loop left while holding this batch`));
+    c?.failed(new StreamLeftError(this.name));
     const first = !this.ended;
     this.end();
     if (first) this.onLeft();
@@ -102,7 +113,7 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    for (const p of this.waiting.splice(0)) p.failed(new Error(`trigger stream ${this.name} has ended`));
+    for (const p of this.waiting.splice(0)) p.failed(new StreamLeftError(this.name));
     const pull = this.pull;
     this.pull = null;
     pull?.({ value: undefined, done: true });

@@ -33,6 +33,11 @@ export interface SinkResult {
    * request's, and the limiter takes no sample from it.
    */
   unsampled?: boolean;
+  /**
+   * The downstream is gone for this run (a trigger stream whose loop left): nothing more is sent to it, and the
+   * batch, failed, uses up no attempt (see Downstream.markGone).
+   */
+  gone?: boolean;
 }
 
 /** A downstream's transport. */
