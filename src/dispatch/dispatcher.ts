@@ -974,15 +974,6 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
-   * Downstream `index` is gone for this run (a trigger stream whose loop left): nothing more is sent to it, so no
-   * trigger of it uses up attempts or is dead-lettered for want of a receiver; what it holds, and what comes for it
-   * from here on, waits (memory, then its backlog log) and is kept for the next start. A drain does not wait for it.
-   */
-  downstreamGone(index: number): void {
-    this.downstreams[index]?.markGone();
-  }
-
-  /**
    * The router is draining: the backlog logs take what the trigger rings still hold whatever their cap (the rings
    * hold a bounded amount), so no record is left behind when the process ends.
    */

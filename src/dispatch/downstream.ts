@@ -264,7 +264,7 @@ export class Downstream {
   consecutiveFailures = 0;
   /** Set by the dispatcher past its drain deadline, or when the downstream is gone: nothing new is sent. */
   stopped = false;
-  /** Gone for this run (Dispatcher.downstreamGone): stopped, and a drain does not wait for what it holds. */
+  /** Gone for this run (markGone): stopped, and a drain does not wait for what it holds. */
   gone = false;
   /** The backlog log's damaged-record count already settled into `final`. */
   private corruptSeen = 0;

@@ -341,9 +341,6 @@ async function main(): Promise<void> {
           })(),
         );
         return;
-      case 'downstream-gone':
-        reply((async () => dispatcher?.downstreamGone(msg.downstream))());
-        return;
       case 'drain':
         reply(
           (async () => {

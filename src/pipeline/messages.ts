@@ -25,8 +25,6 @@ export type DispatcherRequest =
   | { type: 'fences'; id: number; fences: FenceStoreDescriptor }
   | { type: 'drain'; id: number; deadlineMs: number }
   | { type: 'close'; id: number; deadlineMs: number }
-  /** Downstream `downstream` is gone for this run (a trigger stream whose loop left): see Dispatcher.downstreamGone. */
-  | { type: 'downstream-gone'; id: number; downstream: number }
   /**
    * Sent after a state copy: resolves once containment has processed the pings of any batch in progress when the
    * request arrived (at most `batchRecords` past each telemetry ring's read position), the dispatcher has taken every

@@ -194,9 +194,7 @@ export class PipelineRouter implements Router {
     this.routerLog = routerLog;
     this.log = routerLog.fn;
     this.drainDeadlineMs = options.drainDeadlineMs;
-    this.streams = options.downstreams.map((d, i) =>
-      d.kind === 'stream' ? new TriggerStream(d.name, () => this.downstreamGone(i)) : null,
-    );
+    this.streams = options.downstreams.map((d) => (d.kind === 'stream' ? new TriggerStream(d.name) : null));
     this.memory = allocatePipelineMemory({
       ...pipelineMemorySpecOf(options),
       ...(leaseGate === null ? {} : { leaseGate }),
@@ -739,13 +737,6 @@ export class PipelineRouter implements Router {
       ready: false,
       reason: `containment stalled on ${where} (task aborted by the watchdog, awaiting progress)`,
     };
-  }
-
-  /** Tells the dispatcher thread that downstream `index` is gone for this run (a trigger stream whose loop left). */
-  private downstreamGone(index: number): void {
-    void this.dispatcherThread?.requests
-      .request<Extract<DispatcherRequest, { type: 'downstream-gone' }>>({ type: 'downstream-gone', downstream: index })
-      .catch(() => undefined); // a thread already stopped keeps nothing more to send
   }
 
   private post(msg: IngestRequest, transfer: ArrayBuffer[] = []): void {

@@ -9,7 +9,7 @@
  * is what the limiter samples. Leaving the loop (a break, or an exception thrown in it) does not count the batch the
  * loop held: it fails, and is sent again under the same identities (to the next start's stream), since the loop may
  * have left it half handled. A stream has one consumer. Once its loop has left, the downstream is gone for this run
- * (Dispatcher.downstreamGone): nothing more is sent to it, and what it holds or gets from then on is kept in the
+ * (Downstream.markGone): nothing more is sent to it, and what it holds or gets from then on is kept in the
  * state directory for the stream of the next start: the batches in flight when it left fail as gone
  * (StreamLeftError), using up no attempt, and nothing is dead-lettered for want of a receiver.
  */
@@ -44,13 +44,8 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   private pull: ((r: IteratorResult<readonly Trigger[]>) => void) | null = null;
   private taken = false;
   private ended = false;
-  /** Called once when the loop leaves (see `return`). */
-  private readonly onLeft: () => void;
-
-  /** A stream for downstream `name`; `onLeft` is called once when its loop leaves. */
-  constructor(name: string, onLeft: () => void = () => undefined) {
+  constructor(name: string) {
     this.name = name;
-    this.onLeft = onLeft;
   }
 
   /** The downstream's callback: resolves once the loop has taken and finished the batch; rejects once the stream ended. */
@@ -96,16 +91,14 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   }
 
   /**
-   * Leaving the loop: the batch it held fails (it is sent again, see the module comment); the stream ends, and the
-   * router is told the downstream is gone for this run.
+   * Leaving the loop: the batch it held fails as gone (it is sent again, see the module comment), and so does every
+   * batch sent to the stream from now on; the stream ends.
    */
   return(): Promise<IteratorResult<readonly Trigger[]>> {
     const c = this.current;
     this.current = null;
     c?.failed(new StreamLeftError(this.name));
-    const first = !this.ended;
     this.end();
-    if (first) this.onLeft();
     return Promise.resolve({ value: undefined, done: true });
   }
 

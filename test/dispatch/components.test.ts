@@ -374,7 +374,7 @@ test('dispatcher: a downstream gone for the run is sent nothing more, uses up no
       },
     ],
   });
-  d.downstreamGone(0);
+  d.downstreams[0]!.markGone();
   const r = new TriggerRecord();
   for (let i = 1; i <= 10; i++) d.offer(r.set(i, 0, 1, 1, i).f64, r.i32, 0, 0);
   for (let k = 0; k < 10; k++) {
