@@ -96,6 +96,8 @@ test('a receiver that takes at most 5 triggers a request and refuses every EXIT:
   await waitSettled(router, traffic.pings);
   const summary = await router.close();
   const d = summary.downstreams[0]!;
+  assert.equal(summary.shedTotal, 0, 'nothing shed');
+  assert.equal(summary.rejectedTotal, 0, 'no ping rejected');
   assert.ok(refusedExits.size > 0, 'some EXIT triggers');
   assert.equal(d.deadLetteredByReason.rejected, refusedExits.size, 'each EXIT refused alone, and nothing else');
   assert.equal(d.final, d.deadLetteredByReason.rejected);

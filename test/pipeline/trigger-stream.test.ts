@@ -147,6 +147,8 @@ test('a loop that throws halfway through a batch: that batch is not counted deli
   await waitFor(() => first.stats().processed === traffic1.pings, 60_000, 'every ping processed');
   const one = await first.close();
   const d1 = one.downstreams[0]!;
+  assert.equal(one.shedTotal, 0, 'nothing shed');
+  assert.equal(one.rejectedTotal, 0, 'no ping rejected');
   assert.ok(thrownIn.length > 1, 'the loop threw inside a batch of several triggers');
   assert.equal(d1.delivered, handled.length - 1, 'the batches handled whole were delivered; the one thrown in was not');
   assert.equal(d1.delivered + d1.carriedOver, one.triggersTotal, 'the rest is kept in the state directory');
