@@ -51,7 +51,9 @@ import {
   devIdMetaByteOffset,
   devIdNumbersByteOffset,
   devIdRegionBytes,
+  devIdSeqFloorsByteOffset,
 } from '../shm/layout.js';
+import { MAX_PARTITIONS, partitionOfNumericId, partitionOfTokenBytes } from './sources/partitions.js';
 import { fnv1a32, IdBytesIndex } from './id-bytes-index.js';
 import { RegistrationLock, SharedIdIndex } from './shared-id-index.js';
 import { PF_NUMERIC_ID_F64, type PingFields } from './ping-fields.js';
@@ -72,8 +74,15 @@ export interface NewDeviceBudget {
   takeNewDevice(): boolean;
 }
 
-/** Allocates a zeroed device id table for `maxDevices` slots of `idBytesPerSlot` UTF-8 bytes each. */
-export function allocateDeviceIdTable(maxDevices: number, idBytesPerSlot: number): SharedArrayBuffer {
+/**
+ * Allocates a zeroed device id table for `maxDevices` slots of `idBytesPerSlot` UTF-8 bytes each, with a seq floor per
+ * partition of a source split into `partitionCount` partitions (1: one floor for every device).
+ */
+export function allocateDeviceIdTable(
+  maxDevices: number,
+  idBytesPerSlot: number,
+  partitionCount = 1,
+): SharedArrayBuffer {
   if (!Number.isInteger(maxDevices) || maxDevices < 1 || maxDevices > MAX_DEVICES_LIMIT) {
     throw new RangeError(`maxDevices must be an integer in [1, ${MAX_DEVICES_LIMIT}], got ${String(maxDevices)}`);
   }
@@ -82,7 +91,10 @@ export function allocateDeviceIdTable(maxDevices: number, idBytesPerSlot: number
       `idBytesPerSlot must be an integer in [1, ${DEVID_MAX_ID_BYTES}], got ${String(idBytesPerSlot)}`,
     );
   }
-  const sab = new SharedArrayBuffer(devIdRegionBytes(maxDevices, idBytesPerSlot));
+  if (!Number.isInteger(partitionCount) || partitionCount < 1 || partitionCount > MAX_PARTITIONS) {
+    throw new RangeError(`partitionCount must be an integer in [1, ${MAX_PARTITIONS}], got ${String(partitionCount)}`);
+  }
+  const sab = new SharedArrayBuffer(devIdRegionBytes(maxDevices, idBytesPerSlot, partitionCount));
   const header = new Int32Array(sab, 0, DEVID_HEADER_BYTES / 4);
   header[DEVID_MAGIC_I32] = DEVID_MAGIC;
   header[DEVID_VERSION_I32] = LAYOUT_VERSION;
@@ -114,6 +126,8 @@ class IdTableViews {
   readonly bytesOffset: number;
   readonly maxDevices: number;
   readonly idBytesPerSlot: number;
+  /** Per partition (one cell without partitions): the seq a device registered now starts at (see seqFloorsOf). */
+  readonly seqFloors: Float64Array;
 
   constructor(sab: SharedArrayBuffer) {
     if (!(sab instanceof SharedArrayBuffer)) throw new TypeError('device id table must be a SharedArrayBuffer');
@@ -126,9 +140,12 @@ class IdTableViews {
     }
     this.maxDevices = this.header[DEVID_MAX_DEVICES_I32]!;
     this.idBytesPerSlot = this.header[DEVID_ID_BYTES_I32]!;
-    if (sab.byteLength !== devIdRegionBytes(this.maxDevices, this.idBytesPerSlot)) {
+    const floorsAt = devIdSeqFloorsByteOffset(this.maxDevices, this.idBytesPerSlot);
+    const floorCells = (sab.byteLength - floorsAt) / 8;
+    if (!Number.isInteger(floorCells) || floorCells < 1 || floorCells > MAX_PARTITIONS) {
       throw new RangeError('device id table size does not match its header');
     }
+    this.seqFloors = new Float64Array(sab, floorsAt, floorCells);
     this.numbers = new Float64Array(sab, devIdNumbersByteOffset(), this.maxDevices);
     this.meta = new Int32Array(sab, devIdMetaByteOffset(this.maxDevices), this.maxDevices);
     this.generation = new Int32Array(sab, devIdGenerationByteOffset(this.maxDevices), this.maxDevices);
@@ -162,6 +179,45 @@ function idBytesOf(v: IdTableViews, slot: number): number {
  */
 export function freedSeqHighOf(sab: SharedArrayBuffer): number {
   return new Float64Array(sab, 0, DEVID_HEADER_BYTES / 8)[DEVID_FREED_SEQ_HIGH_F64]!;
+}
+
+/**
+ * The seq floors of the id table `sab`, one per partition of its partitioned source (one cell without partitions): a
+ * device registered now starts its seq at its partition's floor, and a device whose slot is taken back raises its
+ * partition's floor to its final seq. The state keeper sets them before any thread starts (from the partitions'
+ * checkpoints) and stores each partition's with its checkpoint, so a device first seen after a partition's checkpoint
+ * starts at the same seq whichever router reads the partition, whatever other partitions' devices did meanwhile.
+ */
+export function seqFloorsOf(sab: SharedArrayBuffer): Float64Array {
+  return new IdTableViews(sab).seqFloors;
+}
+
+/**
+ * The partition of the device in each of slots 0 .. count - 1 of the id table `sab`, as its seq floor is chosen (every
+ * 0 with one floor cell; see seqFloorsOf).
+ */
+export function partitionsOfSlots(sab: SharedArrayBuffer, count: number): Int32Array {
+  const v = new IdTableViews(sab);
+  const out = new Int32Array(count);
+  for (let slot = 0; slot < count; slot++) out[slot] = partitionOfSlot(v, slot);
+  return out;
+}
+
+/** The partition of the device in `slot` of `v` (0 with one floor cell), from its id as registered (partitionOf). */
+function partitionOfSlot(v: IdTableViews, slot: number): number {
+  return partitionOfId(v, v.numbers[slot]!, slot, Atomics.load(v.meta, slot));
+}
+
+/**
+ * The partition (0 with one floor cell) of id `id` in `slot` of `v`, whose meta word is `meta` (a string id's bytes
+ * are read from the slot, so they must be written there).
+ */
+function partitionOfId(v: IdTableViews, id: string | number, slot: number, meta: number): number {
+  const count = v.seqFloors.length;
+  if (count === 1) return 0;
+  if ((meta & ~DEVID_LENGTH_MASK) === DEVID_KIND_NUMBER) return partitionOfNumericId(id as number, count);
+  const at = slot * v.idBytesPerSlot;
+  return partitionOfTokenBytes(v.bytes, at, at + (meta & DEVID_LENGTH_MASK), count);
 }
 
 /**
@@ -340,14 +396,11 @@ class NumericIdIndex {
 
 /** What a registry needs to hand a taken-back slot to a new device (every ingest thread's registry). */
 export interface ReusePort {
-  /**
-   * The last trigger seq of the device that held the freed `slot` (read before the slot is reused); for a fresh slot,
-   * the floor it starts at.
-   */
+  /** The last trigger seq of the device that held the freed `slot` (read when the slot is taken back). */
   finalSeqOf(slot: number): number;
   /**
-   * `slot` now holds a new device (a reused slot, or a fresh one whose floor is below a freed device's seqs): reset
-   * what the ingest path keeps per slot; `seqFloor` starts its seq.
+   * `slot` now holds a new device (a reused slot or a fresh one): reset what the ingest path keeps per slot; its seq
+   * starts at `seqFloor` (its partition's floor, see seqFloorsOf).
    */
   reused(slot: number, seqFloor: number): void;
 }
@@ -824,6 +877,8 @@ export class DeviceRegistry {
       this.index.remove(slot, hashOfSlot(t, slot));
       const seq = this.reusePort!.finalSeqOf(slot);
       if (seq > t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!) t.headerF64[DEVID_FREED_SEQ_HIGH_F64] = seq;
+      const part = partitionOfSlot(t, slot);
+      if (seq > t.seqFloors[part]!) t.seqFloors[part] = seq;
       const top = Atomics.load(t.header, DEVID_FREE_TOP_I32);
       t.freeStack[top] = slot;
       Atomics.store(t.header, DEVID_FREE_TOP_I32, top + 1);
@@ -858,15 +913,9 @@ export class DeviceRegistry {
       meta = DEVID_KIND_STRING | byteLength;
     }
     Atomics.store(t.seen, slot, t.header[DEVID_TICK_I32]!);
-    // A new device starts above every seq a freed device had (it may be one of them, come back), in an old slot and
-    // in a fresh one alike (a fresh slot holds the start's floor, below the seqs issued since).
-    const port = this.reusePort;
-    if (port !== null) {
-      const floor = port.finalSeqOf(slot);
-      const high = t.headerF64[DEVID_FREED_SEQ_HIGH_F64]!;
-      if (!fresh) port.reused(slot, high > floor ? high : floor);
-      else if (high > floor) port.reused(slot, high);
-    }
+    // A new device starts at its partition's floor, above every seq a freed device of the partition had (it may be one
+    // of them, come back), in an old slot and in a fresh one alike.
+    this.reusePort?.reused(slot, t.seqFloors[partitionOfId(t, id, slot, meta)]!);
     if (!fresh) Atomics.add(t.header, DEVID_REUSED_I32, 1);
     // Publish: the meta store releases the id bytes written above; the life word makes it ACTIVE (same epoch); the
     // count store releases the meta word.

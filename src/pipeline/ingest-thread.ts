@@ -11,7 +11,7 @@ import { LOOKUP_ONLY_STORE } from './store-views.js';
 import { Piscina } from 'piscina';
 import { parentPort, Worker, workerData } from 'node:worker_threads';
 import { FenceStore, type FenceStoreDescriptor } from '../fences/store.js';
-import { DeviceExpiry } from './device-expiry.js';
+import { DeviceExpiry, slotReusePort } from './device-expiry.js';
 import { readFileSync } from 'node:fs';
 import type { IngestTlsConfig, ThreadOptions } from '../config/options.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
@@ -185,6 +185,8 @@ async function main(): Promise<void> {
           d.deviceIdleTimeoutMs,
         )
       : null;
+  // Without expiry no slot is reused, but a new device still starts at its partition's seq floor.
+  if (expiry === null) registry.setReusePort(slotReusePort(state, predicates));
   const watchdogTimer = setInterval(() => scheduler.checkStalls(Date.now()), WATCHDOG_INTERVAL_MS);
   watchdogTimer.unref();
   const peers = startPeers(d, logError);

@@ -219,7 +219,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     ingestControl: new SharedArrayBuffer(ICTL_REGION_I32 * 4),
     pipeline: allocatePipelineRegion(spec.shards),
     stats: allocateCounterRegion(1, PST_REGION_F64),
-    idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot),
+    idTable: allocateDeviceIdTable(spec.maxDevices, spec.idBytesPerSlot, Math.max(1, spec.sourcePartitionCount ?? 0)),
     telemetryRings,
     complianceRings,
     triggerMarks,

@@ -58,7 +58,13 @@ import {
   REC_SEQ,
   writeTrigger,
 } from '../fences/trigger-writer.js';
-import { DeviceIdReader, freedSeqHighOf, preregisterDevices } from '../ingest/device-registry.js';
+import {
+  DeviceIdReader,
+  freedSeqHighOf,
+  partitionsOfSlots,
+  preregisterDevices,
+  seqFloorsOf,
+} from '../ingest/device-registry.js';
 import { nowNs } from '../shm/clock.js';
 import {
   DEV_ENTRY_COUNT_I32,
@@ -342,9 +348,26 @@ export class StateKeeper {
     }
     preregisterDevices(memory.idTable, ids);
     const state = DeviceState.open(memory.deviceState);
-    // Every slot starts at the floor; restored devices below overwrite theirs after a clean stop.
+    const floors = seqFloorsOf(memory.idTable);
+    floors.fill(floor);
+    if (partitionState?.exactReplay === true && !raise && floors.length === partitionState.partitionCount) {
+      // Exact replay: a device first seen after its partition's delivered checkpoint starts at that checkpoint's
+      // floor, as it did for the router that read the partition before, whatever devices of other partitions this
+      // router or that one freed meanwhile; so its triggers come again under the same seqs. A partition with no
+      // stored state (read from the stream's first message) keeps this directory's own floor (0 when new); one that
+      // fell back to its newest state (no exact replay for it) the whole floor, as the files' copies expect
+      // (replayFloorsOf).
+      const fellBack = new Set(partitionState.fallback.map((f) => f.partition));
+      for (const p of partitionState.owned) floors[p] = local?.seqFloor ?? 0;
+      for (const s of partitionState.stored)
+        floors[s.partition] = fellBack.has(s.partition) ? floor : s.checkpoint.seqFloor;
+    }
+    // Every slot starts at its partition's floor; restored devices below overwrite theirs after a clean stop.
     for (let slot = 0; slot < state.maxDevices; slot++)
       state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floor;
+    const slotPartitions = partitionsOfSlots(memory.idTable, ids.length);
+    for (let slot = 0; slot < ids.length; slot++)
+      state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floors[slotPartitions[slot]!]!;
     const { exits, namesOnly, expiringDevices, expiryExits } =
       cp === null
         ? { exits: [], namesOnly: null, expiringDevices: 0, expiryExits: 0 }
@@ -560,6 +583,8 @@ export class StateKeeper {
     }
     const out = new Map<number, Uint8Array>();
     const keep = new Uint8Array(copy.count);
+    // Each partition's floor, read after the copy: it covers every device of the partition the copy left out as freed.
+    const floors = seqFloorsOf(this.memory.idTable);
     this.expiringByPartition.clear();
     for (const p of partitions) {
       let expiring = 0;
@@ -574,7 +599,13 @@ export class StateKeeper {
           copy,
           ids,
           store,
-          { seqFloor: this.seqFloor, number: this.number, pingsProcessed: 0, triggersProduced: 0, clean: false },
+          {
+            seqFloor: floors.length === partitionCount ? floors[p]! : this.seqFloor,
+            number: this.number,
+            pingsProcessed: 0,
+            triggersProduced: 0,
+            clean: false,
+          },
           { keep },
         ),
       );
@@ -649,7 +680,8 @@ function replayFloorsOf(
 /**
  * The local checkpoint with the devices of every partition that has a stored checkpoint replaced by that one's: the
  * stored checkpoint is the partition's state wherever it was written, and the stream is read again from the
- * position it covers. The seq floor is the highest of them all. With exact replay no local device is kept.
+ * position it covers. The seq floor is the highest of them all (with exact replay, a partition's own devices start at
+ * its own checkpoint's floor: see restore). With exact replay no local device is kept.
  */
 function withPartitionCheckpoints(local: Checkpoint | null, at: PartitionStateAtStart): Checkpoint {
   const replaced = new Set(at.stored.map((p) => p.partition));

@@ -654,7 +654,8 @@ export const CNT_BLOCK_F64 = Math.ceil(CNT_BLOCK_USED_F64 / 8) * 8;
 // Two regions. The PIPELINE region holds control cells (Int32, one cache line each because different threads write
 // them) followed by the ingest counter block (Float64, written only by the ingest thread, read at scrape time).
 // The DEVICE ID TABLE region lets any thread name a device from its dense slot: per slot a meta word (Int32), a
-// numeric id (Float64) and a fixed run of UTF-8 bytes. Slots are append-only: a published slot never changes.
+// numeric id (Float64), a generation, a life word and a fixed run of UTF-8 bytes (a freed slot is reused by a new
+// device under a new generation), then one seq floor per partition of the partitioned source.
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Magic number at PIPE_MAGIC_I32 identifying the pipeline region ("GRPL"). */
@@ -1057,9 +1058,18 @@ export const DEVICE_LIFE_STATE_MASK = 3;
 export const DEVICE_LIFE_EPOCH_SHIFT = 2;
 /** Largest epoch before it wraps to 0. */
 export const DEVICE_LIFE_EPOCH_MASK = (1 << 29) - 1;
-/** Total bytes of a device id table region. */
-export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number): number {
-  return devIdBytesByteOffset(maxDevices) + maxDevices * idBytesPerSlot;
+/**
+ * Byte offset of the seq floors (Float64 per partition of the partitioned source, one cell without one), after the id
+ * bytes: a device registered in a slot starts its seq at its partition's floor, which rises to the final seq of every
+ * device of that partition whose slot is taken back (it may be that device, come back). Per partition, so a device's
+ * first seq depends only on its partition's history, which the partition's checkpoint carries to its next reader.
+ */
+export function devIdSeqFloorsByteOffset(maxDevices: number, idBytesPerSlot: number): number {
+  return Math.ceil((devIdBytesByteOffset(maxDevices) + maxDevices * idBytesPerSlot) / 8) * 8;
+}
+/** Total bytes of a device id table with `floorCells` seq floors (see devIdSeqFloorsByteOffset). */
+export function devIdRegionBytes(maxDevices: number, idBytesPerSlot: number, floorCells: number): number {
+  return devIdSeqFloorsByteOffset(maxDevices, idBytesPerSlot) + floorCells * 8;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

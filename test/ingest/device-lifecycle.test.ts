@@ -2,7 +2,7 @@
  * Device lifecycle in the registry: idle devices expire through the port, a revived device keeps its slot, a freed
  * slot is taken back and reused with a bumped generation (a cached name of the old device is never returned for the
  * new one), numeric ids leave the open-addressing index without breaking other probe chains, and a new device, in a
- * reused slot or a fresh one, starts above every seq a freed device had.
+ * reused slot or a fresh one, starts above every seq a freed device of its partition had.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -11,8 +11,10 @@ import {
   DeviceRegistry,
   allocateDeviceIdTable,
   freedSeqHighOf,
+  seqFloorsOf,
   type ExpiryPort,
 } from '../../src/ingest/device-registry.js';
+import { partitionOf, partitionOfNumericId } from '../../src/ingest/sources/partitions.js';
 import { DeviceLife } from '../../src/shm/layout.js';
 import { PF_NUMERIC_ID_F64, type PingFields } from '../../src/ingest/ping-fields.js';
 
@@ -44,13 +46,16 @@ function fieldsOf(id: string | number): PingFields {
   } as unknown as PingFields;
 }
 
-function setup(maxDevices: number): {
+function setup(
+  maxDevices: number,
+  partitionCount = 1,
+): {
   reg: DeviceRegistry;
   ids: DeviceIdReader;
   port: Port;
   table: SharedArrayBuffer;
 } {
-  const table = allocateDeviceIdTable(maxDevices, 16);
+  const table = allocateDeviceIdTable(maxDevices, 16, partitionCount);
   const reg = new DeviceRegistry(table, 4);
   const port = new Port();
   reg.setExpiryPort(port);
@@ -136,6 +141,53 @@ test('a device freed and back while fresh slots remain: the table holds the free
   assert.equal(reg.life.reused, 0);
   const other = reg.slotOf(fieldsOf('c'));
   assert.equal(port.seq[other], 40, 'every new device does: it may be one that was freed');
+});
+
+test('with partitions, a freed device raises only its own partition floor: a new device of another partition starts where that partition stands', () => {
+  const partitions = 16;
+  const { reg, ids, port, table } = setup(8, partitions);
+  const floors = seqFloorsOf(table);
+  assert.equal(floors.length, partitions);
+  // Three ids: two of one partition (q), one of another (p).
+  const names = Array.from({ length: 200 }, (_, i) => `dev-${i}`);
+  const q = partitionOf(names[0]!, partitions);
+  const sameQ = names.find((n, i) => i > 0 && partitionOf(n, partitions) === q)!;
+  const inP = names.find((n) => partitionOf(n, partitions) !== q)!;
+  const p = partitionOf(inP, partitions);
+  floors[p] = 5; // as a restore sets it from the partition's checkpoint
+  assert.equal(reg.slotOf(fieldsOf(names[0]!)), 0);
+  port.seq[0] = 40;
+  reg.sweep(1);
+  reg.sweep(1);
+  assert.equal(ids.free(0, 1), true);
+  reg.sweep(1000);
+  assert.equal(reg.life.freed, 1);
+  assert.equal(floors[q], 40, "the freed device's partition");
+  assert.equal(floors[p], 5, 'another partition keeps its floor');
+  assert.equal(freedSeqHighOf(table), 40, 'the whole table still knows the highest (the local checkpoint floor)');
+  assert.equal(port.seq[reg.slotOf(fieldsOf(inP))], 5, 'a new device of p starts at p');
+  assert.equal(port.seq[reg.slotOf(fieldsOf(sameQ))], 40, 'one of q above the freed device (it may be that one)');
+  assert.equal(port.seq[reg.slotOf(fieldsOf(names[0]!))], 40, 'the freed device itself, back');
+  // Numeric ids: their partition from their decimal digits, as the publisher computes it.
+  const n = 2 ** 40 + 12345;
+  floors[partitionOf(n, partitions)] = 77;
+  assert.equal(port.seq[reg.slotOf(fieldsOf(n))], 77);
+});
+
+test('partitionOfNumericId agrees with partitionOf over the whole range of numeric ids', () => {
+  const samples = [0, 1, 9, 10, 99, 100, 4294967295, 4294967296, 2 ** 53 - 1, 123456789012345];
+  // A fixed sequence (xorshift32): the same ids every run.
+  let x = 0x9e3779b9;
+  const next = (): number => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+  for (let i = 0; i < 2000; i++) samples.push(Math.floor(next() * 2 ** (1 + (i % 53))));
+  for (const count of [1, 2, 7, 16, 4096])
+    for (const id of samples)
+      assert.equal(partitionOfNumericId(id, count), partitionOf(id, count), `id ${id} of ${count}`);
 });
 
 test('numeric ids leave the index without breaking the probe chains of others', () => {

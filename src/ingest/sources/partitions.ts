@@ -51,6 +51,24 @@ export function partitionOfTokenBytes(bytes: Uint8Array, start: number, end: num
   return h % partitionCount;
 }
 
+/** Decimal digits of a numeric id, written by partitionOfNumericId (least significant last). */
+const digitScratch = new Uint8Array(24);
+
+/**
+ * The partition of a numeric device id `id` (a non-negative safe integer, not checked), as partitionOf gives it, without
+ * allocating: FNV-1a 32 over its decimal digits, modulo `partitionCount`.
+ */
+export function partitionOfNumericId(id: number, partitionCount: number): number {
+  let at = digitScratch.length;
+  let n = id;
+  do {
+    const q = Math.floor(n / 10);
+    digitScratch[--at] = 0x30 + (n - q * 10);
+    n = q;
+  } while (n > 0);
+  return partitionOfTokenBytes(digitScratch, at, digitScratch.length, partitionCount);
+}
+
 /** The subject a ping of `deviceId` is published to: `<prefix>.<partition>.<token>`. */
 export function partitionSubject(prefix: string, deviceId: string | number, partitionCount: number): string {
   return `${prefix}.${partitionOf(deviceId, partitionCount)}.${deviceIdToken(deviceId)}`;
