@@ -198,7 +198,7 @@ export interface DispatcherOptions {
    * over).
    */
   replayFloors?: Float64Array;
-  /** Called after every delivered batch. */
+  /** Called after every delivered batch (and the delivered part of a failed one: see DeliveredHook). */
   onDelivered?: DeliveredHook;
   /** Records each delivered trigger's held time, found in `held[0]` (ns); must not allocate. */
   onHeld?: (held: Float64Array, replayed: boolean, lane: number, downstream: number) => void;

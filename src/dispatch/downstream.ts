@@ -136,7 +136,10 @@ export interface DeadLetterTarget {
   setRingStatus(index: number, status: number): void;
 }
 
-/** Called after every delivered batch, before the batch is reused. */
+/**
+ * Called after every delivered batch, before the batch is reused; also with the part of a failed batch delivered before
+ * the failure (SinkResult.delivered: the batch then holds only that part, sent in several requests).
+ */
 export type DeliveredHook = (downstreamIndex: number, batch: TriggerBatch, nowNs: number) => void;
 
 /** What a downstream gets from its dispatcher. */
@@ -684,7 +687,14 @@ export class Downstream {
         Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
     }
-    if (outcome !== Outcome.OK) this.credits.giveBack(batch.count);
+    // A batch that failed after parts of it were delivered (a webhook batch sent in parts): those are settled.
+    const deliveredSlots =
+      outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.delivered !== undefined
+        ? result.delivered
+            .filter((k) => k < batch.count && result.refused?.includes(k) !== true)
+            .map((k) => batch.slots[k]!)
+        : null;
+    if (outcome !== Outcome.OK) this.credits.giveBack(batch.count - (deliveredSlots?.length ?? 0));
     if (result.credits !== undefined) this.credits.advertise(result.credits);
     this.sendingTriggers -= batch.count;
     // Refused one by one: settled whatever became of the rest of the batch.
@@ -696,6 +706,8 @@ export class Downstream {
     } else if (outcome === Outcome.REJECTED) {
       this.completeRejected(batch, nowNs);
     } else {
+      if (deliveredSlots !== null && deliveredSlots.length > 0)
+        this.completeDeliveredPart(batch, deliveredSlots, nowNs);
       this.completeFailed(batch, nowNs, pause || this.gone);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
@@ -704,7 +716,39 @@ export class Downstream {
     this.pump(nowNs);
   }
 
-  private completeDelivered(batch: TriggerBatch): void {
+  /**
+   * The triggers in `deliveredSlots` were delivered before `batch` failed: settled as delivered (a device's trigger
+   * behind one of its own that is sent again stays, and goes again with it), their devices released unless a trigger
+   * of theirs stays, and the batch left holding the rest, in order, for completeFailed. Allocates (a rare path).
+   */
+  private completeDeliveredPart(batch: TriggerBatch, deliveredSlots: readonly number[], nowNs: number): void {
+    const q = this.queues;
+    const took = new Set(deliveredSlots);
+    const staying = new Set<number>();
+    const slots = batch.slots;
+    const rest: number[] = [];
+    let done = 0;
+    for (let k = 0; k < batch.count; k++) {
+      const slot = slots[k]!;
+      const device = deviceOfSlot(q, slot);
+      if (took.has(slot) && !staying.has(device)) slots[done++] = slot;
+      else {
+        rest.push(slot);
+        staying.add(device);
+      }
+    }
+    batch.count = done;
+    this.completeDelivered(batch, false);
+    if (this.ctx.onDelivered !== undefined) this.ctx.onDelivered(this.index, batch, nowNs);
+    for (let k = 0; k < done; k++) {
+      const device = deviceOfSlot(q, slots[k]!);
+      if (!staying.has(device) && q.isBusy(device)) q.setBusy(device, false);
+    }
+    for (let k = 0; k < rest.length; k++) slots[k] = rest[k]!;
+    batch.count = rest.length;
+  }
+
+  private completeDelivered(batch: TriggerBatch, release = true): void {
     const q = this.queues;
     const onHeld = this.ctx.onHeld;
     for (let k = 0; k < batch.count; k++) {
@@ -726,7 +770,7 @@ export class Downstream {
       }
       this.settle(slot, DeadLetterStatus.RESOLVED);
     }
-    this.releaseDevices(batch);
+    if (release) this.releaseDevices(batch);
   }
 
   /**

@@ -351,6 +351,56 @@ test('downstream: a batch the sink sent in several requests (unsampled) is deliv
   assert.equal(limiter.rttCount, 10, 'the ten sent in one request each gave a sample');
 });
 
+test('downstream: a failed batch naming triggers delivered before the failure settles them; one behind a trigger of its device that is sent again goes again with it, in order', async () => {
+  const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
+  const calls: string[][] = [];
+  const d = new Dispatcher({
+    stateDir: fs.mkdtempSync(path.join(os.tmpdir(), 'part-')),
+    namer: new IndexNamer(),
+    maxDevices: 64,
+    downstreams: [
+      {
+        name: 'parts',
+        sink: {
+          deliver: async (batch: TriggerBatch) => {
+            const sent = Array.from({ length: batch.count }, (_, i) => `${batch.deviceSlot(i)}/${batch.seq(i)}`);
+            calls.push(sent);
+            if (calls.length > 1) return { status: 200 };
+            // Every trigger but device 2's first is named delivered: its later ones must go again behind it.
+            const first2 = sent.indexOf('2/4');
+            return { status: 503, delivered: sent.map((_, i) => i).filter((i) => i !== first2) };
+          },
+          close: async () => undefined,
+        },
+        limit: new GradientLimit({ initialLimit: 4, minLimit: 2 }),
+        safetyCap: 16,
+        maxBatchTriggers: 16,
+      },
+    ],
+  });
+  const r = new TriggerRecord();
+  for (const [seq, device] of [
+    [1, 1],
+    [2, 1],
+    [3, 1],
+    [4, 2],
+    [5, 2],
+    [6, 2],
+  ] as const)
+    d.offer(r.set(seq, 0, 1, 1, device).f64, r.i32, 0, 0);
+  for (let k = 0; k < 100 && !d.isIdle; k++) {
+    d.pump();
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  assert.equal(calls.length, 2, calls.join(' | '));
+  assert.deepEqual([...calls[0]!].sort(), ['1/1', '1/2', '1/3', '2/4', '2/5', '2/6'], 'one batch first');
+  assert.deepEqual(calls[1], ['2/4', '2/5', '2/6'], "device 2's three again, in order; device 1's not again");
+  const t = d.totals();
+  assert.equal(t.delivered, 6);
+  assert.equal(t.deadLettered, 0);
+  await d.close(1000);
+});
+
 test('dispatcher: a downstream gone for the run is sent nothing more, uses up no attempt, and a drain does not wait for what it holds', async () => {
   const { Dispatcher } = await import('../../src/dispatch/dispatcher.js');
   let calls = 0;

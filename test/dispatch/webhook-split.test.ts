@@ -13,6 +13,7 @@ import { TriggerType } from '../../src/shm/layout.js';
 import { triggerBatch } from './fixtures.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { routerFor, sinkTraffic, waitSettled } from '../support/sink-run.js';
+import { waitFor } from '../pipeline/support.js';
 import { sendPaced } from '../support/city-traffic.js';
 
 /** A receiver that answers each request's triggers with `answer` (a status), keeping what it answered 2xx. */
@@ -65,13 +66,24 @@ test('webhook sink: 413 above four triggers and 400 for seqs 7 and 12: sent in h
   assert.equal(r.requests(), 1 + 2 + 4 + 2 * (2 + 2));
 });
 
-test('webhook sink: a part that fails (503) fails the batch, with the refusals heard before it; another 4xx (401) refuses the whole request at once', async (t) => {
+test('webhook sink: a part that fails (503) fails the rest of the batch, with the refusals and the deliveries before it; another 4xx (401) refuses the whole request at once', async (t) => {
   const r = await receiver(t, (ts) =>
     ts.length > 4 ? 413 : ts.some((x) => x.seq === 7) ? 400 : ts.some((x) => x.seq === 14) ? 503 : 200,
   );
   const sink = new WebhookSink({ url: r.url });
   t.after(() => sink.close());
-  assert.deepEqual(await sink.deliver(sixteen()), { status: 503, credits: 1000 - 11, refused: [6], unsampled: true });
+  assert.deepEqual(await sink.deliver(sixteen()), {
+    status: 503,
+    credits: 1000 - 11,
+    refused: [6],
+    delivered: [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11],
+    unsampled: true,
+  });
+  assert.deepEqual(
+    r.delivered.map((x) => x.seq),
+    [1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12],
+    'what the result names as delivered is what the receiver took',
+  );
 
   const denied = await receiver(t, () => 401);
   const sink2 = new WebhookSink({ url: denied.url });
@@ -113,5 +125,48 @@ test('a receiver that takes at most 5 triggers a request and refuses every EXIT:
   console.log(
     `webhook split: ${summary.triggersTotal} triggers in ${r.requests()} requests; ${d.delivered} delivered, ` +
       `${refusedExits.size} EXIT refused one by one`,
+  );
+});
+
+test('parts delivered before a part fails count as delivered: with one attempt and no replay, only the triggers of the failed parts are dead-lettered, and none the receiver took', async (t) => {
+  // At most 4 triggers a request; a request holding a device's fifth trigger fails (503) every time.
+  const failing = (x: Trigger): boolean => x.seq === 5;
+  const r = await receiver(t, (ts) => (ts.length > 4 ? 413 : ts.some(failing) ? 503 : 200));
+  const traffic = sinkTraffic(41, 100);
+  const router = await routerFor(traffic, {
+    name: 'hook',
+    kind: 'webhook',
+    url: r.url,
+    maxBatchTriggers: 32,
+    maxAttempts: 1,
+    replay: false,
+    breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+  });
+  t.after(() => router.close());
+  await sendPaced(router.ingestPort!, traffic, 5000);
+  await waitFor(
+    () => {
+      const d = router.stats().downstreams[0]!;
+      return router.stats().accepted === traffic.pings && d.delivered + d.final === router.stats().triggersTotal;
+    },
+    60_000,
+    'every trigger delivered or dead-lettered',
+  );
+  const summary = await router.close();
+  const d = summary.downstreams[0]!;
+  assert.equal(summary.shedTotal, 0, 'nothing shed');
+  assert.equal(summary.rejectedTotal, 0, 'no ping rejected');
+  assert.ok(d.deadLetteredByReason.undeliverable > 0, 'some triggers sent only in failed parts');
+  assert.equal(d.final, d.deadLetteredByReason.undeliverable, 'dead-lettered only as undeliverable');
+  assert.equal(d.delivered + d.final, summary.triggersTotal);
+  // Each trigger the receiver took once, and counted delivered: none of them is among the dead letters.
+  const ids = r.delivered.map((x) => `${JSON.stringify(x.deviceId)}/${x.seq}`);
+  assert.equal(new Set(ids).size, ids.length, 'none received twice');
+  assert.equal(r.delivered.length, d.delivered, 'what the receiver took is what counts as delivered');
+  assert.ok(!r.delivered.some(failing));
+  assert.deepEqual(checkDeliveryContract(r.delivered, {}).problems, []);
+  console.log(
+    `webhook parts: ${summary.triggersTotal} triggers in ${r.requests()} requests; ${d.delivered} delivered once, ` +
+      `${d.final} dead-lettered as undeliverable`,
   );
 });

@@ -25,9 +25,18 @@ export interface SinkResult {
   /**
    * From a sink that hears back per trigger (a broker's acknowledgement per message): the indexes, in the batch, of
    * triggers the downstream refused for good one by one (each dead-lettered as rejected, and its device goes on).
-   * With a 2xx status every other trigger of the batch was delivered; with a failure the others are sent again.
+   * With a 2xx status every other trigger of the batch was delivered; with a failure the others (but those named in
+   * `delivered`) are sent again.
    */
   refused?: readonly number[];
+  /**
+   * With a failure: the indexes, in the batch (increasing), of triggers the downstream took before the failure (a
+   * webhook batch sent in parts). They are settled as delivered, using up no further attempt, except one behind a
+   * trigger of its device that is sent again: it stays with that one and shares its fate (sent again, or dead-lettered
+   * with it once its attempts are used up), so the device's order holds. A webhook's parts go in order and stop at the
+   * first failure, so none of its delivered triggers is ever behind one sent again.
+   */
+  delivered?: readonly number[];
   /**
    * The batch took several requests one after another (a webhook batch sent again in parts): its time is not one
    * request's, and the limiter takes no sample from it.

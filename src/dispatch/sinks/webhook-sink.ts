@@ -52,8 +52,9 @@ const CREDIT_HEADER = 'x-credit-window';
  * (SinkResult.refused, dead-lettered as rejected), and the rest of the batch is delivered; the limiter takes no
  * sample from such a batch. A receiver that refuses every request so is asked up to 2n - 1 times for a batch of n
  * (one that means "never" answers 403, or another 4xx, which refuses the whole request at once). A part that fails
- * otherwise (5xx, 429, a timeout) fails the batch, which is sent again whole (the parts delivered already come again
- * under their identities); a part that meets another refusal (401, 403, 404, ...) has its triggers refused.
+ * otherwise (5xx, 429, a timeout) fails the rest of the batch: the parts delivered before it are named in the result
+ * (SinkResult.delivered) and settled, the rest is sent again; a part that meets another refusal (401, 403, 404, ...)
+ * has its triggers refused.
  */
 export class WebhookSink implements Sink {
   private readonly options: WebhookSinkOptions;
@@ -97,11 +98,20 @@ export class WebhookSink implements Sink {
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     const whole = await this.post(batchJson(batch));
     if (batch.count === 1 || !SPLIT_ON.has(whole.status)) return whole;
-    const parts: Parts = { refused: [], credits: undefined };
+    const parts: Parts = { refused: [], delivered: [], credits: undefined };
     const mid = batch.count >>> 1;
     const failed = (await this.inParts(batch, 0, mid, parts)) ?? (await this.inParts(batch, mid, batch.count, parts));
     const refused = parts.refused.length === 0 ? {} : { refused: parts.refused };
-    if (failed !== null) return { ...failed, ...refused, unsampled: true };
+    // The parts delivered before the failure are settled; the rest of the batch is sent again.
+    if (failed !== null)
+      return {
+        ...failed,
+        ...refused,
+        ...(parts.delivered.length === 0 ? {} : { delivered: parts.delivered }),
+        // The latest credit window heard stands when the failure gave none (a timeout).
+        ...(failed.credits === undefined && parts.credits !== undefined ? { credits: parts.credits } : {}),
+        unsampled: true,
+      };
     // The receiver's latest credit window from a delivered part stands.
     const credits = parts.credits === undefined ? {} : { credits: parts.credits };
     return { status: 200, unsampled: true, ...credits, ...refused };
@@ -116,6 +126,7 @@ export class WebhookSink implements Sink {
     const outcome = classifyResult(r);
     if (outcome === Outcome.OK) {
       if (r.credits !== undefined) parts.credits = r.credits;
+      for (let i = from; i < to; i++) parts.delivered.push(i);
       return null;
     }
     if (outcome !== Outcome.REJECTED) return r;
@@ -208,6 +219,8 @@ export class WebhookSink implements Sink {
 interface Parts {
   /** Indexes refused for good, ascending. */
   refused: number[];
+  /** Indexes delivered, ascending. */
+  delivered: number[];
   /** The credit window of the latest delivered part's answer, if it gave one. */
   credits: number | undefined;
 }
