@@ -295,6 +295,27 @@ test('JetStream sink: "no responders" is a refusal only where no stream captures
   assert.deepEqual(stored, ['gf.ENTER 4', 'gf.ENTER 6']);
 });
 
+test('JetStream sink: a batch that fails (a message for a missing stream) names the messages stored before the failure as delivered', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  try {
+    // ENTER subjects go to another stream; the sink's own stream is missing (being created, say).
+    await (await jetstreamManager(nc)).streams.add({ name: 'OTHER', subjects: ['gf.ENTER'] });
+  } finally {
+    await nc.close();
+  }
+  const sink = new JetStreamSink({ servers: [nats.url], subject: 'gf.{type}', stream: 'TRIG', createStream: false });
+  t.after(() => sink.close());
+  const { ENTER, EXIT } = TriggerType;
+  assert.deepEqual(await sink.deliver(triggerBatch([ENTER, EXIT, ENTER, EXIT], 1)), {
+    status: 503,
+    delivered: [0, 2],
+  });
+  const stored = (await readStream(nats.url, 'OTHER')).map((m) => `${m.subject} ${m.trigger.seq}`);
+  assert.deepEqual(stored, ['gf.ENTER 1', 'gf.ENTER 3'], 'what the result names as delivered is what was stored');
+});
+
 test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals match whole tokens', () => {
   const cases: [string, string, boolean][] = [
     ['gf.ENTER', 'gf.ENTER', true],

@@ -4,8 +4,10 @@
  * trigger's identity, `<deviceId as JSON>/<seq>`, so within the stream's duplicate window a re-sent trigger (a batch
  * whose acknowledgement was lost, a retry, a replay after a restart) is dropped by the server: the stream holds each
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
- * the batch (it is retried whole, the duplicates dropped), and so does an answer that says the stream cannot take it
- * now (503): an error answer whose code says "again later" (ackAnswer). The server's "no responders" (no stream took
+ * the batch, and so does an answer that says the stream cannot take it now (503): an error answer whose code says
+ * "again later" (ackAnswer). The messages acknowledged as stored before such a failure are named in the result
+ * (SinkResult.delivered) and settled; the rest are sent again (a copy the server stored without its acknowledgement
+ * arriving is dropped as a duplicate). The server's "no responders" (no stream took
  * the message) is asked about (whoCaptures): a message no stream captures, while the stream is there, is refused;
  * one a stream captures (not answering now: a leader election) or sent while the stream is missing (being created
  * again, its only replica's server restarting) is retried. A refused message (that one, or one any other error
@@ -119,7 +121,7 @@ export class JetStreamSink implements Sink {
         waiting: batch.count,
         refused: [],
         unavailable: false,
-        stored: 0,
+        stored: [],
         unrouted: [],
         timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
         settle: () => {
@@ -134,7 +136,8 @@ export class JetStreamSink implements Sink {
               if (finished) return;
               answers.forEach((answer, j) => {
                 // Where the server cannot be asked: refused only beside messages the stream stored.
-                if (answer === REFUSED || (answer === UNKNOWN && state.stored > 0)) state.refused.push(unrouted[j]!);
+                if (answer === REFUSED || (answer === UNKNOWN && state.stored.length > 0))
+                  state.refused.push(unrouted[j]!);
                 else state.unavailable = true;
               });
               // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
@@ -150,8 +153,11 @@ export class JetStreamSink implements Sink {
         finished = true;
         clearTimeout(state.timer);
         for (let t = first; t < first + batch.count; t++) pending.delete(t);
-        // Refusals heard before a failure stand: those triggers are settled, the rest are sent again.
-        resolve(state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) });
+        // Refusals and stored messages heard before a failure stand: those triggers are settled, the rest are sent
+        // again (a stored one behind a message of its device that is sent again goes with it: SinkResult.delivered).
+        const out: SinkResult = state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) };
+        if (r.status !== 200 && state.stored.length > 0) out.delivered = state.stored.sort((a, b) => a - b);
+        resolve(out);
       };
       try {
         for (let i = 0; i < batch.count; i++) {
@@ -180,7 +186,7 @@ export class JetStreamSink implements Sink {
     if (msg.headers?.code === 503) state.unrouted.push(token - state.first);
     else {
       const answer = ackAnswer(msg.data);
-      if (answer === STORED) state.stored++;
+      if (answer === STORED) state.stored.push(token - state.first);
       else if (answer === UNAVAILABLE) state.unavailable = true;
       else state.refused.push(token - state.first);
     }
@@ -297,8 +303,8 @@ interface PendingBatch {
   waiting: number;
   /** The token of the batch's first message. */
   first: number;
-  /** Messages stored. */
-  stored: number;
+  /** Indexes (in the batch) of the messages stored, in the order their acknowledgements came. */
+  stored: number[];
   /** Indexes (in the batch) of the messages the stream refused for good. */
   refused: number[];
   /** A message could not be stored now (the stream's error answer says "again later"). */
