@@ -11,8 +11,10 @@
  * had nothing pending, in memory, in flight or in the backlog log, for at least `newDeviceIdleNs` before its latest
  * trigger arrived: a device without a backlog never waits behind devices that have one), OLD (every other device:
  * round robin among devices that keep the downstream busy), and REPLAY (its first trigger is a dead letter waiting
- * for re-delivery: behind all live traffic). A device whose triggers come faster than it is served is never NEW, so a
- * backlog cannot pass itself off as new traffic by emptying its queue at each turn.
+ * for re-delivery: behind live traffic, but one turn in REPLAY_TURN_EVERY is the replay lane's first, so a downstream
+ * that always has live work waiting still re-delivers, and what a parked trigger holds back behind it, a COMPLIANCE
+ * trigger of its device included, does not wait for ever). A device whose triggers come faster than it is served is
+ * never NEW, so a backlog cannot pass itself off as new traffic by emptying its queue at each turn.
  *
  * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
  * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
@@ -35,9 +37,17 @@ export const ReadyList = {
   NEW: 1,
   /** Devices that still had triggers after their last batch. */
   OLD: 2,
-  /** Devices whose first trigger is a dead letter awaiting re-delivery (served only when no other device is ready). */
+  /**
+   * Devices whose first trigger is a dead letter awaiting re-delivery: served when no other device is ready, and first
+   * at one turn in REPLAY_TURN_EVERY.
+   */
   REPLAY: 3,
 } as const;
+/**
+ * One turn of nextReady in this many takes a REPLAY device first when one is ready: the replay lane's share while
+ * live devices are always ready (a power of two).
+ */
+export const REPLAY_TURN_EVERY = 16;
 /** Number of ready lists. */
 const READY_LIST_COUNT = 4;
 
@@ -80,6 +90,8 @@ export class DeviceQueues {
   private readonly listSize = new Int32Array(READY_LIST_COUNT);
   /** The list the device last returned by `nextReady` was on. */
   lastTakenList: number = ReadyList.OLD;
+  /** Calls of nextReady so far, modulo REPLAY_TURN_EVERY (the replay lane's turn comes at 0). */
+  private turns = 0;
 
   /**
    * `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]; `now` a cell the
@@ -257,10 +269,19 @@ export class DeviceQueues {
   }
 
   /**
-   * Takes the next ready device off its list (COMPLIANCE, NEW, OLD, then REPLAY), or -1 when none is ready. The caller
-   * takes triggers from it and marks it busy, or relists it.
+   * Takes the next ready device off its list (COMPLIANCE, NEW, OLD, then REPLAY; REPLAY first at one turn in
+   * REPLAY_TURN_EVERY), or -1 when none is ready. The caller takes triggers from it and marks it busy, or relists it.
    */
   nextReady(): number {
+    this.turns = (this.turns + 1) & (REPLAY_TURN_EVERY - 1);
+    if (this.turns === 0) {
+      const d = this.listHead[ReadyList.REPLAY]!;
+      if (d !== NIL) {
+        this.unlink(d);
+        this.lastTakenList = ReadyList.REPLAY;
+        return d;
+      }
+    }
     for (let l = 0; l < READY_LIST_COUNT; l++) {
       const d = this.listHead[l]!;
       if (d !== NIL) {

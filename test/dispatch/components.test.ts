@@ -15,7 +15,7 @@ import {
 } from '../../src/shm/layout.js';
 import { BreakerState, CircuitBreaker } from '../../src/dispatch/breaker.js';
 import { CreditWindow } from '../../src/dispatch/credits.js';
-import { DeviceQueues, ReadyList } from '../../src/dispatch/device-queues.js';
+import { DeviceQueues, ReadyList, REPLAY_TURN_EVERY } from '../../src/dispatch/device-queues.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { Limiter, NO_PERMIT } from '../../src/dispatch/limiter.js';
 import { FixedLimit, GradientLimit } from '../../src/dispatch/limits/index.js';
@@ -183,6 +183,34 @@ test('device queues: a device with a COMPLIANCE trigger moves up as a whole; new
     for (let s = q.popHead(d); s >= 0; s = q.popHead(d)) served.push(seqOf(q, s));
   }
   assert.deepEqual(served, [30, 31, 20, 10, 11, 40]);
+});
+
+test('device queues: with live devices always ready, the replay lane still gets one turn in REPLAY_TURN_EVERY, and a COMPLIANCE trigger held behind a parked one leaves with it', () => {
+  const r = new TriggerRecord();
+  const q = new DeviceQueues(256, 4, 8);
+  // Device 5: a parked dead letter, then a COMPLIANCE trigger behind it.
+  const parked = queueTrigger(q, r, 5, 50, Lane.TRANSITION);
+  q.i32[parked * DREC_STRIDE_I32 + DREC_REASON_I32] = 2;
+  queueTrigger(q, r, 5, 51, Lane.COMPLIANCE);
+  q.relist(5, false);
+  assert.equal(q.listOfDevice(5), ReadyList.REPLAY, 'the parked head decides: behind live traffic');
+  // Devices 1 and 2 always have live triggers waiting: each turn serves one, which queues another.
+  let seq = 100;
+  for (const d of [1, 2]) queueTrigger(q, r, d, seq++, Lane.TRANSITION);
+  const served: number[] = [];
+  let turns = 0;
+  while (served.length === 0 && turns < 10 * REPLAY_TURN_EVERY) {
+    const d = q.nextReady();
+    turns++;
+    assert.ok(d >= 0);
+    if (d === 5) for (let s = q.popHead(d); s >= 0; s = q.popHead(d)) served.push(seqOf(q, s));
+    else {
+      q.popHead(d);
+      queueTrigger(q, r, d, seq++, Lane.TRANSITION);
+    }
+  }
+  assert.equal(turns, REPLAY_TURN_EVERY, 'the replay lane went first at its turn');
+  assert.deepEqual(served, [50, 51], 'the parked trigger, then the COMPLIANCE one behind it, in order');
 });
 
 test('device queues: the reserved slots are only for COMPLIANCE triggers', () => {
