@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createRouter } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 import {
   byDevice,
   frameOf,
@@ -95,6 +96,9 @@ test('scripted trajectories over TCP reach a webhook and a callback exactly, in 
     assert.deepEqual(asExpected(http.received), EXPECTED);
     assert.equal(orderProblem(called), null);
     assert.equal(orderProblem(http.received), null);
+    // Each receiver gets every trigger of every device: seqs run 1, 2, 3, ... and the stays are whole.
+    for (const got of [called, http.received])
+      assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
     // Lanes: the compliance fence's triggers travel in the COMPLIANCE lane, EXIT included.
     for (const t of called) if (t.fenceId === 'C') assert.equal(t.lane, 'compliance', `${t.type} C`);
     const c42 = called.find((t) => t.deviceId === 42 && t.type === 'DWELL')!;

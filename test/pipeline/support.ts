@@ -8,6 +8,7 @@ import type { FenceStoreDescriptor } from '../../src/fences/store.js';
 import type { ContainmentTask } from '../../src/pipeline/containment-task.js';
 import type { PipelineMemory } from '../../src/pipeline/memory.js';
 import { at, square } from '../fences/helpers.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
 
 export { at, square };
 
@@ -122,12 +123,14 @@ export function byDevice(triggers: readonly Trigger[]): Map<string | number, Tri
 }
 
 /**
- * Checks per-device order as a receiver sees it: a device's triggers arrive with strictly increasing seq (whatever
- * their lane: a device with a COMPLIANCE trigger waiting moves up as a whole), and sorted by seq they form valid
- * stays per fence (ENTER before EXIT, no EXIT without ENTER, at most one DWELL per stay). Returns the first problem,
- * or null.
+ * Checks the delivery contract as a receiver sees it (checkDeliveryContract, each trigger once): a device's triggers
+ * arrive with strictly increasing seq (whatever their lane: a device with a COMPLIANCE trigger waiting moves up as a
+ * whole), no (deviceId, seq) arrives twice or names two triggers, and sorted by seq they form valid stays per fence
+ * (ENTER before EXIT, no EXIT without ENTER, at most one DWELL per stay). Returns the first problem, or null.
  */
 export function orderProblem(triggers: readonly Trigger[]): string | null {
+  const contract = checkDeliveryContract(triggers, { maxProblems: 1 });
+  if (contract.problems.length > 0) return contract.problems[0]!;
   for (const [device, list] of byDevice(triggers)) {
     let lastSeq = -Infinity;
     for (const t of list) {
