@@ -17,14 +17,23 @@ export type NdjsonTarget = { path: string; fsync?: boolean } | { stream: Writabl
  * A file holds whole lines only: a write that fails part way (a full disk) is cut back to where its batch began, so
  * the batch's retry does not continue a torn line; and a file whose last line was torn by a crash (its batch never
  * counted delivered, so sent again) is cut back to its last complete line when it is opened (a last line that does
- * not start as a trigger's does is ended with a newline instead: the file is not only ours).
+ * not start as a trigger's does is ended with a newline instead: the file is not only ours). Where a batch begins is
+ * read from the file itself before each batch, so a file emptied meanwhile (logrotate's copytruncate) or appended to
+ * by another writer is never cut at a stale length; where the cut is not safe (the file changed under the failed
+ * write) or fails, the next batch starts with a newline, so its lines stay whole. A file renamed or removed (logrotate's
+ * create) is noticed before the next batch: the path is opened afresh, so nothing is written to a file that is gone.
  */
 export class NdjsonSink implements Sink {
-  private readonly fd: number;
+  private fd: number;
+  private readonly path: string | null;
   private readonly fsync: boolean;
   private readonly stream: Writable | undefined;
   /** Bytes of whole lines in the file (where the next batch begins). */
   private size = 0;
+  /** A failed write may have left a torn line that could not be cut: the next batch starts with a newline. */
+  private torn = false;
+  /** Times the path was opened afresh because the file had been renamed or removed. */
+  reopened = 0;
   /** Bytes cut from the end of the file at open (a trigger's line torn by a crash). */
   readonly tornBytesCut: number = 0;
   /** The last write handed to the file: the next one starts when it settles. */
@@ -43,6 +52,7 @@ export class NdjsonSink implements Sink {
         this.fd = fs.openSync(target.path, 'a');
         readable = false;
       }
+      this.path = target.path;
       this.size = fs.fstatSync(this.fd).size;
       const whole = readable ? wholeLinesLength(this.fd, this.size) : this.size;
       if (whole < this.size) {
@@ -65,6 +75,7 @@ export class NdjsonSink implements Sink {
       this.stream = undefined;
     } else {
       this.fd = -1;
+      this.path = null;
       this.fsync = false;
       this.stream = target.stream;
     }
@@ -85,8 +96,10 @@ export class NdjsonSink implements Sink {
         const stream = this.stream;
         await new Promise<void>((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
       } else {
+        // Where this batch begins: the file's own length (it may have been emptied or appended to by another writer).
+        this.size = (await this.followPath()).size;
         const fd = this.fd;
-        const bytes = Buffer.from(text, 'utf8');
+        const bytes = Buffer.from(this.torn ? '\n' + text : text, 'utf8');
         try {
           // A write may take fewer bytes than asked (a full disk, a signal): the rest follows until all is written.
           for (let at = 0; at < bytes.length;) {
@@ -97,16 +110,45 @@ export class NdjsonSink implements Sink {
           if (this.fsync)
             await new Promise<void>((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
         } catch (err) {
-          // Whole lines only: the retry of this batch starts where it began (best effort: the disk may refuse this too).
-          await new Promise<void>((resolve) => fs.ftruncate(fd, this.size, () => resolve()));
+          // Whole lines only: cut back to where this batch began, unless the file is now shorter than that (emptied
+          // under the write: a cut would lengthen it) or longer than this batch could have made it (another writer
+          // appended: a cut would take their bytes); then, or when the cut fails, the next batch starts on a line of
+          // its own.
+          this.torn = true;
+          const now = await fstat(fd).catch(() => null);
+          if (now !== null && now.size >= this.size && now.size <= this.size + bytes.length) {
+            const cut = await new Promise<boolean>((resolve) =>
+              fs.ftruncate(fd, this.size, (e) => resolve(e === null)),
+            );
+            if (cut) this.torn = false;
+          }
           throw err;
         }
         this.size += bytes.length;
+        this.torn = false;
       }
       return RESULT_OK;
     } catch {
       return { status: 0, error: 'network' };
     }
+  }
+
+  /**
+   * Opens the path afresh when it no longer names the open file (renamed or removed by a log rotation): the new file
+   * is created if need be (and, with fsync, its directory entry made durable). Returns the open file's status. Errors
+   * are the write's.
+   */
+  private async followPath(): Promise<fs.Stats> {
+    const p = this.path!;
+    const [named, open] = await Promise.all([fs.promises.stat(p).catch(() => null), fstat(this.fd)]);
+    if (named !== null && named.ino === open.ino && named.dev === open.dev) return open;
+    const fd = fs.openSync(p, 'a');
+    if (this.fsync && named === null) syncDir(path.dirname(p));
+    fs.closeSync(this.fd);
+    this.fd = fd;
+    this.torn = false;
+    this.reopened++;
+    return fstat(fd);
   }
 
   /** Waits for the last write, then closes the file (streams are left open: their owner closes them). */
@@ -140,4 +182,9 @@ function startsTrigger(fd: number, at: number): boolean {
   const head = Buffer.alloc(TRIGGER_LINE_START.length);
   const n = fs.readSync(fd, head, 0, head.length, at);
   return n > 0 && head.subarray(0, n).equals(TRIGGER_LINE_START.subarray(0, n));
+}
+
+/** fs.fstat as a promise. */
+function fstat(fd: number): Promise<fs.Stats> {
+  return new Promise((resolve, reject) => fs.fstat(fd, (err, st) => (err ? reject(err) : resolve(st))));
 }
