@@ -687,7 +687,8 @@ export class Downstream {
         Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
     }
-    // A batch that failed after parts of it were delivered (a webhook batch sent in parts): those are settled.
+    // A batch that failed after parts of it were delivered (a webhook batch sent in parts, messages a broker stored
+    // before a timeout): those are settled.
     const deliveredSlots =
       outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.delivered !== undefined
         ? result.delivered
