@@ -10,6 +10,7 @@
  *   npx tsc -p tsconfig.json && node dist/bench/pipeline-load.bench.js [--rates 100000,200000] [--seconds 6]
  *       [--encoding shared] [--pool-size N] [--ingest-threads N] [--shards N] [--connections N] [--warmup-seconds S]
  *       [--downstream webhook|jetstream|mqtt|ndjson] [--event-step-ms 8000 --radius-m 6000]   (a trigger-rich fleet, see loadgen.ts)
+ *       [--mqtt-url mqtt://127.0.0.1:1883] [--mqtt-version 5|4]   (the MQTT broker, and MQTT 5 or 3.1.1)
  *       [--webhook-limit gradient|aimd|...|N]   (the webhook's concurrency limit; a number is a fixed limit)
  *       [--generator replay|encode] [--rounds 16] [--thread-cpu]
  *
@@ -46,6 +47,8 @@ const { values } = parseArgs({
     devices: { type: 'string', default: '10000' },
     'warmup-seconds': { type: 'string', default: '1' },
     downstream: { type: 'string', default: 'callback' },
+    'mqtt-url': { type: 'string', default: 'mqtt://127.0.0.1:1883' },
+    'mqtt-version': { type: 'string', default: '5' },
     'webhook-limit': { type: 'string' },
     // Passed to the generator: event time per ping of a device (0: the wall clock) and the fleet's radius.
     'event-step-ms': { type: 'string', default: '0' },
@@ -99,7 +102,8 @@ function brokerDownstream(rate: number | 'max'): DownstreamOptions {
     return {
       name: 'mqtt',
       kind: 'mqtt',
-      url: 'mqtt://127.0.0.1:1883',
+      url: values['mqtt-url'],
+      protocolVersion: values['mqtt-version'] === '4' ? 4 : 5,
       topic: 'gfbench/{type}',
       clientId: `gf-bench-${rate}`,
     };

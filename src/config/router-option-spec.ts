@@ -470,7 +470,7 @@ const downstream = variants(
           default: JETSTREAM_SINK_DEFAULTS.streamReplicas,
         }),
         ackTimeoutMs: int({
-          doc: 'how long a publish waits for its acknowledgement: otherwise the batch fails and is re-sent',
+          doc: 'how long a batch waits for its next acknowledgement: with none for so long it fails and is re-sent',
           min: 1,
           max: 3_600_000,
           unit: 'ms',
@@ -510,7 +510,7 @@ const downstream = variants(
           default: MQTT_SINK_DEFAULTS.sessionExpirySeconds,
         }),
         ackTimeoutMs: int({
-          doc: 'how long a batch waits for every PUBACK: otherwise it fails and is re-sent',
+          doc: 'how long a batch waits for its next PUBACK: with none for so long it fails and is re-sent',
           min: 1,
           max: 3_600_000,
           unit: 'ms',

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
@@ -22,9 +22,13 @@ import { JetStreamSink, subjectCaptures } from '../../src/dispatch/sinks/jetstre
 import { TriggerType } from '../../src/shm/layout.js';
 import { triggerBatch } from '../dispatch/fixtures.js';
 
-/** Every message of `stream`, in stream order, with its subject. */
-async function readStream(url: string, stream: string): Promise<{ subject: string; trigger: Trigger }[]> {
-  const nc = await connect({ servers: url });
+/** Every message of `stream`, in stream order, with its subject (read as the user `credentials` name, if any). */
+async function readStream(
+  url: string,
+  stream: string,
+  credentials: { user?: string; pass?: string } = {},
+): Promise<{ subject: string; trigger: Trigger }[]> {
+  const nc = await connect({ servers: url, ...credentials });
   try {
     const jsm = await jetstreamManager(nc);
     const total = (await jsm.streams.info(stream)).state.messages;
@@ -295,7 +299,7 @@ test('JetStream sink: "no responders" is a refusal only where no stream captures
   assert.deepEqual(stored, ['gf.ENTER 4', 'gf.ENTER 6']);
 });
 
-test('JetStream sink: a batch that fails (a message for a missing stream) names the messages stored before the failure as delivered', async (t) => {
+test('JetStream sink: a batch that fails (a message for a missing stream) names the messages stored before the failure as delivered, and no later message of a device is published past one that goes again', async (t) => {
   const nats = await NatsServer.start();
   t.after(() => nats.stop());
   const nc = await connect({ servers: nats.url });
@@ -308,12 +312,106 @@ test('JetStream sink: a batch that fails (a message for a missing stream) names 
   const sink = new JetStreamSink({ servers: [nats.url], subject: 'gf.{type}', stream: 'TRIG', createStream: false });
   t.after(() => sink.close());
   const { ENTER, EXIT } = TriggerType;
+  // One device: seq 2 cannot be stored now, so seq 3 waits behind it (stored ahead of it, it would stay ahead).
   assert.deepEqual(await sink.deliver(triggerBatch([ENTER, EXIT, ENTER, EXIT], 1)), {
     status: 503,
-    delivered: [0, 2],
+    delivered: [0],
   });
   const stored = (await readStream(nats.url, 'OTHER')).map((m) => `${m.subject} ${m.trigger.seq}`);
-  assert.deepEqual(stored, ['gf.ENTER 1', 'gf.ENTER 3'], 'what the result names as delivered is what was stored');
+  assert.deepEqual(stored, ['gf.ENTER 1'], 'what the result names as delivered is what was stored');
+});
+
+test('JetStream sink: a stream whose subjects fill for the moment (discard new per subject: "maximum messages per subject exceeded", 503) stores every trigger once, in per-device order, none dead-lettered', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    // At most 4 messages younger than 200 ms on each subject (a trigger type and fence): past that a message is
+    // refused "again later" while the next one, on another subject, is stored. ALL mirrors what GF stores, in GF's
+    // order, and keeps it.
+    await jsm.streams.add({
+      name: 'GF',
+      subjects: ['gf.>'],
+      max_msgs_per_subject: 4,
+      discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
+      max_age: 200_000_000,
+    });
+    await jsm.streams.add({ name: 'ALL', mirror: { name: 'GF' } });
+  } finally {
+    await nc.close();
+  }
+  const traffic = sinkTraffic(31, 120);
+  const router = await routerFor(traffic, {
+    name: 'js',
+    kind: 'jetstream',
+    servers: [nats.url],
+    subject: 'gf.{type}.{fenceId}',
+    stream: 'GF',
+    createStream: false,
+    maxAttempts: 100,
+  });
+  t.after(() => router.close());
+  const summary = await runThrough(router, traffic, 5000);
+  const ds = summary.downstreams[0]!;
+  assert.equal(summary.deadLettered, 0);
+  const mirrored = async (): Promise<number> => {
+    const c = await connect({ servers: nats.url });
+    try {
+      return (await (await jetstreamManager(c)).streams.info('ALL')).state.messages;
+    } finally {
+      await c.close();
+    }
+  };
+  for (const end = Date.now() + 20_000; (await mirrored()) < summary.triggersTotal;) {
+    if (Date.now() > end) throw new Error(`the mirror holds ${await mirrored()} of ${summary.triggersTotal}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const stored = (await readStream(nats.url, 'ALL')).map((x) => x.trigger);
+  console.log(
+    `jetstream, subjects full for the moment: ${summary.triggersTotal} triggers, ${stored.length} stored; ` +
+      `${ds.delivered} delivered, ${ds.replayed} replayed`,
+  );
+  assert.ok(summary.triggersTotal > 2000, `triggers: ${summary.triggersTotal}`);
+  assert.deepEqual(checkDeliveryContract(stored, { complete: true, stays: true }).problems.slice(0, 5), []);
+  assert.equal(stored.length, summary.triggersTotal, 'each stored once');
+});
+
+test('JetStream sink: a user not permitted to read the stream has "no responders" refused beside a message stored (in the batch, or within the last second), and the device goes on in order', async (t) => {
+  // "pub" may publish triggers and hear the answers, not ask the JetStream API anything.
+  const nats = await NatsServer.start(
+    'authorization { users = [\n' +
+      '  { user: admin, password: admin }\n' +
+      '  { user: pub, password: pub, permissions: { publish: { allow: ["gf.>"] }, subscribe: { allow: ["_INBOX.>"] } } }\n' +
+      '] }\nno_auth_user: pub\n',
+  );
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url, user: 'admin', pass: 'admin' });
+  try {
+    await (await jetstreamManager(nc)).streams.add({ name: 'PART', subjects: ['gf.ENTER'] });
+  } finally {
+    await nc.close();
+  }
+  // Connecting without credentials, the sink is "pub" (no_auth_user).
+  const sink = new JetStreamSink({
+    servers: [nats.url],
+    subject: 'gf.{type}',
+    stream: 'PART',
+    createStream: false,
+  });
+  t.after(() => sink.close());
+  const { ENTER, EXIT } = TriggerType;
+  // Nothing stored yet: the EXIT (no responders, the stream unreadable) may be a stream not there; it waits, and
+  // the device's ENTER behind it is not published.
+  assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER], 1)), { status: 503 });
+  assert.deepEqual(await sink.deliver(triggerBatch([ENTER], 1)), { status: 200 });
+  // Stored a moment ago: the EXIT is refused, and the device goes on.
+  assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER, EXIT, ENTER], 2)), { status: 200, refused: [0, 2] });
+  const stored = (await readStream(nats.url, 'PART', { user: 'admin', pass: 'admin' })).map(
+    (m) => `${m.subject} ${m.trigger.seq}`,
+  );
+  assert.deepEqual(stored, ['gf.ENTER 1', 'gf.ENTER 3', 'gf.ENTER 5']);
 });
 
 test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals match whole tokens', () => {

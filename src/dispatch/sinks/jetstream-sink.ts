@@ -14,18 +14,23 @@
  * answer refuses: code 400, over the stream's size limit, ...) is named in the batch's result (SinkResult.refused),
  * dead-lettered as rejected, and the rest of the batch is delivered.
  *
- * Publishing is asynchronous, as JetStream's own clients do it for throughput: every message of a batch is written at
- * once with a reply subject under one inbox of the sink's, and the acknowledgements are matched to their batch as
- * they arrive, with one timer per batch (a request per message, with a timer each, delivers about a third as many).
+ * Publishing is asynchronous, as JetStream's own clients do it for throughput: messages are written with a reply
+ * subject under one inbox of the sink's, and the acknowledgements are matched to their batch as they arrive, with one
+ * timer per batch (a request per message, with a timer each, delivers about a third as many).
  *
- * Per-device order: one downstream never has two requests with triggers of the same device in flight, and one
- * connection publishes a batch in order, so the stream stores each device's triggers in seq order.
+ * Per-device order: one downstream never has two requests with triggers of the same device in flight, and within a
+ * batch a device's next message is published once the one before is stored or refused for good (deviceChains), the
+ * first message of every device at once. A stream may answer one message "again later" and store the next (a leader
+ * election, a limit freed in between); the one sent again must not be stored behind its device's later triggers (the
+ * duplicate window would then drop those when they come again), so the stream stores each device's triggers in seq
+ * order.
  */
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
 import { closeWithin, type Sink, type SinkError, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
+import { deviceChains } from './device-chains.js';
 import type { TriggerBatch } from './trigger-batch.js';
 import { checkNumber } from '../validate.js';
 
@@ -43,7 +48,7 @@ export interface JetStreamSinkOptions {
   duplicateWindowMs: number;
   /** Replicas of a stream the sink creates. */
   streamReplicas: number;
-  /** How long a publish waits for its acknowledgement, ms. */
+  /** How long a batch waits for its next acknowledgement, ms: with none for so long, it fails. */
   ackTimeoutMs: number;
   /** Token for a server that requires one; null: none. */
   token: string | null;
@@ -74,6 +79,8 @@ export class JetStreamSink implements Sink {
   /** The batch waiting for each token's acknowledgement. */
   private readonly pending = new Map<number, PendingBatch>();
   private nextToken = 1;
+  /** When the stream last acknowledged a message as stored, ms (Date.now). */
+  private storedAtMs = 0;
   /** Answers of the server to whoCaptures's questions (see remembered), by question; atMs 0 while in flight. */
   private readonly answers = new Map<string, { atMs: number; answer: Promise<unknown> }>();
 
@@ -115,36 +122,86 @@ export class JetStreamSink implements Sink {
     const first = this.nextToken;
     this.nextToken += batch.count;
     const pending = this.pending;
+    const chains = deviceChains(batch);
+    const ackTimeoutMs = this.options.ackTimeoutMs;
     return new Promise<SinkResult>((resolve) => {
+      /** Publishes message `i` of the batch; false when the connection closed under the write (the batch failed). */
+      const publish = (i: number): boolean => {
+        const id = batch.deviceId(i);
+        const h = headers();
+        h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
+        pending.set(first + i, state);
+        state.waiting++;
+        state.published++;
+        state.progressAtMs = Date.now();
+        try {
+          nc.publish(this.template.render(batch, i), encoder.encode(triggerJson(batch, i)), {
+            reply: `${this.inbox}.${first + i}`,
+            headers: h,
+          });
+          return true;
+        } catch {
+          // The connection closed under the writes: the batch is retried (but what was stored).
+          finish({ status: 0, error: 'network' });
+          return false;
+        }
+      };
       const state: PendingBatch = {
         first,
-        waiting: batch.count,
+        waiting: 0,
+        published: 0,
         refused: [],
         unavailable: false,
         stored: [],
-        unrouted: [],
-        timer: setTimeout(() => finish({ status: 0, error: 'timeout' }), this.options.ackTimeoutMs),
-        settle: () => {
-          if (state.unrouted.length === 0) return finish({ status: state.unavailable ? 503 : 200 });
+        unrouted: (i) => {
           // "No responders": refused where no stream captures the subject and the stream is there (a template it
-          // does not cover); waited for where a stream captures it or the stream is missing. The subjects are read
-          // now: the batch is the dispatcher's again once this delivery settles (a timeout may come first).
-          const unrouted = state.unrouted;
-          const subjects = unrouted.map((k) => this.template.render(batch, k));
-          Promise.all(subjects.map((subject) => this.whoCaptures(nc, subject))).then(
-            (answers) => {
-              if (finished) return;
-              answers.forEach((answer, j) => {
-                // Where the server cannot be asked: refused only beside messages the stream stored.
-                if (answer === REFUSED || (answer === UNKNOWN && state.stored.length > 0))
-                  state.refused.push(unrouted[j]!);
-                else state.unavailable = true;
-              });
-              // "Cannot take it now" wins over a refusal: the batch is retried, and a refusal comes back if it stands.
-              finish({ status: state.unavailable ? 503 : 200 });
-            },
-            () => finish({ status: 503 }),
-          );
+          // does not cover); waited for where a stream captures it or the stream is missing. Asked at once (answers
+          // are kept for a second), the message counted unanswered meanwhile; its subject is read now, while the
+          // batch is still this delivery's.
+          const answered = (answer: number): void => {
+            if (finished) return;
+            state.progressAtMs = Date.now();
+            if (answer === REFUSED) {
+              state.refused.push(i);
+              state.follow(i);
+            } else if (answer === UNKNOWN) {
+              state.unknown.push(i);
+            } else {
+              state.unavailable = true;
+            }
+            if (--state.waiting === 0) state.settle();
+          };
+          this.whoCaptures(nc, this.template.render(batch, i)).then(answered, () => answered(UNAVAILABLE));
+        },
+        unknown: [],
+        progressAtMs: Date.now(),
+        timer: setTimeout(function expire(): void {
+          // A deadline since the batch's last publish or answer: a device's messages go one after another.
+          const leftMs = state.progressAtMs + ackTimeoutMs - Date.now();
+          if (leftMs > 0) state.timer = setTimeout(expire, leftMs);
+          else finish({ status: 0, error: 'timeout' });
+        }, ackTimeoutMs),
+        follow: (i) => {
+          const n = chains.next[i]!;
+          if (n >= 0) publish(n);
+        },
+        settle: () => {
+          // "No responders" where the stream's subjects could not be read (no permission): refused beside a message
+          // the stream stored in this batch (or, for this sink, within the last second), else waited for. Decided
+          // once every other answer is in; a refused one's device then goes on.
+          if (state.unknown.length > 0) {
+            const refuse = state.stored.length > 0 || Date.now() - this.storedAtMs < ANSWER_KEPT_MS;
+            for (const i of state.unknown.splice(0)) {
+              if (!refuse) state.unavailable = true;
+              else {
+                state.refused.push(i);
+                state.follow(i);
+              }
+            }
+            if (state.waiting > 0 || finished) return;
+          }
+          // A device's messages behind one that can be stored later were not published: the batch goes again.
+          finish({ status: state.unavailable || state.published < batch.count ? 503 : 200 });
         },
       };
       let finished = false;
@@ -153,27 +210,13 @@ export class JetStreamSink implements Sink {
         finished = true;
         clearTimeout(state.timer);
         for (let t = first; t < first + batch.count; t++) pending.delete(t);
-        // Refusals and stored messages heard before a failure stand: those triggers are settled, the rest are sent
-        // again (a stored one behind a message of its device that is sent again goes with it: SinkResult.delivered).
+        // Refusals and stored messages heard before a failure stand: those triggers are settled, the rest (each
+        // device's from its first not stored on) are sent again.
         const out: SinkResult = state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) };
         if (r.status !== 200 && state.stored.length > 0) out.delivered = state.stored.sort((a, b) => a - b);
         resolve(out);
       };
-      try {
-        for (let i = 0; i < batch.count; i++) {
-          const id = batch.deviceId(i);
-          const h = headers();
-          h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
-          pending.set(first + i, state);
-          nc.publish(this.template.render(batch, i), encoder.encode(triggerJson(batch, i)), {
-            reply: `${this.inbox}.${first + i}`,
-            headers: h,
-          });
-        }
-      } catch {
-        // The connection closed under the writes: the batch is retried whole.
-        finish({ status: 0, error: 'network' });
-      }
+      for (const i of chains.firsts) if (!publish(i)) return;
     });
   }
 
@@ -183,12 +226,19 @@ export class JetStreamSink implements Sink {
     const state = this.pending.get(token);
     if (state === undefined) return; // its batch already finished (timed out)
     this.pending.delete(token);
-    if (msg.headers?.code === 503) state.unrouted.push(token - state.first);
+    const index = token - state.first;
+    if (msg.headers?.code === 503) {
+      state.unrouted(index);
+      return;
+    }
+    state.progressAtMs = Date.now();
+    const answer = ackAnswer(msg.data);
+    if (answer === STORED) this.storedAtMs = state.progressAtMs;
+    if (answer === UNAVAILABLE) state.unavailable = true;
     else {
-      const answer = ackAnswer(msg.data);
-      if (answer === STORED) state.stored.push(token - state.first);
-      else if (answer === UNAVAILABLE) state.unavailable = true;
-      else state.refused.push(token - state.first);
+      (answer === STORED ? state.stored : state.refused).push(index);
+      // Answered for good: the device's next message may go (deviceChains).
+      state.follow(index);
     }
     if (--state.waiting === 0) state.settle();
   }
@@ -299,8 +349,10 @@ export class JetStreamSink implements Sink {
 
 /** A batch waiting for its acknowledgements. */
 interface PendingBatch {
-  /** Acknowledgements still to come. */
+  /** Acknowledgements still to come (of the messages published). */
   waiting: number;
+  /** Messages published: a device's next one goes once the one before is stored or refused (deviceChains). */
+  published: number;
   /** The token of the batch's first message. */
   first: number;
   /** Indexes (in the batch) of the messages stored, in the order their acknowledgements came. */
@@ -309,10 +361,16 @@ interface PendingBatch {
   refused: number[];
   /** A message could not be stored now (the stream's error answer says "again later"). */
   unavailable: boolean;
-  /** Indexes (in the batch) of the messages no stream captured ("no responders"). */
-  unrouted: number[];
+  /** Message `i` had no responders: asks why (whoCaptures), then counts it refused or "again later". */
+  unrouted(i: number): void;
+  /** Indexes of messages with no responders whose stream's subjects could not be read: decided in settle. */
+  unknown: number[];
+  /** When a message of the batch was last published or answered, ms (Date.now). */
+  progressAtMs: number;
   /** The batch's deadline. */
   timer: NodeJS.Timeout;
+  /** Publishes the next message of the device of message `i`, if any (message `i` is stored or refused). */
+  follow(i: number): void;
   /** Resolves the batch once every acknowledgement is in. */
   settle(): void;
 }

@@ -1,0 +1,95 @@
+/**
+ * The MQTT sink through the router's threads against a server that refuses messages for the moment and enforces its
+ * Receive Maximum (test/support/mqtt-test-server.ts, over real TCP): the router never has more messages
+ * unacknowledged than the broker allows, a device's later trigger never gets ahead of one the broker refused for the
+ * moment, and what the broker took before a batch failed is not sent again.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Trigger } from '../../src/index.js';
+import { sendPaced } from '../support/city-traffic.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { MqttTestServer } from '../support/mqtt-test-server.js';
+import { finishRun, routerFor, sinkTraffic } from '../support/sink-run.js';
+import { MqttSink } from '../../src/dispatch/sinks/mqtt-sink.js';
+import { TriggerType } from '../../src/shm/layout.js';
+import { triggerBatch } from '../dispatch/fixtures.js';
+
+/**
+ * Refused once, for the moment: about one trigger in 40 (by its identity), by turns 151 (quota exceeded) and 128
+ * (unspecified error).
+ */
+function refuseSomeOnce(payload: string, seenBefore: number): number {
+  const t = JSON.parse(payload) as Trigger;
+  const h = [...String(t.deviceId)].reduce((a, c) => (a * 31 + c.charCodeAt(0)) % 9973, t.seq * 7919);
+  if (seenBefore > 0 || h % 40 !== 0) return 0;
+  return t.seq % 2 === 0 ? 151 : 128;
+}
+
+test('MQTT 5: a broker that refuses messages for the moment and enforces a Receive Maximum of 8 gets every trigger once, in per-device order, never more than 8 unacknowledged', async (t) => {
+  const server = await MqttTestServer.start({ receiveMaximum: 8, ackDelayMs: 2, reasonCode: refuseSomeOnce });
+  t.after(() => server.stop());
+  const traffic = sinkTraffic(29, 150);
+  const router = await routerFor(traffic, {
+    name: 'mq',
+    kind: 'mqtt',
+    url: server.url,
+    topic: 'gf/{type}/{fenceId}',
+    ackTimeoutMs: 5000,
+    maxAttempts: 10,
+  });
+  t.after(() => router.close());
+  await sendPaced(router.ingestPort!, traffic, 5000);
+  const summary = await finishRun(router, traffic);
+  const ds = summary.downstreams[0]!;
+  const refused = [...server.refusedByCode.values()].reduce((a, b) => a + b, 0);
+  const received = server.accepted.map((m) => JSON.parse(m.payload) as Trigger);
+  console.log(
+    `mqtt 5, Receive Maximum 8, some refused once: ${summary.triggersTotal} triggers, ${received.length} accepted, ` +
+      `${refused} refusals (${[...server.refusedByCode].map(([c, n]) => `${n} x ${c}`).join(', ')}), ` +
+      `at most ${server.maxUnacked} unacknowledged, ${server.connections} connection(s)`,
+  );
+  assert.equal(server.receiveMaximumExceeded, 0, 'never past the Receive Maximum');
+  assert.equal(server.maxUnacked, 8, 'the window is used to the full');
+  assert.equal(server.connections, 1, 'never disconnected');
+  assert.ok(summary.triggersTotal > 1000, `triggers: ${summary.triggersTotal}`);
+  assert.ok(refused > 100, `refusals: ${refused}`);
+  assert.equal(summary.deadLettered, 0);
+  assert.equal(ds.delivered + ds.replayed, summary.triggersTotal);
+  // A refused message is sent again ahead of its device's later triggers (order, whatever came twice) ...
+  const report = checkDeliveryContract(received, { complete: true, stays: true, allowRedelivery: true });
+  assert.deepEqual(report.problems.slice(0, 5), []);
+  // ... and the messages a failed batch had delivered are not sent again.
+  assert.equal(received.length, summary.triggersTotal, 'each trigger accepted once');
+});
+
+test("MQTT 5 sink: a device's next message waits for the PUBACK of the one before; refused for the moment, nothing after it is published, and sent again all arrive in order", async (t) => {
+  const seqOf = (payload: string): number => (JSON.parse(payload) as Trigger).seq;
+  // seq 2 is refused once (151, quota exceeded).
+  const server = await MqttTestServer.start({
+    receiveMaximum: 100,
+    ackDelayMs: 1,
+    reasonCode: (payload, seenBefore) => (seqOf(payload) === 2 && seenBefore === 0 ? 151 : 0),
+  });
+  t.after(() => server.stop());
+  const sink = new MqttSink({ url: server.url, clientId: 'flow-unit', topic: 'gf/{type}' });
+  t.after(() => sink.close());
+  const { ENTER, EXIT } = TriggerType;
+  // One device, seqs 1-4: 1 taken, 2 refused, 3 and 4 never published.
+  assert.deepEqual(await sink.deliver(triggerBatch([ENTER, EXIT, ENTER, EXIT], 1)), {
+    status: 0,
+    error: 'network',
+    delivered: [0],
+  });
+  assert.deepEqual(
+    server.accepted.map((m) => seqOf(m.payload)),
+    [1],
+  );
+  assert.deepEqual([...server.refusedByCode], [[151, 1]], 'seq 2 was published (and refused), 3 and 4 were not');
+  // The router sends the rest again.
+  assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER, EXIT], 2)), { status: 200 });
+  assert.deepEqual(
+    server.accepted.map((m) => seqOf(m.payload)),
+    [1, 2, 3, 4],
+  );
+});
