@@ -104,7 +104,7 @@ class Publishing {
   readonly refused: number[] = [];
   /** When a message of the batch was last published or answered, ms (Date.now). */
   progressAtMs = Date.now();
-  /** The batch's deadline (see deliver). */
+  /** The batch's deadline (see MqttSink.arm). */
   timer: NodeJS.Timeout | undefined = undefined;
   /** The batch's result is given. */
   settled = false;
