@@ -695,6 +695,11 @@ export class Downstream {
             .filter((k) => k < batch.count && result.refused?.includes(k) !== true)
             .map((k) => batch.slots[k]!)
         : null;
+    // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment).
+    const unsentSlots =
+      outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.unsent !== undefined && result.unsent.length > 0
+        ? new Set(result.unsent.filter((k) => k < batch.count).map((k) => batch.slots[k]!))
+        : null;
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count - (deliveredSlots?.length ?? 0));
     if (result.credits !== undefined) this.credits.advertise(result.credits);
     this.sendingTriggers -= batch.count;
@@ -709,7 +714,7 @@ export class Downstream {
     } else {
       if (deliveredSlots !== null && deliveredSlots.length > 0)
         this.completeDeliveredPart(batch, deliveredSlots, nowNs);
-      this.completeFailed(batch, nowNs, pause || this.gone);
+      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();
@@ -810,9 +815,15 @@ export class Downstream {
    * A failed batch: back to the front of each device's FIFO, in order; a device whose first trigger ran out of
    * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe), and
    * for an answer that asks for a pause (`paused`: 429/503 with Retry-After, a live downstream that says when to come
-   * back), a failure is the downstream's, not the trigger's: it uses up no attempt.
+   * back), a failure is the downstream's, not the trigger's: it uses up no attempt. Nor does a trigger the sink never
+   * handed over (`unsentSlots`: SinkResult.unsent).
    */
-  private completeFailed(batch: TriggerBatch, nowNs: number, paused: boolean): void {
+  private completeFailed(
+    batch: TriggerBatch,
+    nowNs: number,
+    paused: boolean,
+    unsentSlots: ReadonlySet<number> | null = null,
+  ): void {
     const q = this.queues;
     const counts = !paused && this.breaker.state === BreakerState.CLOSED;
     for (let k = batch.count - 1; k >= 0; k--) {
@@ -822,7 +833,7 @@ export class Downstream {
         this.giveUp(slot);
         continue;
       }
-      if (!counts) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
+      if (!counts || unsentSlots?.has(slot) === true) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
       q.prepend(deviceOfSlot(q, slot), slot);
     }
     for (let k = 0; k < batch.count; k++) {

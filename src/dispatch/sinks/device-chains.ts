@@ -28,3 +28,15 @@ export function deviceChains(batch: TriggerBatch): DeviceChains {
   }
   return { next, firsts };
 }
+
+/**
+ * The indexes of a batch of `count` messages not among the first `sentCount` of `sent` (the messages published, in
+ * publishing order), increasing: what a failed batch reports as SinkResult.unsent.
+ */
+export function unsentOf(count: number, sent: readonly number[], sentCount: number): number[] {
+  const was = new Uint8Array(count);
+  for (let j = 0; j < sentCount; j++) was[sent[j]!] = 1;
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) if (was[i] === 0) out.push(i);
+  return out;
+}

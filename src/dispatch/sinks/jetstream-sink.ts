@@ -30,7 +30,7 @@ import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from '@nats-io
 import { closeWithin, type Sink, type SinkError, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
-import { deviceChains } from './device-chains.js';
+import { deviceChains, unsentOf } from './device-chains.js';
 import type { TriggerBatch } from './trigger-batch.js';
 import { checkNumber } from '../validate.js';
 
@@ -132,7 +132,7 @@ export class JetStreamSink implements Sink {
         h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
         pending.set(first + i, state);
         state.waiting++;
-        state.published++;
+        state.sent.push(i);
         state.progressAtMs = Date.now();
         try {
           nc.publish(this.template.render(batch, i), encoder.encode(triggerJson(batch, i)), {
@@ -149,7 +149,7 @@ export class JetStreamSink implements Sink {
       const state: PendingBatch = {
         first,
         waiting: 0,
-        published: 0,
+        sent: [],
         refused: [],
         unavailable: false,
         stored: [],
@@ -201,7 +201,7 @@ export class JetStreamSink implements Sink {
             if (state.waiting > 0 || finished) return;
           }
           // A device's messages behind one that can be stored later were not published: the batch goes again.
-          finish({ status: state.unavailable || state.published < batch.count ? 503 : 200 });
+          finish({ status: state.unavailable || state.sent.length < batch.count ? 503 : 200 });
         },
       };
       let finished = false;
@@ -214,6 +214,9 @@ export class JetStreamSink implements Sink {
         // device's from its first not stored on) are sent again.
         const out: SinkResult = state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) };
         if (r.status !== 200 && state.stored.length > 0) out.delivered = state.stored.sort((a, b) => a - b);
+        // Messages never published (behind one of their device that goes again) use up no attempt.
+        if (r.status !== 200 && state.sent.length < batch.count)
+          out.unsent = unsentOf(batch.count, state.sent, state.sent.length);
         resolve(out);
       };
       for (const i of chains.firsts) if (!publish(i)) return;
@@ -351,8 +354,8 @@ export class JetStreamSink implements Sink {
 interface PendingBatch {
   /** Acknowledgements still to come (of the messages published). */
   waiting: number;
-  /** Messages published: a device's next one goes once the one before is stored or refused (deviceChains). */
-  published: number;
+  /** Indexes of the messages published, in order (a device's next one once the one before is stored or refused). */
+  sent: number[];
   /** The token of the batch's first message. */
   first: number;
   /** Indexes (in the batch) of the messages stored, in the order their acknowledgements came. */

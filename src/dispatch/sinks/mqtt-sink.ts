@@ -40,7 +40,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import { closeWithin, RESULT_OK, type Sink, type SinkResult } from './sink.js';
 import { SubjectTemplate } from './subject-template.js';
 import { triggerJson } from './format.js';
-import { deviceChains } from './device-chains.js';
+import { deviceChains, unsentOf } from './device-chains.js';
 import type { TriggerBatch } from './trigger-batch.js';
 import { checkNumber } from '../validate.js';
 
@@ -285,6 +285,7 @@ export class MqttSink implements Sink {
     let r = base;
     if (base.status !== 200 && p.delivered.length > 0) r = { ...r, delivered: p.delivered.sort(ascending) };
     if (p.refused.length > 0) r = { ...r, refused: p.refused.sort(ascending) };
+    if (base.status !== 200 && p.head < p.batch.count) r = { ...r, unsent: unsentOf(p.batch.count, p.ready, p.head) };
     p.done(r);
   }
 

@@ -38,6 +38,12 @@ export interface SinkResult {
    */
   delivered?: readonly number[];
   /**
+   * With a failure: the indexes, in the batch, of triggers never handed to the downstream (a sink that sends a
+   * device's next trigger only once the one before is taken: those behind one refused for the moment). They are sent
+   * again without having used up an attempt.
+   */
+  unsent?: readonly number[];
+  /**
    * The batch took several requests one after another (a webhook batch sent again in parts): its time is not one
    * request's, and the limiter takes no sample from it.
    */
