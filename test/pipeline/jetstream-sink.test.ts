@@ -356,6 +356,7 @@ test('JetStream sink: a stream whose subjects fill for the moment (discard new p
   t.after(() => router.close());
   const summary = await runThrough(router, traffic, 5000);
   const ds = summary.downstreams[0]!;
+  assert.equal(summary.shedTotal, 0);
   assert.equal(summary.deadLettered, 0);
   const mirrored = async (): Promise<number> => {
     const c = await connect({ servers: nats.url });

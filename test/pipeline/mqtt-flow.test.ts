@@ -5,45 +5,73 @@
  * moment, and what the broker took before a batch failed is not sent again.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
-import type { Trigger } from '../../src/index.js';
+import { test, type TestContext } from 'node:test';
+import type { RouterSummary, Trigger } from '../../src/index.js';
+import type { DownstreamOptions } from '../../src/config/options.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { MqttTestServer } from '../support/mqtt-test-server.js';
+import { MqttTestServer, type MqttTestServerOptions } from '../support/mqtt-test-server.js';
 import { finishRun, routerFor, sinkTraffic } from '../support/sink-run.js';
 import { MqttSink } from '../../src/dispatch/sinks/mqtt-sink.js';
 import { TriggerType } from '../../src/shm/layout.js';
 import { triggerBatch } from '../dispatch/fixtures.js';
+
+/** The trigger a message carries. */
+const triggerOf = (payload: string): Trigger => JSON.parse(payload) as Trigger;
 
 /**
  * Refused once, for the moment: about one trigger in 40 (by its identity), by turns 151 (quota exceeded) and 128
  * (unspecified error).
  */
 function refuseSomeOnce(payload: string, seenBefore: number): number {
-  const t = JSON.parse(payload) as Trigger;
+  const t = triggerOf(payload);
   const h = [...String(t.deviceId)].reduce((a, c) => (a * 31 + c.charCodeAt(0)) % 9973, t.seq * 7919);
   if (seenBefore > 0 || h % 40 !== 0) return 0;
   return t.seq % 2 === 0 ? 151 : 128;
 }
 
-test('MQTT 5: a broker that refuses messages for the moment and enforces a Receive Maximum of 8 gets every trigger once, in per-device order, never more than 8 unacknowledged', async (t) => {
-  const server = await MqttTestServer.start({ receiveMaximum: 8, ackDelayMs: 2, reasonCode: refuseSomeOnce });
-  t.after(() => server.stop());
-  const traffic = sinkTraffic(29, 100);
+/**
+ * Seeded traffic (`devices` devices) through a router whose one downstream is the MQTT sink to a test server started
+ * with `server` (`extra`: further downstream options); what the router summed up, what the server accepted (in
+ * arrival order) and how many messages it refused.
+ */
+async function runAgainst(
+  t: TestContext,
+  server: MqttTestServerOptions,
+  seed: number,
+  devices: number,
+  extra: Partial<DownstreamOptions>,
+): Promise<{ s: MqttTestServer; summary: RouterSummary; received: Trigger[]; refused: number }> {
+  const s = await MqttTestServer.start(server);
+  t.after(() => s.stop());
+  const traffic = sinkTraffic(seed, devices);
   const router = await routerFor(traffic, {
     name: 'mq',
     kind: 'mqtt',
-    url: server.url,
+    url: s.url,
     topic: 'gf/{type}/{fenceId}',
-    ackTimeoutMs: 5000,
-    maxAttempts: 10,
-  });
+    ...extra,
+  } as DownstreamOptions);
   t.after(() => router.close());
   await sendPaced(router.ingestPort!, traffic, 5000);
   const summary = await finishRun(router, traffic);
+  assert.equal(summary.shedTotal, 0, 'nothing shed');
+  const received = s.accepted.map((m) => triggerOf(m.payload));
+  const refused = [...s.refusedByCode.values()].reduce((a, b) => a + b, 0);
+  return { s, summary, received, refused };
+}
+
+test('MQTT 5: a broker that refuses messages for the moment and enforces a Receive Maximum of 8 gets every trigger once, in per-device order, never more than 8 unacknowledged', async (t) => {
+  const {
+    s: server,
+    summary,
+    received,
+    refused,
+  } = await runAgainst(t, { receiveMaximum: 8, ackDelayMs: 2, reasonCode: refuseSomeOnce }, 29, 100, {
+    ackTimeoutMs: 5000,
+    maxAttempts: 10,
+  });
   const ds = summary.downstreams[0]!;
-  const refused = [...server.refusedByCode.values()].reduce((a, b) => a + b, 0);
-  const received = server.accepted.map((m) => JSON.parse(m.payload) as Trigger);
   console.log(
     `mqtt 5, Receive Maximum 8, some refused once: ${summary.triggersTotal} triggers, ${received.length} accepted, ` +
       `${refused} refusals (${[...server.refusedByCode].map(([c, n]) => `${n} x ${c}`).join(', ')}), ` +
@@ -64,25 +92,17 @@ test('MQTT 5: a broker that refuses messages for the moment and enforces a Recei
 });
 
 test('MQTT 5: messages never published (behind one of their device refused for the moment) use up no attempt: with maxAttempts 2 and one trigger in four refused once, nothing is dead-lettered', async (t) => {
-  const server = await MqttTestServer.start({
-    receiveMaximum: 64,
-    ackDelayMs: 1,
-    reasonCode: (payload, seenBefore) => (seenBefore === 0 && (JSON.parse(payload) as Trigger).seq % 4 === 2 ? 151 : 0),
-  });
-  t.after(() => server.stop());
-  const traffic = sinkTraffic(37, 30);
-  const router = await routerFor(traffic, {
-    name: 'mq',
-    kind: 'mqtt',
-    url: server.url,
-    topic: 'gf/{type}/{fenceId}',
-    maxAttempts: 2,
-  });
-  t.after(() => router.close());
-  await sendPaced(router.ingestPort!, traffic, 5000);
-  const summary = await finishRun(router, traffic);
-  const received = server.accepted.map((m) => JSON.parse(m.payload) as Trigger);
-  const refused = [...server.refusedByCode.values()].reduce((a, b) => a + b, 0);
+  const { summary, received, refused } = await runAgainst(
+    t,
+    {
+      receiveMaximum: 64,
+      ackDelayMs: 1,
+      reasonCode: (payload, seenBefore) => (seenBefore === 0 && triggerOf(payload).seq % 4 === 2 ? 151 : 0),
+    },
+    37,
+    30,
+    { maxAttempts: 2 },
+  );
   console.log(
     `mqtt 5, one trigger in four refused once, maxAttempts 2: ${summary.triggersTotal} triggers, ${received.length} accepted, ` +
       `${refused} refusals, ${summary.deadLettered} dead-lettered`,
@@ -94,7 +114,7 @@ test('MQTT 5: messages never published (behind one of their device refused for t
 });
 
 test("MQTT 5 sink: a device's next message waits for the PUBACK of the one before; refused for the moment, nothing after it is published, and sent again all arrive in order", async (t) => {
-  const seqOf = (payload: string): number => (JSON.parse(payload) as Trigger).seq;
+  const seqOf = (payload: string): number => triggerOf(payload).seq;
   // seq 2 is refused once (151, quota exceeded).
   const server = await MqttTestServer.start({
     receiveMaximum: 100,

@@ -298,6 +298,11 @@ export class MqttSink implements Sink {
     if (this.client !== client) return;
     this.client = null;
     client.end(true);
+    this.failWaiting();
+  }
+
+  /** Every batch still waiting fails now, keeping what the broker took; the window is empty. */
+  private failWaiting(): void {
     for (const p of [...this.publishing]) this.finish(p, { status: 0, error: 'network' });
     this.inflight = 0;
   }
@@ -309,8 +314,7 @@ export class MqttSink implements Sink {
   async close(): Promise<void> {
     const c = this.client;
     this.client = null;
-    for (const p of [...this.publishing]) this.finish(p, { status: 0, error: 'network' });
-    this.inflight = 0;
+    this.failWaiting();
     if (c !== null)
       await closeWithin(
         () => c.endAsync(false),
