@@ -16,6 +16,11 @@
  * trigger of its device included, does not wait for ever). A device whose triggers come faster than it is served is
  * never NEW, so a backlog cannot pass itself off as new traffic by emptying its queue at each turn.
  *
+ * Held back: a device whose trigger the downstream refused for the moment while it took the rest of the batch (a
+ * broker's quota) waits off the ready lists for a time of its own (`holdBack`, `releaseHeld`): 10 ms, doubling with
+ * each such hold in a row (its streak, ended by `endHoldStreak` once the device goes on), at most 1 s. The devices that
+ * were not refused go on at once, and the one that was is not sent again straight away.
+ *
  * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
  * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
  */
@@ -52,6 +57,14 @@ export const REPLAY_TURN_EVERY = 16;
 const READY_LIST_COUNT = 4;
 
 const NIL = -1;
+/** First hold of a device (holdBack), ns; each further one in a row doubles it, up to HOLD_MAX_NS. */
+const HOLD_FIRST_NS = 10e6;
+/** Longest hold, ns. */
+const HOLD_MAX_NS = 1e9;
+/** busy[] values: nothing in flight, a batch in flight, held back (see holdBack). */
+const IDLE = 0;
+const IN_FLIGHT = 1;
+const HELD = 2;
 
 /** Per-device FIFOs over preallocated record slots (see the module comment). */
 export class DeviceQueues {
@@ -75,7 +88,16 @@ export class DeviceQueues {
   private readonly tail: Int32Array;
   private readonly queued: Int32Array;
   private readonly complianceQueued: Int32Array;
+  /** IDLE, IN_FLIGHT or HELD per device. */
   private readonly busy: Uint8Array;
+  /** Holds of each device in a row (holdBack), up to 255; 0 once it went on (endHoldStreak). */
+  private readonly holdStreak: Uint8Array;
+  /** Devices held back (holdBack), the first `heldCount` cells, each with the time it goes back on a list, ns. */
+  private readonly heldDevices: Int32Array;
+  private readonly heldUntilNs: Float64Array;
+  private heldCount = 0;
+  /** The earliest of heldUntilNs (Infinity: none held). */
+  private heldNextNs = Infinity;
   private readonly listOf: Int8Array;
   private readonly prev: Int32Array;
   private readonly next: Int32Array;
@@ -123,6 +145,11 @@ export class DeviceQueues {
     this.queued = new Int32Array(maxDevices);
     this.complianceQueued = new Int32Array(maxDevices);
     this.busy = new Uint8Array(maxDevices);
+    this.holdStreak = new Uint8Array(maxDevices);
+    // A device is held with a trigger queued, and keeps it until released: at most this many are held at once.
+    const holdCells = Math.min(capacitySlots, maxDevices);
+    this.heldDevices = new Int32Array(holdCells);
+    this.heldUntilNs = new Float64Array(holdCells);
     this.listOf = new Int8Array(maxDevices).fill(NIL);
     this.prev = new Int32Array(maxDevices).fill(NIL);
     this.next = new Int32Array(maxDevices).fill(NIL);
@@ -173,9 +200,19 @@ export class DeviceQueues {
     return this.slotNext[slot]!;
   }
 
-  /** True while a batch with triggers of `device` is in flight. */
+  /** True while a batch with triggers of `device` is in flight, or while it is held back (holdBack). */
   isBusy(device: number): boolean {
-    return this.busy[device] === 1;
+    return this.busy[device] !== IDLE;
+  }
+
+  /** True while `device` is held back (holdBack). */
+  isHeld(device: number): boolean {
+    return this.busy[device] === HELD;
+  }
+
+  /** Devices held back now. */
+  get heldDevicesCount(): number {
+    return this.heldCount;
   }
 
   /** Ready list `device` is on, or -1. */
@@ -208,7 +245,7 @@ export class DeviceQueues {
       arriving &&
       this.queued[device] === 0 &&
       this.fileOnly[device] === 0 &&
-      this.busy[device] === 0 &&
+      this.busy[device] === IDLE &&
       this.now[0]! - this.idleSinceNs[device]! >= this.newDeviceIdleNs;
     this.slotNext[slot] = NIL;
     if (this.tail[device] === NIL) this.head[device] = slot;
@@ -262,10 +299,67 @@ export class DeviceQueues {
 
   /** Marks `device` busy (a batch with its triggers is in flight) or idle again, and relists it. */
   setBusy(device: number, busy: boolean): void {
-    this.busy[device] = busy ? 1 : 0;
+    this.busy[device] = busy ? IN_FLIGHT : IDLE;
     // Nothing left pending: from now on it is idle.
     if (!busy && this.queued[device] === 0 && this.fileOnly[device] === 0) this.idleSinceNs[device] = this.now[0]!;
     this.relist(device, false);
+  }
+
+  /**
+   * Keeps `device` (in flight until now, with a trigger queued) off the ready lists for its hold: 10 ms doubling with
+   * each hold in a row, at most 1 s, from the time in the `now` cell. It counts as busy meanwhile; releaseHeld puts it
+   * back. False (and the device released at once) only where the hold cells are all taken, which a device that keeps
+   * its queued trigger until released cannot bring about. Allocation-free.
+   */
+  holdBack(device: number): boolean {
+    if (this.heldCount === this.heldDevices.length) {
+      this.setBusy(device, false);
+      return false;
+    }
+    const streak = this.holdStreak[device]!;
+    if (streak < 255) this.holdStreak[device] = streak + 1;
+    const untilNs = this.now[0]! + Math.min(HOLD_MAX_NS, HOLD_FIRST_NS * 2 ** Math.min(20, streak));
+    this.busy[device] = HELD;
+    this.unlink(device);
+    this.heldDevices[this.heldCount] = device;
+    this.heldUntilNs[this.heldCount] = untilNs;
+    this.heldCount++;
+    if (untilNs < this.heldNextNs) this.heldNextNs = untilNs;
+    return true;
+  }
+
+  /** Ends `device`'s run of holds (the downstream took its trigger): its next hold is the first again. */
+  endHoldStreak(device: number): void {
+    this.holdStreak[device] = 0;
+  }
+
+  /**
+   * Puts the held devices whose time has come (at or before the `now` cell) back on their lists; returns how many.
+   * Allocation-free.
+   */
+  releaseHeld(): number {
+    const nowNs = this.now[0]!;
+    if (nowNs < this.heldNextNs) return 0;
+    let kept = 0;
+    let released = 0;
+    let next = Infinity;
+    for (let k = 0; k < this.heldCount; k++) {
+      const device = this.heldDevices[k]!;
+      const until = this.heldUntilNs[k]!;
+      if (until <= nowNs) {
+        // Only a device still held (nothing else released it meanwhile) goes back.
+        if (this.busy[device] === HELD) this.setBusy(device, false);
+        released++;
+        continue;
+      }
+      this.heldDevices[kept] = device;
+      this.heldUntilNs[kept] = until;
+      kept++;
+      if (until < next) next = until;
+    }
+    this.heldCount = kept;
+    this.heldNextNs = next;
+    return released;
   }
 
   /**
@@ -298,7 +392,7 @@ export class DeviceQueues {
    * its queue was empty until now (NEW rather than OLD). Keeps its place when its list does not change.
    */
   relist(device: number, fresh: boolean): void {
-    if (this.busy[device] === 1 || this.queued[device] === 0) {
+    if (this.busy[device] !== IDLE || this.queued[device] === 0) {
       this.unlink(device);
       return;
     }

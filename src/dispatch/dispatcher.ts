@@ -46,7 +46,9 @@ import {
   DS_BACKLOG_RECORDS_F64,
   DS_BACKPRESSURE_WAITS_F64,
   DS_BLOCK_F64,
+  DS_BACKOFFS_F64,
   DS_BREAKER_OPENS_F64,
+  DS_DEVICE_HOLDS_F64,
   DS_BREAKER_STATE_F64,
   DS_CARRIED_OVER_F64,
   DS_CREDITS_F64,
@@ -1135,6 +1137,8 @@ export class Dispatcher implements DeadLetterTarget {
         m[b + DS_REPLAY_REJECTED_BY_REASON_F64 + r] = ds.replayRejectedByReason[r]!;
       }
       m[b + DS_PAUSES_F64] = ds.pauses;
+      m[b + DS_BACKOFFS_F64] = ds.backoffs;
+      m[b + DS_DEVICE_HOLDS_F64] = ds.deviceHolds;
       m[b + DS_SPILLED_F64] = ds.spilled;
       m[b + DS_BACKLOG_RECORDS_F64] = ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding;
       m[b + DS_BACKLOG_BYTES_F64] = ds.backlog === null ? 0 : ds.backlog.liveBytes;

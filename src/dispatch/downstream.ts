@@ -18,9 +18,11 @@
  *   live traffic; the device's later triggers wait behind it. With `replay: false` it is dead-lettered for good
  *   instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
- *   failed delivery up to 1 s), an exhausted credit window or a full limiter only hold triggers back. A failure while
- *   the breaker judges the downstream down, or answered with Retry-After, uses up no attempt. A downstream that keeps
- *   up never sees a dead letter.
+ *   failed delivery up to 1 s), a device held back alone (its trigger refused for the moment while the downstream
+ *   answered the rest of the batch: DeviceQueues.holdBack), an exhausted credit window or a full limiter only hold
+ *   triggers back. A failure while the breaker judges the downstream down, answered with Retry-After, or a refusal for
+ *   the moment of that trigger alone (SinkResult.again) uses up no attempt. A downstream that keeps up never sees a
+ *   dead letter.
  * - The dead-letter storage has a size and an age budget (DeadLetterFile): when it drops a segment that holds the
  *   copies of parked triggers, those triggers are given up (settled for good, counted in `givenUp`) at the next pass,
  *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
@@ -265,6 +267,13 @@ export class Downstream {
   pausedUntilNs = 0;
   /** Failed deliveries since the last success (the retry backoff grows with it). */
   consecutiveFailures = 0;
+  /** Times the downstream as a whole was backed off after a failed batch (not one answered in part). */
+  backoffs = 0;
+  /**
+   * Times a device alone was held back: the downstream refused its trigger for the moment and answered the rest of the
+   * batch (completeFailed).
+   */
+  deviceHolds = 0;
   /** Set by the dispatcher past its drain deadline, or when the downstream is gone: nothing new is sent. */
   stopped = false;
   /** Gone for this run (markGone): stopped, and a drain does not wait for what it holds. */
@@ -552,6 +561,7 @@ export class Downstream {
     try {
       if (this.dropCount > 0) this.processDrops();
       this.loadBacklog();
+      this.queues.releaseHeld();
       if (this.stopped || this.breaker.isBlocking(nowNs) || nowNs < this.pausedUntilNs) return;
       // Leases not known to hold (a process resumed after its leases expired): their triggers stay held.
       if (this.ctx.leaseGate !== null && !leaseGateOpen(this.ctx.leaseGate)) return;
@@ -651,6 +661,28 @@ export class Downstream {
     // Told with the failure itself, so no later batch is sent to it whatever the order of the thread's messages.
     if (result.gone === true) this.markGone();
     const pause = result.retryAfterMs !== undefined && result.retryAfterMs > 0;
+    // A batch that failed after parts of it were delivered (a webhook batch sent in parts, messages a broker stored
+    // before a timeout): those are settled.
+    const deliveredSlots =
+      outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.delivered !== undefined
+        ? result.delivered
+            .filter((k) => k < batch.count && result.refused?.includes(k) !== true)
+            .map((k) => batch.slots[k]!)
+        : null;
+    // Answered in part: the downstream answered every message it was handed, taking or refusing for good at least one,
+    // and refused some for the moment one by one (SinkResult.again: a broker's quota). The target is alive and the
+    // failure is those devices', not the downstream's: neither the limiter nor the breaker counts it, the downstream is
+    // not backed off as a whole, and each device refused for the moment is held back alone (completeFailed) while the
+    // others go on.
+    const again = outcome === Outcome.LOSS && result.again !== undefined ? result.again : null;
+    const taken = (result.delivered?.length ?? 0) + (result.refused?.length ?? 0);
+    const answeredInPart =
+      again !== null &&
+      again.length > 0 &&
+      taken > 0 &&
+      !pause &&
+      !this.gone &&
+      taken + again.length + (result.unsent?.length ?? 0) === batch.count;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
     const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
     const sampleEndNs = measuredElsewhere ? batch.sentAtNs + result.serviceNs! : nowNs;
@@ -658,6 +690,9 @@ export class Downstream {
       if (result.unsampled === true) this.limiter.releaseIgnore(permit);
       else this.limiter.releaseSuccess(permit, sampleEndNs, !measuredElsewhere);
       this.breaker.onSuccess(nowNs);
+    } else if (answeredInPart) {
+      this.limiter.releaseIgnore(permit);
+      this.breaker.onIgnored();
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
@@ -675,31 +710,33 @@ export class Downstream {
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
       this.pauses++;
     }
-    if (outcome === Outcome.OK) {
+    if (outcome === Outcome.OK || answeredInPart) {
       this.consecutiveFailures = 0;
     } else if (outcome !== Outcome.REJECTED && !pause) {
       // Back off before sending again: 10 ms, doubling per consecutive failure, at most 1 s. A downstream that just
       // died then sees a few requests, not a burst of retries that uses up every trigger's attempts before the
       // breaker has seen enough to open.
       this.consecutiveFailures++;
+      this.backoffs++;
       const until =
         nowNs +
         Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
     }
-    // A batch that failed after parts of it were delivered (a webhook batch sent in parts, messages a broker stored
-    // before a timeout): those are settled.
-    const deliveredSlots =
-      outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.delivered !== undefined
-        ? result.delivered
-            .filter((k) => k < batch.count && result.refused?.includes(k) !== true)
-            .map((k) => batch.slots[k]!)
-        : null;
-    // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment).
+    // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment),
+    // and those the downstream itself refused for the moment: they use up no attempt.
     const unsentSlots =
-      outcome !== Outcome.OK && outcome !== Outcome.REJECTED && result.unsent !== undefined && result.unsent.length > 0
-        ? new Set(result.unsent.filter((k) => k < batch.count).map((k) => batch.slots[k]!))
+      outcome !== Outcome.OK &&
+      outcome !== Outcome.REJECTED &&
+      ((result.unsent !== undefined && result.unsent.length > 0) || (again !== null && again.length > 0))
+        ? new Set(
+            [...(result.unsent ?? []), ...(again ?? [])].filter((k) => k < batch.count).map((k) => batch.slots[k]!),
+          )
         : null;
+    // The devices to hold back alone (answered in part): those refused for the moment.
+    const heldSlots = answeredInPart
+      ? new Set(again!.filter((k) => k < batch.count).map((k) => batch.slots[k]!))
+      : null;
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count - (deliveredSlots?.length ?? 0));
     if (result.credits !== undefined) this.credits.advertise(result.credits);
     this.sendingTriggers -= batch.count;
@@ -714,7 +751,7 @@ export class Downstream {
     } else {
       if (deliveredSlots !== null && deliveredSlots.length > 0)
         this.completeDeliveredPart(batch, deliveredSlots, nowNs);
-      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots);
+      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots, heldSlots);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();
@@ -774,6 +811,8 @@ export class Downstream {
       } else {
         this.delivered++;
       }
+      // Taken: a later refusal for the moment of its device holds it back from the first hold again.
+      q.endHoldStreak(deviceOfSlot(q, slot));
       this.settle(slot, DeadLetterStatus.RESOLVED);
     }
     if (release) this.releaseDevices(batch);
@@ -816,13 +855,16 @@ export class Downstream {
    * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe), and
    * for an answer that asks for a pause (`paused`: 429/503 with Retry-After, a live downstream that says when to come
    * back), a failure is the downstream's, not the trigger's: it uses up no attempt. Nor does a trigger the sink never
-   * handed over (`unsentSlots`: SinkResult.unsent).
+   * handed over or that the downstream refused for the moment (`unsentSlots`: SinkResult.unsent and .again). The
+   * devices of `heldSlots` (refused for the moment while the downstream answered the rest) are held back alone
+   * (DeviceQueues.holdBack: 10 ms doubling per hold in a row, at most 1 s) instead of going back on their lists.
    */
   private completeFailed(
     batch: TriggerBatch,
     nowNs: number,
     paused: boolean,
     unsentSlots: ReadonlySet<number> | null = null,
+    heldSlots: ReadonlySet<number> | null = null,
   ): void {
     const q = this.queues;
     const counts = !paused && this.breaker.state === BreakerState.CLOSED;
@@ -838,7 +880,7 @@ export class Downstream {
     }
     for (let k = 0; k < batch.count; k++) {
       const device = deviceOfSlot(q, batch.slots[k]!);
-      if (!q.isBusy(device)) continue;
+      if (!q.isBusy(device) || q.isHeld(device)) continue;
       for (;;) {
         const head = q.headOf(device);
         const hi = head * DREC_STRIDE_I32;
@@ -849,6 +891,11 @@ export class Downstream {
         }
         q.popHead(device);
         this.deadLetterFinal(head, DeadLetterReason.UNDELIVERABLE, nowNs);
+      }
+      // Refused for the moment while the downstream took the others: it alone waits (its refused trigger is first).
+      if (heldSlots !== null && heldSlots.has(q.headOf(device)) && q.holdBack(device)) {
+        this.deviceHolds++;
+        continue;
       }
       q.setBusy(device, false);
     }

@@ -33,14 +33,17 @@ import {
   DS_DURABLE_WRITE_ERRORS_F64,
   DS_BACKLOG_BYTES_F64,
   DS_BACKLOG_RECORDS_F64,
+  DS_BACKOFFS_F64,
   DS_BACKPRESSURE_WAITS_F64,
   DS_BLOCK_F64,
+  DS_BREAKER_OPENS_F64,
   DS_BREAKER_STATE_F64,
   DS_CARRIED_OVER_F64,
   DS_DEAD_LETTER_DEPTH_F64,
   DS_DEAD_LETTERED_BY_REASON_F64,
   DS_DEAD_LETTERED_F64,
   DS_DELIVERED_F64,
+  DS_DEVICE_HOLDS_F64,
   DS_FINAL_F64,
   DS_IN_FLIGHT_TRIGGERS_F64,
   DS_INFLIGHT_F64,
@@ -114,6 +117,15 @@ export interface DownstreamStats {
   rttMinMs: number;
   /** Breaker state: "closed" / "open" / "half_open". */
   breakerState: string;
+  /** Times the breaker opened. */
+  breakerOpens: number;
+  /** Times the downstream as a whole was backed off after a failed batch (not one answered in part). */
+  backoffs: number;
+  /**
+   * Times a device alone was held back: the downstream refused its trigger for the moment and answered the rest of the
+   * batch.
+   */
+  deviceHolds: number;
   /** Triggers held in memory, not being sent. */
   queueDepth: number;
   /** Triggers inside sink calls. */
@@ -399,6 +411,9 @@ export function readRouterStats(v: StatsViews): RouterStats {
       rttMinMs: c[b + DS_RTT_MIN_NS_F64]! / 1e6,
       breakerState:
         (BREAKER_STATE_NAMES as readonly string[])[c[b + DS_BREAKER_STATE_F64]!] ?? String(c[b + DS_BREAKER_STATE_F64]),
+      breakerOpens: c[b + DS_BREAKER_OPENS_F64]!,
+      backoffs: c[b + DS_BACKOFFS_F64]!,
+      deviceHolds: c[b + DS_DEVICE_HOLDS_F64]!,
       queueDepth: c[b + DS_QUEUE_DEPTH_F64]!,
       sending: c[b + DS_SENDING_F64]!,
       offered: c[b + DS_OFFERED_F64]!,

@@ -1274,11 +1274,18 @@ export const DS_DURABLE_FAILING_F64 = DS_DEAD_LETTER_BYTES_F64 + 5;
 export const DS_LOCAL_STALL_NS_F64 = DS_DEAD_LETTER_BYTES_F64 + 6;
 /** Samples a local stall was taken out of. */
 export const DS_STALL_CORRECTED_F64 = DS_DEAD_LETTER_BYTES_F64 + 7;
+/** Times the downstream as a whole was backed off after a failed batch (not one answered in part). */
+export const DS_BACKOFFS_F64 = DS_STALL_CORRECTED_F64 + 1;
+/**
+ * Times a device alone was held back: the downstream refused its trigger for the moment and answered the rest of the
+ * batch.
+ */
+export const DS_DEVICE_HOLDS_F64 = DS_STALL_CORRECTED_F64 + 2;
 /**
  * Dead letters re-delivered by the replay lane, by the DeadLetterReason they were dead-lettered with: cell
  * DS_REPLAYED_BY_REASON_F64 + reason (they sum to DS_REPLAYED_F64).
  */
-export const DS_REPLAYED_BY_REASON_F64 = DS_STALL_CORRECTED_F64 + 1;
+export const DS_REPLAYED_BY_REASON_F64 = DS_STALL_CORRECTED_F64 + 3;
 /**
  * Dead letters the replay lane found refused for good, by the DeadLetterReason they were dead-lettered with first:
  * cell DS_REPLAY_REJECTED_BY_REASON_F64 + reason (they sum to DS_REPLAY_REJECTED_F64).

@@ -281,7 +281,7 @@ test('JetStream sink: "no responders" is a refusal only where no stream captures
   const { ENTER, EXIT, CROSS } = TriggerType;
   // No stream yet: every message unanswered, the batch fails (retried), nothing refused.
   const missing = await sink.deliver(triggerBatch([EXIT, CROSS], 1));
-  assert.deepEqual(missing, { status: 503, unsent: [1] }, "the CROSS waits behind its device's EXIT");
+  assert.deepEqual(missing, { status: 503, again: [0], unsent: [1] }, "the CROSS waits behind its device's EXIT");
   const nc = await connect({ servers: nats.url });
   try {
     await (await jetstreamManager(nc)).streams.add({ name: 'PART', subjects: ['gf.ENTER', 'gf.*.x'] });
@@ -316,6 +316,7 @@ test('JetStream sink: a batch that fails (a message for a missing stream) names 
   assert.deepEqual(await sink.deliver(triggerBatch([ENTER, EXIT, ENTER, EXIT], 1)), {
     status: 503,
     delivered: [0],
+    again: [1],
     unsent: [2, 3],
   });
   const stored = (await readStream(nats.url, 'OTHER')).map((m) => `${m.subject} ${m.trigger.seq}`);
@@ -373,7 +374,8 @@ test('JetStream sink: a stream whose subjects fill for the moment (discard new p
   const stored = (await readStream(nats.url, 'ALL')).map((x) => x.trigger);
   console.log(
     `jetstream, subjects full for the moment: ${summary.triggersTotal} triggers, ${stored.length} stored; ` +
-      `${ds.delivered} delivered, ${ds.replayed} replayed`,
+      `${ds.delivered} delivered, ${ds.replayed} replayed; ${ds.deviceHolds} device holds, ${ds.backoffs} backoffs, ` +
+      `breaker opened ${ds.breakerOpens} times`,
   );
   assert.ok(summary.triggersTotal > 2000, `triggers: ${summary.triggersTotal}`);
   assert.deepEqual(checkDeliveryContract(stored, { complete: true, stays: true }).problems.slice(0, 5), []);
@@ -406,7 +408,7 @@ test('JetStream sink: a user not permitted to read the stream has "no responders
   const { ENTER, EXIT } = TriggerType;
   // Nothing stored yet: the EXIT (no responders, the stream unreadable) may be a stream not there; it waits, and
   // the device's ENTER behind it is not published.
-  assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER], 1)), { status: 503, unsent: [1] });
+  assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER], 1)), { status: 503, again: [0], unsent: [1] });
   assert.deepEqual(await sink.deliver(triggerBatch([ENTER], 1)), { status: 200 });
   // Stored a moment ago: the EXIT is refused, and the device goes on.
   assert.deepEqual(await sink.deliver(triggerBatch([EXIT, ENTER, EXIT, ENTER], 2)), { status: 200, refused: [0, 2] });

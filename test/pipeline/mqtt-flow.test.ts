@@ -61,6 +61,19 @@ async function runAgainst(
   return { s, summary, received, refused };
 }
 
+/**
+ * A refusal for the moment holds back its device alone (DeviceQueues.holdBack) where the broker took others of the
+ * batch; only a batch of which the broker took nothing (a device sent alone, say) backs the downstream off as a whole,
+ * and such a batch has at least one refusal. Most refusals come beside messages taken.
+ */
+function holdsPerRefusal(ds: { deviceHolds: number; backoffs: number }, refused: number): void {
+  assert.ok(
+    ds.deviceHolds + ds.backoffs <= refused,
+    `${ds.deviceHolds} holds, ${ds.backoffs} backoffs, ${refused} refusals`,
+  );
+  assert.ok(ds.deviceHolds >= refused * 0.75, `device holds ${ds.deviceHolds} for ${refused} refusals`);
+}
+
 test('MQTT 5: a broker that refuses messages for the moment and enforces a Receive Maximum of 8 gets every trigger once, in per-device order, never more than 8 unacknowledged', async (t) => {
   const {
     s: server,
@@ -75,9 +88,13 @@ test('MQTT 5: a broker that refuses messages for the moment and enforces a Recei
   console.log(
     `mqtt 5, Receive Maximum 8, some refused once: ${summary.triggersTotal} triggers, ${received.length} accepted, ` +
       `${refused} refusals (${[...server.refusedByCode].map(([c, n]) => `${n} x ${c}`).join(', ')}), ` +
-      `at most ${server.maxUnacked} unacknowledged, ${server.connections} connection(s)`,
+      `at most ${server.maxUnacked} unacknowledged, ${server.connections} connection(s); ` +
+      `${ds.deviceHolds} device holds, ${ds.backoffs} backoffs, breaker opened ${ds.breakerOpens} times`,
   );
   assert.equal(server.receiveMaximumExceeded, 0, 'never past the Receive Maximum');
+  // A refusal of one message holds back its device alone: the broker is not judged down, nor backed off as a whole.
+  assert.equal(ds.breakerOpens, 0, 'the breaker never opened');
+  holdsPerRefusal(ds, refused);
   assert.equal(server.maxUnacked, 8, 'the window is used to the full');
   assert.equal(server.connections, 1, 'never disconnected');
   assert.ok(summary.triggersTotal > 1000, `triggers: ${summary.triggersTotal}`);
@@ -105,9 +122,12 @@ test('MQTT 5: messages never published (behind one of their device refused for t
   );
   console.log(
     `mqtt 5, one trigger in four refused once, maxAttempts 2: ${summary.triggersTotal} triggers, ${received.length} accepted, ` +
-      `${refused} refusals, ${summary.deadLettered} dead-lettered`,
+      `${refused} refusals, ${summary.deadLettered} dead-lettered; ${summary.downstreams[0]!.deviceHolds} device holds, ` +
+      `${summary.downstreams[0]!.backoffs} backoffs, breaker opened ${summary.downstreams[0]!.breakerOpens} times`,
   );
   assert.ok(refused > 100, `refusals: ${refused}`);
+  assert.equal(summary.downstreams[0]!.breakerOpens, 0, 'the breaker never opened');
+  holdsPerRefusal(summary.downstreams[0]!, refused);
   assert.equal(summary.deadLettered, 0, 'a trigger refused once is not out of attempts');
   assert.deepEqual(checkDeliveryContract(received, { complete: true, stays: true }).problems.slice(0, 5), []);
   assert.equal(received.length, summary.triggersTotal, 'each trigger accepted once');
@@ -130,6 +150,7 @@ test("MQTT 5 sink: a device's next message waits for the PUBACK of the one befor
     status: 0,
     error: 'network',
     delivered: [0],
+    again: [1],
     unsent: [2, 3],
   });
   assert.deepEqual(

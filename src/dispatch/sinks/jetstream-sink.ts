@@ -151,7 +151,7 @@ export class JetStreamSink implements Sink {
         waiting: 0,
         sent: [],
         refused: [],
-        unavailable: false,
+        again: [],
         stored: [],
         unrouted: (i) => {
           // "No responders": refused where no stream captures the subject and the stream is there (a template it
@@ -167,7 +167,7 @@ export class JetStreamSink implements Sink {
             } else if (answer === UNKNOWN) {
               state.unknown.push(i);
             } else {
-              state.unavailable = true;
+              state.again.push(i);
             }
             if (--state.waiting === 0) state.settle();
           };
@@ -192,7 +192,7 @@ export class JetStreamSink implements Sink {
           if (state.unknown.length > 0) {
             const refuse = state.stored.length > 0 || Date.now() - this.storedAtMs < ANSWER_KEPT_MS;
             for (const i of state.unknown.splice(0)) {
-              if (!refuse) state.unavailable = true;
+              if (!refuse) state.again.push(i);
               else {
                 state.refused.push(i);
                 state.follow(i);
@@ -201,7 +201,7 @@ export class JetStreamSink implements Sink {
             if (state.waiting > 0 || finished) return;
           }
           // A device's messages behind one that can be stored later were not published: the batch goes again.
-          finish({ status: state.unavailable || state.sent.length < batch.count ? 503 : 200 });
+          finish({ status: state.again.length > 0 || state.sent.length < batch.count ? 503 : 200 });
         },
       };
       let finished = false;
@@ -214,6 +214,7 @@ export class JetStreamSink implements Sink {
         // device's from its first not stored on) are sent again.
         const out: SinkResult = state.refused.length === 0 ? r : { ...r, refused: state.refused.sort((a, b) => a - b) };
         if (r.status !== 200 && state.stored.length > 0) out.delivered = state.stored.sort((a, b) => a - b);
+        if (r.status !== 200 && state.again.length > 0) out.again = state.again.sort((a, b) => a - b);
         // Messages never published (behind one of their device that goes again) use up no attempt.
         if (r.status !== 200 && state.sent.length < batch.count)
           out.unsent = unsentOf(batch.count, state.sent, state.sent.length);
@@ -237,7 +238,7 @@ export class JetStreamSink implements Sink {
     state.progressAtMs = Date.now();
     const answer = ackAnswer(msg.data);
     if (answer === STORED) this.storedAtMs = state.progressAtMs;
-    if (answer === UNAVAILABLE) state.unavailable = true;
+    if (answer === UNAVAILABLE) state.again.push(index);
     else {
       (answer === STORED ? state.stored : state.refused).push(index);
       // Answered for good: the device's next message may go (deviceChains).
@@ -362,8 +363,8 @@ interface PendingBatch {
   stored: number[];
   /** Indexes (in the batch) of the messages the stream refused for good. */
   refused: number[];
-  /** A message could not be stored now (the stream's error answer says "again later"). */
-  unavailable: boolean;
+  /** Indexes (in the batch) of the messages that could not be stored now (the stream's answer says "again later"). */
+  again: number[];
   /** Message `i` had no responders: asks why (whoCaptures), then counts it refused or "again later". */
   unrouted(i: number): void;
   /** Indexes of messages with no responders whose stream's subjects could not be read: decided in settle. */

@@ -102,6 +102,8 @@ class Publishing {
   readonly delivered: number[] = [];
   /** Indexes of messages the broker refused for good (REFUSING_REASON_CODES), in the order their PUBACKs came. */
   readonly refused: number[] = [];
+  /** Indexes of messages the broker refused for the moment (any other PUBACK reason code). */
+  readonly again: number[] = [];
   /** When a message of the batch was last published or answered, ms (Date.now). */
   progressAtMs = Date.now();
   /** The batch's deadline (see MqttSink.arm). */
@@ -254,7 +256,8 @@ export class MqttSink implements Sink {
     this.inflight--;
     p.progressAtMs = this.answeredAtMs = Date.now();
     const ok = err === undefined || err === null;
-    if (ok || REFUSING_REASON_CODES.has((err as Error & { code?: number }).code ?? -1)) {
+    const code = ok ? -1 : (err as Error & { code?: unknown }).code;
+    if (ok || REFUSING_REASON_CODES.has(code as number)) {
       (ok ? p.delivered : p.refused).push(i);
       p.unsettled--;
       // Settled either way: the device's next message may go.
@@ -264,8 +267,10 @@ export class MqttSink implements Sink {
         this.readyAgain = true;
       }
     }
-    // Else refused for the moment (or the client failed it): the device's later messages are not published; they go
-    // again behind it, and the batch fails once the other devices' messages are answered.
+    // Else refused for the moment (a PUBACK reason code, 0x80 and up) or failed by the client: the device's later
+    // messages are not published; they go again behind it, and the batch fails once the other devices' messages are
+    // answered.
+    else if (typeof code === 'number' && code >= 0x80) p.again.push(i);
     if (p.unsettled === 0) this.finish(p, RESULT_OK);
     else if (p.unacked === 0 && p.head === p.ready.length) this.finish(p, { status: 0, error: 'network' });
     this.pump();
@@ -285,6 +290,7 @@ export class MqttSink implements Sink {
     let r = base;
     if (base.status !== 200 && p.delivered.length > 0) r = { ...r, delivered: p.delivered.sort(ascending) };
     if (p.refused.length > 0) r = { ...r, refused: p.refused.sort(ascending) };
+    if (base.status !== 200 && p.again.length > 0) r = { ...r, again: p.again.sort(ascending) };
     if (base.status !== 200 && p.head < p.batch.count) r = { ...r, unsent: unsentOf(p.batch.count, p.ready, p.head) };
     p.done(r);
   }

@@ -44,6 +44,15 @@ export interface SinkResult {
    */
   unsent?: readonly number[];
   /**
+   * With a failure, from a sink that hears back per trigger: the indexes, in the batch (increasing), of triggers the
+   * downstream itself refused for the moment one by one (an MQTT 5 PUBACK such as 151 quota exceeded, a JetStream
+   * "again later" answer). They are sent again without having used up an attempt. When every other trigger of the
+   * batch was taken, refused for good or never handed over, and at least one was taken or refused, the downstream
+   * answered the batch in part: the failure is those devices' alone (see Downstream: they are held back, the others
+   * go on).
+   */
+  again?: readonly number[];
+  /**
    * The batch took several requests one after another (a webhook batch sent again in parts): its time is not one
    * request's, and the limiter takes no sample from it.
    */
