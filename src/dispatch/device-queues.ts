@@ -17,9 +17,10 @@
  * never NEW, so a backlog cannot pass itself off as new traffic by emptying its queue at each turn.
  *
  * Held back: a device whose trigger the downstream refused for the moment while it took the rest of the batch (a
- * broker's quota) waits off the ready lists for a time of its own (`holdBack`, `releaseHeld`): 10 ms, doubling with
- * each such hold in a row (its streak, ended by `endHoldStreak` once the device goes on), at most 1 s. The devices that
- * were not refused go on at once, and the one that was is not sent again straight away.
+ * subject full for the moment, say) waits off the ready lists for a time of its own (`holdBack`, `releaseHeld`): 10 ms,
+ * doubling with each such hold in a row (its streak, ended by `endHoldStreak` once one of its triggers is taken, and
+ * when it has nothing pending), at most 1 s. The devices that were not refused go on at once, and the one that was is
+ * not sent again straight away.
  *
  * The last `reservedSlots` free slots are kept for COMPLIANCE triggers. Nothing allocates after construction.
  * Dispatcher thread only; the caller owns the record cells other than the links (see Downstream).
@@ -61,6 +62,8 @@ const NIL = -1;
 const HOLD_FIRST_NS = 10e6;
 /** Longest hold, ns. */
 const HOLD_MAX_NS = 1e9;
+/** Held devices are looked at no more often than this, ns: a release is at most this late. */
+const HOLD_SCAN_NS = 1e6;
 /** busy[] values: nothing in flight, a batch in flight, held back (see holdBack). */
 const IDLE = 0;
 const IN_FLIGHT = 1;
@@ -300,16 +303,20 @@ export class DeviceQueues {
   /** Marks `device` busy (a batch with its triggers is in flight) or idle again, and relists it. */
   setBusy(device: number, busy: boolean): void {
     this.busy[device] = busy ? IN_FLIGHT : IDLE;
-    // Nothing left pending: from now on it is idle.
-    if (!busy && this.queued[device] === 0 && this.fileOnly[device] === 0) this.idleSinceNs[device] = this.now[0]!;
+    // Nothing left pending: from now on it is idle (and its run of holds, if any, is over).
+    if (!busy && this.queued[device] === 0 && this.fileOnly[device] === 0) {
+      this.idleSinceNs[device] = this.now[0]!;
+      this.holdStreak[device] = 0;
+    }
     this.relist(device, false);
   }
 
   /**
    * Keeps `device` (in flight until now, with a trigger queued) off the ready lists for its hold: 10 ms doubling with
    * each hold in a row, at most 1 s, from the time in the `now` cell. It counts as busy meanwhile; releaseHeld puts it
-   * back. False (and the device released at once) only where the hold cells are all taken, which a device that keeps
-   * its queued trigger until released cannot bring about. Allocation-free.
+   * back. False (and the device released at once) where the hold cells are all taken: there are as many as record
+   * slots, and a held device keeps its refused trigger but in the rare case its parked copy is given up meanwhile.
+   * Allocation-free.
    */
   holdBack(device: number): boolean {
     if (this.heldCount === this.heldDevices.length) {
@@ -328,14 +335,19 @@ export class DeviceQueues {
     return true;
   }
 
+  /** Holds of `device` in a row so far (0: none since one of its triggers was taken or it had nothing pending). */
+  holdStreakOf(device: number): number {
+    return this.holdStreak[device]!;
+  }
+
   /** Ends `device`'s run of holds (the downstream took its trigger): its next hold is the first again. */
   endHoldStreak(device: number): void {
     this.holdStreak[device] = 0;
   }
 
   /**
-   * Puts the held devices whose time has come (at or before the `now` cell) back on their lists; returns how many.
-   * Allocation-free.
+   * Puts the held devices whose time has come (at or before the `now` cell) back on their lists; returns how many. The
+   * held devices are looked at once a millisecond at most (HOLD_SCAN_NS). Allocation-free.
    */
   releaseHeld(): number {
     const nowNs = this.now[0]!;
@@ -358,7 +370,7 @@ export class DeviceQueues {
       if (until < next) next = until;
     }
     this.heldCount = kept;
-    this.heldNextNs = next;
+    this.heldNextNs = next === Infinity ? next : Math.max(next, nowNs + HOLD_SCAN_NS);
     return released;
   }
 

@@ -20,9 +20,9 @@
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), a device held back alone (its trigger refused for the moment while the downstream
  *   answered the rest of the batch: DeviceQueues.holdBack), an exhausted credit window or a full limiter only hold
- *   triggers back. A failure while the breaker judges the downstream down, answered with Retry-After, or a refusal for
- *   the moment of that trigger alone (SinkResult.again) uses up no attempt. A downstream that keeps up never sees a
- *   dead letter.
+ *   triggers back. A failure while the breaker judges the downstream down, or answered with Retry-After, uses up no
+ *   attempt, nor does a refusal for the moment of that trigger alone (SinkResult.again, the rest of the batch
+ *   answered) for its device's first FREE_HOLDS holds in a row. A downstream that keeps up never sees a dead letter.
  * - The dead-letter storage has a size and an age budget (DeadLetterFile): when it drops a segment that holds the
  *   copies of parked triggers, those triggers are given up (settled for good, counted in `givenUp`) at the next pass,
  *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
@@ -71,6 +71,11 @@ import { checkNumber } from './validate.js';
 const RETRY_BACKOFF_FIRST_NS = 10e6;
 /** Longest backoff after repeated failed deliveries, ns. */
 const RETRY_BACKOFF_MAX_NS = 1e9;
+/**
+ * Holds in a row (DeviceQueues.holdBack: 10 ms, 20 ms ... 640 ms) during which a trigger refused for the moment beside
+ * others taken uses up no attempt.
+ */
+const FREE_HOLDS = 7;
 
 /**
  * The by-reason cell of a parked record's reason (>= 0). A reason this router does not know (a record of another
@@ -670,10 +675,10 @@ export class Downstream {
             .map((k) => batch.slots[k]!)
         : null;
     // Answered in part: the downstream answered every message it was handed, taking or refusing for good at least one,
-    // and refused some for the moment one by one (SinkResult.again: a broker's quota). The target is alive and the
-    // failure is those devices', not the downstream's: neither the limiter nor the breaker counts it, the downstream is
-    // not backed off as a whole, and each device refused for the moment is held back alone (completeFailed) while the
-    // others go on.
+    // and refused some for the moment one by one (SinkResult.again: a subject full for the moment). The target is alive
+    // (a success for the breaker), the downstream is not backed off as a whole, and each device refused for the moment
+    // is held back alone (completeFailed) while the others go on. The limiter still counts a drop: a refusal for the
+    // moment is the downstream pushing back, and fewer batches in flight is the answer to a quota over all messages.
     const again = outcome === Outcome.LOSS && result.again !== undefined ? result.again : null;
     const taken = (result.delivered?.length ?? 0) + (result.refused?.length ?? 0);
     const answeredInPart =
@@ -691,8 +696,8 @@ export class Downstream {
       else this.limiter.releaseSuccess(permit, sampleEndNs, !measuredElsewhere);
       this.breaker.onSuccess(nowNs);
     } else if (answeredInPart) {
-      this.limiter.releaseIgnore(permit);
-      this.breaker.onIgnored();
+      this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
+      this.breaker.onSuccess(nowNs);
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
@@ -723,20 +728,26 @@ export class Downstream {
         Math.min(RETRY_BACKOFF_MAX_NS, RETRY_BACKOFF_FIRST_NS * 2 ** Math.min(20, this.consecutiveFailures - 1));
       if (until > this.pausedUntilNs) this.pausedUntilNs = until;
     }
-    // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment),
-    // and those the downstream itself refused for the moment: they use up no attempt.
-    const unsentSlots =
-      outcome !== Outcome.OK &&
-      outcome !== Outcome.REJECTED &&
-      ((result.unsent !== undefined && result.unsent.length > 0) || (again !== null && again.length > 0))
-        ? new Set(
-            [...(result.unsent ?? []), ...(again ?? [])].filter((k) => k < batch.count).map((k) => batch.slots[k]!),
-          )
-        : null;
     // The devices to hold back alone (answered in part): those refused for the moment.
     const heldSlots = answeredInPart
       ? new Set(again!.filter((k) => k < batch.count).map((k) => batch.slots[k]!))
       : null;
+    // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment)
+    // use up no attempt; nor does one refused for the moment beside others taken, for its device's first
+    // FREE_HOLDS holds in a row (about 1.3 s): refused for longer, each refusal uses one, so a trigger the downstream
+    // never takes ends in the replay lane (or dead-lettered with `replay: false`) and its device goes on.
+    let unsentSlots: Set<number> | null = null;
+    if (
+      outcome !== Outcome.OK &&
+      outcome !== Outcome.REJECTED &&
+      result.unsent !== undefined &&
+      result.unsent.length > 0
+    )
+      unsentSlots = new Set(result.unsent.filter((k) => k < batch.count).map((k) => batch.slots[k]!));
+    if (heldSlots !== null)
+      for (const slot of heldSlots)
+        if (this.queues.holdStreakOf(deviceOfSlot(this.queues, slot)) < FREE_HOLDS)
+          (unsentSlots ??= new Set()).add(slot);
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count - (deliveredSlots?.length ?? 0));
     if (result.credits !== undefined) this.credits.advertise(result.credits);
     this.sendingTriggers -= batch.count;

@@ -17,7 +17,7 @@ const CACHE_LINE_BYTES = 64;
 const CACHE_LINE_I32 = CACHE_LINE_BYTES / 4;
 
 /** Version of every layout in this file; bumped whenever any offset changes. */
-export const LAYOUT_VERSION = 6;
+export const LAYOUT_VERSION = 7;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Ring header: the first RING_HEADER_BYTES of every ring region (telemetry and trigger rings alike).

@@ -93,13 +93,12 @@ test('device queues: holds in a row double (10, 20, 40 ms ... at most 1 s) until
 
 /**
  * A dispatcher on a clock of the test's own (`clock.ns`) with one downstream (four batches in flight, up to 16
- * triggers each, `maxAttempts` attempts, a breaker that opens on the first counted failure) whose sink answers the
- * first batch with `firstAnswer(sent)` (`sent`: "device/seq" per trigger) and every later one with 200; the calls it
- * made.
+ * triggers each, `maxAttempts` attempts, a breaker that opens on the first counted failure) whose sink answers each
+ * batch with `answer(sent, call)` (`sent`: "device/seq" per trigger; `call`: 1 for the first); the calls it made.
  */
-function oneDownstream(
+function downstreamAnswering(
   clock: { ns: number },
-  firstAnswer: (sent: string[]) => SinkResult,
+  answer: (sent: string[], call: number) => SinkResult,
   maxAttempts = 3,
 ): { d: Dispatcher; calls: string[][] } {
   const calls: string[][] = [];
@@ -115,7 +114,7 @@ function oneDownstream(
           deliver: async (batch: TriggerBatch) => {
             const sent = Array.from({ length: batch.count }, (_, i) => `${batch.deviceSlot(i)}/${batch.seq(i)}`);
             calls.push(sent);
-            return calls.length === 1 ? firstAnswer(sent) : { status: 200 };
+            return answer(sent, calls.length);
           },
           close: async () => undefined,
         },
@@ -128,6 +127,15 @@ function oneDownstream(
     ],
   });
   return { d, calls };
+}
+
+/** downstreamAnswering, the first batch answered with `firstAnswer(sent)` and every later one with 200. */
+function oneDownstream(
+  clock: { ns: number },
+  firstAnswer: (sent: string[]) => SinkResult,
+  maxAttempts = 3,
+): { d: Dispatcher; calls: string[][] } {
+  return downstreamAnswering(clock, (sent, call) => (call === 1 ? firstAnswer(sent) : { status: 200 }), maxAttempts);
 }
 
 /** Offers trigger `seq` of `device`. */
@@ -187,6 +195,48 @@ test('downstream: a batch answered in part holds back only the device refused fo
   assert.equal(t.delivered, 7);
   assert.equal(t.deadLettered, 0);
   assert.equal(ds.queues.heldDevicesCount, 0);
+  await d.close(1000);
+});
+
+test('downstream: a trigger refused for the moment time after time uses no attempt for its first seven holds, then one each, and ends in the replay lane; the other device never waits', async () => {
+  const clock = { ns: 1e12 };
+  // Device 2's trigger is refused for the moment every time (until take2); device 1's are taken.
+  let take2 = false;
+  const { d, calls } = downstreamAnswering(
+    clock,
+    (sent) => {
+      const of2 = sent.flatMap((x, i) => (x.startsWith('2/') ? [i] : []));
+      if (of2.length === 0 || take2) return { status: 200 };
+      const of1 = sent.flatMap((x, i) => (x.startsWith('1/') ? [i] : []));
+      return { status: 0, error: 'network', delivered: of1, again: [of2[0]!], unsent: of2.slice(1) };
+    },
+    2,
+  );
+  offer(d, 2, 100);
+  const ds = d.downstreams[0]!;
+  // Each round device 1 has a trigger when device 2's hold (at most 1 s) has ended: they go in one batch.
+  for (let round = 1; round <= 10; round++) {
+    offer(d, 1, round);
+    await settle(d);
+    assert.equal(d.totals().deadLettered, round < 9 ? 0 : 1, `round ${round}: seven free refusals, then two attempts`);
+    clock.ns += 1000 * MS;
+  }
+  assert.equal(ds.deviceHolds, 10);
+  assert.equal(ds.deadLetteredByReason[2], 1, 'dead-lettered undeliverable, waiting in the replay lane');
+  assert.equal(ds.parked, 1);
+  assert.equal(ds.breaker.state, BreakerState.CLOSED);
+  assert.equal(ds.backoffs, 0);
+  // Taken at last: the replay lane delivers it.
+  take2 = true;
+  clock.ns += 1000 * MS;
+  await settle(d);
+  assert.equal(ds.replayed, 1);
+  const ones = calls.flat().filter((x) => x.startsWith('1/'));
+  assert.deepEqual(
+    ones,
+    Array.from({ length: 10 }, (_, i) => `1/${i + 1}`),
+    'device 1: each once, in order',
+  );
   await d.close(1000);
 });
 

@@ -272,7 +272,15 @@ export class MqttSink implements Sink {
     // answered.
     else if (typeof code === 'number' && code >= 0x80) p.again.push(i);
     if (p.unsettled === 0) this.finish(p, RESULT_OK);
-    else if (p.unacked === 0 && p.head === p.ready.length) this.finish(p, { status: 0, error: 'network' });
+    // Every message published was answered: those refused for the moment are named (a batch that fails otherwise,
+    // timed out or its connection lost, names none: the broker did not answer all of it).
+    else if (p.unacked === 0 && p.head === p.ready.length)
+      this.finish(
+        p,
+        p.again.length > 0
+          ? { status: 0, error: 'network', again: p.again.sort(ascending) }
+          : { status: 0, error: 'network' },
+      );
     this.pump();
   }
 
@@ -290,7 +298,6 @@ export class MqttSink implements Sink {
     let r = base;
     if (base.status !== 200 && p.delivered.length > 0) r = { ...r, delivered: p.delivered.sort(ascending) };
     if (p.refused.length > 0) r = { ...r, refused: p.refused.sort(ascending) };
-    if (base.status !== 200 && p.again.length > 0) r = { ...r, again: p.again.sort(ascending) };
     if (base.status !== 200 && p.head < p.batch.count) r = { ...r, unsent: unsentOf(p.batch.count, p.ready, p.head) };
     p.done(r);
   }
