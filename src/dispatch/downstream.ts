@@ -866,7 +866,7 @@ export class Downstream {
    * attempts is parked. While the breaker judges the downstream down (open, or half-open after a failed probe), and
    * for an answer that asks for a pause (`paused`: 429/503 with Retry-After, a live downstream that says when to come
    * back), a failure is the downstream's, not the trigger's: it uses up no attempt. Nor does a trigger the sink never
-   * handed over or that the downstream refused for the moment (`unsentSlots`: SinkResult.unsent and .again). The
+   * handed over or that the downstream refused for the moment during its device's first holds (`unsentSlots`). The
    * devices of `heldSlots` (refused for the moment while the downstream answered the rest) are held back alone
    * (DeviceQueues.holdBack: 10 ms doubling per hold in a row, at most 1 s) instead of going back on their lists.
    */

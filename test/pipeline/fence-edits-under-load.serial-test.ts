@@ -1,5 +1,5 @@
 /**
- * Live fence edits under load through real threads: 10,000 fences, 300,000 seeded pings over TCP at 100,000 pings/s;
+ * Live fence edits under load through real threads: 10,000 fences, 400,000 seeded pings over TCP at 100,000 pings/s;
  * one upsert (a new 1.2 km square) and, a second later, its delete. Every device's triggers for the new fence are
  * exactly what its pings imply once the edit is in force (ENTER, EXIT and CROSS at the right pings, an EXIT at the
  * delete for a device still inside, nothing after it), with at most the pings sent while an edit was being applied
@@ -21,7 +21,9 @@ import { waitFor } from './support.js';
 const RATE = 100_000;
 const FENCES = 10_000;
 const DEVICES = 10_000;
-const PINGS_PER_DEVICE = 30;
+// Two seconds of pings after the second edit's point (200,000 sent): on a busy 2-core host the pipeline may need more
+// than one to catch up with what was sent before an edit runs.
+const PINGS_PER_DEVICE = 40;
 const HALF_SIDE_M = 600;
 
 interface Ping {
@@ -224,7 +226,7 @@ test('one upsert and one delete at 100,000 pings/s over 10,000 fences: the right
     const report = checkDeliveryContract(got, { complete: true, stays: true });
     assert.deepEqual(report.problems, []);
     console.log(
-      `300,000 pings at ${Math.round(achieved)}/s over ${FENCES} fences: upsert applied in ${up.result.elapsedMs.toFixed(1)} ms ` +
+      `${traffic.pings} pings at ${Math.round(achieved)}/s over ${FENCES} fences: upsert applied in ${up.result.elapsedMs.toFixed(1)} ms ` +
         `(${up.done - up.call} pings sent meanwhile), delete in ${del.result.elapsedMs.toFixed(1)} ms with ${del.result.exits} EXITs ` +
         `(${del.done - del.call} pings sent meanwhile); ${devicesWithLive} devices with triggers for it (${ambiguous} with a ping ` +
         `in flight across an edit), shed ${summary.shedTotal}, held P99 ${summary.heldTimeP99Ms.toFixed(1)} ms`,
