@@ -44,12 +44,12 @@ export interface SinkResult {
    */
   unsent?: readonly number[];
   /**
-   * With a failure, from a sink that hears back per trigger, where every trigger it handed over was answered: the
-   * indexes, in the batch (increasing), of triggers the downstream itself refused for the moment one by one (an MQTT 5
-   * PUBACK such as 151 quota exceeded, a JetStream "again later" answer). When every other trigger of the batch was
-   * taken, refused for good or never handed over, at least one was taken or refused, and the failure asks for no
-   * Retry-After pause, the downstream answered the batch in part: the failure is those devices' alone (Downstream:
-   * they are held back and, for their first holds, use up no attempt; the others go on).
+   * With a failure, from a sink that hears back per trigger: the indexes, in the batch (increasing), of triggers the
+   * downstream itself refused for the moment one by one (an MQTT 5 PUBACK such as 151 quota exceeded, a JetStream
+   * "again later" answer). When every other trigger of the batch was taken, refused for good or never handed over (no
+   * answer missing), at least one was taken or refused, and the failure asks for no Retry-After pause, the downstream
+   * answered the batch in part: the failure is those devices' alone (Downstream: they are held back and, for their
+   * first holds, use up no attempt; the others go on).
    */
   again?: readonly number[];
   /**
