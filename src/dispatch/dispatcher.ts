@@ -655,17 +655,22 @@ export class Dispatcher implements DeadLetterTarget {
   /**
    * Writes what the backlog logs buffer and commits their cursors, after flushing the dead-letter ring: a record whose
    * ownership moved to the dead-letter file (parked, or settled for good) is written there before the cursor passes
-   * it. Pending files whose triggers are all settled are removed after that flush too.
+   * it. While the ring still holds records of a downstream (its disk refused the write), that downstream's cursor
+   * stays where it is and its pending file is kept: a crash then delivers those triggers again from the file they
+   * came from instead of losing them (a record the ring drops to make room is counted as `disk_error`, and the files
+   * may pass it after that; see DrecFlag.COVERED). Pending files whose triggers are all settled are removed after that
+   * flush too.
    */
   flushBacklogs(): void {
     this.flush();
-    for (const ds of this.downstreams) {
+    for (let d = 0; d < this.downstreams.length; d++) {
+      const ds = this.downstreams[d]!;
       // A failed flush leaves its records buffered: the cursor waits for them (both count their own errors).
-      if (ds.backlog !== null && ds.backlog.flush()) ds.backlog.commit();
+      if (ds.backlog !== null && ds.backlog.flush() && !this.ringHolds(d)) ds.backlog.commit();
       ds.deadLetterFile?.maintain();
     }
     for (let d = 0; d < this.downstreams.length; d++) {
-      if (!this.pendingFileSettled[d]) continue;
+      if (!this.pendingFileSettled[d] || this.ringHolds(d)) continue;
       try {
         removePendingFile(this.directories[d]!);
         this.pendingFileSettled[d] = false;
@@ -674,6 +679,13 @@ export class Dispatcher implements DeadLetterTarget {
         this.otherWriteErrors[d]!++;
       }
     }
+  }
+
+  /** True while the dead-letter ring holds a record of downstream `d` (one its disk has not taken yet). */
+  private ringHolds(d: number): boolean {
+    const ring = this.deadLetterRing;
+    for (let k = 0; k < ring.depth; k++) if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d) return true;
+    return false;
   }
 
   /**

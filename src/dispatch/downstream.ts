@@ -478,11 +478,11 @@ export class Downstream {
     q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
     q.f64[f + DREC_DLQ_POS_F64] = dlqPosition;
     q.i32[i + DREC_FLAGS_I32] = DrecFlag.FRONT;
-    if (dlqPosition >= 0) {
-      // A dead letter still waiting for its replay: it stays parked.
-      if (q.i32[i + DREC_REASON_I32]! < 0) q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
-      this.parked++;
-    }
+    if (dlqPosition >= 0 && q.i32[i + DREC_REASON_I32]! < 0)
+      q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
+    // A dead letter still waiting for its replay stays parked: from the dead-letter file, or from the pending file when
+    // its copy never reached the disk (the earlier run's close dropped it from the ring).
+    if (q.i32[i + DREC_REASON_I32]! >= 0) this.parked++;
     this.frontOutstanding++;
     this.recovered++;
     q.append(device, slot);
@@ -928,8 +928,11 @@ export class Downstream {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
-    // Its copy goes to the dead-letter file (with the next flush of the ring).
-    if (this.isMemoryOnly(slot)) this.memoryOnly--;
+    const wasMemoryOnly = this.isMemoryOnly(slot);
+    // Its copy goes to the dead-letter file (with the next flush of the ring); until then the file it came from, if
+    // any, still holds it (see DrecFlag.COVERED).
+    if (q.f64[f + DREC_LOG_ORDINAL_F64]! >= 0 || (q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0)
+      q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! | DrecFlag.COVERED;
     q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
     this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
     this.parked++;
@@ -939,14 +942,16 @@ export class Downstream {
     // The device may wait here for long: its records loaded from the backlog log (the parked one and those behind it)
     // stop holding the log's cursor back. The dead-letter file owns the parked one; the others are memory's now, like
     // any trigger in memory (the pending file at close; lost in a crash).
-    if (this.backlog === null) return;
-    for (let s = slot; s >= 0; s = q.nextInFifo(s)) {
-      const ord = q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
-      if (ord < 0) continue;
-      this.backlog.markDone(ord);
-      q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
-      if (s !== slot && this.isMemoryOnly(s)) this.memoryOnly++;
+    if (this.backlog !== null) {
+      for (let s = slot; s >= 0; s = q.nextInFifo(s)) {
+        const ord = q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
+        if (ord < 0) continue;
+        this.backlog.markDone(ord);
+        q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
+        if (s !== slot && this.isMemoryOnly(s)) this.memoryOnly++;
+      }
     }
+    this.memoryOnly += (this.isMemoryOnly(slot) ? 1 : 0) - (wasMemoryOnly ? 1 : 0);
   }
 
   /**
@@ -983,13 +988,18 @@ export class Downstream {
     return n;
   }
 
-  /** True when no durable file holds the trigger in `slot` (not loaded from the log, no dead-letter copy, not carried over). */
+  /**
+   * True when no durable file holds the trigger in `slot`: not loaded from the log, not carried over, and no
+   * dead-letter copy on disk (a copy still in the ring counts only where the file it came from covers it meanwhile).
+   */
   private isMemoryOnly(slot: number): boolean {
     const q = this.queues;
+    const dlq = q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64]!;
+    const flags = q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]!;
     return (
       q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! < 0 &&
-      q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64]! === -1 &&
-      (q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32]! & DrecFlag.FRONT) === 0
+      (dlq === -1 || (dlq <= -2 && (flags & DrecFlag.COVERED) === 0)) &&
+      (flags & DrecFlag.FRONT) === 0
     );
   }
 
@@ -1039,7 +1049,16 @@ export class Downstream {
   /** The dead-letter flush wrote ring entry `ringIndex` (a parked trigger in `slot`) at `position` of the file. */
   onParkedFlushed(slot: number, ringIndex: number, position: number): void {
     const f = slot * DREC_STRIDE_F64;
-    if (this.queues.f64[f + DREC_DLQ_POS_F64] === -2 - ringIndex) this.queues.f64[f + DREC_DLQ_POS_F64] = position;
+    if (this.queues.f64[f + DREC_DLQ_POS_F64] !== -2 - ringIndex) return;
+    if (this.isMemoryOnly(slot)) this.memoryOnly--;
+    this.queues.f64[f + DREC_DLQ_POS_F64] = position;
+    this.uncover(slot);
+  }
+
+  /** The trigger in `slot` no longer counts on the file it came from (see DrecFlag.COVERED). */
+  private uncover(slot: number): void {
+    const i = slot * DREC_STRIDE_I32;
+    this.queues.i32[i + DREC_FLAGS_I32] = this.queues.i32[i + DREC_FLAGS_I32]! & ~DrecFlag.COVERED;
   }
 
   /** A flush that could not write ring entry `from` (a parked trigger in `slot`) kept it, as entry `to`. */
@@ -1055,8 +1074,11 @@ export class Downstream {
   onParkedRingDropped(slot: number, ringIndex: number): void {
     const f = slot * DREC_STRIDE_F64;
     if (this.queues.f64[f + DREC_DLQ_POS_F64] !== -2 - ringIndex) return;
+    const was = this.isMemoryOnly(slot);
     this.queues.f64[f + DREC_DLQ_POS_F64] = -1;
-    if (this.isMemoryOnly(slot)) this.memoryOnly++;
+    // The file it came from may pass it from now on.
+    this.uncover(slot);
+    this.memoryOnly += (this.isMemoryOnly(slot) ? 1 : 0) - (was ? 1 : 0);
   }
 
   /** DropListener of the dead-letter file (the file counts the reason): notes a dropped segment for `processDrops`. */

@@ -1130,6 +1130,12 @@ export const DrecFlag = {
   FRONT: 1,
   /** A parked trigger inside a sink call when its dead-letter copy was dropped (budgets): given up if the call fails. */
   GIVE_UP: 2,
+  /**
+   * A parked trigger whose dead-letter copy still waits in the ring, taken from the backlog log or a pending file: that
+   * file still holds it (the log's cursor and the pending file's removal wait while the ring holds the downstream's
+   * records), so it is not held in memory only.
+   */
+  COVERED: 4,
 } as const;
 
 /** Why a trigger was dead-lettered. */

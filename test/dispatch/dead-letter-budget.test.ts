@@ -2,8 +2,8 @@
  * Dead-letter storage under pressure, through a real dispatcher, real HTTP downstreams and real files: a downstream
  * that refuses everything stays inside its size budget on disk (the overflow dropped oldest first, counted and
  * alarmed), dead letters past the age budget are dropped (and parked triggers with them, so their devices go on), a
- * disk that refuses writes (ENOSPC from /dev/full) stops nothing but that downstream's dead-letter writes, and a
- * replay that passes everything gives the space back.
+ * disk that refuses writes (ENOSPC from /dev/full) stops nothing but that downstream's dead-letter writes (and a crash
+ * meanwhile loses none of the triggers waiting in the ring), and a replay that passes everything gives the space back.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -24,6 +24,8 @@ import { Dispatcher, type DispatcherDownstreamOptions, type DispatcherOptions } 
 import type { Downstream } from '../../src/dispatch/downstream.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import { WebhookSink } from '../../src/dispatch/sinks/webhook-sink.js';
+import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
+import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import { deadLetterSegmentName, DeadLetterFile } from '../../src/durable/dead-letter-file.js';
 import { FILE_HEADER_BYTES } from '../../src/durable/file-layout.js';
 import { deadLetterBytesOnDisk } from '../durable/dead-letter-fixtures.js';
@@ -335,6 +337,193 @@ test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other 
   console.log(
     `ENOSPC: ${file.writeErrors} failed writes, ${lostToDisk} dead letters dropped (disk_error), ${waiting} waited in the ring and were written once the disk had room`,
   );
+});
+
+/**
+ * A callback downstream for the crash test: refuses for good (400) every trigger of `refusedDevice`, and while
+ * `failing` fails (500) any batch holding seq 4 of a device below 10; records what it took, per run.
+ */
+class CrashTestSink implements Sink {
+  readonly seen: { deviceId: string; seq: number }[] = [];
+  constructor(
+    private readonly refusedDevice: number,
+    private readonly failing: boolean,
+  ) {}
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    await sleep(1);
+    for (let i = 0; i < batch.count; i++) {
+      const device = slotOfIndexId(batch.deviceId(i));
+      if (device === this.refusedDevice) return { status: 400 };
+      if (this.failing && batch.seq(i) === 4 && device < 10) return { status: 500 };
+    }
+    for (let i = 0; i < batch.count; i++) this.seen.push({ deviceId: String(batch.deviceId(i)), seq: batch.seq(i) });
+    return { status: 200 };
+  }
+  async close(): Promise<void> {}
+}
+
+/** Devices the disk-refusing runs below use: 0-2 park from memory, 3-29 mostly through the backlog log, 39 fills. */
+const FILLER = 39;
+const IN_MEMORY = 3;
+const LIVE = 30;
+const PER_DEVICE = 6;
+
+/** A dispatcher on `dir` whose one downstream, `hook`, keeps little in memory and parks at the first failure. */
+function smallParkingHook(dir: string, sink: Sink, runId: number): Dispatcher {
+  return new Dispatcher(
+    options(
+      dir,
+      [
+        {
+          name: 'hook',
+          sink,
+          // A small memory: most triggers spill to the backlog log and load back from it; one attempt: a failed
+          // batch parks its triggers at once.
+          queueCapacitySlots: 48,
+          reservedComplianceSlots: 2,
+          maxBatchTriggers: 4,
+          maxAttempts: 1,
+          deadLetterMaxBytes: MIB,
+          breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+        },
+      ],
+      { runId, flushIntervalMs: 5 },
+    ),
+  );
+}
+
+/**
+ * A first run on a fresh directory whose dead-letter writes fail from the second segment on (/dev/full): the filler's
+ * refused triggers fill the first; devices 0-2 then park their seq 4 from memory, one after the other, and devices
+ * 3-29 (offered all at once, mostly through the backlog log) park theirs after loading it. Returns the run, its
+ * sink, and the link that makes the disk refuse (unlink it to give the disk room again).
+ */
+async function parkWhileDiskRefuses(
+  prefix: string,
+): Promise<{ dir: string; d: Dispatcher; ds: Downstream; sink: CrashTestSink; fullLink: string }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const sink = new CrashTestSink(FILLER, true);
+  const d = smallParkingHook(dir, sink, 1);
+  const ds = d.downstreams[0]!;
+  // The first segment (128 KiB at this budget) takes the filler's dead letters; the next one is on a full disk.
+  const fullLink = path.join(dir, 'hook', deadLetterSegmentName(2));
+  fs.symlinkSync('/dev/full', fullLink);
+  const r = new TriggerRecord();
+  const offerOne = (device: number, seq: number): void => {
+    d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 16, device).f64, r.i32, 0, 0);
+  };
+  const FILL = 1500;
+  for (let seq = 1; seq <= FILL; seq++) {
+    offerOne(FILLER, seq);
+    d.pump();
+  }
+  await settle(d, () => ds.final >= FILL, 10_000);
+  assert.equal(ds.final, FILL, 'the filler was refused for good');
+  assert.ok(ds.deadLetterFile!.writeErrors > 0, 'the disk refused dead-letter writes');
+  const spilledBefore = ds.spilled;
+  for (let device = 0; device < IN_MEMORY; device++) {
+    for (let seq = 1; seq <= PER_DEVICE; seq++) offerOne(device, seq);
+    await settle(d, () => ds.parked > device, 10_000);
+  }
+  assert.equal(ds.spilled, spilledBefore, 'devices 0-2 stayed in memory');
+  for (let seq = 1; seq <= PER_DEVICE; seq++)
+    for (let device = IN_MEMORY; device < LIVE; device++) {
+      offerOne(device, seq);
+      d.pump();
+    }
+  await settle(d, () => ds.parked >= 10 && ds.delivered + ds.parked + ds.final >= FILL + LIVE * PER_DEVICE, 10_000);
+  for (let k = 0; k < 50; k++) {
+    d.pump();
+    await sleep(2);
+  }
+  d.flushBacklogs();
+  assert.ok(ds.spilled > spilledBefore, 'triggers of the other devices went through the backlog log');
+  assert.ok(ds.parked >= 10, `triggers were parked: ${ds.parked}`);
+  assert.ok(d.deadLetterRing.depth > 0, 'their dead-letter copies wait in the ring, unwritten');
+  assert.equal(d.deadLettersDropped(0, DeadLetterDropReason.DISK_ERROR), 0, 'none dropped by the ring');
+  assertPerDeviceOrder(sink.seen, 'run 1');
+  return { dir, d, ds, sink, fullLink };
+}
+
+/** The (device, seq) keys of devices 0..LIVE-1 that no sink in `sinks` took. */
+function missingAfter(...sinks: CrashTestSink[]): string[] {
+  const got = new Set(sinks.flatMap((s) => s.seen.map((t) => `${t.deviceId}/${t.seq}`)));
+  const missing: string[] = [];
+  for (let device = 0; device < LIVE; device++)
+    for (let seq = 1; seq <= PER_DEVICE; seq++)
+      if (!got.has(`device-${device}/${seq}`)) missing.push(`device-${device}/${seq}`);
+  return missing;
+}
+
+test('a crash while the disk refuses dead-letter writes: parked triggers from the backlog log come back from it at the next start, and those held only in memory are counted as such', async () => {
+  assert.ok(fs.existsSync('/dev/full'), 'this test needs /dev/full, the device whose writes fail with ENOSPC (Linux)');
+  const { dir, d: d1, ds: ds1, sink: first, fullLink } = await parkWhileDiskRefuses('dlq-crash-');
+  const memoryOnlyAtCrash = ds1.memoryOnly;
+  const unwritten = d1.deadLetterRing.depth;
+  // A crash: the first dispatcher is abandoned as it stands (nothing closed, nothing more written); the disk has room
+  // again when the next one starts on the same directory, and the downstream takes everything (the filler's triggers
+  // too, read again from the log: their dead letters never reached the disk).
+  fs.unlinkSync(fullLink);
+  const second = new CrashTestSink(-1, false);
+  const d2 = smallParkingHook(dir, second, 2);
+  const ds2 = d2.downstreams[0]!;
+  await settle(d2, () => d2.isIdle, 20_000);
+  assert.equal(ds2.inFlightTriggers, 0, 'the second run settled everything');
+  assertAccounting(d2, 'run 2');
+  // Receivers de-duplicate by seq: the crash may deliver again what the first run delivered, in each device's order.
+  assertPerDeviceOrder(second.seen, 'run 2');
+  const missing = missingAfter(first, second);
+  // The parked triggers taken from the log came back from it; those parked from memory were lost with it, and the
+  // crash lost nothing that was not counted as held in memory only.
+  const parkedFromLog: string[] = [];
+  for (let device = IN_MEMORY; device < 10; device++) parkedFromLog.push(`device-${device}/4`);
+  assert.deepEqual(
+    parkedFromLog.filter((key) => missing.includes(key)),
+    [],
+    'no parked trigger from the log is missing',
+  );
+  for (let device = 0; device < IN_MEMORY; device++)
+    assert.ok(missing.includes(`device-${device}/4`), `device-${device}/4 was parked from memory: lost in the crash`);
+  assert.ok(
+    missing.length <= memoryOnlyAtCrash,
+    `every trigger the crash lost was counted as held in memory only: ${missing.length} lost, ${memoryOnlyAtCrash} counted`,
+  );
+  const parkedBack = second.seen.filter((t) => t.seq === 4 && slotOfIndexId(t.deviceId) < 10).length;
+  await d2.close(1000);
+  console.log(
+    `crash with the disk refusing: ${ds1.parked} parked, ${unwritten} dead letters unwritten in the ring and ${memoryOnlyAtCrash} triggers held only in memory at the crash; run 2 delivered ${second.seen.length} (${parkedBack} of the parked among them), lost ${missing.length}`,
+  );
+});
+
+test('a close while the disk refuses dead-letter writes: the parked triggers go to the pending file, the next start counts them as parked and replays them; nothing lost, nothing twice', async () => {
+  assert.ok(fs.existsSync('/dev/full'), 'this test needs /dev/full, the device whose writes fail with ENOSPC (Linux)');
+  const { dir, d: d1, ds: ds1, sink: first, fullLink } = await parkWhileDiskRefuses('dlq-close-');
+  const parkedAtClose = ds1.parked;
+  await d1.close(50);
+  assert.ok(d1.carriedOver[0]! > 0, 'the close kept what was not delivered');
+  fs.unlinkSync(fullLink);
+  const second = new CrashTestSink(-1, false);
+  const d2 = smallParkingHook(dir, second, 2);
+  const ds2 = d2.downstreams[0]!;
+  assert.equal(ds2.parked, parkedAtClose, 'the next start counts every parked trigger as parked');
+  let lowest = ds2.parked;
+  const end = Date.now() + 20_000;
+  while (!d2.isIdle && Date.now() < end) {
+    d2.pump();
+    lowest = Math.min(lowest, ds2.parked);
+    await sleep(2);
+  }
+  assert.equal(ds2.inFlightTriggers, 0, 'the second run settled everything');
+  assert.equal(lowest, 0, 'the parked gauge went down to 0, never below');
+  assert.equal(ds2.parked, 0);
+  assert.ok(ds2.replayed >= parkedAtClose, `the parked triggers were replayed: ${ds2.replayed}`);
+  assertAccounting(d2, 'run 2');
+  // A clean close: each trigger of the live devices once over both runs, each device's complete and in order.
+  assert.deepEqual(missingAfter(first, second), []);
+  const live = [...first.seen, ...second.seen].filter((t) => slotOfIndexId(t.deviceId) < LIVE);
+  assert.equal(live.length, LIVE * PER_DEVICE, 'nothing twice');
+  assertPerDeviceOrder(live, 'both runs', true);
+  await d2.close(1000);
 });
 
 test('compaction: a downstream that was down comes back, the replay lane passes every parked dead letter, and the files shrink to a header', async (t) => {
