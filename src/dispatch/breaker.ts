@@ -121,6 +121,11 @@ export class CircuitBreaker {
     if (this.currentState === BreakerState.CLOSED) this.push(0);
   }
 
+  /** Failures in the window over the window's size (outcomes not yet seen count as successes). */
+  get failureFraction(): number {
+    return this.failures / this.o.windowSize;
+  }
+
   /** Records a failure; `refused` when the connection itself was refused. */
   onFailure(nowNs: number, refused: boolean): void {
     if (this.currentState === BreakerState.HALF_OPEN) {

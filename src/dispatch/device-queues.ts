@@ -117,6 +117,8 @@ export class DeviceQueues {
   lastTakenList: number = ReadyList.OLD;
   /** Calls of nextReady so far, modulo REPLAY_TURN_EVERY (the replay lane's turn comes at 0). */
   private turns = 0;
+  /** A device `nextReady` returns first (see `leadNext`), or NIL. */
+  private leader = NIL;
 
   /**
    * `capacitySlots` in [1, 2^22], `reservedSlots` in [0, capacitySlots), `maxDevices` in [1, 2^26]; `now` a cell the
@@ -379,6 +381,16 @@ export class DeviceQueues {
    * REPLAY_TURN_EVERY), or -1 when none is ready. The caller takes triggers from it and marks it busy, or relists it.
    */
   nextReady(): number {
+    const lead = this.leader;
+    if (lead !== NIL) {
+      this.leader = NIL;
+      const list = this.listOf[lead]!;
+      if (list !== NIL) {
+        this.unlink(lead);
+        this.lastTakenList = list;
+        return lead;
+      }
+    }
     this.turns = (this.turns + 1) & (REPLAY_TURN_EVERY - 1);
     if (this.turns === 0) {
       const d = this.listHead[ReadyList.REPLAY]!;
@@ -397,6 +409,15 @@ export class DeviceQueues {
       }
     }
     return NIL;
+  }
+
+  /**
+   * Gives back `device`, just returned by `nextReady` and not taken (its first trigger goes in a batch of its own and a
+   * batch had begun): it is listed again, and the next `nextReady` returns it first. Allocation-free.
+   */
+  leadNext(device: number): void {
+    this.relist(device, false);
+    this.leader = device;
   }
 
   /**

@@ -39,6 +39,7 @@ import {
   DREC_DL_STATUS_I32,
   DREC_DOWNSTREAM_I32,
   DREC_FLUSH_OFFSET_F64,
+  DREC_LOG_ORDINAL_F64,
   DREC_SLOT_REF_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
@@ -655,18 +656,19 @@ export class Dispatcher implements DeadLetterTarget {
   /**
    * Writes what the backlog logs buffer and commits their cursors, after flushing the dead-letter ring: a record whose
    * ownership moved to the dead-letter file (parked, or settled for good) is written there before the cursor passes
-   * it. While the ring still holds records of a downstream (its disk refused the write), that downstream's cursor
-   * stays where it is and its pending file is kept: a crash then delivers those triggers again from the file they
-   * came from instead of losing them (a record the ring drops to make room is counted as `disk_error`, and the files
-   * may pass it after that; see DrecFlag.COVERED). Pending files whose triggers are all settled are removed after that
-   * flush too.
+   * it. A ring entry the disk has not taken yet keeps its record in the backlog log (the cursor stops before it) and
+   * its downstream's pending file, so a crash delivers that trigger again instead of losing it (see DrecFlag.COVERED),
+   * until the log can take no more: then it passes them (the parked ones among them are counted as held in memory
+   * only), so dead letters the disk refuses never stop the dispatcher taking triggers. Pending files whose triggers are
+   * all settled are removed after that flush too.
    */
   flushBacklogs(): void {
     this.flush();
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
+      if (ds.backlog !== null && !ds.backlog.canAppend()) this.releaseLogPlaces(d);
       // A failed flush leaves its records buffered: the cursor waits for them (both count their own errors).
-      if (ds.backlog !== null && ds.backlog.flush() && !this.ringHolds(d)) ds.backlog.commit();
+      if (ds.backlog !== null && ds.backlog.flush()) ds.backlog.commit();
       ds.deadLetterFile?.maintain();
     }
     for (let d = 0; d < this.downstreams.length; d++) {
@@ -678,6 +680,30 @@ export class Dispatcher implements DeadLetterTarget {
         // Tried again at the next flush; the next start would only find its triggers settled already (seq).
         this.otherWriteErrors[d]!++;
       }
+    }
+  }
+
+  /** Ring entry `k` is written or given up: the backlog log may pass the record it came from, if any. */
+  private releaseLogPlace(k: number): void {
+    const ring = this.deadLetterRing;
+    const f = k * DREC_STRIDE_F64;
+    const ord = ring.f64[f + DREC_LOG_ORDINAL_F64]!;
+    if (ord < 0) return;
+    ring.f64[f + DREC_LOG_ORDINAL_F64] = -1;
+    this.downstreams[ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32]!]!.backlog?.markDone(ord);
+  }
+
+  /** Downstream `d`'s backlog log passes the records of its ring entries (see flushBacklogs). */
+  private releaseLogPlaces(d: number): void {
+    const ring = this.deadLetterRing;
+    for (let k = 0; k < ring.depth; k++) {
+      const bi = k * DREC_STRIDE_I32;
+      if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d || ring.f64[k * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! < 0)
+        continue;
+      this.releaseLogPlace(k);
+      const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+      if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING)
+        this.downstreams[d]!.onParkedLogReleased(slot);
     }
   }
 
@@ -740,6 +766,7 @@ export class Dispatcher implements DeadLetterTarget {
     const file = ds.deadLetterFile;
     if (file !== null) file.droppedRecords[DeadLetterDropReason.DISK_ERROR]!++;
     const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;
+    this.releaseLogPlace(k);
     if (slot >= 0 && ring.i32[bi + DREC_DL_STATUS_I32] === DeadLetterStatus.PENDING) ds.onParkedRingDropped(slot, k);
   }
 
@@ -772,8 +799,10 @@ export class Dispatcher implements DeadLetterTarget {
         if (file === null) {
           // No file: dead letters are only counted.
           for (let k = from; k < total; k++)
-            if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d)
+            if (ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] === d) {
+              this.releaseLogPlace(k);
               ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32] = -1;
+            }
           break;
         }
         if (!file.ensureRoom()) {
@@ -823,6 +852,7 @@ export class Dispatcher implements DeadLetterTarget {
             // Positions count 8-byte units from the first record's.
             ds.onParkedFlushed(slot, k, base + ring.f64[k * DREC_STRIDE_F64 + DREC_FLUSH_OFFSET_F64]! / 8);
           }
+          this.releaseLogPlace(k);
           ring.i32[bi + DREC_DOWNSTREAM_I32] = -1;
         }
         written += count;

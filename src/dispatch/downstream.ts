@@ -76,6 +76,11 @@ const RETRY_BACKOFF_MAX_NS = 1e9;
  * others taken uses up no attempt.
  */
 const FREE_HOLDS = 7;
+/**
+ * Triggers go alone (see Downstream.goesAlone) only while at most this fraction of the breaker's recent outcomes
+ * failed: one trigger that always fails leaves it far lower; a receiver failing at random, or an outage, higher.
+ */
+const ALONE_MAX_FAILURE_FRACTION = 0.125;
 
 /**
  * The by-reason cell of a parked record's reason (>= 0). A reason this router does not know (a record of another
@@ -297,6 +302,8 @@ export class Downstream {
   private readonly ctx: DownstreamContext;
   private readonly batches: TriggerBatch[];
   private readonly permits: Float64Array;
+  /** Per permit slot: 1 while its batch is one trigger sent alone (see `goesAlone`). */
+  private readonly aloneBatch: Uint8Array;
   private readonly onResult: ((r: SinkResult) => void)[];
   private readonly onThrow: ((e: unknown) => void)[];
   private readonly scratchF64: Float64Array;
@@ -357,6 +364,7 @@ export class Downstream {
     this.onResult = [];
     this.onThrow = [];
     this.permits = new Float64Array(slots).fill(NO_PERMIT);
+    this.aloneBatch = new Uint8Array(slots);
     for (let s = 0; s < slots; s++) {
       const b = new TriggerBatch(this.queues.f64, this.queues.i32, this.maxBatchTriggers, ctx.names);
       b.downstreamIndex = index;
@@ -589,7 +597,13 @@ export class Downstream {
         const slot = this.limiter.slotOf(permit);
         const batch = this.batches[slot]!;
         batch.count = 0;
-        this.fill(batch, Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining), nowNs);
+        this.aloneBatch[slot] = this.fill(
+          batch,
+          Math.min(probe ? 1 : this.maxBatchTriggers, this.credits.remaining),
+          nowNs,
+        )
+          ? 1
+          : 0;
         if (batch.count === 0) {
           // Everything it looked at had expired.
           this.limiter.releaseIgnore(permit);
@@ -622,14 +636,24 @@ export class Downstream {
    * completes. A device takes its share of the room left among the devices ready with it (at least one trigger, at
    * most `quantum`; all it has when it is the last one), so a round over many devices with a backlog is one trigger
    * each and a device that joins the round waits about one trigger per busy device, not their whole backlogs. A
-   * device with a COMPLIANCE trigger queued takes as much as fits: its compliance trigger should leave now.
+   * device with a COMPLIANCE trigger queued takes as much as fits: its compliance trigger should leave now. A trigger
+   * on its last attempt, or a dead letter the replay lane sends again, goes in a batch of its own (see `goesAlone`):
+   * returns true for such a batch.
    */
-  private fill(batch: TriggerBatch, max: number, nowNs: number): void {
+  private fill(batch: TriggerBatch, max: number, nowNs: number): boolean {
     const q = this.queues;
     const i32 = q.i32;
+    // A device met here whose first trigger goes alone: it leads the next batch.
+    let deferred = -1;
+    let lone = false;
     while (batch.count < max) {
       const device = q.nextReady();
-      if (device < 0) return;
+      if (device < 0) break;
+      if (device === deferred) {
+        // Round to it again: every other ready device had its turn.
+        q.relist(device, false);
+        break;
+      }
       const room = max - batch.count;
       const others = q.readyDevices;
       const take =
@@ -637,6 +661,8 @@ export class Downstream {
           ? room
           : Math.min(this.quantum, Math.max(1, Math.floor(room / (others + 1))));
       let n = 0;
+      // A trigger that goes alone: 1 taken (the batch is it), -1 met after others (it leads the next batch).
+      let alone = 0;
       while (n < take) {
         const slot = q.headOf(device);
         if (slot < 0) break;
@@ -645,14 +671,47 @@ export class Downstream {
           this.deadLetterFinal(slot, DeadLetterReason.EXPIRED, nowNs);
           continue;
         }
+        if (this.goesAlone(slot)) alone = batch.count === 0 ? 1 : -1;
+        // This device's triggers taken so far stay in this batch; the one that goes alone waits behind them.
+        if (alone === -1) break;
         q.popHead(device);
         i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!++;
         batch.add(slot);
         n++;
+        if (alone === 1) break;
       }
       if (n > 0) q.setBusy(device, true);
-      else q.relist(device, false);
+      else {
+        q.relist(device, false);
+        if (alone === -1 && deferred < 0) deferred = device;
+      }
+      if (alone === 1) {
+        lone = true;
+        break;
+      }
     }
+    if (deferred >= 0) q.leadNext(deferred);
+    return lone;
+  }
+
+  /**
+   * True when the trigger in `slot` goes in a batch of its own: this is its last attempt and the one before failed
+   * with its whole batch (an answer that named no trigger), or it is a dead letter the replay lane sends again after a
+   * replay of it, or its last attempt alone, failed. A downstream that fails a batch as a whole for one trigger in it (a webhook answering 500 to a
+   * payload it cannot handle) then fails that trigger alone: the other devices' triggers sent with it go on, instead
+   * of running out of attempts with it and being parked (or, with `replay: false`, dead-lettered) behind it. A first
+   * replay still shares its batch, so a downstream back from an outage takes its parked triggers in full batches. Only
+   * while at most ALONE_MAX_FAILURE_FRACTION of the breaker's recent outcomes failed. Allocation-free.
+   */
+  private goesAlone(slot: number): boolean {
+    // A downstream failing more is failing for everyone (an outage, a flaky receiver): alone would only add requests.
+    if (this.breaker.failureFraction > ALONE_MAX_FAILURE_FRACTION) return false;
+    const i32 = this.queues.i32;
+    const i = slot * DREC_STRIDE_I32;
+    const attempts = i32[i + DREC_ATTEMPTS_I32]!;
+    if (i32[i + DREC_REASON_I32]! >= 0)
+      return attempts > this.maxAttempts || (i32[i + DREC_FLAGS_I32]! & DrecFlag.FAILED_ALONE) !== 0;
+    return (i32[i + DREC_FLAGS_I32]! & DrecFlag.FAILED_WITH_BATCH) !== 0 && attempts + 1 >= this.maxAttempts;
   }
 
   private complete(permitSlot: number, result: SinkResult): void {
@@ -688,6 +747,11 @@ export class Downstream {
       !pause &&
       !this.gone &&
       taken + again.length + (result.unsent?.length ?? 0) === batch.count;
+    // One trigger sent alone failed: the failure is that trigger's (see `goesAlone`), not the downstream's. Its device
+    // alone waits (a hold, 10 ms doubling per failure in a row, at most 1 s); the breaker, the limiter and the other
+    // devices take no notice.
+    const aloneFailed =
+      this.aloneBatch[permitSlot] === 1 && outcome === Outcome.LOSS && !pause && !this.gone && !answeredInPart;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
     const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
     const sampleEndNs = measuredElsewhere ? batch.sentAtNs + result.serviceNs! : nowNs;
@@ -698,6 +762,9 @@ export class Downstream {
     } else if (answeredInPart) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       this.breaker.onSuccess(nowNs);
+    } else if (aloneFailed) {
+      this.limiter.releaseIgnore(permit);
+      this.breaker.onIgnored();
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
@@ -717,7 +784,7 @@ export class Downstream {
     }
     if (outcome === Outcome.OK || answeredInPart) {
       this.consecutiveFailures = 0;
-    } else if (outcome !== Outcome.REJECTED && !pause) {
+    } else if (outcome !== Outcome.REJECTED && !pause && !aloneFailed) {
       // Back off before sending again: 10 ms, doubling per consecutive failure, at most 1 s. A downstream that just
       // died then sees a few requests, not a burst of retries that uses up every trigger's attempts before the
       // breaker has seen enough to open.
@@ -731,7 +798,12 @@ export class Downstream {
     // The devices to hold back alone (answered in part): those refused for the moment.
     const heldSlots = answeredInPart
       ? new Set(again!.filter((k) => k < batch.count).map((k) => batch.slots[k]!))
-      : null;
+      : aloneFailed
+        ? new Set([batch.slots[0]!])
+        : null;
+    if (aloneFailed)
+      this.queues.i32[batch.slots[0]! * DREC_STRIDE_I32 + DREC_FLAGS_I32] =
+        this.queues.i32[batch.slots[0]! * DREC_STRIDE_I32 + DREC_FLAGS_I32]! | DrecFlag.FAILED_ALONE;
     // Triggers of a failed batch never handed to the downstream (behind one of their device refused for the moment)
     // use up no attempt; nor does one refused for the moment beside others taken, for its device's first
     // FREE_HOLDS holds in a row (about 1.3 s): refused for longer, each refusal uses one, so a trigger the downstream
@@ -744,8 +816,8 @@ export class Downstream {
       result.unsent.length > 0
     )
       unsentSlots = new Set(result.unsent.filter((k) => k < batch.count).map((k) => batch.slots[k]!));
-    if (heldSlots !== null)
-      for (const slot of heldSlots)
+    if (answeredInPart)
+      for (const slot of heldSlots!)
         if (this.queues.holdStreakOf(deviceOfSlot(this.queues, slot)) < FREE_HOLDS)
           (unsentSlots ??= new Set()).add(slot);
     if (outcome !== Outcome.OK) this.credits.giveBack(batch.count - (deliveredSlots?.length ?? 0));
@@ -886,7 +958,11 @@ export class Downstream {
         this.giveUp(slot);
         continue;
       }
-      if (!counts || unsentSlots?.has(slot) === true) q.i32[slot * DREC_STRIDE_I32 + DREC_ATTEMPTS_I32]!--;
+      const i = slot * DREC_STRIDE_I32;
+      if (!counts || unsentSlots?.has(slot) === true) q.i32[i + DREC_ATTEMPTS_I32]!--;
+      else if (heldSlots?.has(slot) === true)
+        q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! & ~DrecFlag.FAILED_WITH_BATCH;
+      else q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! | DrecFlag.FAILED_WITH_BATCH;
       q.prepend(deviceOfSlot(q, slot), slot);
     }
     for (let k = 0; k < batch.count; k++) {
@@ -940,13 +1016,14 @@ export class Downstream {
     const ring = this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.PENDING, slot, nowNs);
     q.f64[f + DREC_DLQ_POS_F64] = -2 - ring;
     // The device may wait here for long: its records loaded from the backlog log (the parked one and those behind it)
-    // stop holding the log's cursor back. The dead-letter file owns the parked one; the others are memory's now, like
-    // any trigger in memory (the pending file at close; lost in a crash).
+    // stop holding the log's cursor back. The dead-letter file owns the parked one (its ring entry holds its place in
+    // the log until the copy is written: Dispatcher.flush); the others are memory's now, like any trigger in memory
+    // (the pending file at close; lost in a crash).
     if (this.backlog !== null) {
       for (let s = slot; s >= 0; s = q.nextInFifo(s)) {
         const ord = q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
         if (ord < 0) continue;
-        this.backlog.markDone(ord);
+        if (s !== slot) this.backlog.markDone(ord);
         q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
         if (s !== slot && this.isMemoryOnly(s)) this.memoryOnly++;
       }
@@ -1018,22 +1095,26 @@ export class Downstream {
         this.replayRejectedByReason[reasonIndex(parkedReason)]!++;
       }
     }
-    if (q.f64[f + DREC_DLQ_POS_F64]! === -1) {
-      // No copy in the dead-letter file yet: write one, final.
+    const copied = q.f64[f + DREC_DLQ_POS_F64]! === -1;
+    if (copied) {
+      // No copy in the dead-letter file yet: write one, final (its ring entry holds its place in the log until then).
       q.i32[i + DREC_REASON_I32] = reason;
       this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.FINAL, -1, nowNs);
     }
-    this.settle(slot, DeadLetterStatus.FINAL);
+    this.settle(slot, DeadLetterStatus.FINAL, copied);
   }
 
-  /** A trigger leaves memory for good: its log record is done, its dead-letter copy gets `status`, its slot is freed. */
-  private settle(slot: number, status: number): void {
+  /**
+   * A trigger leaves memory for good: its log record is done (unless `ringKeepsLog`: a dead-letter ring entry just
+   * took its place in the log over), its dead-letter copy gets `status`, its slot is freed.
+   */
+  private settle(slot: number, status: number, ringKeepsLog = false): void {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
     if (this.isMemoryOnly(slot)) this.memoryOnly--;
     const ord = q.f64[f + DREC_LOG_ORDINAL_F64]!;
-    if (ord >= 0 && this.backlog !== null) this.backlog.markDone(ord);
+    if (ord >= 0 && this.backlog !== null && !ringKeepsLog) this.backlog.markDone(ord);
     const dlq = q.f64[f + DREC_DLQ_POS_F64]!;
     if (dlq >= 0) this.deadLetterFile?.setStatus(dlq, status);
     else if (dlq <= -2) this.ctx.deadLetters.setRingStatus(-2 - dlq, status);
@@ -1053,6 +1134,18 @@ export class Downstream {
     if (this.isMemoryOnly(slot)) this.memoryOnly--;
     this.queues.f64[f + DREC_DLQ_POS_F64] = position;
     this.uncover(slot);
+  }
+
+  /**
+   * The backlog log no longer keeps the parked trigger in `slot`, whose dead-letter copy still waits in the ring (the
+   * log had to pass it: see Dispatcher.flushBacklogs): it is held in memory only until that copy is written.
+   */
+  onParkedLogReleased(slot: number): void {
+    const f = slot * DREC_STRIDE_F64;
+    if (this.queues.f64[f + DREC_DLQ_POS_F64]! > -2) return;
+    const was = this.isMemoryOnly(slot);
+    this.uncover(slot);
+    this.memoryOnly += (this.isMemoryOnly(slot) ? 1 : 0) - (was ? 1 : 0);
   }
 
   /** The trigger in `slot` no longer counts on the file it came from (see DrecFlag.COVERED). */

@@ -1136,6 +1136,10 @@ export const DrecFlag = {
    * records), so it is not held in memory only.
    */
   COVERED: 4,
+  /** Its last attempt that counted failed with the whole batch (an answer that named no trigger): see `goesAlone`. */
+  FAILED_WITH_BATCH: 8,
+  /** It failed when sent alone (see Downstream.goesAlone): a replay of it goes alone too. */
+  FAILED_ALONE: 16,
 } as const;
 
 /** Why a trigger was dead-lettered. */

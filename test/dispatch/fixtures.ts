@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TriggerNamer } from '../../src/dispatch/sinks/format.js';
+import { mulberry32 } from '../../src/fences/synthetic-city.js';
 import { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
 import type { TriggerIdentitySource } from '../../src/durable/trigger-codec.js';
 import {
@@ -120,6 +121,10 @@ export interface CapacitySettings {
   serviceMs: number;
   /** 'ok' serves normally; 'error' answers 500 at once; 'retry-after' answers 503 with Retry-After at once. */
   mode: 'ok' | 'error' | 'retry-after';
+  /** A trigger this receiver cannot handle: a request holding one is answered 500, as a whole, after its service time. */
+  poison?: (t: ReceivedRecord) => boolean;
+  /** The share of requests answered 500 after their service time, drawn from a fixed seed (a flaky receiver). */
+  failRate?: number;
 }
 
 /** What the server saw. */
@@ -131,6 +136,8 @@ export interface CapacityStats {
   /** Requests that waited more than `overloadWaitMs`. */
   overWait: number;
   maxConcurrent: number;
+  /** Requests answered 500 for a poison trigger in them or by `failRate` (see CapacitySettings). */
+  poisoned: number;
 }
 
 /**
@@ -139,7 +146,14 @@ export interface CapacityStats {
  */
 export class CapacityServer {
   readonly settings: CapacitySettings;
-  readonly stats: CapacityStats = { requests: 0, triggers: 0, waitSumMs: 0, overWait: 0, maxConcurrent: 0 };
+  readonly stats: CapacityStats = {
+    requests: 0,
+    triggers: 0,
+    waitSumMs: 0,
+    overWait: 0,
+    maxConcurrent: 0,
+    poisoned: 0,
+  };
   /** seq -> times received live. */
   readonly liveSeqs = new Map<number, number>();
   /** seq -> times received by replay. */
@@ -152,6 +166,8 @@ export class CapacityServer {
   recordWaits = false;
   private busy = 0;
   private readonly waiting: (() => void)[] = [];
+  /** Seeded draws in [0, 1) for `failRate`. */
+  private readonly draw = mulberry32(7);
   private server: http.Server | undefined;
   port = 0;
 
@@ -226,6 +242,15 @@ export class CapacityServer {
             replay: boolean;
           }[];
           this.stats.requests++;
+          const poison = this.settings.poison;
+          const failRate = this.settings.failRate ?? 0;
+          if ((failRate > 0 && this.draw() < failRate) || (poison !== undefined && body.some((t) => poison(t)))) {
+            this.stats.poisoned++;
+            res.statusCode = 500;
+            res.end();
+            if (this.busy < this.settings.workers && this.waiting.length > 0) this.waiting.shift()!();
+            return;
+          }
           this.stats.triggers += body.length;
           for (const t of body) {
             this.received.push({ deviceId: t.deviceId, fenceId: t.fenceId, seq: t.seq, replay: t.replay });

@@ -11,6 +11,7 @@ import {
   DREC_ATTEMPTS_I32,
   DREC_DL_STATUS_I32,
   DREC_DOWNSTREAM_I32,
+  DREC_LOG_ORDINAL_F64,
   DREC_REASON_I32,
   DREC_SLOT_REF_I32,
   DREC_STRIDE_BYTES,
@@ -74,6 +75,8 @@ export class DeadLetterRing {
     copyTrigger(f64, i32, baseF64, baseI32, this.f64, this.i32, f, i);
     this.i32[i + DREC_REASON_I32] = i32[baseI32 + DREC_REASON_I32]!;
     this.i32[i + DREC_ATTEMPTS_I32] = i32[baseI32 + DREC_ATTEMPTS_I32]!;
+    // Its place in the downstream's backlog log (-1: none): the log keeps the record until the entry is written.
+    this.f64[f + DREC_LOG_ORDINAL_F64] = f64[baseF64 + DREC_LOG_ORDINAL_F64]!;
     this.f64[f + DREC_TIME_NS_F64] = nowNs;
     this.i32[i + DREC_DOWNSTREAM_I32] = downstreamIndex;
     this.i32[i + DREC_DL_STATUS_I32] = status;

@@ -1,0 +1,169 @@
+/**
+ * Delivery past a trigger the downstream can never take, and the cost of sending such triggers alone: the dispatcher
+ * with the product's downstream defaults (3 attempts, the breaker on, batches of up to 128) and its webhook sink
+ * against a real HTTP receiver on loopback (test/dispatch/fixtures.ts, 8 workers, 1 ms a request).
+ *
+ * - `poison`: the receiver answers 500 to any request holding device 0's fourth trigger. --devices devices get
+ *   --rounds triggers each, a round every 2 ms; the figure is the time until every other device's triggers are
+ *   delivered (at most --limit-s), with the other devices' triggers parked or dead-lettered, the requests and the
+ *   triggers per request.
+ * - `outage`: the receiver fails every request (500) for the first --outage-ms, then takes everything; the figure is
+ *   the time from its return until everything is delivered, with the requests and triggers per request after it.
+ * - `flapping`: as `outage`, but for the first --outage-ms the receiver fails every request for 100 ms, then takes
+ *   every request for 100 ms, by turns.
+ * - `flaky10`, `flaky20`: the receiver fails one request in 10 (in 5) at random, throughout; the figure is the time
+ *   until everything is delivered or parked, with the requests and triggers per request.
+ *
+ * Every run checks, at the receiver, that the other devices' triggers arrived each once and in per-device order.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/poison-trigger.bench.js [--runs 3] [--devices 1000] [--rounds 50]
+ *       [--outage-ms 2000] [--limit-s 20]
+ *
+ * Writes bench/out/poison-trigger.json.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Dispatcher } from '../src/dispatch/dispatcher.js';
+import { IndexNamer } from '../src/dispatch/sinks/format.js';
+import { WebhookSink } from '../src/dispatch/sinks/webhook-sink.js';
+import { DeadLetterReason, Lane, TriggerType } from '../src/shm/layout.js';
+import { assertPerDeviceOrder, CapacityServer, sleep, TriggerRecord } from '../test/dispatch/fixtures.js';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '3' },
+    devices: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '50' },
+    'outage-ms': { type: 'string', default: '2000' },
+    'limit-s': { type: 'string', default: '20' },
+  },
+});
+const runs = Number(values.runs);
+const devices = Number(values.devices);
+const rounds = Number(values.rounds);
+const outageMs = Number(values['outage-ms']);
+const limitMs = Number(values['limit-s']) * 1000;
+
+/** What one run measured. */
+interface RunResult {
+  scenario: Scenario;
+  /** poison: from the first trigger until the other devices had all of theirs; outage: from the receiver's return. */
+  ms: number;
+  /** The other devices' triggers delivered, of `expected`. */
+  delivered: number;
+  expected: number;
+  /** Triggers parked at the end (poison: the poison itself is one). */
+  parked: number;
+  /** Dead letters, undeliverable. */
+  undeliverable: number;
+  /** Requests answered 200, and the triggers they held. */
+  requests: number;
+  triggers: number;
+}
+
+const POISON = { deviceId: 'device-0', seq: 4 };
+const SCENARIOS = ['poison', 'outage', 'flapping', 'flaky10', 'flaky20'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+async function runOnce(scenario: Scenario): Promise<RunResult> {
+  const server = new CapacityServer({
+    workers: 8,
+    serviceMs: 1,
+    mode: scenario === 'outage' || scenario === 'flapping' ? 'error' : 'ok',
+    ...(scenario === 'flaky10' ? { failRate: 0.1 } : scenario === 'flaky20' ? { failRate: 0.2 } : {}),
+    ...(scenario === 'poison' ? { poison: (t) => t.deviceId === POISON.deviceId && t.seq === POISON.seq } : {}),
+  });
+  await server.start();
+  const d = new Dispatcher({
+    stateDir: mkdtempSync(join(tmpdir(), 'poison-bench-')),
+    namer: new IndexNamer(),
+    maxDevices: devices,
+    deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
+    downstreams: [{ name: 'hook', sink: new WebhookSink({ url: server.url, timeoutMs: 5000 }) }],
+  });
+  const ds = d.downstreams[0]!;
+  const r = new TriggerRecord();
+  const others = (): number => server.received.filter((t) => t.deviceId !== POISON.deviceId).length;
+  const expected = scenario === 'poison' ? (devices - 1) * rounds : devices * rounds;
+  const delivered = (): number => (scenario === 'poison' ? others() : server.received.length);
+  const t0 = performance.now();
+  let back = scenario === 'outage' || scenario === 'flapping' ? Infinity : t0;
+  let requestsAtBack = 0;
+  let triggersAtBack = 0;
+  const comeBack = (): void => {
+    if (back !== Infinity) return;
+    if (performance.now() - t0 < outageMs) {
+      if (scenario === 'flapping')
+        server.settings.mode = Math.floor((performance.now() - t0) / 100) % 2 === 0 ? 'error' : 'ok';
+      return;
+    }
+    server.settings.mode = 'ok';
+    back = performance.now();
+    requestsAtBack = server.stats.requests;
+    triggersAtBack = server.stats.triggers;
+  };
+  for (let seq = 1; seq <= rounds; seq++) {
+    for (let device = 0; device < devices; device++)
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 16, device).f64, r.i32, 0, 0);
+    d.pump();
+    comeBack();
+    await sleep(2);
+  }
+  const end = performance.now() + limitMs + outageMs;
+  while (delivered() < expected && performance.now() < end) {
+    d.pump();
+    comeBack();
+    await sleep(1);
+  }
+  const ms = performance.now() - back;
+  const received =
+    scenario === 'poison' ? server.received.filter((t) => t.deviceId !== POISON.deviceId) : server.received;
+  assertPerDeviceOrder(received, scenario);
+  if (new Set(received.map((t) => `${String(t.deviceId)}/${t.seq}`)).size !== received.length)
+    throw new Error(`${scenario}: a trigger arrived twice`);
+  const result: RunResult = {
+    scenario,
+    ms: Math.round(ms),
+    delivered: delivered(),
+    expected,
+    parked: ds.parked,
+    undeliverable: ds.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!,
+    requests: server.stats.requests - server.stats.poisoned - requestsAtBack,
+    triggers: server.stats.triggers - triggersAtBack,
+  };
+  await d.close(100);
+  await server.kill();
+  return result;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+const results: RunResult[] = [];
+for (let run = 0; run < runs; run++) {
+  for (const scenario of SCENARIOS) {
+    const r = await runOnce(scenario);
+    results.push(r);
+    console.log(
+      `run ${run + 1} ${scenario}: ${r.ms} ms, delivered ${r.delivered} of ${r.expected}, parked ${r.parked}, ` +
+        `undeliverable ${r.undeliverable}, ${r.requests} requests taken, ${(r.triggers / Math.max(1, r.requests)).toFixed(1)} triggers a request`,
+    );
+  }
+}
+for (const scenario of SCENARIOS) {
+  const rs = results.filter((r) => r.scenario === scenario);
+  console.log(
+    `median ${scenario}: ${median(rs.map((r) => r.ms))} ms, delivered ${median(rs.map((r) => r.delivered))} of ${rs[0]!.expected}, ` +
+      `parked ${median(rs.map((r) => r.parked))}, undeliverable ${median(rs.map((r) => r.undeliverable))}, ` +
+      `${median(rs.map((r) => r.requests))} requests, ${median(rs.map((r) => r.triggers / Math.max(1, r.requests))).toFixed(1)} triggers a request`,
+  );
+}
+const out = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'bench', 'out');
+mkdirSync(out, { recursive: true });
+writeFileSync(join(out, 'poison-trigger.json'), JSON.stringify({ devices, rounds, outageMs, results }, null, 2));
