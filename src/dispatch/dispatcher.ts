@@ -43,6 +43,7 @@ import {
   DREC_SLOT_REF_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
+  DREC_TIME_NS_F64,
   DS_BACKLOG_BYTES_F64,
   DS_BACKLOG_RECORDS_F64,
   DS_BACKPRESSURE_WAITS_F64,
@@ -225,6 +226,11 @@ export interface DispatcherOptions {
 
 /** A downstream whose durable writes fail is tried again after this long, ms. */
 const WRITE_RETRY_MS = 500;
+/**
+ * Longest a dead-letter ring entry the disk refuses keeps its record in the backlog log, ns: a crash within it
+ * delivers the trigger again from the log; past it the log passes the record (see Dispatcher.logMustPass).
+ */
+const LOG_KEEP_MAX_NS = 10e9;
 /** At most one alarm line per downstream this often, ms (each with the counts since the previous one). */
 const ALARM_INTERVAL_MS = 10_000;
 
@@ -658,15 +664,16 @@ export class Dispatcher implements DeadLetterTarget {
    * ownership moved to the dead-letter file (parked, or settled for good) is written there before the cursor passes
    * it. A ring entry the disk has not taken yet keeps its record in the backlog log (the cursor stops before it) and
    * its downstream's pending file, so a crash delivers that trigger again instead of losing it (see DrecFlag.COVERED),
-   * until the log can take no more: then it passes them (the parked ones among them are counted as held in memory
-   * only), so dead letters the disk refuses never stop the dispatcher taking triggers. Pending files whose triggers are
-   * all settled are removed after that flush too.
+   * for at most LOG_KEEP_MAX_NS, and not once the log must pass them (logMustPass); the parked ones among those passed
+   * are then counted as held in memory only. So dead letters the disk refuses never stop the dispatcher taking or
+   * loading triggers for long. Pending files whose triggers are all settled are removed after that flush too.
    */
   flushBacklogs(): void {
     this.flush();
     for (let d = 0; d < this.downstreams.length; d++) {
       const ds = this.downstreams[d]!;
-      if (ds.backlog !== null && !ds.backlog.canAppend()) this.releaseLogPlaces(d);
+      if (ds.backlog !== null && this.ringHolds(d))
+        this.releaseLogPlaces(d, this.logMustPass(ds.backlog) ? Infinity : this.clock() - LOG_KEEP_MAX_NS);
       // A failed flush leaves its records buffered: the cursor waits for them (both count their own errors).
       if (ds.backlog !== null && ds.backlog.flush()) ds.backlog.commit();
       ds.deadLetterFile?.maintain();
@@ -693,12 +700,28 @@ export class Dispatcher implements DeadLetterTarget {
     this.downstreams[ring.i32[k * DREC_STRIDE_I32 + DREC_DOWNSTREAM_I32]!]!.backlog?.markDone(ord);
   }
 
-  /** Downstream `d`'s backlog log passes the records of its ring entries (see flushBacklogs). */
-  private releaseLogPlaces(d: number): void {
+  /**
+   * True when a backlog log must pass every record the dead-letter ring keeps in it (see flushBacklogs): it can take
+   * no more, or half its load window waits on records not done.
+   */
+  private logMustPass(log: BacklogLog): boolean {
+    return !log.canAppend() || log.loadWindowHalfFull;
+  }
+
+  /**
+   * Downstream `d`'s backlog log passes the records of its ring entries put before `beforeNs` (Infinity: all of them;
+   * see flushBacklogs): a disk that stays full frees the log's passed segments.
+   */
+  private releaseLogPlaces(d: number, beforeNs: number): void {
     const ring = this.deadLetterRing;
     for (let k = 0; k < ring.depth; k++) {
       const bi = k * DREC_STRIDE_I32;
-      if (ring.i32[bi + DREC_DOWNSTREAM_I32] !== d || ring.f64[k * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]! < 0)
+      const f = k * DREC_STRIDE_F64;
+      if (
+        ring.i32[bi + DREC_DOWNSTREAM_I32] !== d ||
+        ring.f64[f + DREC_LOG_ORDINAL_F64]! < 0 ||
+        ring.f64[f + DREC_TIME_NS_F64]! >= beforeNs
+      )
         continue;
       this.releaseLogPlace(k);
       const slot = ring.i32[bi + DREC_SLOT_REF_I32]!;

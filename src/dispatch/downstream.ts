@@ -683,7 +683,11 @@ export class Downstream {
       if (n > 0) q.setBusy(device, true);
       else {
         q.relist(device, false);
-        if (alone === -1 && deferred < 0) deferred = device;
+        if (alone === -1) {
+          // A second one ends the batch: it would be handed out again and again until the first came round.
+          if (deferred >= 0) break;
+          deferred = device;
+        }
       }
       if (alone === 1) {
         lone = true;
@@ -705,7 +709,8 @@ export class Downstream {
    */
   private goesAlone(slot: number): boolean {
     // A downstream failing more is failing for everyone (an outage, a flaky receiver): alone would only add requests.
-    if (this.breaker.failureFraction > ALONE_MAX_FAILURE_FRACTION) return false;
+    if (this.breaker.state !== BreakerState.CLOSED || this.breaker.failureFraction > ALONE_MAX_FAILURE_FRACTION)
+      return false;
     const i32 = this.queues.i32;
     const i = slot * DREC_STRIDE_I32;
     const attempts = i32[i + DREC_ATTEMPTS_I32]!;
@@ -747,11 +752,17 @@ export class Downstream {
       !pause &&
       !this.gone &&
       taken + again.length + (result.unsent?.length ?? 0) === batch.count;
-    // One trigger sent alone failed: the failure is that trigger's (see `goesAlone`), not the downstream's. Its device
-    // alone waits (a hold, 10 ms doubling per failure in a row, at most 1 s); the breaker, the limiter and the other
-    // devices take no notice.
+    // One trigger sent alone was answered with a failure: the failure is taken as that trigger's (see `goesAlone`). Its
+    // device alone waits (a hold, 10 ms doubling per failure in a row, at most 1 s) instead of the whole downstream
+    // backing off; the breaker counts it (a downstream failing everything still opens it), the limiter takes no sample.
     const aloneFailed =
-      this.aloneBatch[permitSlot] === 1 && outcome === Outcome.LOSS && !pause && !this.gone && !answeredInPart;
+      this.aloneBatch[permitSlot] === 1 &&
+      outcome === Outcome.LOSS &&
+      result.status > 0 &&
+      (result.unsent === undefined || result.unsent.length === 0) &&
+      !pause &&
+      !this.gone &&
+      !answeredInPart;
     // The limiter's sample ends where the downstream's own work ended, when the sink measured it.
     const measuredElsewhere = result.serviceNs !== undefined && result.serviceNs >= 0;
     const sampleEndNs = measuredElsewhere ? batch.sentAtNs + result.serviceNs! : nowNs;
@@ -764,7 +775,7 @@ export class Downstream {
       this.breaker.onSuccess(nowNs);
     } else if (aloneFailed) {
       this.limiter.releaseIgnore(permit);
-      this.breaker.onIgnored();
+      this.breaker.onFailure(nowNs, false);
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.

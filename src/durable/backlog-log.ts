@@ -404,6 +404,11 @@ export class BacklogLog {
     return (this.loadOrd - this.doneOrd) & ORDINAL_MASK;
   }
 
+  /** True when the loaded records not yet done fill half the load window or more (see `windowRecords`). */
+  get loadWindowHalfFull(): boolean {
+    return this.loadedOutstanding * 2 >= this.windowRecords;
+  }
+
   /** Bytes of the live segments plus the write buffer. */
   get liveBytes(): number {
     return this.segmentsTotalBytes + this.wlen;
