@@ -646,6 +646,9 @@ export class Downstream {
     // A device met here whose first trigger goes alone: it leads the next batch.
     let deferred = -1;
     let lone = false;
+    // Asked once a batch: whether the breaker's state lets any trigger go alone.
+    const mayIsolate =
+      this.breaker.state === BreakerState.CLOSED && this.breaker.failureFraction <= ALONE_MAX_FAILURE_FRACTION;
     while (batch.count < max) {
       const device = q.nextReady();
       if (device < 0) break;
@@ -671,7 +674,7 @@ export class Downstream {
           this.deadLetterFinal(slot, DeadLetterReason.EXPIRED, nowNs);
           continue;
         }
-        if (this.goesAlone(slot)) alone = batch.count === 0 ? 1 : -1;
+        if (mayIsolate && this.goesAlone(slot)) alone = batch.count === 0 ? 1 : -1;
         // This device's triggers taken so far stay in this batch; the one that goes alone waits behind them.
         if (alone === -1) break;
         q.popHead(device);
@@ -700,17 +703,16 @@ export class Downstream {
 
   /**
    * True when the trigger in `slot` goes in a batch of its own: this is its last attempt and the one before failed
-   * with its whole batch (an answer that named no trigger), or it is a dead letter the replay lane sends again after a
-   * replay of it, or its last attempt alone, failed. A downstream that fails a batch as a whole for one trigger in it (a webhook answering 500 to a
-   * payload it cannot handle) then fails that trigger alone: the other devices' triggers sent with it go on, instead
-   * of running out of attempts with it and being parked (or, with `replay: false`, dead-lettered) behind it. A first
-   * replay still shares its batch, so a downstream back from an outage takes its parked triggers in full batches. Only
-   * while at most ALONE_MAX_FAILURE_FRACTION of the breaker's recent outcomes failed. Allocation-free.
+   * with its whole batch (a failure that named no trigger: a 500, a timeout), or it is a dead letter the replay lane
+   * sends again after a replay of it, or its last attempt alone, failed. A downstream that fails a batch as a whole for
+   * one trigger in it (a webhook answering 500 to a payload it cannot handle) then fails that trigger alone: the other
+   * devices' triggers sent with it go on, instead of running out of attempts with it and being parked (or, with
+   * `replay: false`, dead-lettered) behind it. A first replay still shares its batch, so a downstream back from an
+   * outage takes its parked triggers in full batches. The caller asks only while the breaker is closed and at most
+   * ALONE_MAX_FAILURE_FRACTION of its window failed (a downstream failing more is failing for everyone: an outage, a
+   * flaky receiver; alone would only add requests). Allocation-free.
    */
   private goesAlone(slot: number): boolean {
-    // A downstream failing more is failing for everyone (an outage, a flaky receiver): alone would only add requests.
-    if (this.breaker.state !== BreakerState.CLOSED || this.breaker.failureFraction > ALONE_MAX_FAILURE_FRACTION)
-      return false;
     const i32 = this.queues.i32;
     const i = slot * DREC_STRIDE_I32;
     const attempts = i32[i + DREC_ATTEMPTS_I32]!;
