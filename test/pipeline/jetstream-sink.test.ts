@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { DiscardPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
@@ -380,6 +380,64 @@ test('JetStream sink: a stream whose subjects fill for the moment (discard new p
   assert.ok(summary.triggersTotal > 2000, `triggers: ${summary.triggersTotal}`);
   assert.deepEqual(checkDeliveryContract(stored, { complete: true, stays: true }).problems.slice(0, 5), []);
   assert.equal(stored.length, summary.triggersTotal, 'each stored once');
+});
+
+test('JetStream sink: an account whose JetStream storage is used up ("resource limits exceeded for account", 400 / 10002) is waited for, not refused: every trigger is stored once, in per-device order, none dead-lettered', async (t) => {
+  // Account A may store 64 KiB (a few hundred triggers); the sink connects as its user (no_auth_user).
+  const nats = await NatsServer.start(
+    'accounts: { A: { jetstream: { max_file: 65536, max_mem: 0 }, users: [ { user: a, password: a } ] } }\n' +
+      'no_auth_user: a\n',
+  );
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  t.after(() => nc.close());
+  const jsm = await jetstreamManager(nc);
+  // A work queue: a message leaves the account's storage once the reader acknowledges it.
+  await jsm.streams.add({ name: 'GF', subjects: ['gf.>'], retention: RetentionPolicy.Workqueue });
+  await jsm.consumers.add('GF', { durable_name: 'reader', ack_policy: AckPolicy.Explicit });
+  const consumer = await jetstream(nc).consumers.get('GF', 'reader');
+  // The reader takes about 400 triggers a second: slower than the router sends, so the account fills again and again.
+  const read: Trigger[] = [];
+  let reading = true;
+  const reader = (async () => {
+    while (reading) {
+      const batch = await consumer.fetch({ max_messages: 20, expires: 1000 });
+      for await (const m of batch) {
+        read.push(m.json<Trigger>());
+        m.ack();
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  const traffic = sinkTraffic(31, 120);
+  const router = await routerFor(traffic, {
+    name: 'js',
+    kind: 'jetstream',
+    servers: [nats.url],
+    subject: 'gf.{type}.{fenceId}',
+    stream: 'GF',
+    createStream: false,
+  });
+  t.after(() => router.close());
+  const summary = await runThrough(router, traffic, 5000);
+  const ds = summary.downstreams[0]!;
+  await waitFor(() => read.length >= summary.triggersTotal, 60_000, 'the reader took every trigger');
+  reading = false;
+  await reader;
+  console.log(
+    `jetstream, account storage used up: ${summary.triggersTotal} triggers, ${read.length} read; ` +
+      `${ds.backoffs} backoffs, ${ds.deviceHolds} device holds, breaker opened ${ds.breakerOpens} times`,
+  );
+  assert.ok(summary.triggersTotal > 2000, `triggers: ${summary.triggersTotal}`);
+  assert.ok(ds.backoffs + ds.deviceHolds > 0, 'the account was full at times (batches waited)');
+  assert.equal(summary.shedTotal, 0);
+  // Nothing refused for good: a trigger that waited through its attempts is parked and replayed (the full account is
+  // the downstream falling behind, as a full stream is), never dead-lettered as rejected.
+  assert.equal(ds.deadLetteredByReason.rejected, 0, `dead letters: ${JSON.stringify(ds.deadLetteredByReason)}`);
+  assert.equal(ds.final, 0, 'nothing settled for good but delivered');
+  assert.equal(ds.replayed, summary.deadLettered, 'every parked trigger was replayed');
+  assert.deepEqual(checkDeliveryContract(read, { complete: true, stays: true }).problems.slice(0, 5), []);
+  assert.equal(read.length, summary.triggersTotal, 'each stored once');
 });
 
 test('JetStream sink: a user not permitted to read the stream has "no responders" refused beside a message stored (in the batch, or within the last second), and the device goes on in order', async (t) => {

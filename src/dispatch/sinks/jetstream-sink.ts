@@ -418,9 +418,17 @@ export function subjectCaptures(pattern: string, subject: string): boolean {
 }
 
 /**
+ * JetStream error codes (`err_code`) answered with a 4xx `code` that say "again later" all the same: the account's
+ * JetStream storage or memory is used up (10002, "resource limits exceeded for account"), which frees as the account's
+ * streams age out or their consumers acknowledge. A full stream answers 503 and is UNAVAILABLE anyway.
+ */
+const AGAIN_LATER_ERR_CODES: ReadonlySet<number> = new Set([10002]);
+
+/**
  * What a stream's answer says: `{"stream": ..., "seq": ...}` stores the message; an error whose code says "again
  * later" is UNAVAILABLE (5xx, 429 too many requests, 408, 425, and 409: the same message id still being stored, as a
- * batch sent again after a timeout meets its first copy); any other error, an empty or unreadable answer, a refusal.
+ * batch sent again after a timeout meets its first copy; and the account's limits, AGAIN_LATER_ERR_CODES); any other
+ * error, an empty or unreadable answer, a refusal (the message itself is refused: over the stream's size limit).
  */
 function ackAnswer(data: Uint8Array): number {
   let plain = data.length > ACK_START.length;
@@ -428,10 +436,19 @@ function ackAnswer(data: Uint8Array): number {
   if (plain) return STORED;
   if (data.length === 0) return REFUSED;
   try {
-    const error = (JSON.parse(new TextDecoder().decode(data)) as { error?: { code?: unknown } }).error;
+    const error = (JSON.parse(new TextDecoder().decode(data)) as { error?: { code?: unknown; err_code?: unknown } })
+      .error;
     if (error === undefined) return STORED;
     const code = typeof error?.code === 'number' ? error.code : 0;
-    return code >= 500 || code === 429 || code === 408 || code === 409 || code === 425 ? UNAVAILABLE : REFUSED;
+    const errCode = typeof error?.err_code === 'number' ? error.err_code : 0;
+    return code >= 500 ||
+      code === 429 ||
+      code === 408 ||
+      code === 409 ||
+      code === 425 ||
+      AGAIN_LATER_ERR_CODES.has(errCode)
+      ? UNAVAILABLE
+      : REFUSED;
   } catch {
     return REFUSED;
   }
