@@ -546,7 +546,7 @@ const downstream = variants(
       {
         ...downstreamBase,
         callback: fn<(triggers: readonly Trigger[]) => Promise<void> | void>({
-          doc: 'receives each batch on the thread that created the router; a throw or rejection is a failed delivery',
+          doc: 'receives each batch on the thread that created the router; a throw or rejection is a failed delivery, logged (warn) with the downstream and what was thrown',
         }),
       },
       { doc: 'an in-process callback (library only)', check: gradientNeedsGradientLimit },

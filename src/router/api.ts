@@ -109,7 +109,8 @@ export interface Router {
    * input is back-pressured, never shed: the ingest thread feeds it only as fast as the telemetry rings take it and
    * keeps the rest in call order. Returns false, as `Writable.write()` does, when the bytes posted and not yet fed
    * reach `options.ingest.inputHighWaterBytes`: the call was taken, but the caller should stop and
-   * `await inputDrained()` before the next one. Ignoring it only grows the memory the backlog holds.
+   * `await inputDrained()` before the next one. Ignoring it only grows the memory the backlog holds. Throws, naming
+   * why, once `drain()` or `close()` was called or the ingest thread has exited (nothing would read the bytes).
    *
    * @example
    *   for (const chunk of chunks) if (!router.ingest(chunk)) await router.inputDrained();
@@ -118,6 +119,7 @@ export interface Router {
   /**
    * Ingests one decoded point (validated like a frame), back-pressured like `ingest()`. Returns false when the points
    * posted and not yet offered to admission reach `options.ingest.inputHighWaterPoints`: await `inputDrained()`.
+   * Throws as `ingest()` does once the router drains or its ingest thread has exited.
    */
   push(point: TelemetryPoint): boolean;
   /**
@@ -170,7 +172,10 @@ export interface Router {
   metricsText(): Promise<string>;
   /** Resolves when every `options.inputs` file (and stdin) has been read to its end. */
   inputsFinished(): Promise<void>;
-  /** Stops ingest (listener closed, further input shed as draining), empties the rings, finishes deliveries. */
+  /**
+   * Stops ingest (listener closed, further network input shed as draining; `ingest()` and `push()` throw), empties the
+   * rings, finishes deliveries (until `drainDeadlineMs`; then a trigger stream lets go of what its loop has not taken).
+   */
   drain(): Promise<void>;
   /** Drains, then stops the threads and the admin server; returns the final stats. Idempotent. */
   close(): Promise<RouterSummary>;

@@ -20,11 +20,28 @@ export interface CallbackBridgeEnd {
   close(): void;
 }
 
+/** Told of a batch a callback failed (threw, or its promise rejected), with what it threw. */
+export type CallbackFailureListener = (downstream: number, triggers: number, err: unknown) => void;
+
+/** What a callback threw, as one line of text (an Error's name and message; anything else as a string). */
+export function callbackErrorText(err: unknown): string {
+  if (err instanceof Error) return `${err.name}: ${err.message}`;
+  try {
+    return `threw ${typeof err === 'string' ? JSON.stringify(err) : String(err)}`;
+  } catch {
+    return 'threw a value that cannot be shown';
+  }
+}
+
 /**
  * Opens the bridge for the downstreams' callbacks (by downstream index; null for a downstream that is not a
- * callback), or returns null when none is.
+ * callback), or returns null when none is. `onFailure` hears of every batch a callback failed (a trigger stream's
+ * end aside: its batches fail as gone, which is no error of the embedding's).
  */
-export function openCallbackBridge(callbacks: readonly (Callback | null)[]): CallbackBridgeEnd | null {
+export function openCallbackBridge(
+  callbacks: readonly (Callback | null)[],
+  onFailure: CallbackFailureListener = () => undefined,
+): CallbackBridgeEnd | null {
   if (!callbacks.some((c) => c !== null)) return null;
   const channel = new MessageChannel();
   const port = channel.port2;
@@ -32,13 +49,11 @@ export function openCallbackBridge(callbacks: readonly (Callback | null)[]): Cal
     // The callback's own duration, measured here where it runs: the limiter samples this, not the round trip
     // through the message port (which also holds however long this thread was busy with other work).
     const startNs = nowNs();
-    const answer = (ok: boolean, err?: unknown): void =>
-      port.postMessage({
-        id: call.id,
-        ok,
-        serviceNs: nowNs() - startNs,
-        gone: err instanceof StreamLeftError,
-      } satisfies CallbackAnswer);
+    const answer = (ok: boolean, err?: unknown): void => {
+      const gone = err instanceof StreamLeftError;
+      port.postMessage({ id: call.id, ok, serviceNs: nowNs() - startNs, gone } satisfies CallbackAnswer);
+      if (!ok && !gone) onFailure(call.downstream, call.triggers.length, err);
+    };
     try {
       const r = callbacks[call.downstream]!(call.triggers as Trigger[]);
       if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
@@ -49,8 +64,8 @@ export function openCallbackBridge(callbacks: readonly (Callback | null)[]): Cal
       } else {
         answer(true);
       }
-    } catch {
-      answer(false);
+    } catch (err) {
+      answer(false, err);
     }
   });
   return { workerPort: channel.port1, close: () => port.close() };

@@ -70,7 +70,7 @@ import { SpscRing } from '../shm/ring.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
 import type { StartProgress } from '../pipeline/start-progress.js';
 import type { FenceEditResult, ReloadResult, Router, RouterSummary } from './api.js';
-import { openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
+import { callbackErrorText, openCallbackBridge, type CallbackBridgeEnd } from './callback-bridge.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { TriggerStream } from './trigger-stream.js';
 import { StateQueries, type DeviceNow, type FenceOccupant } from './state-queries.js';
@@ -525,6 +525,12 @@ export class PipelineRouter implements Router {
       o.downstreams.map((d, i) =>
         d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : (this.streams[i]?.deliver ?? null),
       ),
+      (downstream, count, err) =>
+        this.log(
+          `downstream ${o.downstreams[downstream]!.name}: its callback failed on a batch of ${count} trigger(s) ` +
+            `(sent again while attempts last): ${callbackErrorText(err)}`,
+          'warn',
+        ),
     );
     this.bridge = bridge;
     const bridgePort = bridge?.workerPort ?? null;
@@ -744,9 +750,20 @@ export class PipelineRouter implements Router {
     this.ingestThread.worker.postMessage(msg, transfer);
   }
 
+  /**
+   * Throws when in-process input cannot be taken any more: the router is closed or draining (the ingest thread would
+   * shed it as draining), or its ingest thread has exited (nothing would read it). A caller is told, not shed.
+   */
+  private checkTakesInput(what: string): void {
+    if (this.ingestThread === null || this.closePromise !== null) throw new Error(`${what}: the router is closed`);
+    if (this.drainPromise !== null)
+      throw new Error(`${what}: the router is draining (drain() or close() was called); it takes no more input`);
+    if (this.ingestThread.died) throw new Error(`${what}: the router's ingest thread has exited; it takes no input`);
+  }
+
   ingest(bytes: Uint8Array): boolean {
     if (!(bytes instanceof Uint8Array)) throw new TypeError('ingest(bytes) takes a Uint8Array');
-    if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
+    this.checkTakesInput('ingest()');
     if (this.backlog.inputBytes() + bytes.length > MAX_INPUT_BACKLOG_BYTES) {
       throw new RangeError(
         'ingest(): more than 2 GiB of input would be in flight; await inputDrained() when ingest() returns false',
@@ -761,7 +778,7 @@ export class PipelineRouter implements Router {
   }
 
   push(point: TelemetryPoint): boolean {
-    if (this.ingestThread === null || this.closePromise !== null) throw new Error('the router is closed');
+    this.checkTakesInput('push()');
     const below = this.backlog.postInput(0, 1);
     this.post({ type: 'push', point });
     return below;
@@ -906,10 +923,18 @@ export class PipelineRouter implements Router {
         await this.reloadChain;
         this.pipeline.setDraining(true);
         await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
-        await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({
-          type: 'drain',
-          deadlineMs: this.drainDeadlineMs,
-        });
+        // The dispatcher's drain waits, past its deadline, for the calls in flight; a trigger stream's batch is in
+        // flight until its loop takes it and comes back, which a loop that is not reading (or that awaits this close
+        // inside its body) never does: at the deadline the streams let go of what they hold (TriggerStream.letGo).
+        const letGo = setTimeout(() => this.letStreamsGo(), this.drainDeadlineMs);
+        try {
+          await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({
+            type: 'drain',
+            deadlineMs: this.drainDeadlineMs,
+          });
+        } finally {
+          clearTimeout(letGo);
+        }
       })();
       // Why race the threads' deaths: with the dispatcher gone the trigger rings never empty and the ingest thread's
       // drain would wait for good; a pipeline missing a thread stops as after a crash (the next start recovers it).
@@ -922,6 +947,19 @@ export class PipelineRouter implements Router {
       this.drainPromise = Promise.race([drained, death]);
     }
     return this.drainPromise;
+  }
+
+  /** The drain deadline passed: every trigger stream lets go of the batches it holds (see TriggerStream.letGo). */
+  private letStreamsGo(): void {
+    for (const stream of this.streams) {
+      const n = stream?.letGo() ?? 0;
+      if (n > 0)
+        this.log(
+          `trigger stream ${stream!.name}: ${n} batch(es) not taken by its loop within the drain deadline ` +
+            `(${this.drainDeadlineMs} ms) are kept for the next start`,
+          'warn',
+        );
+    }
   }
 
   device(deviceId: string | number): DeviceNow | null {

@@ -102,6 +102,23 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
     return Promise.resolve({ value: undefined, done: true });
   }
 
+  /**
+   * The router's drain deadline passed while the stream still held batches: nothing reads them in time (no loop, a
+   * stalled one, or a loop that awaits the router's close inside its body). The batch the loop holds and those waiting
+   * for it fail as gone, as when the loop leaves: kept in the state directory for the next start's stream (the held
+   * one too, under the same identities, since the loop may not have finished it); the stream ends. Returns the
+   * batches let go.
+   */
+  letGo(): number {
+    if (this.ended) return 0;
+    const c = this.current;
+    this.current = null;
+    const n = this.waiting.length + (c === null ? 0 : 1);
+    c?.failed(new StreamLeftError(this.name));
+    this.end();
+    return n;
+  }
+
   /** Ends the stream (its loop ends after the batch it holds; batches not taken fail). */
   end(): void {
     if (this.ended) return;
