@@ -162,10 +162,20 @@ async function main(): Promise<void> {
   /** Last retire pass, ns (a cell: no double is boxed per pass). */
   const lastRetireNs = new Float64Array(1);
 
+  /** True once the drain's lifting of the backlog logs' caps was done (see scan). */
+  let drainBegun = false;
+
   /** Offers every published record of every ring and releases them; returns how many. */
   const scan = (): number => {
     let total = 0;
     blocked = false;
+    // The router began draining (the main thread's flag, set before the ingest thread's drain): the logs take what the
+    // trigger rings hold whatever their cap now, or a containment task blocked on a full trigger ring would keep the
+    // telemetry rings from emptying, and the ingest thread's drain (which comes before this thread's) from ending.
+    if (!drainBegun && dispatcher !== null && pipeline.isDraining()) {
+      drainBegun = true;
+      dispatcher.beginDrain();
+    }
     if (dispatcher !== null) dispatcher.passTime[0] = nowNs();
     for (let o = 0; o < scanOrder.length; o++) {
       const ring = rings[scanOrder[o]!]!;
