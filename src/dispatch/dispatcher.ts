@@ -482,10 +482,20 @@ export class Dispatcher implements DeadLetterTarget {
         carried.length = 0;
         carried.push(...kept);
       }
+      // Per device, the highest seq carried over: the backlog log's records of an earlier run at or below it are copies
+      // of carried triggers (a stop whose pending file was written but whose cursor commit was lost), passed over.
+      const carriedCeil = new Map<number, number>();
+      for (const r of carried) {
+        const identity = readTriggerIdentity(r.buf, 0);
+        const slot = deviceSlotOf(identity.deviceId);
+        if (slot >= 0 && identity.seq > (carriedCeil.get(slot) ?? -Infinity)) carriedCeil.set(slot, identity.seq);
+      }
+      const copiesBySlot = new Map<number, number>();
       const fileOnly = new Map<number, number>();
       const supersededBySlot = new Map<number, number>();
       let unresolvedBacklog = 0;
       let supersededBacklog = 0;
+      let copiesBacklog = 0;
       const backlog =
         options.spill === false
           ? null
@@ -501,11 +511,16 @@ export class Dispatcher implements DeadLetterTarget {
                 true,
               ),
               onPending: (buf, at) => {
-                const slot = deviceSlotOf(readTriggerIdentity(buf, at).deviceId);
+                const identity = readTriggerIdentity(buf, at);
+                const slot = deviceSlotOf(identity.deviceId);
                 if (slot < 0) unresolvedBacklog++;
                 else if (derivedAgain(buf, at)) {
                   supersededBacklog++;
                   supersededBySlot.set(slot, (supersededBySlot.get(slot) ?? 0) + 1);
+                  return true;
+                } else if (identity.seq <= (carriedCeil.get(slot) ?? -Infinity)) {
+                  copiesBacklog++;
+                  copiesBySlot.set(slot, (copiesBySlot.get(slot) ?? 0) + 1);
                   return true;
                 } else fileOnly.set(slot, (fileOnly.get(slot) ?? 0) + 1);
                 return false;
@@ -534,22 +549,27 @@ export class Dispatcher implements DeadLetterTarget {
       for (const [slot, count] of fileOnly) ds.queues.fileOnly[slot] = count;
       ds.superseded = supersededKeys.size;
       for (const [slot, count] of supersededBySlot) ds.noteSupersededInBacklog(slot, count);
-      const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog - supersededBacklog;
+      for (const [slot, count] of copiesBySlot) ds.noteCarriedCopiesInBacklog(slot, count, carriedCeil.get(slot)!);
+      const passedOver = supersededBacklog + copiesBacklog;
+      const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog - passedOver;
       this.pendingFileSettled.push(false);
       // Records naming a device this run does not know stay counted here and settle as lost when loaded; those the
-      // replay derives again are passed over when loaded, never counted.
-      ds.recovered += backlog === null ? 0 : backlog.recovered - supersededBacklog;
+      // replay derives again, and copies of carried-over triggers, are passed over when loaded, never counted.
+      ds.recovered += backlog === null ? 0 : backlog.recovered - passedOver;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
       // Records of the pending file were passed over: it is written again with what was taken over (or removed), since
       // read again at a later start its copies would be measured against a floor that has risen by then.
       if (pendingFilePassedOver > 0) this.rewritePendingFile(ds, dir, taken.taken);
       const lost = taken.unresolved + unresolvedBacklog;
-      if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0) {
+      if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0 || copiesBacklog > 0) {
         log(
           `downstream ${o.name}: took over ${taken.taken} triggers from the previous run's pending and dead-letter files ` +
             `and ${backlogRecovered} from its backlog log` +
             (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : '') +
+            (copiesBacklog > 0
+              ? `; ${copiesBacklog} backlog records are copies of triggers the pending or dead-letter file holds (the previous stop did not commit the log's cursor) and are passed over`
+              : '') +
             (ds.superseded > 0
               ? `; ${ds.superseded} more are derived again, in their devices' order, by the partitions' replay here or by their readers now (their copies in the files are passed over)`
               : ''),

@@ -238,11 +238,23 @@ export class Downstream {
    */
   superseded = 0;
   /**
-   * Per device slot, the earlier run's backlog records found at open that the replay derives again and not passed
-   * over yet (null without replay floors); they are not in `inFlightTriggers` and hold the device's slot.
+   * Earlier runs' backlog records passed over because the pending or dead-letter file holds the same trigger (a stop
+   * that wrote its pending file but whose log cursor commit was lost: a second signal, a failed commit, a crash right
+   * after), counted at open (not in `recovered`).
    */
-  readonly supersededUnloaded: Int32Array | null;
+  copiesPassedOver = 0;
+  /**
+   * Per device slot, the earlier run's backlog records found at open that are passed over when loaded and not loaded
+   * yet: those the replay derives again (`superseded`) and copies of carried-over triggers (`copiesPassedOver`). Null
+   * when there are none of either; they are not in `inFlightTriggers` and hold the device's slot.
+   */
+  supersededUnloaded: Int32Array | null;
   private supersededUnloadedTotal = 0;
+  /**
+   * Per device slot, the highest seq carried over at start (pending file, PENDING dead letters): the earlier run's
+   * backlog records of that device at or below it are copies of carried triggers (null when none was found at open).
+   */
+  private carriedSeqCeil: Float64Array | null = null;
   /** Triggers delivered that were never dead-lettered. */
   delivered = 0;
   /** Dead letters re-delivered by the replay lane. */
@@ -388,9 +400,25 @@ export class Downstream {
 
   /** Notes, at open, `count` backlog records of device `slot` that the replay derives again (see `superseded`). */
   noteSupersededInBacklog(slot: number, count: number): void {
-    this.supersededUnloaded![slot] = this.supersededUnloaded![slot]! + count;
-    this.supersededUnloadedTotal += count;
+    this.notePassedOver(slot, count);
     this.superseded += count;
+  }
+
+  /**
+   * Notes, at open, `count` backlog records of device `slot` at or below `seqCeil`, the highest seq of that device
+   * carried over (see `copiesPassedOver`): each is passed over when loaded.
+   */
+  noteCarriedCopiesInBacklog(slot: number, count: number, seqCeil: number): void {
+    this.carriedSeqCeil ??= new Float64Array(this.queues.maxDevices).fill(-Infinity);
+    this.carriedSeqCeil[slot] = seqCeil;
+    this.notePassedOver(slot, count);
+    this.copiesPassedOver += count;
+  }
+
+  private notePassedOver(slot: number, count: number): void {
+    this.supersededUnloaded ??= new Int32Array(this.queues.maxDevices);
+    this.supersededUnloaded[slot] = this.supersededUnloaded[slot]! + count;
+    this.supersededUnloadedTotal += count;
   }
 
   /** Triggers held in memory and not being sent. */
@@ -544,9 +572,10 @@ export class Downstream {
         passed !== null &&
         passed[device]! > 0 &&
         log.lastLoadedEarlier &&
-        replayDerivesAgain(this.ctx.replayFloors, device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
+        this.passesOver(device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
       ) {
-        // Derived again by the replay, in its device's order: this copy is done (and never counted as recovered).
+        // Derived again by the replay, in its device's order, or a copy of a trigger carried over (in front of it):
+        // this copy is done (and never counted as recovered).
         log.markedLoaded();
         log.markDone(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
         q.release(slot);
@@ -562,6 +591,12 @@ export class Downstream {
       q.fileOnly[device] = q.fileOnly[device]! - 1;
       q.append(device, slot, false);
     }
+  }
+
+  /** True when an earlier run's backlog record of `device` with `seq` is passed over when loaded (see supersededUnloaded). */
+  private passesOver(device: number, seq: number): boolean {
+    const ceil = this.carriedSeqCeil;
+    return replayDerivesAgain(this.ctx.replayFloors, device, seq) || (ceil !== null && seq <= ceil[device]!);
   }
 
   /**

@@ -295,3 +295,68 @@ test('replay floors with backlog records damaged on disk after the open: the cop
     if (device % 2 === 0) assert.ok(seqs.every((s) => s <= FLOOR));
   }
 });
+
+test("a stop that wrote its pending file but lost its backlog cursor commit (a second signal, a failed commit): the next start passes over the log's copies of what the pending file holds; every trigger once, in per-device order, the accounting exact", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lost-commit-'));
+  const PER_DEVICE = 12;
+  const devices = 8;
+  const lines: string[] = [];
+  const open = (sink: Sink, runId: number): Dispatcher =>
+    smallHook(dir, devices, (line) => lines.push(line), sink, runId);
+  // Run 1: the downstream takes its first 10 batches, then refuses everything: memory holds records loaded from the
+  // backlog log when it closes. Run 2 delivers through the same receiver.
+  const sink = new GateSink(false);
+  let batches = 0;
+  const firstRun: Sink = {
+    deliver: (batch) => (++batches <= 10 ? sink.deliver(batch) : Promise.resolve({ status: 500 })),
+    close: async () => undefined,
+  };
+  const d1 = open(firstRun, 1);
+  const r = new TriggerRecord();
+  for (let seq = 1; seq <= PER_DEVICE; seq++)
+    for (let device = 0; device < devices; device++) {
+      d1.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d1.pump();
+    }
+  for (let i = 0; i < 20; i++) {
+    d1.pump();
+    await sleep(1);
+  }
+  const ds1 = d1.downstreams[0]!;
+  assert.ok(ds1.backlog!.loadedOutstanding > 0, 'memory holds records loaded from the log');
+  // The cursor as it was before the close: restored afterwards, as if its commit never reached the disk.
+  const cursorFile = path.join(dir, 'hook', 'backlog.cursor');
+  const cursorBefore = fs.readFileSync(cursorFile);
+  await d1.close(20);
+  assert.ok(d1.carriedOver[0]! > 0);
+  fs.writeFileSync(cursorFile, cursorBefore);
+
+  const delivered1 = sink.seen.length;
+  assert.ok(delivered1 > 0);
+  const d2 = open(sink, 2);
+  const ds = d2.downstreams[0]!;
+  assert.ok(ds.copiesPassedOver > 0, 'the log held copies of what the pending file holds');
+  assert.ok(
+    lines.some((l) => l.includes(`${ds.copiesPassedOver} backlog records are copies of triggers the pending`)),
+    lines.join('\n'),
+  );
+  for (let i = 0; i < 400 && ds.delivered + delivered1 < devices * PER_DEVICE; i++) {
+    d2.pump();
+    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, 'accounting');
+    await sleep(2);
+  }
+  await d2.close(5_000);
+  assert.equal(ds.final, 0);
+  assert.equal(d2.carriedOver[0], 0);
+  const perDevice = new Map<number, number[]>();
+  for (const t of sink.seen) {
+    const device = Number(t.device.slice(7));
+    perDevice.set(device, [...(perDevice.get(device) ?? []), t.seq]);
+  }
+  for (let device = 0; device < devices; device++)
+    assert.deepEqual(
+      perDevice.get(device) ?? [],
+      Array.from({ length: PER_DEVICE }, (_, i) => i + 1),
+      `device ${device}: every seq once, in order`,
+    );
+});
