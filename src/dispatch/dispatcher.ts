@@ -282,6 +282,15 @@ export class Dispatcher implements DeadLetterTarget {
   readonly metrics: Float64Array;
   /** Dead-letter ring. */
   readonly deadLetterRing: DeadLetterRing;
+  /**
+   * Per device slot, 1 while the dead-letter ring held an entry of that device when `noteRingHeldDevices` last looked:
+   * an entry is encoded (its device named by the slot's id) only when the ring is flushed, so the slot must not be
+   * freed and given to another device before that.
+   */
+  private readonly ringHeld: Uint8Array;
+  /** The slots marked in `ringHeld` (the first `ringHeldCount`), to clear them at the next look. */
+  private readonly ringHeldSlots: Int32Array;
+  private ringHeldCount = 0;
   /** Interned fence identities. */
   readonly catalog: FenceCatalog;
   /** Cell 0: the time of the current pass over the trigger rings, ns (set by the caller; stamped on offered records). */
@@ -376,6 +385,8 @@ export class Dispatcher implements DeadLetterTarget {
       true,
     );
     this.deadLetterRing = new DeadLetterRing(cap);
+    this.ringHeld = new Uint8Array(options.maxDevices);
+    this.ringHeldSlots = new Int32Array(cap);
     const defaultDlqMaxBytes = checkNumber(
       'options.deadLetterMaxBytes',
       options.deadLetterMaxBytes ?? DEFAULT_DEAD_LETTER_MAX_BYTES,
@@ -647,10 +658,31 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
+   * Notes which devices the dead-letter ring holds entries of now (see `ringHeld`): call it before a run of
+   * `deviceSettled` calls in one pass. O(ring depth). Allocation-free.
+   */
+  noteRingHeldDevices(): void {
+    for (let k = 0; k < this.ringHeldCount; k++) this.ringHeld[this.ringHeldSlots[k]!] = 0;
+    this.ringHeldCount = 0;
+    const ring = this.deadLetterRing;
+    for (let k = 0; k < ring.depth; k++) {
+      const bi = k * DREC_STRIDE_I32;
+      // An entry whose downstream was cleared is done (counted only, or passed on): it names no device any more.
+      if (ring.i32[bi + DREC_DOWNSTREAM_I32]! < 0) continue;
+      const device = ring.i32[bi + TRG_DEVICE_SLOT_I32]!;
+      if (device < 0 || device >= this.ringHeld.length || this.ringHeld[device] === 1) continue;
+      this.ringHeld[device] = 1;
+      this.ringHeldSlots[this.ringHeldCount++] = device;
+    }
+  }
+
+  /**
    * True when no downstream holds anything of device `device`: nothing queued or parked in memory, nothing in flight,
-   * nothing in its backlog log. An expired device's slot is freed only then. Allocation-free.
+   * nothing in its backlog log, and (as of the last `noteRingHeldDevices`) no dead letter of it waits in the ring to
+   * be written under its id. An expired device's slot is freed only then. Allocation-free.
    */
   deviceSettled(device: number): boolean {
+    if (this.ringHeld[device] === 1) return false;
     for (let d = 0; d < this.downstreams.length; d++) {
       const q = this.downstreams[d]!.queues;
       if (q.queuedOf(device) !== 0 || q.fileOnly[device] !== 0 || q.isBusy(device)) return false;

@@ -205,6 +205,7 @@ async function main(): Promise<void> {
       const t = dispatcher === null ? nowNs() : dispatcher.passTime[0]!;
       if (dispatcher === null || t - lastRetireNs[0]! >= RETIRE_PASS_NS) {
         lastRetireNs[0] = t;
+        dispatcher?.noteRingHeldDevices();
         retirer.pass(settled, forget);
       }
     }

@@ -1,7 +1,8 @@
 /**
  * The dispatcher thread's half of device expiry: it takes the retire markers containment writes behind an expired
  * device's last trigger, and frees the device's slot (RETIRING -> FREE, see DeviceLife in shm/layout.ts) once every
- * downstream has settled that device's triggers: nothing queued, parked, in flight or in a backlog log. Until then
+ * downstream has settled that device's triggers: nothing queued, parked, in flight or in a backlog log, and no dead
+ * letter of it waiting in the dead-letter ring (encoded under the slot's id only when the ring is flushed). Until then
  * the slot keeps its id, so a trigger still waiting is always named after the device that produced it.
  * Allocation-free after construction, except reading the id of a slot it frees.
  */

@@ -17,7 +17,9 @@ import {
   DISP_DURABLE_FAILING_F64,
   DS_BLOCK_F64,
   DS_DURABLE_FAILING_F64,
+  DREC_STRIDE_I32,
   Lane,
+  TRG_DEVICE_SLOT_I32,
   TriggerType,
 } from '../../src/shm/layout.js';
 import { Dispatcher, type DispatcherDownstreamOptions, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
@@ -312,12 +314,25 @@ test('a disk that refuses dead-letter writes (ENOSPC from /dev/full): the other 
     `the unwritten ones wait in the ring: ${d.deadLetterRing.depth}`,
   );
   assert.match(alarms.join('\n'), /downstream bad: durable writes failing \(ENOSPC: [^)]*\): \d+ failed writes/);
+  // A device whose dead letter waits in the ring is not settled (its slot is not freed for another device before the
+  // entry is written under its id); one with none is.
+  const ring = d.deadLetterRing;
+  const inRing = new Set<number>();
+  for (let k = 0; k < ring.depth; k++) inRing.add(ring.i32[k * DREC_STRIDE_I32 + TRG_DEVICE_SLOT_I32]!);
+  const held = [...inRing][0]!;
+  let notHeld = 0;
+  while (inRing.has(notHeld)) notHeld++;
+  d.noteRingHeldDevices();
+  assert.equal(d.deviceSettled(held), false, `device ${held} has a dead letter waiting in the ring`);
+  assert.equal(d.deviceSettled(notHeld), true, `device ${notHeld} has nothing anywhere`);
   // The disk has room again: what waits in the ring is written, and new dead letters with it.
   fs.unlinkSync(next);
   const waiting = d.deadLetterRing.depth;
   await settle(d, () => d.deadLetterRing.depth === 0 && !d.durableFailing(1), 5000);
   assert.equal(d.deadLetterRing.depth, 0);
   assert.equal(d.durableFailing(1), false);
+  d.noteRingHeldDevices();
+  assert.equal(d.deviceSettled(held), true, `device ${held}'s dead letter was written`);
   offer(d, r, seqs, offered, 200);
   await settle(d, () => d.isIdle, 5000);
   d.flushBacklogs();
