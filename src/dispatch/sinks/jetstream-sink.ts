@@ -130,12 +130,21 @@ export class JetStreamSink implements Sink {
         const id = batch.deviceId(i);
         const h = headers();
         h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
+        const payload = encoder.encode(triggerJson(batch, i));
+        state.sent.push(i);
+        if (payload.length > (nc.info?.max_payload ?? Infinity)) {
+          // Larger than the server takes (its max_payload): it can never be published. Refused for good, as the
+          // stream refuses a message over its own size limit; the device goes on (the client would throw, and a
+          // throw means a closed connection to this code).
+          state.refused.push(i);
+          const n = chains.next[i]!;
+          return n < 0 || publish(n);
+        }
         pending.set(first + i, state);
         state.waiting++;
-        state.sent.push(i);
         state.progressAtMs = Date.now();
         try {
-          nc.publish(this.template.render(batch, i), encoder.encode(triggerJson(batch, i)), {
+          nc.publish(this.template.render(batch, i), payload, {
             reply: `${this.inbox}.${first + i}`,
             headers: h,
           });
@@ -221,6 +230,8 @@ export class JetStreamSink implements Sink {
         resolve(out);
       };
       for (const i of chains.firsts) if (!publish(i)) return;
+      // Every message refused before it was published (none is waiting for an answer).
+      if (state.waiting === 0) state.settle();
     });
   }
 
@@ -262,6 +273,14 @@ export class JetStreamSink implements Sink {
         const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: this.options.ackTimeoutMs });
         return (await jsm.streams.info(this.options.stream)).config.subjects ?? [];
       } catch (err) {
+        // The stream is gone (deleted, or its only replica's store lost) and this sink creates it: it is created
+        // again now, as at the start, and the messages go again.
+        if (
+          this.options.createStream &&
+          err instanceof JetStreamApiError &&
+          err.code === JetStreamApiCodes.StreamNotFound
+        )
+          await this.createStream(nc).catch(() => undefined);
         return notPermitted(err) ? UNKNOWN : UNAVAILABLE;
       }
     });
@@ -289,6 +308,18 @@ export class JetStreamSink implements Sink {
     this.answers.set(key, entry);
     void entry.answer.finally(() => (entry.atMs = Date.now()));
     return entry.answer as Promise<T>;
+  }
+
+  /** Creates the stream with the documented settings (its subjects, duplicate window and replicas). */
+  private async createStream(nc: NatsConnection): Promise<void> {
+    const o = this.options;
+    const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: o.ackTimeoutMs });
+    await jsm.streams.add({
+      name: o.stream,
+      subjects: this.streamSubjects,
+      duplicate_window: o.duplicateWindowMs * 1_000_000,
+      num_replicas: o.streamReplicas,
+    });
   }
 
   /** Drains and closes the connection (closed outright if the server does not answer the drain in time). */
@@ -326,12 +357,7 @@ export class JetStreamSink implements Sink {
         try {
           await jsm.streams.info(o.stream);
         } catch {
-          await jsm.streams.add({
-            name: o.stream,
-            subjects: this.streamSubjects,
-            duplicate_window: o.duplicateWindowMs * 1_000_000,
-            num_replicas: o.streamReplicas,
-          });
+          await this.createStream(nc);
         }
       }
     } catch (err) {
