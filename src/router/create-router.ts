@@ -124,6 +124,10 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
   if (options === null || typeof options !== 'object') throw new RangeError('options must be an object');
   const { fences, log: logCallback, logger, leaseGate, startFences, ...rest } = options;
   const resolved = resolveRouterOptions(withoutUnaskedListeners(rest));
+  if (fences !== undefined && resolved.fencesFile !== null)
+    throw new RangeError(
+      'options.fences and options.fencesFile cannot both be given (use one): the router would start on fences and a reload would read the file',
+    );
   if (resolved.jetstreamSource?.partitions === 'auto')
     throw new RangeError(
       'options.jetstreamSource.partitions "auto" takes partitions through leases: start it with createPartitionGroup, which runs a router on the partitions it holds',

@@ -780,7 +780,17 @@ export class PipelineRouter implements Router {
   push(point: TelemetryPoint): boolean {
     this.checkTakesInput('push()');
     const below = this.backlog.postInput(0, 1);
-    this.post({ type: 'push', point });
+    try {
+      this.post({ type: 'push', point });
+    } catch (err) {
+      // Not sent (a value the structured clone cannot copy: a function, a symbol, a class instance's own methods): it
+      // was never in flight, so it is taken off the count again, and the caller is told what was wrong.
+      if (this.backlog.fedInput(0, 1)) this.releaseDrainedWaiters();
+      throw new TypeError(
+        `push(): the point cannot be handed to the ingest thread (${(err as Error).message}); a point is a plain object of numbers and strings ({ id, lat, lon, ts, ... })`,
+        { cause: err },
+      );
+    }
     return below;
   }
 

@@ -2,8 +2,9 @@
  * What an embedding meets around its own code, through the router's real threads: a trigger stream nobody reads, or
  * whose loop awaits `close()` inside its body, does not hold `close()` for ever (at the drain deadline the stream lets
  * go of its batches, which the next start's stream gets, in per-device order); a callback that throws or rejects is
- * named in the log with what it threw, and its batch is sent again; in-process input after `drain()` is refused with
- * an error instead of being shed.
+ * named in the log with what it threw, and its batch is sent again; in-process input after `drain()`, and a point
+ * the ingest thread cannot be handed, are refused with an error instead of being shed or lost; `fences` and
+ * `fencesFile` together are refused.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -186,4 +187,38 @@ test('in-process input after drain() is refused with an error naming why, not sh
   assert.equal(summary.shedTotal, 0, 'nothing shed');
   assert.equal(summary.accepted, 1, 'the point pushed before the drain was taken');
   assert.throws(() => router.push(point), /push\(\): the router is closed/);
+});
+
+test('a point the ingest thread cannot be handed (a function in it) is refused with a TypeError naming why; it is not counted in flight, and the router goes on', async () => {
+  const router = await createRouter({
+    fences: { type: 'FeatureCollection', features: [] },
+    stateDir: null,
+    log: () => undefined,
+  });
+  try {
+    const bad = { id: 'd1', lat: 52.5, lon: 13.4, ts: Date.now(), toJSON: () => 'x' };
+    for (let i = 0; i < 3; i++)
+      assert.throws(
+        () => router.push(bad as unknown as Parameters<typeof router.push>[0]),
+        /^TypeError: push\(\): the point cannot be handed to the ingest thread \(.*could not be cloned.*\)/,
+      );
+    // Nothing of them is in flight: the input is drained at once, and a good point still goes through.
+    await within(router.inputDrained(), 5_000, 'inputDrained() after refused points');
+    router.push({ id: 'd1', lat: 52.5, lon: 13.4, ts: Date.now() });
+    await waitFor(() => router.stats().accepted === 1, 10_000, 'the good point accepted');
+  } finally {
+    await router.close();
+  }
+});
+
+test('fences and fencesFile together are refused, naming both', async () => {
+  await assert.rejects(
+    createRouter({
+      fences: { type: 'FeatureCollection', features: [] },
+      fencesFile: '/nonexistent/fences.geojson',
+      stateDir: null,
+      log: () => undefined,
+    }),
+    /^RangeError: options.fences and options.fencesFile cannot both be given/,
+  );
 });
