@@ -38,13 +38,19 @@ export function copyRecord(
   return { buf: own, dlqPosition, seq };
 }
 
-/** Reads the pending file of `dir` into carried records. */
-export function readPendingRecords(dir: string, downstreamName: string): CarriedRecord[] {
-  const out: CarriedRecord[] = [];
-  scanPendingFile(dir, downstreamName, (buf, at, _pos, length) =>
-    out.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)),
+/**
+ * Reads the pending file of `dir` into carried records; `damagedSpans` counts the damaged stretches skipped (their
+ * triggers are lost: the caller counts and alarms them).
+ */
+export function readPendingRecords(
+  dir: string,
+  downstreamName: string,
+): { records: CarriedRecord[]; damagedSpans: number } {
+  const records: CarriedRecord[] = [];
+  const scan = scanPendingFile(dir, downstreamName, (buf, at, _pos, length) =>
+    records.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)),
   );
-  return out;
+  return { records, damagedSpans: scan.damagedSpans };
 }
 
 /**

@@ -288,6 +288,8 @@ export class Dispatcher implements DeadLetterTarget {
    * freed and given to another device before that.
    */
   private readonly ringHeld: Uint8Array;
+  /** Per downstream: damaged stretches of the pending file skipped at open (each at least one trigger, lost). */
+  private readonly pendingDamagedSpans: number[] = [];
   /** The slots marked in `ringHeld` (the first `ringHeldCount`), to clear them at the next look. */
   private readonly ringHeldSlots: Int32Array;
   private ringHeldCount = 0;
@@ -447,7 +449,9 @@ export class Dispatcher implements DeadLetterTarget {
       const dir = path.join(options.stateDir, safeFileName(o.name));
       dirs.push(dir);
       // What an earlier run left: the pending file, the PENDING dead letters, and the backlog log past its cursor.
-      const carried: CarriedRecord[] = readPendingRecords(dir, o.name);
+      const pending = readPendingRecords(dir, o.name);
+      const carried: CarriedRecord[] = pending.records;
+      this.pendingDamagedSpans.push(pending.damagedSpans);
       const dlq = new DeadLetterFile(
         dir,
         o.name,
@@ -586,7 +590,7 @@ export class Dispatcher implements DeadLetterTarget {
               : ''),
         );
       }
-      this.reportOpenDamage(o.name, dlq, backlog);
+      this.reportOpenDamage(o.name, dlq, backlog, pending.damagedSpans);
       dlq.sync();
       list.push(ds);
     });
@@ -1028,7 +1032,17 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /** Start-up lines about damage found in downstream `name`'s durable files (error level: something was lost or re-sent). */
-  private reportOpenDamage(name: string, dlq: DeadLetterFile, backlog: BacklogLog | null): void {
+  private reportOpenDamage(
+    name: string,
+    dlq: DeadLetterFile,
+    backlog: BacklogLog | null,
+    pendingDamagedSpans: number,
+  ): void {
+    if (pendingDamagedSpans > 0)
+      this.alarm(
+        `downstream ${name}: pending file damaged: ${pendingDamagedSpans} damaged stretches skipped, their triggers lost ` +
+          `(every valid record kept)`,
+      );
     if (dlq.damagedAtOpen > 0 || dlq.damagedStatuses > 0) {
       this.alarm(
         `downstream ${name}: dead-letter files damaged: ${dlq.damagedAtOpen} damaged records skipped (every record after them kept)` +
@@ -1271,6 +1285,7 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_DEAD_LETTER_BYTES_F64] = file === null ? 0 : file.byteLength;
       m[b + DS_DURABLE_WRITE_ERRORS_F64] = this.durableWriteErrors(d);
       m[b + DS_DAMAGED_RECORDS_F64] =
+        this.pendingDamagedSpans[d]! +
         (file === null ? 0 : file.damagedAtOpen) +
         (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;

@@ -27,14 +27,27 @@ import { RecordBuffer } from './trigger-codec.js';
 /** File name of the pending file in a downstream's directory. */
 const PENDING_FILE = 'pending.bin';
 
-/** Visits the records of the pending file in `dir` (none when absent). Returns how many. */
-export function scanPendingFile(dir: string, downstreamName: string, visit: RecordVisitor): number {
+/** What reading a pending file found. */
+export interface PendingScan {
+  /** Valid records visited. */
+  records: number;
+  /**
+   * Damaged stretches skipped (each at least one record, lost): spans with valid records after them, and a damaged
+   * end (the file is written whole and renamed into place, so either is damage on disk, not a torn write).
+   */
+  damagedSpans: number;
+}
+
+/** Visits the records of the pending file in `dir` (none when absent). */
+export function scanPendingFile(dir: string, downstreamName: string, visit: RecordVisitor): PendingScan {
   const file = path.join(dir, PENDING_FILE);
-  if (!fs.existsSync(file)) return 0;
+  if (!fs.existsSync(file)) return { records: 0, damagedSpans: 0 };
   const fd = fs.openSync(file, 'r');
   try {
     checkFileHeader(fd, file, PENDING_MAGIC, downstreamName);
-    return scanRecords(fd, FILE_HEADER_BYTES, new RecordBuffer(Math.max(1 << 20, 2 * TREC_MAX_BYTES)), visit).records;
+    const size = fs.fstatSync(fd).size;
+    const r = scanRecords(fd, FILE_HEADER_BYTES, new RecordBuffer(Math.max(1 << 20, 2 * TREC_MAX_BYTES)), visit, size);
+    return { records: r.records, damagedSpans: r.damagedSpans + (r.validEnd < size ? 1 : 0) };
   } finally {
     fs.closeSync(fd);
   }

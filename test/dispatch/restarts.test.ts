@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Lane, TriggerType } from '../../src/shm/layout.js';
+import { DS_DAMAGED_RECORDS_F64, Lane, TriggerType } from '../../src/shm/layout.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
@@ -359,4 +359,51 @@ test("a stop that wrote its pending file but lost its backlog cursor commit (a s
       Array.from({ length: PER_DEVICE }, (_, i) => i + 1),
       `device ${device}: every seq once, in order`,
     );
+});
+
+test('a pending file damaged on disk: the next start skips the damaged record, alarms it and counts it in damagedRecords; every other trigger arrives once, in per-device order', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pending-damage-'));
+  const PER_DEVICE = 6;
+  const devices = 8;
+  const lines: string[] = [];
+  const d1 = smallHook(dir, devices, () => undefined, new GateSink(true), 1);
+  await refusedRun(d1, devices, PER_DEVICE);
+  // The second record of the pending file: one byte of its body flipped.
+  const records: { position: number; length: number; key: string }[] = [];
+  scanPendingFile(path.join(dir, 'hook'), 'hook', (buf, at, position, length) => {
+    const id = readTriggerIdentity(buf, at);
+    records.push({ position, length, key: `${String(id.deviceId)}/${id.seq}` });
+  });
+  assert.ok(records.length >= 3, `the pending file holds ${records.length} records`);
+  const damaged = records[1]!;
+  const file = path.join(dir, 'hook', 'pending.bin');
+  const bytes = fs.readFileSync(file);
+  bytes[damaged.position + damaged.length - 4]! ^= 0xff;
+  fs.writeFileSync(file, bytes);
+
+  const sink = new GateSink(false);
+  const d2 = smallHook(dir, devices, (line) => lines.push(line), sink, 2);
+  const ds = d2.downstreams[0]!;
+  assert.ok(
+    lines.some((l) =>
+      /^downstream hook: pending file damaged: 1 damaged stretches skipped, their triggers lost/.test(l),
+    ),
+    lines.join('\n'),
+  );
+  d2.pump();
+  assert.equal(d2.metrics[DS_DAMAGED_RECORDS_F64], 1, 'counted in damagedRecords');
+  for (let i = 0; i < 400 && ds.delivered < devices * PER_DEVICE - 1; i++) {
+    d2.pump();
+    await sleep(2);
+  }
+  await d2.close(5_000);
+  const got = sink.seen.map((t) => `${t.device}/${t.seq}`);
+  assert.equal(got.length, devices * PER_DEVICE - 1, 'all but the damaged record');
+  assert.ok(!got.includes(damaged.key), `the damaged record ${damaged.key} is the one missing`);
+  assert.equal(new Set(got).size, got.length, 'each once');
+  const last = new Map<string, number>();
+  for (const t of sink.seen) {
+    assert.ok(t.seq > (last.get(t.device) ?? 0), `${t.device}: seq ${t.seq} in order`);
+    last.set(t.device, t.seq);
+  }
 });
