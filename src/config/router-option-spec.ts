@@ -356,6 +356,13 @@ const downstreamBase = {
     doc: 'an undeliverable trigger waits in the replay lane, its device behind it (true), or is dead-lettered (false)',
     default: true,
   }),
+  replayGiveUpMs: int({
+    doc: 'a parked trigger that fails again alone this long after it was parked, while the downstream takes the rest, is given up (dead-lettered for good) and its device goes on (0: never)',
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
+    unit: 'ms',
+    default: DOWNSTREAM_DEFAULTS.replayGiveUpMs,
+  }),
   backlogMaxBytes: int({
     doc: 'largest backlog log on disk; past it the trigger rings are held back',
     min: 1 << 20,

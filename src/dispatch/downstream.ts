@@ -15,8 +15,8 @@
  *   SinkResult.refused) or that outlives `maxQueueAgeMs` is dead-lettered for good (dead-letter file, status FINAL)
  *   and its device goes on. A trigger whose attempts all failed is dead-lettered as undeliverable and parked at the
  *   front of its device's FIFO: the dead-letter file holds it (PENDING) and the replay lane re-sends it behind all
- *   live traffic; the device's later triggers wait behind it. With `replay: false` it is dead-lettered for good
- *   instead.
+ *   live traffic; the device's later triggers wait behind it. One that fails alone again `replayGiveUpMs` after it
+ *   was parked is given up (final; its device goes on). With `replay: false` it is dead-lettered for good instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), a device held back alone (its trigger refused for the moment while the downstream
  *   answered the rest of the batch: DeviceQueues.holdBack), an exhausted credit window or a full limiter only hold
@@ -39,6 +39,7 @@ import {
   DREC_FENCE_HANDLE_I32,
   DREC_FLAGS_I32,
   DREC_LOG_ORDINAL_F64,
+  DREC_PARKED_AT_NS_F64,
   DREC_REASON_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
@@ -96,6 +97,7 @@ export const DOWNSTREAM_DEFAULTS = Object.freeze({
   queueCapacitySlots: 16384,
   maxBatchTriggers: 128,
   maxAttempts: 3,
+  replayGiveUpMs: 3_600_000,
 });
 
 /** Configuration of one downstream. */
@@ -126,6 +128,12 @@ export interface DownstreamOptions {
   breaker?: Partial<BreakerOptions>;
   /** Park undeliverable triggers for the replay lane (true, default) or dead-letter them for good (false). */
   replay?: boolean;
+  /**
+   * A parked trigger sent alone by the replay lane and failed again (an answer, nothing unsent, while the breaker is
+   * closed and the downstream takes most of what it gets) at least this long after it was parked is given up:
+   * dead-lettered for good, counted in `replayRejected`, and its device goes on. ms; 0: never. Default 1 hour.
+   */
+  replayGiveUpMs?: number;
 }
 
 /** Where a downstream puts dead letters (the dispatcher's dead-letter ring, flushed to each downstream's file). */
@@ -227,6 +235,8 @@ export class Downstream {
   readonly maxAgeNs: number;
   /** Park undeliverable triggers for replay. */
   readonly replayEnabled: boolean;
+  /** See DownstreamOptions.replayGiveUpMs, ns. */
+  private readonly replayGiveUpNs: number;
 
   /** Triggers routed here by this run. */
   offered = 0;
@@ -265,6 +275,8 @@ export class Downstream {
   readonly deadLetteredByReason = new Float64Array(3);
   /** Parked dead letters later refused for good by the replay lane. */
   replayRejected = 0;
+  /** Of `replayRejected`, parked triggers given up after failing alone for replayGiveUpMs (see DownstreamOptions). */
+  replayGivenUp = 0;
   /** Re-delivered dead letters by the reason they were dead-lettered with (sums to `replayed`). */
   readonly replayedByReason = new Float64Array(DEAD_LETTER_REASON_COUNT);
   /** Dead letters refused for good by the replay lane, by the reason they were parked with (sums to `replayRejected`). */
@@ -371,6 +383,9 @@ export class Downstream {
         ? Infinity
         : checkNumber(`${this.name}.maxQueueAgeMs`, options.maxQueueAgeMs, 1, 8.64e7) * 1e6;
     this.replayEnabled = options.replay !== false;
+    const giveUpMs = options.replayGiveUpMs ?? DOWNSTREAM_DEFAULTS.replayGiveUpMs;
+    checkNumber(`${this.name}.replayGiveUpMs`, giveUpMs, 0, Number.MAX_SAFE_INTEGER, true);
+    this.replayGiveUpNs = giveUpMs === 0 ? Infinity : giveUpMs * 1e6;
     const slots = this.limiter.slotCount;
     this.batches = [];
     this.onResult = [];
@@ -518,7 +533,10 @@ export class Downstream {
       q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
     // A dead letter still waiting for its replay stays parked: from the dead-letter file, or from the pending file when
     // its copy never reached the disk (the earlier run's close dropped it from the ring).
-    if (q.i32[i + DREC_REASON_I32]! >= 0) this.parked++;
+    if (q.i32[i + DREC_REASON_I32]! >= 0) {
+      this.parked++;
+      q.f64[f + DREC_PARKED_AT_NS_F64] = nowNs;
+    }
     this.frontOutstanding++;
     this.recovered++;
     q.append(device, slot);
@@ -882,7 +900,7 @@ export class Downstream {
     } else {
       if (deliveredSlots !== null && deliveredSlots.length > 0)
         this.completeDeliveredPart(batch, deliveredSlots, nowNs);
-      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots, heldSlots);
+      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots, heldSlots, aloneFailed ? batch.slots[0]! : -1);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();
@@ -996,6 +1014,7 @@ export class Downstream {
     paused: boolean,
     unsentSlots: ReadonlySet<number> | null = null,
     heldSlots: ReadonlySet<number> | null = null,
+    aloneSlot = -1,
   ): void {
     const q = this.queues;
     const counts = !paused && this.breaker.state === BreakerState.CLOSED;
@@ -1026,6 +1045,16 @@ export class Downstream {
         }
         q.popHead(device);
         this.deadLetterFinal(head, DeadLetterReason.UNDELIVERABLE, nowNs);
+      }
+      // A parked trigger that failed alone again, parked for replayGiveUpMs or longer: given up, its device goes on.
+      const head = q.headOf(device);
+      if (
+        head === aloneSlot &&
+        q.i32[head * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0 &&
+        nowNs - q.f64[head * DREC_STRIDE_F64 + DREC_PARKED_AT_NS_F64]! >= this.replayGiveUpNs
+      ) {
+        q.popHead(device);
+        this.giveUpReplay(head);
       }
       // Refused for the moment while the downstream took the others: it alone waits (its refused trigger is first).
       if (heldSlots !== null && heldSlots.has(q.headOf(device)) && q.holdBack(device)) {
@@ -1058,6 +1087,7 @@ export class Downstream {
     if (q.f64[f + DREC_LOG_ORDINAL_F64]! >= 0 || (q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0)
       q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! | DrecFlag.COVERED;
     q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
+    q.f64[f + DREC_PARKED_AT_NS_F64] = nowNs;
     this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
     this.parked++;
     if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
@@ -1126,6 +1156,21 @@ export class Downstream {
       (dlq === -1 || (dlq <= -2 && (flags & DrecFlag.COVERED) === 0)) &&
       (flags & DrecFlag.FRONT) === 0
     );
+  }
+
+  /**
+   * Gives up the parked trigger in `slot` (popped already), whose replays alone kept failing for replayGiveUpMs: its
+   * dead-letter copy becomes final (it was counted as dead-lettered when parked), it counts as refused for good by the
+   * replay lane, and its slot is freed.
+   */
+  private giveUpReplay(slot: number): void {
+    const reason = this.queues.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]!;
+    this.parked--;
+    this.final++;
+    this.replayRejected++;
+    this.replayRejectedByReason[reasonIndex(reason)]!++;
+    this.replayGivenUp++;
+    this.settle(slot, DeadLetterStatus.FINAL);
   }
 
   /** Dead-letters the trigger in `slot` for good with `reason` and frees its slot (it was popped already). */

@@ -282,6 +282,7 @@ export function buildDownstreams(
       queueCapacitySlots: s.queueCapacitySlots,
       maxAttempts: s.maxAttempts,
       replay: s.replay,
+      replayGiveUpMs: s.replayGiveUpMs,
       backlogMaxBytes: s.backlogMaxBytes,
       deadLetterMaxBytes: s.deadLetterMaxBytes,
       deadLetterMaxAgeMs: s.deadLetterMaxAgeMs,

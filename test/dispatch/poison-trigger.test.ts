@@ -25,7 +25,11 @@ const POISON_DEVICE = 'device-0';
 const POISON_SEQ = 4;
 
 /** Offers PER_DEVICE triggers to each of DEVICES devices, a round at a time, and waits until nothing is in flight. */
-async function run(replay: boolean, maxAttempts?: number): Promise<{ d: Dispatcher; server: CapacityServer }> {
+async function run(
+  replay: boolean,
+  maxAttempts?: number,
+  replayGiveUpMs?: number,
+): Promise<{ d: Dispatcher; server: CapacityServer }> {
   const server = new CapacityServer({
     workers: 8,
     serviceMs: 1,
@@ -45,6 +49,7 @@ async function run(replay: boolean, maxAttempts?: number): Promise<{ d: Dispatch
         sink: new WebhookSink({ url: server.url, timeoutMs: 5000 }),
         replay,
         ...(maxAttempts === undefined ? {} : { maxAttempts }),
+        ...(replayGiveUpMs === undefined ? {} : { replayGiveUpMs }),
       },
     ],
   });
@@ -137,4 +142,35 @@ test('one attempt: the triggers parked beside the poison are replayed alone afte
   console.log(
     `poison, one attempt: ${ds.replayed} replayed; ${others.length} other triggers delivered; parked ${ds.parked}`,
   );
+});
+
+test('replayGiveUpMs: a parked trigger that keeps failing alone is given up once it has been parked that long; its device then goes on, in order, and nothing else is dead-lettered', async (t) => {
+  const GIVE_UP_MS = 300;
+  const { d, server } = await run(true, undefined, GIVE_UP_MS);
+  t.after(async () => {
+    await d.close(100);
+    await server.kill();
+  });
+  const ds = d.downstreams[0]!;
+  for (const end = Date.now() + 15_000; ds.inFlightTriggers > 0 && Date.now() < end;) {
+    d.pump();
+    await sleep(2);
+  }
+  assert.equal(ds.inFlightTriggers, 0, 'everything settled');
+  assert.equal(ds.replayGivenUp, 1, 'the poison was given up');
+  assert.equal(ds.replayRejected, 1, 'counted as refused for good by the replay lane');
+  assert.equal(ds.parked, 0);
+  assert.equal(ds.final, 1, 'the poison alone settled without delivery');
+  assert.equal(ds.deadLettered, 1, 'one dead letter (counted once, when it was parked)');
+  assert.equal(ds.delivered + ds.replayed, DEVICES * PER_DEVICE - 1, 'everything else delivered');
+  assert.equal(ds.offered, ds.delivered + ds.replayed + ds.final, 'accounting');
+  assert.ok(server.stats.poisoned > 3, `it failed alone again and again first: ${server.stats.poisoned}`);
+  const own = server.received.filter((r) => r.deviceId === POISON_DEVICE).map((r) => r.seq);
+  assert.deepEqual(
+    own,
+    Array.from({ length: PER_DEVICE }, (_, k) => k + 1).filter((seq) => seq !== POISON_SEQ),
+    "the poison's device went on without it, in order",
+  );
+  assertPerDeviceOrder(othersReceived(server), 'other devices', true);
+  assert.equal(ds.breaker.opens, 0, 'the breaker never opened');
 });
