@@ -357,7 +357,7 @@ const downstreamBase = {
     default: true,
   }),
   replayGiveUpMs: int({
-    doc: 'a parked trigger that fails again alone this long after it was parked, while the downstream takes the rest, is given up (dead-lettered for good) and its device goes on (0: never)',
+    doc: 'a parked trigger that keeps failing alone this long (answers that ask for no later, the breaker closed) is given up (dead-lettered for good) and its device goes on (0: never)',
     min: 0,
     max: Number.MAX_SAFE_INTEGER,
     unit: 'ms',

@@ -39,7 +39,7 @@ import {
   DREC_FENCE_HANDLE_I32,
   DREC_FLAGS_I32,
   DREC_LOG_ORDINAL_F64,
-  DREC_PARKED_AT_NS_F64,
+  DREC_FIRST_ALONE_FAILURE_NS_F64,
   DREC_REASON_I32,
   DREC_STRIDE_F64,
   DREC_STRIDE_I32,
@@ -82,6 +82,12 @@ const FREE_HOLDS = 7;
  * failed: one trigger that always fails leaves it far lower; a receiver failing at random, or an outage, higher.
  */
 const ALONE_MAX_FAILURE_FRACTION = 0.125;
+
+/**
+ * Answers that say "not now" rather than "not this": a parked trigger failing alone with one of them does not run
+ * its give-up clock (see DownstreamOptions.replayGiveUpMs).
+ */
+const FOR_THE_MOMENT_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
 /**
  * The by-reason cell of a parked record's reason (>= 0). A reason this router does not know (a record of another
@@ -129,9 +135,11 @@ export interface DownstreamOptions {
   /** Park undeliverable triggers for the replay lane (true, default) or dead-letter them for good (false). */
   replay?: boolean;
   /**
-   * A parked trigger sent alone by the replay lane and failed again (an answer, nothing unsent, while the breaker is
-   * closed and the downstream takes most of what it gets) at least this long after it was parked is given up:
-   * dead-lettered for good, counted in `replayRejected`, and its device goes on. ms; 0: never. Default 1 hour.
+   * A parked trigger that keeps failing alone, definitely (sent alone by the replay lane, answered with a failure that
+   * asks for no "later": not 429, 502, 503 or 504, nothing refused for the moment, the breaker closed before and after,
+   * the downstream taking most of what it gets), this long from its first such failure in this run is given up:
+   * dead-lettered for good, counted in `replayRejected`, and its device goes on. Any other failure of it starts the
+   * clock again. ms; 0: never. Default 1 hour.
    */
   replayGiveUpMs?: number;
 }
@@ -428,7 +436,11 @@ export class Downstream {
     this.carriedSeqCeil[slot] = seqCeil;
     this.notePassedOver(slot, count);
     this.copiesPassedOver += count;
+    this.copiesUnloadedTotal += count;
   }
+
+  /** Of `supersededUnloadedTotal`, copies of carried-over triggers (durable in the log: not held in memory only). */
+  private copiesUnloadedTotal = 0;
 
   private notePassedOver(slot: number, count: number): void {
     this.supersededUnloaded ??= new Int32Array(this.queues.maxDevices);
@@ -535,7 +547,7 @@ export class Downstream {
     // its copy never reached the disk (the earlier run's close dropped it from the ring).
     if (q.i32[i + DREC_REASON_I32]! >= 0) {
       this.parked++;
-      q.f64[f + DREC_PARKED_AT_NS_F64] = nowNs;
+      q.f64[f + DREC_FIRST_ALONE_FAILURE_NS_F64] = NaN;
     }
     this.frontOutstanding++;
     this.recovered++;
@@ -570,6 +582,7 @@ export class Downstream {
         const passedOver = log.markedLost - this.markedLostSeen;
         this.final += log.corrupt - this.corruptSeen - passedOver;
         this.supersededUnloadedTotal -= passedOver;
+        this.copiesUnloadedTotal = Math.min(this.copiesUnloadedTotal, this.supersededUnloadedTotal);
         this.corruptSeen = log.corrupt;
         this.markedLostSeen = log.markedLost;
         this.damagedSinceEmpty = true;
@@ -586,12 +599,8 @@ export class Downstream {
         continue;
       }
       const passed = this.supersededUnloaded;
-      if (
-        passed !== null &&
-        passed[device]! > 0 &&
-        log.lastLoadedEarlier &&
-        this.passesOver(device, q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!)
-      ) {
+      const seq = q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!;
+      if (passed !== null && passed[device]! > 0 && log.lastLoadedEarlier && this.passesOver(device, seq)) {
         // Derived again by the replay, in its device's order, or a copy of a trigger carried over (in front of it):
         // this copy is done (and never counted as recovered).
         log.markedLoaded();
@@ -599,6 +608,7 @@ export class Downstream {
         q.release(slot);
         passed[device] = passed[device]! - 1;
         this.supersededUnloadedTotal--;
+        if (!replayDerivesAgain(this.ctx.replayFloors, device, seq)) this.copiesUnloadedTotal--;
         continue;
       }
       const i = slot * DREC_STRIDE_I32;
@@ -900,7 +910,11 @@ export class Downstream {
     } else {
       if (deliveredSlots !== null && deliveredSlots.length > 0)
         this.completeDeliveredPart(batch, deliveredSlots, nowNs);
-      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots, heldSlots, aloneFailed ? batch.slots[0]! : -1);
+      // A failure alone that asks for no "later" (no trigger refused for the moment, not 429, 502, 503 or 504): what
+      // runs a parked trigger's give-up clock (see DownstreamOptions.replayGiveUpMs).
+      const definite =
+        aloneFailed && (again === null || again.length === 0) && !FOR_THE_MOMENT_STATUSES.has(result.status);
+      this.completeFailed(batch, nowNs, pause || this.gone, unsentSlots, heldSlots, definite ? batch.slots[0]! : -1);
     }
     // The replay lane's status changes are durable before any later trigger of those devices is sent.
     this.deadLetterFile?.sync();
@@ -1014,7 +1028,7 @@ export class Downstream {
     paused: boolean,
     unsentSlots: ReadonlySet<number> | null = null,
     heldSlots: ReadonlySet<number> | null = null,
-    aloneSlot = -1,
+    definiteAloneSlot = -1,
   ): void {
     const q = this.queues;
     const counts = !paused && this.breaker.state === BreakerState.CLOSED;
@@ -1026,6 +1040,13 @@ export class Downstream {
         continue;
       }
       const i = slot * DREC_STRIDE_I32;
+      // A parked trigger's give-up clock runs from its first definite failure alone while the breaker counts failures;
+      // any other failure of it (with a batch, for the moment, the downstream down) starts it again.
+      if (q.i32[i + DREC_REASON_I32]! >= 0) {
+        const f = slot * DREC_STRIDE_F64 + DREC_FIRST_ALONE_FAILURE_NS_F64;
+        if (slot !== definiteAloneSlot || !counts) q.f64[f] = NaN;
+        else if (Number.isNaN(q.f64[f]!)) q.f64[f] = nowNs;
+      }
       if (!counts || unsentSlots?.has(slot) === true) q.i32[i + DREC_ATTEMPTS_I32]!--;
       else if (heldSlots?.has(slot) === true)
         q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! & ~DrecFlag.FAILED_WITH_BATCH;
@@ -1046,15 +1067,16 @@ export class Downstream {
         q.popHead(device);
         this.deadLetterFinal(head, DeadLetterReason.UNDELIVERABLE, nowNs);
       }
-      // A parked trigger that failed alone again, parked for replayGiveUpMs or longer: given up, its device goes on.
+      // A parked trigger failing alone, definitely, for replayGiveUpMs or longer: given up, its device goes on.
       const head = q.headOf(device);
       if (
-        head === aloneSlot &&
+        head === definiteAloneSlot &&
+        counts &&
         q.i32[head * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0 &&
-        nowNs - q.f64[head * DREC_STRIDE_F64 + DREC_PARKED_AT_NS_F64]! >= this.replayGiveUpNs
+        nowNs - q.f64[head * DREC_STRIDE_F64 + DREC_FIRST_ALONE_FAILURE_NS_F64]! >= this.replayGiveUpNs
       ) {
         q.popHead(device);
-        this.giveUpReplay(head);
+        this.giveUpReplay(head, nowNs);
       }
       // Refused for the moment while the downstream took the others: it alone waits (its refused trigger is first).
       if (heldSlots !== null && heldSlots.has(q.headOf(device)) && q.holdBack(device)) {
@@ -1087,7 +1109,7 @@ export class Downstream {
     if (q.f64[f + DREC_LOG_ORDINAL_F64]! >= 0 || (q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0)
       q.i32[i + DREC_FLAGS_I32] = q.i32[i + DREC_FLAGS_I32]! | DrecFlag.COVERED;
     q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
-    q.f64[f + DREC_PARKED_AT_NS_F64] = nowNs;
+    q.f64[f + DREC_FIRST_ALONE_FAILURE_NS_F64] = NaN;
     this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
     this.parked++;
     if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
@@ -1119,7 +1141,8 @@ export class Downstream {
   memoryOnlyTakenBy(cutNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
-    let n = this.supersededUnloadedTotal;
+    // Copies of carried-over triggers are durable (in the log, their originals in the pending or dead-letter file).
+    let n = this.supersededUnloadedTotal - this.copiesUnloadedTotal;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
       if (used[slot] === 1 && this.isMemoryOnly(slot) && q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs)
         n++;
@@ -1163,14 +1186,19 @@ export class Downstream {
    * dead-letter copy becomes final (it was counted as dead-lettered when parked), it counts as refused for good by the
    * replay lane, and its slot is freed.
    */
-  private giveUpReplay(slot: number): void {
-    const reason = this.queues.i32[slot * DREC_STRIDE_I32 + DREC_REASON_I32]!;
+  private giveUpReplay(slot: number, nowNs: number): void {
+    const q = this.queues;
+    const f = slot * DREC_STRIDE_F64;
+    const i = slot * DREC_STRIDE_I32;
     this.parked--;
     this.final++;
     this.replayRejected++;
-    this.replayRejectedByReason[reasonIndex(reason)]!++;
+    this.replayRejectedByReason[reasonIndex(q.i32[i + DREC_REASON_I32]!)]!++;
     this.replayGivenUp++;
-    this.settle(slot, DeadLetterStatus.FINAL);
+    // Its dead-letter copy was dropped unwritten (the disk refused it): one is written now, final.
+    const copied = q.f64[f + DREC_DLQ_POS_F64]! === -1;
+    if (copied) this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.FINAL, -1, nowNs);
+    this.settle(slot, DeadLetterStatus.FINAL, copied);
   }
 
   /** Dead-letters the trigger in `slot` for good with `reason` and frees its slot (it was popped already). */

@@ -86,6 +86,12 @@ const HEARTBEAT_STALE_MS = 5000;
 /** Least time between two log lines about untracked fences, ms. */
 const UNTRACKED_LOG_INTERVAL_MS = 10_000;
 
+/**
+ * How long after the drain deadline a trigger stream's loop may still hold a batch before it is let go (see
+ * PipelineRouter.drain): a loop handling its batch comes back for the next one well within it.
+ */
+const STREAM_HELD_GRACE_MS = 1000;
+
 /** The Router implementation. */
 export class PipelineRouter implements Router {
   ingestPort: number | null = null;
@@ -935,8 +941,10 @@ export class PipelineRouter implements Router {
         await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
         // The dispatcher's drain waits, past its deadline, for the calls in flight; a trigger stream's batch is in
         // flight until its loop takes it and comes back, which a loop that is not reading (or that awaits this close
-        // inside its body) never does: at the deadline the streams let go of what they hold (TriggerStream.letGo).
-        const letGo = setTimeout(() => this.letStreamsGo(), this.drainDeadlineMs);
+        // inside its body) never does: at the deadline the streams let go of the batches waiting for their loops, and
+        // STREAM_HELD_GRACE_MS later of a batch a loop still holds (TriggerStream.letGo, letGoHeld).
+        const letGo = setTimeout(() => this.letStreamsGo(false), this.drainDeadlineMs);
+        const letGoHeld = setTimeout(() => this.letStreamsGo(true), this.drainDeadlineMs + STREAM_HELD_GRACE_MS);
         try {
           await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({
             type: 'drain',
@@ -944,6 +952,7 @@ export class PipelineRouter implements Router {
           });
         } finally {
           clearTimeout(letGo);
+          clearTimeout(letGoHeld);
         }
       })();
       // Why race the threads' deaths: with the dispatcher gone the trigger rings never empty and the ingest thread's
@@ -959,14 +968,21 @@ export class PipelineRouter implements Router {
     return this.drainPromise;
   }
 
-  /** The drain deadline passed: every trigger stream lets go of the batches it holds (see TriggerStream.letGo). */
-  private letStreamsGo(): void {
+  /**
+   * The drain deadline passed: every trigger stream lets go of the batches waiting for its loop (`held` false), or,
+   * STREAM_HELD_GRACE_MS later, of the one its loop still holds (see TriggerStream.letGo, letGoHeld).
+   */
+  private letStreamsGo(held: boolean): void {
     for (const stream of this.streams) {
-      const n = stream?.letGo() ?? 0;
+      if (stream === null) continue;
+      const n = held ? stream.letGoHeld() : stream.letGo();
       if (n > 0)
         this.log(
-          `trigger stream ${stream!.name}: ${n} batch(es) not taken by its loop within the drain deadline ` +
-            `(${this.drainDeadlineMs} ms) are kept for the next start`,
+          held
+            ? `trigger stream ${stream.name}: its loop still holds a batch ${STREAM_HELD_GRACE_MS} ms after the drain ` +
+                `deadline (${this.drainDeadlineMs} ms); it is kept for the next start`
+            : `trigger stream ${stream.name}: ${n} batch(es) not taken by its loop within the drain deadline ` +
+                `(${this.drainDeadlineMs} ms) are kept for the next start`,
           'warn',
         );
     }

@@ -103,20 +103,28 @@ export class TriggerStream implements AsyncIterableIterator<readonly Trigger[]> 
   }
 
   /**
-   * The router's drain deadline passed while the stream still held batches: nothing reads them in time (no loop, a
-   * stalled one, or a loop that awaits the router's close inside its body). The batch the loop holds and those waiting
-   * for it fail as gone, as when the loop leaves: kept in the state directory for the next start's stream (the held
-   * one too, under the same identities, since the loop may not have finished it); the stream ends. Returns the
-   * batches let go.
+   * The router's drain deadline passed: the batches waiting for the loop fail as gone, as when the loop leaves (kept in
+   * the state directory for the next start's stream), and the stream ends: the loop's next `next()` counts the batch
+   * it holds as delivered and ends the loop. Returns the batches let go.
    */
   letGo(): number {
     if (this.ended) return 0;
-    const c = this.current;
-    this.current = null;
-    const n = this.waiting.length + (c === null ? 0 : 1);
-    c?.failed(new StreamLeftError(this.name));
+    const n = this.waiting.length;
     this.end();
     return n;
+  }
+
+  /**
+   * Some time after `letGo`, the batch the loop still holds fails as gone too (it comes again at the next start,
+   * under the same identities): a loop that awaits the router's close inside its body never comes back for the next
+   * one. Returns 1 when there was one.
+   */
+  letGoHeld(): number {
+    const c = this.current;
+    if (c === null) return 0;
+    this.current = null;
+    c.failed(new StreamLeftError(this.name));
+    return 1;
   }
 
   /** Ends the stream (its loop ends after the batch it holds; batches not taken fail). */

@@ -1123,8 +1123,11 @@ export const DREC_SLOT_REF_I32 = 26;
 export const DREC_DL_STATUS_I32 = 27;
 /** Dead-letter ring entries, during a flush: the entry's byte offset in the flush buffer. Float64 cell 14. */
 export const DREC_FLUSH_OFFSET_F64 = 14;
-/** Memory slots of parked triggers: when it was parked (or taken over parked at start), this thread's clock, ns. */
-export const DREC_PARKED_AT_NS_F64 = 15;
+/**
+ * Memory slots of parked triggers: when its current run of definite failures alone began (this thread's clock, ns;
+ * NaN: none), see DownstreamOptions.replayGiveUpMs. Float64 cell 15.
+ */
+export const DREC_FIRST_ALONE_FAILURE_NS_F64 = 15;
 
 /** Bits of DREC_FLAGS_I32. */
 export const DrecFlag = {

@@ -123,6 +123,8 @@ export interface CapacitySettings {
   mode: 'ok' | 'error' | 'retry-after';
   /** A trigger this receiver cannot handle: a request holding one is answered 500, as a whole, after its service time. */
   poison?: (t: ReceivedRecord) => boolean;
+  /** The status a request holding a poison trigger is answered with (default 500). */
+  poisonStatus?: number;
   /** The share of requests answered 500 after their service time, drawn from a fixed seed (a flaky receiver). */
   failRate?: number;
 }
@@ -244,9 +246,10 @@ export class CapacityServer {
           this.stats.requests++;
           const poison = this.settings.poison;
           const failRate = this.settings.failRate ?? 0;
-          if ((failRate > 0 && this.draw() < failRate) || (poison !== undefined && body.some((t) => poison(t)))) {
+          const poisoned = poison !== undefined && body.some((t) => poison(t));
+          if ((failRate > 0 && this.draw() < failRate) || poisoned) {
             this.stats.poisoned++;
-            res.statusCode = 500;
+            res.statusCode = poisoned ? (this.settings.poisonStatus ?? 500) : 500;
             res.end();
             if (this.busy < this.settings.workers && this.waiting.length > 0) this.waiting.shift()!();
             return;

@@ -29,11 +29,13 @@ async function run(
   replay: boolean,
   maxAttempts?: number,
   replayGiveUpMs?: number,
+  poisonStatus?: number,
 ): Promise<{ d: Dispatcher; server: CapacityServer }> {
   const server = new CapacityServer({
     workers: 8,
     serviceMs: 1,
     poison: (t) => t.deviceId === POISON_DEVICE && t.seq === POISON_SEQ,
+    ...(poisonStatus === undefined ? {} : { poisonStatus }),
   });
   await server.start();
   const d = new Dispatcher({
@@ -173,4 +175,24 @@ test('replayGiveUpMs: a parked trigger that keeps failing alone is given up once
   );
   assertPerDeviceOrder(othersReceived(server), 'other devices', true);
   assert.equal(ds.breaker.opens, 0, 'the breaker never opened');
+});
+
+test('replayGiveUpMs counts only answers that ask for no "later": a trigger answered 503 alone again and again stays parked, its device waiting', async (t) => {
+  const { d, server } = await run(true, undefined, 100, 503);
+  t.after(async () => {
+    await d.close(100);
+    await server.kill();
+  });
+  const ds = d.downstreams[0]!;
+  // Well past the give-up time, with the replay lane sending it alone again and again.
+  const before = server.stats.poisoned;
+  for (const end = Date.now() + 1500; Date.now() < end;) {
+    d.pump();
+    await sleep(2);
+  }
+  assert.ok(server.stats.poisoned > before, `it was sent again meanwhile: ${server.stats.poisoned - before} times`);
+  assert.equal(ds.replayGivenUp, 0, 'not given up');
+  assert.equal(ds.parked, 1, 'still parked');
+  const own = server.received.filter((r) => r.deviceId === POISON_DEVICE).map((r) => r.seq);
+  assert.deepEqual(own, [1, 2, 3], 'its device waits behind it');
 });

@@ -11,46 +11,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { AckPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
-import {
-  finishRun,
-  routerFor,
-  runThrough,
-  sinkTraffic,
-  tcpReferenceTriggers,
-  waitSettled,
-} from '../support/sink-run.js';
+import { readStream } from '../support/jetstream-read.js';
+import { finishRun, routerFor, runThrough, sinkTraffic, waitSettled } from '../support/sink-run.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { waitFor } from './support.js';
 import { JetStreamSink, subjectCaptures } from '../../src/dispatch/sinks/jetstream-sink.js';
-import { DREC_STRIDE_BYTES, Lane, TriggerType } from '../../src/shm/layout.js';
-import { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
-import { dispatchRecord, triggerBatch, TriggerRecord } from '../dispatch/fixtures.js';
-
-/** Every message of `stream`, in stream order, with its subject (read as the user `credentials` name, if any). */
-async function readStream(
-  url: string,
-  stream: string,
-  credentials: { user?: string; pass?: string } = {},
-): Promise<{ subject: string; trigger: Trigger }[]> {
-  const nc = await connect({ servers: url, ...credentials });
-  try {
-    const jsm = await jetstreamManager(nc);
-    const total = (await jsm.streams.info(stream)).state.messages;
-    const consumer = await jetstream(nc).consumers.get(stream);
-    const out: { subject: string; trigger: Trigger }[] = [];
-    while (out.length < total) {
-      const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
-      for await (const m of batch) out.push({ subject: m.subject, trigger: m.json<Trigger>() });
-    }
-    return out;
-  } finally {
-    await nc.close();
-  }
-}
+import { TriggerType } from '../../src/shm/layout.js';
+import { triggerBatch } from '../dispatch/fixtures.js';
 
 test('JetStream sink: every trigger stored once and in per-device order, through acknowledgements lost on the way', async (t) => {
   const nats = await NatsServer.start();
@@ -144,66 +115,6 @@ test('JetStream sink: while no stream captures the subject, deliveries fail and 
   );
   console.log(
     `jetstream, stream created late: ${stored.length} triggers stored once; delivered ${ds.delivered}, replayed ${ds.replayed} (dead-lettered ${ds.deadLettered} while waiting, none for good)`,
-  );
-});
-
-test('JetStream sink with createStream: a stream deleted mid-run is created again and the rest is stored there, each device a gapless run of its latest seqs, in order, none dead-lettered', async (t) => {
-  const nats = await NatsServer.start();
-  t.after(() => nats.stop());
-  const traffic = sinkTraffic(12, 200);
-  const router = await routerFor(traffic, {
-    name: 'js',
-    kind: 'jetstream',
-    servers: [nats.url],
-    subject: 'gf.{type}.{fenceId}',
-    stream: 'GF',
-    createStream: true,
-  });
-  t.after(() => router.close());
-  const sending = sendPaced(router.ingestPort!, traffic, 1_000);
-  await waitFor(() => router.stats().downstreams[0]!.delivered > 200, 30_000, 'triggers stored');
-  const nc = await connect({ servers: nats.url });
-  try {
-    await (await jetstreamManager(nc)).streams.delete('GF');
-  } finally {
-    await nc.close();
-  }
-  const deliveredAtDelete = router.stats().downstreams[0]!.delivered;
-  await sending;
-  const summary = await finishRun(router, traffic);
-  const ds = summary.downstreams[0]!;
-  assert.equal(ds.final, 0, 'nothing dead-lettered for good');
-  assert.equal(ds.delivered + ds.replayed, summary.triggersTotal);
-  const stored = (await readStream(nats.url, 'GF')).map((x) => x.trigger);
-  assert.ok(stored.length > 0, 'the stream was created again and holds what came after the delete');
-  assert.deepEqual(checkDeliveryContract(stored, {}).problems, [], 'per-device order, each once');
-  // Against the triggers a router gives for the same traffic: each device's run in the new stream is gapless, ends at
-  // its last trigger, and holds the same triggers.
-  const reference = new Map<string, Trigger>();
-  const lastSeq = new Map<string, number>();
-  for (const x of await tcpReferenceTriggers(traffic)) {
-    const k = JSON.stringify(x.deviceId);
-    reference.set(`${k}/${x.seq}`, x);
-    lastSeq.set(k, Math.max(lastSeq.get(k) ?? 0, x.seq));
-  }
-  assert.equal(reference.size, summary.triggersTotal);
-  const byDevice = new Map<string, number[]>();
-  for (const x of stored) {
-    const k = JSON.stringify(x.deviceId);
-    byDevice.set(k, [...(byDevice.get(k) ?? []), x.seq]);
-    const ref = reference.get(`${k}/${x.seq}`);
-    assert.ok(
-      ref !== undefined && ref.type === x.type && ref.fenceId === x.fenceId,
-      `${k}/${x.seq} as in the reference`,
-    );
-  }
-  for (const [device, seqs] of byDevice) {
-    assert.equal(seqs.at(-1), lastSeq.get(device), `device ${device}: the new stream ends at its last trigger`);
-    assert.equal(seqs.at(-1)! - seqs[0]! + 1, seqs.length, `device ${device}: a gapless run of seqs in the new stream`);
-  }
-  console.log(
-    `jetstream, stream deleted mid-run: ${summary.triggersTotal} triggers, ${deliveredAtDelete} stored before the delete, ` +
-      `${stored.length} in the stream created again`,
   );
 });
 
@@ -450,64 +361,6 @@ test('JetStream sink: a stream whose subjects fill for the moment (discard new p
   assert.equal(stored.length, summary.triggersTotal, 'each stored once');
 });
 
-test('JetStream sink: an account whose JetStream storage is used up ("resource limits exceeded for account", 400 / 10002) is waited for, not refused: every trigger is stored once, in per-device order, none dead-lettered', async (t) => {
-  // Account A may store 64 KiB (a few hundred triggers); the sink connects as its user (no_auth_user).
-  const nats = await NatsServer.start(
-    'accounts: { A: { jetstream: { max_file: 65536, max_mem: 0 }, users: [ { user: a, password: a } ] } }\n' +
-      'no_auth_user: a\n',
-  );
-  t.after(() => nats.stop());
-  const nc = await connect({ servers: nats.url });
-  t.after(() => nc.close());
-  const jsm = await jetstreamManager(nc);
-  // A work queue: a message leaves the account's storage once the reader acknowledges it.
-  await jsm.streams.add({ name: 'GF', subjects: ['gf.>'], retention: RetentionPolicy.Workqueue });
-  await jsm.consumers.add('GF', { durable_name: 'reader', ack_policy: AckPolicy.Explicit });
-  const consumer = await jetstream(nc).consumers.get('GF', 'reader');
-  // The reader takes about 400 triggers a second: slower than the router sends, so the account fills again and again.
-  const read: Trigger[] = [];
-  let reading = true;
-  const reader = (async () => {
-    while (reading) {
-      const batch = await consumer.fetch({ max_messages: 20, expires: 1000 });
-      for await (const m of batch) {
-        read.push(m.json<Trigger>());
-        m.ack();
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  })();
-  const traffic = sinkTraffic(31, 120);
-  const router = await routerFor(traffic, {
-    name: 'js',
-    kind: 'jetstream',
-    servers: [nats.url],
-    subject: 'gf.{type}.{fenceId}',
-    stream: 'GF',
-    createStream: false,
-  });
-  t.after(() => router.close());
-  const summary = await runThrough(router, traffic, 5000);
-  const ds = summary.downstreams[0]!;
-  await waitFor(() => read.length >= summary.triggersTotal, 60_000, 'the reader took every trigger');
-  reading = false;
-  await reader;
-  console.log(
-    `jetstream, account storage used up: ${summary.triggersTotal} triggers, ${read.length} read; ` +
-      `${ds.backoffs} backoffs, ${ds.deviceHolds} device holds, breaker opened ${ds.breakerOpens} times`,
-  );
-  assert.ok(summary.triggersTotal > 2000, `triggers: ${summary.triggersTotal}`);
-  assert.ok(ds.backoffs + ds.deviceHolds > 0, 'the account was full at times (batches waited)');
-  assert.equal(summary.shedTotal, 0);
-  // Nothing refused for good: a trigger that waited through its attempts is parked and replayed (the full account is
-  // the downstream falling behind, as a full stream is), never dead-lettered as rejected.
-  assert.equal(ds.deadLetteredByReason.rejected, 0, `dead letters: ${JSON.stringify(ds.deadLetteredByReason)}`);
-  assert.equal(ds.final, 0, 'nothing settled for good but delivered');
-  assert.equal(ds.replayed, summary.deadLettered, 'every parked trigger was replayed');
-  assert.deepEqual(checkDeliveryContract(read, { complete: true, stays: true }).problems.slice(0, 5), []);
-  assert.equal(read.length, summary.triggersTotal, 'each stored once');
-});
-
 test('JetStream sink: a user not permitted to read the stream has "no responders" refused beside a message stored (in the batch, or within the last second), and the device goes on in order', async (t) => {
   // "pub" may publish triggers and hear the answers, not ask the JetStream API anything.
   const nats = await NatsServer.start(
@@ -542,35 +395,6 @@ test('JetStream sink: a user not permitted to read the stream has "no responders
     (m) => `${m.subject} ${m.trigger.seq}`,
   );
   assert.deepEqual(stored, ['gf.ENTER 1', 'gf.ENTER 3', 'gf.ENTER 5']);
-});
-
-test('JetStream sink: a trigger larger than the server takes (max_payload) is refused for good alone, and its device goes on in order; the connection stays up', async (t) => {
-  const nats = await NatsServer.start('max_payload: 2048\n');
-  t.after(() => nats.stop());
-  const sink = new JetStreamSink({ servers: [nats.url], subject: 'gf.{type}', stream: 'GF' });
-  t.after(() => sink.close());
-  // Device 7, seqs 1..4; the second names a fence whose tags make its JSON over 2 KiB.
-  const { ENTER, EXIT } = TriggerType;
-  const types = [ENTER, EXIT, ENTER, EXIT];
-  const f64 = new Float64Array((types.length * DREC_STRIDE_BYTES) / 8);
-  const small = '"fenceId":"A","tags":[]';
-  const huge = `"fenceId":"B","tags":[${JSON.stringify('x'.repeat(4096))}]`;
-  const batch = new TriggerBatch(f64, new Int32Array(f64.buffer), types.length, {
-    deviceId: () => 7,
-    fenceId: (h) => (h === 1 ? 'B' : 'A'),
-    fenceTags: (h) => (h === 1 ? ['x'.repeat(4096)] : []),
-    fenceJson: (h) => (h === 1 ? huge : small),
-  });
-  for (let i = 0; i < types.length; i++) {
-    const rec = dispatchRecord(new TriggerRecord().set(i + 1, types[i]!, Lane.COMPLIANCE, 0, 0), i === 1 ? 1 : 0);
-    f64.set(rec.f64, (i * DREC_STRIDE_BYTES) / 8);
-    batch.add(i);
-  }
-  assert.deepEqual(await sink.deliver(batch), { status: 200, refused: [1] });
-  // The same sink delivers the next batch over the same connection.
-  assert.deepEqual(await sink.deliver(triggerBatch([ENTER], 5)), { status: 200 });
-  const stored = (await readStream(nats.url, 'GF')).map((m) => `${m.subject} ${m.trigger.seq}`);
-  assert.deepEqual(stored, ['gf.ENTER 1', 'gf.ENTER 3', 'gf.EXIT 4', 'gf.ENTER 5']);
 });
 
 test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals match whole tokens', () => {

@@ -64,6 +64,17 @@ async function nextStartReads(options: CreateOptions, count: number): Promise<Tr
 
 const key = (x: Trigger): string => `${JSON.stringify(x.deviceId)}/${x.seq}`;
 
+/** A router with stream `app` over a fresh state directory, fed `traffic` over TCP until every ping is processed. */
+async function fedStreamRouter(
+  traffic: CityTraffic,
+): Promise<{ router: Awaited<ReturnType<typeof createRouter>>; options: CreateOptions }> {
+  const options = streamOptions(traffic, join(mkdtempSync(join(tmpdir(), 'gr-embed-')), 'state'), []);
+  const router = await createRouter(options);
+  await sendPaced(router.ingestPort!, traffic, 20_000);
+  await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
+  return { router, options };
+}
+
 test('a trigger stream nobody reads does not hold close(): at the drain deadline it lets go of its batches, and the next start reads every trigger once, in per-device order', async () => {
   const traffic = sinkTraffic(21, 300);
   const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-embed-')), 'state');
@@ -95,11 +106,7 @@ test('a trigger stream nobody reads does not hold close(): at the drain deadline
 
 test('a loop that awaits close() inside its body: close() finishes at the drain deadline, and the batch the loop held comes again at the next start, under the same identities', async () => {
   const traffic = sinkTraffic(22, 300);
-  const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-embed-')), 'state');
-  const options = streamOptions(traffic, stateDir, []);
-  const router = await createRouter(options);
-  await sendPaced(router.ingestPort!, traffic, 20_000);
-  await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
+  const { router, options } = await fedStreamRouter(traffic);
   const handled: Trigger[] = [];
   let heldAtClose: readonly Trigger[] = [];
   const loop = (async () => {
@@ -124,6 +131,31 @@ test('a loop that awaits close() inside its body: close() finishes at the drain 
   const all = [...handled, ...received];
   assert.equal(new Set(all.map(key)).size, one.triggersTotal);
   assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true, allowRedelivery: true }).problems, []);
+});
+
+test('a slow loop still reading at the drain deadline: the batch it holds is counted delivered when it comes back for the next, and the next start sends none of what it handled', async () => {
+  const traffic = sinkTraffic(25, 300);
+  const { router, options } = await fedStreamRouter(traffic);
+  const handled: Trigger[] = [];
+  const loop = (async () => {
+    for await (const batch of router.triggers('app')) {
+      // 200 ms a batch: far slower than the triggers, well within the second a held batch is given.
+      await new Promise((r) => setTimeout(r, 200));
+      handled.push(...batch);
+    }
+  })();
+  await waitFor(() => handled.length > 0, 10_000, 'the loop reading');
+  const one = await within(router.close(), 20_000, 'close() while the loop reads slowly');
+  await loop;
+  const d = one.downstreams[0]!;
+  assert.equal(d.delivered, handled.length, 'every batch the loop handled counted delivered');
+  assert.equal(d.delivered + d.carriedOver, one.triggersTotal);
+  const received = await nextStartReads(options, d.carriedOver);
+  const handledKeys = new Set(handled.map(key));
+  assert.equal(received.filter((x) => handledKeys.has(key(x))).length, 0, 'nothing handled comes again');
+  const all = [...handled, ...received];
+  assert.equal(all.length, one.triggersTotal);
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
 });
 
 test('a callback that throws or rejects: the log names the downstream and what it threw, the batch is sent again, and every trigger arrives once, in per-device order', async () => {

@@ -130,26 +130,26 @@ export class JetStreamSink implements Sink {
         const id = batch.deviceId(i);
         const h = headers();
         h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
-        const payload = encoder.encode(triggerJson(batch, i));
-        state.sent.push(i);
-        if (payload.length > (nc.info?.max_payload ?? Infinity)) {
-          // Larger than the server takes (its max_payload): it can never be published. Refused for good, as the
-          // stream refuses a message over its own size limit; the device goes on (the client would throw, and a
-          // throw means a closed connection to this code).
-          state.refused.push(i);
-          const n = chains.next[i]!;
-          return n < 0 || publish(n);
-        }
         pending.set(first + i, state);
         state.waiting++;
+        state.sent.push(i);
         state.progressAtMs = Date.now();
         try {
-          nc.publish(this.template.render(batch, i), payload, {
+          nc.publish(this.template.render(batch, i), encoder.encode(triggerJson(batch, i)), {
             reply: `${this.inbox}.${first + i}`,
             headers: h,
           });
           return true;
-        } catch {
+        } catch (err) {
+          if (exceedsMaxPayload(err)) {
+            // Larger, with its headers, than the server takes (its max_payload): it can never be published. Refused
+            // for good, as the stream refuses a message over its own size limit, and its device goes on.
+            pending.delete(first + i);
+            state.waiting--;
+            state.refused.push(i);
+            const n = chains.next[i]!;
+            return n < 0 || publish(n);
+          }
           // The connection closed under the writes: the batch is retried (but what was stored).
           finish({ status: 0, error: 'network' });
           return false;
@@ -478,6 +478,11 @@ function ackAnswer(data: Uint8Array): number {
   } catch {
     return REFUSED;
   }
+}
+
+/** True for the client's refusal of a message larger than the server's max_payload (thrown by publish). */
+function exceedsMaxPayload(err: unknown): boolean {
+  return err instanceof Error && /max_payload/.test(err.message);
 }
 
 function connectError(err: unknown): SinkError {
