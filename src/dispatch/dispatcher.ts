@@ -114,8 +114,9 @@ import {
   MIN_DEAD_LETTER_MAX_BYTES,
 } from '../durable/dead-letter-file.js';
 import { encodeDeadLetterStatus, TREC_MAX_BYTES } from '../durable/file-layout.js';
-import { safeFileName } from '../durable/fs-util.js';
+import { errorText, safeFileName } from '../durable/fs-util.js';
 import { removePendingFile } from '../durable/pending-file.js';
+import { readCarriedCeilings, removeCarriedCeilings, writeCarriedCeilings } from '../durable/carried-ceilings.js';
 import {
   readTriggerIdentity,
   RecordBuffer,
@@ -288,6 +289,8 @@ export class Dispatcher implements DeadLetterTarget {
    * freed and given to another device before that.
    */
   private readonly ringHeld: Uint8Array;
+  /** Per downstream: true while its carried-ceilings file is kept (copies of carried triggers not all passed over). */
+  private readonly ceilingsKept: boolean[] = [];
   /** Per downstream: damaged stretches of the pending file skipped at open (each at least one trigger, lost). */
   private readonly pendingDamagedSpans: number[] = [];
   /** The slots marked in `ringHeld` (the first `ringHeldCount`), to clear them at the next look. */
@@ -499,11 +502,23 @@ export class Dispatcher implements DeadLetterTarget {
       }
       // Per device, the highest seq carried over: the backlog log's records of an earlier run at or below it are copies
       // of carried triggers (a stop whose pending file was written but whose cursor commit was lost), passed over.
+      // An earlier start's ceilings whose copies were not all passed over yet (see carried-ceilings.ts) count too.
       const carriedCeil = new Map<number, number>();
+      const idOfSlot = new Map<number, string | number>();
+      const raise = (deviceId: string | number, seq: number): void => {
+        const slot = deviceSlotOf(deviceId);
+        if (slot < 0 || seq <= (carriedCeil.get(slot) ?? -Infinity)) return;
+        carriedCeil.set(slot, seq);
+        idOfSlot.set(slot, deviceId);
+      };
       for (const r of carried) {
         const identity = readTriggerIdentity(r.buf, 0);
-        const slot = deviceSlotOf(identity.deviceId);
-        if (slot >= 0 && identity.seq > (carriedCeil.get(slot) ?? -Infinity)) carriedCeil.set(slot, identity.seq);
+        raise(identity.deviceId, identity.seq);
+      }
+      try {
+        for (const [deviceId, seq] of readCarriedCeilings(dir)) raise(deviceId, seq);
+      } catch (err) {
+        this.alarm(`downstream ${o.name}: carried-ceilings file unreadable (${errorText(err)}): not used`);
       }
       const copiesBySlot = new Map<number, number>();
       const fileOnly = new Map<number, number>();
@@ -565,6 +580,18 @@ export class Dispatcher implements DeadLetterTarget {
       ds.superseded = supersededKeys.size;
       for (const [slot, count] of supersededBySlot) ds.noteSupersededInBacklog(slot, count);
       for (const [slot, count] of copiesBySlot) ds.noteCarriedCopiesInBacklog(slot, count, carriedCeil.get(slot)!);
+      // Kept until every copy is passed over (flushBacklogs), for a start before that; none left: no file.
+      try {
+        if (copiesBacklog > 0)
+          writeCarriedCeilings(
+            dir,
+            [...copiesBySlot.keys()].map((slot) => [idOfSlot.get(slot)!, carriedCeil.get(slot)!]),
+          );
+        else removeCarriedCeilings(dir);
+      } catch {
+        this.otherWriteErrors[i]!++;
+      }
+      this.ceilingsKept.push(copiesBacklog > 0);
       const passedOver = supersededBacklog + copiesBacklog;
       const backlogRecovered = backlog === null ? 0 : backlog.recovered - unresolvedBacklog - passedOver;
       this.pendingFileSettled.push(false);
@@ -733,6 +760,15 @@ export class Dispatcher implements DeadLetterTarget {
       // A failed flush leaves its records buffered: the cursor waits for them (both count their own errors).
       if (ds.backlog !== null && ds.backlog.flush()) ds.backlog.commit();
       ds.deadLetterFile?.maintain();
+    }
+    for (let d = 0; d < this.downstreams.length; d++) {
+      if (!this.ceilingsKept[d] || this.downstreams[d]!.carriedCopiesLeft > 0) continue;
+      try {
+        removeCarriedCeilings(this.directories[d]!);
+        this.ceilingsKept[d] = false;
+      } catch {
+        this.otherWriteErrors[d]!++;
+      }
     }
     for (let d = 0; d < this.downstreams.length; d++) {
       if (!this.pendingFileSettled[d] || this.ringHolds(d)) continue;

@@ -442,6 +442,11 @@ export class Downstream {
   /** Of `supersededUnloadedTotal`, copies of carried-over triggers (durable in the log: not held in memory only). */
   private copiesUnloadedTotal = 0;
 
+  /** Copies of carried-over triggers in the backlog log not passed over yet (see `copiesPassedOver`). */
+  get carriedCopiesLeft(): number {
+    return this.copiesUnloadedTotal;
+  }
+
   private notePassedOver(slot: number, count: number): void {
     this.supersededUnloaded ??= new Int32Array(this.queues.maxDevices);
     this.supersededUnloaded[slot] = this.supersededUnloaded[slot]! + count;

@@ -180,6 +180,54 @@ class GateSink implements Sink {
   async close(): Promise<void> {}
 }
 
+/** A sink that passes its first 10 batches to `sink`, then fails every batch (500). */
+function takesTenBatches(sink: Sink): Sink {
+  let batches = 0;
+  return {
+    deliver: (batch) => (++batches <= 10 ? sink.deliver(batch) : Promise.resolve({ status: 500 })),
+    close: async () => undefined,
+  };
+}
+
+/**
+ * Run 1 of a stop whose cursor commit is lost: seqs 1..perDevice of every device offered to `d` (its downstream takes
+ * some, then refuses: memory holds records loaded from the backlog log), a close, and the cursor file put back as it
+ * was before the close, as if its commit never reached the disk.
+ */
+async function lostCommitRun(d: Dispatcher, dir: string, devices: number, perDevice: number): Promise<void> {
+  const r = new TriggerRecord();
+  for (let seq = 1; seq <= perDevice; seq++)
+    for (let device = 0; device < devices; device++) {
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d.pump();
+    }
+  for (let i = 0; i < 20; i++) {
+    d.pump();
+    await sleep(1);
+  }
+  assert.ok(d.downstreams[0]!.backlog!.loadedOutstanding > 0, 'memory holds records loaded from the log');
+  const cursorFile = path.join(dir, 'hook', 'backlog.cursor');
+  const cursorBefore = fs.readFileSync(cursorFile);
+  await d.close(20);
+  assert.ok(d.carriedOver[0]! > 0);
+  fs.writeFileSync(cursorFile, cursorBefore);
+}
+
+/** Every device of `devices` got seqs 1..perDevice at `sink`, each once, in order. */
+function assertEverySeqOnce(sink: GateSink, devices: number, perDevice: number): void {
+  const byDevice = new Map<number, number[]>();
+  for (const t of sink.seen) {
+    const device = Number(t.device.slice(7));
+    byDevice.set(device, [...(byDevice.get(device) ?? []), t.seq]);
+  }
+  for (let device = 0; device < devices; device++)
+    assert.deepEqual(
+      byDevice.get(device) ?? [],
+      Array.from({ length: perDevice }, (_, i) => i + 1),
+      `device ${device}: every seq once, in order`,
+    );
+}
+
 test("replay floors: an earlier run's copies above their device's floor are passed over (pending file and backlog log), the rest delivered in per-device order, the accounting exact at every pump, and the pending file rewritten without them", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'replay-floors-'));
   const PER_DEVICE = 12;
@@ -303,33 +351,9 @@ test("a stop that wrote its pending file but lost its backlog cursor commit (a s
   const lines: string[] = [];
   const open = (sink: Sink, runId: number): Dispatcher =>
     smallHook(dir, devices, (line) => lines.push(line), sink, runId);
-  // Run 1: the downstream takes its first 10 batches, then refuses everything: memory holds records loaded from the
-  // backlog log when it closes. Run 2 delivers through the same receiver.
+  // Run 1 delivers through the same receiver as run 2.
   const sink = new GateSink(false);
-  let batches = 0;
-  const firstRun: Sink = {
-    deliver: (batch) => (++batches <= 10 ? sink.deliver(batch) : Promise.resolve({ status: 500 })),
-    close: async () => undefined,
-  };
-  const d1 = open(firstRun, 1);
-  const r = new TriggerRecord();
-  for (let seq = 1; seq <= PER_DEVICE; seq++)
-    for (let device = 0; device < devices; device++) {
-      d1.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
-      d1.pump();
-    }
-  for (let i = 0; i < 20; i++) {
-    d1.pump();
-    await sleep(1);
-  }
-  const ds1 = d1.downstreams[0]!;
-  assert.ok(ds1.backlog!.loadedOutstanding > 0, 'memory holds records loaded from the log');
-  // The cursor as it was before the close: restored afterwards, as if its commit never reached the disk.
-  const cursorFile = path.join(dir, 'hook', 'backlog.cursor');
-  const cursorBefore = fs.readFileSync(cursorFile);
-  await d1.close(20);
-  assert.ok(d1.carriedOver[0]! > 0);
-  fs.writeFileSync(cursorFile, cursorBefore);
+  await lostCommitRun(open(takesTenBatches(sink), 1), dir, devices, PER_DEVICE);
 
   const delivered1 = sink.seen.length;
   assert.ok(delivered1 > 0);
@@ -348,17 +372,7 @@ test("a stop that wrote its pending file but lost its backlog cursor commit (a s
   await d2.close(5_000);
   assert.equal(ds.final, 0);
   assert.equal(d2.carriedOver[0], 0);
-  const perDevice = new Map<number, number[]>();
-  for (const t of sink.seen) {
-    const device = Number(t.device.slice(7));
-    perDevice.set(device, [...(perDevice.get(device) ?? []), t.seq]);
-  }
-  for (let device = 0; device < devices; device++)
-    assert.deepEqual(
-      perDevice.get(device) ?? [],
-      Array.from({ length: PER_DEVICE }, (_, i) => i + 1),
-      `device ${device}: every seq once, in order`,
-    );
+  assertEverySeqOnce(sink, devices, PER_DEVICE);
 });
 
 test('a pending file damaged on disk: the next start skips the damaged record, alarms it and counts it in damagedRecords; every other trigger arrives once, in per-device order', async () => {
@@ -406,4 +420,43 @@ test('a pending file damaged on disk: the next start skips the damaged record, a
     assert.ok(t.seq > (last.get(t.device) ?? 0), `${t.device}: seq ${t.seq} in order`);
     last.set(t.device, t.seq);
   }
+});
+
+test("copies of carried-over triggers not passed over before the next stop: the carried-ceilings file keeps them passed over at the start after, though that start's pending file no longer names their devices", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ceilings-'));
+  const PER_DEVICE = 12;
+  const devices = 8;
+  const sink = new GateSink(false);
+  // Run 1: as above, a close whose cursor commit is lost.
+  await lostCommitRun(
+    smallHook(dir, devices, () => undefined, takesTenBatches(sink), 1),
+    dir,
+    devices,
+    PER_DEVICE,
+  );
+  // Run 2 finds the copies and keeps their ceilings; then it delivers what it carried over (its pending file is then
+  // removed) and stops before its loader reaches the copies: the receiver has the carried triggers, the disk no
+  // pending file, and the log the copies past its cursor.
+  const d2 = smallHook(dir, devices, () => undefined, new GateSink(true), 2);
+  assert.ok(d2.downstreams[0]!.carriedCopiesLeft > 0, 'run 2 found copies');
+  const ceilingsFile = path.join(dir, 'hook', 'carried-ceilings.json');
+  assert.ok(fs.existsSync(ceilingsFile), 'their ceilings are kept');
+  scanPendingFile(path.join(dir, 'hook'), 'hook', (buf, at) => {
+    const id = readTriggerIdentity(buf, at);
+    sink.seen.push({ device: String(id.deviceId), seq: id.seq });
+  });
+  fs.unlinkSync(path.join(dir, 'hook', 'pending.bin'));
+  // Run 3: no pending file; the ceilings file passes the copies over.
+  const d3 = smallHook(dir, devices, () => undefined, sink, 3);
+  const ds = d3.downstreams[0]!;
+  assert.ok(ds.copiesPassedOver > 0, 'the copies are known from the ceilings file');
+  for (let i = 0; i < 400 && sink.seen.length < devices * PER_DEVICE; i++) {
+    d3.pump();
+    assert.equal(ds.offered + ds.recovered, ds.delivered + ds.replayed + ds.final + ds.inFlightTriggers, 'accounting');
+    await sleep(2);
+  }
+  await d3.close(5_000);
+  assert.equal(ds.carriedCopiesLeft, 0);
+  assert.ok(!fs.existsSync(ceilingsFile), 'the ceilings file is removed once every copy is passed over');
+  assertEverySeqOnce(sink, devices, PER_DEVICE);
 });
