@@ -15,8 +15,8 @@
  *   SinkResult.refused) or that outlives `maxQueueAgeMs` is dead-lettered for good (dead-letter file, status FINAL)
  *   and its device goes on. A trigger whose attempts all failed is dead-lettered as undeliverable and parked at the
  *   front of its device's FIFO: the dead-letter file holds it (PENDING) and the replay lane re-sends it behind all
- *   live traffic; the device's later triggers wait behind it. One that fails alone again `replayGiveUpMs` after it
- *   was parked is given up (final; its device goes on). With `replay: false` it is dead-lettered for good instead.
+ *   live traffic; the device's later triggers wait behind it. One that keeps failing alone for `replayGiveUpMs` is
+ *   given up (final; its device goes on). With `replay: false` it is dead-lettered for good instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), a device held back alone (its trigger refused for the moment while the downstream
  *   answered the rest of the batch: DeviceQueues.holdBack), an exhausted credit window or a full limiter only hold
@@ -268,6 +268,8 @@ export class Downstream {
    */
   supersededUnloaded: Int32Array | null;
   private supersededUnloadedTotal = 0;
+  /** Of `supersededUnloadedTotal`, copies of carried-over triggers (durable in the log: not held in memory only). */
+  private copiesUnloadedTotal = 0;
   /**
    * Per device slot, the highest seq carried over at start (pending file, PENDING dead letters): the earlier run's
    * backlog records of that device at or below it are copies of carried triggers (null when none was found at open).
@@ -438,9 +440,6 @@ export class Downstream {
     this.copiesPassedOver += count;
     this.copiesUnloadedTotal += count;
   }
-
-  /** Of `supersededUnloadedTotal`, copies of carried-over triggers (durable in the log: not held in memory only). */
-  private copiesUnloadedTotal = 0;
 
   /** Copies of carried-over triggers in the backlog log not passed over yet (see `copiesPassedOver`). */
   get carriedCopiesLeft(): number {
