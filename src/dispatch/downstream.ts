@@ -89,6 +89,13 @@ const ALONE_MAX_FAILURE_FRACTION = 0.125;
  */
 const FOR_THE_MOMENT_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
+/** `passesOver`: the record is loaded. */
+const PASS_NOT = 0;
+/** `passesOver`: the replay of its partition derives it again. */
+const PASS_REPLAY = 1;
+/** `passesOver`: a copy of a trigger carried over at start. */
+const PASS_CARRIED_COPY = 2;
+
 /**
  * The by-reason cell of a parked record's reason (>= 0). A reason this router does not know (a record of another
  * version's file) counts as undeliverable, as the replay lane parks it: the by-reason cells keep summing to the total.
@@ -604,15 +611,17 @@ export class Downstream {
       }
       const passed = this.supersededUnloaded;
       const seq = q.f64[slot * DREC_STRIDE_F64 + TRG_SEQ_F64]!;
-      if (passed !== null && passed[device]! > 0 && log.lastLoadedEarlier && this.passesOver(device, seq)) {
+      const passing =
+        passed !== null && passed[device]! > 0 && log.lastLoadedEarlier ? this.passesOver(device, seq) : PASS_NOT;
+      if (passing !== PASS_NOT) {
         // Derived again by the replay, in its device's order, or a copy of a trigger carried over (in front of it):
         // this copy is done (and never counted as recovered).
         log.markedLoaded();
         log.markDone(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
         q.release(slot);
-        passed[device] = passed[device]! - 1;
+        passed![device] = passed![device]! - 1;
         this.supersededUnloadedTotal--;
-        if (!replayDerivesAgain(this.ctx.replayFloors, device, seq)) this.copiesUnloadedTotal--;
+        if (passing === PASS_CARRIED_COPY) this.copiesUnloadedTotal--;
         continue;
       }
       const i = slot * DREC_STRIDE_I32;
@@ -625,10 +634,14 @@ export class Downstream {
     }
   }
 
-  /** True when an earlier run's backlog record of `device` with `seq` is passed over when loaded (see supersededUnloaded). */
-  private passesOver(device: number, seq: number): boolean {
+  /**
+   * Whether an earlier run's backlog record of `device` with `seq` is passed over when loaded (see
+   * supersededUnloaded), and why: PASS_REPLAY, PASS_CARRIED_COPY or PASS_NOT.
+   */
+  private passesOver(device: number, seq: number): number {
+    if (replayDerivesAgain(this.ctx.replayFloors, device, seq)) return PASS_REPLAY;
     const ceil = this.carriedSeqCeil;
-    return replayDerivesAgain(this.ctx.replayFloors, device, seq) || (ceil !== null && seq <= ceil[device]!);
+    return ceil !== null && seq <= ceil[device]! ? PASS_CARRIED_COPY : PASS_NOT;
   }
 
   /**

@@ -14,16 +14,7 @@ import { createRouter, type Trigger } from '../../src/index.js';
 import { sendPaced } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { sinkTraffic } from '../support/sink-run.js';
-import { TriggerServer, waitFor } from './support.js';
-
-/** Resolves with `p`, or fails naming `what` once `ms` have passed. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
+import { TriggerServer, waitFor, within } from './support.js';
 
 test('a backlog log at its cap holds the trigger rings, and close() still finishes: the drain lifts the cap at once; the next start delivers every trigger once, in per-device order', async (t) => {
   let down = true;

@@ -164,6 +164,15 @@ export function stayProblem(device: string | number, list: readonly Trigger[]): 
   return null;
 }
 
+/** Resolves with `p`, or fails naming `what` once `ms` have passed. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 /** Resolves when `cond()` holds, polling; rejects after `timeoutMs`. */
 export async function waitFor(cond: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
   const end = Date.now() + timeoutMs;

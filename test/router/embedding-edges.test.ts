@@ -18,7 +18,7 @@ type CreateOptions = NonNullable<Parameters<typeof createRouter>[0]>;
 import { sendPaced, type CityTraffic } from '../support/city-traffic.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { sinkTraffic } from '../support/sink-run.js';
-import { waitFor } from '../pipeline/support.js';
+import { waitFor, within } from '../pipeline/support.js';
 
 const DRAIN_DEADLINE_MS = 500;
 
@@ -34,15 +34,6 @@ function streamOptions(t: CityTraffic, stateDir: string, lines: string[]): Creat
     downstreams: [{ name: 'app', kind: 'stream', maxBatchTriggers: 16 }],
     log: (line, level) => lines.push(`${level} ${line}`),
   };
-}
-
-/** Resolves with `p`, or fails naming `what` once `ms` have passed. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** Reads the stream of a router started on `options` until it has `count` triggers; closes it. */
