@@ -164,9 +164,10 @@ export function readCursor(dir: string): [number, number] | null {
 
 /**
  * Visits every pending record of the backlog in `dir` (from its cursor to the end, read-only; stops at a torn tail).
- * The main thread uses it at start to learn which devices the backlog names. Returns the records visited.
+ * The main thread uses it at start to learn which devices the backlog names (`downstreamName` null: a log of any
+ * downstream, to count what a downstream no longer configured left). Returns the records visited.
  */
-export function scanBacklog(dir: string, downstreamName: string, visit: RecordVisitor): number {
+export function scanBacklog(dir: string, downstreamName: string | null, visit: RecordVisitor): number {
   const segments = listSegments(dir);
   if (segments.length === 0) return 0;
   const cursor = readCursor(dir) ?? [segments[0]!, FILE_HEADER_BYTES];

@@ -95,9 +95,9 @@ function pendingWord(word: number): boolean {
 
 /**
  * Visits the PENDING records (and those whose status word is damaged) of the dead-letter files in `dir` (read-only;
- * damaged records skipped, torn tails ignored). Returns how many.
+ * damaged records skipped, torn tails ignored; `downstreamName` null: any downstream's files). Returns how many.
  */
-export function scanDeadLetters(dir: string, downstreamName: string, visit: RecordVisitor): number {
+export function scanDeadLetters(dir: string, downstreamName: string | null, visit: RecordVisitor): number {
   const files = listDeadLetterSegments(dir).map((n) => path.join(dir, deadLetterSegmentName(n)));
   if (fs.existsSync(path.join(dir, DEAD_LETTER_FILE))) files.unshift(path.join(dir, DEAD_LETTER_FILE));
   const buf = new RecordBuffer(Math.max(1 << 20, 2 * TREC_MAX_BYTES));

@@ -28,9 +28,10 @@ export function writeFileHeader(fd: number, magic: number, downstreamName: strin
 
 /**
  * Checks the header of `fd` (read at position 0): throws an Error naming `file` and what is wrong (not such a file,
- * another layout version, another downstream). Returns the segment number it holds.
+ * another layout version, another downstream; `downstreamName` null: any downstream). Returns the segment number it
+ * holds.
  */
-export function checkFileHeader(fd: number, file: string, magic: number, downstreamName: string): number {
+export function checkFileHeader(fd: number, file: string, magic: number, downstreamName: string | null): number {
   const h = new RecordBuffer(FILE_HEADER_BYTES);
   if (readFully(fd, h.bytes, 0, FILE_HEADER_BYTES, 0) < FILE_HEADER_BYTES || h.i32[FH_MAGIC_W] !== magic) {
     throw new Error(`${file}: not a file of this kind (bad header)`);
@@ -40,7 +41,7 @@ export function checkFileHeader(fd: number, file: string, magic: number, downstr
       `${file}: file layout version ${String(h.i32[FH_VERSION_W])}, this router reads ${FILE_LAYOUT_VERSION}`,
     );
   }
-  if (h.i32[FH_NAME_HASH_W] !== hashName(downstreamName)) {
+  if (downstreamName !== null && h.i32[FH_NAME_HASH_W] !== hashName(downstreamName)) {
     throw new Error(`${file}: belongs to another downstream than "${downstreamName}" (two names map to one file name)`);
   }
   return h.f64[FH_SEGMENT_F64 >> 3]!;

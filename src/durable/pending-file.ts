@@ -38,8 +38,8 @@ export interface PendingScan {
   damagedSpans: number;
 }
 
-/** Visits the records of the pending file in `dir` (none when absent). */
-export function scanPendingFile(dir: string, downstreamName: string, visit: RecordVisitor): PendingScan {
+/** Visits the records of the pending file in `dir` (none when absent; `downstreamName` null: any downstream's). */
+export function scanPendingFile(dir: string, downstreamName: string | null, visit: RecordVisitor): PendingScan {
   const file = path.join(dir, PENDING_FILE);
   if (!fs.existsSync(file)) return { records: 0, damagedSpans: 0 };
   const fd = fs.openSync(file, 'r');

@@ -90,6 +90,7 @@ export const MetricNames = {
   CHECKPOINT_PAUSE_SECONDS: 'geofence_checkpoint_last_pause_seconds',
   CHECKPOINT_BYTES: 'geofence_checkpoint_last_bytes',
   CHECKPOINT_DEVICES: 'geofence_checkpoint_last_devices',
+  STATE_UNCONFIGURED_TRIGGERS: 'geofence_state_unconfigured_downstream_triggers',
   THREAD_HEAP_USED: 'geofence_thread_heap_used_bytes',
   THREAD_HEAP_TOTAL: 'geofence_thread_heap_total_bytes',
   THREAD_HEAP_LIVE: 'geofence_thread_heap_live_bytes',

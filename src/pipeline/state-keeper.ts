@@ -42,6 +42,7 @@ import {
 } from '../durable/file-layout.js';
 import { readFully, safeFileName, writeFully } from '../durable/fs-util.js';
 import { scanPendingFile } from '../durable/pending-file.js';
+import { findUnconfiguredDownstreams, type UnconfiguredDownstream } from '../durable/unconfigured-downstreams.js';
 import type { StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
 import { partitionOf, partitionOfTokenBytes } from '../ingest/sources/partitions.js';
 import type { StateDirectory } from '../durable/state-dir.js';
@@ -210,6 +211,11 @@ export interface RecoveryReport {
   } | null;
   /** Files passed over and why. */
   problems: string[];
+  /**
+   * Directories of downstreams the options no longer name that still hold undelivered triggers (nothing delivers
+   * them while so; see src/durable/unconfigured-downstreams.ts).
+   */
+  unconfiguredDownstreams: UnconfiguredDownstream[];
 }
 
 /** Counts the progress mark reads from the running router. */
@@ -404,6 +410,10 @@ export class StateKeeper {
               fallback: partitionState.fallback.length,
             },
       problems,
+      unconfiguredDownstreams: findUnconfiguredDownstreams(
+        dir.downstreamsDir,
+        options.downstreams.map((d) => d.name),
+      ),
     };
     const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
     if (partitionState?.streamOnly === true)

@@ -38,6 +38,7 @@ import {
 } from '../pipeline/state-keeper.js';
 import type { PartitionCheckpoints } from './partition-checkpoints.js';
 import { MetricNames } from '../metrics/metric-names.js';
+import { describeUnconfigured, undeliveredOf } from '../durable/unconfigured-downstreams.js';
 import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
 import { StateDirectory } from '../durable/state-dir.js';
 import { FENCE_EDIT_JOURNAL_FILE, FenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
@@ -311,6 +312,15 @@ export class PipelineRouter implements Router {
       throw err;
     }
     for (const line of this.keeper.describe(options.checkpointIntervalMs)) this.log(line);
+    const unconfigured = this.keeper.report.unconfiguredDownstreams;
+    const unconfiguredLine = describeUnconfigured(this.dir.dir, unconfigured);
+    if (unconfiguredLine !== null) this.log(unconfiguredLine, 'error');
+    this.metrics.addSharedGauge(
+      MetricNames.STATE_UNCONFIGURED_TRIGGERS,
+      'Undelivered triggers found at start in the state directory of a downstream the options no longer name (nothing delivers them).',
+      ['directory'],
+      unconfigured.map((u) => ({ labels: { directory: u.directory }, read: () => undeliveredOf(u) })),
+    );
     const fallback = partitionCheckpoints?.atStart.fallback ?? [];
     if (fallback.length > 0)
       this.log(
