@@ -538,9 +538,14 @@ export class PipelineRouter implements Router {
     const o = this.options;
     const m = this.memory;
     const bridge = openCallbackBridge(
-      o.downstreams.map((d, i) =>
-        d.kind === 'callback' ? (d as CallbackDownstreamOptions).callback : (this.streams[i]?.deliver ?? null),
-      ),
+      o.downstreams.map((d, i) => {
+        if (d.kind === 'callback') {
+          const c = d as CallbackDownstreamOptions;
+          return { call: c.callback, timeoutMs: c.timeoutMs ?? null, letGoAtDrain: true };
+        }
+        const stream = this.streams[i];
+        return stream == null ? null : { call: stream.deliver, timeoutMs: null, letGoAtDrain: false };
+      }),
       (downstream, count, err) =>
         this.log(
           `downstream ${o.downstreams[downstream]!.name}: its callback failed on a batch of ${count} trigger(s) ` +
@@ -952,9 +957,10 @@ export class PipelineRouter implements Router {
         // The dispatcher's drain waits, past its deadline, for the calls in flight; a trigger stream's batch is in
         // flight until its loop takes it and comes back, which a loop that is not reading (or that awaits this close
         // inside its body) never does: at the deadline the streams let go of the batches waiting for their loops, and
-        // STREAM_HELD_GRACE_MS later of a batch a loop still holds (TriggerStream.letGo, letGoHeld).
-        const letGo = setTimeout(() => this.letStreamsGo(false), this.drainDeadlineMs);
-        const letGoHeld = setTimeout(() => this.letStreamsGo(true), this.drainDeadlineMs + STREAM_HELD_GRACE_MS);
+        // STREAM_HELD_GRACE_MS later of a batch a loop still holds (TriggerStream.letGo, letGoHeld) and the callbacks
+        // of their calls still running (a callback that never settles).
+        const letGo = setTimeout(() => this.letGoAtDeadline(false), this.drainDeadlineMs);
+        const letGoHeld = setTimeout(() => this.letGoAtDeadline(true), this.drainDeadlineMs + STREAM_HELD_GRACE_MS);
         try {
           await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'drain' }>>({
             type: 'drain',
@@ -980,9 +986,17 @@ export class PipelineRouter implements Router {
 
   /**
    * The drain deadline passed: every trigger stream lets go of the batches waiting for its loop (`held` false), or,
-   * STREAM_HELD_GRACE_MS later, of the one its loop still holds (see TriggerStream.letGo, letGoHeld).
+   * STREAM_HELD_GRACE_MS later, of the one its loop still holds (see TriggerStream.letGo, letGoHeld), and the callback
+   * bridge of the calls still running (CallbackBridgeEnd.letGo).
    */
-  private letStreamsGo(held: boolean): void {
+  private letGoAtDeadline(held: boolean): void {
+    const calls = held ? (this.bridge?.letGo() ?? 0) : 0;
+    if (calls > 0)
+      this.log(
+        `${calls} callback call(s) still running ${STREAM_HELD_GRACE_MS} ms after the drain deadline ` +
+          `(${this.drainDeadlineMs} ms): their batches are kept for the next start (what the calls do later is ignored)`,
+        'warn',
+      );
     for (const stream of this.streams) {
       if (stream === null) continue;
       const n = held ? stream.letGoHeld() : stream.letGo();
