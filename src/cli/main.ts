@@ -31,7 +31,15 @@ import { createCliLogger } from '../log/cli-logger.js';
 import type { LogLevel } from '../log/router-log.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { CLI_NODE_FLAGS, missingNodeFlags } from './node-flags.js';
-import { drainOutcome, EXIT_FAILURE, EXIT_USAGE, exitCodeOf, formatSummary } from '../router/status.js';
+import {
+  drainOutcome,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  exitCodeOf,
+  formatSummary,
+  worseOutcome,
+  type DrainOutcome,
+} from '../router/status.js';
 
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;
@@ -60,6 +68,8 @@ interface ServeHooks {
   beforeClose(): Promise<void>;
   /** Extra summary lines. */
   summaryLines(): string[];
+  /** Outcomes beside the summary's that the exit code must cover (a partition group's earlier routers). */
+  otherOutcomes(): DrainOutcome[];
 }
 
 /**
@@ -102,7 +112,10 @@ function serve(router: Served, hooks: ServeHooks): Promise<number> {
         const summary = await router.close();
         if (summary !== null) for (const line of formatSummary(summary, performance.now() - stoppingSinceMs)) out(line);
         for (const line of hooks.summaryLines()) out(line);
-        resolve(summary === null ? 0 : exitCodeOf(drainOutcome(summary)));
+        const outcome = hooks
+          .otherOutcomes()
+          .reduce(worseOutcome, summary === null ? 'delivered' : drainOutcome(summary));
+        resolve(exitCodeOf(outcome));
       } catch (e) {
         say(`close failed: ${(e as Error).stack ?? String(e)}`, 'error');
         resolve(EXIT_FAILURE);
@@ -158,8 +171,15 @@ async function runGroup(input: RouterOptionsInput): Promise<number> {
       const s = group.stats();
       return [
         `  partition group: member ${group.member}, routers started=${s.routersStarted} partitions taken=${s.partitionsTaken} released=${s.partitionsReleased} leases lost=${s.leasesLost}`,
+        ...group
+          .earlierOutcomes()
+          .map(
+            (e) =>
+              `  earlier router ${e.router} (${e.ended === 'closed' ? 'closed for a rebalance' : 'abandoned: a lease was lost'}): ${e.line}`,
+          ),
       ];
     },
+    otherOutcomes: () => group.earlierOutcomes().map((e) => e.outcome),
   });
 }
 
@@ -192,7 +212,12 @@ async function runPlain(input: RouterOptionsInput): Promise<number> {
     o.listenHost === null && o.jetstreamSource === null && o.inputs.length > 0
       ? router.inputsFinished().then(() => 'inputs read')
       : null;
-  return serve(router, { autoStop, beforeClose: async () => undefined, summaryLines: () => [] });
+  return serve(router, {
+    autoStop,
+    beforeClose: async () => undefined,
+    summaryLines: () => [],
+    otherOutcomes: () => [],
+  });
 }
 
 async function runDemo(input: RouterOptionsInput, request: CliRequest): Promise<number> {
@@ -208,6 +233,7 @@ async function runDemo(input: RouterOptionsInput, request: CliRequest): Promise<
       autoStop: demo.timeUp.then(() => `demo time up (${request.demoFlags.seconds} s)`),
       beforeClose: () => demo.stop(),
       summaryLines: () => demo.summaryLines(),
+      otherOutcomes: () => [],
     });
   } finally {
     demo.cleanup();

@@ -332,10 +332,13 @@ Exit codes (the summary lists everything not delivered, by lane and reason):
   0  drained cleanly: nothing shed or rejected, every fence entry tracked, every admitted ping
      processed and every trigger delivered
   3  drained, but something was not delivered by design: pings shed (by lane and reason) or
-     rejected (by reason), fence entries not tracked (fence_overflows), pings of stream partitions
-     read after a gap (partitions_after_gap), triggers dead-lettered, or triggers kept in the
-     state directory for the next start
-  1  failure: the start failed, or the drain could not account for every admitted ping
+     rejected (by reason), fence entries or candidates not tracked (fence_overflows,
+     candidate_overflows), CROSS triggers over budget, pings of stream partitions read after a
+     gap (partitions_after_gap), dead letters dropped from storage, durable records found
+     damaged, triggers dead-lettered for good, or triggers kept in the state directory for the
+     next start (or for downstreams no longer configured)
+  1  failure: the start failed, the drain could not account for every admitted ping, or the
+     final checkpoint could not be written
   2  bad flags, config file or options
 
 Overload: files and stdin (--input) are read only as fast as the telemetry rings take them: they

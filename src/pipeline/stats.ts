@@ -292,6 +292,16 @@ export interface RouterStats {
    * their stored state needed, so those pings were read by no one (a loss, by the stream's retention).
    */
   partitionsAfterGap: number;
+  /**
+   * Durable records found damaged and skipped, summed over downstreams (DownstreamStats.damagedRecords): the triggers
+   * they held are lost (a loss, exit 3).
+   */
+  damagedRecords: number;
+  /**
+   * Undelivered triggers the start found in the state directory's files of downstreams the options no longer name
+   * (RecoveryReport.unconfiguredDownstreams): kept there, delivered by a start that names them again.
+   */
+  unconfiguredTriggers: number;
 }
 
 /** Shared views the stats are read from. */
@@ -519,6 +529,8 @@ export function readRouterStats(v: StatsViews): RouterStats {
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
     untrackedFences: [],
     partitionsAfterGap: 0,
+    damagedRecords: downstreams.reduce((n, d) => n + d.damagedRecords, 0),
+    unconfiguredTriggers: 0,
   };
 }
 

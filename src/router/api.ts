@@ -83,6 +83,12 @@ export interface RouterSummary extends RouterStats {
   checkpointIntervalMs: number;
   /** The last checkpoint's wall time, epoch ms (the clean one written by close). */
   lastCheckpointMs: number;
+  /**
+   * The final checkpoint could not be written (logged at error level): the next start treats this stop as unclean
+   * (seqs continue above a raised floor; an ENTER or DWELL of the time since the last checkpoint may come again). The
+   * drain's outcome is then a failure.
+   */
+  finalCheckpointFailed: boolean;
 }
 
 /** A running router. */

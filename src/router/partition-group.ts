@@ -37,6 +37,7 @@ import type { Router, RouterExtras, RouterSummary } from './api.js';
 import { createRouter, openRouterLog } from './create-router.js';
 import { handOverReasons, streamOnly } from './partition-checkpoints.js';
 import { PipelineRouter } from './pipeline-router.js';
+import { drainOutcome, formatSummary, type DrainOutcome } from './status.js';
 import type { FenceStoreDescriptor } from '../fences/store.js';
 import type { LogFn, RouterLog } from '../log/router-log.js';
 
@@ -59,6 +60,24 @@ export interface PartitionGroupStats {
   leasesLost: number;
 }
 
+/**
+ * A router of this member that ended before the last one and lost something for good (or a last one abandoned):
+ * what its final stats said, so the member's outcome covers every router it ran, not only the last.
+ */
+export interface EarlierRouterOutcome {
+  /** The router's number in this member (1 for the first). */
+  router: number;
+  /** How it ended: closed for a rebalance, or abandoned when a lease it read was lost. */
+  ended: 'closed' | 'abandoned';
+  /**
+   * Its drain outcome, leaving out what it kept for the next router or owner (delivered or derived again there) and,
+   * for an abandoned router, the pings it had not processed (their messages are read again by the next owner).
+   */
+  outcome: DrainOutcome;
+  /** Its summary's last line (what it lost, by kind). */
+  line: string;
+}
+
 /** One member of a group of router processes (see the module comment). */
 export interface PartitionGroup {
   /** This member's name in the lease bucket. */
@@ -71,13 +90,15 @@ export interface PartitionGroup {
   current(): Router | null;
   /** What the member has done so far. */
   stats(): PartitionGroupStats;
+  /** The routers before the last (and a last one abandoned) that did not end cleanly, in order. */
+  earlierOutcomes(): EarlierRouterOutcome[];
   /** Rejects never; resolves with the error when a router's thread failed (the member should stop). */
   readonly failure: Promise<Error>;
   /** Reloads the fences file of the running router (the next routers read it at their start). */
   reloadFencesFile(): ReturnType<Router['reloadFencesFile']>;
   /**
    * Stops balancing, closes the running router (its partitions' state stored), releases every lease and leaves the
-   * group; resolves with the last router's summary (null when none ran).
+   * group; resolves with the last router's summary (null when none ran, or it was abandoned: see earlierOutcomes).
    */
   close(): Promise<RouterSummary | null>;
 }
@@ -125,7 +146,11 @@ class Member implements PartitionGroup {
   private router: Router | null = null;
   /** The partitions the running router consumes. */
   private running: number[] = [];
+  /** The summary of the router closed by this member's close (null: none). */
   private lastSummary: RouterSummary | null = null;
+  private readonly earlier: EarlierRouterOutcome[] = [];
+  /** The running router's number in this member. */
+  private routerNumber = 0;
   /** The fences the last router closed with (null: the next router loads the fences file). */
   private fences: FenceStoreDescriptor | null = null;
   private readonly renewTimer: NodeJS.Timeout;
@@ -185,6 +210,22 @@ class Member implements PartitionGroup {
       partitionsReleased: g[LEASE_PARTITIONS_RELEASED_F64]!,
       leasesLost: g[LEASE_LOST_F64]!,
     };
+  }
+
+  earlierOutcomes(): EarlierRouterOutcome[] {
+    return [...this.earlier];
+  }
+
+  /** Notes how a router before the last ended, when it lost something for good (see EarlierRouterOutcome). */
+  private noteEnded(ended: EarlierRouterOutcome['ended'], s: RouterSummary): void {
+    const adjusted: RouterSummary = { ...s, carriedOver: 0, inFlight: 0 };
+    if (ended === 'abandoned') {
+      adjusted.processed = s.admittedTotal;
+      adjusted.lost = 0;
+    }
+    const outcome = drainOutcome(adjusted);
+    if (outcome === 'delivered') return;
+    this.earlier.push({ router: this.routerNumber, ended, outcome, line: formatSummary(adjusted, 0).at(-1)! });
   }
 
   reloadFencesFile(): ReturnType<Router['reloadFencesFile']> {
@@ -354,6 +395,7 @@ class Member implements PartitionGroup {
     this.router = router;
     this.running = partitions;
     this.gate[LEASE_ROUTERS_STARTED_F64]!++;
+    this.routerNumber = this.gate[LEASE_ROUTERS_STARTED_F64]!;
     void router.failure.then((err) => this.failWith(err));
     this.say(
       `partition group: reading partitions ${partitions.join(',')} (router started in ${Math.round(monotonicMs() - startedMs)} ms)`,
@@ -381,8 +423,10 @@ class Member implements PartitionGroup {
     this.fences = null;
     if (forBalance && router instanceof PipelineRouter) this.closeDeadlineMs = router.limitDrainDeadline(this.leaseMs);
     this.keptInFiles = NaN;
-    this.lastSummary = await router.close();
-    this.keptInFiles = this.lastSummary.carriedOver;
+    const summary = await router.close();
+    this.keptInFiles = summary.carriedOver;
+    if (this.closing) this.lastSummary = summary;
+    else this.noteEnded('closed', summary);
     this.keepFences(router);
   }
 
@@ -400,7 +444,16 @@ class Member implements PartitionGroup {
     this.running = [];
     if (router !== null) {
       this.keptInFiles = NaN;
+      const stats = router.stats();
       await router.abandon();
+      this.noteEnded('abandoned', {
+        ...stats,
+        uptimeMs: 0,
+        stateDir: null,
+        checkpointIntervalMs: 0,
+        lastCheckpointMs: 0,
+        finalCheckpointFailed: false,
+      });
     }
     // The next router reads the fences afresh (an abandoned one may have stopped inside an edit).
     this.fences = null;

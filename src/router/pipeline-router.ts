@@ -928,6 +928,7 @@ export class PipelineRouter implements Router {
     const s = readRouterStats(this.views);
     if (s.fenceOverflows > 0) s.untrackedFences = this.store.mostUntracked(5);
     s.partitionsAfterGap = this.partitionCheckpoints?.atStart.gapped.length ?? 0;
+    s.unconfiguredTriggers = this.keeper.report.unconfiguredDownstreams.reduce((n, u) => n + undeliveredOf(u), 0);
     return s;
   }
 
@@ -1044,6 +1045,7 @@ export class PipelineRouter implements Router {
       this.closePromise = (async () => {
         this.stopTimers();
         let drained = false;
+        let checkpointed = false;
         try {
           await this.drain();
           await this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'close' }>>({
@@ -1056,7 +1058,7 @@ export class PipelineRouter implements Router {
           await this.shutdown();
           // Only a drained pipeline's state is final: otherwise the directory is given up as after a crash and the next
           // start (in this process too) treats this stop as unclean (it raises the seq floor).
-          if (drained) await this.finishState(true);
+          if (drained) checkpointed = await this.finishState(true);
           else this.dir.abandon();
           this.routerLog.close();
         }
@@ -1066,6 +1068,7 @@ export class PipelineRouter implements Router {
           stateDir: this.ephemeral ? null : this.dir.dir,
           checkpointIntervalMs: this.options.checkpointIntervalMs,
           lastCheckpointMs: this.keeper.lastCheckpointMs,
+          finalCheckpointFailed: !checkpointed,
         };
       })();
     }
@@ -1091,9 +1094,9 @@ export class PipelineRouter implements Router {
    * With every thread stopped: writes the final checkpoint, marked clean (its partition copies a delivered checkpoint
    * only when `closeDrained`: a close drained the pipeline), and releases the state directory (removing it when it is
    * a temporary one). A failure gives the directory up as after a crash, so the next start (in this
-   * process too) treats the stop as unclean.
+   * process too) treats the stop as unclean. Resolves false when the checkpoint failed.
    */
-  async finishState(closeDrained = false): Promise<void> {
+  async finishState(closeDrained = false): Promise<boolean> {
     try {
       await this.checkpointNow(true, closeDrained);
     } catch (err) {
@@ -1105,13 +1108,14 @@ export class PipelineRouter implements Router {
       this.journal?.close();
       await this.partitionCheckpoints?.close();
       this.dir.abandon();
-      return;
+      return false;
     }
     this.keeper.close();
     this.journal?.close();
     await this.partitionCheckpoints?.close();
     this.dir.release();
     if (this.ephemeral) rmSync(this.dir.dir, { recursive: true, force: true });
+    return true;
   }
 
   /**

@@ -70,13 +70,16 @@ export const EXIT_LOSS = 3;
 /**
  * `delivered`: nothing shed or rejected, every fence entry tracked, every admitted ping processed and every trigger
  * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
- * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, dead letters were dropped from storage (budget, age, disk),
- * or partitions were read after a gap in their stream (pings read by no one), so triggers may be missing. `kept`: nothing of that, but some
- * triggers were dead-lettered for good or are kept in the state directory for the next start. `lost`: an admitted ping was not
- * processed.
+ * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, dead letters were
+ * dropped from storage (budget, age, disk), durable records were found damaged (their triggers skipped), or partitions
+ * were read after a gap in their stream (pings read by no one), so triggers may be missing. `kept`: nothing of that,
+ * but some triggers were dead-lettered for good or are kept in the state directory for the next start (or for a start
+ * that names again a downstream the options no longer name). `lost`: an admitted ping was not processed, or the final
+ * checkpoint failed (the next start treats the stop as unclean); only a summary (`finalCheckpointFailed`) tells the
+ * latter.
  */
-export function drainOutcome(s: RouterStats): DrainOutcome {
-  if (s.admittedTotal !== s.processed || s.lost !== 0) return 'lost';
+export function drainOutcome(s: RouterStats & { finalCheckpointFailed?: boolean }): DrainOutcome {
+  if (s.admittedTotal !== s.processed || s.lost !== 0 || s.finalCheckpointFailed === true) return 'lost';
   if (
     s.shedTotal > 0 ||
     s.rejectedTotal > 0 ||
@@ -84,12 +87,19 @@ export function drainOutcome(s: RouterStats): DrainOutcome {
     s.candidateOverflows > 0 ||
     s.crossOverBudget > 0 ||
     droppedDeadLetters(s) > 0 ||
+    s.damagedRecords > 0 ||
     s.partitionsAfterGap > 0
   )
     return 'dropped';
   // A dead letter the replay lane delivered later is delivered: only final ones and what waits for the next start count.
-  if (s.final > 0 || s.inFlight > 0 || s.carriedOver > 0) return 'kept';
+  if (s.final > 0 || s.inFlight > 0 || s.carriedOver > 0 || s.unconfiguredTriggers > 0) return 'kept';
   return 'delivered';
+}
+
+/** The worse of two outcomes (delivered < kept < dropped < lost). */
+export function worseOutcome(a: DrainOutcome, b: DrainOutcome): DrainOutcome {
+  const rank: Record<DrainOutcome, number> = { delivered: 0, kept: 1, dropped: 2, lost: 3 };
+  return rank[a] >= rank[b] ? a : b;
 }
 
 /** Dead letters dropped from storage (over its budget, too old, or not writable): their record of loss is gone. */
@@ -155,7 +165,12 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         ]
       : []),
     `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
-      `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors}`,
+      `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors} damaged=${s.damagedRecords}`,
+    ...(s.unconfiguredTriggers > 0
+      ? [
+          `  unconfigured ${s.unconfiguredTriggers} undelivered triggers in the state directory belong to downstreams the options no longer name (see the start's error line): kept for a start that names them again`,
+        ]
+      : []),
   ];
   for (const d of s.downstreams) {
     lines.push(
@@ -174,19 +189,25 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
           `${s.checkpointBytes} bytes; a crash loses at most the device state since the last checkpoint and the triggers held only in memory`,
   );
   const outcome = drainOutcome(s);
+  const unconfigured =
+    s.unconfiguredTriggers > 0 ? `, ${s.unconfiguredTriggers} kept for downstreams the options no longer name` : '';
   lines.push(
     outcome === 'delivered'
       ? 'drained cleanly: nothing shed or rejected, admitted = processed, every trigger delivered'
       : outcome === 'kept'
-        ? `drained, nothing lost: ${s.final} triggers dead-lettered for good, ${s.carriedOver} kept in the state directory for the next start`
+        ? `drained, nothing lost: ${s.final} triggers dead-lettered for good, ${s.carriedOver} kept in the state directory for the next start${unconfigured}`
         : outcome === 'dropped'
           ? `drained with loss: shed=${s.shedTotal} (compliance=${shedOf(s, 'compliance')}) rejected=${s.rejectedTotal} ` +
             `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} cross_over_budget=${s.crossOverBudget} dead_lettered=${s.final} ` +
             `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}` +
+            (s.damagedRecords > 0 ? ` damaged_records=${s.damagedRecords}` : '') +
             (s.partitionsAfterGap > 0 ? ` partitions_after_gap=${s.partitionsAfterGap}` : '') +
+            (s.unconfiguredTriggers > 0 ? ` unconfigured_kept=${s.unconfiguredTriggers}` : '') +
             ': ' +
             'triggers may be missing (by lane and reason above)'
-          : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
+          : s.admittedTotal === s.processed && s.lost === 0
+            ? 'drain incomplete: the final checkpoint failed (see the error line): the next start treats this stop as unclean; seqs continue above a raised floor and an ENTER or DWELL of the time since the last checkpoint may come again'
+            : `drain incomplete: admitted=${s.admittedTotal} processed=${s.processed} lost=${s.lost} in_flight=${s.inFlight}`,
   );
   return lines;
 }

@@ -176,6 +176,8 @@ function stats(over: Partial<RouterStats>): RouterStats {
     generationMismatches: 0,
     untrackedFences: [],
     partitionsAfterGap: 0,
+    damagedRecords: 0,
+    unconfiguredTriggers: 0,
   };
   return { ...base, ...over };
 }
@@ -277,6 +279,7 @@ test('the summary reports the accounting, the state directory, and how the drain
     stateDir: '/var/lib/geofence' as string | null,
     checkpointIntervalMs: 5000,
     lastCheckpointMs: 0,
+    finalCheckpointFailed: false,
   });
   const clean = summary({});
   const lines = formatSummary(clean, 120);

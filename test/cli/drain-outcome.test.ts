@@ -1,7 +1,9 @@
 /**
  * How a drain ended and the exit code it gives, on the final stats of a real router (closed at once) with counts set:
  * only a drain that shed, rejected and dropped nothing says "drained cleanly" and exits 0; shedding, rejections,
- * fence-tracking overflows and dead letters exit 3 and are listed by lane and reason; an unaccounted ping exits 1.
+ * fence-tracking overflows, damaged durable records, dead letters and triggers kept (for the next start, or for
+ * downstreams no longer named) exit 3 and are listed by lane and reason; an unaccounted ping or a failed final
+ * checkpoint exits 1.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -13,6 +15,8 @@ import {
   EXIT_LOSS,
   exitCodeOf,
   formatSummary,
+  worseOutcome,
+  type DrainOutcome,
 } from '../../src/router/status.js';
 import { createRouter, type RouterSummary } from '../../src/index.js';
 
@@ -98,6 +102,32 @@ test('the drain outcome, its exit code and the summary list every loss by lane a
   assert.match(formatSummary(afterGap, 1).join('\n'), / {2}source {5}partitions_after_gap=3: /);
   assert.match(last(afterGap), /^drained with loss: .*partitions_after_gap=3: /);
   assert.doesNotMatch(formatSummary(clean, 1).join('\n'), /partitions_after_gap/);
+
+  // Durable records found damaged: their triggers were skipped, a loss (not "nothing lost").
+  const damaged: RouterSummary = { ...deadLettered, damagedRecords: 2 };
+  assert.equal(drainOutcome(damaged), 'dropped');
+  assert.equal(exitCodeOf(drainOutcome(damaged)), EXIT_LOSS);
+  assert.match(formatSummary(damaged, 1).join('\n'), / {2}delivery .* damaged=2\n/);
+  assert.match(last(damaged), /^drained with loss: .* damaged_records=2: /);
+
+  // Triggers left by downstreams the options no longer name: kept, not delivered, not lost.
+  const unconfigured: RouterSummary = { ...clean, unconfiguredTriggers: 7 };
+  assert.equal(drainOutcome(unconfigured), 'kept');
+  assert.equal(exitCodeOf(drainOutcome(unconfigured)), EXIT_LOSS);
+  assert.match(formatSummary(unconfigured, 1).join('\n'), / {2}unconfigured 7 undelivered triggers /);
+  assert.match(last(unconfigured), /^drained, nothing lost: .*, 7 kept for downstreams the options no longer name$/);
+
+  // A final checkpoint that failed: the next start treats the stop as unclean, a failure.
+  const noCheckpoint: RouterSummary = { ...clean, finalCheckpointFailed: true };
+  assert.equal(drainOutcome(noCheckpoint), 'lost');
+  assert.equal(exitCodeOf(drainOutcome(noCheckpoint)), EXIT_FAILURE);
+  assert.match(last(noCheckpoint), /^drain incomplete: the final checkpoint failed/);
+
+  // A partition group's exit code covers its earlier routers: the worst outcome wins.
+  const worst = (first: DrainOutcome, ...rest: DrainOutcome[]): DrainOutcome => rest.reduce(worseOutcome, first);
+  assert.equal(worst('delivered', 'kept', 'dropped'), 'dropped');
+  assert.equal(worst('kept', 'delivered'), 'kept');
+  assert.equal(worst('delivered', 'lost', 'kept'), 'lost');
 
   // An admitted ping not processed is a failure, whatever else was lost by design.
   const incomplete: RouterSummary = { ...shed, processed: 9 };

@@ -4,7 +4,8 @@
  * passed (the server removed its keys), another takes them, and the stale member's renewal reports them lost; the
  * validity a member counts on ends before the server could remove its lease; a claimed partition state head fences a
  * previous writer that had read the same revision; a member's next router (after a rebalance) opens the fences its
- * previous one closed with, a live edit included, and restores the devices of the partitions it keeps.
+ * previous one closed with, a live edit included, and restores the devices of the partitions it keeps; what an earlier
+ * router of the member lost stays in the member's outcome (earlierOutcomes).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -204,6 +205,9 @@ test("a member's next router takes over the fences its previous one closed with 
   await publish(-300, 0);
   await publish(0, 1000);
   await waitFor(() => got.length === 2, 20_000, 'ENTER A and ENTER E');
+  // A message that is no telemetry frame: the first router rejects it, a loss its outcome keeps past the rebalance.
+  await js.publish(partitionSubject('telemetry', id, 16), new Uint8Array([0xc1, 0xc1]));
+  await waitFor(() => a.current()!.stats().rejectedTotal === 1, 20_000, 'the corrupt message rejected');
 
   const otherGot: Trigger[] = [];
   const b = await createPartitionGroup(options('b', otherGot, []));
@@ -217,6 +221,14 @@ test("a member's next router takes over the fences its previous one closed with 
     a.owned(),
     Array.from({ length: 8 }, (_, p) => p),
   );
+  // The first router's loss is the member's, though its last router runs cleanly.
+  const earlier = a.earlierOutcomes();
+  assert.deepEqual(
+    earlier.map((e) => [e.router, e.ended, e.outcome]),
+    [[1, 'closed', 'dropped']],
+  );
+  assert.match(earlier[0]!.line, /^drained with loss: .*rejected=1 /);
+  assert.deepEqual(b.earlierOutcomes(), []);
   // The fences file phase ran once: the next router opened the store the first closed with.
   const starts = lines.filter((l) => /^started in/.test(l));
   assert.equal(starts.length, 2, starts.join('\n'));
