@@ -335,8 +335,9 @@ Exit codes (the summary lists everything not delivered, by lane and reason):
      rejected (by reason), fence entries or candidates not tracked (fence_overflows,
      candidate_overflows), CROSS triggers over budget, pings of stream partitions read after a
      gap (partitions_after_gap), dead letters dropped from storage, durable records found
-     damaged, triggers dead-lettered for good, or triggers kept in the state directory for the
-     next start (or for downstreams no longer configured)
+     damaged, input files not read to their end (input_errors), triggers dead-lettered for good,
+     or triggers kept in the state directory for the next start (or for downstreams no longer
+     configured)
   1  failure: the start failed, the drain could not account for every admitted ping, or the
      final checkpoint could not be written
   2  bad flags, config file or options
@@ -506,16 +507,17 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
   if (ingestToken !== undefined) setPath(o, ['ingest', 'authToken'], ingestToken);
   const cert = str('tls-cert');
   const key = str('tls-key');
-  if (cert !== undefined || key !== undefined) {
-    if (cert === undefined || key === undefined) throw new OptionError('--tls-cert and --tls-key go together');
-    setPath(o, ['ingest', 'tls'], {
-      certFile: cert,
-      keyFile: key,
-      caFile: str('tls-ca') ?? null,
-      requireClientCert: v['tls-client-cert-optional'] !== true,
-    });
-  } else if (str('tls-ca') !== undefined) {
-    throw new OptionError('--tls-ca needs --tls-cert and --tls-key');
+  if ((cert === undefined) !== (key === undefined)) throw new OptionError('--tls-cert and --tls-key go together');
+  if (cert !== undefined) {
+    // Only the fields the flags give: a config file's others (its CA bundle, requireClientCert) stay in force.
+    const tls: Record<string, unknown> = { certFile: cert, keyFile: key };
+    const ca = str('tls-ca');
+    if (ca !== undefined) tls['caFile'] = ca;
+    if (v['tls-client-cert-optional'] === true) tls['requireClientCert'] = false;
+    setPath(o, ['ingest', 'tls'], tls);
+  } else {
+    for (const flag of ['tls-ca', 'tls-client-cert-optional'])
+      if (v[flag] !== undefined) throw new OptionError(`--${flag} needs --tls-cert and --tls-key`);
   }
   const source = str('source');
   if (source !== undefined) {
@@ -547,27 +549,32 @@ function overridesFrom(v: Record<string, string | boolean | string[] | undefined
   }
   const inputs = v['input'] as string[] | undefined;
   if (inputs !== undefined) o['inputs'] = inputs;
-  const bearer = tokenFrom(
-    'webhook-bearer-token-file',
-    str('webhook-bearer-token-file'),
-    'GEOFENCE_WEBHOOK_BEARER_TOKEN',
-  );
-  if (bearer !== undefined) webhookFields['bearerToken'] = bearer;
-  const signing = tokenFrom(
-    'webhook-signing-secret-file',
-    str('webhook-signing-secret-file'),
-    'GEOFENCE_WEBHOOK_SIGNING_SECRET',
-  );
-  if (signing !== undefined) webhookFields['signingSecret'] = signing;
+  // A secret from the environment alone applies to the --webhook downstreams when there are any; without them it
+  // is not an error (the variable may be set for other runs), a secret file given as a flag is.
+  const secretFlags: Record<string, string> = {
+    bearerToken: 'webhook-bearer-token-file',
+    signingSecret: 'webhook-signing-secret-file',
+  };
+  const fromEnvOnly = new Set<string>();
+  for (const [field, env] of [
+    ['bearerToken', 'GEOFENCE_WEBHOOK_BEARER_TOKEN'],
+    ['signingSecret', 'GEOFENCE_WEBHOOK_SIGNING_SECRET'],
+  ] as const) {
+    const flag = secretFlags[field]!;
+    const secret = tokenFrom(flag, str(flag), env);
+    if (secret === undefined) continue;
+    webhookFields[field] = secret;
+    if (str(flag) === undefined) fromEnvOnly.add(field);
+  }
   const webhooks = (v['webhook'] as string[] | undefined) ?? [];
   const downstreams: Record<string, unknown>[] = [];
   webhooks.forEach((url, i) => downstreams.push({ name: `webhook-${i + 1}`, kind: 'webhook', url, ...webhookFields }));
   ((v['ndjson'] as string[] | undefined) ?? []).forEach((path, i) =>
     downstreams.push({ name: `ndjson-${i + 1}`, kind: 'ndjson', path }),
   );
-  const extra = Object.keys(webhookFields)[0];
+  const extra = Object.keys(webhookFields).find((field) => !fromEnvOnly.has(field));
   if (extra !== undefined && webhooks.length === 0) {
-    const flag = OPTION_FLAGS.find((x) => x.path[1] === extra)?.field.flag ?? extra;
+    const flag = OPTION_FLAGS.find((x) => x.path[1] === extra)?.field.flag ?? secretFlags[extra] ?? extra;
     throw new OptionError(`--${flag} applies to the --webhook downstreams, and none is given`);
   }
   if (downstreams.length > 0) o['downstreams'] = downstreams;

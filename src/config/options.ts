@@ -15,6 +15,7 @@ import {
 import { configJsonSchema } from '../option-schema/option-docs.js';
 import type { Input, ThreadKeys, ThreadName, Value } from '../option-schema/option-spec.js';
 import { ROUTER_SPEC } from './router-option-spec.js';
+import { JETSTREAM_SOURCE_DEFAULTS } from '../ingest/sources/jetstream-source.js';
 
 export { DEFAULT_POOL_SIZE } from './router-option-spec.js';
 
@@ -72,9 +73,46 @@ export function resolveRouterOptions(input: RouterOptionsInput = {}, name: Namer
   if (input === null || typeof input !== 'object' || Array.isArray(input))
     throw new OptionError('options must be an object');
   checkInput(ROUTER_SPEC, input, [], name);
+  refuseWithoutEffect(input, name);
   const o = withDefaults(ROUTER_SPEC, input) as RouterOptions;
   checkRules(ROUTER_SPEC, o, [], name);
   return o;
+}
+
+/** Fields of a downstream that no trigger stream uses: its batches are never sent again in a run. */
+const NOT_FOR_STREAMS = ['maxAttempts', 'replay', 'replayGiveUpMs', 'breaker'] as const;
+/** Fields of a JetStream source that only a partition group (partitions "auto") uses. */
+const GROUP_ONLY = ['leaseMs', 'memberName', 'leaseBucket'] as const;
+
+/**
+ * Refuses options given where they can have no effect (checked on the input, where "given" is still known): none is
+ * silently ignored.
+ */
+function refuseWithoutEffect(input: RouterOptionsInput, name: Namer): void {
+  const js = input.jetstreamSource as Record<string, unknown> | null | undefined;
+  if (js !== null && js !== undefined && js['partitions'] !== 'auto') {
+    for (const k of GROUP_ONLY) {
+      if (js[k] !== undefined)
+        throw new OptionError(
+          `${name(['jetstreamSource', k])} applies only to a partition group (${name(['jetstreamSource', 'partitions'])} "auto"), got partitions ${JSON.stringify(js['partitions'] ?? JETSTREAM_SOURCE_DEFAULTS.partitions)}`,
+        );
+    }
+  }
+  (input.downstreams ?? []).forEach((given, i) => {
+    const d = given as Record<string, unknown>;
+    if (d['kind'] === 'stream') {
+      for (const k of NOT_FOR_STREAMS) {
+        if (d[k] !== undefined)
+          throw new OptionError(
+            `${name(['downstreams', i, k])} has no effect on a trigger stream: a batch counts as delivered when its loop asks for the next, and is never sent again in the run (no attempts, breaker or replay)`,
+          );
+      }
+    }
+    if (d['replay'] === false && d['replayGiveUpMs'] !== undefined)
+      throw new OptionError(
+        `${name(['downstreams', i, 'replayGiveUpMs'])} applies only with the replay lane, and ${name(['downstreams', i, 'replay'])} is false`,
+      );
+  });
 }
 
 /** Validates complete options; throws a RangeError naming the option and its allowed range. */

@@ -378,6 +378,8 @@ const downstreamBase = {
 /** A limit's tuning applies only with that limit ("gradient" is the default). */
 const gradientNeedsGradientLimit: GroupCheck = (d, name) => {
   const limit = d['limit'] ?? 'gradient';
+  if (typeof limit === 'number' && typeof d['safetyCap'] === 'number' && limit > d['safetyCap'])
+    return `${name('limit')} ${limit} is above ${name('safetyCap')} ${d['safetyCap']}, which bounds every limit: raise safetyCap to at least the fixed limit`;
   if (d['window'] !== undefined && typeof d['limit'] === 'number')
     return `${name('window')} applies only to an adaptive limit, got the fixed limit ${String(d['limit'])}`;
   for (const algorithm of LIMIT_NAMES) {

@@ -229,7 +229,9 @@ export class AdmissionRoom implements RingRoom {
     this.admissions = admissions;
     const a = admissions[0]!;
     this.limitSlots = a.sharedSlots;
-    this.pauseSlots = Math.min(a.watermarkSlots, a.sharedSlots);
+    // At least one slot: with a watermark of 0 (IDLE always needs a token, for live sources) a pausable source still
+    // feeds whenever the rings are empty, instead of waiting for good.
+    this.pauseSlots = Math.max(1, Math.min(a.watermarkSlots, a.sharedSlots));
   }
 
   /** See RingRoom.pings: 0 while the fullest ring is at or above the watermark, else the room to the lanes' limit. */

@@ -382,7 +382,8 @@ class Member implements PartitionGroup {
     if (this.fenced || this.leases.validUntilMs() <= monotonicMs()) return;
     this.openGate();
     const startedMs = monotonicMs();
-    const js = this.options.jetstreamSource!;
+    // The lease settings are the group's own: a router reads a fixed list of partitions.
+    const { leaseMs: _ms, memberName: _name, leaseBucket: _bucket, ...js } = this.options.jetstreamSource!;
     const router = await createRouter({
       ...this.options,
       ...(this.options.downstreams === undefined

@@ -117,7 +117,10 @@ test('--partitions auto takes leases: --lease-ms and --member-name set them; "au
     /^OptionError: options\.jetstreamSource\.partitions "auto" needs options\.jetstreamSource\.stateBucket: a partition that moves between routers takes its device state with it$/,
   );
   assert.throws(
-    () => resolveRouterOptions({ jetstreamSource: { servers: ['nats://127.0.0.1:4222'], leaseBucket: 'a b' } }),
+    () =>
+      resolveRouterOptions({
+        jetstreamSource: { servers: ['nats://127.0.0.1:4222'], partitions: 'auto', leaseBucket: 'a b' },
+      }),
     /^OptionError: options\.jetstreamSource\.leaseBucket must be a key-value bucket name/,
   );
   await assert.rejects(
