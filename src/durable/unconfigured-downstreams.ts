@@ -10,6 +10,7 @@ import { scanBacklog } from './backlog-log.js';
 import { scanDeadLetters } from './dead-letter-file.js';
 import { errorText, safeFileName } from './fs-util.js';
 import { scanPendingFile } from './pending-file.js';
+import type { RecordVisitor } from './record-scan.js';
 
 /** What one directory of a downstream no longer configured holds. */
 export interface UnconfiguredDownstream {
@@ -32,11 +33,12 @@ export function undeliveredOf(u: UnconfiguredDownstream): number {
 
 /**
  * The directories under `downstreamsDir` that none of `configuredNames` maps to and that still hold an undelivered
- * trigger or could not be read, in name order.
+ * trigger or could not be read, in name order; `visit` sees each undelivered record.
  */
 export function findUnconfiguredDownstreams(
   downstreamsDir: string,
   configuredNames: readonly string[],
+  visit: RecordVisitor = () => undefined,
 ): UnconfiguredDownstream[] {
   const configured = new Set(configuredNames.map(safeFileName));
   let entries: fs.Dirent[];
@@ -50,11 +52,10 @@ export function findUnconfiguredDownstreams(
     if (!e.isDirectory() || configured.has(e.name)) continue;
     const dir = path.join(downstreamsDir, e.name);
     const u: UnconfiguredDownstream = { directory: e.name, pending: 0, backlog: 0, deadLetters: 0, problem: null };
-    const count = (): void => undefined;
     try {
-      u.pending = scanPendingFile(dir, null, count).records;
-      u.deadLetters = scanDeadLetters(dir, null, count);
-      u.backlog = scanBacklog(dir, null, count);
+      u.pending = scanPendingFile(dir, null, visit).records;
+      u.deadLetters = scanDeadLetters(dir, null, visit);
+      u.backlog = scanBacklog(dir, null, visit);
     } catch (err) {
       u.problem = errorText(err);
     }

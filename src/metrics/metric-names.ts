@@ -72,6 +72,7 @@ export const MetricNames = {
   BATCHED_PINGS: 'geofence_containment_batched_pings_total',
   TASKS_FAILED: 'geofence_containment_tasks_failed_total',
   LOST_PINGS: 'geofence_containment_lost_pings_total',
+  INPUT_ERRORS: 'geofence_ingest_input_errors_total',
   TASKS_ABORTED: 'geofence_containment_tasks_aborted_total',
   LOST_PINGS_HUNG: 'geofence_containment_lost_pings_hung_total',
   STALLED_GROUPS: 'geofence_containment_stalled_groups',

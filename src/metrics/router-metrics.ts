@@ -95,6 +95,7 @@ import {
   PST_CHECKPOINTS_F64,
   PST_CHECKPOINTS_PAUSED_F64,
   PST_HELD_BASE_F64,
+  PST_INPUT_ERRORS_F64,
   PST_LOST_PINGS_F64,
   PST_LOST_PINGS_HUNG_F64,
   PST_STALLED_GROUPS_F64,
@@ -981,6 +982,12 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
     PST_LOST_PINGS_F64,
     MetricNames.LOST_PINGS,
     'Admitted pings released unprocessed because their task failed or was aborted as hung.',
+    'counter',
+  ],
+  [
+    PST_INPUT_ERRORS_F64,
+    MetricNames.INPUT_ERRORS,
+    'Input files whose reading ended with an error (the rest of each not read).',
     'counter',
   ],
   [

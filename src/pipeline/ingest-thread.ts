@@ -26,8 +26,10 @@ import {
   ICTL_DOORBELL_I32,
   ING_FOLDED_CELLS,
   IngestState,
+  PST_INPUT_ERRORS_F64,
   RT_THREAD_INGEST,
 } from '../shm/layout.js';
+import { errorText } from '../durable/fs-util.js';
 import type { ContainmentTask, ContainmentWorkerData } from './containment-task.js';
 import { buildIngestPath } from './ingest-path.js';
 import { InProcessInput } from './in-process-input.js';
@@ -246,7 +248,19 @@ async function main(): Promise<void> {
           (level, line) => post({ type: 'log', line, level }),
           new Float64Array(m.leaseGate),
         );
-  const files: ReadableSource[] = d.inputs.filter((p) => p !== '-').map((p) => fileSource(p, d.ingest.readChunkBytes));
+  const pipelineStats = new Float64Array(m.stats);
+  const files: ReadableSource[] = d.inputs
+    .filter((p) => p !== '-')
+    .map((p) =>
+      fileSource(p, d.ingest.readChunkBytes, (err) => {
+        pipelineStats[PST_INPUT_ERRORS_F64]!++;
+        post({
+          type: 'log',
+          line: `input file ${p}: reading failed (${errorText(err)}): what was read before is processed, the rest of the file is not read`,
+          level: 'error',
+        });
+      }),
+    );
   // Stdin is read on the main thread, which pauses it on the shared backlog (see input-backlog.ts); here its bytes
   // are fed as a pausable source's, and every byte fed is taken off the backlog.
   let stdinFeed: PausableFeed | null = d.stdinForwarded

@@ -39,6 +39,7 @@ import {
   PROG_WALL_MS_F64,
   PROGRESS_BYTES,
   PROGRESS_MAGIC,
+  TREC_RUN_ID_W,
 } from '../durable/file-layout.js';
 import { readFully, safeFileName, writeFully } from '../durable/fs-util.js';
 import { scanPendingFile } from '../durable/pending-file.js';
@@ -335,10 +336,19 @@ export class StateKeeper {
     // Devices: the checkpoint's first, then those only the downstreams' durable files name.
     const ids: (string | number)[] = (cp?.devices ?? []).map((d) => d.id);
     const known = new Set<string | number>(ids);
+    // The highest run id in the durable records: this run's (its first checkpoint's number) must be above it, or a
+    // record of an earlier run would be read through that run's slots and fence handles as if it were this run's
+    // (after a damaged newest checkpoint, the start falls back to an older one and its numbers would repeat).
+    let highestRunId = cp?.number ?? 0;
+    const noteRunId = (buf: RecordBuffer, at: number): void => {
+      const runId = buf.i32[(at >> 2) + TREC_RUN_ID_W]!;
+      if (runId > highestRunId) highestRunId = runId;
+    };
     for (const d of options.downstreams) {
       const ddir = `${dir.downstreamsDir}/${safeFileName(d.name)}`;
       if (!fs.existsSync(ddir)) continue;
       const note = (buf: RecordBuffer, at: number): void => {
+        noteRunId(buf, at);
         const id = readTriggerIdentity(buf, at).deviceId;
         if (known.has(id)) return;
         known.add(id);
@@ -413,9 +423,10 @@ export class StateKeeper {
       unconfiguredDownstreams: findUnconfiguredDownstreams(
         dir.downstreamsDir,
         options.downstreams.map((d) => d.name),
+        noteRunId,
       ),
     };
-    const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, cp?.number ?? 0);
+    const keeper = new StateKeeper(dir, memory, report, namesOnly, exits, highestRunId);
     if (partitionState?.streamOnly === true)
       keeper.replayFloors = replayFloorsOf(ids, partitionState, cp?.devices ?? [], floor);
     return keeper;

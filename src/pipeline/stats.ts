@@ -74,6 +74,7 @@ import {
   PST_CHECKPOINT_PAUSE_NS_F64,
   PST_CHECKPOINTS_F64,
   PST_HELD_BASE_F64,
+  PST_INPUT_ERRORS_F64,
   PST_LOST_PINGS_F64,
   PST_REPLAY_HELD_BASE_F64,
   PST_RELOADS_F64,
@@ -297,6 +298,8 @@ export interface RouterStats {
    * they held are lost (a loss, exit 3).
    */
   damagedRecords: number;
+  /** Input files whose reading ended with an error: the rest of each was not read (a loss, exit 3). */
+  inputErrors: number;
   /**
    * Undelivered triggers the start found in the state directory's files of downstreams the options no longer name
    * (RecoveryReport.unconfiguredDownstreams): kept there, delivered by a start that names them again.
@@ -530,6 +533,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     untrackedFences: [],
     partitionsAfterGap: 0,
     damagedRecords: downstreams.reduce((n, d) => n + d.damagedRecords, 0),
+    inputErrors: v.stats[PST_INPUT_ERRORS_F64]!,
     unconfiguredTriggers: 0,
   };
 }

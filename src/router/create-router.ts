@@ -3,10 +3,12 @@
  * freshly allocated shared memory and starts it, reporting each start phase (StartProgress); a failed start stops
  * whatever it had started and settles the state directory.
  */
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput } from '../config/options.js';
 import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
+import { errorText } from '../durable/fs-util.js';
 import { FENCE_EDIT_JOURNAL_FILE, readFenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
 import { loadFenceStoreOffThread, type LoadedFences } from '../fences/fence-file.js';
 import { FenceValidationError, parseFences } from '../fences/parse.js';
@@ -116,6 +118,22 @@ function reportJournal(journal: JournalContents, skipped: readonly string[], log
 }
 
 /**
+ * Refuses an input file that cannot be read as one (missing, a directory, not permitted), naming it: read from the
+ * ingest thread, it would otherwise end at its first byte, as an empty file does.
+ */
+function checkInputsReadable(inputs: readonly string[]): void {
+  inputs.forEach((path, i) => {
+    if (path === '-') return;
+    try {
+      accessSync(path, fsConstants.R_OK);
+      if (statSync(path).isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
+    } catch (err) {
+      throw new RangeError(`options.inputs[${i}] ${path} cannot be read: ${errorText(err)}`, { cause: err });
+    }
+  });
+}
+
+/**
  * Starts a router: validates the options (RangeError naming the option), loads the fences (`fences` or
  * `options.fencesFile`; FenceValidationError naming the feature and the reason), allocates the shared memory, starts
  * the dispatcher thread, the ingest thread with its containment pool, and the admin server.
@@ -132,6 +150,7 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     throw new RangeError(
       'options.jetstreamSource.partitions "auto" takes partitions through leases: start it with createPartitionGroup, which runs a router on the partitions it holds',
     );
+  checkInputsReadable(resolved.inputs);
   if (endianness() !== 'LE')
     throw new Error('the router needs a little-endian host (its durable files are little-endian)');
   const routerLog = openRouterLog(logCallback, logger);

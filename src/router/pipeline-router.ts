@@ -677,6 +677,18 @@ export class PipelineRouter implements Router {
     process.stdin.once('end', () => post({ type: 'stream-end' }));
   }
 
+  /**
+   * Stops reading stdin (a drain begins): every chunk read so far is posted already, ahead of the drain request, and
+   * fed; what the pipe still holds is left unread, as a stopped file's rest is (before, chunks read after the ingest
+   * thread had ended its stdin feed were dropped uncounted).
+   */
+  private stopStdin(): void {
+    if (this.stdinListener === null) return;
+    process.stdin.off('data', this.stdinListener);
+    this.stdinListener = null;
+    process.stdin.pause();
+  }
+
   /** The stdin backlog reached its low-water mark while stdin was paused. */
   private onStdinDrained(): void {
     if (this.stdinListener === null) return;
@@ -952,6 +964,7 @@ export class PipelineRouter implements Router {
   drain(): Promise<void> {
     if (this.drainPromise === null) {
       const drained = (async () => {
+        this.stopStdin();
         await this.reloadChain;
         this.pipeline.setDraining(true);
         await this.ingestThread!.requests.request<Extract<IngestRequest, { type: 'drain' }>>({ type: 'drain' });
@@ -1078,8 +1091,7 @@ export class PipelineRouter implements Router {
   /** Stops whatever is running (also after a failed start). */
   async shutdown(): Promise<void> {
     this.stopTimers();
-    if (this.stdinListener !== null) process.stdin.off('data', this.stdinListener);
-    this.stdinListener = null;
+    this.stopStdin();
     // Nothing will be fed any more: a caller waiting for room must not wait forever.
     this.releaseDrainedWaiters();
     await this.admin?.close();

@@ -71,7 +71,8 @@ export const EXIT_LOSS = 3;
  * `delivered`: nothing shed or rejected, every fence entry tracked, every admitted ping processed and every trigger
  * delivered. `dropped`: every admitted ping processed, but pings were shed (by lane and reason) or rejected, fence
  * entries or candidates were not tracked (overflows), CROSS triggers went over a device's budget, dead letters were
- * dropped from storage (budget, age, disk), durable records were found damaged (their triggers skipped), or partitions
+ * dropped from storage (budget, age, disk), durable records were found damaged (their triggers skipped), an input
+ * file's reading failed (its rest not read), or partitions
  * were read after a gap in their stream (pings read by no one), so triggers may be missing. `kept`: nothing of that,
  * but some triggers were dead-lettered for good or are kept in the state directory for the next start (or for a start
  * that names again a downstream the options no longer name). `lost`: an admitted ping was not processed, or the final
@@ -88,6 +89,7 @@ export function drainOutcome(s: RouterStats & { finalCheckpointFailed?: boolean 
     s.crossOverBudget > 0 ||
     droppedDeadLetters(s) > 0 ||
     s.damagedRecords > 0 ||
+    s.inputErrors > 0 ||
     s.partitionsAfterGap > 0
   )
     return 'dropped';
@@ -148,7 +150,8 @@ function droppedPart(r: RouterStats['deadLetterDropped']): string {
 export function formatSummary(s: RouterSummary, drainMs: number): string[] {
   const lines = [
     `summary: up ${(s.uptimeMs / 1000).toFixed(1)}s, drained in ${(drainMs / 1000).toFixed(2)}s`,
-    `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}`,
+    `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}` +
+      (s.inputErrors > 0 ? ` input_errors=${s.inputErrors} (input files not read to their end)` : ''),
     `  devices    in_use=${s.devices} expired=${s.deviceLifecycle.expired} revived=${s.deviceLifecycle.revived} slots_freed=${s.deviceLifecycle.freed} ` +
       `slots_reused=${s.deviceLifecycle.reused} expiry_exits=${s.deviceLifecycle.expiryExits}`,
     `  shed       ${shedPart(s)} total=${s.shedTotal} by_reason(${shedReasonsPart(s)})`,
@@ -201,6 +204,7 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
             `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} cross_over_budget=${s.crossOverBudget} dead_lettered=${s.final} ` +
             `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}` +
             (s.damagedRecords > 0 ? ` damaged_records=${s.damagedRecords}` : '') +
+            (s.inputErrors > 0 ? ` input_errors=${s.inputErrors}` : '') +
             (s.partitionsAfterGap > 0 ? ` partitions_after_gap=${s.partitionsAfterGap}` : '') +
             (s.unconfiguredTriggers > 0 ? ` unconfigured_kept=${s.unconfiguredTriggers}` : '') +
             ': ' +

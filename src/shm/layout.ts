@@ -909,6 +909,11 @@ export const PST_FENCE_EDITS_F64 = 17;
 export const PST_FENCE_EDITS_FAILED_F64 = 18;
 /** Duration of the last live fence edit (call to the new generation in force), ns. */
 export const PST_FENCE_EDIT_LAST_NS_F64 = 19;
+/**
+ * Input files (or stdin) whose reading ended with an error (ingest thread): what followed the error was not read, a
+ * loss the drain reports (exit 3).
+ */
+export const PST_INPUT_ERRORS_F64 = 20;
 /** First cell of the held-time block (line 3): written by the dispatcher thread only. */
 export const PST_HELD_BASE_F64 = 24;
 /** Held-time samples (triggers delivered, timed to the hand-over of the attempt that succeeded). */

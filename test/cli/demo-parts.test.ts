@@ -177,6 +177,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     untrackedFences: [],
     partitionsAfterGap: 0,
     damagedRecords: 0,
+    inputErrors: 0,
     unconfiguredTriggers: 0,
   };
   return { ...base, ...over };

@@ -12,13 +12,18 @@ import type { TelemetrySource } from './source.js';
 export class ReadableSource implements TelemetrySource {
   readonly name: string;
   private readonly open: () => Readable;
+  private readonly onError: (err: Error) => void;
   private readable: Readable | null = null;
   private done: Promise<void> = Promise.resolve();
 
-  /** `open` creates the Readable when the source starts. */
-  constructor(name: string, open: () => Readable) {
+  /**
+   * `open` creates the Readable when the source starts; `onError` hears of an error that ends the reading (what was
+   * read before it is fed, the rest is not read).
+   */
+  constructor(name: string, open: () => Readable, onError: (err: Error) => void = () => undefined) {
     this.name = name;
     this.open = open;
+    this.onError = onError;
   }
 
   /** Starts reading; `finished` resolves when the stream has ended and every byte read has been fed. */
@@ -39,7 +44,10 @@ export class ReadableSource implements TelemetrySource {
       });
       readable.once('end', finish);
       readable.once('close', finish);
-      readable.once('error', finish);
+      readable.once('error', (err: Error) => {
+        this.onError(err);
+        finish();
+      });
     });
     return Promise.resolve();
   }
@@ -56,7 +64,11 @@ export class ReadableSource implements TelemetrySource {
   }
 }
 
-/** Replays a file of concatenated MessagePack frames. */
-export function fileSource(path: string, readChunkBytes = 64 * 1024): ReadableSource {
-  return new ReadableSource(`file ${path}`, () => createReadStream(path, { highWaterMark: readChunkBytes }));
+/** Replays a file of concatenated MessagePack frames; `onError` as ReadableSource's. */
+export function fileSource(
+  path: string,
+  readChunkBytes = 64 * 1024,
+  onError: (err: Error) => void = () => undefined,
+): ReadableSource {
+  return new ReadableSource(`file ${path}`, () => createReadStream(path, { highWaterMark: readChunkBytes }), onError);
 }
