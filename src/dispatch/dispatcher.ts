@@ -1314,7 +1314,7 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_SENDING_F64] = ds.sendingTriggers;
       m[b + DS_BACKPRESSURE_WAITS_F64] = ds.backpressureWaits;
       m[b + DS_FINAL_F64] = ds.final;
-      m[b + DS_MEMORY_ONLY_F64] = ds.memoryOnly;
+      m[b + DS_MEMORY_ONLY_F64] = ds.memoryOnly + ds.unflushedRecords;
       const file = ds.deadLetterFile;
       for (let r = 0; r < DEAD_LETTER_DROP_REASON_COUNT; r++)
         m[b + DS_DEAD_LETTER_DROPPED_F64 + r] = file === null ? 0 : file.droppedRecords[r]!;

@@ -337,8 +337,13 @@ export class Downstream {
   private damagedSinceEmpty = false;
   /** Cell 0: a held time on its way to the recorder. */
   private readonly heldCell = new Float64Array(1);
-  /** Triggers in memory that no durable file holds (a crash would lose them). */
+  /** Triggers in memory that no durable file holds (a crash would lose them); see also `unflushedRecords`. */
   memoryOnly = 0;
+
+  /** Records appended to the backlog log and not flushed to disk yet (a crash would lose them too). */
+  get unflushedRecords(): number {
+    return this.backlog === null ? 0 : this.backlog.bufferedRecords;
+  }
 
   private readonly ctx: DownstreamContext;
   private readonly batches: TriggerBatch[];
@@ -1159,7 +1164,9 @@ export class Downstream {
     const q = this.queues;
     q.markUsed(used);
     // Copies of carried-over triggers are durable (in the log, their originals in the pending or dead-letter file).
-    let n = this.supersededUnloadedTotal - this.copiesUnloadedTotal;
+    // Records in the log's write buffer are not on disk until its next flush (one loaded back from there counts
+    // durable by its slot, so it is counted here): all of them, whatever their time (the answer errs on "not yet").
+    let n = this.supersededUnloadedTotal - this.copiesUnloadedTotal + this.unflushedRecords;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
       if (used[slot] === 1 && this.isMemoryOnly(slot) && q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs)
         n++;

@@ -1274,7 +1274,10 @@ export const DS_BACKPRESSURE_WAITS_F64 = DS_SPILLED_F64 + 6;
 export const DS_REPLAY_REJECTED_F64 = DS_SPILLED_F64 + 7;
 /** Triggers settled without delivery: final dead letters (refused, expired, undeliverable with replay off). */
 export const DS_FINAL_F64 = DS_SPILLED_F64 + 8;
-/** Triggers in memory that no durable file holds (what a crash would lose of this downstream). */
+/**
+ * Triggers that no durable file holds (what a crash would lose of this downstream): in memory, or in the backlog log's
+ * write buffer not yet flushed to disk.
+ */
 export const DS_MEMORY_ONLY_F64 = DS_SPILLED_F64 + 9;
 /** Dead-letter records dropped, by DeadLetterDropReason: cell DS_DEAD_LETTER_DROPPED_F64 + reason. */
 export const DS_DEAD_LETTER_DROPPED_F64 = DS_MEMORY_ONLY_F64 + 1;

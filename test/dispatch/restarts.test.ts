@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import nodeFs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DS_DAMAGED_RECORDS_F64, Lane, TriggerType } from '../../src/shm/layout.js';
@@ -459,4 +461,36 @@ test("copies of carried-over triggers not passed over before the next stop: the 
   assert.equal(ds.carriedCopiesLeft, 0);
   assert.ok(!fs.existsSync(ceilingsFile), 'the ceilings file is removed once every copy is passed over');
   assertEverySeqOnce(sink, devices, PER_DEVICE);
+});
+
+test("while the backlog log's writes fail, the triggers its write buffer holds count as held in memory only (a hand-off waits for them, a crash would lose them); once a flush succeeds they are on disk", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unflushed-'));
+  const d = smallHook(dir, 8, () => undefined, new GateSink(true), 1);
+  const ds = d.downstreams[0]!;
+  const r = new TriggerRecord();
+  const syncs = nodeFs.fdatasyncSync;
+  let failing = true;
+  // The disk refuses to make writes durable (EIO), as a failing device does.
+  nodeFs.fdatasyncSync = (fd: number): void => {
+    if (failing) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    syncs(fd);
+  };
+  syncBuiltinESMExports();
+  try {
+    for (let seq = 1; seq <= 10; seq++)
+      for (let device = 0; device < 8; device++)
+        d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+    const held = d.memoryOnlyTakenBy(Infinity);
+    const buffered = ds.backlog!.bufferedRecords;
+    assert.ok(ds.backlog!.failing && buffered > 0, `records wait in the write buffer (${buffered})`);
+    assert.equal(held, ds.memoryOnly + buffered, 'held only in memory: those in memory and those not flushed');
+    failing = false;
+    assert.equal(d.memoryOnlyTakenBy(Infinity), ds.memoryOnly, 'flushed: on disk');
+    assert.equal(ds.backlog!.bufferedRecords, 0);
+  } finally {
+    failing = false;
+    nodeFs.fdatasyncSync = syncs;
+    syncBuiltinESMExports();
+    await d.close(20);
+  }
 });
