@@ -636,7 +636,22 @@ export class Downstream {
       q.i32[i + DREC_FLAGS_I32] = 0;
       q.fileOnly[device] = q.fileOnly[device]! - 1;
       q.append(device, slot, false);
+      // Behind a parked head (a dead letter waiting for replay, for as long as replayGiveUpMs) this record stops
+      // holding the log's cursor back, as those behind it at the park did (see park): otherwise the device's records
+      // loaded meanwhile pin the log's window and cursor for every device.
+      const head = q.headOf(device);
+      if (head !== slot && q.i32[head * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0) this.releaseLogPlace(slot);
     }
+  }
+
+  /** The trigger in `slot`, loaded from the backlog log, no longer holds its place there: it is memory's now. */
+  private releaseLogPlace(slot: number): void {
+    const q = this.queues;
+    const ord = q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
+    if (ord < 0 || this.backlog === null) return;
+    this.backlog.markDone(ord);
+    q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
+    if (this.isMemoryOnly(slot)) this.memoryOnly++;
   }
 
   /**
@@ -1142,13 +1157,8 @@ export class Downstream {
     // the log until the copy is written: Dispatcher.flush); the others are memory's now, like any trigger in memory
     // (the pending file at close; lost in a crash).
     if (this.backlog !== null) {
-      for (let s = slot; s >= 0; s = q.nextInFifo(s)) {
-        const ord = q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
-        if (ord < 0) continue;
-        if (s !== slot) this.backlog.markDone(ord);
-        q.f64[s * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64] = -1;
-        if (s !== slot && this.isMemoryOnly(s)) this.memoryOnly++;
-      }
+      for (let s = q.nextInFifo(slot); s >= 0; s = q.nextInFifo(s)) this.releaseLogPlace(s);
+      q.f64[f + DREC_LOG_ORDINAL_F64] = -1;
     }
     this.memoryOnly += (this.isMemoryOnly(slot) ? 1 : 0) - (wasMemoryOnly ? 1 : 0);
   }
