@@ -86,6 +86,7 @@ export const MetricNames = {
   PIPELINE_TIME_SECONDS: 'geofence_pipeline_time_seconds',
   CHECKPOINTS: 'geofence_checkpoints_total',
   CHECKPOINTS_PAUSED: 'geofence_checkpoints_paused_total',
+  CHECKPOINTS_DEFERRED: 'geofence_checkpoints_deferred_total',
   CHECKPOINT_FAILURES: 'geofence_checkpoint_failures_total',
   CHECKPOINT_DURATION_SECONDS: 'geofence_checkpoint_last_duration_seconds',
   CHECKPOINT_PAUSE_SECONDS: 'geofence_checkpoint_last_pause_seconds',

@@ -95,6 +95,7 @@ import {
   PST_CHECKPOINTS_F64,
   PST_CHECKPOINTS_PAUSED_F64,
   PST_HELD_BASE_F64,
+  PST_CHECKPOINTS_DEFERRED_F64,
   PST_INPUT_ERRORS_F64,
   PST_LOST_PINGS_F64,
   PST_LOST_PINGS_HUNG_F64,
@@ -982,6 +983,12 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
     PST_LOST_PINGS_F64,
     MetricNames.LOST_PINGS,
     'Admitted pings released unprocessed because their task failed or was aborted as hung.',
+    'counter',
+  ],
+  [
+    PST_CHECKPOINTS_DEFERRED_F64,
+    MetricNames.CHECKPOINTS_DEFERRED,
+    'Checkpoints not written: the triggers of the pings they would hold were not handed on in time (a JetStream source without a state bucket).',
     'counter',
   ],
   [

@@ -93,6 +93,7 @@ import {
   PST_CHECKPOINT_BYTES_F64,
   PST_CHECKPOINT_DEVICES_F64,
   PST_CHECKPOINT_FAILURES_F64,
+  PST_CHECKPOINTS_DEFERRED_F64,
   PST_CHECKPOINT_LAST_NS_F64,
   PST_CHECKPOINT_PAUSE_NS_F64,
   PST_CHECKPOINTS_F64,
@@ -520,7 +521,9 @@ export class StateKeeper {
    * Writes a checkpoint: the state is copied while containment runs (DeviceStateCopy.captureLive); when that does not
    * settle within LIVE_CAPTURE_BUDGET_MS, `pause` stops containment (resolves when no batch is in flight), the state
    * is copied and `resume` restarts it. Then the copy is encoded and written durably. With `pause` null (no thread
-   * runs) the copy is taken directly. `clean` marks the last one of a clean stop.
+   * runs) the copy is taken directly. `clean` marks the last one of a clean stop. `handOff`, when given, runs after the
+   * copy and before the write: when it rejects (triggers of the pings the copy holds are not handed on yet), nothing
+   * is written, the deferral is counted, and the result is false.
    */
   async checkpoint(
     store: FenceStore,
@@ -528,7 +531,8 @@ export class StateKeeper {
     pause: (() => Promise<void>) | null,
     resume: (() => Promise<void>) | null,
     clean = false,
-  ): Promise<void> {
+    handOff: (() => Promise<void>) | null = null,
+  ): Promise<boolean> {
     const t0 = nowNs();
     try {
       const count = this.ids.deviceCount();
@@ -549,6 +553,16 @@ export class StateKeeper {
           if (resume !== null) await resume();
         }
         pausedNs = pause === null ? 0 : nowNs() - p0;
+      }
+      if (handOff !== null) {
+        // The copy is written only once the triggers of the pings it holds are handed on (see `handOff`); otherwise
+        // the previous checkpoint stays in force.
+        try {
+          await handOff();
+        } catch {
+          this.stats[PST_CHECKPOINTS_DEFERRED_F64]!++;
+          return false;
+        }
       }
       // Devices that expired and come back later start above every seq a freed slot's device had: so does the floor.
       // Read from the id table, not from the gauge the sweep publishes afterwards: a device freed before the copy
@@ -576,6 +590,7 @@ export class StateKeeper {
       this.stats[PST_CHECKPOINT_FAILURES_F64]!++;
       throw err;
     }
+    return true;
   }
 
   /**

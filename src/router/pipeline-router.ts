@@ -391,10 +391,24 @@ export class PipelineRouter implements Router {
     const parts = this.partitionCheckpoints;
     const cells = this.memory.sourcePartitionCount > 0 ? new Float64Array(this.memory.sourcePartitions) : null;
     let covers = true;
+    // A partitioned source whose device state stays in the state directory: the local checkpoint is the state a
+    // restart after a crash restores, and the messages it covers are acknowledged, so none is read again. It is
+    // written only once the triggers of the pings it holds are handed on (in a durable file, delivered or
+    // dead-lettered); otherwise the previous one stays in force and nothing more is acknowledged.
+    const handOff =
+      parts === null && cells !== null && !clean && this.dispatcherThread !== null
+        ? () =>
+            this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
+              type: 'handed-on',
+              batchRecords: this.options.batchSize,
+              withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
+              delivered: false,
+            })
+        : null;
     const run = this.reloadChain.then(async () => {
       captureMs = Date.now();
       const covered = parts === null ? null : parts.coveredNow(cells!);
-      await this.keeper.checkpoint(
+      const written = await this.keeper.checkpoint(
         this.store,
         this.progressCounts(),
         this.ingestThread !== null && !clean
@@ -408,7 +422,16 @@ export class PipelineRouter implements Router {
               })
           : null,
         clean,
+        handOff,
       );
+      if (!written) {
+        covers = false;
+        this.log(
+          'checkpoint deferred: triggers of the pings it would hold are still held only in memory (a downstream holds them back); the previous checkpoint stays in force, and the stream messages since are not acknowledged',
+          'warn',
+        );
+        return;
+      }
       if (parts === null) return;
       // The copy may hold pings processed after the capture began (those the stored stream position does not cover):
       // the hand-off below waits for the triggers of every ping containment had processed when the copy ended.

@@ -914,6 +914,11 @@ export const PST_FENCE_EDIT_LAST_NS_F64 = 19;
  * loss the drain reports (exit 3).
  */
 export const PST_INPUT_ERRORS_F64 = 20;
+/**
+ * Checkpoints not written because the triggers of the pings their copy held were not handed on in time (a JetStream
+ * source whose device state stays in the state directory: see PipelineRouter.checkpointNow; main thread).
+ */
+export const PST_CHECKPOINTS_DEFERRED_F64 = 21;
 /** First cell of the held-time block (line 3): written by the dispatcher thread only. */
 export const PST_HELD_BASE_F64 = 24;
 /** Held-time samples (triggers delivered, timed to the hand-over of the attempt that succeeded). */

@@ -11,10 +11,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { publishPaced, waitForStoredPartitionState } from '../support/jetstream-publish.js';
-import { TriggerServer } from '../pipeline/support.js';
-import { assertDeliveredEverything, jetstreamScenario, runUntilReceived, webhookRouterArgs } from './jetstream-runs.js';
-import { CliProcess } from './support.js';
+import { waitForStoredPartitionState } from '../support/jetstream-publish.js';
+import { assertDeliveredEverything, killWithWebhookHeld, runUntilReceived } from './jetstream-runs.js';
 
 const DEVICES = 300;
 
@@ -22,28 +20,12 @@ const DEVICES = 300;
 const content = (x: Trigger): string => `${String(x.deviceId)} ${x.type} ${x.fenceId} ${x.eventTimeMs}`;
 
 test('kill -9 of a router with a TCP listener beside the stream while its webhook held every request, restarted on its state directory: the newest stored state is restored and every reference trigger arrives, in per-device order', async (t) => {
-  const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, 47, DEVICES);
-  let held: (() => void)[] | null = null;
-  const server = new TriggerServer(() => (held === null ? 200 : new Promise<number>((r) => held!.push(() => r(503)))));
-  await server.start();
-  t.after(() => server.stop());
-  const args = webhookRouterArgs({ fences, dir, nats }, server.url, {}, ['--listen', '127.0.0.1:0']);
-  const a = new CliProcess(args, 60_000);
-  t.after(() => a.child.kill('SIGKILL'));
-  await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
-  const half = Math.floor(traffic.pings / 2);
-  await publishPaced(nats.url, traffic, DEVICES, 0, half, 5000);
-  await waitForStoredPartitionState(nats.url, 20_000);
-  held = [];
-  await publishPaced(nats.url, traffic, DEVICES, half, traffic.pings, 5000);
-  // Several checkpoint intervals: stores wait for the triggers in memory to reach the backlog log.
-  await new Promise((r) => setTimeout(r, 1500));
-  a.child.kill('SIGKILL');
-  await a.exited;
-  const waiting = held;
-  held = null;
-  for (const answer of waiting) answer();
-  const firstReceived = server.received.length;
+  const { args, server, expected, firstReceived } = await killWithWebhookHeld(t, {
+    seed: 47,
+    devices: DEVICES,
+    extra: ['--listen', '127.0.0.1:0'],
+    settled: (natsUrl) => waitForStoredPartitionState(natsUrl, 20_000),
+  });
   const b = await runUntilReceived(t, args, server, expected, undefined, content);
   // What the case is about: no exact replay, the newest stored state restored.
   assert.match(b.stderr, /seq continues above \d+ \(the floor rose by 2\^32\)/);

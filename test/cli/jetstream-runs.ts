@@ -10,7 +10,7 @@ import type { Trigger } from '../../src/index.js';
 import type { CityTraffic } from '../support/city-traffic.js';
 import { oncePerIdentity, publishPaced, whole } from '../support/jetstream-publish.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { waitFor } from '../pipeline/support.js';
+import { TriggerServer, waitFor } from '../pipeline/support.js';
 import { CliProcess } from './support.js';
 
 /** What two runs across a stop wrote. */
@@ -277,4 +277,49 @@ export async function scrapeMetric(p: CliProcess, name: string): Promise<Map<str
     if (m !== null && m[1] === name) out.set(m[2] ?? '', Number(m[3]));
   }
   return out;
+}
+
+/** What killWithWebhookHeld leaves: the router's arguments, the receiver, the reference, the first router's output. */
+export interface HeldWebhookKill {
+  args: string[];
+  server: TriggerServer;
+  expected: Trigger[];
+  /** What the killed router wrote to stderr. */
+  firstStderr: string;
+  /** Triggers the receiver had taken when the first router was killed. */
+  firstReceived: number;
+}
+
+/**
+ * A router of a fresh scenario (seed `seed`, `devices` devices) delivering to a webhook receiver, with `extra`
+ * arguments: the first half of the pings published, `settled()` awaited, then the receiver holds every request while
+ * the second half is published; after several checkpoint intervals the router is killed (SIGKILL) with triggers in its
+ * memory, and the receiver's held requests are answered 503.
+ */
+export async function killWithWebhookHeld(
+  t: TestContext,
+  o: { seed: number; devices: number; extra: readonly string[]; settled: (natsUrl: string) => Promise<void> },
+): Promise<HeldWebhookKill> {
+  const { traffic, expected, nats, dir, fences } = await jetstreamScenario(t, o.seed, o.devices);
+  let held: (() => void)[] | null = null;
+  const server = new TriggerServer(() => (held === null ? 200 : new Promise<number>((r) => held!.push(() => r(503)))));
+  await server.start();
+  t.after(() => server.stop());
+  const args = webhookRouterArgs({ fences, dir, nats }, server.url, {}, o.extra);
+  const a = new CliProcess(args, 60_000);
+  t.after(() => a.child.kill('SIGKILL'));
+  await a.waitFor('the source', (p) => /telemetry jetstream/.test(p.stderr));
+  const half = Math.floor(traffic.pings / 2);
+  await publishPaced(nats.url, traffic, o.devices, 0, half, 5000);
+  await o.settled(nats.url);
+  held = [];
+  await publishPaced(nats.url, traffic, o.devices, half, traffic.pings, 5000);
+  // Several checkpoint intervals with the receiver holding every request: triggers wait in memory.
+  await new Promise((r) => setTimeout(r, 1500));
+  a.child.kill('SIGKILL');
+  await a.exited;
+  const waiting = held;
+  held = null;
+  for (const answer of waiting) answer();
+  return { args, server, expected, firstStderr: a.stderr, firstReceived: server.received.length };
 }
