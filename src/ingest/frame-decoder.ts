@@ -164,9 +164,12 @@ export class FrameStream {
     return this.accLen;
   }
 
-  /** Bytes of memory the stream holds for its partial frame (its buffer's size; 0 without one). */
+  /**
+   * Bytes of memory the stream holds for its partial frame (its buffer's size; 0 while it holds none: a buffer kept
+   * for reuse between frames is at most KEEP_HELD_BYTES and belongs to no slow sender).
+   */
   get heldBytes(): number {
-    return this.acc.length;
+    return this.accLen > 0 ? this.acc.length : 0;
   }
 
   /** Whether the stream is scanning for a frame start after a structural reject. */

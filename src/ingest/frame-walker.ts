@@ -147,8 +147,8 @@ export class FrameWalker {
 
   /**
    * Whether a frame plausibly starts at `buf[i]` (bytes available up to `end`): 1 yes, 0 no, -1 cannot tell yet.
-   * Plausible: a map of 1-8 entries whose first key is a telemetry key (fixstr), an inline record definition whose
-   * first key is a telemetry key, or (shared-structure mode) a shared record reference.
+   * Plausible: a map of 1-8 entries whose first key is a telemetry key (any string encoding), an inline record
+   * definition whose first key is a telemetry key, or (shared-structure mode) a shared record reference.
    */
   plausibleStart(buf: Uint8Array, i: number, end: number): number {
     const b = buf[i]!;
@@ -170,12 +170,32 @@ export class FrameWalker {
     } else {
       return 0;
     }
+    // The first key, in any string encoding the walker accepts (fixstr, str8/16/32): a telemetry key of 2-8 bytes.
     if (k + 1 > end) return -1;
     const kb = buf[k]!;
-    if (kb < 0xa2 || kb > 0xa8) return 0;
-    const len = kb & 0x1f;
-    if (k + 1 + len > end) return -1;
-    return matchKeyBytes(buf, k + 1, len) !== 0 ? 1 : 0;
+    let len: number;
+    let at: number;
+    if (kb >= 0xa0 && kb <= 0xbf) {
+      len = kb & 0x1f;
+      at = k + 1;
+    } else if (kb === 0xd9) {
+      if (k + 2 > end) return -1;
+      len = buf[k + 1]!;
+      at = k + 2;
+    } else if (kb === 0xda) {
+      if (k + 3 > end) return -1;
+      len = (buf[k + 1]! << 8) | buf[k + 2]!;
+      at = k + 3;
+    } else if (kb === 0xdb) {
+      if (k + 5 > end) return -1;
+      len = readUint32(buf, k + 1);
+      at = k + 5;
+    } else {
+      return 0;
+    }
+    if (len < 2 || len > 8) return 0;
+    if (at + len > end) return -1;
+    return matchKeyBytes(buf, at, len) !== 0 ? 1 : 0;
   }
 
   /** NEED_MORE when `needed` is within the limit, else OVERSIZED. */

@@ -140,6 +140,40 @@ test('garbage between frames costs one reject and the stream resynchronises', ()
   assert.equal(fx.rejected(RejectReason.CORRUPT_FRAME), 1);
 });
 
+/** A ping map whose keys are str8-encoded (as some encoders write every string): id, lat, lon, ts. */
+function str8KeyFrame(id: string, i: number): Buffer {
+  const key = (k: string): Buffer => Buffer.concat([Buffer.from([0xd9, k.length]), Buffer.from(k)]);
+  const f64 = (v: number): Buffer => {
+    const b = Buffer.alloc(9);
+    b[0] = 0xcb;
+    b.writeDoubleBE(v, 1);
+    return b;
+  };
+  return Buffer.concat([
+    Buffer.from([0x84]),
+    key('id'),
+    Buffer.from([0xa0 | id.length]),
+    Buffer.from(id),
+    key('lat'),
+    f64(52.5 + i * 1e-4),
+    key('lon'),
+    f64(13.4),
+    key('ts'),
+    f64(TS + i * 1000),
+  ]);
+}
+
+test('a stream whose keys are str8-encoded resynchronises on its frames after damage: one reject, every frame after it decoded', () => {
+  const fx = makeEdge();
+  const frames = Array.from({ length: 103 }, (_, i) => str8KeyFrame(`d${i % 5}`, i));
+  const stream = fx.edge.openStream('test');
+  stream.write(concat([...frames.slice(0, 3), Buffer.from([0xc1]), ...frames.slice(3)]));
+  stream.end();
+  assert.equal(fx.sink.pings.length, 103, 'every frame decoded');
+  assert.equal(fx.rejected(RejectReason.CORRUPT_FRAME), 1);
+  assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 1);
+});
+
 test('a stream split at every byte boundary decodes identically', () => {
   const frames = [
     mapPackr.pack(ping('a', 1)),

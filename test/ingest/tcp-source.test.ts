@@ -234,3 +234,33 @@ test('partial frames across connections stay within maxHeldBytes: the oldest are
   await src.stop();
   assert.equal(small.pipeline.f64[ING_HELD_BYTES_F64], 0, 'nothing held once every connection closed');
 });
+
+test('connections whose frames arrived split but complete hold nothing against maxHeldBytes: none is closed, and the gauge goes back to 0', async () => {
+  const small = makeEdge({ maxFrameBytes: 16_384 }, { maxDevices: 1000 });
+  const budget = 65_536;
+  const src = new TcpSource({ host: '127.0.0.1', port: 0, maxHeldBytes: budget, frameDeadlineMs: 0 });
+  await src.start(small.edge);
+  const clients: Socket[] = [];
+  const pingsPerClient = 401;
+  for (let c = 0; c < 8; c++) {
+    const s = await open(src.port);
+    s.on('error', () => undefined);
+    clients.push(s);
+    // One frame split after 10 bytes, then its rest with 400 complete frames in one write (about 20 KB).
+    const first = mapPackr.pack(ping(`c${c}`, 1));
+    s.write(first.subarray(0, 10));
+    await until(() => small.pipeline.f64[ING_HELD_BYTES_F64]! > 0, 'the split frame held');
+    const rest = [first.subarray(10)];
+    for (let k = 2; k <= pingsPerClient; k++) rest.push(mapPackr.pack(ping(`c${c}`, k)));
+    s.write(concat(rest));
+    await until(
+      () => small.sink.pings.filter((p) => p.id === `c${c}`).length === pingsPerClient,
+      `client ${c}'s pings taken`,
+    );
+  }
+  assert.equal(small.pipeline.f64[ING_HELD_BYTES_F64], 0, 'no partial frame, nothing held');
+  assert.equal(small.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.HELD_BYTES], 0, 'none closed');
+  assert.ok(clients.every((s) => !s.destroyed));
+  for (const s of clients) s.destroy();
+  await src.stop();
+});

@@ -356,11 +356,13 @@ export class TcpSource implements TelemetrySource {
     else if (c.partialSinceMs < 0 && !c.paused) c.partialSinceMs = Date.now();
   }
 
-  /** Closes connections, oldest partial frame first, until the held bytes fit the budget. */
+  /**
+   * Closes connections, oldest partial frame first, until the held bytes fit the budget; a connection this router
+   * paused (its partial frame waits for the router, not for its sender: no age) goes last.
+   */
   private closeOldestPartials(counters: Float64Array): void {
-    const partial = [...this.connections.values()]
-      .filter((c) => c.held > 0)
-      .sort((a, b) => a.partialSinceMs - b.partialSinceMs);
+    const age = (c: Connection): number => (c.partialSinceMs < 0 ? Infinity : c.partialSinceMs);
+    const partial = [...this.connections.values()].filter((c) => c.held > 0).sort((a, b) => age(a) - age(b));
     for (const c of partial) {
       if (this.heldTotal <= this.options.maxHeldBytes) break;
       this.drop(c, ConnectionDropReason.HELD_BYTES, counters);
