@@ -55,9 +55,6 @@ import {
 } from '../option-schema/option-spec.js';
 
 /** Names of the adaptive limit algorithms. */
-/** Default bound on one call of an in-process callback, ms. */
-const CALLBACK_TIMEOUT_MS = 30_000;
-
 const LIMIT_NAMES = ['gradient', 'aimd', 'vegas', 'gradient2'] as const;
 
 /** Default pool size: every core but one (the ingest thread's), at least one. */
@@ -560,13 +557,14 @@ const downstream = variants(
         callback: fn<(triggers: readonly Trigger[]) => Promise<void> | void>({
           doc: 'receives each batch on the thread that created the router; a throw or rejection is a failed delivery, logged (warn) with the downstream and what was thrown',
         }),
-        timeoutMs: int({
-          doc: 'a call not settled by then is a failed delivery (logged, its batch sent again; what the call does later is ignored); at close, a call still running a second after the drain deadline leaves its batch for the next start',
-          min: 1,
-          max: 3_600_000,
-          unit: 'ms',
-          default: CALLBACK_TIMEOUT_MS,
-        }),
+        timeoutMs: nullable(
+          int({
+            doc: 'a call not settled by then is a failed delivery (logged, its batch sent again while the late call may still run: a device can then see a batch twice, and out of order; what the call does later is ignored); null: none, a call holds its device until it settles. At close, a call still running a second after the drain deadline leaves its batch for the next start either way',
+            min: 1,
+            max: 3_600_000,
+            unit: 'ms',
+          }),
+        ),
       },
       { doc: 'an in-process callback (library only)', check: gradientNeedsGradientLimit },
     ),

@@ -56,6 +56,7 @@ import {
   DS_CREDITS_F64,
   DS_CURSOR_DAMAGED_COPIES_F64,
   DS_CURSOR_FALLBACKS_F64,
+  DS_DAMAGED_LOST_F64,
   DS_DAMAGED_RECORDS_F64,
   DS_DEAD_LETTER_BYTES_F64,
   DS_DEAD_LETTER_DROPPED_F64,
@@ -1320,10 +1321,10 @@ export class Dispatcher implements DeadLetterTarget {
         m[b + DS_DEAD_LETTER_DROPPED_F64 + r] = file === null ? 0 : file.droppedRecords[r]!;
       m[b + DS_DEAD_LETTER_BYTES_F64] = file === null ? 0 : file.byteLength;
       m[b + DS_DURABLE_WRITE_ERRORS_F64] = this.durableWriteErrors(d);
-      m[b + DS_DAMAGED_RECORDS_F64] =
-        this.pendingDamagedSpans[d]! +
-        (file === null ? 0 : file.damagedAtOpen) +
-        (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
+      const damagedLost =
+        this.pendingDamagedSpans[d]! + (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
+      m[b + DS_DAMAGED_LOST_F64] = damagedLost;
+      m[b + DS_DAMAGED_RECORDS_F64] = damagedLost + (file === null ? 0 : file.damagedAtOpen);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;
       m[b + DS_CURSOR_FALLBACKS_F64] = ds.backlog !== null && ds.backlog.cursorFallback ? 1 : 0;
       const failing = this.durableFailing(d);

@@ -26,6 +26,7 @@ import {
   DISP_PUBLISH_VERSION_F64,
   DS_CURSOR_DAMAGED_COPIES_F64,
   DS_CURSOR_FALLBACKS_F64,
+  DS_DAMAGED_LOST_F64,
   DS_DAMAGED_RECORDS_F64,
   DS_DEAD_LETTER_BYTES_F64,
   DS_DEAD_LETTER_DROPPED_F64,
@@ -171,6 +172,11 @@ export interface DownstreamStats {
   durableFailing: boolean;
   /** Damaged records skipped in its durable files. */
   damagedRecords: number;
+  /**
+   * Of those, the damaged spans whose triggers this run lost (its pending file's and backlog log's; a dead-letter
+   * file's damage is found again at every start while its segment lives).
+   */
+  damagedLost: number;
   /** Backlog cursor copies found damaged at start, and starts with no valid copy (the log read again from its start). */
   cursorDamagedCopies: number;
   cursorFallbacks: number;
@@ -294,8 +300,8 @@ export interface RouterStats {
    */
   partitionsAfterGap: number;
   /**
-   * Durable records found damaged and skipped, summed over downstreams (DownstreamStats.damagedRecords): the triggers
-   * they held are lost (a loss, exit 3).
+   * Damaged spans of the pending files and backlog logs this run skipped, summed over downstreams
+   * (DownstreamStats.damagedLost): the triggers they held are lost (a loss, exit 3).
    */
   damagedRecords: number;
   /** Input files whose reading ended with an error: the rest of each was not read (a loss, exit 3). */
@@ -449,6 +455,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
       durableWriteErrors: c[b + DS_DURABLE_WRITE_ERRORS_F64]!,
       durableFailing: c[b + DS_DURABLE_FAILING_F64]! > 0,
       damagedRecords: c[b + DS_DAMAGED_RECORDS_F64]!,
+      damagedLost: c[b + DS_DAMAGED_LOST_F64]!,
       cursorDamagedCopies: c[b + DS_CURSOR_DAMAGED_COPIES_F64]!,
       cursorFallbacks: c[b + DS_CURSOR_FALLBACKS_F64]!,
       heldTimeP99MsByLane: perLane((l) => heldQuantileMs(c, b + DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64, 0.99)),
@@ -532,7 +539,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
     untrackedFences: [],
     partitionsAfterGap: 0,
-    damagedRecords: downstreams.reduce((n, d) => n + d.damagedRecords, 0),
+    damagedRecords: downstreams.reduce((n, d) => n + d.damagedLost, 0),
     inputErrors: v.stats[PST_INPUT_ERRORS_F64]!,
     unconfiguredTriggers: 0,
   };

@@ -57,10 +57,11 @@ export interface BridgedCallback {
   letGoAtDrain: boolean;
 }
 
-/** A call being answered: its downstream's entry, and how to answer it (once). */
+/** A call being answered: its downstream's entry, how to answer it (once), and how to stop its timer. */
 interface RunningCall {
   callback: BridgedCallback;
   answer: (ok: boolean, err?: unknown, gone?: boolean) => void;
+  clear: () => void;
 }
 
 /**
@@ -90,12 +91,15 @@ export function openCallbackBridge(
       port.postMessage({ id: call.id, ok, serviceNs: nowNs() - startNs, gone } satisfies CallbackAnswer);
       if (!ok && !gone) onFailure(call.downstream, call.triggers.length, err);
     };
-    running.set(call.id, { callback, answer });
-    if (timeoutMs !== null)
+    running.set(call.id, { callback, answer, clear: () => timer !== null && clearTimeout(timer) });
+    if (timeoutMs !== null) {
       timer = setTimeout(
         () => answer(false, new CallbackTimeoutError(`not settled within ${timeoutMs} ms (timeoutMs)`)),
         timeoutMs,
       );
+      // A call still running keeps no process alive by its timer.
+      timer.unref();
+    }
     try {
       const r = callback.call(call.triggers as Trigger[]);
       if (r !== undefined && r !== null && typeof (r as Promise<void>).then === 'function') {
@@ -121,6 +125,11 @@ export function openCallbackBridge(
       }
       return n;
     },
-    close: () => port.close(),
+    close: () => {
+      // Nothing answers any more: the calls still running are forgotten, their timers stopped.
+      for (const c of running.values()) c.clear();
+      running.clear();
+      port.close();
+    },
   };
 }

@@ -218,7 +218,9 @@ class Member implements PartitionGroup {
 
   /** Notes how a router before the last ended, when it lost something for good (see EarlierRouterOutcome). */
   private noteEnded(ended: EarlierRouterOutcome['ended'], s: RouterSummary): void {
-    const adjusted: RouterSummary = { ...s, carriedOver: 0, inFlight: 0 };
+    // What the state directory holds for the next router (kept triggers, those of downstreams no longer named) is the
+    // next router's to report, not a loss of this one.
+    const adjusted: RouterSummary = { ...s, carriedOver: 0, inFlight: 0, unconfiguredTriggers: 0 };
     if (ended === 'abandoned') {
       adjusted.processed = s.admittedTotal;
       adjusted.lost = 0;
@@ -424,7 +426,18 @@ class Member implements PartitionGroup {
     this.fences = null;
     if (forBalance && router instanceof PipelineRouter) this.closeDeadlineMs = router.limitDrainDeadline(this.leaseMs);
     this.keptInFiles = NaN;
-    const summary = await router.close();
+    const summary = await router.close().catch((err: unknown) => {
+      // Its drain did not finish: what it had not processed or delivered is read again by the next owner, but the
+      // member's outcome says it failed.
+      if (!this.closing)
+        this.earlier.push({
+          router: this.routerNumber,
+          ended: 'closed',
+          outcome: 'lost',
+          line: `close failed: ${(err as Error).message}`,
+        });
+      throw err;
+    });
     this.keptInFiles = summary.carriedOver;
     if (this.closing) this.lastSummary = summary;
     else this.noteEnded('closed', summary);

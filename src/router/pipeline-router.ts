@@ -39,6 +39,7 @@ import {
 import type { PartitionCheckpoints } from './partition-checkpoints.js';
 import { MetricNames } from '../metrics/metric-names.js';
 import { describeUnconfigured, undeliveredOf } from '../durable/unconfigured-downstreams.js';
+import { errorText } from '../durable/fs-util.js';
 import { downstreamSpecs, ThreadHandle } from '../pipeline/threads.js';
 import { StateDirectory } from '../durable/state-dir.js';
 import { FENCE_EDIT_JOURNAL_FILE, FenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
@@ -50,6 +51,7 @@ import {
   PST_RELOADS_F64,
   PST_RELOADS_FAILED_F64,
   PST_FENCE_EDITS_F64,
+  PST_INPUT_ERRORS_F64,
   PST_FENCE_EDITS_FAILED_F64,
   PST_FENCE_EDIT_LAST_NS_F64,
   RingKind,
@@ -395,7 +397,13 @@ export class PipelineRouter implements Router {
     // restart after a crash restores, and the messages it covers are acknowledged, so none is read again. It is
     // written only once the triggers of the pings it holds are handed on (in a durable file, delivered or
     // dead-lettered); otherwise the previous one stays in force and nothing more is acknowledged.
-    const handOff =
+    // At most for half the source's ackWaitMs since the last checkpoint written, though: past it the stream would
+    // deliver the unacknowledged messages again, and the state of everything else would age with it. The checkpoint is
+    // then written all the same, and the triggers still held only in memory are what a crash would lose (said here,
+    // and counted at the next start).
+    const deferLimitMs = (this.options.jetstreamSource?.ackWaitMs ?? 0) / 2;
+    const deferring = Date.now() - this.keeper.lastCheckpointMs < deferLimitMs;
+    const handedOn =
       parts === null && cells !== null && !clean && this.dispatcherThread !== null
         ? () =>
             this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
@@ -405,6 +413,16 @@ export class PipelineRouter implements Router {
               delivered: false,
             })
         : null;
+    const handOff =
+      handedOn === null || deferring
+        ? handedOn
+        : () =>
+            handedOn().catch((err: unknown) =>
+              this.log(
+                `checkpoint written after ${Math.round(deferLimitMs)} ms of deferrals (half the source's ackWaitMs) although ${(err as Error).message.replace(/^dispatcher thread: /, '')}: a crash now would lose them`,
+                'error',
+              ),
+            );
     const run = this.reloadChain.then(async () => {
       captureMs = Date.now();
       const covered = parts === null ? null : parts.coveredNow(cells!);
@@ -495,10 +513,17 @@ export class PipelineRouter implements Router {
   }
 
   private startTimers(): void {
+    // One periodic checkpoint at a time: one that waits for its hand-off may outlast the interval, and the next would
+    // queue behind it (with the reloads and edits that share its chain) instead of starting afresh.
+    let running = false;
     this.checkpointTimer = setInterval(() => {
-      this.checkpointNow().catch((err: unknown) =>
-        this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`, 'error'),
-      );
+      if (running) return;
+      running = true;
+      this.checkpointNow()
+        .catch((err: unknown) =>
+          this.log(`checkpoint failed (the previous one stays in force): ${(err as Error).message}`, 'error'),
+        )
+        .finally(() => (running = false));
     }, this.options.checkpointIntervalMs);
     this.progressTimer = setInterval(() => {
       try {
@@ -698,6 +723,16 @@ export class PipelineRouter implements Router {
     };
     process.stdin.on('data', this.stdinListener);
     process.stdin.once('end', () => post({ type: 'stream-end' }));
+    // A read error ends stdin as an input file's does: what was read is fed, the error is said and counted.
+    process.stdin.once('error', (err: Error) => {
+      this.statsCells[PST_INPUT_ERRORS_F64]!++;
+      this.log(
+        `stdin: reading failed (${errorText(err)}): what was read before is processed, the rest is not read`,
+        'error',
+      );
+      this.stopStdin();
+      post({ type: 'stream-end' });
+    });
   }
 
   /**

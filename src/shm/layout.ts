@@ -910,8 +910,8 @@ export const PST_FENCE_EDITS_FAILED_F64 = 18;
 /** Duration of the last live fence edit (call to the new generation in force), ns. */
 export const PST_FENCE_EDIT_LAST_NS_F64 = 19;
 /**
- * Input files (or stdin) whose reading ended with an error (ingest thread): what followed the error was not read, a
- * loss the drain reports (exit 3).
+ * Input files (ingest thread) or stdin (main thread) whose reading ended with an error: what followed the error was not
+ * read, a loss the drain reports (exit 3).
  */
 export const PST_INPUT_ERRORS_F64 = 20;
 /**
@@ -1320,11 +1320,17 @@ export const DS_REPLAYED_BY_REASON_F64 = DS_STALL_CORRECTED_F64 + 3;
  */
 export const DS_REPLAY_REJECTED_BY_REASON_F64 = DS_REPLAYED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
 /**
+ * Of DS_DAMAGED_RECORDS_F64, the damaged spans whose triggers this run lost: the pending file's and the backlog log's
+ * (a damaged span of a dead-letter file is found again at every start while its segment lives, and may hold only dead
+ * letters already settled: it is counted there only).
+ */
+export const DS_DAMAGED_LOST_F64 = DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
+/**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_DAMAGED_LOST_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */
