@@ -7,7 +7,12 @@
  * `simulateBurst(options)` run the deterministic simulator (src/sim) over the production control modules.
  */
 export { createRouter } from './router/create-router.js';
-export { createPartitionGroup, type PartitionGroup, type PartitionGroupStats } from './router/partition-group.js';
+export {
+  createPartitionGroup,
+  type EarlierRouterOutcome,
+  type PartitionGroup,
+  type PartitionGroupStats,
+} from './router/partition-group.js';
 export { fairShare } from './durable/partition-leases.js';
 export type { Router, RouterExtras, RouterSummary, ReloadResult, FenceEditResult } from './router/api.js';
 export type { DeviceNow, FenceStay, FenceOccupant } from './router/state-queries.js';

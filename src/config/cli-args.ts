@@ -176,7 +176,7 @@ const FIXED_FLAGS: readonly FixedFlag[] = [
     name: 'tls-client-cert-optional',
     type: 'boolean',
     section: 'Telemetry and admin',
-    help: 'with --tls-ca, ask for a client certificate without requiring one',
+    help: "with --tls-cert, --tls-key and a CA (--tls-ca, or the config file's caFile): ask for a client certificate without requiring one",
   },
   {
     name: 'source',

@@ -372,8 +372,8 @@ const downstreamBase = {
   }),
 } as const;
 
-/** A limit's tuning applies only with that limit ("gradient" is the default). */
-const gradientNeedsGradientLimit: GroupCheck = (d, name) => {
+/** A fixed limit is at most the safety cap; a limit's tuning applies only with that limit ("gradient" is the default). */
+const limitOptionsRule: GroupCheck = (d, name) => {
   const limit = d['limit'] ?? 'gradient';
   if (typeof limit === 'number' && typeof d['safetyCap'] === 'number' && limit > d['safetyCap'])
     return `${name('limit')} ${limit} is above ${name('safetyCap')} ${d['safetyCap']}, which bounds every limit: raise safetyCap to at least the fixed limit`;
@@ -444,7 +444,7 @@ const downstream = variants(
       {
         doc: 'an HTTP(S) webhook receiving batched JSON POSTs',
         section: 'Webhooks (every --webhook)',
-        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? webhookSecurityRule(d, name),
+        check: (d, name) => limitOptionsRule(d, name) ?? webhookSecurityRule(d, name),
       },
     ),
     jetstream: group(
@@ -489,7 +489,7 @@ const downstream = variants(
       },
       {
         doc: 'a NATS JetStream stream, one message per trigger, de-duplicated by (deviceId, seq)',
-        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? jetstreamRule(d, name),
+        check: (d, name) => limitOptionsRule(d, name) ?? jetstreamRule(d, name),
       },
     ),
     mqtt: group(
@@ -530,7 +530,7 @@ const downstream = variants(
       },
       {
         doc: 'an MQTT broker (5 or 3.1.1), one QoS 1 message per trigger, retain off, persistent session',
-        check: (d, name) => gradientNeedsGradientLimit(d, name) ?? mqttRule(d, name),
+        check: (d, name) => limitOptionsRule(d, name) ?? mqttRule(d, name),
       },
     ),
     ndjson: group(
@@ -545,7 +545,7 @@ const downstream = variants(
       {
         doc: 'an NDJSON file',
         check: (d, name) =>
-          gradientNeedsGradientLimit(d, name) ??
+          limitOptionsRule(d, name) ??
           (d['fsync'] === true && d['path'] === '-'
             ? `${name('fsync')} applies to a file, not to stdout ("-")`
             : undefined),
@@ -566,13 +566,13 @@ const downstream = variants(
           }),
         ),
       },
-      { doc: 'an in-process callback (library only)', check: gradientNeedsGradientLimit },
+      { doc: 'an in-process callback (library only)', check: limitOptionsRule },
     ),
     stream: group(
       { ...downstreamBase },
       {
         doc: 'a trigger stream the embedding reads with `for await (const batch of router.triggers(name))` (library only)',
-        check: gradientNeedsGradientLimit,
+        check: limitOptionsRule,
       },
     ),
   },

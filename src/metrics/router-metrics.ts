@@ -994,7 +994,7 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [
     PST_INPUT_ERRORS_F64,
     MetricNames.INPUT_ERRORS,
-    'Input files whose reading ended with an error (the rest of each not read).',
+    'Input files (or stdin) whose reading ended with an error (the rest of each not read).',
     'counter',
   ],
   [

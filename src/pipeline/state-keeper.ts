@@ -289,7 +289,7 @@ export class StateKeeper {
     report: RecoveryReport,
     namesOnly: NamesOnlyGeneration | null,
     exits: RestoreExit[],
-    checkpointNumber: number,
+    numberFloor: number,
   ) {
     this.dir = dir;
     this.memory = memory;
@@ -301,7 +301,8 @@ export class StateKeeper {
     this.namesOnly = namesOnly;
     this.exits = exits;
     this.seqFloor = report.seqFloor;
-    this.number = checkpointNumber;
+    // The highest checkpoint number or record run id found: the next checkpoint (and run id) is numbered above it.
+    this.number = numberFloor;
   }
 
   /**

@@ -303,8 +303,8 @@ export interface RouterStats {
    * Damaged spans of the pending files and backlog logs this run skipped, summed over downstreams
    * (DownstreamStats.damagedLost): the triggers they held are lost (a loss, exit 3).
    */
-  damagedRecords: number;
-  /** Input files whose reading ended with an error: the rest of each was not read (a loss, exit 3). */
+  damagedLost: number;
+  /** Input files (or stdin) whose reading ended with an error: the rest of each was not read (a loss, exit 3). */
   inputErrors: number;
   /**
    * Undelivered triggers the start found in the state directory's files of downstreams the options no longer name
@@ -539,7 +539,7 @@ export function readRouterStats(v: StatsViews): RouterStats {
     generationMismatches: cntSum(CNT_GENERATION_MISMATCH_F64),
     untrackedFences: [],
     partitionsAfterGap: 0,
-    damagedRecords: downstreams.reduce((n, d) => n + d.damagedLost, 0),
+    damagedLost: downstreams.reduce((n, d) => n + d.damagedLost, 0),
     inputErrors: v.stats[PST_INPUT_ERRORS_F64]!,
     unconfiguredTriggers: 0,
   };

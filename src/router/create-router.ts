@@ -128,7 +128,9 @@ function checkInputsReadable(inputs: readonly string[]): void {
       accessSync(path, fsConstants.R_OK);
       if (statSync(path).isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
     } catch (err) {
-      throw new RangeError(`options.inputs[${i}] ${path} cannot be read: ${errorText(err)}`, { cause: err });
+      throw new RangeError(`input file ${path} (options.inputs[${i}], --input) cannot be read: ${errorText(err)}`, {
+        cause: err,
+      });
     }
   });
 }

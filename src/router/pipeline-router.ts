@@ -402,24 +402,15 @@ export class PipelineRouter implements Router {
     // then written all the same, and the triggers still held only in memory are what a crash would lose (said here,
     // and counted at the next start).
     const deferLimitMs = (this.options.jetstreamSource?.ackWaitMs ?? 0) / 2;
-    const deferring = Date.now() - this.keeper.lastCheckpointMs < deferLimitMs;
-    const handedOn =
-      parts === null && cells !== null && !clean && this.dispatcherThread !== null
-        ? () =>
-            this.dispatcherThread!.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
-              type: 'handed-on',
-              batchRecords: this.options.batchSize,
-              withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
-              delivered: false,
-            })
-        : null;
+    const sinceWrittenMs = Date.now() - this.keeper.lastCheckpointMs;
+    const handedOn = parts === null && cells !== null && !clean ? () => this.handedOn(false, HAND_OFF_WITHIN_MS) : null;
     const handOff =
-      handedOn === null || deferring
+      handedOn === null || sinceWrittenMs < deferLimitMs
         ? handedOn
         : () =>
             handedOn().catch((err: unknown) =>
               this.log(
-                `checkpoint written after ${Math.round(deferLimitMs)} ms of deferrals (half the source's ackWaitMs) although ${(err as Error).message.replace(/^dispatcher thread: /, '')}: a crash now would lose them`,
+                `checkpoint written ${Math.round(sinceWrittenMs)} ms after the last one (half the source's ackWaitMs is ${Math.round(deferLimitMs)} ms) although not handed on yet: ${(err as Error).message.replace(/^dispatcher thread: /, '')}; a crash now would lose what is held only in memory`,
                 'error',
               ),
             );
@@ -445,7 +436,7 @@ export class PipelineRouter implements Router {
       if (!written) {
         covers = false;
         this.log(
-          'checkpoint deferred: triggers of the pings it would hold are still held only in memory (a downstream holds them back); the previous checkpoint stays in force, and the stream messages since are not acknowledged',
+          'checkpoint deferred: the triggers of the pings it would hold are not handed on yet (a downstream holds them back, or the pipeline is behind); the previous checkpoint stays in force, and the stream messages since are not acknowledged',
           'warn',
         );
         return;
@@ -472,25 +463,13 @@ export class PipelineRouter implements Router {
           this.everyTriggerRing.every((r) => r.depth() === 0);
       } else if (this.dispatcherThread !== null) {
         try {
-          await this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
-            type: 'handed-on',
-            batchRecords: this.options.batchSize,
-            withinMs: Math.min(HAND_OFF_WITHIN_MS, this.options.checkpointIntervalMs),
-            delivered: false,
-          });
+          await this.handedOn(false, HAND_OFF_WITHIN_MS);
           // Kept without exact replay too (the wait ends at once when nothing is undelivered): a later start with
           // exact replay (the listener and input files removed) then finds a delivered checkpoint to read again from.
-          delivered = await this.dispatcherThread.requests
-            .request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
-              type: 'handed-on',
-              batchRecords: this.options.batchSize,
-              withinMs: Math.min(DELIVERED_WITHIN_MS, this.options.checkpointIntervalMs),
-              delivered: true,
-            })
-            .then(
-              () => true,
-              () => false,
-            );
+          delivered = await this.handedOn(true, DELIVERED_WITHIN_MS).then(
+            () => true,
+            () => false,
+          );
         } catch (err) {
           covers = false;
           parts.deferred++;
@@ -509,6 +488,20 @@ export class PipelineRouter implements Router {
     if (count === 0) return run;
     return run.then(() => {
       if (covers) new Float64Array(this.memory.sourcePartitions)[sourceCheckpointCell(count)] = captureMs;
+    });
+  }
+
+  /**
+   * Asks the dispatcher thread whether the triggers of the pings processed so far are handed on (delivered: true,
+   * delivered too), waiting at most `withinMs` (and a checkpoint interval); see the 'handed-on' request.
+   */
+  private handedOn(delivered: boolean, withinMs: number): Promise<void> {
+    if (this.dispatcherThread === null) return Promise.resolve();
+    return this.dispatcherThread.requests.request<Extract<DispatcherRequest, { type: 'handed-on' }>>({
+      type: 'handed-on',
+      batchRecords: this.options.batchSize,
+      withinMs: Math.min(withinMs, this.options.checkpointIntervalMs),
+      delivered,
     });
   }
 
@@ -736,9 +729,8 @@ export class PipelineRouter implements Router {
   }
 
   /**
-   * Stops reading stdin (a drain begins): every chunk read so far is posted already, ahead of the drain request, and
-   * fed; what the pipe still holds is left unread, as a stopped file's rest is (before, chunks read after the ingest
-   * thread had ended its stdin feed were dropped uncounted).
+   * Stops reading stdin (a drain, a read error, the shutdown): every chunk read so far is posted already, ahead of a
+   * drain request, and fed; what the pipe still holds is left unread, as a stopped file's rest is.
    */
   private stopStdin(): void {
     if (this.stdinListener === null) return;
@@ -1029,8 +1021,8 @@ export class PipelineRouter implements Router {
         // The dispatcher's drain waits, past its deadline, for the calls in flight; a trigger stream's batch is in
         // flight until its loop takes it and comes back, which a loop that is not reading (or that awaits this close
         // inside its body) never does: at the deadline the streams let go of the batches waiting for their loops, and
-        // STREAM_HELD_GRACE_MS later of a batch a loop still holds (TriggerStream.letGo, letGoHeld) and the callbacks
-        // of their calls still running (a callback that never settles).
+        // STREAM_HELD_GRACE_MS later of a batch a loop still holds (TriggerStream.letGo, letGoHeld), and then of the
+        // callback calls still running (CallbackBridgeEnd.letGo: a callback that never settles).
         const letGo = setTimeout(() => this.letGoAtDeadline(false), this.drainDeadlineMs);
         const letGoHeld = setTimeout(() => this.letGoAtDeadline(true), this.drainDeadlineMs + STREAM_HELD_GRACE_MS);
         try {
@@ -1058,8 +1050,8 @@ export class PipelineRouter implements Router {
 
   /**
    * The drain deadline passed: every trigger stream lets go of the batches waiting for its loop (`held` false), or,
-   * STREAM_HELD_GRACE_MS later, of the one its loop still holds (see TriggerStream.letGo, letGoHeld), and the callback
-   * bridge of the calls still running (CallbackBridgeEnd.letGo).
+   * STREAM_HELD_GRACE_MS later, of the one its loop still holds (see TriggerStream.letGo, letGoHeld) and of the
+   * callback calls still running (CallbackBridgeEnd.letGo).
    */
   private letGoAtDeadline(held: boolean): void {
     const calls = held ? (this.bridge?.letGo() ?? 0) : 0;

@@ -88,7 +88,7 @@ export function drainOutcome(s: RouterStats & { finalCheckpointFailed?: boolean 
     s.candidateOverflows > 0 ||
     s.crossOverBudget > 0 ||
     droppedDeadLetters(s) > 0 ||
-    s.damagedRecords > 0 ||
+    s.damagedLost > 0 ||
     s.inputErrors > 0 ||
     s.partitionsAfterGap > 0
   )
@@ -151,7 +151,7 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
   const lines = [
     `summary: up ${(s.uptimeMs / 1000).toFixed(1)}s, drained in ${(drainMs / 1000).toFixed(2)}s`,
     `  pings      accepted=${s.accepted} admitted=${s.admittedTotal} processed=${s.processed} stale=${s.stale} lost=${s.lost} rejected=${s.rejectedTotal} devices=${s.devices}` +
-      (s.inputErrors > 0 ? ` input_errors=${s.inputErrors} (input files not read to their end)` : ''),
+      (s.inputErrors > 0 ? ` input_errors=${s.inputErrors} (inputs not read to their end)` : ''),
     `  devices    in_use=${s.devices} expired=${s.deviceLifecycle.expired} revived=${s.deviceLifecycle.revived} slots_freed=${s.deviceLifecycle.freed} ` +
       `slots_reused=${s.deviceLifecycle.reused} expiry_exits=${s.deviceLifecycle.expiryExits}`,
     `  shed       ${shedPart(s)} total=${s.shedTotal} by_reason(${shedReasonsPart(s)})`,
@@ -168,7 +168,7 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
         ]
       : []),
     `  delivery   offered=${s.deliveriesOffered} recovered=${s.recovered} delivered=${s.delivered} replayed=${s.replayed} final=${s.final} kept=${s.carriedOver} unrouted=${s.unrouted} ${reasonsPart(s.deadLetteredByReason)} ` +
-      `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors} damaged=${s.damagedRecords}`,
+      `${droppedPart(s.deadLetterDropped)} write_errors=${s.durableWriteErrors} damaged=${s.downstreams.reduce((n, d) => n + d.damagedRecords, 0)}`,
     ...(s.unconfiguredTriggers > 0
       ? [
           `  unconfigured ${s.unconfiguredTriggers} undelivered triggers in the state directory belong to downstreams the options no longer name (see the start's error line): kept for a start that names them again`,
@@ -203,7 +203,7 @@ export function formatSummary(s: RouterSummary, drainMs: number): string[] {
           ? `drained with loss: shed=${s.shedTotal} (compliance=${shedOf(s, 'compliance')}) rejected=${s.rejectedTotal} ` +
             `fence_overflows=${s.fenceOverflows} candidate_overflows=${s.candidateOverflows} cross_over_budget=${s.crossOverBudget} dead_lettered=${s.final} ` +
             `dead_letters_dropped=${droppedDeadLetters(s)} kept=${s.carriedOver}` +
-            (s.damagedRecords > 0 ? ` damaged_records=${s.damagedRecords}` : '') +
+            (s.damagedLost > 0 ? ` damaged_records=${s.damagedLost}` : '') +
             (s.inputErrors > 0 ? ` input_errors=${s.inputErrors}` : '') +
             (s.partitionsAfterGap > 0 ? ` partitions_after_gap=${s.partitionsAfterGap}` : '') +
             (s.unconfiguredTriggers > 0 ? ` unconfigured_kept=${s.unconfiguredTriggers}` : '') +

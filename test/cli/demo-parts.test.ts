@@ -176,7 +176,7 @@ function stats(over: Partial<RouterStats>): RouterStats {
     generationMismatches: 0,
     untrackedFences: [],
     partitionsAfterGap: 0,
-    damagedRecords: 0,
+    damagedLost: 0,
     inputErrors: 0,
     unconfiguredTriggers: 0,
   };

@@ -103,11 +103,10 @@ test('the drain outcome, its exit code and the summary list every loss by lane a
   assert.match(last(afterGap), /^drained with loss: .*partitions_after_gap=3: /);
   assert.doesNotMatch(formatSummary(clean, 1).join('\n'), /partitions_after_gap/);
 
-  // Durable records found damaged: their triggers were skipped, a loss (not "nothing lost").
-  const damaged: RouterSummary = { ...deadLettered, damagedRecords: 2 };
+  // Records of a pending file or backlog log found damaged: their triggers were skipped, a loss (not "nothing lost").
+  const damaged: RouterSummary = { ...deadLettered, damagedLost: 2 };
   assert.equal(drainOutcome(damaged), 'dropped');
   assert.equal(exitCodeOf(drainOutcome(damaged)), EXIT_LOSS);
-  assert.match(formatSummary(damaged, 1).join('\n'), / {2}delivery .* damaged=2\n/);
   assert.match(last(damaged), /^drained with loss: .* damaged_records=2: /);
 
   // Triggers left by downstreams the options no longer name: kept, not delivered, not lost.

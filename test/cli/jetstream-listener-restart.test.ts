@@ -12,12 +12,9 @@ import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { waitForStoredPartitionState } from '../support/jetstream-publish.js';
-import { assertDeliveredEverything, killWithWebhookHeld, runUntilReceived } from './jetstream-runs.js';
+import { assertDeliveredEverything, content, killWithWebhookHeld, runUntilReceived } from './jetstream-runs.js';
 
 const DEVICES = 300;
-
-/** A trigger without its seq: what a re-derivation under a new seq repeats. */
-const content = (x: Trigger): string => `${String(x.deviceId)} ${x.type} ${x.fenceId} ${x.eventTimeMs}`;
 
 test('kill -9 of a router with a TCP listener beside the stream while its webhook held every request, restarted on its state directory: the newest stored state is restored and every reference trigger arrives, in per-device order', async (t) => {
   const { args, server, expected, firstReceived } = await killWithWebhookHeld(t, {

@@ -279,6 +279,9 @@ export async function scrapeMetric(p: CliProcess, name: string): Promise<Map<str
   return out;
 }
 
+/** A trigger without its seq: what a re-derivation under a new seq repeats. */
+export const content = (x: Trigger): string => `${String(x.deviceId)} ${x.type} ${x.fenceId} ${x.eventTimeMs}`;
+
 /** What killWithWebhookHeld leaves: the router's arguments, the receiver, the reference, the first router's output. */
 export interface HeldWebhookKill {
   args: string[];

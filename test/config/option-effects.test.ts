@@ -161,12 +161,12 @@ test('an input file that cannot be read is refused at start, naming it; a read e
   const dir = mkdtempSync(join(tmpdir(), 'router-inputs-'));
   await assert.rejects(
     createRouter({ stateDir: null, inputs: [join(dir, 'missing.msgpack')], log: () => undefined }),
-    /^RangeError: options\.inputs\[0\] .*missing\.msgpack cannot be read: ENOENT/,
+    /^RangeError: input file .*missing\.msgpack \(options\.inputs\[0\], --input\) cannot be read: ENOENT/,
   );
   mkdirSync(join(dir, 'a-directory'));
   await assert.rejects(
     createRouter({ stateDir: null, inputs: ['-', join(dir, 'a-directory')], log: () => undefined }),
-    /^RangeError: options\.inputs\[1\] .*a-directory cannot be read: EISDIR/,
+    /^RangeError: input file .*a-directory \(options\.inputs\[1\], --input\) cannot be read: EISDIR/,
   );
 
   // The source's own error path: bytes read before the error are fed, the error is reported once, the source ends.

@@ -160,7 +160,8 @@ test('a pending file damaged on disk: the next start skips the damaged record, a
   assert.equal(received.length, kept - 1, 'all but the damaged record');
   assert.ok(!received.some((t) => `${JSON.stringify(t.deviceId)}/${t.seq}` === damaged.key), 'the damaged one missing');
   assert.deepEqual(checkDeliveryContract(received).problems, [], 'each once, in per-device order');
-  assert.equal(second.damagedRecords, 1);
+  assert.equal(second.damagedLost, 1);
+  assert.match(formatSummary(second, 1).join('\n'), / {2}delivery .* damaged=1\n/);
   assert.equal(drainOutcome(second), 'dropped');
   assert.match(formatSummary(second, 1).at(-1)!, /^drained with loss: .* damaged_records=1: /);
   console.log(`damaged pending file: ${received.length} of ${kept} delivered, 1 skipped and reported as a loss`);
