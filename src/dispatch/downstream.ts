@@ -856,7 +856,8 @@ export class Downstream {
       taken + again.length + (result.unsent?.length ?? 0) === batch.count;
     // One trigger sent alone was answered with a failure: the failure is taken as that trigger's (see `goesAlone`). Its
     // device alone waits (a hold, 10 ms doubling per failure in a row, at most 1 s) instead of the whole downstream
-    // backing off; the breaker counts it (a downstream failing everything still opens it), the limiter takes no sample.
+    // backing off; the breaker counts its first such failure (a downstream failing everything still opens it), the
+    // limiter takes no sample.
     const aloneFailed =
       this.aloneBatch[permitSlot] === 1 &&
       outcome === Outcome.LOSS &&
@@ -877,7 +878,14 @@ export class Downstream {
       this.breaker.onSuccess(nowNs);
     } else if (aloneFailed) {
       this.limiter.releaseIgnore(permit);
-      this.breaker.onFailure(nowNs, false);
+      // Its first failure alone counts for the breaker; one that failed alone before is known to be this trigger's
+      // (the rest of the traffic answered meanwhile, or nothing would go alone), and counting it again and again
+      // would, at a low rate of other traffic, fill the window with one trigger's failures: the downstream would stop
+      // sending anything alone, batch the trigger with healthy devices again, and open.
+      const failedAloneBefore =
+        (this.queues.i32[batch.slots[0]! * DREC_STRIDE_I32 + DREC_FLAGS_I32]! & DrecFlag.FAILED_ALONE) !== 0;
+      if (failedAloneBefore) this.breaker.onIgnored();
+      else this.breaker.onFailure(nowNs, false);
     } else if (outcome === Outcome.LOSS) {
       this.limiter.releaseDropped(permit, sampleEndNs, !measuredElsewhere);
       // An overload answer with Retry-After says the target is alive: pause, do not count a failure.
