@@ -113,6 +113,8 @@ test('a renamed downstream: the start without it names the undelivered triggers 
     const third = await three.close();
     await loop;
     assert.equal(third.downstreams[0]!.final, 0);
+    assert.equal(third.downstreams[0]!.deadLettered, 0, 'a reader that keeps up sees no dead letter');
+    assert.equal(third.shedTotal, 0);
     assert.equal(third.downstreams[0]!.delivered, kept);
   }
   assert.equal(received.length, kept, 'each once');
@@ -161,6 +163,8 @@ test('a pending file damaged on disk: the next start skips the damaged record, a
   assert.ok(!received.some((t) => `${JSON.stringify(t.deviceId)}/${t.seq}` === damaged.key), 'the damaged one missing');
   assert.deepEqual(checkDeliveryContract(received).problems, [], 'each once, in per-device order');
   assert.equal(second.damagedLost, 1);
+  assert.equal(second.deadLettered, 0, 'nothing else lost: no dead letter');
+  assert.equal(second.shedTotal, 0);
   assert.match(formatSummary(second, 1).join('\n'), / {2}delivery .* damaged=1\n/);
   assert.equal(drainOutcome(second), 'dropped');
   assert.match(formatSummary(second, 1).at(-1)!, /^drained with loss: .* damaged_records=1: /);
