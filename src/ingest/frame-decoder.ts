@@ -12,14 +12,40 @@
  * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
  * telemetry frame are decoded as one (and validated like any other).
  */
+import { isUtf8 } from 'node:buffer';
 import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
 import { FrameReader, READ_FALLBACK } from './frame-reader.js';
-import { FrameWalker, WALK_NEED_MORE, WALK_OK } from './frame-walker.js';
+import { FrameWalker, WALK_NEED_MORE, WALK_OK, readUint32 } from './frame-walker.js';
 import { PING_VALID, PingFields, validatePingInto, type PingLimits } from './ping-fields.js';
-import { telemetrySharedStructures } from './wire-format.js';
+import { KeyBit, telemetrySharedStructures } from './wire-format.js';
 
 export { PING_VALID } from './ping-fields.js';
+
+/**
+ * False when the MessagePack value at `buf[p]` (walked: complete) is a string whose bytes are not valid UTF-8; true
+ * for a valid string and for any other type. Allocates one view.
+ */
+export function stringAtIsUtf8(buf: Uint8Array, p: number): boolean {
+  const b = buf[p]!;
+  let len: number;
+  if (b >= 0xa0 && b < 0xc0) {
+    len = b & 0x1f;
+    p += 1;
+  } else if (b === 0xd9) {
+    len = buf[p + 1]!;
+    p += 2;
+  } else if (b === 0xda) {
+    len = (buf[p + 1]! << 8) | buf[p + 2]!;
+    p += 3;
+  } else if (b === 0xdb) {
+    len = readUint32(buf, p + 1);
+    p += 5;
+  } else {
+    return true;
+  }
+  return isUtf8(buf.subarray(p, p + len));
+}
 
 /** Options of the frame decoder. */
 export interface FrameDecoderOptions {
@@ -108,7 +134,18 @@ export class FrameDecoder {
     }
     if (value === null || typeof value !== 'object') return RejectReason.CORRUPT_FRAME;
     this.frameEnd = frameEnd;
+    if (!this.idBytesAreUtf8(buf)) return RejectReason.INVALID_ID;
     return validatePingInto(value, this.walker.keyMask, this.options.limits, this.fields);
+  }
+
+  /**
+   * False when the walked frame's `id` is a string whose bytes are not valid UTF-8. msgpackr decodes every bad
+   * sequence to U+FFFD, so `"\xff" + "A"`, `"\xfe" + "A"` and a real `"\ufffdA"` would otherwise be one device, each
+   * sender's pings moving the others' fence state. Only frames left to msgpackr get here: the frame reader takes
+   * ASCII ids itself (always valid) and leaves every other string id to this path.
+   */
+  private idBytesAreUtf8(buf: Uint8Array): boolean {
+    return (this.walker.keyMask & KeyBit.ID) === 0 || stringAtIsUtf8(buf, this.walker.valueAt[0]!);
   }
 
   /** Whether a frame plausibly starts at `buf[i]`: 1 yes, 0 no, -1 cannot tell with bytes up to `end`. */

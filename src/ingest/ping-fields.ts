@@ -165,6 +165,19 @@ export function keyMaskOfObject(value: object): number {
   return mask;
 }
 
+/** String.prototype.isWellFormed (ES2024, in Node 20; this project's type library is ES2023). */
+interface WellFormedCheck {
+  isWellFormed(): boolean;
+}
+
+/**
+ * False for a string holding a lone surrogate: its UTF-8 bytes would be EF BF BD (U+FFFD) like any other lone
+ * surrogate's, so `"\ud800A"` and `"\udc00A"` pushed in-process would be one device in the registry. Allocation-free.
+ */
+function isWellFormed(s: string): boolean {
+  return (s as unknown as WellFormedCheck).isWellFormed();
+}
+
 /** A key's value as validation sees it: absent or nil. */
 export const VALUE_NIL = 0;
 /** A key's value: a number (any MessagePack width). */
@@ -240,7 +253,7 @@ export function validateValuesInto(d: DecodedValues, keyMask: number, limits: Pi
   if ((keyMask & KeyBit.ID) === 0) return RejectReason.MISSING_ID;
   if (kinds[0] === VALUE_STRING) {
     const id = d.strs[0]!;
-    if (id.length === 0) return RejectReason.INVALID_ID;
+    if (id.length === 0 || !isWellFormed(id)) return RejectReason.INVALID_ID;
     if (id.length > limits.maxIdLength) return RejectReason.ID_TOO_LONG;
     out.idIsNumber = false;
     out.idInBytes = false;

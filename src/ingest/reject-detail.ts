@@ -8,7 +8,9 @@
  */
 import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
-import { LANE_WIRE_NAMES, telemetrySharedStructures, type TelemetryKey } from './wire-format.js';
+import { stringAtIsUtf8 } from './frame-decoder.js';
+import { FrameWalker, WALK_OK } from './frame-walker.js';
+import { KeyBit, LANE_WIRE_NAMES, telemetrySharedStructures, type TelemetryKey } from './wire-format.js';
 
 /** Longest string value quoted in a detail, in UTF-16 code units (the rest is elided). */
 const MAX_QUOTED_CHARS = 40;
@@ -48,7 +50,16 @@ export function describeValueReject(reason: number, buf: Uint8Array, start: numb
   }
   if (decoded === null || typeof decoded !== 'object') return null;
   const value = (decoded as Record<string, unknown>)[key];
+  if (key === 'id' && typeof value === 'string' && value.includes('\ufffd') && !idBytesAreUtf8(buf, start, end))
+    return `id ${shown(value)} is not valid UTF-8 (shown with U+FFFD for each bad sequence): two such ids could not be told apart`;
   return describeValue(key, value);
+}
+
+/** Whether the id string of the frame `buf[start, end)` is valid UTF-8 as sent (true when it cannot tell). */
+function idBytesAreUtf8(buf: Uint8Array, start: number, end: number): boolean {
+  const walker = new FrameWalker(buf[start]! >= 0x40 && buf[start]! <= 0x7f);
+  if (walker.walk(buf, start, end, end - start) !== WALK_OK || (walker.keyMask & KeyBit.ID) === 0) return true;
+  return stringAtIsUtf8(buf, walker.valueAt[0]!);
 }
 
 /**

@@ -11,8 +11,8 @@
  *
  *    | key        | accepted MessagePack types         | range / units                          | otherwise          |
  *    |------------|------------------------------------|----------------------------------------|--------------------|
- *    | `id`       | str (non-empty, at most            | device id; `42` and `"42"` are         | invalid_id,        |
- *    |            | `idBytesPerSlot` UTF-8 bytes), or  | different devices                      | id_too_long,       |
+ *    | `id`       | str (non-empty, valid UTF-8, at    | device id; `42` and `"42"` are         | invalid_id,        |
+ *    |            | most `idBytesPerSlot` bytes), or   | different devices                      | id_too_long,       |
  *    |            | a number that is an integer in     |                                        | missing_id         |
  *    |            | [0, 2^53 - 1]                      |                                        |                    |
  *    | `lat`      | a number                           | WGS84 degrees, [-90, 90]               | invalid_lat        |

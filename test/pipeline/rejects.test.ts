@@ -9,14 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pack } from 'msgpackr';
-import { createRouter } from '../../src/index.js';
+import { createRouter, type Router } from '../../src/index.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { at, frameOf, sendOverTcp, square, T0, waitFor } from './support.js';
+import { at, frameOf, sendOverTcp, square, T0, waitFor, type ScriptedPing } from './support.js';
 
-test('bad frames and pings are rejected by reason over TCP and in-process while the valid ones flow', async () => {
-  const got: Trigger[] = [];
-  const router = await createRouter({
+/** A router with fence A (50 m around the origin), a TCP listener and a callback receiver collecting into `got`. */
+function rejectsRouter(got: Trigger[], log: (line: string) => void): Promise<Router> {
+  return createRouter({
     fences: { type: 'FeatureCollection', features: [square('A', 0, 0, 50)] },
     listenHost: '127.0.0.1',
     listenPort: 0,
@@ -29,8 +29,13 @@ test('bad frames and pings are rejected by reason over TCP and in-process while 
     ingest: { maxFrameBytes: 128 },
     stateDir: mkdtempSync(join(tmpdir(), 'gr-rej-')),
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: () => undefined,
+    log,
   });
+}
+
+test('bad frames and pings are rejected by reason over TCP and in-process while the valid ones flow', async () => {
+  const got: Trigger[] = [];
+  const router = await rejectsRouter(got, () => undefined);
   try {
     const [lat, lon] = at(0, 0);
     const good = (id: string, dtMs: number): Buffer => frameOf({ id, eastM: 0, northM: 0, dtMs });
@@ -70,6 +75,80 @@ test('bad frames and pings are rejected by reason over TCP and in-process while 
     assert.ok(got.every((t) => t.type === 'ENTER' && t.fenceId === 'A'));
     // Nothing else lost or reordered around the rejects: each valid device's ENTER under seq 1.
     assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
+  } finally {
+    await router.close();
+  }
+});
+
+/** A telemetry frame whose id is the string of exactly `idBytes` (valid UTF-8 or not), in MessagePack form `form`. */
+function frameWithIdBytes(idBytes: number[], form: 'fixstr' | 'str8' | 'str16' | 'str32', p: ScriptedPing): Buffer {
+  const n = idBytes.length;
+  const header =
+    form === 'fixstr'
+      ? [0xa0 | n]
+      : form === 'str8'
+        ? [0xd9, n]
+        : form === 'str16'
+          ? [0xda, n >> 8, n & 0xff]
+          : [0xdb, 0, 0, n >> 8, n & 0xff];
+  const [lat, lon] = at(p.eastM, p.northM);
+  return Buffer.concat([
+    Buffer.from([0x84]),
+    pack('id'),
+    Buffer.from([...header, ...idBytes]),
+    pack('lat'),
+    pack(lat),
+    pack('lon'),
+    pack(lon),
+    pack('ts'),
+    pack(T0 + p.dtMs),
+  ]);
+}
+
+test('ids that are not valid UTF-8 (or hold a lone surrogate) are invalid_id, never one device with another', async () => {
+  const got: Trigger[] = [];
+  const logLines: string[] = [];
+  const router = await rejectsRouter(got, (line) => void logLines.push(line));
+  try {
+    // "\ufffdA" is a valid id (U+FFFD is EF BF BD); FF 41 and FE 41 are not UTF-8, and msgpackr reads both as
+    // "\ufffdA". The valid device stays inside A while the other two ping 500 m away, in every string form.
+    const forms = ['fixstr', 'str8', 'str16', 'str32'] as const;
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 8; i++) {
+      frames.push(
+        frameWithIdBytes([0xef, 0xbf, 0xbd, 0x41], forms[i % 4]!, { id: '', eastM: 0, northM: 0, dtMs: i * 1000 }),
+      );
+      frames.push(
+        frameWithIdBytes([0xff, 0x41], forms[i % 4]!, { id: '', eastM: 500, northM: 0, dtMs: i * 1000 + 300 }),
+      );
+      frames.push(
+        frameWithIdBytes([0xfe, 0x41], forms[(i + 1) % 4]!, { id: '', eastM: 500, northM: 0, dtMs: i * 1000 + 600 }),
+      );
+      frames.push(frameOf({ id: 'Zürich-7', eastM: 10, northM: 10, dtMs: i * 1000 + 700 }));
+    }
+    await sendOverTcp(router.ingestPort!, Buffer.concat(frames), 29);
+    await waitFor(
+      () => router.stats().accepted + (router.stats().rejected['invalid_id'] ?? 0) === 32,
+      10_000,
+      'the 32 frames',
+    );
+    // In-process: lone surrogates have no UTF-8 form of their own ("\ud800A" and "\udc00A" would both be EF BF BD 41).
+    const [lat, lon] = at(500, 0);
+    router.push({ id: '\ud800A', lat, lon, ts: T0 + 9000 });
+    router.push({ id: '\udc00A', lat, lon, ts: T0 + 9100 });
+    const s = await router.close();
+    // One ENTER each for the two valid devices: no EXIT from another sender's pings.
+    assert.deepEqual(got.map((t) => `${t.deviceId} ${t.type} ${t.fenceId}`).sort(), [
+      'Zürich-7 ENTER A',
+      '\ufffdA ENTER A',
+    ]);
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
+    assert.equal(s.rejected['invalid_id'], 18);
+    assert.equal(s.accepted, 16);
+    assert.ok(
+      logLines.some((l) => l.includes('rejected invalid_id') && l.includes('is not valid UTF-8')),
+      logLines.join('\n'),
+    );
   } finally {
     await router.close();
   }
