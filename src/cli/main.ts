@@ -44,7 +44,12 @@ import {
 /** A second stop signal this long after the first exits without waiting for the drain, ms. */
 const FORCE_AFTER_MS = 2_000;
 
-const out = (line: string): void => void process.stdout.write(`${line}\n`);
+/**
+ * Where the drain summary, the demo's table and --help go: stdout, unless a downstream writes its triggers there
+ * (`--ndjson -`), which then has stdout to itself (its reader sees NDJSON lines only) and these go to stderr.
+ */
+const report = { toStderr: false };
+const out = (line: string): void => void (report.toStderr ? process.stderr : process.stdout).write(`${line}\n`);
 
 /**
  * The process's log: plain `geofence-router: ...` lines on stderr until the flags are read (a usage error is reported
@@ -263,7 +268,8 @@ async function main(argv: readonly string[]): Promise<number> {
     // The demo picks its own ports (see run-demo.ts); a plain run listens where the CLI documents it.
     if (!request.demo) input = mergeOptionInputs(CLI_NETWORK_DEFAULTS, input);
     // Validate here so a bad option is reported before anything starts (the demo adds its own on top).
-    resolveRouterOptions(input);
+    const resolved = resolveRouterOptions(input);
+    if (resolved.downstreams.some((d) => d.kind === 'ndjson' && d.path === '-')) report.toStderr = true;
   } catch (e) {
     say((e as Error).message, 'error');
     return EXIT_USAGE;

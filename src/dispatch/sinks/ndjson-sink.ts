@@ -1,13 +1,19 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { syncDir } from '../../durable/fs-util.js';
-import type { Writable } from 'node:stream';
 import { triggerJson } from './format.js';
 import { RESULT_OK, type Sink, type SinkResult } from './sink.js';
 import type { TriggerBatch } from './trigger-batch.js';
 
-/** Where an NdjsonSink writes: a file path (appended, optionally fsynced per batch) or a stream such as stdout. */
-export type NdjsonTarget = { path: string; fsync?: boolean } | { stream: Writable };
+/**
+ * Where an NdjsonSink writes: a file path (appended, optionally fsynced per batch) or an open descriptor such as
+ * stdout's (1), written directly: a batch counts as delivered once the descriptor took all of its bytes, and a write
+ * error (a reader gone: EPIPE) fails it.
+ */
+export type NdjsonTarget = { path: string; fsync?: boolean } | { fd: number };
+
+/** How long a write to a descriptor in non-blocking mode waits before trying again when it is full (EAGAIN), ms. */
+const FULL_DESCRIPTOR_WAIT_MS = 5;
 
 /**
  * NDJSON sink: one JSON object per trigger per line (format of `triggerJson`). Writes are serialised: a batch is
@@ -27,7 +33,8 @@ export class NdjsonSink implements Sink {
   private fd: number;
   private readonly path: string | null;
   private readonly fsync: boolean;
-  private readonly stream: Writable | undefined;
+  /** The descriptor written directly (stdout's), or -1 for a file. */
+  private readonly givenFd: number;
   /** Bytes of whole lines in the file (where the next batch begins). */
   private size = 0;
   /** A failed write may have left a torn line that could not be cut: the next batch starts with a newline. */
@@ -39,7 +46,7 @@ export class NdjsonSink implements Sink {
   /** The last write handed to the file: the next one starts when it settles. */
   private tail: Promise<unknown> = Promise.resolve();
 
-  /** Opens the file for appending (or wraps the stream). */
+  /** Opens the file for appending (or takes the descriptor). */
   constructor(target: NdjsonTarget) {
     if ('path' in target) {
       // Read as well, to look at the last line; a file the router may only write to is appended to as it is.
@@ -72,12 +79,12 @@ export class NdjsonSink implements Sink {
         fs.fsyncSync(this.fd);
         if (created) syncDir(path.dirname(target.path));
       }
-      this.stream = undefined;
+      this.givenFd = -1;
     } else {
-      this.fd = -1;
+      this.fd = target.fd;
       this.path = null;
       this.fsync = false;
-      this.stream = target.stream;
+      this.givenFd = target.fd;
     }
   }
 
@@ -92,9 +99,8 @@ export class NdjsonSink implements Sink {
 
   private async write(text: string): Promise<SinkResult> {
     try {
-      if (this.stream !== undefined) {
-        const stream = this.stream;
-        await new Promise<void>((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
+      if (this.givenFd >= 0) {
+        await writeAll(this.givenFd, Buffer.from(text, 'utf8'));
       } else {
         // Where this batch begins: the file's own length (it may have been emptied or appended to by another writer).
         this.size = (await this.followPath()).size;
@@ -151,10 +157,10 @@ export class NdjsonSink implements Sink {
     return fstat(fd);
   }
 
-  /** Waits for the last write, then closes the file (streams are left open: their owner closes them). */
+  /** Waits for the last write, then closes the file (a descriptor it was given is left open: stdout is not ours). */
   async close(): Promise<void> {
     await this.tail;
-    if (this.fd >= 0) fs.closeSync(this.fd);
+    if (this.fd >= 0 && this.givenFd < 0) fs.closeSync(this.fd);
   }
 }
 
@@ -187,4 +193,22 @@ function startsTrigger(fd: number, at: number): boolean {
 /** fs.fstat as a promise. */
 function fstat(fd: number): Promise<fs.Stats> {
   return new Promise((resolve, reject) => fs.fstat(fd, (err, st) => (err ? reject(err) : resolve(st))));
+}
+
+/**
+ * Writes all of `bytes` to the descriptor `fd`, in order: a short write goes on with the rest, and a descriptor that
+ * is full in non-blocking mode (EAGAIN: a pipe whose reader is behind) is tried again after a short wait, so every
+ * line is written whole. Any other error (EPIPE: the reader is gone) rejects.
+ */
+async function writeAll(fd: number, bytes: Buffer): Promise<void> {
+  for (let at = 0; at < bytes.length; ) {
+    try {
+      at += await new Promise<number>((resolve, reject) =>
+        fs.write(fd, bytes, at, bytes.length - at, null, (err, n) => (err ? reject(err) : resolve(n))),
+      );
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      await new Promise((resolve) => setTimeout(resolve, FULL_DESCRIPTOR_WAIT_MS));
+    }
+  }
 }
