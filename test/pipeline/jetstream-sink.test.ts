@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
-import type { Trigger } from '../../src/index.js';
+import { createRouter, type Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
 import { readStream } from '../support/jetstream-read.js';
@@ -414,4 +414,43 @@ test('subjectCaptures: "*" is one token, ">" one or more last tokens, literals m
   ];
   for (const [pattern, subject, want] of cases)
     assert.equal(subjectCaptures(pattern, subject), want, `${pattern} captures ${subject}`);
+});
+
+test('JetStream sink: two downstreams publishing to one stream each have every trigger stored, in per-device order (their message ids differ)', async (t) => {
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  const nc = await connect({ servers: nats.url });
+  try {
+    await (await jetstreamManager(nc)).streams.add({ name: 'BOTH', subjects: ['gf.>'] });
+  } finally {
+    await nc.close();
+  }
+  const traffic = sinkTraffic(9, 200);
+  const common = { kind: 'jetstream' as const, servers: [nats.url], stream: 'BOTH', createStream: false };
+  const router = await createRouter({
+    fences: traffic.fences,
+    listenHost: '127.0.0.1',
+    listenPort: 0,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-sink-')), 'state'),
+    downstreams: [
+      { ...common, name: 'by-fence', subject: 'gf.fence.{type}.{fenceId}' },
+      { ...common, name: 'by-device', subject: 'gf.device.{deviceId}' },
+    ],
+    log: () => undefined,
+  });
+  await sendPaced(router.ingestPort!, traffic, 5_000);
+  await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
+  await waitFor(
+    () => router.stats().downstreams.every((d) => d.delivered + d.replayed + d.final === router.stats().triggersTotal),
+    60_000,
+    'every trigger settled at both downstreams',
+  );
+  const summary = await router.close();
+  assert.equal(summary.deadLettered, 0);
+  const stored = await readStream(nats.url, 'BOTH');
+  for (const kind of ['fence', 'device']) {
+    const triggers = stored.filter((s) => s.subject.startsWith(`gf.${kind}.`)).map((s) => s.trigger);
+    assert.equal(triggers.length, summary.triggersTotal, `every trigger stored for the by-${kind} downstream`);
+    assert.deepEqual(checkDeliveryContract(triggers, { complete: true, stays: true }).problems, [], kind);
+  }
 });

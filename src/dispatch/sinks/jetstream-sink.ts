@@ -1,7 +1,8 @@
 /**
  * NATS JetStream sink: each trigger is one message (the trigger's JSON object, as a webhook receives it in its array)
  * published with an acknowledgement to the subject its template names. The message id (`Nats-Msg-Id`) is the
- * trigger's identity, `<deviceId as JSON>/<seq>`, so within the stream's duplicate window a re-sent trigger (a batch
+ * trigger's identity at this downstream, `<downstream name>/<deviceId as JSON>/<seq>` (another downstream publishing
+ * to the same stream has its own ids), so within the stream's duplicate window a re-sent trigger (a batch
  * whose acknowledgement was lost, a retry, a replay after a restart) is dropped by the server: the stream holds each
  * trigger once. A batch is delivered when every message in it is acknowledged; a timeout or a lost connection fails
  * the batch, and so does an answer that says the stream cannot take it now (503): an error answer whose code says
@@ -52,6 +53,12 @@ export interface JetStreamSinkOptions {
   ackTimeoutMs: number;
   /** Token for a server that requires one; null: none. */
   token: string | null;
+  /**
+   * The downstream's name: the first part of every message id (`<name>/<deviceId as JSON>/<seq>`), so two
+   * downstreams publishing to one stream never have each other's messages dropped as duplicates. Empty: the id is
+   * `<deviceId as JSON>/<seq>`.
+   */
+  name: string;
 }
 
 /** Defaults of JetStreamSink (servers has none). */
@@ -63,6 +70,7 @@ export const JETSTREAM_SINK_DEFAULTS: Readonly<Omit<JetStreamSinkOptions, 'serve
   streamReplicas: 1,
   ackTimeoutMs: 5_000,
   token: null,
+  name: '',
 };
 
 const encoder = new TextEncoder();
@@ -124,12 +132,13 @@ export class JetStreamSink implements Sink {
     const pending = this.pending;
     const chains = deviceChains(batch);
     const ackTimeoutMs = this.options.ackTimeoutMs;
+    const idPrefix = this.options.name.length === 0 ? '' : `${this.options.name}/`;
     return new Promise<SinkResult>((resolve) => {
       /** Publishes message `i` of the batch; false when the connection closed under the write (the batch failed). */
       const publish = (i: number): boolean => {
         const id = batch.deviceId(i);
         const h = headers();
-        h.set('Nats-Msg-Id', `${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
+        h.set('Nats-Msg-Id', `${idPrefix}${typeof id === 'number' ? String(id) : JSON.stringify(id)}/${batch.seq(i)}`);
         pending.set(first + i, state);
         state.waiting++;
         state.sent.push(i);
