@@ -28,6 +28,7 @@ import {
   DEV_ENTRY_COUNT_I32,
   DEV_GENERATION_I32,
   DEV_HAS_LAST_I32,
+  DEV_UNTRACKED_I32,
   DEV_LAST_EVENT_MS_F64,
   DEV_LAST_LAT_F64,
   DEV_LAST_LON_F64,
@@ -49,6 +50,7 @@ import {
   CKPT_CHECKSUM_W,
   CKPT_DEV_ENTRIES_U16,
   CKPT_DEV_EXPIRING,
+  CKPT_DEV_UNTRACKED,
   CKPT_DEV_FLAGS_U8,
   CKPT_DEV_HAS_LAST_U8,
   CKPT_DEV_ID_BYTES_U16,
@@ -334,6 +336,8 @@ export interface CheckpointDevice {
   seq: number;
   /** Its expiry was decided but not processed when copied (DeviceStateCopy.expiring): a restore ends its stays. */
   expiring: boolean;
+  /** Its last ping found it inside a fence it could not track (DEV_UNTRACKED_I32). */
+  untracked: boolean;
   /** Fence entries. */
   entries: CheckpointEntry[];
 }
@@ -519,7 +523,9 @@ function* encodeSteps(
     const numeric = numericIds[d]! >= 0;
     b[p + CKPT_DEV_KIND_U8] = numeric ? TREC_ID_NUMBER : TREC_ID_STRING;
     b[p + CKPT_DEV_HAS_LAST_U8] = copy.devI32[di + DEV_HAS_LAST_I32] === 1 ? 1 : 0;
-    b[p + CKPT_DEV_FLAGS_U8] = copy.expiring[d] === 1 ? CKPT_DEV_EXPIRING : 0;
+    b[p + CKPT_DEV_FLAGS_U8] =
+      (copy.expiring[d] === 1 ? CKPT_DEV_EXPIRING : 0) |
+      (copy.devI32[di + DEV_UNTRACKED_I32] === 1 ? CKPT_DEV_UNTRACKED : 0);
     u16[(p + CKPT_DEV_ID_BYTES_U16) >> 1] = idBytes[d]!;
     u16[(p + CKPT_DEV_ENTRIES_U16) >> 1] = entryCounts[d]!;
     f64[(p + CKPT_DEV_NUMERIC_ID_F64) >> 3] = numericIds[d]!;
@@ -591,6 +597,7 @@ export function decodeCheckpoint(bytes: Uint8Array, file: string): Checkpoint {
       lastLon: f64[(p + CKPT_DEV_LAST_LON_F64) >> 3]!,
       seq: f64[(p + CKPT_DEV_SEQ_F64) >> 3]!,
       expiring: (b[p + CKPT_DEV_FLAGS_U8]! & CKPT_DEV_EXPIRING) !== 0,
+      untracked: (b[p + CKPT_DEV_FLAGS_U8]! & CKPT_DEV_UNTRACKED) !== 0,
       entries: [],
     };
     p += CKPT_DEVICE_HEAD_BYTES + align8(idLen);

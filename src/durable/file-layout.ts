@@ -213,13 +213,19 @@ export const CKPT_DEV_HAS_LAST_U8 = 1;
 export const CKPT_DEV_ID_BYTES_U16 = 2;
 /** Byte offset of the entry count (u16). */
 export const CKPT_DEV_ENTRIES_U16 = 4;
-/** Byte offset of the device flags (CKPT_DEV_EXPIRING; 0 in files written before the flags). */
+/** Byte offset of the device flags (CKPT_DEV_EXPIRING, CKPT_DEV_UNTRACKED; 0 in files written before the flags). */
 export const CKPT_DEV_FLAGS_U8 = 6;
 /**
  * Device flag: the device was expiring when copied (marked expired, its expiry not processed yet): a restore ends its
  * stays as that expiry would have (see restoreDevices in pipeline/state-keeper.ts).
  */
 export const CKPT_DEV_EXPIRING = 1;
+/**
+ * Device flag: its last ping found it inside a fence it could not track (DEV_UNTRACKED_I32): after a restore its next
+ * ping still takes no such fence up late and says nothing when it leaves one (no CROSS), as it would have without the
+ * restart.
+ */
+export const CKPT_DEV_UNTRACKED = 2;
 /** Numeric id (Float64; -1 for a string id). */
 export const CKPT_DEV_NUMERIC_ID_F64 = 8;
 /** Last accepted ping's event time, epoch ms. */

@@ -72,6 +72,7 @@ import {
   DEV_ENTRY_COUNT_I32,
   DEV_GENERATION_I32,
   DEV_HAS_LAST_I32,
+  DEV_UNTRACKED_I32,
   DEV_LAST_EVENT_MS_F64,
   DEV_LAST_LAT_F64,
   DEV_LAST_LON_F64,
@@ -180,6 +181,11 @@ export interface RecoveryReport {
   devicesFromDurableTriggers: number;
   /** EXIT triggers for fences that are gone from the fences file while a device was inside. */
   removedFenceExits: number;
+  /**
+   * EXIT triggers for stays this router cannot hold (a device inside more fences than its maxFencesPerDevice, or than
+   * the overflow pool had room for): each ends its stay, and the fence is untracked for the device from then on.
+   */
+  untrackedExits: number;
   /**
    * Restored devices whose expiry was decided but not processed when their state was copied (CheckpointDevice.expiring):
    * their stays ended at the restore, as that expiry would have ended them.
@@ -386,9 +392,9 @@ export class StateKeeper {
     const slotPartitions = partitionsOfSlots(memory.idTable, ids.length);
     for (let slot = 0; slot < ids.length; slot++)
       state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64] = floors[slotPartitions[slot]!]!;
-    const { exits, namesOnly, expiringDevices, expiryExits } =
+    const { exits, namesOnly, expiringDevices, expiryExits, untrackedExits } =
       cp === null
-        ? { exits: [], namesOnly: null, expiringDevices: 0, expiryExits: 0 }
+        ? { exits: [], namesOnly: null, expiringDevices: 0, expiryExits: 0, untrackedExits: 0 }
         : // Exact replay: each device continues from its own seq (the stream is read again from what its state covers).
           restoreDevices(cp, state, store, raise ? floor : -Infinity, options.deviceExpiry === 'exit');
     const report: RecoveryReport = {
@@ -407,7 +413,8 @@ export class StateKeeper {
             },
       restoredDevices: cp?.devices.length ?? 0,
       devicesFromDurableTriggers: ids.length - (cp?.devices.length ?? 0),
-      removedFenceExits: exits.length - expiryExits,
+      removedFenceExits: exits.length - expiryExits - untrackedExits,
+      untrackedExits,
       expiringDevices,
       expiryExits,
       seqFloor: floor,
@@ -479,6 +486,10 @@ export class StateKeeper {
     if (r.removedFenceExits > 0)
       lines.push(
         `  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`,
+      );
+    if (r.untrackedExits > 0)
+      lines.push(
+        `  ${r.untrackedExits} stays could not be restored: their devices were inside more fences than maxFencesPerDevice (or the overflow pool) lets this router track; an EXIT ends each, and the fence is untracked for the device while it stays inside`,
       );
     if (r.expiringDevices > 0)
       lines.push(
@@ -786,11 +797,18 @@ function restoreDevices(
   store: FenceStore,
   floorSeq: number,
   exitOnExpiry: boolean,
-): { exits: RestoreExit[]; namesOnly: NamesOnlyGeneration | null; expiringDevices: number; expiryExits: number } {
+): {
+  exits: RestoreExit[];
+  namesOnly: NamesOnlyGeneration | null;
+  expiringDevices: number;
+  expiryExits: number;
+  untrackedExits: number;
+} {
   const toStore = cp.fences.map((f) => store.indexOfId(f.id));
   const exits: RestoreExit[] = [];
   let expiringDevices = 0;
   let expiryExits = 0;
+  let untrackedExits = 0;
   cp.devices.forEach((dev, slot) => {
     const df = slot * DEV_STRIDE_F64;
     const di = slot * DEV_STRIDE_I32;
@@ -830,6 +848,7 @@ function restoreDevices(
     state.devF64[df + DEV_LAST_LAT_F64] = dev.lastLat;
     state.devF64[df + DEV_LAST_LON_F64] = dev.lastLon;
     state.devI32[di + DEV_HAS_LAST_I32] = dev.hasLast ? 1 : 0;
+    state.devI32[di + DEV_UNTRACKED_I32] = dev.untracked ? 1 : 0;
     let n = 0;
     for (const e of dev.entries) {
       const f = toStore[e.fence] ?? -1;
@@ -837,8 +856,17 @@ function restoreDevices(
         if ((e.state & EntryState.INSIDE) !== 0) exitAt(e.fence, e.sinceMs, false);
         continue;
       }
-      // A checkpoint from a router with a higher bound (or a fuller pool): the rest are not tracked, as at run time.
-      if (!state.ensureEntryCapacity(slot, n + 1)) continue;
+      if (!state.ensureEntryCapacity(slot, n + 1)) {
+        // More entries than this router can hold (a lower maxFencesPerDevice, or a fuller pool): the stay ends here
+        // with an EXIT, so its ENTER is closed, and the fence is untracked from now on, as at run time: no late ENTER
+        // while the device stays inside, no CROSS when it leaves. A pending entry never started a stay: dropped.
+        if ((e.state & EntryState.INSIDE) !== 0) {
+          exitAt(e.fence, e.sinceMs, false);
+          untrackedExits++;
+        }
+        state.devI32[di + DEV_UNTRACKED_I32] = 1;
+        continue;
+      }
       const base = state.entryIndex(slot, n);
       state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = f;
       state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = e.state;
@@ -854,7 +882,7 @@ function restoreDevices(
     exits.length === 0
       ? null
       : { generation: RESTORED_NAMES_GENERATION, ids: cp.fences.map((f) => f.id), tags: cp.fences.map((f) => f.tags) };
-  return { exits, namesOnly, expiringDevices, expiryExits };
+  return { exits, namesOnly, expiringDevices, expiryExits, untrackedExits };
 }
 
 /** What the progress mark says happened after checkpoint `cp` (null when there is no readable mark). */

@@ -80,3 +80,78 @@ test('a bound of 2: no trigger about the third fence, and it is named in metrics
   );
   assert.notEqual(r.outcome, 'delivered', 'an untracked stay is loss: not "drained cleanly"');
 });
+
+/** One run over NESTED in `stateDir`: pushes device car's pings (x metres east, at T0 + ms), closes cleanly. */
+async function runIn(
+  stateDir: string,
+  maxFencesPerDevice: number | undefined,
+  pings: readonly [number, number][],
+): Promise<{ got: Trigger[]; log: string[] }> {
+  const got: Trigger[] = [];
+  const log: string[] = [];
+  const router = await createRouter({
+    fences: NESTED,
+    listenHost: null,
+    adminHost: null,
+    poolSize: 1,
+    maxDevices: 100,
+    ...(maxFencesPerDevice === undefined ? {} : { maxFencesPerDevice }),
+    stateDir,
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: (line) => void log.push(line),
+  });
+  const before = router.stats().processed;
+  for (const [x, ms] of pings) {
+    const [lat, lon] = at(x, 0);
+    router.push({ id: 'car', lat, lon, ts: T0 + ms });
+  }
+  await waitFor(() => router.stats().processed === before + pings.length, 10_000, 'every ping processed');
+  await router.close();
+  return { got, log };
+}
+
+const INTO_C: [number, number][] = [
+  [-400, 0],
+  [-250, 1000],
+  [-150, 2000],
+  [0, 3000],
+];
+
+test('a device inside an untracked fence at a stop: after the restart, leaving it says nothing about it (no CROSS)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gr-untracked-restart-'));
+  const first = await runIn(dir, 2, INTO_C);
+  assert.deepEqual(
+    first.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['ENTER a', 'ENTER b'],
+  );
+  // 400 m in 7 s: a plausible move, out of all three.
+  const second = await runIn(dir, 2, [[400, 10_000]]);
+  assert.deepEqual(second.got.map((t) => `${t.type} ${t.fenceId}`).sort(), ['EXIT a', 'EXIT b']);
+  const all = [...first.got, ...second.got];
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
+});
+
+test('stays a restart cannot hold (a lower maxFencesPerDevice) end with an EXIT, and the fence stays untracked', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gr-untracked-lower-'));
+  const first = await runIn(dir, undefined, INTO_C);
+  assert.deepEqual(
+    first.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['ENTER a', 'ENTER b', 'ENTER c'],
+  );
+  // Restarted with room for two: c's stay ends at the restore; the device, still inside c, takes it up no more, and
+  // leaving it says nothing more about it.
+  const second = await runIn(dir, 2, [
+    [10, 5000],
+    [400, 12_000],
+  ]);
+  assert.deepEqual(
+    second.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['EXIT c', 'EXIT a', 'EXIT b'],
+  );
+  assert.ok(
+    second.log.some((l) => l.includes('1 stays could not be restored')),
+    second.log.join('\n'),
+  );
+  const all = [...first.got, ...second.got];
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
+});
