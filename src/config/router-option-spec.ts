@@ -84,7 +84,7 @@ const mqttRule: GroupCheck = (d, name) => {
   const topic = d['topic'];
   if (typeof topic === 'string') {
     try {
-      new SubjectTemplate(name('topic'), topic);
+      new SubjectTemplate(name('topic'), topic, 'mqtt');
     } catch (err) {
       return (err as Error).message;
     }
@@ -100,7 +100,7 @@ const jetstreamRule: GroupCheck = (d, name) => {
   if (typeof subject !== 'string') return undefined;
   let template: SubjectTemplate;
   try {
-    template = new SubjectTemplate(name('subject'), subject);
+    template = new SubjectTemplate(name('subject'), subject, 'nats');
   } catch (err) {
     return (err as Error).message;
   }

@@ -100,7 +100,7 @@ export class JetStreamSink implements Sink {
       if (!/^(nats|tls):\/\/[^\s/]+\/?$/.test(s))
         throw new RangeError(`options.servers must hold nats://host:port URLs, got ${JSON.stringify(s)}`);
     }
-    this.template = new SubjectTemplate('options.subject', o.subject);
+    this.template = new SubjectTemplate('options.subject', o.subject, 'nats');
     if (!/^[A-Za-z0-9_-]+$/.test(o.stream))
       throw new RangeError(`options.stream must be letters, digits, - and _, got ${JSON.stringify(o.stream)}`);
     checkNumber('options.duplicateWindowMs', o.duplicateWindowMs, 1000, 7 * 86_400_000, true);

@@ -160,7 +160,7 @@ export class MqttSink implements Sink {
     const o: MqttSinkOptions = { ...MQTT_SINK_DEFAULTS, ...options };
     if (!/^mqtts?:\/\/[^\s/]+\/?$/.test(o.url))
       throw new RangeError(`options.url must be an mqtt:// or mqtts:// URL, got ${JSON.stringify(o.url)}`);
-    this.template = new SubjectTemplate('options.topic', o.topic);
+    this.template = new SubjectTemplate('options.topic', o.topic, 'mqtt');
     if (o.protocolVersion !== 4 && o.protocolVersion !== 5)
       throw new RangeError(`options.protocolVersion must be 4 (3.1.1) or 5, got ${String(o.protocolVersion)}`);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(o.clientId))

@@ -11,6 +11,30 @@ import type { TriggerBatch } from './trigger-batch.js';
 const TEMPLATE_FIELDS = ['type', 'fenceId', 'deviceId', 'lane'] as const;
 type Field = (typeof TEMPLATE_FIELDS)[number];
 
+/** Which broker's names a template makes: NATS subjects (`.`-separated tokens) or MQTT topics (`/`-separated levels). */
+export type TemplateBroker = 'nats' | 'mqtt';
+
+/**
+ * Why the template `probe` (its placeholders already stood in for by a plain token) cannot name a message `broker`
+ * takes for publishing, or null. NATS: no white space, no empty token, no wildcard token (`*`, `>`); MQTT: no
+ * wildcard (`+`, `#`), no NUL, and no leading `$` (the broker's own topics, such as `$SYS`).
+ */
+function brokerProblem(broker: TemplateBroker, probe: string): string | null {
+  if (broker === 'nats') {
+    if (/\s/.test(probe)) return 'a NATS subject cannot hold white space';
+    const tokens = probe.split('.');
+    if (tokens.some((t) => t.length === 0))
+      return 'a NATS subject has no empty token (a leading, trailing or doubled ".")';
+    if (tokens.some((t) => t === '*' || t === '>'))
+      return 'a message cannot be published to a wildcard token ("*" or ">")';
+    return null;
+  }
+  if (/[+#]/.test(probe)) return 'a message cannot be published to an MQTT topic holding a wildcard ("+" or "#")';
+  if (probe.includes('\u0000')) return 'an MQTT topic cannot hold NUL';
+  if (probe.startsWith('$')) return 'MQTT topics starting with "$" are the broker\'s own ($SYS)';
+  return null;
+}
+
 /** A parsed template: literal parts between placeholders. */
 export class SubjectTemplate {
   /** The template text. */
@@ -18,8 +42,11 @@ export class SubjectTemplate {
   private readonly literals: string[] = [];
   private readonly fields: Field[] = [];
 
-  /** Parses `text`; an unknown placeholder or an unclosed brace is an error naming `option`. */
-  constructor(option: string, text: string) {
+  /**
+   * Parses `text`; an unknown placeholder, an unclosed brace, or literal text `broker` cannot publish to (see
+   * brokerProblem) is an error naming `option`.
+   */
+  constructor(option: string, text: string, broker: TemplateBroker) {
     this.text = text;
     const re = /\{([^{}]*)\}/g;
     let at = 0;
@@ -38,6 +65,8 @@ export class SubjectTemplate {
       throw new RangeError(`${option}: unbalanced brace in ${JSON.stringify(text)}`);
     this.literals.push(tail);
     if (text.length === 0) throw new RangeError(`${option} must not be empty`);
+    const problem = brokerProblem(broker, this.literals.join('x'));
+    if (problem !== null) throw new RangeError(`${option} ${JSON.stringify(text)}: ${problem}`);
   }
 
   /** The literal text before the first placeholder (what every subject starts with). */
