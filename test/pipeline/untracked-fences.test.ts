@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createRouter } from '../../src/index.js';
+import { createRouter, type Router } from '../../src/index.js';
 import { drainOutcome, formatSummary } from '../../src/router/status.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
@@ -16,22 +16,32 @@ const NESTED = {
 };
 const WALK = [-400, -250, -150, 0, 150, 250, 400];
 
-async function run(
-  maxFencesPerDevice?: number,
-): Promise<{ got: Trigger[]; log: string[]; metrics: string; lines: string[]; outcome: string }> {
-  const got: Trigger[] = [];
-  const log: string[] = [];
-  const router = await createRouter({
+/** A router over NESTED in `stateDir`, with one callback downstream collecting into `got`, its log into `log`. */
+function nestedRouter(
+  stateDir: string,
+  maxFencesPerDevice: number | undefined,
+  got: Trigger[],
+  log: string[],
+): Promise<Router> {
+  return createRouter({
     fences: NESTED,
     listenHost: null,
     adminHost: null,
     poolSize: 1,
     maxDevices: 100,
     ...(maxFencesPerDevice === undefined ? {} : { maxFencesPerDevice }),
-    stateDir: mkdtempSync(join(tmpdir(), 'gr-untracked-')),
+    stateDir,
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
     log: (line) => void log.push(line),
   });
+}
+
+async function run(
+  maxFencesPerDevice?: number,
+): Promise<{ got: Trigger[]; log: string[]; metrics: string; lines: string[]; outcome: string }> {
+  const got: Trigger[] = [];
+  const log: string[] = [];
+  const router = await nestedRouter(mkdtempSync(join(tmpdir(), 'gr-untracked-')), maxFencesPerDevice, got, log);
   WALK.forEach((x, i) => {
     const [lat, lon] = at(x, 0);
     router.push({ id: 'car', lat, lon, ts: T0 + 1000 * i });
@@ -89,17 +99,7 @@ async function runIn(
 ): Promise<{ got: Trigger[]; log: string[] }> {
   const got: Trigger[] = [];
   const log: string[] = [];
-  const router = await createRouter({
-    fences: NESTED,
-    listenHost: null,
-    adminHost: null,
-    poolSize: 1,
-    maxDevices: 100,
-    ...(maxFencesPerDevice === undefined ? {} : { maxFencesPerDevice }),
-    stateDir,
-    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
-    log: (line) => void log.push(line),
-  });
+  const router = await nestedRouter(stateDir, maxFencesPerDevice, got, log);
   const before = router.stats().processed;
   for (const [x, ms] of pings) {
     const [lat, lon] = at(x, 0);
