@@ -201,7 +201,7 @@ function fstat(fd: number): Promise<fs.Stats> {
  * line is written whole. Any other error (EPIPE: the reader is gone) rejects.
  */
 async function writeAll(fd: number, bytes: Buffer): Promise<void> {
-  for (let at = 0; at < bytes.length; ) {
+  for (let at = 0; at < bytes.length;) {
     try {
       at += await new Promise<number>((resolve, reject) =>
         fs.write(fd, bytes, at, bytes.length - at, null, (err, n) => (err ? reject(err) : resolve(n))),
