@@ -46,8 +46,10 @@ function editId(value: unknown): string | null {
   const v = value as Record<string, unknown>;
   if (keys[0] === 'remove') return typeof v['remove'] === 'string' && v['remove'].length > 0 ? v['remove'] : null;
   if (keys[0] !== 'upsert') return null;
-  const props = (v['upsert'] as { properties?: { id?: unknown } } | null)?.properties;
-  return typeof props?.id === 'string' && props.id.length > 0 ? props.id : null;
+  const id = (v['upsert'] as { properties?: { id?: unknown } } | null)?.properties?.id;
+  // As the fence parser takes it: a non-empty string, or a finite number (fence id "42" for 42).
+  if (typeof id === 'number') return Number.isFinite(id) ? String(id) : null;
+  return typeof id === 'string' && id.length > 0 ? id : null;
 }
 
 /** The header line's fields, or null when `line` is not JSON. */
@@ -116,6 +118,11 @@ export class FenceEditJournal {
   private lines = 0;
   /** Ids with an edit in the file: the lines a compacted journal needs. */
   private readonly ids = new Set<string>();
+  /**
+   * An append failed part way: the file may end in part of a line, which the next edit's line would continue (and
+   * both would be skipped at the next start). The next append rewrites the journal first, without it.
+   */
+  private torn = false;
 
   private constructor(
     private readonly file: string,
@@ -134,6 +141,9 @@ export class FenceEditJournal {
   /** Appends one edit and fsyncs it; throws (an Error naming the file) when it cannot be written. */
   append(edit: StoredFenceEdit): void {
     const bytes = Buffer.from(`${JSON.stringify(edit)}\n`, 'utf8');
+    // A part line a failed append left is a torn tail to the reader: the rewrite drops it (its error names the file).
+    if (this.torn) this.compact();
+    this.torn = true;
     try {
       let done = 0;
       while (done < bytes.length) done += fs.writeSync(this.fd, bytes, done, bytes.length - done);
@@ -141,6 +151,7 @@ export class FenceEditJournal {
     } catch (err) {
       throw new Error(`fence edit journal ${this.file}: ${errorText(err)}`, { cause: err });
     }
+    this.torn = false;
     this.lines++;
     this.ids.add(editId(edit)!);
     if (this.lines > 2 * this.ids.size + COMPACT_SLACK_LINES) this.compact();

@@ -5,7 +5,8 @@
  * no longer validates is skipped with why).
  */
 import assert from 'node:assert/strict';
-import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import fsModule, { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -110,4 +111,50 @@ test('stored edits over a base: replace in place, append, remove; one that no lo
   assert.ok(out.fences[0]!.bbox[0] > base.fences[0]!.bbox[2], 'A has its new shape');
   assert.equal(out.skipped.length, 1);
   assert.match(out.skipped[0]!, /^stored edit 5 \(upsert of "bad"\): /);
+});
+
+test('journal: a fence id given as a number is kept as the fence parser reads it ("42")', () => {
+  const file = journalFile();
+  const j = FenceEditJournal.open(file, readFenceEditJournal(file));
+  const numbered = square('x', 0, 0, 10) as { properties: { id: unknown } };
+  numbered.properties.id = 42;
+  j.append({ upsert: numbered });
+  j.append({ upsert: square('B', 0, 0, 20) });
+  j.close();
+  const read = readFenceEditJournal(file);
+  assert.equal(read.damagedLines, 0, read.damaged.join('; '));
+  assert.equal(read.edits.length, 2);
+  const parsed = applyStoredEdits([], read.edits, DEFAULT_FENCE_LIMITS);
+  assert.deepEqual(
+    parsed.fences.map((f) => f.id),
+    ['42', 'B'],
+  );
+});
+
+test('journal: an append that fails part way leaves no part line for the next edit to continue', () => {
+  const file = journalFile();
+  const j = FenceEditJournal.open(file, readFenceEditJournal(file));
+  j.append({ upsert: square('A', 0, 0, 10) });
+  // The disk takes 20 bytes of the next line, then fails (EIO) once.
+  const writeSync = fsModule.writeSync;
+  let failed = false;
+  fsModule.writeSync = ((fd: number, buffer: Uint8Array, offset: number) => {
+    if (failed) return (writeSync as (...a: unknown[]) => number)(fd, buffer, offset, buffer.length - offset);
+    failed = true;
+    writeSync(fd, buffer, offset, 20);
+    throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
+  }) as typeof fsModule.writeSync;
+  syncBuiltinESMExports();
+  try {
+    assert.throws(() => j.append({ upsert: square('B', 0, 0, 20) }), /fence edit journal .*EIO/);
+  } finally {
+    fsModule.writeSync = writeSync;
+    syncBuiltinESMExports();
+  }
+  j.append({ upsert: square('C', 0, 0, 30) });
+  j.close();
+  const read = readFenceEditJournal(file);
+  assert.equal(read.damagedLines, 0, read.damaged.join('; '));
+  assert.equal(read.tornTail, false);
+  assert.deepEqual(ids(read.edits), ['+A', '+C']);
 });
