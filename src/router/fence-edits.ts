@@ -100,25 +100,39 @@ export class FenceEditor {
     const store = this.host.current();
     const now = Date.now();
     for (const f of store.expiringFences()) {
-      const at = store.expiresAtMs(f);
       const id = store.fenceId(f);
-      if (at > now || this.expiring.has(id)) continue;
+      if (store.expiresAtMs(f) > now || this.expiring.has(id)) continue;
       this.expiring.add(id);
-      this.remove(id).then(
-        (r) => {
-          this.expiring.delete(id);
-          if (r.action === 'removed') {
-            this.host.log(
-              `fence ${JSON.stringify(id)} expired (expiresAt ${new Date(at).toISOString()}): removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`,
-            );
-          }
-        },
-        (err: unknown) => {
-          this.expiring.delete(id);
-          if (!this.closed)
-            this.host.log(`fence ${JSON.stringify(id)} expired but was not removed: ${String(err)}`, 'error');
-        },
-      );
+      // Decided again when its turn comes: an upsert or reload queued before it may have renewed the fence (a later
+      // expiresAt, or none), and then it stays.
+      this.host
+        .queue(async () => {
+          const current = this.host.current();
+          const i = current.indexOfId(id);
+          const atMs = i < 0 ? Infinity : current.expiresAtMs(i);
+          if (!(atMs <= Date.now())) return null;
+          return { r: await this.apply({ remove: id }, { remove: id }, performance.now()), atMs };
+        })
+        .then(
+          (done) => {
+            this.expiring.delete(id);
+            if (done === null) {
+              this.scheduleExpiry();
+              return;
+            }
+            const { r, atMs } = done;
+            if (r.action === 'removed') {
+              this.host.log(
+                `fence ${JSON.stringify(id)} expired (expiresAt ${new Date(atMs).toISOString()}): removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`,
+              );
+            }
+          },
+          (err: unknown) => {
+            this.expiring.delete(id);
+            if (!this.closed)
+              this.host.log(`fence ${JSON.stringify(id)} expired but was not removed: ${String(err)}`, 'error');
+          },
+        );
     }
     this.scheduleExpiry();
   }
