@@ -96,6 +96,7 @@ export function reloadDeviceState(
   } else if (oldToNew.length !== oldStore.fenceCount) {
     throw new RangeError(`options.oldToNew must have ${oldStore.fenceCount} cells, got ${oldToNew.length}`);
   }
+  oldToNew = endingRetaggedStays(oldStore, newStore, oldToNew);
   const oldGen = oldStore.generation;
   const newGen = newStore.generation;
   const rec = new Float64Array(REC_CELLS);
@@ -145,4 +146,31 @@ export function reloadDeviceState(
   }
   triggers.publish();
   return written;
+}
+
+/**
+ * `oldToNew` with every fence whose tags changed mapped to -1 (a copy when any is): a downstream subscribed by tag
+ * receives a fence's triggers by its tags of the time, so a stay that began under the old tags ends at the swap (its
+ * EXIT under the old generation, routed as its ENTER was), and the device's next ping inside begins one under the new
+ * tags. Otherwise a downstream subscribed to the old tags would never see the stay end, and one subscribed to the new
+ * ones would see a DWELL or an EXIT with no ENTER.
+ */
+function endingRetaggedStays(oldStore: FenceStore, newStore: FenceStore, oldToNew: Int32Array): Int32Array {
+  let out = oldToNew;
+  for (let f = 0; f < oldToNew.length; f++) {
+    const n = oldToNew[f]!;
+    if (n < 0 || sameTags(oldStore.tags(f), newStore.tags(n))) continue;
+    if (out === oldToNew) out = oldToNew.slice();
+    out[f] = -1;
+  }
+  return out;
+}
+
+/** Whether two tag lists hold the same tags (in any order). */
+export function sameTags(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (const t of a) if (!b.includes(t)) return false;
+  for (const t of b) if (!a.includes(t)) return false;
+  return true;
 }

@@ -49,6 +49,7 @@ import { partitionOf, partitionOfTokenBytes } from '../ingest/sources/partitions
 import type { StateDirectory } from '../durable/state-dir.js';
 import { readTriggerIdentity, RecordBuffer } from '../durable/trigger-codec.js';
 import { DeviceState, publishComplianceCount } from '../fences/device-state.js';
+import { sameTags } from '../fences/reload.js';
 import type { FenceStore } from '../fences/store.js';
 import {
   REC_ADMIT_TIME_NS,
@@ -179,7 +180,10 @@ export interface RecoveryReport {
   restoredDevices: number;
   /** Further devices registered because the downstreams' durable files name them. */
   devicesFromDurableTriggers: number;
-  /** EXIT triggers for fences that are gone from the fences file while a device was inside. */
+  /**
+   * EXIT triggers for fences that are gone from the fences file while a device was inside, or whose tags changed (its
+   * stay under the old tags ends; the next ping inside begins one under the new tags).
+   */
   removedFenceExits: number;
   /**
    * EXIT triggers for stays this router cannot hold (a device inside more fences than its maxFencesPerDevice, or than
@@ -485,7 +489,7 @@ export class StateKeeper {
       );
     if (r.removedFenceExits > 0)
       lines.push(
-        `  ${r.removedFenceExits} devices were inside fences the fences file no longer has: EXIT triggers follow`,
+        `  ${r.removedFenceExits} devices were inside fences the fences file no longer has (or whose tags changed): EXIT triggers follow`,
       );
     if (r.untrackedExits > 0)
       lines.push(
@@ -804,7 +808,11 @@ function restoreDevices(
   expiryExits: number;
   untrackedExits: number;
 } {
-  const toStore = cp.fences.map((f) => store.indexOfId(f.id));
+  // A fence whose tags changed since the copy is a fence removed for its stays (see endingRetaggedStays in reload.ts).
+  const toStore = cp.fences.map((f) => {
+    const i = store.indexOfId(f.id);
+    return i >= 0 && sameTags(f.tags, store.tags(i)) ? i : -1;
+  });
   const exits: RestoreExit[] = [];
   let expiringDevices = 0;
   let expiryExits = 0;

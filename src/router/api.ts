@@ -136,7 +136,10 @@ export interface Router {
   inputDrained(): Promise<void>;
   /**
    * Replaces the fences. Rejects with FenceValidationError (feature index and reason) for bad GeoJSON and the old
-   * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT.
+   * store keeps serving. Device state carries over by fence id; devices inside a removed fence get an EXIT, and so do
+   * devices inside a fence whose tags changed (the stay under the old tags ends; the next ping inside begins one under
+   * the new tags). Refused on a router started with `fencesFile` (a restart reads that file again, undoing fences given
+   * here): write the file and call `reloadFencesFile()`.
    */
   reloadFences(geojson: unknown): Promise<ReloadResult>;
   /** Reloads `options.fencesFile` (what the admin endpoint and SIGHUP do). */

@@ -888,6 +888,14 @@ export class PipelineRouter implements Router {
   }
 
   reloadFences(geojson: unknown): Promise<ReloadResult> {
+    // A restart reads the fences file again and applies the edits made since the last reload over it: fences given
+    // here, stored nowhere, would be undone by it (the edits made over them applied to other fences).
+    if (this.options.fencesFile !== null)
+      return Promise.reject(
+        new Error(
+          `this router reads its fences from options.fencesFile (${this.options.fencesFile}), which a restart reads again: write the fences there and call reloadFencesFile(), or edit them with upsertFence() and removeFence()`,
+        ),
+      );
     // Validated and indexed on a loader thread as well: only the structured clone of `geojson` runs here.
     return this.reloadFrom({ geojson });
   }

@@ -4,7 +4,7 @@
  * old fences still serving.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -201,6 +201,37 @@ test('reloadFences(object) validates and indexes off the calling thread: its eve
         features: [{ type: 'Feature', properties: {}, geometry: null }],
       }),
       FenceValidationError,
+    );
+  } finally {
+    await router.close();
+  }
+});
+
+test('a router reading its fences from a file reloads that file; reloadFences(object), which a restart would undo, is refused', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gr-reload-file-'));
+  const file = join(dir, 'fences.geojson');
+  writeFileSync(file, JSON.stringify(fc(square('A', 0, 0, 50))));
+  const got: Trigger[] = [];
+  const router = await smallRouter({
+    fencesFile: file,
+    stateDir: join(dir, 'state'),
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+  });
+  try {
+    await assert.rejects(
+      router.reloadFences(fc(square('B', 0, 0, 50))),
+      /reads its fences from options\.fencesFile .*: write the fences there and call reloadFencesFile\(\)/,
+    );
+    router.ingest(frameOf({ id: 'd', eastM: 0, northM: 0, dtMs: 0 }));
+    await waitFor(() => got.length === 1, 10_000, 'ENTER A: the fences did not change');
+    writeFileSync(file, JSON.stringify(fc(square('A', 0, 0, 50), square('B', 0, 0, 60))));
+    const r = await router.reloadFencesFile();
+    assert.equal(r.fenceCount, 2);
+    router.ingest(frameOf({ id: 'd', eastM: 1, northM: 0, dtMs: 1000 }));
+    await waitFor(() => got.length === 2, 10_000, 'ENTER B');
+    assert.deepEqual(
+      got.map((t) => `${t.type} ${t.fenceId}`),
+      ['ENTER A', 'ENTER B'],
     );
   } finally {
     await router.close();

@@ -147,3 +147,40 @@ test('a stored edit that no longer validates, and damaged journal lines, are rep
     await second.close();
   }
 });
+
+test('a fence whose tags changed across a restart: its stays under the old tags end at the start, routed as their ENTERs were', async () => {
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-retag-restart-')), 'state');
+  const zoneA: Trigger[] = [];
+  const all: Trigger[] = [];
+  const lines: string[] = [];
+  const startWithTag = (tag: string): Promise<Router> =>
+    createRouter({
+      fences: fc(square('A', 0, 0, 50, { tags: [tag] })),
+      listenHost: null,
+      adminHost: null,
+      poolSize: 1,
+      maxDevices: 100,
+      stateDir,
+      downstreams: [
+        { name: 'a', kind: 'callback', subscribe: { tags: ['zoneA'] }, callback: (ts) => void zoneA.push(...ts) },
+        { name: 'all', kind: 'callback', callback: (ts) => void all.push(...ts) },
+      ],
+      log: (line) => void lines.push(line),
+    });
+  const first = await startWithTag('zoneA');
+  first.ingest(frameOf({ id: 'd1', eastM: 0, northM: 0, dtMs: 0 }));
+  await waitFor(() => all.length === 1, 10_000, 'ENTER A');
+  await first.close();
+  const second = await startWithTag('zoneB');
+  second.ingest(frameOf({ id: 'd1', eastM: 1, northM: 0, dtMs: 1000 }));
+  await waitFor(() => all.length === 3, 10_000, 'EXIT A at the start, then ENTER A under the new tags');
+  await second.close();
+  const shown = (ts: readonly Trigger[]): string[] => ts.map((t) => `${t.type} ${t.fenceId} ${t.tags.join(',')}`);
+  assert.deepEqual(shown(zoneA), ['ENTER A zoneA', 'EXIT A zoneA']);
+  assert.deepEqual(shown(all), ['ENTER A zoneA', 'EXIT A zoneA', 'ENTER A zoneB']);
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
+  assert.ok(
+    lines.some((l) => /1 devices were inside fences .*tags changed/.test(l)),
+    lines.join('\n'),
+  );
+});

@@ -130,6 +130,44 @@ test('a fence with expiresAt is removed at that time, with an EXIT for the devic
   assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
 });
 
+test('a fence whose tags change mid-stay: the stay under the old tags ends (EXIT where its ENTER went), a new one begins', async () => {
+  const zoneA: Trigger[] = [];
+  const zoneB: Trigger[] = [];
+  const all: Trigger[] = [];
+  const router = await createRouter({
+    fences: fc(square('A', 0, 0, 50, { tags: ['zoneA'] })),
+    listenHost: null,
+    adminHost: null,
+    shards: 2,
+    poolSize: 1,
+    ringCapacitySlots: 256,
+    maxDevices: 100,
+    stateDir: null,
+    downstreams: [
+      { name: 'a', kind: 'callback', subscribe: { tags: ['zoneA'] }, callback: (ts) => void zoneA.push(...ts) },
+      { name: 'b', kind: 'callback', subscribe: { tags: ['zoneB'] }, callback: (ts) => void zoneB.push(...ts) },
+      { name: 'all', kind: 'callback', callback: (ts) => void all.push(...ts) },
+    ],
+    log: () => undefined,
+  });
+  try {
+    router.ingest(frameOf({ id: 'd', eastM: 0, northM: 0, dtMs: 0 }));
+    await waitFor(() => zoneA.length === 1, 10_000, 'ENTER A at zone-a');
+    const r = await router.upsertFence(square('A', 0, 0, 50, { tags: ['zoneB'] }));
+    assert.equal(r.exits, 1);
+    router.ingest(frameOf({ id: 'd', eastM: 5, northM: 0, dtMs: 1000 }));
+    router.ingest(frameOf({ id: 'd', eastM: 500, northM: 0, dtMs: 20_000 }));
+    await waitFor(() => all.length === 4, 10_000, 'four triggers');
+  } finally {
+    await router.close();
+  }
+  const shown = (ts: readonly Trigger[]): string[] => ts.map((t) => `${t.type} ${t.fenceId} ${t.tags.join(',')}`);
+  assert.deepEqual(shown(zoneA), ['ENTER A zoneA', 'EXIT A zoneA']);
+  assert.deepEqual(shown(zoneB), ['ENTER A zoneB', 'EXIT A zoneB']);
+  assert.deepEqual(shown(all), ['ENTER A zoneA', 'EXIT A zoneA', 'ENTER A zoneB', 'EXIT A zoneB']);
+  for (const ts of [zoneA, zoneB, all]) assert.deepEqual(checkDeliveryContract(ts, { stays: true }).problems, []);
+});
+
 test('edits past the store headroom switch to a full build, and every fence still works', async () => {
   const got: Trigger[] = [];
   const router = await routerWith(got);
