@@ -36,9 +36,16 @@ test('checkpoints of a JetStream source without a state bucket are deferred whil
   try {
     await publishPaced(nats.url, traffic, DEVICES, 0, traffic.pings, 5000);
     await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
+    // The first checkpoints after the start may already be past the bound (a busy host reading the stream slowly):
+    // what is looked at is a deferral and the bound after it.
+    const firstDeferred = (): number => lines.findIndex((l) => /^warn checkpoint deferred: /.test(l));
     const forcedAt = (): number =>
-      lines.findIndex((l) => /^error checkpoint written \d+ ms after the last one/.test(l));
-    await waitFor(() => forcedAt() >= 0, 20_000, 'a checkpoint written at the bound');
+      firstDeferred() < 0
+        ? -1
+        : lines.findIndex(
+            (l, i) => i > firstDeferred() && /^error checkpoint written \d+ ms after the last one/.test(l),
+          );
+    await waitFor(() => forcedAt() >= 0, 20_000, 'a checkpoint deferred, then one written at the bound');
     const deferred = lines.slice(0, forcedAt()).filter((l) => /^warn checkpoint deferred: /.test(l)).length;
     assert.ok(deferred >= 1, `checkpoints deferred before the bound: ${deferred}`);
     const forced = lines[forcedAt()]!;
