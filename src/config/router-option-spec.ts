@@ -579,13 +579,21 @@ const downstream = variants(
   { doc: 'a downstream triggers are delivered to' },
 );
 
+/** Downstream names are unique, and at most one downstream writes stdout. */
 const uniqueNames: GroupCheck = (o, name) => {
   const seen = new Set<string>();
-  const list = o['downstreams'] as { name: string }[];
+  const list = o['downstreams'] as { name: string; kind: string; path?: unknown }[];
+  let stdout = -1;
   for (let i = 0; i < list.length; i++) {
     const n = list[i]!.name;
     if (seen.has(n)) return `${name('downstreams', i, 'name')} must be unique, got ${JSON.stringify(n)} twice`;
     seen.add(n);
+    // Two writers of stdout would interleave their batches' bytes: one line could hold parts of two.
+    if (list[i]!.kind === 'ndjson' && list[i]!.path === '-') {
+      if (stdout >= 0)
+        return `${name('downstreams', i, 'path')} "-": ${name('downstreams', stdout, 'path')} writes stdout already (one downstream may)`;
+      stdout = i;
+    }
   }
   return undefined;
 };

@@ -1,5 +1,6 @@
 /**
- * The command line's logger: pino, writing to stderr (stdout carries the drain summary and the demo's table).
+ * The command line's logger: pino, writing to stderr (stdout carries the drain summary and the demo's table, or the
+ * triggers of an NDJSON downstream on stdout alone).
  *
  * - `json` (the default): one JSON object a line, `{"level":"warn","time":"2026-...Z","pid":..,"hostname":..,
  *   "name":"geofence-router","thread":"dispatcher","msg":"..."}` plus the line's own fields, written synchronously

@@ -269,9 +269,9 @@ export function buildDownstreams(
         password: s.password,
       });
     } else if (s.kind === 'ndjson') {
-      // "-": stdout's descriptor, written from this thread directly (a worker's process.stdout only passes its bytes
-      // on to the main thread's, so neither a reader gone nor one that is behind would ever be seen here).
-      sink = new NdjsonSink(s.path === '-' ? { fd: 1 } : { path: s.path, fsync: s.fsync });
+      // "-": stdout, written from this thread directly (a worker's process.stdout only passes its bytes on to the main
+      // thread's, so neither a reader gone nor one that is behind would ever be seen here).
+      sink = new NdjsonSink(s.path === '-' ? { stdout: true } : { path: s.path, fsync: s.fsync });
     } else {
       if (bridge === null) throw new Error(`downstream ${s.name}: callback downstream without a bridge`);
       sink = bridge.sinkFor(i);

@@ -12,6 +12,7 @@
  * chain as reloads; the last one, at a clean close, is marked clean and then the directory's lock is released.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isMainThread } from 'node:worker_threads';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -613,6 +614,10 @@ export class PipelineRouter implements Router {
       bridgePort,
     };
     const noop = (): void => undefined;
+    // An NDJSON downstream on stdout writes descriptor 1 from the dispatcher thread (see NdjsonSink). This thread's
+    // process.stdout, once made, holds a pipe or socket there in non-blocking mode, so a write to a reader that stopped
+    // reading returns EAGAIN (the sink waits, and fails the batch after a while) instead of blocking for good.
+    if (isMainThread && o.downstreams.some((d) => d.kind === 'ndjson' && d.path === '-')) void process.stdout.writable;
     this.dispatcherThread = new ThreadHandle(
       new URL('../pipeline/dispatcher-thread.js', import.meta.url),
       dispatcherData,
@@ -648,9 +653,16 @@ export class PipelineRouter implements Router {
       `starting the dispatcher and ingest threads and warming ${warmed} containment worker${warmed === 1 ? '' : 's'}`,
     );
     await Promise.all([this.dispatcherThread.started, this.ingestThread.ready]);
-    // EXITs for fences a restored device was inside and the fences file lost, and for the stays of devices copied while
-    // their expiry was on its way: dispatched before any new trigger.
-    if (this.keeper.writeRestoreExits(this.controlRing, this.containment, this.memory.shards * CNT_BLOCK_F64) > 0) {
+    // EXITs for fences a restored device was inside and the fences file lost (or retagged), for stays this router
+    // cannot hold, and for the stays of devices copied while their expiry was on its way: dispatched before any new
+    // trigger.
+    const restoreExits = this.keeper.writeRestoreExits(
+      this.controlRing,
+      this.containment,
+      this.memory.shards * CNT_BLOCK_F64,
+      this.store.untracked,
+    );
+    if (restoreExits > 0) {
       this.pipeline.ringDispatcher();
       while (this.controlRing.available() > 0) {
         // A dispatcher that died takes nothing more: the start fails (naming it) instead of waiting for ever.

@@ -98,3 +98,26 @@ test('--ndjson -: a reader gone mid-run (EPIPE) leaves the rest kept and counted
   assert.equal(delivered + kept, reference.length, line);
   assert.match(p.stderr, /kept in the state directory for the next start/);
 });
+
+test('--ndjson -: a reader that stops reading (its pipe full) fails the batch after 10 s; the router drains and exits', async () => {
+  const run = mkdtempSync(join(dir, 'stopped-'));
+  const p = new CliProcess(replayArgs(run), 90_000, run);
+  await p.waitFor('the first triggers', (q) => q.stdout.includes('\n'));
+  // The reader stops reading and keeps the pipe open: the pipe fills, and stdout takes nothing more.
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    p.child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  p.child.stdout!.pause();
+  const startedMs = Date.now();
+  const { code, signal } = await exit;
+  const exitedAfterMs = Date.now() - startedMs;
+  // Read the rest, so the process's streams close and its stderr is all here.
+  p.child.stdout!.resume();
+  await p.exited;
+  assert.equal(signal, null, p.stderr);
+  assert.equal(code, 3, p.stderr);
+  const line = downstreamLine(p.stderr);
+  assert.ok(valueOf(line, 'kept') > 0, line);
+  assert.equal(valueOf(line, 'delivered') + valueOf(line, 'kept'), reference.length, line);
+  console.log(`a stopped reader: the router exited ${exitedAfterMs} ms after the reader stopped; ${line.trim()}`);
+});

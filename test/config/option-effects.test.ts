@@ -59,6 +59,16 @@ test('replayGiveUpMs without the replay lane, and a fixed limit above the safety
   assert.equal(refusal({ stateDir: null, downstreams: [{ ...hook, limit: 1000, safetyCap: 1000 }] }), 'accepted');
 });
 
+test('two downstreams writing stdout are refused (their lines would interleave); one is accepted', () => {
+  const a = { name: 'a', kind: 'ndjson' as const, path: '-' };
+  const b = { name: 'b', kind: 'ndjson' as const, path: '-', subscribe: { types: ['ENTER' as const] } };
+  assert.equal(
+    refusal({ downstreams: [a, b] }),
+    'OptionError: options.downstreams[1].path "-": options.downstreams[0].path writes stdout already (one downstream may)',
+  );
+  assert.equal(refusal({ downstreams: [a, { ...b, path: 'b.ndjson' }] }), 'accepted');
+});
+
 test('lease options of a JetStream source apply only to a partition group (partitions "auto")', () => {
   const source = { servers: ['nats://127.0.0.1:4222'], stream: 'TEL' };
   for (const [k, v] of [

@@ -6,14 +6,34 @@ import { RESULT_OK, type Sink, type SinkResult } from './sink.js';
 import type { TriggerBatch } from './trigger-batch.js';
 
 /**
- * Where an NdjsonSink writes: a file path (appended, optionally fsynced per batch) or an open descriptor such as
- * stdout's (1), written directly: a batch counts as delivered once the descriptor took all of its bytes, and a write
- * error (a reader gone: EPIPE) fails it.
+ * Where an NdjsonSink writes: a file path (appended, optionally fsynced per batch) or the process's stdout, written
+ * directly (see openStdout): a batch counts as delivered once stdout took all of its bytes, and a write error (a
+ * reader gone: EPIPE) or a reader that takes nothing for STDOUT_STALL_MS fails it.
  */
-export type NdjsonTarget = { path: string; fsync?: boolean } | { fd: number };
+export type NdjsonTarget = { path: string; fsync?: boolean } | { stdout: true };
 
-/** How long a write to a descriptor in non-blocking mode waits before trying again when it is full (EAGAIN), ms. */
+/** How long a write to stdout waits before trying again when it is full (EAGAIN: its reader is behind), ms. */
 const FULL_DESCRIPTOR_WAIT_MS = 5;
+
+/**
+ * How long a write to stdout may go without a byte taken before it fails, ms: a reader that stopped reading (a pager
+ * at a full page, a stuck process) must not hold the downstream's calls, and with them a drain, for ever.
+ */
+const STDOUT_STALL_MS = 10_000;
+
+/**
+ * A descriptor of its own on stdout, in non-blocking mode (a write to a reader that stopped reading then returns
+ * EAGAIN instead of holding a thread-pool thread for ever) and appending (stdout redirected to a file grows at its
+ * end); stdout itself (1) where the system gives none (no /proc), and then it is never closed here.
+ */
+function openStdout(): { fd: number; own: boolean } {
+  try {
+    const c = fs.constants;
+    return { fd: fs.openSync('/proc/self/fd/1', c.O_WRONLY | c.O_APPEND | c.O_NONBLOCK), own: true };
+  } catch {
+    return { fd: 1, own: false };
+  }
+}
 
 /**
  * NDJSON sink: one JSON object per trigger per line (format of `triggerJson`). Writes are serialised: a batch is
@@ -33,8 +53,14 @@ export class NdjsonSink implements Sink {
   private fd: number;
   private readonly path: string | null;
   private readonly fsync: boolean;
-  /** The descriptor written directly (stdout's), or -1 for a file. */
-  private readonly givenFd: number;
+  /** Writing to stdout (a descriptor of its own on it, or stdout itself when `ownsFd` is false). */
+  private readonly toStdout: boolean;
+  /** Whether `fd` is this sink's to close. */
+  private readonly ownsFd: boolean;
+  /** Batches handed over so far (deliver calls). */
+  private batchesIssued = 0;
+  /** Stdout failed a batch when this many had been handed over: those queued then fail with it (see write). */
+  private failedThrough = 0;
   /** Bytes of whole lines in the file (where the next batch begins). */
   private size = 0;
   /** A failed write may have left a torn line that could not be cut: the next batch starts with a newline. */
@@ -79,12 +105,15 @@ export class NdjsonSink implements Sink {
         fs.fsyncSync(this.fd);
         if (created) syncDir(path.dirname(target.path));
       }
-      this.givenFd = -1;
+      this.toStdout = false;
+      this.ownsFd = true;
     } else {
-      this.fd = target.fd;
+      const out = openStdout();
+      this.fd = out.fd;
       this.path = null;
       this.fsync = false;
-      this.givenFd = target.fd;
+      this.toStdout = true;
+      this.ownsFd = out.own;
     }
   }
 
@@ -92,15 +121,34 @@ export class NdjsonSink implements Sink {
   deliver(batch: TriggerBatch): Promise<SinkResult> {
     let text = '';
     for (let i = 0; i < batch.count; i++) text += triggerJson(batch, i) + '\n';
-    const result = this.tail.then(() => this.write(text));
+    const n = ++this.batchesIssued;
+    const result = this.tail.then(() => this.write(text, n));
     this.tail = result;
     return result;
   }
 
-  private async write(text: string): Promise<SinkResult> {
+  private async write(text: string, n: number): Promise<SinkResult> {
     try {
-      if (this.givenFd >= 0) {
-        await writeAll(this.givenFd, Buffer.from(text, 'utf8'));
+      if (this.toStdout) {
+        // Queued behind a batch that stdout failed (a reader gone, or one that stopped reading): fails with it, at
+        // once, rather than each waiting out STDOUT_STALL_MS in turn; a batch handed over since tries again.
+        if (n <= this.failedThrough) throw new Error('stdout failed the batch before this one');
+        // A batch that failed part way left part of a line: this one starts on a line of its own.
+        const bytes = Buffer.from(this.torn ? '\n' + text : text, 'utf8');
+        let written: number;
+        try {
+          written = await writeAll(this.fd, bytes, STDOUT_STALL_MS);
+        } catch (err) {
+          this.torn ||= ((err as { written?: number }).written ?? 0) > 0;
+          this.failedThrough = this.batchesIssued;
+          throw err;
+        }
+        if (written < bytes.length) {
+          this.torn ||= written > 0;
+          this.failedThrough = this.batchesIssued;
+          throw new Error(`stdout took no byte for ${STDOUT_STALL_MS} ms`);
+        }
+        this.torn = false;
       } else {
         // Where this batch begins: the file's own length (it may have been emptied or appended to by another writer).
         this.size = (await this.followPath()).size;
@@ -157,10 +205,10 @@ export class NdjsonSink implements Sink {
     return fstat(fd);
   }
 
-  /** Waits for the last write, then closes the file (a descriptor it was given is left open: stdout is not ours). */
+  /** Waits for the last write, then closes the file (or its own descriptor on stdout). */
   async close(): Promise<void> {
     await this.tail;
-    if (this.fd >= 0 && this.givenFd < 0) fs.closeSync(this.fd);
+    if (this.fd >= 0 && this.ownsFd) fs.closeSync(this.fd);
   }
 }
 
@@ -196,19 +244,25 @@ function fstat(fd: number): Promise<fs.Stats> {
 }
 
 /**
- * Writes all of `bytes` to the descriptor `fd`, in order: a short write goes on with the rest, and a descriptor that
- * is full in non-blocking mode (EAGAIN: a pipe whose reader is behind) is tried again after a short wait, so every
- * line is written whole. Any other error (EPIPE: the reader is gone) rejects.
+ * Writes `bytes` to the descriptor `fd`, in order, and returns how many were written: all of them, or fewer when the
+ * descriptor took none for `stallMs` (full, EAGAIN, all that time). A short write goes on with the rest; a full
+ * descriptor is tried again every FULL_DESCRIPTOR_WAIT_MS. Any other error (EPIPE: the reader is gone) rejects, with
+ * the count written so far in its `written` property.
  */
-async function writeAll(fd: number, bytes: Buffer): Promise<void> {
-  for (let at = 0; at < bytes.length;) {
+async function writeAll(fd: number, bytes: Buffer, stallMs: number): Promise<number> {
+  let at = 0;
+  let progressAtMs = Date.now();
+  while (at < bytes.length) {
     try {
       at += await new Promise<number>((resolve, reject) =>
         fs.write(fd, bytes, at, bytes.length - at, null, (err, n) => (err ? reject(err) : resolve(n))),
       );
+      progressAtMs = Date.now();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw Object.assign(err as Error, { written: at });
+      if (Date.now() - progressAtMs >= stallMs) return at;
       await new Promise((resolve) => setTimeout(resolve, FULL_DESCRIPTOR_WAIT_MS));
     }
   }
+  return at;
 }
