@@ -11,9 +11,13 @@
  * (INSIDE, DWELL_FIRED, pending times); an INSIDE entry whose fence was removed gets an EXIT (at the device's last
  * position and event time, insideMs up to that time, lane COMPLIANCE for a compliance fence, TRANSITION otherwise) and
  * is dropped; a PENDING_ENTER entry of a removed fence is dropped silently (no ENTER was sent). A fence whose geometry
- * changed keeps its state; the device's next ping decides against the new geometry.
+ * changed keeps its state; the device's next ping decides against the new geometry. A fence whose tags changed ends
+ * its stays as a removed one does (an EXIT under the old generation, so a downstream subscribed by the old tags sees
+ * the stay it got the ENTER of end), and the entry stays as a PENDING_ENTER from the device's last event time: its
+ * next ping inside begins a stay under the new tags (ENTER), one outside drops it with no trigger (see
+ * retaggedFences).
  *
- * Allocates one Int32Array (old index -> new index) per call; not a hot path.
+ * Allocates one Int32Array (old index -> new index) per call, and a Uint8Array when tags changed; not a hot path.
  */
 import {
   DEV_ENTRY_COUNT_I32,
@@ -59,13 +63,16 @@ export interface ReloadOptions {
   toSlot?: number;
   /** Admission-time cell of the EXIT triggers written (the router's clock at reload, ns; default 0). */
   reloadTimeNs?: number;
-  /** Old fence index -> new index (-1: removed), when the caller knows it (a live edit); default: matched by id. */
+  /**
+   * Old fence index -> new index (-1: removed), when the caller knows it (a live edit); default: matched by id. A kept
+   * fence whose tags changed ends its stays all the same (see the module comment).
+   */
   oldToNew?: Int32Array;
 }
 
 /**
  * Carries the state of slots [fromSlot, toSlot) from `oldStore` to `newStore` by fence id, writing EXIT triggers
- * for fences removed while a device was inside (published before returning). Slots already on the new generation
+ * for fences removed (or retagged) while a device was inside (published before returning). Slots already on the new generation
  * are left alone; slots on neither are counted nowhere and left for the engine's mismatch check. Returns the number
  * of EXIT triggers written.
  */
@@ -96,7 +103,7 @@ export function reloadDeviceState(
   } else if (oldToNew.length !== oldStore.fenceCount) {
     throw new RangeError(`options.oldToNew must have ${oldStore.fenceCount} cells, got ${oldToNew.length}`);
   }
-  oldToNew = endingRetaggedStays(oldStore, newStore, oldToNew);
+  const retagged = retaggedFences(oldStore, newStore, oldToNew);
   const oldGen = oldStore.generation;
   const newGen = newStore.generation;
   const rec = new Float64Array(REC_CELLS);
@@ -112,12 +119,13 @@ export function reloadDeviceState(
       const ef = ex * ENTRY_STRIDE_F64;
       const oldIndex = state.entryI32[ei + ENTRY_FENCE_I32]!;
       const newIndex = oldToNew[oldIndex]!;
-      if (newIndex >= 0) {
+      const endsStay = (state.entryI32[ei + ENTRY_STATE_I32]! & EntryState.INSIDE) !== 0;
+      if (newIndex >= 0 && (retagged === null || retagged[oldIndex] === 0 || !endsStay)) {
         state.entryI32[ei + ENTRY_FENCE_I32] = newIndex;
         e++;
         continue;
       }
-      if ((state.entryI32[ei + ENTRY_STATE_I32]! & EntryState.INSIDE) !== 0) {
+      if (endsStay) {
         const t = state.devF64[df + DEV_LAST_EVENT_MS_F64]!;
         const lane = oldStore.isCompliance(oldIndex) ? Lane.COMPLIANCE : Lane.TRANSITION;
         written++;
@@ -128,6 +136,15 @@ export function reloadDeviceState(
         rec[REC_SEQ] = ++state.devF64[df + DEV_TRIGGER_SEQ_F64]!;
         rec[REC_INSIDE_MS] = t - state.entryF64[ef + ENTRY_SINCE_MS_F64]!;
         writeTrigger(triggers, counters, counterBaseF64, TriggerType.EXIT, oldGen, slot, oldIndex, lane, rec);
+      }
+      if (newIndex >= 0) {
+        // Retagged: a stay under the new tags may begin with the device's next ping (from its last event time).
+        state.entryI32[ei + ENTRY_FENCE_I32] = newIndex;
+        state.entryI32[ei + ENTRY_STATE_I32] = EntryState.PENDING_ENTER;
+        state.entryF64[ef + ENTRY_SINCE_MS_F64] = state.devF64[df + DEV_LAST_EVENT_MS_F64]!;
+        state.entryF64[ef + ENTRY_PENDING_MS_F64] = state.devF64[df + DEV_LAST_EVENT_MS_F64]!;
+        e++;
+        continue;
       }
       // Swap the last entry in and re-examine index e.
       count--;
@@ -149,19 +166,18 @@ export function reloadDeviceState(
 }
 
 /**
- * `oldToNew` with every fence whose tags changed mapped to -1 (a copy when any is): a downstream subscribed by tag
- * receives a fence's triggers by its tags of the time, so a stay that began under the old tags ends at the swap (its
- * EXIT under the old generation, routed as its ENTER was), and the device's next ping inside begins one under the new
- * tags. Otherwise a downstream subscribed to the old tags would never see the stay end, and one subscribed to the new
- * ones would see a DWELL or an EXIT with no ENTER.
+ * Per old fence index, 1 where the fence is kept (`oldToNew` >= 0) with other tags, or null when none is. A downstream
+ * subscribed by tag receives a fence's triggers by its tags of the time, so a stay begun under the old tags ends at
+ * the swap and one under the new tags begins: otherwise a downstream subscribed to the old tags would never see the
+ * stay end, and one subscribed to the new ones would see a DWELL or an EXIT with no ENTER.
  */
-function endingRetaggedStays(oldStore: FenceStore, newStore: FenceStore, oldToNew: Int32Array): Int32Array {
-  let out = oldToNew;
+function retaggedFences(oldStore: FenceStore, newStore: FenceStore, oldToNew: Int32Array): Uint8Array | null {
+  let out: Uint8Array | null = null;
   for (let f = 0; f < oldToNew.length; f++) {
     const n = oldToNew[f]!;
     if (n < 0 || sameTags(oldStore.tags(f), newStore.tags(n))) continue;
-    if (out === oldToNew) out = oldToNew.slice();
-    out[f] = -1;
+    out ??= new Uint8Array(oldToNew.length);
+    out[f] = 1;
   }
   return out;
 }

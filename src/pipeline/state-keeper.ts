@@ -103,6 +103,7 @@ import {
   TriggerType,
   TRG_LANE_EXPIRED,
   CNT_EXPIRY_EXITS_F64,
+  CNT_FENCE_OVERFLOW_F64,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import type { NamesOnlyGeneration } from './dispatch-wiring.js';
@@ -248,6 +249,8 @@ interface RestoreExit {
   compliance: boolean;
   /** Marked expired (`"reason":"expired"`), as the expiry it stands for would have marked it. */
   expired: boolean;
+  /** For a stay this router cannot hold (untrackedExits): the fence's index in the store in force; else -1. */
+  untrackedFence: number;
   seq: number;
   eventTimeMs: number;
   lat: number;
@@ -503,11 +506,12 @@ export class StateKeeper {
   }
 
   /**
-   * Writes the restore's EXITs (removed fences, and the stays of devices copied expiring, counted as expiry EXITs) into the
-   * control trigger ring (main thread is its producer; blocks while it is full) and returns how many. Call once the
-   * dispatcher runs and before any ping is processed.
+   * Writes the restore's EXITs (removed and retagged fences; the stays of devices copied expiring, counted as expiry
+   * EXITs; stays this router cannot hold, counted as fence overflows, per fence in `untracked`, the store's per-fence
+   * cells) into the control trigger ring (main thread is its producer; blocks while it is full) and returns how many.
+   * Call once the dispatcher runs and before any ping is processed.
    */
-  writeRestoreExits(control: SpscRing, counters: Float64Array, counterBase: number): number {
+  writeRestoreExits(control: SpscRing, counters: Float64Array, counterBase: number, untracked: Int32Array): number {
     const rec = new Float64Array(REC_CELLS);
     for (const x of this.exits) {
       rec[REC_LAT] = x.lat;
@@ -530,6 +534,8 @@ export class StateKeeper {
     }
     control.publish();
     counters[counterBase + CNT_EXPIRY_EXITS_F64]! += this.report.expiryExits;
+    counters[counterBase + CNT_FENCE_OVERFLOW_F64]! += this.report.untrackedExits;
+    for (const x of this.exits) if (x.untrackedFence >= 0) Atomics.add(untracked, x.untrackedFence, 1);
     return this.exits.length;
   }
 
@@ -808,11 +814,9 @@ function restoreDevices(
   expiryExits: number;
   untrackedExits: number;
 } {
-  // A fence whose tags changed since the copy is a fence removed for its stays (see endingRetaggedStays in reload.ts).
-  const toStore = cp.fences.map((f) => {
-    const i = store.indexOfId(f.id);
-    return i >= 0 && sameTags(f.tags, store.tags(i)) ? i : -1;
-  });
+  const toStore = cp.fences.map((f) => store.indexOfId(f.id));
+  // A fence whose tags changed since the copy ends its stays and may begin new ones (see reloadDeviceState).
+  const retagged = cp.fences.map((f, k) => toStore[k]! >= 0 && !sameTags(f.tags, store.tags(toStore[k]!)));
   const exits: RestoreExit[] = [];
   let expiringDevices = 0;
   let expiryExits = 0;
@@ -821,12 +825,13 @@ function restoreDevices(
     const df = slot * DEV_STRIDE_F64;
     const di = slot * DEV_STRIDE_I32;
     let seq = floorSeq > -Infinity ? floorSeq : dev.seq;
-    const exitAt = (fence: number, sinceMs: number, expired: boolean): void => {
+    const exitAt = (fence: number, sinceMs: number, expired: boolean, untrackedFence = -1): void => {
       exits.push({
         slot,
         fence,
         compliance: cp.fences[fence]?.compliance ?? false,
         expired,
+        untrackedFence,
         seq: ++seq,
         eventTimeMs: dev.lastEventMs,
         lat: dev.lastLat,
@@ -864,12 +869,20 @@ function restoreDevices(
         if ((e.state & EntryState.INSIDE) !== 0) exitAt(e.fence, e.sinceMs, false);
         continue;
       }
+      let entryState = e.state;
+      let sinceMs = e.sinceMs;
+      let pendingMs = e.pendingMs;
+      if (retagged[e.fence] === true && (e.state & EntryState.INSIDE) !== 0) {
+        exitAt(e.fence, e.sinceMs, false);
+        entryState = EntryState.PENDING_ENTER;
+        sinceMs = pendingMs = dev.lastEventMs;
+      }
       if (!state.ensureEntryCapacity(slot, n + 1)) {
         // More entries than this router can hold (a lower maxFencesPerDevice, or a fuller pool): the stay ends here
         // with an EXIT, so its ENTER is closed, and the fence is untracked from now on, as at run time: no late ENTER
         // while the device stays inside, no CROSS when it leaves. A pending entry never started a stay: dropped.
-        if ((e.state & EntryState.INSIDE) !== 0) {
-          exitAt(e.fence, e.sinceMs, false);
+        if ((entryState & EntryState.INSIDE) !== 0) {
+          exitAt(e.fence, e.sinceMs, false, f);
           untrackedExits++;
         }
         state.devI32[di + DEV_UNTRACKED_I32] = 1;
@@ -877,9 +890,9 @@ function restoreDevices(
       }
       const base = state.entryIndex(slot, n);
       state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_FENCE_I32] = f;
-      state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = e.state;
-      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = e.sinceMs;
-      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_PENDING_MS_F64] = e.pendingMs;
+      state.entryI32[base * ENTRY_STRIDE_I32 + ENTRY_STATE_I32] = entryState;
+      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_SINCE_MS_F64] = sinceMs;
+      state.entryF64[base * ENTRY_STRIDE_F64 + ENTRY_PENDING_MS_F64] = pendingMs;
       n++;
     }
     state.devI32[di + DEV_ENTRY_COUNT_I32] = n;

@@ -219,7 +219,7 @@ test('a restore from that copy gives the expiring device the EXITs and next stay
     const control = SpscRing.wrap(fresh.triggerRings[1]!, RingKind.TRIGGER);
     const counters = new Float64Array(fresh.containmentCounters);
     const base = fresh.shards * CNT_BLOCK_F64;
-    assert.equal(keeper.writeRestoreExits(control, counters, base), before.length);
+    assert.equal(keeper.writeRestoreExits(control, counters, base, new Int32Array(8)), before.length);
     const after = seen(drain(control), (t) => keeper.namesOnly!.ids[t.fence]!);
     const raised = (list: Seen[]): Seen[] => list.map((t) => ({ ...t, seq: t.seq + SEQ_EPOCH }));
     assert.deepEqual(after, raised(before), `${expiry}: the same EXITs, 2^32 above`);

@@ -272,7 +272,7 @@ test('restore: after a clean stop seq continues; after an unclean one every devi
     assert.equal(keeper.report.removedFenceExits, 1);
     assert.deepEqual(keeper.namesOnly?.ids, ['A', 'B', 'C']);
     const ring = SpscRing.wrap(fresh.triggerRings[1]!, RingKind.TRIGGER);
-    assert.equal(keeper.writeRestoreExits(ring, new Float64Array(fresh.containmentCounters), 0), 1);
+    assert.equal(keeper.writeRestoreExits(ring, new Float64Array(fresh.containmentCounters), 0, after.untracked), 1);
     const exit = readTrigger(ring, 0);
     assert.equal(exit.type, 'EXIT');
     assert.equal(exit.slot, 1);

@@ -96,7 +96,7 @@ async function runIn(
   stateDir: string,
   maxFencesPerDevice: number | undefined,
   pings: readonly [number, number][],
-): Promise<{ got: Trigger[]; log: string[] }> {
+): Promise<{ got: Trigger[]; log: string[]; outcome: string; lines: string[] }> {
   const got: Trigger[] = [];
   const log: string[] = [];
   const router = await nestedRouter(stateDir, maxFencesPerDevice, got, log);
@@ -106,8 +106,8 @@ async function runIn(
     router.push({ id: 'car', lat, lon, ts: T0 + ms });
   }
   await waitFor(() => router.stats().processed === before + pings.length, 10_000, 'every ping processed');
-  await router.close();
-  return { got, log };
+  const summary = await router.close();
+  return { got, log, outcome: drainOutcome(summary), lines: formatSummary(summary, 0) };
 }
 
 const INTO_C: [number, number][] = [
@@ -138,8 +138,8 @@ test('stays a restart cannot hold (a lower maxFencesPerDevice) end with an EXIT,
     first.got.map((t) => `${t.type} ${t.fenceId}`),
     ['ENTER a', 'ENTER b', 'ENTER c'],
   );
-  // Restarted with room for two: c's stay ends at the restore; the device, still inside c, takes it up no more, and
-  // leaving it says nothing more about it.
+  // Restarted with room for two: c's stay ends at the restore, counted as a fence overflow (loss: not "drained
+  // cleanly"); the device, still inside c, takes it up no more, and leaving it says nothing more about it.
   const second = await runIn(dir, 2, [
     [10, 5000],
     [400, 12_000],
@@ -152,6 +152,49 @@ test('stays a restart cannot hold (a lower maxFencesPerDevice) end with an EXIT,
     second.log.some((l) => l.includes('1 stays could not be restored')),
     second.log.join('\n'),
   );
+  assert.notEqual(second.outcome, 'delivered');
+  assert.ok(
+    second.lines.some((l) => /tracking\s+fence_overflows=2 .*untracked_fences\(c=2\)/.test(l)),
+    second.lines.join('\n'),
+  );
+  // Restarted again with room for two, the device leaving at once: the restore's overflow alone is counted.
+  const dir2 = mkdtempSync(join(tmpdir(), 'gr-untracked-lower2-'));
+  await runIn(dir2, undefined, INTO_C);
+  const third = await runIn(dir2, 2, [[400, 12_000]]);
+  assert.deepEqual(
+    third.got.map((t) => `${t.type} ${t.fenceId}`),
+    ['EXIT c', 'EXIT a', 'EXIT b'],
+  );
+  assert.notEqual(third.outcome, 'delivered');
+  assert.ok(
+    third.lines.some((l) => /tracking\s+fence_overflows=1 .*untracked_fences\(c=1\)/.test(l)),
+    third.lines.join('\n'),
+  );
   const all = [...first.got, ...second.got];
   assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
+});
+
+test('a device with an untracked fence: a fence of its whose tags change still begins a new stay at its next ping', async () => {
+  const got: Trigger[] = [];
+  const log: string[] = [];
+  const router = await nestedRouter(mkdtempSync(join(tmpdir(), 'gr-untracked-retag-')), 2, got, log);
+  try {
+    INTO_C.forEach(([x, ms]) => {
+      const [lat, lon] = at(x, 0);
+      router.push({ id: 'car', lat, lon, ts: T0 + ms });
+    });
+    await waitFor(() => got.length === 2, 10_000, 'ENTER a, ENTER b (c untracked)');
+    const r = await router.upsertFence(square('a', 0, 0, 300, { tags: ['outer'] }));
+    assert.equal(r.exits, 1);
+    const [lat, lon] = at(10, 0);
+    router.push({ id: 'car', lat, lon, ts: T0 + 5000 });
+    await waitFor(() => got.length === 4, 10_000, 'EXIT a (old tags), ENTER a (new tags)');
+  } finally {
+    await router.close();
+  }
+  assert.deepEqual(
+    got.map((t) => `${t.type} ${t.fenceId} ${t.tags.join(',')}`),
+    ['ENTER a ', 'ENTER b ', 'EXIT a ', 'ENTER a outer'],
+  );
+  assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
 });
