@@ -295,24 +295,26 @@ test('--help answers whatever else is wrong; "__proto__" cannot carry options pa
 });
 
 test('every limit algorithm is tuned from the router options; a tuning for another algorithm or a foreign name is refused', () => {
+  // One downstream on stdout at most: the others write files.
+  const dir = mkdtempSync(join(tmpdir(), 'gr-limits-'));
   const o = resolveRouterOptions({
     downstreams: [
       { kind: 'ndjson', name: 'a', path: '-', limit: 'aimd', aimd: { initialLimit: 40, backoffRatio: 0.5 } },
       {
         kind: 'ndjson',
         name: 'v',
-        path: '-',
+        path: join(dir, 'v.ndjson'),
         limit: 'vegas',
         vegas: { initialLimit: 7, alpha: 2, beta: 4, threshold: 1 },
       },
       {
         kind: 'ndjson',
         name: 'g2',
-        path: '-',
+        path: join(dir, 'g2.ndjson'),
         limit: 'gradient2',
         gradient2: { initialLimit: 9, queueSize: 8, rttTolerance: 1 },
       },
-      { kind: 'ndjson', name: 'g', path: '-', gradient: { initialLimit: 11 } },
+      { kind: 'ndjson', name: 'g', path: join(dir, 'g.ndjson'), gradient: { initialLimit: 11 } },
     ],
   });
   const built = buildDownstreams(downstreamSpecs(o), null);
