@@ -72,9 +72,9 @@ export interface ReloadOptions {
 
 /**
  * Carries the state of slots [fromSlot, toSlot) from `oldStore` to `newStore` by fence id, writing EXIT triggers
- * for fences removed (or retagged) while a device was inside (published before returning). Slots already on the new generation
- * are left alone; slots on neither are counted nowhere and left for the engine's mismatch check. Returns the number
- * of EXIT triggers written.
+ * for fences removed (or retagged) while a device was inside (published before returning). Slots already on the new
+ * generation are left alone; slots on neither are counted nowhere and left for the engine's mismatch check. Returns
+ * the number of EXIT triggers written.
  */
 export function reloadDeviceState(
   state: DeviceState,

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
-import { createRouter, type Trigger } from '../../src/index.js';
+import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { HoldingRelay, NatsServer } from '../support/nats-server.js';
 import { readStream } from '../support/jetstream-read.js';
@@ -427,17 +427,10 @@ test('JetStream sink: two downstreams publishing to one stream each have every t
   }
   const traffic = sinkTraffic(9, 200);
   const common = { kind: 'jetstream' as const, servers: [nats.url], stream: 'BOTH', createStream: false };
-  const router = await createRouter({
-    fences: traffic.fences,
-    listenHost: '127.0.0.1',
-    listenPort: 0,
-    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-sink-')), 'state'),
-    downstreams: [
-      { ...common, name: 'by-fence', subject: 'gf.fence.{type}.{fenceId}' },
-      { ...common, name: 'by-device', subject: 'gf.device.{deviceId}' },
-    ],
-    log: () => undefined,
-  });
+  const router = await routerFor(traffic, [
+    { ...common, name: 'by-fence', subject: 'gf.fence.{type}.{fenceId}' },
+    { ...common, name: 'by-device', subject: 'gf.device.{deviceId}' },
+  ]);
   await sendPaced(router.ingestPort!, traffic, 5_000);
   await waitFor(() => router.stats().processed === traffic.pings, 60_000, 'every ping processed');
   await waitFor(

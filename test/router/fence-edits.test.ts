@@ -12,7 +12,12 @@ import { frameOf, square, waitFor } from '../pipeline/support.js';
 const fc = (...features: unknown[]): unknown => ({ type: 'FeatureCollection', features });
 const TOKEN = 'edit-token-0123456789abcdef';
 
-function routerWith(got: Trigger[], lines: string[] = [], admin = false): ReturnType<typeof createRouter> {
+function routerWith(
+  got: Trigger[],
+  lines: string[] = [],
+  admin = false,
+  extra: Parameters<typeof createRouter>[0] = {},
+): ReturnType<typeof createRouter> {
   return createRouter({
     fences: fc(square('A', 0, 0, 50), square('B', 0, 0, 80, { compliance: true })),
     listenHost: null,
@@ -26,6 +31,7 @@ function routerWith(got: Trigger[], lines: string[] = [], admin = false): Return
     stateDir: null,
     downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
     log: (line) => void lines.push(line),
+    ...extra,
   });
 }
 
@@ -134,15 +140,8 @@ test('a fence whose tags change mid-stay: the stay under the old tags ends (EXIT
   const zoneA: Trigger[] = [];
   const zoneB: Trigger[] = [];
   const all: Trigger[] = [];
-  const router = await createRouter({
+  const router = await routerWith([], [], false, {
     fences: fc(square('A', 0, 0, 50, { tags: ['zoneA'] })),
-    listenHost: null,
-    adminHost: null,
-    shards: 2,
-    poolSize: 1,
-    ringCapacitySlots: 256,
-    maxDevices: 100,
-    stateDir: null,
     downstreams: [
       { name: 'a', kind: 'callback', subscribe: { tags: ['zoneA'] }, callback: (ts) => void zoneA.push(...ts) },
       { name: 'b', kind: 'callback', subscribe: { tags: ['zoneB'] }, callback: (ts) => void zoneB.push(...ts) },

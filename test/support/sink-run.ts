@@ -25,10 +25,10 @@ export function sinkTraffic(seed: number, devices = 500): CityTraffic {
   });
 }
 
-/** A router over `traffic`'s fences, listening on a free loopback port, delivering to `downstream` only. */
+/** A router over `traffic`'s fences, listening on a free loopback port, delivering to `downstream` only (or to each). */
 export function routerFor(
   traffic: CityTraffic,
-  downstream: DownstreamOptions,
+  downstream: DownstreamOptions | DownstreamOptions[],
   stateDir?: string,
   extra: RouterOptionsInput = {},
 ): Promise<Router> {
@@ -38,7 +38,7 @@ export function routerFor(
     listenHost: '127.0.0.1',
     listenPort: 0,
     stateDir: stateDir ?? join(mkdtempSync(join(tmpdir(), 'gr-sink-')), 'state'),
-    downstreams: [downstream],
+    downstreams: Array.isArray(downstream) ? downstream : [downstream],
     log: () => undefined,
   });
 }

@@ -135,18 +135,12 @@ export class NdjsonSink implements Sink {
         if (n <= this.failedThrough) throw new Error('stdout failed the batch before this one');
         // A batch that failed part way left part of a line: this one starts on a line of its own.
         const bytes = Buffer.from(this.torn ? '\n' + text : text, 'utf8');
-        let written: number;
         try {
-          written = await writeAll(this.fd, bytes, STDOUT_STALL_MS);
+          await writeAll(this.fd, bytes, STDOUT_STALL_MS);
         } catch (err) {
           this.torn ||= ((err as { written?: number }).written ?? 0) > 0;
           this.failedThrough = this.batchesIssued;
           throw err;
-        }
-        if (written < bytes.length) {
-          this.torn ||= written > 0;
-          this.failedThrough = this.batchesIssued;
-          throw new Error(`stdout took no byte for ${STDOUT_STALL_MS} ms`);
         }
         this.torn = false;
       } else {
@@ -244,12 +238,11 @@ function fstat(fd: number): Promise<fs.Stats> {
 }
 
 /**
- * Writes `bytes` to the descriptor `fd`, in order, and returns how many were written: all of them, or fewer when the
- * descriptor took none for `stallMs` (full, EAGAIN, all that time). A short write goes on with the rest; a full
- * descriptor is tried again every FULL_DESCRIPTOR_WAIT_MS. Any other error (EPIPE: the reader is gone) rejects, with
- * the count written so far in its `written` property.
+ * Writes all of `bytes` to the descriptor `fd`, in order. A short write goes on with the rest; a full descriptor
+ * (EAGAIN) is tried again every FULL_DESCRIPTOR_WAIT_MS. Rejects, with the count written so far in the error's
+ * `written` property, on any other error (EPIPE: the reader is gone) or when the descriptor took no byte for `stallMs`.
  */
-async function writeAll(fd: number, bytes: Buffer, stallMs: number): Promise<number> {
+async function writeAll(fd: number, bytes: Buffer, stallMs: number): Promise<void> {
   let at = 0;
   let progressAtMs = Date.now();
   while (at < bytes.length) {
@@ -260,9 +253,9 @@ async function writeAll(fd: number, bytes: Buffer, stallMs: number): Promise<num
       progressAtMs = Date.now();
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw Object.assign(err as Error, { written: at });
-      if (Date.now() - progressAtMs >= stallMs) return at;
+      if (Date.now() - progressAtMs >= stallMs)
+        throw Object.assign(new Error(`stdout took no byte for ${stallMs} ms`), { written: at });
       await new Promise((resolve) => setTimeout(resolve, FULL_DESCRIPTOR_WAIT_MS));
     }
   }
-  return at;
 }
