@@ -26,7 +26,10 @@ import {
   TEL_LON_F64,
   TELEMETRY_STRIDE_BYTES,
   TRIGGER_STRIDE_BYTES,
+  WDG_STRIDE_I32,
+  preImageRegionBytes,
 } from '../src/shm/layout.js';
+import { DevicePreImages } from '../src/fences/pre-image.js';
 import { M_PER_DEG } from '../src/fences/geometry.js';
 
 /** Points per block (and telemetry records per engine pass). */
@@ -65,9 +68,10 @@ export function queryBlock(store: FenceStore, pts: Float64Array, out: Int32Array
 
 /**
  * The engine workload over `store`: the fleet's BATCH pings preloaded in a telemetry ring, replayed by each call of
- * the returned function (one `processBatch`; returns the records processed) with times moved forward.
+ * the returned function (one `processBatch`; returns the records processed) with times moved forward. `accounted`:
+ * each record accounted for as in a pool worker (the device's pre-image kept, the watchdog cells written).
  */
-export function engineRunner(store: FenceStore, fenceCount: number): () => number {
+export function engineRunner(store: FenceStore, fenceCount: number, accounted = false): () => number {
   const b = syntheticCityBounds(cityOptions(fenceCount));
   const walk = mulberry32(7);
   const tel = SpscRing.wrap(
@@ -79,6 +83,13 @@ export function engineRunner(store: FenceStore, fenceCount: number): () => numbe
   const state = DeviceState.open(allocateDeviceState(DEVICES, 16));
   const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
   const engine = new ContainmentEngine(store, state, counters, 0);
+  if (accounted) {
+    engine.keepRecordsIn(
+      new DevicePreImages(new SharedArrayBuffer(preImageRegionBytes(1, 16)), 1, 16),
+      new Int32Array(WDG_STRIDE_I32),
+    );
+    engine.useHeldBlock(0);
+  }
   const lat = new Float64Array(DEVICES);
   const lon = new Float64Array(DEVICES);
   for (let d = 0; d < DEVICES; d++) {

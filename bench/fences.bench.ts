@@ -94,6 +94,10 @@ async function main(): Promise<void> {
         bench.add(`engine ${fenceCount} fences grid+bands`, () => {
           sink += fastRun();
         });
+        const accountedRun = engineRunner(fast, fenceCount, true);
+        bench.add(`engine ${fenceCount} fences grid+bands, records accounted`, () => {
+          sink += accountedRun();
+        });
         const run = engineRunner(store, fenceCount);
         bench.add(`engine ${fenceCount} fences flatbush nodeSize=${nodeSize}, all edges`, () => {
           sink += run();

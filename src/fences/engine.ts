@@ -27,6 +27,10 @@
  * reloads, and needs no memory per (device, fence) pair.
  */
 import {
+  CNT_BLOCK_F64,
+  CNT_TRIGGER_RING_WAITS_F64,
+  CNT_TRIGGERS_F64,
+  TRIGGER_TYPE_COUNT,
   CNT_EXACT_TESTS_F64,
   CNT_CROSS_OVER_BUDGET_F64,
   CNT_EXPIRED_DEVICES_F64,
@@ -87,9 +91,15 @@ import {
   DEVICE_LIFE_EPOCH_SHIFT,
   DeviceLife,
   TRG_LANE_EXPIRED,
+  WDG_HELD_DONE_I32,
+  WDG_STRIDE_I32,
+  WDG_PRE_SLOT_I32,
+  WDG_PRE_TRIG_AT_I32,
+  WDG_PRE_TRIG_RING_I32,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
 import { DeviceState, publishComplianceCount } from './device-state.js';
+import type { DevicePreImages } from './pre-image.js';
 import type { FenceStore } from './store.js';
 import { M_PER_DEG, Q_MAX_X, Q_MAX_Y, Q_MIN_X, Q_MIN_Y, Q_X, Q_X0, Q_Y, Q_Y0, RAD_PER_DEG } from './geometry.js';
 import {
@@ -100,6 +110,7 @@ import {
   REC_LAT,
   REC_LON,
   REC_SEQ,
+  waitForTriggerRoom,
   writeTrigger,
 } from './trigger-writer.js';
 
@@ -149,6 +160,27 @@ export class ContainmentEngine {
   private marks: Int32Array | null = null;
   /** Index (memory.triggerRings order) of the ring the batches write to now, or -1 (marks not written). */
   private triggerRing = -1;
+  /** The PRE-IMAGE region and the watchdog cells, once `keepRecordsIn` gave them (see `useHeldBlock`). */
+  private preImages: DevicePreImages | null = null;
+  private heldCells: Int32Array | null = null;
+  /** The group block of the current task: its first WDG_* cell and its pre-image block. */
+  private heldBase = 0;
+  private heldBlock = 0;
+  /**
+   * The current record's trigger and trigger-ring-wait counts (writeTrigger's cells of a counter block), added to the
+   * batch's block once the record is done: a record that fails part way counts no trigger it never published.
+   */
+  private readonly recordCounts = new Float64Array(CNT_BLOCK_F64);
+  /**
+   * The device of the accounted record in progress while its cells are not kept yet, else -1: they are kept before the
+   * record's first trigger or first change of an entry (`keepHead`), so a record that changes neither keeps nothing.
+   */
+  private keepSlot = -1;
+  /** False while the accounted record in progress has not kept its device's entries (see `keepEntries`). */
+  private entriesKept = true;
+  /** Drill only: the device slot whose next trigger fires `drill` (after writing it), or -1. */
+  private drillSlot = -1;
+  private drill: (() => void) | null = null;
 
   /**
    * @param store fence store generation to test against (see `useStore` for a swap)
@@ -232,6 +264,32 @@ export class ContainmentEngine {
     marks[m + TMARK_END_I32] = (triggers.writeSeq() + triggers.pendingCount()) | 0;
   }
 
+  /**
+   * Makes batches account for each record as they go (src/pipeline/held-batch.ts): before a record's first trigger or
+   * first change of its device's entries, the device's state is kept in the current group's pre-image block and the
+   * watchdog cells name it (WDG_PRE_*); after the record, its triggers are published and WDG_HELD_DONE_I32 counts it. A task that fails inside a batch then loses only the record
+   * it was in, and that device is put back as it was before it.
+   */
+  keepRecordsIn(preImages: DevicePreImages, watchdog: Int32Array): void {
+    this.preImages = preImages;
+    this.heldCells = watchdog;
+  }
+
+  /** The group block (watchdog block index, which is its pre-image block) of the batches from now on. */
+  useHeldBlock(block: number): void {
+    this.heldBlock = block;
+    this.heldBase = block * WDG_STRIDE_I32;
+  }
+
+  /**
+   * Drill only: every trigger written for `slot` calls `fire` just after it is written, in the middle of the device's
+   * record (its state part updated, the trigger claimed and not published). -1 disarms.
+   */
+  armDrill(slot: number, fire: (() => void) | null): void {
+    this.drillSlot = slot;
+    this.drill = fire;
+  }
+
   /** Points the counters at another shard's block (the batch's shard). */
   useCounterBlock(counterBaseF64: number): void {
     this.counterBase = counterBaseF64;
@@ -247,6 +305,17 @@ export class ContainmentEngine {
     const f64 = telemetry.f64;
     const i32 = telemetry.i32;
     let written = 0;
+    // Records are accounted for one by one only when each one's triggers are published with it.
+    const held = publish ? this.heldCells : null;
+    const hb = this.heldBase;
+    // What a record that failed in this engine's last batch had counted is not to be added to anything.
+    this.recordCounts.fill(0);
+    this.keepSlot = -1;
+    this.entriesKept = true;
+    if (held !== null) {
+      held[hb + WDG_PRE_TRIG_RING_I32] = this.triggerRing;
+      held[hb + WDG_HELD_DONE_I32] = 0;
+    }
     for (let k = 0; k < count; k++) {
       const s = telemetry.slotOf((fromSeq + k) | 0);
       const bf = s * telemetry.strideF64;
@@ -257,16 +326,58 @@ export class ContainmentEngine {
       rec[REC_EVENT_TIME_MS] = f64[bf + TEL_EVENT_TIME_MS_F64]!;
       rec[REC_ADMIT_TIME_NS] = f64[bf + TEL_ADMIT_TIME_NS_F64]!;
       const lane = i32[bi + TEL_LANE_I32]!;
+      const slot = i32[bi + TEL_DEVICE_SLOT_I32]!;
+      if (held !== null) {
+        // Kept from the record's first change on (keepHead, keepEntries); nothing is kept for a slot out of range.
+        this.keepSlot = slot >= 0 && slot < this.state.maxDevices ? slot : -1;
+        this.entriesKept = this.keepSlot < 0;
+      }
+      let n: number;
       if (lane === TEL_LANE_EXPIRE) {
         // The epoch travels in a cell, like every double here.
         rec[REC_SEQ] = f64[bf + TEL_EXPIRE_EPOCH_F64]!;
-        written += this.writeExpire(i32[bi + TEL_DEVICE_SLOT_I32]!, triggers);
-        continue;
+        n = this.writeExpire(slot, triggers);
+      } else {
+        n = this.writeStep(slot, lane, triggers);
       }
-      written += this.writeStep(i32[bi + TEL_DEVICE_SLOT_I32]!, lane, triggers);
+      if (n > 0) this.addRecordCounts();
+      written += n;
+      // Why per record: a record's state update and its triggers go out together, so a task that fails later in the
+      // batch has nothing of this record to undo (one store when the record wrote triggers, nothing otherwise).
+      if (publish) triggers.publish();
+      if (held !== null) {
+        this.keepSlot = -1;
+        this.entriesKept = true;
+        // This order: a failure between the two stores finds no record in progress, never a finished one to undo.
+        held[hb + WDG_PRE_SLOT_I32] = -1;
+        held[hb + WDG_HELD_DONE_I32] = k + 1;
+      }
     }
-    if (publish) triggers.publish();
     return written;
+  }
+
+  /**
+   * Before the accounted record's first trigger or first change of its device's entries (a no-op otherwise): keeps the
+   * device's cells in the group's pre-image block, with where the record's triggers go, then names the slot in the
+   * watchdog cells. Plain stores: a failure reaches the ingest thread through the pool's answer or the worker's exit,
+   * both after every store of the worker (a terminated worker stops at a safepoint, never between two stores).
+   */
+  private keepHead(triggers: SpscRing): void {
+    const slot = this.keepSlot;
+    if (slot < 0) return;
+    this.keepSlot = -1;
+    this.preImages!.save(this.heldBlock, this.state, slot, this.marks);
+    const held = this.heldCells!;
+    held[this.heldBase + WDG_PRE_TRIG_AT_I32] = (triggers.writeSeq() + triggers.pendingCount()) | 0;
+    held[this.heldBase + WDG_PRE_SLOT_I32] = slot;
+  }
+
+  /** Keeps the accounted record's device (cells, then entries) before the first change of one of its entries. */
+  private keepEntries(slot: number, triggers: SpscRing): void {
+    if (this.entriesKept) return;
+    this.keepHead(triggers);
+    this.entriesKept = true;
+    this.preImages!.saveEntries(this.heldBlock, this.state, slot);
   }
 
   /** Processes one ping and publishes its triggers; returns how many were written. Allocation-free. */
@@ -284,9 +395,26 @@ export class ContainmentEngine {
     rec[REC_LON] = lon;
     rec[REC_EVENT_TIME_MS] = eventTimeMs;
     rec[REC_ADMIT_TIME_NS] = admitTimeNs;
+    this.recordCounts.fill(0);
+    this.keepSlot = -1;
+    this.entriesKept = true;
     const n = this.writeStep(slot, lane, triggers);
+    if (n > 0) this.addRecordCounts();
     triggers.publish();
     return n;
+  }
+
+  /** Adds the record's counts (recordCounts) to the counter block and clears them. */
+  private addRecordCounts(): void {
+    const counts = this.recordCounts;
+    const counters = this.counters;
+    const cb = this.counterBase;
+    for (let t = 0; t < TRIGGER_TYPE_COUNT; t++) {
+      counters[cb + CNT_TRIGGERS_F64 + t]! += counts[CNT_TRIGGERS_F64 + t]!;
+      counts[CNT_TRIGGERS_F64 + t] = 0;
+    }
+    counters[cb + CNT_TRIGGER_RING_WAITS_F64]! += counts[CNT_TRIGGER_RING_WAITS_F64]!;
+    counts[CNT_TRIGGER_RING_WAITS_F64] = 0;
   }
 
   /**
@@ -336,6 +464,7 @@ export class ContainmentEngine {
       // the dispatcher, whose free of the slot then fails (the device is not RETIRING in this epoch).
       rec[REC_SEQ] = epoch;
       rec[REC_INSIDE_MS] = 0;
+      this.makeRoom(triggers);
       writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
       this.markWritten(slot, triggers);
       return 0;
@@ -369,18 +498,22 @@ export class ContainmentEngine {
         written++;
       }
     }
+    this.keepEntries(slot, triggers);
     devI32[di + DEV_ENTRY_COUNT_I32] = 0;
-    if (devI32[di + DEV_CHUNK_COUNT_I32] !== 0) state.trimEntryCapacity(slot, 0);
     Atomics.store(devI32, di + DEV_COMPLIANCE_COUNT_I32, 0);
     devI32[di + DEV_UNTRACKED_I32] = 0;
     devI32[di + DEV_HAS_LAST_I32] = 0;
     devF64[df + DEV_LAST_EVENT_MS_F64] = -Infinity;
-    counters[cb + CNT_EXPIRED_DEVICES_F64]!++;
-    counters[cb + CNT_EXPIRY_EXITS_F64]! += written;
     rec[REC_SEQ] = epoch;
     rec[REC_INSIDE_MS] = 0;
+    this.makeRoom(triggers);
     writeTrigger(triggers, counters, cb, TRG_TYPE_RETIRE, store.generation, slot, 0, 0, rec);
     this.markWritten(slot, triggers);
+    // Last, once nothing can wait any more: chunks given back before could be taken by another device before a
+    // failure put this one back (src/pipeline/held-batch.ts), and counts of an expiry that did not happen.
+    if (devI32[di + DEV_CHUNK_COUNT_I32] !== 0) state.trimEntryCapacity(slot, 0);
+    counters[cb + CNT_EXPIRED_DEVICES_F64]!++;
+    counters[cb + CNT_EXPIRY_EXITS_F64]! += written;
     return written;
   }
 
@@ -417,14 +550,14 @@ export class ContainmentEngine {
       // Entries of another generation name other fence indices: a reload that skipped this device. Drop, count.
       if (devI32[di + DEV_ENTRY_COUNT_I32] !== 0) {
         counters[cb + CNT_GENERATION_MISMATCH_F64]!++;
+        this.keepEntries(slot, triggers);
+        // Its chunks are reused for the new entries, and the ones left over given back at the end of the record.
         devI32[di + DEV_ENTRY_COUNT_I32] = 0;
-        state.trimEntryCapacity(slot, 0);
         Atomics.store(devI32, di + DEV_COMPLIANCE_COUNT_I32, 0);
       }
       devI32[di + DEV_UNTRACKED_I32] = 0;
       devI32[di + DEV_GENERATION_I32] = generation;
     }
-    counters[cb + CNT_PROCESSED_F64]!++;
 
     const stamp = this.nextStamp();
     const fenceF64 = store.fenceF64;
@@ -481,7 +614,8 @@ export class ContainmentEngine {
       const f = entryI32[ei + ENTRY_FENCE_I32]!;
       const b = f * FENCE_STRIDE_F64;
       entryStamp[f] = stamp;
-      let st = entryI32[ei + ENTRY_STATE_I32]!;
+      const stBefore = entryI32[ei + ENTRY_STATE_I32]!;
+      let st = stBefore;
       let isIn = insideStamp[f] === stamp;
       let remove = false;
       if ((st & EntryState.INSIDE) !== 0) {
@@ -494,6 +628,7 @@ export class ContainmentEngine {
           const minOutsideMs = fenceF64[b + FENCE_MIN_OUTSIDE_MS_F64]!;
           if (minOutsideMs > 0 && (st & EntryState.PENDING_EXIT) === 0) {
             st |= EntryState.PENDING_EXIT;
+            this.keepEntries(slot, triggers);
             entryF64[ef + ENTRY_PENDING_MS_F64] = t;
           } else if (minOutsideMs <= 0 || t - entryF64[ef + ENTRY_PENDING_MS_F64]! >= minOutsideMs) {
             written++;
@@ -523,6 +658,7 @@ export class ContainmentEngine {
       }
       if (remove) {
         // Swap the last entry in; re-examine index e.
+        this.keepEntries(slot, triggers);
         entryCount--;
         const lx = state.entryIndex(slot, entryCount);
         const li = lx * ENTRY_STRIDE_I32;
@@ -532,7 +668,10 @@ export class ContainmentEngine {
         entryF64[ef + ENTRY_SINCE_MS_F64] = entryF64[lf + ENTRY_SINCE_MS_F64]!;
         entryF64[ef + ENTRY_PENDING_MS_F64] = entryF64[lf + ENTRY_PENDING_MS_F64]!;
       } else {
-        entryI32[ei + ENTRY_STATE_I32] = st;
+        if (st !== stBefore) {
+          this.keepEntries(slot, triggers);
+          entryI32[ei + ENTRY_STATE_I32] = st;
+        }
         e++;
       }
     }
@@ -597,6 +736,7 @@ export class ContainmentEngine {
       } else {
         const budget = rules[CROSS_MAX_PER_DEVICE_PER_SEC]!;
         if (budget > 0 && !(t - devF64[df + DEV_CROSS_WINDOW_MS_F64]! < 1000)) {
+          this.keepHead(triggers);
           devF64[df + DEV_CROSS_WINDOW_MS_F64] = t;
           devI32[di + DEV_CROSS_COUNT_I32] = 0;
         }
@@ -630,6 +770,8 @@ export class ContainmentEngine {
     devF64[df + DEV_LAST_LAT_F64] = lat;
     devF64[df + DEV_LAST_LON_F64] = lon;
     devI32[di + DEV_HAS_LAST_I32] = 1;
+    // Counted once done: a record that fails part way is counted lost instead (src/pipeline/held-batch.ts).
+    counters[cb + CNT_PROCESSED_F64]!++;
     return written;
   }
 
@@ -641,14 +783,16 @@ export class ContainmentEngine {
    * `pingLane`'s TRG_LANE_EXPIRED, set only by expire(), marks the trigger expired.
    */
   private emit(type: number, slot: number, fenceIndex: number, pingLane: number, triggers: SpscRing): void {
+    this.keepHead(triggers);
+    this.makeRoom(triggers);
     const rec = this.rec;
     rec[REC_SEQ] = ++this.state.devF64[slot * DEV_STRIDE_F64 + DEV_TRIGGER_SEQ_F64]!;
     const lane = this.store.isCompliance(fenceIndex) ? LANE_COMPLIANCE : LANE_TRANSITION;
     // A ping's lane is at most 2; TRG_LANE_EXPIRED comes only from expire().
     writeTrigger(
       triggers,
-      this.counters,
-      this.counterBase,
+      this.recordCounts,
+      0,
       type,
       this.store.generation,
       slot,
@@ -657,6 +801,19 @@ export class ContainmentEngine {
       rec,
     );
     this.markWritten(slot, triggers);
+    if (slot === this.drillSlot) this.drill!();
+  }
+
+  /**
+   * Before a record writes into a full trigger ring: waits for the dispatcher to take published records, so the
+   * record's own triggers stay unpublished until it is done (a record that fails part way must have published
+   * nothing); only when they alone fill the ring are they published first (the record could not go on otherwise).
+   * A scratch ring is left to writeTrigger.
+   */
+  private makeRoom(triggers: SpscRing): void {
+    if (triggers.scratch || triggers.freeSlots(1) >= 1) return;
+    if (triggers.depth() === 0) triggers.publish();
+    waitForTriggerRoom(triggers, this.counters, this.counterBase);
   }
 
   private nextStamp(): number {

@@ -63,10 +63,7 @@ export function writeTrigger(
       // triggers than the ring holds). Drop what it holds; the records were never meant to be read.
       triggers.release(triggers.available());
     } else {
-      counters[counterBase + CNT_TRIGGER_RING_WAITS_F64]!++;
-      while (triggers.waitForSpace(1, TRIGGER_RING_WAIT_MS) < 1) {
-        // Keep waiting: a full trigger ring pauses containment by design.
-      }
+      waitForTriggerRoom(triggers, counters, counterBase);
     }
   }
   const s = triggers.claim();
@@ -86,4 +83,15 @@ export function writeTrigger(
   i32[i + TRG_FENCE_INDEX_I32] = fenceIndex | (lane << TRG_LANE_SHIFT);
   // A retire marker is not a trigger: counted by the caller as an expiry.
   if (type !== TRG_TYPE_RETIRE) counters[counterBase + CNT_TRIGGERS_F64 + type]!++;
+}
+
+/**
+ * Blocks until the consumer frees a slot of `triggers` (counted as a trigger ring wait in the counter block at
+ * `counterBase`). The ring must hold published records, or the wait never ends. Allocation-free.
+ */
+export function waitForTriggerRoom(triggers: SpscRing, counters: Float64Array, counterBase: number): void {
+  counters[counterBase + CNT_TRIGGER_RING_WAITS_F64]!++;
+  while (triggers.waitForSpace(1, TRIGGER_RING_WAIT_MS) < 1) {
+    // Keep waiting: a full trigger ring pauses containment by design.
+  }
 }

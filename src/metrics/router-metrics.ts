@@ -1006,7 +1006,7 @@ const PIPELINE_STATS: readonly [number, string, string, 'counter' | 'gauge'][] =
   [
     PST_LOST_PINGS_HUNG_F64,
     MetricNames.LOST_PINGS_HUNG,
-    'Pings dropped with the batch a hung task held (part of the lost pings).',
+    'Pings a hung task was processing, dropped when it was aborted (part of the lost pings).',
     'counter',
   ],
   [

@@ -18,6 +18,7 @@
 import { threadId, workerData } from 'node:worker_threads';
 import { ContainmentEngine } from '../fences/engine.js';
 import { DeviceState } from '../fences/device-state.js';
+import { DevicePreImages } from '../fences/pre-image.js';
 import { FenceStore } from '../fences/store.js';
 import { DeviceIdReader } from '../ingest/device-registry.js';
 import { PipelineRegion } from '../shm/pipeline-region.js';
@@ -28,7 +29,9 @@ import {
   complianceTriggerRingIndex,
   RingKind,
   TEL_DEVICE_SLOT_I32,
+  WDG_DRILL_TRIGGERS_I32,
   WDG_HELD_COUNT_I32,
+  WDG_HELD_DONE_I32,
   WDG_HELD_RING_I32,
   WDG_PROGRESS_I32,
   WDG_STRIDE_I32,
@@ -68,6 +71,8 @@ let watchdog: Int32Array = new Int32Array(0);
 /** memory.triggerMarks: where each device's newest trigger went (the engine writes them; compliance-path.ts reads). */
 let triggerMarks: Int32Array | null = null;
 let idReader: DeviceIdReader | null = null;
+/** memory.preImages: each group's device pre-image (see ContainmentEngine.keepRecordsIn). */
+let preImages: DevicePreImages | null = null;
 /** This worker's runtime reports: on its interval between tasks, and from the task loop while a task runs long. */
 let runtime: ThreadRuntimeReporter | null = null;
 /** When the task loop reports next, ns (a cell: no double is boxed per pass). */
@@ -82,6 +87,7 @@ if (data !== null && data !== undefined && data.memory !== undefined) {
   state = DeviceState.open(m.deviceState);
   triggerMarks = new Int32Array(m.triggerMarks);
   watchdog = new Int32Array(m.watchdog);
+  preImages = new DevicePreImages(m.preImages, m.shards + 1, m.deviceState.maxFencesPerDevice);
   idReader = new DeviceIdReader(m.idTable);
   const block = claimPoolBlock(m.threadRuntime, Date.now());
   if (block >= 0) runtime = startThreadRuntimeReporter(m.threadRuntime, block);
@@ -110,6 +116,8 @@ interface FaultInjection {
   deviceId: number | string;
   /** FAULT_STALL: how long the batch's triggers wait, ms. */
   stallMs: number;
+  /** The others: which of the device's triggers (1: its first) the drill fires at. */
+  nth: number;
 }
 
 /**
@@ -120,28 +128,29 @@ interface FaultInjection {
  */
 function parseFaultInjection(value: string | undefined): FaultInjection | null {
   if (value === undefined || value === '') return null;
-  const m = /^(?:(hang|throw|exit)-on-device:([^:]+)|stall-on-device:([^:]+):(\d+))$/.exec(value);
+  const m = /^(?:(hang|throw|exit)-on-device:([^:#]+)(?:#([1-9]\d*))?|stall-on-device:([^:]+):(\d+))$/.exec(value);
   if (m === null) {
     throw new Error(
-      `${FAULT_INJECT_ENV} must be hang-on-device:<id>, throw-on-device:<id>, exit-on-device:<id> or stall-on-device:<id>:<ms>, got ${JSON.stringify(value)}`,
+      `${FAULT_INJECT_ENV} must be hang-on-device:<id>[#<n>], throw-on-device:<id>[#<n>], exit-on-device:<id>[#<n>] or stall-on-device:<id>:<ms>, got ${JSON.stringify(value)}`,
     );
   }
-  const id = m[2] ?? m[3]!;
+  const id = m[2] ?? m[4]!;
   return {
     mode: m[1] === undefined ? FAULT_STALL : m[1] === 'hang' ? FAULT_HANG : m[1] === 'throw' ? FAULT_THROW : FAULT_EXIT,
     deviceId: /^-?\d+$/.test(id) ? Number(id) : id,
-    stallMs: m[4] === undefined ? 0 : Number(m[4]),
+    stallMs: m[5] === undefined ? 0 : Number(m[5]),
+    nth: m[3] === undefined ? 1 : Number(m[3]),
   };
 }
 
 /**
  * DRILL HOOK, off by default. `GEOFENCE_FAULT_INJECT` (read once, when the worker starts; pool workers inherit the
- * process environment) makes the first containment batch that holds a ping of that device, in any worker of the pool
- * that meets it first, process the pings before it and then hang (until the worker is terminated), throw, or end the
- * worker thread: a real hang or failure inside a real pool worker, for the watchdog and failure-path tests. It fires
- * once per worker (each replacement worker reads the variable again, so a drill that must fire once per router arms a
- * device whose ping is sent once). The ingest thread drops the whole held batch, so pings of that batch processed
- * before the armed one are counted lost too. The stall processes the whole batch and holds its triggers back for the
+ * process environment) makes the first trigger of that device (or its nth, with `#<n>`), counted over the pool, hang
+ * (until the worker is terminated), throw, or end the worker thread, in the middle of the device's record (the trigger
+ * written, not published, the device's state part updated): a real hang or failure inside a real pool worker, for the
+ * watchdog and failure-path tests. It fires once per router (a cell of the watchdog region counts the device's triggers). The ingest thread keeps the records of
+ * the batch done before it, drops that record and puts its device back (held-batch.ts), and leaves the records after
+ * it to the next task. The stall processes the whole batch and holds its triggers back for the
  * time given before publishing them (those the trigger ring has room for; nothing is lost unless the stall reaches
  * `containmentStallMs`, when the watchdog drops the batch). Unset, the hot path pays one integer test per batch.
  */
@@ -163,31 +172,44 @@ function faultIndexIn(tel: SpscRing, fromSeq: number, count: number): number {
 }
 
 /**
- * Drill only: processes the pings before the armed device's (the `count` pings of the batch, for the stall), then
- * hangs, throws or ends the thread; the stall waits, publishes the batch's triggers and returns how many there were.
+ * Drill only: arms the engine to hang, throw or end the thread at the armed device's first trigger in this batch (the
+ * device's record half done: the trigger written and not published; the batch then runs as usual and fails there),
+ * and returns -1; a record without a trigger leaves the drill armed for a later batch. The stall processes the whole
+ * batch unaccounted for (WDG_HELD_DONE_I32 at -1: a failure drops it whole), waits, publishes its triggers and
+ * returns how many there were.
  */
-function fireFault(
+function armFault(
   e: ContainmentEngine,
   tel: SpscRing,
   fromSeq: number,
-  before: number,
+  at: number,
   count: number,
   trig: SpscRing,
+  wb: number,
 ): number {
   const mode = faultMode;
-  faultMode = FAULT_NONE;
   // Why Atomics.wait on a private cell: a wait that burns no CPU (for ever: only worker termination ends it).
   const never = new Int32Array(new SharedArrayBuffer(4));
   if (mode === FAULT_STALL) {
+    faultMode = FAULT_NONE;
+    watchdog[wb + WDG_HELD_DONE_I32] = -1;
     const written = e.processBatch(tel, fromSeq, count, trig, false);
     Atomics.wait(never, 0, 0, fault!.stallMs);
     trig.publish();
     return written;
   }
-  if (before > 0) e.processBatch(tel, fromSeq, before, trig);
-  if (mode === FAULT_THROW) throw new Error(`drill: ${FAULT_INJECT_ENV} threw on device ${faultDeviceId}`);
-  if (mode === FAULT_EXIT) process.exit(1);
-  for (;;) Atomics.wait(never, 0, 0);
+  const slot = tel.i32[tel.slotOf((fromSeq + at) | 0) * tel.strideI32 + TEL_DEVICE_SLOT_I32]!;
+  e.armDrill(slot, () => {
+    // Once per router, at the device's nth trigger counted over every worker (a replacement worker reads the
+    // variable again, and the device may send again).
+    const n = Atomics.add(watchdog, WDG_DRILL_TRIGGERS_I32, 1) + 1;
+    if (n !== fault!.nth) return;
+    faultMode = FAULT_NONE;
+    if (mode === FAULT_THROW) throw new Error(`drill: ${FAULT_INJECT_ENV} threw on device ${faultDeviceId}`);
+    if (mode === FAULT_EXIT) process.exit(1);
+    for (;;) Atomics.wait(never, 0, 0);
+  });
+  return -1;
 }
 /** Sizes this worker's batches by time from its measured cost per ping (see batch-sizing.ts). */
 const sizer = new BatchSizer();
@@ -208,6 +230,7 @@ function newEngine(store: FenceStore): ContainmentEngine {
   const e = new ContainmentEngine(store, state!, counters, 0, data?.engine ?? {});
   if (idReader !== null) e.watchLifeWords(idReader.lifeWords);
   if (triggerMarks !== null) e.markTriggersIn(triggerMarks);
+  if (preImages !== null) e.keepRecordsIn(preImages, watchdog);
   return e;
 }
 
@@ -246,6 +269,8 @@ export default function runContainmentTask(task: ContainmentTask): number {
   // A task starts with nothing claimed: a batch of this worker that threw left its trigger claims unpublished, and a
   // later batch must never publish them (they would reach the dispatcher after a device's newer triggers).
   for (let t = 0; t < triggers.length; t++) triggers[t]!.discardPending();
+  // Nor is a drill armed by a batch that threw still armed.
+  engine.armDrill(-1, null);
   for (let i = 0; i < rings.length; i++) {
     const tel = telemetry[rings[i]!]!;
     if (tel.readSeq() !== task.fromSeqs[i]) {
@@ -262,6 +287,7 @@ export default function runContainmentTask(task: ContainmentTask): number {
   const parkedCell = ownBlock * CNT_BLOCK_F64 + CNT_PARKED_NS_F64;
   const complianceTriggers = compliance ? complianceTriggerRingIndex(shardCount) : -1;
   Atomics.store(watchdog, wb + WDG_THREAD_ID_I32, threadId);
+  engine.useHeldBlock(wb / WDG_STRIDE_I32);
   const startNs = nowNs();
   const deadlineNs = startNs + task.maxTaskMs * 1e6;
   const lingerNs = task.lingerMs * 1e6;
@@ -295,15 +321,18 @@ export default function runContainmentTask(task: ContainmentTask): number {
       // Heartbeat: say which batch is held before touching it, then count the batch (the store the watchdog reads).
       watchdog[wb + WDG_HELD_RING_I32] = r;
       watchdog[wb + WDG_HELD_COUNT_I32] = count;
+      watchdog[wb + WDG_HELD_DONE_I32] = 0;
       Atomics.store(watchdog, wb + WDG_PROGRESS_I32, (watchdog[wb + WDG_PROGRESS_I32]! + 1) | 0);
       let drilled = -1;
       if (faultMode !== FAULT_NONE) {
         const at = faultIndexIn(tel, tel.readSeq(), count);
-        if (at >= 0) drilled = fireFault(engine, tel, tel.readSeq(), at, count, triggers[trig]!);
+        if (at >= 0) drilled = armFault(engine, tel, tel.readSeq(), at, count, triggers[trig]!, wb);
       }
       const batchStartNs = clockNs;
-      // A throw ends the task: the ingest thread drops the batch (counted lost), and the next task drops its claims.
+      // A throw ends the task: the ingest thread keeps the records done, drops the one it was in (counted lost, its
+      // device put back as before it) and leaves the rest for the next task, which drops this one's claims.
       const written = drilled >= 0 ? drilled : engine.processBatch(tel, tel.readSeq(), count, triggers[trig]!);
+      engine.armDrill(-1, null);
       tel.release(count);
       watchdog[wb + WDG_HELD_RING_I32] = -1;
       const batchEndNs = nowNs();

@@ -28,6 +28,7 @@ import type { IngestThreadData } from './ingest-thread.js';
 import { slotReusePort } from './device-expiry.js';
 import { AdmissionRoom, AdmissionSink, PipelineEdge, StorePredicates, type RingPublisher } from './ingest-wiring.js';
 import type { PipelineMemory } from './memory.js';
+import { HeldBatches } from './held-batch.js';
 import { ShardScheduler, type WatchdogSettings } from './shard-scheduler.js';
 import { CompliancePaths } from './compliance-path.js';
 import { LOOKUP_ONLY_STORE } from './store-views.js';
@@ -67,6 +68,13 @@ export function buildIngestPath(
           m.complianceRings.length > 0
             ? SpscRing.wrap(m.triggerRings[complianceTriggerRingIndex(m.shards)]!, RingKind.TRIGGER)
             : null,
+        heldBatches: new HeldBatches(
+          new Int32Array(m.watchdog),
+          m.preImages,
+          m.deviceState,
+          m.triggerRings,
+          m.triggerMarks,
+        ),
       }
     : null;
   const scheduler = new ShardScheduler(

@@ -21,8 +21,10 @@ import {
   TMARK_NONE,
   TMARK_STRIDE_I32,
   TRIGGER_STRIDE_BYTES,
+  preImageRegionBytes,
   watchdogRegionBytes,
   WDG_HELD_RING_I32,
+  WDG_PRE_SLOT_I32,
   WDG_STRIDE_I32,
 } from '../shm/layout.js';
 import { allocateThreadRuntimeRegion } from './thread-runtime.js';
@@ -93,6 +95,11 @@ export interface PipelineMemory {
    * batches, stalled flags.
    */
   readonly watchdog: SharedArrayBuffer;
+  /**
+   * Device pre-images (the PRE-IMAGE region, one block per watchdog block): a device's state before the record a
+   * containment task is in, put back if the task fails inside it (src/pipeline/held-batch.ts).
+   */
+  readonly preImages: SharedArrayBuffer;
   /** Per-thread runtime reports (RT_*, thread-runtime.ts). */
   readonly threadRuntime: SharedArrayBuffer;
   /** Per-partition cells of a partitioned source (SRC_*, one block per partition; one unused block without one). */
@@ -231,6 +238,7 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
     }),
     dispatchMetrics: allocateCounterRegion(1, Math.max(1, metricsCells(Math.max(1, spec.downstreams)))),
     watchdog: allocateWatchdogRegion(spec.shards + 1),
+    preImages: new SharedArrayBuffer(preImageRegionBytes(spec.shards + 1, spec.maxFencesPerDevice)),
     threadRuntime: allocateThreadRuntimeRegion((spec.poolSize ?? 1) + extraWorkers, ingestThreads),
     sourcePartitions: new SharedArrayBuffer(sourcePartitionRegionF64(spec.sourcePartitionCount ?? 0) * 8),
     sourcePartitionCount: spec.sourcePartitionCount ?? 0,
@@ -242,6 +250,9 @@ export function allocatePipelineMemory(spec: PipelineMemorySpec): PipelineMemory
 function allocateWatchdogRegion(blocks: number): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(watchdogRegionBytes(blocks));
   const cells = new Int32Array(sab);
-  for (let b = 0; b < blocks; b++) cells[b * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
+  for (let b = 0; b < blocks; b++) {
+    cells[b * WDG_STRIDE_I32 + WDG_HELD_RING_I32] = -1;
+    cells[b * WDG_STRIDE_I32 + WDG_PRE_SLOT_I32] = -1;
+  }
   return sab;
 }

@@ -30,7 +30,6 @@ import {
   PST_TASKS_COMPLETED_F64,
   PST_TASKS_FAILED_F64,
   PST_TASKS_SUBMITTED_F64,
-  WDG_HELD_COUNT_I32,
   WDG_HELD_RING_I32,
   WDG_PROGRESS_I32,
   WDG_STALLED_I32,
@@ -38,6 +37,7 @@ import {
   WDG_THREAD_ID_I32,
 } from '../shm/layout.js';
 import type { SpscRing } from '../shm/ring.js';
+import type { HeldBatches, HeldBatchOutcome } from './held-batch.js';
 import {
   CONTROL_RETURN_NOW,
   CONTROL_RETURN_WHEN_EMPTY,
@@ -84,6 +84,8 @@ export interface WatchdogSettings {
   triggerRings: readonly SpscRing[];
   /** The COMPLIANCE group's trigger ring (read only), or null (no COMPLIANCE path). */
   complianceTriggerRing: SpscRing | null;
+  /** Settles the batch a failed task held (which records are done, which one is lost, what to put back). */
+  heldBatches: HeldBatches;
 }
 
 /** How long the COMPLIANCE group's task waits for records before it answers, ms: it is idle most of the time. */
@@ -232,7 +234,7 @@ export class ShardScheduler {
    * naming the shards and the time without progress, PST_TASKS_ABORTED_F64 counts it, the group's shards are flagged
    * stalled (/healthz answers 503), and the task is aborted: Piscina rejects it at once and terminates its worker
    * (starting a replacement). The group is handed back only once that worker has exited, so two consumers never
-   * touch a ring; then the batch the task held is dropped (see `complete`) and the group is resubmitted. The stalled
+   * touch a ring; then the ping the task was in is dropped (see `complete`) and the group is resubmitted. The stalled
    * flag clears when the group's heartbeat moves again (its replacement began a batch) or it has nothing left to do.
    */
   checkStalls(nowMs: number): void {
@@ -481,6 +483,29 @@ export class ShardScheduler {
     );
   }
 
+  /** Logs what settling a failed task's batch did to a device (see HeldBatches.settle). */
+  private reportSettled(group: number, outcome: HeldBatchOutcome): void {
+    const label = `containment task for ${this.groupLabel(group)}`;
+    if (outcome.restoredSlot >= 0) {
+      this.onError(
+        `${label}: device slot ${outcome.restoredSlot} put back as it was before the record it failed in` +
+          (outcome.untrackedStays > 0
+            ? ` (${outcome.untrackedStays} of its fence stays found no room in the overflow pool: untracked)`
+            : ''),
+      );
+    }
+    if (outcome.tornSlot >= 0) {
+      this.onError(
+        `${label}: device slot ${outcome.tornSlot} left as the failed record left it (some of its triggers had filled the trigger ring and gone out); its later triggers may skip sequence numbers`,
+      );
+    }
+    if (outcome.droppedExpirySlot >= 0) {
+      this.onError(
+        `${label}: the expiry record of device slot ${outcome.droppedExpirySlot} failed twice and was dropped (the device stays as it was, retiring)`,
+      );
+    }
+  }
+
   private complete(group: number, consumed: number, failed: boolean): void {
     if (consumed === NEEDS_STORE) {
       // The worker has not opened this generation: send it along with the next task.
@@ -495,12 +520,14 @@ export class ShardScheduler {
       const wb = this.wdBase[group]!;
       const heldRing = cells !== null ? cells[wb + WDG_HELD_RING_I32]! : -1;
       if (cells !== null && heldRing >= 0) {
-        // The task died inside a batch: drop that batch only (it may hold the ping that hangs or throws, and some of
-        // its pings may have updated device state already, so running them again could repeat a CROSS). Every other
-        // record stays for the resubmitted task.
-        lost = cells[wb + WDG_HELD_COUNT_I32]!;
-        this.taskRings[heldRing]!.release(lost);
+        // The task died inside a batch: the records it finished stand, the one it was in is dropped (it may be the
+        // ping that hangs or throws) and its device put back as before it, and the rest stay for the resubmitted task.
+        const ring = this.taskRings[heldRing]!;
+        const outcome = this.wd!.heldBatches.settle(wb / WDG_STRIDE_I32, ring);
+        lost = outcome.lost;
+        ring.release(outcome.done + outcome.lost + outcome.dropped);
         cells[wb + WDG_HELD_RING_I32] = -1;
+        this.reportSettled(group, outcome);
       } else {
         // Failed outside a batch (at its start, or between batches): drop, per shard, what is left of the records that
         // were there when it was submitted, so a task that fails at its start cannot fail for ever.

@@ -216,7 +216,7 @@ export interface RouterStats {
   processed: number;
   /** Of those, ignored as older than the device's last ping. */
   stale: number;
-  /** Pings dropped with the batch of a containment task that threw, exited or hung (see the containment watchdog). */
+  /** Pings a containment task that threw, exited or hung was processing, dropped (see the containment watchdog). */
   lost: number;
   /** Triggers produced per type (containment and reload EXITs). */
   triggers: PerTriggerType;

@@ -880,7 +880,7 @@ export const PST_LOST_PINGS_F64 = 4;
 export const PST_TASKS_ABORTED_F64 = 5;
 /** Shard groups currently declared hung by the watchdog (a gauge; ingest thread). Same line 0. */
 export const PST_STALLED_GROUPS_F64 = 6;
-/** Pings dropped with a hung task's batch (reason "hung"), included in PST_LOST_PINGS_F64 (ingest thread). */
+/** Pings a hung task was processing, dropped (reason "hung"), included in PST_LOST_PINGS_F64 (ingest thread). */
 export const PST_LOST_PINGS_HUNG_F64 = 7;
 /** Fence reloads completed (main thread). Line 1. */
 export const PST_RELOADS_F64 = 8;
@@ -1388,10 +1388,65 @@ export const WDG_HELD_COUNT_I32 = 2;
 export const WDG_THREAD_ID_I32 = 3;
 /** 1 while this shard's group is declared hung (detection until its replacement task begins a batch), else 0. */
 export const WDG_STALLED_I32 = 4;
+/**
+ * Records of the held batch done (processed, their triggers published), written after each one; -1 for a batch run
+ * without that record (the whole batch is then dropped if its task fails). What a failed task's batch keeps.
+ */
+export const WDG_HELD_DONE_I32 = 5;
+/**
+ * Device slot whose record (the held batch's record number WDG_HELD_DONE_I32) is being processed and has begun to
+ * change it, its state before that record kept in the group's PRE-IMAGE block; else -1.
+ */
+export const WDG_PRE_SLOT_I32 = 6;
+/** The trigger ring (index among memory.triggerRings) that record writes to. */
+export const WDG_PRE_TRIG_RING_I32 = 7;
+/** That trigger ring's position where the record's first trigger goes (its write sequence plus pending claims). */
+export const WDG_PRE_TRIG_AT_I32 = 8;
+/** Drill only, block 0's: triggers of the drill hook's device (containment-thread.ts) written, all pool workers. */
+export const WDG_DRILL_TRIGGERS_I32 = 9;
 
 /** Bytes of a watchdog region of `blocks` blocks (a router's: one per shard and the COMPLIANCE group's). */
 export function watchdogRegionBytes(blocks: number): number {
   return blocks * WDG_STRIDE_I32 * 4;
+}
+
+/**
+ * The PRE-IMAGE region: per containment group (the watchdog's blocks), the state of the device whose record the
+ * group's task is processing, as it was before that record (src/pipeline/held-batch.ts): so that a task that fails part
+ * way through a record (a throw, a hang, a worker that ends) leaves that device as if the record never came, not half
+ * updated with its triggers unpublished. Float64 blocks first (PRE_F64_STRIDE each), then Int32 blocks
+ * (PRE_I32_STRIDE each); both strides depend on maxFencesPerDevice (`preImageStrides`). Written by the pool worker
+ * before a record's first trigger or first change of an entry (a record that changes neither keeps nothing); read by
+ * the ingest thread after the task failed (the worker gone or out of it).
+ */
+/** Float64 cells at the start of a pre-image block: the device's DEV_* doubles (DEV_STRIDE_F64), then entries. */
+export const PRE_DEV_F64 = 0;
+/** Int32 cells at the start of a pre-image block: the device's DEV_* ints (DEV_STRIDE_I32). */
+export const PRE_DEV_I32 = 0;
+/** Int32 cell: the device's trigger mark (TMARK_STRIDE_I32 cells from here). */
+export const PRE_MARK_I32 = DEV_STRIDE_I32;
+/**
+ * Int32 cell: 1 when the block holds the device's entries too, 0 when the record had not changed any of them yet (they
+ * are kept only before the first change: most records change none).
+ */
+export const PRE_ENTRIES_KEPT_I32 = DEV_STRIDE_I32 + TMARK_STRIDE_I32;
+/** Int32 cells before a block's entries (the device's ints, its trigger mark, the entries-kept flag). */
+export const PRE_HEAD_I32 = PRE_ENTRIES_KEPT_I32 + 1;
+/** Float64 cells before a block's entries (the device's doubles). */
+export const PRE_HEAD_F64 = DEV_STRIDE_F64;
+
+/** Per-block strides of the PRE-IMAGE region for devices of up to `maxFencesPerDevice` entries. */
+export function preImageStrides(maxFencesPerDevice: number): { f64: number; i32: number } {
+  return {
+    f64: PRE_HEAD_F64 + maxFencesPerDevice * ENTRY_STRIDE_F64,
+    i32: PRE_HEAD_I32 + maxFencesPerDevice * ENTRY_STRIDE_I32,
+  };
+}
+
+/** Bytes of a PRE-IMAGE region of `blocks` blocks. */
+export function preImageRegionBytes(blocks: number, maxFencesPerDevice: number): number {
+  const s = preImageStrides(maxFencesPerDevice);
+  return blocks * (s.f64 * 8 + s.i32 * 4);
 }
 
 /**

@@ -309,7 +309,8 @@ export class SpscRing {
   }
 
   /**
-   * Blocks the consumer until a record is available or `timeoutMs` passes; returns the available count.
+   * Blocks the consumer until a record is available or `timeoutMs` passes; returns the available count, which may be
+   * 0 before the time is up (a wake the producer meant for an earlier wait): callers that need a record wait again.
    * Spins `spinIterations` times, then parks in `Atomics.wait` on the write sequence.
    */
   waitForData(timeoutMs: number, spinIterations = DEFAULT_SPIN_ITERATIONS): number {

@@ -31,7 +31,10 @@ import {
   TEL_LON_F64,
   TELEMETRY_STRIDE_BYTES,
   TriggerType,
+  WDG_STRIDE_I32,
+  preImageRegionBytes,
 } from '../../src/shm/layout.js';
+import { DevicePreImages } from '../../src/fences/pre-image.js';
 import { at, collection, square, triggerRing } from './helpers.js';
 
 /**
@@ -52,6 +55,12 @@ test(`query + exact test + state update allocate nothing over ${RUNS} x ${ITERAT
   const state = DeviceState.open(allocateDeviceState(256, 8));
   const counters = new Float64Array(allocateCounterRegion(1, CNT_BLOCK_F64));
   const engine = new ContainmentEngine(store, state, counters, 0);
+  // Each record accounted for as in a pool worker: the device's pre-image kept, the watchdog cells written.
+  engine.keepRecordsIn(
+    new DevicePreImages(new SharedArrayBuffer(preImageRegionBytes(1, 8)), 1, 8),
+    new Int32Array(WDG_STRIDE_I32),
+  );
+  engine.useHeldBlock(0);
   const triggers = triggerRing(4096);
   // Precomputed random walks of 256 devices, 256 steps each (device d's step s at d * 256 + s): the loop only
   // reads them. Each device starts somewhere in the city; a device replays its walk from the start every 256 pings.

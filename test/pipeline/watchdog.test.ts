@@ -6,13 +6,11 @@
  * dropped ping is counted with its reason.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { createRouter, type Router } from '../../src/index.js';
+import type { Router } from '../../src/index.js';
 import { shardOfId } from '../../src/ingest/device-registry.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
+import { createDrilledRouter, devicesOnShard } from './drill-support.js';
 import { byDevice, frameOf, orderProblem, square, waitFor, type ScriptedPing } from './support.js';
 
 /** A, and far from it a compliance fence C, whose pings take the COMPLIANCE ring. */
@@ -25,9 +23,7 @@ const SHARDS = 2;
 
 /** Numeric device ids that hash to `shard`, `n` of them, none equal to `except`. */
 function devicesOn(shard: number, n: number, except: number): number[] {
-  const out: number[] = [];
-  for (let id = 1000; out.length < n; id++) if (id !== except && shardOfId(id, SHARDS) === shard) out.push(id);
-  return out;
+  return devicesOnShard(shard, SHARDS, n, except);
 }
 
 /** Each device walks through A (or the fence centred `centreM` east): outside, inside, outside (ENTER, EXIT). */
@@ -44,27 +40,8 @@ function metric(text: string, name: string): number {
   return Number(m[1]);
 }
 
-async function startRouter(fault: string, called: Trigger[]): Promise<Router> {
-  // Pool workers inherit the environment of the thread that starts them (the ingest thread, which copies ours now).
-  process.env['GEOFENCE_FAULT_INJECT'] = fault;
-  try {
-    return await createRouter({
-      fences: FENCES,
-      listenHost: null,
-      adminPort: 0,
-      shards: SHARDS,
-      poolSize: SHARDS,
-      complianceWorker: true,
-      ringCapacitySlots: 1024,
-      maxDevices: 1000,
-      containmentStallMs: 500,
-      stateDir: mkdtempSync(join(tmpdir(), 'gr-wd-')),
-      downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void called.push(...ts) }],
-      log: () => undefined,
-    });
-  } finally {
-    delete process.env['GEOFENCE_FAULT_INJECT'];
-  }
+function startRouter(fault: string, called: Trigger[]): Promise<Router> {
+  return createDrilledRouter(fault, FENCES, SHARDS, called, { adminPort: 0, complianceWorker: true });
 }
 
 function expectWalks(called: readonly Trigger[], ids: readonly number[], fence = 'A'): void {
@@ -153,7 +130,7 @@ for (const [mode, BAD, what] of [
   ['throw', 778, 'a containment task that throws mid-batch'],
   ['exit', 779, 'a containment worker that ends mid-batch'],
 ] as const) {
-  test(`${what} loses only its batch, counted; the pipeline keeps going`, async () => {
+  test(`${what} loses only the ping it was in, counted; the pipeline keeps going`, async () => {
     const badShard = shardOfId(BAD, SHARDS);
     const called: Trigger[] = [];
     const router = await startRouter(`${mode}-on-device:${BAD}`, called);
