@@ -751,6 +751,8 @@ export class ContainmentEngine {
               counters[cb + CNT_CROSS_OVER_BUDGET_F64]!++;
               continue;
             }
+            // Kept before the budget is spent: a record that fails at this CROSS is put back with its budget.
+            this.keepHead(triggers);
             devI32[di + DEV_CROSS_COUNT_I32]!++;
             written++;
             rec[REC_INSIDE_MS] = 0;

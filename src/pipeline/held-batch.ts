@@ -53,9 +53,10 @@ export class HeldBatches {
   private readonly state: DeviceState;
   private readonly triggerRings: readonly SpscRing[];
   private readonly marks: Int32Array;
-  /** Per block: 1 while an expiry record that failed is left to be run again, at position expiryRetryAt. */
+  /** Per block: 1 while an expiry record that failed is left to be run again, at expiryRetryAt of ring expiryRetryRing. */
   private readonly expiryRetried: Uint8Array;
   private readonly expiryRetryAt: Int32Array;
+  private readonly expiryRetryRing: Int32Array;
 
   /**
    * @param cells the watchdog cells (memory.watchdog)
@@ -78,15 +79,16 @@ export class HeldBatches {
     this.marks = new Int32Array(triggerMarks);
     this.expiryRetried = new Uint8Array(blocks);
     this.expiryRetryAt = new Int32Array(blocks);
+    this.expiryRetryRing = new Int32Array(blocks);
   }
 
   /**
    * Settles the batch held by the failed task of watchdog block `block` (WDG_HELD_* name it; `telemetry` is the held
-   * ring, its read sequence at the batch's first record): puts the device of the record it failed in back as it was,
+   * ring, `ringIndex` its index, its read sequence at the batch's first record): puts the device of the record it failed in back as it was,
    * and says which records count done, lost or dropped. The caller releases `done + lost + dropped` records of the
    * held ring; the rest stay for the next task.
    */
-  settle(block: number, telemetry: SpscRing): HeldBatchOutcome {
+  settle(block: number, telemetry: SpscRing, ringIndex: number): HeldBatchOutcome {
     const cells = this.cells;
     const wb = block * WDG_STRIDE_I32;
     const held = cells[wb + WDG_HELD_COUNT_I32]!;
@@ -112,6 +114,11 @@ export class HeldBatches {
     const at = (telemetry.readSeq() + done) | 0;
     const r = telemetry.slotOf(at) * telemetry.strideI32;
     const expiry = telemetry.i32[r + TEL_LANE_I32] === TEL_LANE_EXPIRE;
+    // An update the record opened and nothing will close (its version odd: a checkpoint would wait on it).
+    const recordSlot = telemetry.i32[r + TEL_DEVICE_SLOT_I32]!;
+    if (recordSlot >= 0 && recordSlot < this.state.maxDevices && (this.state.writeVersion(recordSlot) & 1) === 1) {
+      this.state.endWrite(recordSlot);
+    }
     let torn = false;
     if (slot >= 0 && slot < this.state.maxDevices) {
       const ring = this.triggerRings[cells[wb + WDG_PRE_TRIG_RING_I32]!];
@@ -129,14 +136,16 @@ export class HeldBatches {
       return out;
     }
     // An expiry record is not a ping, and its device must still be retired: run it again, once.
-    if (!torn && !(this.expiryRetried[block] === 1 && this.expiryRetryAt[block] === at)) {
+    const again = this.expiryRetried[block] === 1 && this.expiryRetryAt[block] === at;
+    if (!torn && !(again && this.expiryRetryRing[block] === ringIndex)) {
       this.expiryRetried[block] = 1;
       this.expiryRetryAt[block] = at;
+      this.expiryRetryRing[block] = ringIndex;
       return out;
     }
     this.expiryRetried[block] = 0;
     out.dropped = 1;
-    out.droppedExpirySlot = telemetry.i32[r + TEL_DEVICE_SLOT_I32]!;
+    out.droppedExpirySlot = recordSlot;
     return out;
   }
 }

@@ -523,7 +523,7 @@ export class ShardScheduler {
         // The task died inside a batch: the records it finished stand, the one it was in is dropped (it may be the
         // ping that hangs or throws) and its device put back as before it, and the rest stay for the resubmitted task.
         const ring = this.taskRings[heldRing]!;
-        const outcome = this.wd!.heldBatches.settle(wb / WDG_STRIDE_I32, ring);
+        const outcome = this.wd!.heldBatches.settle(wb / WDG_STRIDE_I32, ring, heldRing);
         lost = outcome.lost;
         ring.release(outcome.done + outcome.lost + outcome.dropped);
         cells[wb + WDG_HELD_RING_I32] = -1;

@@ -983,7 +983,29 @@ export class PipelineRouter implements Router {
       oldToNew,
     );
     this.store = next;
+    if (exits > 0) void this.checkpointAfterExits(exits);
     return exits;
+  }
+
+  /**
+   * After a fence change that ended stays with EXITs: a checkpoint as soon as those EXITs are handed on (delivered, or
+   * in a downstream's durable file), not at the next interval. Until one is written, a crash restarts from a copy in
+   * which the devices are still inside the fences removed, and the restart ends those stays a second time; one written
+   * before the EXITs are handed on would lose them instead. When they are not handed on within the hand-off time, the
+   * periodic checkpoint stays the one to cover them.
+   */
+  private async checkpointAfterExits(exits: number): Promise<void> {
+    try {
+      await this.handedOn(false, HAND_OFF_WITHIN_MS);
+      if (this.drainPromise !== null) return;
+      await this.checkpointNow();
+      this.log(`checkpoint written after a fence change that ended ${exits} stays`, 'debug');
+    } catch (err) {
+      this.log(
+        `no checkpoint after a fence change that ended ${exits} stays (the next periodic one covers it): ${(err as Error).message.replace(/^dispatcher thread: /, '')}`,
+        'warn',
+      );
+    }
   }
 
   /** Keeps an applied edit for the next start; false when there is no journal or it could not be written. */

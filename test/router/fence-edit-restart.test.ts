@@ -184,3 +184,45 @@ test('a fence whose tags changed across a restart: its stays under the old tags 
     lines.join('\n'),
   );
 });
+
+test('a crash just after a fence removal ends the stay once: the state is checkpointed as soon as the EXIT is handed on', async () => {
+  const stateDir = join(mkdtempSync(join(tmpdir(), 'gr-edit-crash-')), 'state');
+  const got: Trigger[] = [];
+  const lines: string[] = [];
+  // No periodic checkpoint within the test: only the start's and the one after the removal.
+  const slow = { checkpointIntervalMs: 600_000 };
+
+  // Run 1: d1 enters C; a clean stop keeps it inside C.
+  const first = await start(stateDir, got, lines, slow);
+  first.ingest(frameOf({ id: 'd1', eastM: 2000, northM: 0, dtMs: 0 }));
+  await waitFor(() => got.length === 1, 10_000, 'ENTER C');
+  await first.close();
+
+  // Run 2: C removed live (EXIT C), then the process dies before any periodic checkpoint.
+  const second = await start(stateDir, got, lines, slow);
+  const removed = await second.removeFence('C');
+  assert.equal(removed.exits, 1);
+  await waitFor(() => got.length === 2, 10_000, 'EXIT C');
+  await waitFor(
+    () => lines.some((l) => l.includes('checkpoint written after a fence change that ended 1 stays')),
+    10_000,
+    'the checkpoint after the removal',
+  );
+  await second.abandon();
+
+  // Run 3: C stays removed and d1 is not inside it: no second EXIT at the restore.
+  const third = await start(stateDir, got, lines, slow);
+  try {
+    assert.equal(third.recovery.restoredDevices, 1);
+    third.ingest(frameOf({ id: 'd1', eastM: 0, northM: 0, dtMs: 1000 }));
+    await waitFor(() => got.length >= 3, 10_000, 'ENTER A');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(
+      got.map((t) => `${t.seq} ${t.type} ${t.fenceId}`),
+      ['1 ENTER C', '2 EXIT C', `${got[2]!.seq} ENTER A`],
+    );
+    assert.deepEqual(checkDeliveryContract(got, { stays: true }).problems, []);
+  } finally {
+    await third.close();
+  }
+});
