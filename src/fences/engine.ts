@@ -267,8 +267,9 @@ export class ContainmentEngine {
   /**
    * Makes batches account for each record as they go (src/pipeline/held-batch.ts): before a record's first trigger or
    * first change of its device's entries, the device's state is kept in the current group's pre-image block and the
-   * watchdog cells name it (WDG_PRE_*); after the record, its triggers are published and WDG_HELD_DONE_I32 counts it. A task that fails inside a batch then loses only the record
-   * it was in, and that device is put back as it was before it.
+   * watchdog cells name it (WDG_PRE_*); after the record, its triggers are published and WDG_HELD_DONE_I32 counts it.
+   * A task that fails inside a batch then loses only the record it was in, and that device is put back as it was
+   * before it.
    */
   keepRecordsIn(preImages: DevicePreImages, watchdog: Int32Array): void {
     this.preImages = preImages;

@@ -148,10 +148,10 @@ function parseFaultInjection(value: string | undefined): FaultInjection | null {
  * process environment) makes the first trigger of that device (or its nth, with `#<n>`), counted over the pool, hang
  * (until the worker is terminated), throw, or end the worker thread, in the middle of the device's record (the trigger
  * written, not published, the device's state part updated): a real hang or failure inside a real pool worker, for the
- * watchdog and failure-path tests. It fires once per router (a cell of the watchdog region counts the device's triggers). The ingest thread keeps the records of
- * the batch done before it, drops that record and puts its device back (held-batch.ts), and leaves the records after
- * it to the next task. The stall processes the whole batch and holds its triggers back for the
- * time given before publishing them (those the trigger ring has room for; nothing is lost unless the stall reaches
+ * watchdog and failure-path tests. It fires once per router (a cell of the watchdog region counts the device's
+ * triggers). The ingest thread keeps the records of the batch done before it, drops that record and puts its device
+ * back (held-batch.ts), and leaves the records after it to the next task. The stall processes the whole batch and
+ * holds its triggers back for the time given before publishing them (those the trigger ring has room for; nothing is lost unless the stall reaches
  * `containmentStallMs`, when the watchdog drops the batch). Unset, the hot path pays one integer test per batch.
  */
 const fault = parseFaultInjection(process.env[FAULT_INJECT_ENV]);
@@ -172,9 +172,9 @@ function faultIndexIn(tel: SpscRing, fromSeq: number, count: number): number {
 }
 
 /**
- * Drill only: arms the engine to hang, throw or end the thread at the armed device's first trigger in this batch (the
- * device's record half done: the trigger written and not published; the batch then runs as usual and fails there),
- * and returns -1; a record without a trigger leaves the drill armed for a later batch. The stall processes the whole
+ * Drill only: arms the engine to hang, throw or end the thread at the armed device's nth trigger, counted over the
+ * pool (the device's record half done: the trigger written and not published; the batch then runs as usual and fails
+ * there), and returns -1; until then, the device's later batches arm it again. The stall processes the whole
  * batch unaccounted for (WDG_HELD_DONE_I32 at -1: a failure drops it whole), waits, publishes its triggers and
  * returns how many there were.
  */

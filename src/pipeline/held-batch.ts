@@ -11,7 +11,7 @@
  *   left as the record left it, and the log says so. An expiry record (not a ping) is put back the same way and left
  *   in the ring to be run again, once; failing again, it is dropped and logged (its device stays retiring);
  * - the records after it: left in the ring for the group's next task.
- * A batch run without that accounting (WDG_HELD_DONE_I32 at -1) is dropped whole, as before it.
+ * A batch run without that accounting (WDG_HELD_DONE_I32 at -1: the stall drill's) is dropped whole.
  */
 import { DeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { DevicePreImages } from '../fences/pre-image.js';
@@ -53,7 +53,7 @@ export class HeldBatches {
   private readonly state: DeviceState;
   private readonly triggerRings: readonly SpscRing[];
   private readonly marks: Int32Array;
-  /** Per block: 1 while an expiry record that failed is left to be run again, at expiryRetryAt of ring expiryRetryRing. */
+  /** Per block: 1 while a failed expiry record is left to run again (at expiryRetryAt of ring expiryRetryRing). */
   private readonly expiryRetried: Uint8Array;
   private readonly expiryRetryAt: Int32Array;
   private readonly expiryRetryRing: Int32Array;
@@ -84,9 +84,9 @@ export class HeldBatches {
 
   /**
    * Settles the batch held by the failed task of watchdog block `block` (WDG_HELD_* name it; `telemetry` is the held
-   * ring, `ringIndex` its index, its read sequence at the batch's first record): puts the device of the record it failed in back as it was,
-   * and says which records count done, lost or dropped. The caller releases `done + lost + dropped` records of the
-   * held ring; the rest stay for the next task.
+   * ring, `ringIndex` its index, its read sequence at the batch's first record): puts the device of the record it
+   * failed in back as it was, and says which records count done, lost or dropped. The caller releases
+   * `done + lost + dropped` records of the held ring; the rest stay for the next task.
    */
   settle(block: number, telemetry: SpscRing, ringIndex: number): HeldBatchOutcome {
     const cells = this.cells;

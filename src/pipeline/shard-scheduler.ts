@@ -496,7 +496,7 @@ export class ShardScheduler {
     }
     if (outcome.tornSlot >= 0) {
       this.onError(
-        `${label}: device slot ${outcome.tornSlot} left as the failed record left it (some of its triggers had filled the trigger ring and gone out); its later triggers may skip sequence numbers`,
+        `${label}: device slot ${outcome.tornSlot} left half updated by the failed record (some of its triggers had filled the trigger ring and gone out): its next triggers may skip a seq or repeat an EXIT or ENTER`,
       );
     }
     if (outcome.droppedExpirySlot >= 0) {
