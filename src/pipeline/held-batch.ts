@@ -9,14 +9,20 @@
  *   have taken up an entry, or spent a sequence number, for a trigger never published). When some of its triggers
  *   were published (possible only when they alone filled the trigger ring) they cannot be taken back: the device is
  *   left as the record left it, and the log says so. An expiry record (not a ping) is put back the same way and left
- *   in the ring to be run again, once; failing again, it is dropped and logged (its device stays retiring);
+ *   in the ring to be run again, once; failing again, it is dropped and logged, and its device made active again as
+ *   before the sweep retired it (a later sweep expires it anew, under a new epoch);
  * - the records after it: left in the ring for the group's next task.
  * A batch run without that accounting (WDG_HELD_DONE_I32 at -1: the stall drill's) is dropped whole.
  */
 import { DeviceState, type DeviceStateDescriptor } from '../fences/device-state.js';
 import { DevicePreImages } from '../fences/pre-image.js';
+import { DeviceIdReader } from '../ingest/device-registry.js';
 import {
+  DEVICE_LIFE_EPOCH_MASK,
+  DEVICE_LIFE_EPOCH_SHIFT,
+  DeviceLife,
   RingKind,
+  TEL_EXPIRE_EPOCH_F64,
   TEL_DEVICE_SLOT_I32,
   TEL_LANE_EXPIRE,
   TEL_LANE_I32,
@@ -43,6 +49,8 @@ export interface HeldBatchOutcome {
   tornSlot: number;
   /** The device of an expiry record dropped after failing twice, or -1. */
   droppedExpirySlot: number;
+  /** That device was made active again (false: a ping had revived it, or its state was left half expired). */
+  expiryUndone: boolean;
   /** Fence stays of that device that found no room again (the overflow pool ran out meanwhile): left untracked. */
   untrackedStays: number;
 }
@@ -53,6 +61,8 @@ export class HeldBatches {
   private readonly state: DeviceState;
   private readonly triggerRings: readonly SpscRing[];
   private readonly marks: Int32Array;
+  /** The id table's life words (DeviceLife). */
+  private readonly lifeWords: Int32Array;
   /** Per block: 1 while a failed expiry record is left to run again (at expiryRetryAt of ring expiryRetryRing). */
   private readonly expiryRetried: Uint8Array;
   private readonly expiryRetryAt: Int32Array;
@@ -64,6 +74,7 @@ export class HeldBatches {
    * @param deviceState memory.deviceState
    * @param triggerRings memory.triggerRings (read only: their published write sequences)
    * @param triggerMarks memory.triggerMarks
+   * @param idTable memory.idTable (its life words)
    */
   constructor(
     private readonly cells: Int32Array,
@@ -71,12 +82,14 @@ export class HeldBatches {
     deviceState: DeviceStateDescriptor,
     triggerRings: readonly SharedArrayBuffer[],
     triggerMarks: SharedArrayBuffer,
+    idTable: SharedArrayBuffer,
   ) {
     const blocks = cells.length / WDG_STRIDE_I32;
     this.preImages = new DevicePreImages(preImages, blocks, deviceState.maxFencesPerDevice);
     this.state = DeviceState.open(deviceState);
     this.triggerRings = triggerRings.map((b) => SpscRing.wrap(b, RingKind.TRIGGER));
     this.marks = new Int32Array(triggerMarks);
+    this.lifeWords = new DeviceIdReader(idTable).lifeWords;
     this.expiryRetried = new Uint8Array(blocks);
     this.expiryRetryAt = new Int32Array(blocks);
     this.expiryRetryRing = new Int32Array(blocks);
@@ -102,6 +115,7 @@ export class HeldBatches {
       restoredSlot: -1,
       tornSlot: -1,
       droppedExpirySlot: -1,
+      expiryUndone: false,
       untrackedStays: 0,
     };
     if (!(done >= 0 && done <= held)) {
@@ -146,6 +160,14 @@ export class HeldBatches {
     this.expiryRetried[block] = 0;
     out.dropped = 1;
     out.droppedExpirySlot = recordSlot;
+    if (!torn && recordSlot >= 0 && recordSlot < this.state.maxDevices) {
+      // Undo the sweep's step (ACTIVE under the epoch before to RETIRING under this one), unless a ping revived the
+      // device meanwhile: no retire marker went out, so nothing else knows of this epoch.
+      const epoch = telemetry.f64[telemetry.slotOf(at) * telemetry.strideF64 + TEL_EXPIRE_EPOCH_F64]! | 0;
+      const retiring = (epoch << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.RETIRING;
+      const active = (((epoch - 1) & DEVICE_LIFE_EPOCH_MASK) << DEVICE_LIFE_EPOCH_SHIFT) | DeviceLife.ACTIVE;
+      out.expiryUndone = Atomics.compareExchange(this.lifeWords, recordSlot, retiring, active) === retiring;
+    }
     return out;
   }
 }

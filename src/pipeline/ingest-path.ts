@@ -74,6 +74,7 @@ export function buildIngestPath(
           m.deviceState,
           m.triggerRings,
           m.triggerMarks,
+          m.idTable,
         ),
       }
     : null;

@@ -501,7 +501,7 @@ export class ShardScheduler {
     }
     if (outcome.droppedExpirySlot >= 0) {
       this.onError(
-        `${label}: the expiry record of device slot ${outcome.droppedExpirySlot} failed twice and was dropped (the device stays as it was, retiring)`,
+        `${label}: the expiry record of device slot ${outcome.droppedExpirySlot} failed twice and was dropped (${outcome.expiryUndone ? 'the device is active again, for a later sweep to expire' : 'the device stays as it was'})`,
       );
     }
   }

@@ -1,13 +1,14 @@
 /**
  * A containment task that fails in the middle of one device's record, inside a batch that holds other devices' pings
  * before and after it, through real threads and real pool workers (the drill hook GEOFENCE_FAULT_INJECT fires at the
- * armed device's first trigger, just after writing it: that device's state is part updated and the trigger claimed,
- * not published). Whatever the failure (a throw, a worker that ends, a hang the watchdog ends):
+ * armed device's first trigger, or its nth, just after writing it: that device's state is part updated and the
+ * trigger claimed, not published). Whatever the failure (a throw, a worker that ends, a hang the watchdog ends):
  * - the pings of the batch before the failed one keep their triggers (their state changed with them);
  * - the pings after it are processed by the group's next task, none lost;
  * - the failed ping is the one ping lost, counted, and its device is put back as before it: its later triggers run
  *   on from the same sequence, with no gap and no stay the receiver never saw begin;
  * - the trigger counters count only what was delivered.
+ * An expiry record that fails is run again, its EXIT delivered once.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
