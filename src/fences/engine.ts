@@ -28,7 +28,6 @@
  */
 import {
   CNT_BLOCK_F64,
-  CNT_TRIGGER_RING_WAITS_F64,
   CNT_TRIGGERS_F64,
   TRIGGER_TYPE_COUNT,
   CNT_EXACT_TESTS_F64,
@@ -167,8 +166,9 @@ export class ContainmentEngine {
   private heldBase = 0;
   private heldBlock = 0;
   /**
-   * The current record's trigger and trigger-ring-wait counts (writeTrigger's cells of a counter block), added to the
-   * batch's block once the record is done: a record that fails part way counts no trigger it never published.
+   * The current record's trigger counts (writeTrigger's cells of a counter block), added to the batch's block once the
+   * record is done: a record that fails part way counts no trigger it never published. Its waits for ring room are
+   * counted at once, in the batch's block (makeRoom: writeTrigger finds room).
    */
   private readonly recordCounts = new Float64Array(CNT_BLOCK_F64);
   /**
@@ -414,8 +414,6 @@ export class ContainmentEngine {
       counters[cb + CNT_TRIGGERS_F64 + t]! += counts[CNT_TRIGGERS_F64 + t]!;
       counts[CNT_TRIGGERS_F64 + t] = 0;
     }
-    counters[cb + CNT_TRIGGER_RING_WAITS_F64]! += counts[CNT_TRIGGER_RING_WAITS_F64]!;
-    counts[CNT_TRIGGER_RING_WAITS_F64] = 0;
   }
 
   /**

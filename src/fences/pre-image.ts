@@ -76,7 +76,7 @@ export class DevicePreImages {
     const devI32 = state.devI32;
     const df = slot * DEV_STRIDE_F64;
     const di = slot * DEV_STRIDE_I32;
-    // Written out cell by cell: the copy runs once per record.
+    // Written out cell by cell: the copy runs once per record that changes its device.
     const pf = bf + PRE_DEV_F64;
     f64[pf] = devF64[df]!;
     f64[pf + 1] = devF64[df + 1]!;

@@ -23,6 +23,11 @@ const SHARDS = 2;
 /** Devices walking through A beside the armed one, per shard. */
 const PER_SHARD = 12;
 
+/** A ping of each of `ids`, `eastM` east of the origin, at `dtMs`. */
+function step(eastM: number, dtMs: number, ids: readonly number[]): ScriptedPing[] {
+  return ids.map((id) => ({ id, eastM, northM: 0, dtMs }));
+}
+
 /** One read's worth of frames: the router takes them in one chunk, so each shard's pings reach its ring together. */
 function chunkOf(pings: readonly ScriptedPing[]): Buffer {
   return Buffer.concat(pings.map(frameOf));
@@ -41,8 +46,6 @@ for (const mode of ['throw', 'exit', 'hang'] as const) {
       ];
       const walkers = [...others, BAD];
       // Outside A (west), inside, outside (east): ENTER then EXIT for each, and for BAD the failure at its ENTER.
-      const step = (eastM: number, dtMs: number, ids: readonly number[]): ScriptedPing[] =>
-        ids.map((id) => ({ id, eastM, northM: 0, dtMs }));
       router.ingest(chunkOf(step(-200, 0, walkers)));
       await waitFor(() => router.stats().processed === walkers.length, 10_000, 'the first pings processed');
       // The armed ping in the middle of its shard's pings: some before it in the batch, some after.
@@ -97,8 +100,6 @@ test('a record that fails after removing one of its device stays puts every stay
   try {
     const others = devicesOnShard(shardOfId(BAD, SHARDS), SHARDS, 6, BAD, 2000);
     const walkers = [...others, BAD];
-    const step = (eastM: number, dtMs: number, ids: readonly number[]): ScriptedPing[] =>
-      ids.map((id) => ({ id, eastM, northM: 0, dtMs }));
     router.ingest(chunkOf(step(0, 0, walkers)));
     await waitFor(() => called.length === 2 * walkers.length, 10_000, 'the ENTERs');
     router.ingest(chunkOf(step(1000, 1000, [...others.slice(0, 3), BAD, ...others.slice(3)])));
