@@ -8,6 +8,7 @@ import { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { FenceValidationError, parseFences, type FenceLimits, type FenceProblem, type ParsedFences } from './parse.js';
 import { applyEdit, liveFences, type FenceEdit } from './store-edit.js';
+import { leaveOutExpired } from './expired-fences.js';
 import { applyStoredEdits, type StoredFenceEdit } from './stored-edits.js';
 import { buildFenceStore, FenceStore, type FenceStoreDescriptor } from './store.js';
 
@@ -52,6 +53,8 @@ export interface LoadedFences {
   descriptor: FenceStoreDescriptor;
   /** One line per stored edit skipped because it no longer validates (see applyStoredEdits). */
   skippedEdits: string[];
+  /** One line per fence left out because its `expiresAt` had passed (see leaveOutExpired). */
+  expiredFences: string[];
 }
 
 /**
@@ -72,24 +75,32 @@ export interface FenceLoadRequest {
 export function loadFenceStore(request: FenceLoadRequest): LoadedFences {
   const compact = request.compact;
   if (compact !== undefined) {
+    // The fences in force, one edit applied: one of them already due is removed by the expiry timer, as it would be
+    // without this build.
     const fences = applyEdit(liveFences(FenceStore.open(compact.from, LOOKUP_ONLY)), compact.edit);
-    return { descriptor: buildFenceStore({ fences }, request.generation), skippedEdits: [] };
+    return { descriptor: buildFenceStore({ fences }, request.generation), skippedEdits: [], expiredFences: [] };
   }
   const parsed =
     request.path !== undefined
       ? readFenceFile(request.path, request.limits)
       : parseFences(request.geojson, request.limits);
-  if (request.edits === undefined || request.edits.length === 0)
-    return { descriptor: buildFenceStore(parsed, request.generation), skippedEdits: [] };
-  const edited = applyStoredEdits(parsed.fences, request.edits, request.limits);
-  return { descriptor: buildFenceStore(edited, request.generation), skippedEdits: edited.skipped };
+  const edited =
+    request.edits === undefined || request.edits.length === 0
+      ? { fences: parsed.fences, skipped: [] }
+      : applyStoredEdits(parsed.fences, request.edits, request.limits);
+  const due = leaveOutExpired(edited.fences, Date.now());
+  return {
+    descriptor: buildFenceStore(due, request.generation),
+    skippedEdits: edited.skipped,
+    expiredFences: due.expired,
+  };
 }
 
 /**
  * Loads a fence file (or validates a GeoJSON value: only its structured clone runs on the calling thread) into a
- * store of `generation` on a worker thread of its own; resolves with the store's
- * descriptor (its buffers are shared, not copied) and the stored edits skipped, rejects with the loader's error (a FenceValidationError's message
- * for a file that fails validation).
+ * store of `generation` on a worker thread of its own; resolves with the store's descriptor (its buffers are shared,
+ * not copied), the stored edits skipped and the fences left out as expired; rejects with the loader's error (a
+ * FenceValidationError's message for a file that fails validation).
  */
 export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<LoadedFences> {
   return new Promise((resolve, reject) => {
@@ -100,7 +111,12 @@ export function loadFenceStoreOffThread(request: FenceLoadRequest): Promise<Load
     let answered = false;
     worker.once('message', (answer: FenceLoadAnswer) => {
       answered = true;
-      if (answer.ok) resolve({ descriptor: answer.descriptor, skippedEdits: answer.skippedEdits });
+      if (answer.ok)
+        resolve({
+          descriptor: answer.descriptor,
+          skippedEdits: answer.skippedEdits,
+          expiredFences: answer.expiredFences,
+        });
       // A validation failure comes back as the FenceValidationError it was, every problem listed.
       else reject(answer.problems !== null ? new FenceValidationError(answer.problems) : new Error(answer.message));
     });

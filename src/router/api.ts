@@ -151,7 +151,8 @@ export interface Router {
    * occupants' stays, and their next ping decides against the new shape). Edits and reloads run one at a time. With a
    * `stateDir`, the edit is kept there before the promise resolves and a restart applies it again over the fences the
    * router starts with; a reload makes the reloaded fences the new base (the edits before it are dropped).
-   * `properties.expiresAt` (epoch ms or ISO 8601) removes the fence at that time.
+   * `properties.expiresAt` (epoch ms or ISO 8601) removes the fence at that time; one already passed makes the upsert
+   * a removal of the fence with that id (action 'removed', or 'absent' when there is none).
    */
   upsertFence(feature: unknown): Promise<FenceEditResult>;
   /** Removes the fence with `fenceId` (devices inside it get an EXIT); action 'absent' when no fence has that id. */

@@ -12,6 +12,7 @@ import { errorText } from '../durable/fs-util.js';
 import { FENCE_EDIT_JOURNAL_FILE, readFenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
 import { loadFenceStoreOffThread, type LoadedFences } from '../fences/fence-file.js';
 import { FenceValidationError, parseFences } from '../fences/parse.js';
+import { leaveOutExpired } from '../fences/expired-fences.js';
 import { applyStoredEdits, type StoredFenceEdit } from '../fences/stored-edits.js';
 import { buildFenceStore, FenceStore } from '../fences/store.js';
 import { isLoggerLike, RouterLog, type LogLineCallback } from '../log/router-log.js';
@@ -73,7 +74,10 @@ function startingHandlers(progress: StartProgress): AdminHandlers {
   };
 }
 
-/** Loads the start's fences (`fences`, or the fences file, or none) with the stored `edits` applied over them. */
+/**
+ * Loads the start's fences (`fences`, or the fences file, or none) with the stored `edits` applied over them, leaving
+ * out those whose `expiresAt` has passed.
+ */
 async function loadStartFences(
   fences: unknown,
   resolved: RouterOptions,
@@ -87,7 +91,8 @@ async function loadStartFences(
     if (Array.isArray(features) && features.length + edits.length < MAIN_THREAD_MAX_FEATURES) {
       progress.phase('checking and indexing the fences');
       const edited = applyStoredEdits(parseFences(geojson, limits).fences, edits, limits);
-      return { descriptor: buildFenceStore(edited, 1), skippedEdits: edited.skipped };
+      const due = leaveOutExpired(edited.fences, Date.now());
+      return { descriptor: buildFenceStore(due, 1), skippedEdits: edited.skipped, expiredFences: due.expired };
     }
     progress.phase('checking and indexing the fences (loader thread)');
     return loadFenceStoreOffThread({ geojson, edits, limits, generation: 1 });
@@ -184,8 +189,10 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
     const descriptor =
       startFences === undefined
         ? await loadStartFences(fences, resolved, edits, progress)
-        : { descriptor: startFences, skippedEdits: [] };
+        : { descriptor: startFences, skippedEdits: [], expiredFences: [] };
     if (journal !== null && startFences === undefined) reportJournal(journal, descriptor.skippedEdits, log);
+    // Stays in them (in a restored checkpoint) end at the restore, as for fences gone from the file.
+    for (const line of descriptor.expiredFences) log(line);
     // The previous router is closed: its per-fence untracked counts are not this one's.
     if (startFences !== undefined) new Int32Array(startFences.untrackedBuffer).fill(0);
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);

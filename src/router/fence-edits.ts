@@ -7,7 +7,7 @@
 import type { LogLevel } from '../log/router-log.js';
 import { performance } from 'node:perf_hooks';
 import { loadFenceStoreOffThread, type FenceFileLimits } from '../fences/fence-file.js';
-import { parseFence } from '../fences/parse.js';
+import { parseFence, type ParsedFence } from '../fences/parse.js';
 import { editFenceStore, type FenceEdit } from '../fences/store-edit.js';
 import type { StoredFenceEdit } from '../fences/stored-edits.js';
 import { FenceStore } from '../fences/store.js';
@@ -49,14 +49,32 @@ export class FenceEditor {
   /** See Router.upsertFence. */
   upsert(feature: unknown): Promise<FenceEditResult> {
     const started = performance.now();
-    let edit: FenceEdit;
+    let edit: { upsert: ParsedFence };
     try {
       edit = { upsert: parseFence(feature, this.host.limits()) };
     } catch (err) {
       this.host.failed();
       return Promise.reject(err);
     }
+    const { id, expiresAtMs } = edit.upsert;
+    if (expiresAtMs <= Date.now()) return this.host.queue(() => this.removeExpired(id, expiresAtMs, started));
     return this.host.queue(() => this.apply(edit, { upsert: feature }, started));
+  }
+
+  /**
+   * An upsert whose `expiresAt` has already passed: the fence would be in force for no time at all, so it is a
+   * removal of the fence with that id (its stays end, as at its expiry), or nothing when there is none.
+   */
+  private async removeExpired(id: string, expiresAtMs: number, startedMs: number): Promise<FenceEditResult> {
+    const r = await this.apply({ remove: id }, { remove: id }, startedMs);
+    const what =
+      r.action === 'removed'
+        ? `removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`
+        : 'not added';
+    this.host.log(
+      `fence ${JSON.stringify(id)} upserted with expiresAt ${new Date(expiresAtMs).toISOString()}, already passed: ${what}`,
+    );
+    return r;
   }
 
   /** See Router.removeFence. */

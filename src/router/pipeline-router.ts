@@ -928,8 +928,12 @@ export class PipelineRouter implements Router {
    */
   private reloadFrom(source: { path: string } | { geojson: unknown }): Promise<ReloadResult> {
     const limits = fenceFileLimits(this.options);
-    const build = async (generation: number): Promise<FenceStore> =>
-      FenceStore.open((await loadFenceStoreOffThread({ ...source, limits, generation })).descriptor, LOOKUP_ONLY_STORE);
+    const build = async (generation: number): Promise<FenceStore> => {
+      const loaded = await loadFenceStoreOffThread({ ...source, limits, generation });
+      // Left out of the new generation: the swap ends the stays in them.
+      for (const line of loaded.expiredFences) this.log(line);
+      return FenceStore.open(loaded.descriptor, LOOKUP_ONLY_STORE);
+    };
     return this.queueFenceJob(() => this.reloadNow(build));
   }
 
