@@ -1,6 +1,8 @@
 /**
  * Test support for the ingest edge: a real edge over real shared regions with a sink that copies each ping.
  */
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
 import { Packr } from 'msgpackr';
 import { Lane, type RejectReason, ING_REJECTED_F64, RingKind, TELEMETRY_STRIDE_BYTES } from '../../src/shm/layout.js';
 import { allocateRingRegion } from '../../src/shm/regions.js';
@@ -128,4 +130,21 @@ export function ringSinkEdge(ingestThread: [number, number] = [0, 1]): {
   const fx = makeEdge({}, { maxDevices: 2048, ingestThread });
   (fx.edge as unknown as { sink: PingSink }).sink = sink;
   return { ring, fx };
+}
+
+/** A TCP connection to 127.0.0.1:`port`, once connected. */
+export function openTcp(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ port, host: '127.0.0.1', noDelay: true }, () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** Waits (polling every millisecond, up to about 5 s) until `cond` holds; fails naming `what`. */
+export async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 5000; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  assert.fail(`timed out waiting for ${what}`);
 }

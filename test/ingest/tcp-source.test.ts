@@ -4,7 +4,7 @@
  * connection limit.
  */
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import {
   ConnectionDropReason,
@@ -17,22 +17,7 @@ import {
   RejectReason,
 } from '../../src/shm/layout.js';
 import { TcpSource } from '../../src/ingest/sources/tcp-source.js';
-import { concat, makeEdge, mapPackr, ping, recordPackr, type EdgeFixture } from './support.js';
-
-function open(port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ port, host: '127.0.0.1', noDelay: true }, () => resolve(s));
-    s.once('error', reject);
-  });
-}
-
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 5000; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 1));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
+import { concat, makeEdge, mapPackr, openTcp as open, ping, recordPackr, until, type EdgeFixture } from './support.js';
 
 async function closeAndWait(fx: EdgeFixture, s: Socket, closedBefore: number): Promise<void> {
   s.end();

@@ -126,6 +126,11 @@ export class TcpSource implements TelemetrySource {
   private readonly options: TcpSourceOptions;
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
+  /**
+   * Every accepted TCP socket until it closes, those still reading the `AUTH` line or in the TLS handshake included
+   * (not yet in `sockets`): `stop` ends them too, or the server's close would wait for them.
+   */
+  private readonly accepted = new Set<Socket>();
   /** Per open connection: resolves once its stream has ended (its kept bytes fed, with 'backpressure'). */
   private readonly closing = new Map<Socket, Promise<void>>();
   private boundPort = 0;
@@ -156,6 +161,11 @@ export class TcpSource implements TelemetrySource {
     const counters = edge.counters;
     const guard = hasFloodLimits(this.options.flood) ? new FloodGuard(this.options.flood, edge.clockNs) : null;
     const onConnection = (socket: Socket): void => {
+      // Authenticated (or through its handshake) after `stop` began: the listener is closing, nothing is read.
+      if (this.server === null) {
+        socket.destroy();
+        return;
+      }
       if (this.sockets.size >= this.options.maxConnections) {
         counters[ING_CONNECTIONS_REFUSED_F64]!++;
         socket.destroy();
@@ -273,6 +283,10 @@ export class TcpSource implements TelemetrySource {
       server = tlsServer;
     }
     this.server = server;
+    server.on('connection', (raw: Socket) => {
+      this.accepted.add(raw);
+      raw.once('close', () => this.accepted.delete(raw));
+    });
     const deadlineMs = this.options.frameDeadlineMs;
     if (deadlineMs > 0) {
       // One sweep for every connection, a few times per deadline.
@@ -407,7 +421,8 @@ export class TcpSource implements TelemetrySource {
 
   /**
    * Stops listening and closes every connection (their partial frames count as truncated; with 'backpressure' the
-   * bytes already received are fed first); resolves when all have ended.
+   * bytes already received are fed first), and every socket still authenticating or in its TLS handshake (nothing of
+   * theirs read); resolves when all have ended.
    */
   stop(): Promise<void> {
     const server = this.server;
@@ -420,6 +435,9 @@ export class TcpSource implements TelemetrySource {
       closing.push(this.closing.get(s) ?? Promise.resolve());
       s.destroy();
     }
+    // Those still authenticating or in the TLS handshake: nothing of theirs was read (a live TLS connection's own
+    // socket is already destroyed above).
+    for (const raw of this.accepted) raw.destroy();
     return Promise.all(closing).then(() => undefined);
   }
 }
