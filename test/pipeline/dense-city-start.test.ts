@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { createRouter } from '../../src/index.js';
 import { generateSyntheticCity, syntheticCityBounds } from '../../src/fences/synthetic-city.js';
 import type { Trigger } from '../../src/dispatch/trigger.js';
-import { orderProblem, waitFor } from './support.js';
+import { checkDeliveryContract } from '../support/delivery-contract.js';
+import { waitFor } from './support.js';
 
 /** 3,019 fences of 60-300 m packed into 2 x 2 km: a point there is inside about 70 of them. */
 const DENSE = { seed: 7, fenceCount: 3019, fencesPerKm2: 3019 / 4, minRadiusM: 60, maxRadiusM: 300 };
@@ -47,6 +48,7 @@ test(
     assert.equal(summary.delivered, summary.triggersTotal);
     assert.ok(summary.triggers.ENTER > devices * 40, `ENTER ${summary.triggers.ENTER}`);
     assert.equal(got.length, summary.triggersTotal);
-    assert.equal(orderProblem(got), null);
+    // Per-device seq order, no gap, no (deviceId, seq) twice, and every stay valid (an EXIT only after its ENTER).
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   },
 );
