@@ -459,7 +459,9 @@ class PartitionReader {
     if (!leaseGateOpen(this.gate)) return;
     const checkpointMs = this.cells[sourceCheckpointCell(this.o.partitionCount)]!;
     let n = 0;
-    while (n < q.length && q[n]!.processedAtMs !== 0 && q[n]!.processedAtMs <= checkpointMs) n++;
+    // Strictly before: both times are whole ms, and a message seen processed in the very ms the capture began may have
+    // been processed after its state was copied.
+    while (n < q.length && q[n]!.processedAtMs !== 0 && q[n]!.processedAtMs < checkpointMs) n++;
     if (n === 0) return;
     const covered = q[n - 1]!.msg;
     q.splice(0, n);
