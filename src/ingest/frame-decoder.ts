@@ -6,8 +6,8 @@
  * oversized, not a map, unknown key, unsupported value), the stream scans forward from the rejected frame's first
  * byte + 1 for a plausible frame start (see `FrameWalker.plausibleStart`) and tries it. Candidates that fail the
  * walk are skipped silently (their bytes are counted as skipped, not as further rejects), so one damaged region costs
- * one reject. A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...) is rejected
- * and the stream continues right after it. A frame truncated inside the stream swallows the bytes that follow it;
+ * one reject. A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...), an unknown or
+ * repeated key, or a map, array or extension as a value, is rejected and the stream continues right after it. A frame truncated inside the stream swallows the bytes that follow it;
  * the walk almost always fails on them (a map header where a key or scalar must be), and the scan then finds the
  * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
  * telemetry frame are decoded as one (and validated like any other).
@@ -82,6 +82,11 @@ export class FrameDecoder {
   readonly fields = new PingFields();
   /** After PING_VALID or a non-structural reject: one past the frame's last byte. */
   frameEnd = 0;
+  /**
+   * After a reject whose reason is one of the structural ones: true when the frame was walked to its end all the same
+   * (see FrameWalker.delimited; `frameEnd` set), so the stream goes on after it.
+   */
+  delimited = false;
   /** Options in force. */
   readonly options: Readonly<FrameDecoderOptions>;
   private readonly walker: FrameWalker;
@@ -91,6 +96,8 @@ export class FrameDecoder {
   /** Frames read by the frame reader, and frames it left to msgpackr. */
   readFrames = 0;
   unpackedFrames = 0;
+  /** True while validPingWithin decodes the candidates inside a faulty frame (no probe inside a probe). */
+  private probing = false;
   /** Reused `{ start, end }` argument of `unpack` (msgpackr reads it; an object literal per call would allocate). */
   private readonly range = { start: 0, end: 0 };
 
@@ -109,11 +116,21 @@ export class FrameDecoder {
 
   /**
    * Decodes and validates the frame at `buf[start]` with bytes available up to `end`. Returns PING_VALID (`fields`
-   * and `frameEnd` set), WALK_NEED_MORE, or a RejectReason (`frameEnd` set unless the reason is structural).
+   * and `frameEnd` set), WALK_NEED_MORE, or a RejectReason (`frameEnd` set unless the reason is structural and the
+   * frame not `delimited`).
    */
   decode(buf: Uint8Array, start: number, end: number): number {
     const w = this.walker.walk(buf, start, end, this.options.maxFrameBytes);
-    if (w !== WALK_OK) return w;
+    this.delimited = this.walker.delimited;
+    if (w !== WALK_OK) {
+      if (!this.delimited) return w;
+      const frameEnd = this.walker.frameEnd;
+      // A valid ping inside it: more likely a frame cut short that ran on into the next one than a sender's extra
+      // key; a structural reject then, and the stream resynchronises and finds that ping.
+      this.delimited = this.probing || !this.validPingWithin(buf, start + 1, frameEnd, end);
+      this.frameEnd = frameEnd;
+      return w;
+    }
     const frameEnd = this.walker.frameEnd;
     if (this.useReader) {
       const r = this.reader.read(buf, this.walker, this.options.limits, this.fields);
@@ -136,6 +153,25 @@ export class FrameDecoder {
     this.frameEnd = frameEnd;
     if (!this.idBytesAreUtf8(buf)) return RejectReason.INVALID_ID;
     return validatePingInto(value, this.walker.keyMask, this.options.limits, this.fields);
+  }
+
+  /**
+   * Whether a complete, valid ping starts at any of `buf[from, to)` (bytes available up to `end`); cold path (only
+   * after a frame walked to its end with an unknown key or a nested value). `fields` is left overwritten; the counts
+   * of frames read stay as they were.
+   */
+  private validPingWithin(buf: Uint8Array, from: number, to: number, end: number): boolean {
+    const readFrames = this.readFrames;
+    const unpackedFrames = this.unpackedFrames;
+    this.probing = true;
+    let found = false;
+    for (let i = from; i < to && !found; i++) {
+      if (this.walker.plausibleStart(buf, i, end) === 1) found = this.decode(buf, i, end) === PING_VALID;
+    }
+    this.probing = false;
+    this.readFrames = readFrames;
+    this.unpackedFrames = unpackedFrames;
+    return found;
   }
 
   /**
@@ -313,7 +349,7 @@ export class FrameStream {
         sink.onPing(decoder.fields);
         continue;
       }
-      if (isStructuralReject(r)) {
+      if (isStructuralReject(r) && !decoder.delimited) {
         // A failed candidate while resynchronising is skipped silently: one damaged region, one reject.
         if (!this.resyncing) {
           sink.onReject(r as RejectReason, buf, pos, Math.min(end, pos + 32));

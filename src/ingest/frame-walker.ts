@@ -4,7 +4,10 @@
  * The stream has no length prefix, so the frame's extent is found by walking its headers: the top-level map (or
  * msgpackr record), each key (must be a known telemetry key, once), each scalar value. The walk enforces the
  * frame-size limit from declared lengths before any byte of a large value is buffered or decoded, tells a frame
- * that needs more bytes from one that is structurally wrong, and records which keys the frame carries.
+ * that needs more bytes from one that is structurally wrong, and records which keys the frame carries. A map whose
+ * only faults are unknown or repeated keys, or maps, arrays or extensions as values, is walked to its end all the
+ * same (`delimited`): it is rejected alone, and the stream goes on after it, so a sender whose every frame carries
+ * an extra key has every frame counted, not one reject and then bytes skipped.
  *
  * Allocation-free: results are left in fields (`frameEnd`, `keyMask`, and `valueAt`: where each key's value starts,
  * for the frame reader).
@@ -17,8 +20,11 @@ export const WALK_OK = -1;
 /** Walk result: the frame continues past the bytes available (and stays within the frame-size limit). */
 export const WALK_NEED_MORE = -2;
 
-/** Largest number of entries a telemetry map can have (one per key). */
-const MAX_ENTRIES = 8;
+/**
+ * Most entries walked in one frame (unknown keys included): a frame with more cannot be told from damaged bytes and
+ * is a structural reject.
+ */
+const MAX_WALKED_ENTRIES = 64;
 
 /**
  * Walks frames. One instance per decoder; `walk` returns WALK_OK, WALK_NEED_MORE or a structural RejectReason
@@ -31,8 +37,17 @@ export class FrameWalker {
   keyMask = 0;
   /** After WALK_OK: per key index (KeyBit order), the offset of its value's first byte (for the keys in `keyMask`). */
   readonly valueAt = new Int32Array(8);
-  /** The KeyBit of each entry in frame order (a map's keys, a record definition's, or a shared structure's). */
-  private order: Int32Array = new Int32Array(MAX_ENTRIES);
+  /**
+   * After a walk that returned a RejectReason: true when the frame was walked to its end all the same (`frameEnd` set):
+   * an unknown or repeated key, or a map, array or extension where a scalar is expected, in an otherwise well-formed
+   * frame. Such a frame is rejected alone and the stream goes on right after it; false for a structural reject.
+   */
+  delimited = false;
+  /**
+   * The KeyBit of each entry in frame order (a map's keys, a record definition's, or a shared structure's); 0 for an
+   * entry whose key is not a telemetry key (or repeats one).
+   */
+  private order: Int32Array = new Int32Array(MAX_WALKED_ENTRIES);
   private readonly frameOrder: Int32Array = this.order;
   private readonly sharedOrders: Int32Array[];
   /** Keys walked so far in this frame. */
@@ -44,10 +59,21 @@ export class FrameWalker {
   private readonly sharedMasks: Int32Array;
   /** Frame-local record id defined by an inline definition (-1 when none). */
   private definedId = -1;
+  /** Entries of the record `definedId`. */
+  private definedCount = 0;
+  /**
+   * Records defined inside values of this frame (msgpackr's nested records), by id - 0x40: their entry counts, valid
+   * where `nestedStamp` equals `walkStamp` (bumped per walk, so nothing is cleared per frame).
+   */
+  private readonly nestedCount = new Int32Array(64);
+  private readonly nestedStamp = new Int32Array(64);
+  private walkStamp = 0;
   private limit = 0;
   private end = 0;
   /** Position reached by the last `key` / `value` step. */
   private pos = 0;
+  /** The first reject found in a frame whose walk goes on to its end (0: none yet). */
+  private deferred = 0;
 
   constructor(sharedStructures: boolean) {
     this.sharedStructures = sharedStructures;
@@ -69,9 +95,12 @@ export class FrameWalker {
     this.limit = start + maxFrameBytes;
     this.end = end;
     this.definedId = -1;
+    this.walkStamp = (this.walkStamp + 1) | 0;
     this.keyMask = 0;
     this.keysWalked = 0;
     this.order = this.frameOrder;
+    this.delimited = false;
+    this.deferred = 0;
     let p = start;
     if (p >= end) return WALK_NEED_MORE;
     const b = buf[p]!;
@@ -108,7 +137,8 @@ export class FrameWalker {
       } else {
         return RejectReason.CORRUPT_FRAME;
       }
-      if (count > MAX_ENTRIES) return RejectReason.UNKNOWN_KEY;
+      if (count > MAX_WALKED_ENTRIES) return RejectReason.UNKNOWN_KEY;
+      this.definedCount = count;
       // The definition lists the keys, then the values follow in that order.
       for (let i = 0; i < count; i++) {
         const r = this.key(buf, p);
@@ -127,7 +157,7 @@ export class FrameWalker {
     } else {
       return RejectReason.NOT_A_MAP;
     }
-    if (count > MAX_ENTRIES) return RejectReason.UNKNOWN_KEY;
+    if (count > MAX_WALKED_ENTRIES) return RejectReason.UNKNOWN_KEY;
     if (p > this.limit) return RejectReason.OVERSIZED_FRAME;
     for (let i = 0; i < count; i++) {
       // Records carry values only; maps alternate key and value.
@@ -136,35 +166,52 @@ export class FrameWalker {
         if (rk !== WALK_OK) return rk;
         p = this.pos;
       }
-      this.valueAt[31 - Math.clz32(this.order[i]!)] = p;
+      const bit = this.order[i]!;
+      if (bit !== 0) this.valueAt[31 - Math.clz32(bit)] = p;
       const rv = this.value(buf, p);
       if (rv !== WALK_OK) return rv;
       p = this.pos;
     }
     this.frameEnd = p;
-    return WALK_OK;
+    if (this.deferred === 0) return WALK_OK;
+    this.delimited = true;
+    return this.deferred;
   }
 
   /**
    * Whether a frame plausibly starts at `buf[i]` (bytes available up to `end`): 1 yes, 0 no, -1 cannot tell yet.
-   * Plausible: a map of 1-8 entries whose first key is a telemetry key (any string encoding), an inline record
-   * definition whose first key is a telemetry key, or (shared-structure mode) a shared record reference.
+   * Plausible: a map (any map header) of 1 to MAX_WALKED_ENTRIES entries whose first key is a telemetry key (any
+   * string encoding), an inline record definition (its key list in either array header) whose first key is a
+   * telemetry key, or (shared-structure mode) a shared record reference.
    */
   plausibleStart(buf: Uint8Array, i: number, end: number): number {
     const b = buf[i]!;
     let k: number;
-    if (b >= 0x81 && b <= 0x88) {
+    if (b >= 0x81 && b <= 0x8f) {
       k = i + 1;
     } else if (b === 0xde) {
       if (i + 3 > end) return -1;
-      if (buf[i + 1] !== 0 || buf[i + 2] === 0 || buf[i + 2]! > MAX_ENTRIES) return 0;
+      if (buf[i + 1] !== 0 || buf[i + 2] === 0 || buf[i + 2]! > MAX_WALKED_ENTRIES) return 0;
       k = i + 3;
+    } else if (b === 0xdf) {
+      if (i + 5 > end) return -1;
+      if ((buf[i + 1]! | buf[i + 2]! | buf[i + 3]!) !== 0 || buf[i + 4] === 0 || buf[i + 4]! > MAX_WALKED_ENTRIES)
+        return 0;
+      k = i + 5;
     } else if (b === 0xd4) {
       if (i + 4 > end) return -1;
       const idByte = buf[i + 2]!;
       const a = buf[i + 3]!;
-      if (buf[i + 1] !== 0x72 || idByte < 0x40 || idByte > 0x7f || a < 0x91 || a > 0x98) return 0;
-      k = i + 4;
+      if (buf[i + 1] !== 0x72 || idByte < 0x40 || idByte > 0x7f) return 0;
+      if (a >= 0x91 && a <= 0x9f) {
+        k = i + 4;
+      } else if (a === 0xdc) {
+        if (i + 6 > end) return -1;
+        if (buf[i + 4] !== 0 || buf[i + 5] === 0 || buf[i + 5]! > MAX_WALKED_ENTRIES) return 0;
+        k = i + 6;
+      } else {
+        return 0;
+      }
     } else if (b >= 0x40 && b < 0x40 + this.sharedCount) {
       return 1;
     } else {
@@ -203,7 +250,10 @@ export class FrameWalker {
     return needed > this.limit ? RejectReason.OVERSIZED_FRAME : WALK_NEED_MORE;
   }
 
-  /** Walks one key at `p`; on WALK_OK `pos` is past it and its bit is in `keyMask`. */
+  /**
+   * Walks one key at `p`; on WALK_OK `pos` is past it and its bit is in `keyMask`, or (an unknown, repeated or
+   * non-string key) the frame's reject is deferred to its end and the entry's order is 0.
+   */
   private key(buf: Uint8Array, p: number): number {
     const end = this.end;
     if (p >= end) return this.short(p + 1);
@@ -228,33 +278,152 @@ export class FrameWalker {
     } else if (b === 0xc1) {
       return RejectReason.CORRUPT_FRAME;
     } else {
-      // A non-string key.
-      return RejectReason.UNKNOWN_KEY;
+      // A non-string key: walked over, the frame rejected at its end.
+      const r = this.skip(buf, p);
+      if (r !== WALK_OK) return r;
+      this.defer(RejectReason.UNKNOWN_KEY);
+      this.frameOrder[this.keysWalked++] = 0;
+      return WALK_OK;
     }
     const q = p + hdr + len;
     if (q > this.limit) return RejectReason.OVERSIZED_FRAME;
     if (q > end) return WALK_NEED_MORE;
     const bit = matchKeyBytes(buf, p + hdr, len);
-    // Unknown or repeated keys are both rejected.
-    if (bit === 0 || (this.keyMask & bit) !== 0) return RejectReason.UNKNOWN_KEY;
+    // Unknown or repeated keys are both rejected, once the frame's end is found.
+    if (bit === 0 || (this.keyMask & bit) !== 0) {
+      this.defer(RejectReason.UNKNOWN_KEY);
+      this.frameOrder[this.keysWalked++] = 0;
+      this.pos = q;
+      return WALK_OK;
+    }
     this.keyMask |= bit;
     this.frameOrder[this.keysWalked++] = bit;
     this.pos = q;
     return WALK_OK;
   }
 
-  /** Walks one scalar value at `p`; on WALK_OK `pos` is past it. */
+  /** Keeps the first reject of a frame that is walked on to its end. */
+  private defer(reason: number): void {
+    if (this.deferred === 0) this.deferred = reason;
+  }
+
+  /**
+   * Walks over a map, array, extension or msgpackr record at `p` where a scalar is expected; on WALK_OK `pos` is past
+   * it and the frame's reject (UNSUPPORTED_VALUE) is deferred to its end (kept apart from `value`, the hot path).
+   */
+  private nestedValue(buf: Uint8Array, p: number): number {
+    const r = this.skip(buf, p);
+    if (r !== WALK_OK) return r;
+    this.defer(RejectReason.UNSUPPORTED_VALUE);
+    return WALK_OK;
+  }
+
+  /**
+   * Entries of the msgpackr record that byte `b` refers to in this frame (the frame's own, a shared structure, or one
+   * defined inside an earlier value), or -1 when `b` is no such reference.
+   */
+  private recordEntries(b: number): number {
+    if (b < 0x40 || b > 0x7f) return -1;
+    if (b === this.definedId) return this.definedCount;
+    if (b < 0x40 + this.sharedCount) return this.sharedLengths[b - 0x40]!;
+    return this.nestedStamp[b - 0x40] === this.walkStamp ? this.nestedCount[b - 0x40]! : -1;
+  }
+
+  /**
+   * Walks over one value of any MessagePack type at `p` (maps and arrays with everything in them, and msgpackr records:
+   * an inline definition, or a reference to a record this frame knows); on WALK_OK `pos` is past it.
+   */
+  private skip(buf: Uint8Array, p: number): number {
+    const end = this.end;
+    // Values still to walk over; each takes at least one byte, so more than the frame's room left is oversized.
+    let pending = 1;
+    while (pending > 0) {
+      if (p + pending > this.limit) return RejectReason.OVERSIZED_FRAME;
+      if (p >= end) return this.short(p + 1);
+      const b = buf[p]!;
+      pending--;
+      let n = -1;
+      let hdr = 1;
+      let q = -1;
+      if (b >= 0x80 && b <= 0x8f) n = (b & 0x0f) * 2;
+      else if (b >= 0x90 && b <= 0x9f) n = b & 0x0f;
+      else if (b === 0xdc || b === 0xde) {
+        if (p + 3 > end) return this.short(p + 3);
+        n = ((buf[p + 1]! << 8) | buf[p + 2]!) * (b === 0xde ? 2 : 1);
+        hdr = 3;
+      } else if (b === 0xdd || b === 0xdf) {
+        if (p + 5 > end) return this.short(p + 5);
+        n = readUint32(buf, p + 1) * (b === 0xdf ? 2 : 1);
+        hdr = 5;
+      } else if (b === 0xd4 && p + 1 < end && buf[p + 1] === 0x72) {
+        // msgpackr's inline record definition: its id, its key list, then one value per key.
+        if (p + 4 > end) return this.short(p + 4);
+        const id = buf[p + 2]!;
+        if (id < 0x40 || id > 0x7f) return RejectReason.CORRUPT_FRAME;
+        const a = buf[p + 3]!;
+        if (a >= 0x90 && a <= 0x9f) {
+          n = a & 0x0f;
+          hdr = 4;
+        } else if (a === 0xdc) {
+          if (p + 6 > end) return this.short(p + 6);
+          n = (buf[p + 4]! << 8) | buf[p + 5]!;
+          hdr = 6;
+        } else {
+          return RejectReason.CORRUPT_FRAME;
+        }
+        this.nestedCount[id - 0x40] = n;
+        this.nestedStamp[id - 0x40] = this.walkStamp;
+        n *= 2;
+      } else if (b >= 0xd4 && b <= 0xd8) {
+        if (p + 2 > end) return this.short(p + 2);
+        // fixext 1/2/4/8/16
+        q = p + 2 + (1 << (b - 0xd4));
+      } else if (b === 0xc7) {
+        if (p + 3 > end) return this.short(p + 3);
+        q = p + 3 + buf[p + 1]!;
+      } else if (b === 0xc8) {
+        if (p + 4 > end) return this.short(p + 4);
+        q = p + 4 + ((buf[p + 1]! << 8) | buf[p + 2]!);
+      } else if (b === 0xc9) {
+        if (p + 6 > end) return this.short(p + 6);
+        q = p + 6 + readUint32(buf, p + 1);
+      } else {
+        n = this.recordEntries(b);
+      }
+      if (n >= 0) {
+        pending += n;
+        p += hdr;
+        continue;
+      }
+      if (q >= 0) {
+        if (q > this.limit) return RejectReason.OVERSIZED_FRAME;
+        if (q > end) return WALK_NEED_MORE;
+        p = q;
+        continue;
+      }
+      // A scalar (everything else was taken above).
+      const r = this.value(buf, p);
+      if (r !== WALK_OK) return r;
+      p = this.pos;
+    }
+    this.pos = p;
+    return WALK_OK;
+  }
+
+  /**
+   * Walks one value at `p` (nil, bool, number, str or bin: the rest go to `nestedValue`); on WALK_OK `pos` is past it.
+   */
   private value(buf: Uint8Array, p: number): number {
     const end = this.end;
     if (p >= end) return this.short(p + 1);
     const b = buf[p]!;
     let q: number;
     if (b < 0x80) {
-      // 0x40..0x7f start a record where a record id is defined (msgpackr reads them so); elsewhere a fixint.
-      if (b >= 0x40 && (b === this.definedId || b < 0x40 + this.sharedCount)) return RejectReason.UNSUPPORTED_VALUE;
+      // 0x40..0x7f start a record where this frame knows that record (msgpackr reads them so); elsewhere a fixint.
+      if (b >= 0x40 && this.recordEntries(b) >= 0) return this.nestedValue(buf, p);
       q = p + 1;
     } else if (b < 0xa0) {
-      return RejectReason.UNSUPPORTED_VALUE; // fixmap, fixarray
+      return this.nestedValue(buf, p); // fixmap, fixarray
     } else if (b < 0xc0) {
       q = p + 1 + (b & 0x1f);
     } else if (b >= 0xe0) {
@@ -303,7 +472,7 @@ export class FrameWalker {
           break;
         default:
           // ext8/16/32, fixext*, array16/32, map16/32
-          return RejectReason.UNSUPPORTED_VALUE;
+          return this.nestedValue(buf, p);
       }
     }
     if (q > this.limit) return RejectReason.OVERSIZED_FRAME;

@@ -10,7 +10,13 @@ import { Unpackr } from 'msgpackr/unpack';
 import { RejectReason } from '../shm/layout.js';
 import { stringAtIsUtf8 } from './frame-decoder.js';
 import { FrameWalker, WALK_OK } from './frame-walker.js';
-import { KeyBit, LANE_WIRE_NAMES, telemetrySharedStructures, type TelemetryKey } from './wire-format.js';
+import {
+  KeyBit,
+  LANE_WIRE_NAMES,
+  TELEMETRY_KEYS,
+  telemetrySharedStructures,
+  type TelemetryKey,
+} from './wire-format.js';
 
 /** Longest string value quoted in a detail, in UTF-16 code units (the rest is elided). */
 const MAX_QUOTED_CHARS = 40;
@@ -36,12 +42,14 @@ let plainUnpackr: Unpackr | null = null;
 let sharedUnpackr: Unpackr | null = null;
 
 /**
- * The reason a value reject of the frame `buf[start, end)` names, as "<key> <value as sent> <why>", or null when the
- * reason is not about one value (structural rejects, a full registry) or the bytes are not that whole frame.
+ * The reason a value reject of the frame `buf[start, end)` names, as "<key> <value as sent> <why>"; for a frame with
+ * unknown keys or a nested value (walked to its end), which keys or values; null when the reason is not about the
+ * frame's keys or values (structural rejects, a full registry) or the bytes are not that whole frame.
  */
 export function describeValueReject(reason: number, buf: Uint8Array, start: number, end: number): string | null {
   const key = KEY_OF_REASON.get(reason);
-  if (key === undefined || end <= start) return null;
+  const shape = reason === RejectReason.UNKNOWN_KEY || reason === RejectReason.UNSUPPORTED_VALUE;
+  if ((key === undefined && !shape) || end <= start) return null;
   let decoded: unknown;
   try {
     decoded = unpackrFor(buf[start]!).unpack(buf, { start, end });
@@ -49,6 +57,7 @@ export function describeValueReject(reason: number, buf: Uint8Array, start: numb
     return null;
   }
   if (decoded === null || typeof decoded !== 'object') return null;
+  if (key === undefined) return describeShape(decoded as Record<string, unknown>);
   const value = (decoded as Record<string, unknown>)[key];
   if (key === 'id' && typeof value === 'string' && value.includes('\ufffd') && !idBytesAreUtf8(buf, start, end))
     return `id ${shown(value)} is not valid UTF-8 (shown with U+FFFD for each bad sequence): two such ids could not be told apart`;
@@ -133,6 +142,27 @@ function kindOf(value: unknown): string {
   if (value instanceof Uint8Array) return 'binary';
   if (typeof value === 'number' || typeof value === 'bigint') return 'a number';
   return 'not a scalar';
+}
+
+/**
+ * What makes a decoded frame other than a flat map of telemetry keys: the keys the wire format does not have, or
+ * else the first telemetry key whose value is not a scalar (null when neither shows, e.g. a repeated key).
+ */
+function describeShape(frame: Record<string, unknown>): string | null {
+  const known = new Set<string>(TELEMETRY_KEYS);
+  const unknown = Object.keys(frame).filter((k) => !known.has(k));
+  if (unknown.length > 0) {
+    const listed = unknown.slice(0, 4).map((k) => shown(k));
+    return `key${unknown.length === 1 ? '' : 's'} ${listed.join(', ')}${unknown.length > 4 ? ', ...' : ''} not in the wire format (${TELEMETRY_KEYS.join(', ')})`;
+  }
+  for (const k of TELEMETRY_KEYS) {
+    const v = frame[k];
+    if (v instanceof Date) return `${k} is a timestamp extension, not a number (epoch ms)`;
+    if (Array.isArray(v)) return `${k} is an array, not a scalar`;
+    if (v !== null && typeof v === 'object' && !(v instanceof Uint8Array))
+      return `${k} is a map or an extension, not a scalar`;
+  }
+  return null;
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   ING_ACCEPTED_F64,
   ING_FRAMES_F64,
   ING_RESYNCS_F64,
+  ING_RESYNC_SKIPPED_BYTES_F64,
   REJECT_REASON_COUNT,
   RejectReason,
 } from '../../src/shm/layout.js';
@@ -261,5 +262,77 @@ test('shared mode: a frame whose inline record definition takes a shared id chan
     assert.deepEqual([d.fields.lat, d.fields.lon], [52.5, 13.4], 'the inline definition holds for its own frame');
     assert.equal(d.decode(shared, 0, shared.length), PING_VALID, `reader ${reader}`);
     assert.deepEqual([d.fields.lat, d.fields.lon], [48.1, 11.6], `the shared structure is back (reader ${reader})`);
+  }
+});
+
+test('a sender whose every frame has an extra key, a timestamp extension or a nested value has every frame counted, nothing skipped', () => {
+  const plain = new Packr({ useRecords: false });
+  const cases: { reason: RejectReason; frame: (i: number) => Record<string, unknown>; detail: string }[] = [
+    // (An extra key before `id` whose value's last byte is 0x84-0x8f, e.g. alt 132, reads from there as a map of the
+    // telemetry keys: taken as a frame cut short, its ping is decoded without the keys after `ts`.)
+    {
+      reason: RejectReason.UNKNOWN_KEY,
+      frame: (i) => ({ alt: 30 + (i % 90), ...ping(`k${i}`, i), battery: 'full' }),
+      detail: 'keys "alt", "battery" not in the wire format',
+    },
+    {
+      reason: RejectReason.UNKNOWN_KEY,
+      frame: (i) => ({ ...ping(`a${i}`, i), alt: i * 7, sats: [i, i + 1] }),
+      detail: 'keys "alt", "sats" not in the wire format',
+    },
+    {
+      reason: RejectReason.UNSUPPORTED_VALUE,
+      frame: (i) => ({ ...ping(`t${i}`, i), ts: new Date(TS + i) }),
+      detail: 'ts is a timestamp extension, not a number (epoch ms)',
+    },
+    {
+      reason: RejectReason.UNSUPPORTED_VALUE,
+      frame: (i) => ({ ...ping(`n${i}`, i), speed: { v: 3, unit: 'm/s' } }),
+      detail: 'speed is a map or an extension, not a scalar',
+    },
+  ];
+  for (const { reason, frame, detail } of cases) {
+    for (const packr of [plain, recordPackr]) {
+      const fx = makeEdge({}, { idBytes: 64 });
+      // 200 such frames in a row, then 200 valid ones.
+      const frames: Buffer[] = [];
+      for (let i = 0; i < 200; i++) frames.push(packr.pack(frame(i)));
+      for (let i = 0; i < 200; i++) frames.push(packr.pack(ping(`ok${i}`, i)));
+      fx.edge.ingest(concat(frames));
+      const name = `reason ${String(reason)}, ${packr === plain ? 'maps' : 'records'} (${frames[0]!.subarray(0, 8).toString('hex')})`;
+      assert.equal(fx.sink.pings.length, 200, name);
+      assert.equal(fx.rejected(reason), 200, name);
+      assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 0, name);
+      assert.equal(fx.pipeline.f64[ING_RESYNC_SKIPPED_BYTES_F64], 0, name);
+      assert.equal(fx.pipeline.f64[ING_FRAMES_F64], 400, name);
+      // The log line says what was wrong with the frame.
+      assert.ok(fx.logLines[0]?.includes(`from in-process: ${detail}`), `${name}: ${fx.logLines[0]}`);
+    }
+  }
+});
+
+test('resynchronisation finds frames written with a 32-bit map header, and records whose key list has a 16-bit header', () => {
+  const map32 = (o: Record<string, unknown>): Buffer => {
+    const m = mapPackr.pack(o);
+    assert.ok(m[0] === 0xde && m[1] === 0, 'a 16-bit map header to rewrite');
+    return Buffer.concat([Buffer.from([0xdf, 0, 0, 0, m[2]!]), m.subarray(3)]);
+  };
+  const record16 = (o: Record<string, unknown>): Buffer => {
+    const r = recordPackr.pack(o);
+    assert.ok(r[0] === 0xd4 && r[1] === 0x72 && r[3]! >= 0x90 && r[3]! <= 0x9f, 'an inline record to rewrite');
+    return Buffer.concat([r.subarray(0, 3), Buffer.from([0xdc, 0, r[3]! & 0x0f]), r.subarray(4)]);
+  };
+  for (const encode of [map32, record16]) {
+    const fx = makeEdge({}, { idBytes: 64 });
+    const frames = [encode(ping('a', 1)), Buffer.from([0xc1, 0x00, 0x13]), encode(ping('b', 2)), encode(ping('c', 3))];
+    fx.edge.ingest(concat(frames));
+    const name = frames[0]!.subarray(0, 6).toString('hex');
+    assert.deepEqual(
+      fx.sink.pings.map((p) => p.id),
+      ['a', 'b', 'c'],
+      name,
+    );
+    assert.equal(fx.rejected(RejectReason.CORRUPT_FRAME), 1, name);
+    assert.equal(fx.pipeline.f64[ING_RESYNC_SKIPPED_BYTES_F64], 3, name);
   }
 });
