@@ -6,7 +6,7 @@
  * oversized, not a map, unknown key, unsupported value), the stream scans forward from the rejected frame's first
  * byte + 1 for a plausible frame start (see `FrameWalker.plausibleStart`) and tries it. Candidates that fail the
  * walk are skipped silently (their bytes are counted as skipped, not as further rejects), so one damaged region costs
- * one reject. A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...), an unknown or
+ * one reject, or a few where damaged bytes happen to walk as a map with unknown keys (taken as a frame and rejected). A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...), an unknown or
  * repeated key, or a map, array or extension as a value, is rejected and the stream continues right after it. A frame truncated inside the stream swallows the bytes that follow it;
  * the walk almost always fails on them (a map header where a key or scalar must be), and the scan then finds the
  * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
@@ -62,7 +62,17 @@ export interface FrameDecoderOptions {
   reader?: boolean;
 }
 
-/** True for the reject reasons that make a frame's extent untrustworthy (the stream resynchronises after them). */
+/** validPingWithin: no valid ping inside the frame. */
+const PROBE_NONE = 0;
+/** validPingWithin: a valid ping starts inside the frame. */
+const PROBE_FOUND = 1;
+/** validPingWithin: a candidate inside the frame needs bytes not there yet. */
+const PROBE_MORE = 2;
+
+/**
+ * True for the reject reasons that make a frame's extent untrustworthy (the stream resynchronises after them), unless
+ * the decoder found the frame `delimited`.
+ */
 function isStructuralReject(reason: number): boolean {
   return (
     reason === RejectReason.CORRUPT_FRAME ||
@@ -96,8 +106,6 @@ export class FrameDecoder {
   /** Frames read by the frame reader, and frames it left to msgpackr. */
   readFrames = 0;
   unpackedFrames = 0;
-  /** True while validPingWithin decodes the candidates inside a faulty frame (no probe inside a probe). */
-  private probing = false;
   /** Reused `{ start, end }` argument of `unpack` (msgpackr reads it; an object literal per call would allocate). */
   private readonly range = { start: 0, end: 0 };
 
@@ -119,15 +127,20 @@ export class FrameDecoder {
    * and `frameEnd` set), WALK_NEED_MORE, or a RejectReason (`frameEnd` set unless the reason is structural and the
    * frame not `delimited`).
    */
-  decode(buf: Uint8Array, start: number, end: number): number {
+  decode(buf: Uint8Array, start: number, end: number, probe = true): number {
     const w = this.walker.walk(buf, start, end, this.options.maxFrameBytes);
     this.delimited = this.walker.delimited;
     if (w !== WALK_OK) {
       if (!this.delimited) return w;
       const frameEnd = this.walker.frameEnd;
-      // A valid ping inside it: more likely a frame cut short that ran on into the next one than a sender's extra
-      // key; a structural reject then, and the stream resynchronises and finds that ping.
-      this.delimited = this.probing || !this.validPingWithin(buf, start + 1, frameEnd, end);
+      if (probe) {
+        // A valid ping inside it: more likely a frame cut short that ran on into the next one than a sender's extra
+        // key; a structural reject then, and the stream resynchronises and finds that ping. A candidate that needs
+        // more bytes leaves the answer to when they have come (the same answer, however the bytes are split).
+        const inside = this.validPingWithin(buf, start + 1, frameEnd, end);
+        if (inside === PROBE_MORE) return WALK_NEED_MORE;
+        this.delimited = inside === PROBE_NONE;
+      }
       this.frameEnd = frameEnd;
       return w;
     }
@@ -156,19 +169,28 @@ export class FrameDecoder {
   }
 
   /**
-   * Whether a complete, valid ping starts at any of `buf[from, to)` (bytes available up to `end`); cold path (only
-   * after a frame walked to its end with an unknown key or a nested value). `fields` is left overwritten; the counts
-   * of frames read stay as they were.
+   * Whether a complete, valid ping starts at any of `buf[from, to)` (bytes available up to `end`): PROBE_FOUND,
+   * PROBE_NONE, or PROBE_MORE when a candidate needs bytes not there yet. Cold path (only after a frame walked to its
+   * end with an unknown key or a nested value). `fields` is left overwritten; the counts of frames read stay as
+   * they were.
    */
-  private validPingWithin(buf: Uint8Array, from: number, to: number, end: number): boolean {
+  private validPingWithin(buf: Uint8Array, from: number, to: number, end: number): number {
     const readFrames = this.readFrames;
     const unpackedFrames = this.unpackedFrames;
-    this.probing = true;
-    let found = false;
-    for (let i = from; i < to && !found; i++) {
-      if (this.walker.plausibleStart(buf, i, end) === 1) found = this.decode(buf, i, end) === PING_VALID;
+    // Each candidate's walk ends at its first unknown key or nested value: only a clean frame counts, and the look
+    // costs no more per candidate than the walk of a telemetry map.
+    this.walker.stopAtFault = true;
+    let found = PROBE_NONE;
+    for (let i = from; i < to && found === PROBE_NONE; i++) {
+      const start = this.walker.plausibleStart(buf, i, end);
+      if (start === -1) found = PROBE_MORE;
+      else if (start === 1) {
+        const r = this.decode(buf, i, end, false);
+        if (r === PING_VALID) found = PROBE_FOUND;
+        else if (r === WALK_NEED_MORE) found = PROBE_MORE;
+      }
     }
-    this.probing = false;
+    this.walker.stopAtFault = false;
     this.readFrames = readFrames;
     this.unpackedFrames = unpackedFrames;
     return found;
@@ -341,7 +363,9 @@ export class FrameStream {
         }
         if (!found) return pos;
       }
-      const r = decoder.decode(buf, pos, end);
+      // While resynchronising, a candidate walked to its end is taken as the next frame without looking inside it
+      // (a look per candidate would cost the scan a walk per byte of each).
+      const r = decoder.decode(buf, pos, end, !this.resyncing);
       if (r === WALK_NEED_MORE) return pos;
       if (r === PING_VALID) {
         this.resyncing = false;

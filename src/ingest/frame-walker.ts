@@ -25,6 +25,11 @@ export const WALK_NEED_MORE = -2;
  * is a structural reject.
  */
 const MAX_WALKED_ENTRIES = 64;
+/**
+ * Most values walked over inside the values (and non-string keys) of one frame: past it the frame is a structural
+ * reject, so no walk, however its bytes are made, costs more than a few hundred steps.
+ */
+const MAX_SKIPPED_VALUES = 256;
 
 /**
  * Walks frames. One instance per decoder; `walk` returns WALK_OK, WALK_NEED_MORE or a structural RejectReason
@@ -74,6 +79,13 @@ export class FrameWalker {
   private pos = 0;
   /** The first reject found in a frame whose walk goes on to its end (0: none yet). */
   private deferred = 0;
+  /** Values walked over by `skip` in this frame (see MAX_SKIPPED_VALUES). */
+  private skippedValues = 0;
+  /**
+   * When true, the first unknown key or nested value ends the walk (a structural reject, not `delimited`): for the
+   * decoder's look for a whole frame inside a faulty one, where only a clean frame counts.
+   */
+  stopAtFault = false;
 
   constructor(sharedStructures: boolean) {
     this.sharedStructures = sharedStructures;
@@ -96,6 +108,12 @@ export class FrameWalker {
     this.end = end;
     this.definedId = -1;
     this.walkStamp = (this.walkStamp + 1) | 0;
+    if (this.walkStamp === 0) {
+      // Wrapped: no stamp left from 2^32 walks ago may match.
+      this.nestedStamp.fill(0);
+      this.walkStamp = 1;
+    }
+    this.skippedValues = 0;
     this.keyMask = 0;
     this.keysWalked = 0;
     this.order = this.frameOrder;
@@ -279,6 +297,7 @@ export class FrameWalker {
       return RejectReason.CORRUPT_FRAME;
     } else {
       // A non-string key: walked over, the frame rejected at its end.
+      if (this.stopAtFault) return RejectReason.UNKNOWN_KEY;
       const r = this.skip(buf, p);
       if (r !== WALK_OK) return r;
       this.defer(RejectReason.UNKNOWN_KEY);
@@ -291,6 +310,7 @@ export class FrameWalker {
     const bit = matchKeyBytes(buf, p + hdr, len);
     // Unknown or repeated keys are both rejected, once the frame's end is found.
     if (bit === 0 || (this.keyMask & bit) !== 0) {
+      if (this.stopAtFault) return RejectReason.UNKNOWN_KEY;
       this.defer(RejectReason.UNKNOWN_KEY);
       this.frameOrder[this.keysWalked++] = 0;
       this.pos = q;
@@ -312,6 +332,7 @@ export class FrameWalker {
    * it and the frame's reject (UNSUPPORTED_VALUE) is deferred to its end (kept apart from `value`, the hot path).
    */
   private nestedValue(buf: Uint8Array, p: number): number {
+    if (this.stopAtFault) return RejectReason.UNSUPPORTED_VALUE;
     const r = this.skip(buf, p);
     if (r !== WALK_OK) return r;
     this.defer(RejectReason.UNSUPPORTED_VALUE);
@@ -324,9 +345,11 @@ export class FrameWalker {
    */
   private recordEntries(b: number): number {
     if (b < 0x40 || b > 0x7f) return -1;
+    // The latest definition of an id wins (msgpackr's reading): one inside a value comes after the frame's own.
+    if (this.nestedStamp[b - 0x40] === this.walkStamp) return this.nestedCount[b - 0x40]!;
     if (b === this.definedId) return this.definedCount;
     if (b < 0x40 + this.sharedCount) return this.sharedLengths[b - 0x40]!;
-    return this.nestedStamp[b - 0x40] === this.walkStamp ? this.nestedCount[b - 0x40]! : -1;
+    return -1;
   }
 
   /**
@@ -339,6 +362,7 @@ export class FrameWalker {
     let pending = 1;
     while (pending > 0) {
       if (p + pending > this.limit) return RejectReason.OVERSIZED_FRAME;
+      if (++this.skippedValues > MAX_SKIPPED_VALUES) return RejectReason.UNSUPPORTED_VALUE;
       if (p >= end) return this.short(p + 1);
       const b = buf[p]!;
       pending--;

@@ -14,7 +14,7 @@ import {
   RejectReason,
 } from '../../src/shm/layout.js';
 import { TELEMETRY_SHARED_STRUCTURES, telemetrySharedStructures } from '../../src/ingest/wire-format.js';
-import { concat, makeEdge, mapPackr, ping, recordPackr } from './support.js';
+import { concat, makeEdge, mapPackr, ping, recordPackr, type EdgeFixture } from './support.js';
 import { FrameDecoder, PING_VALID } from '../../src/ingest/frame-decoder.js';
 
 const TS = 1_735_689_600_000;
@@ -175,6 +175,19 @@ test('a stream whose keys are str8-encoded resynchronises on its frames after da
   assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 1);
 });
 
+/** Feeds `all` split in two at every byte: the pings and every counter are those of `reference` (fed it whole). */
+function sameAtEverySplit(all: Buffer, reference: EdgeFixture): void {
+  for (let k = 1; k < all.length; k++) {
+    const fx = makeEdge();
+    const s = fx.edge.openStream('split');
+    s.write(all.subarray(0, k));
+    s.write(all.subarray(k));
+    s.end();
+    assert.deepEqual(fx.sink.pings, reference.sink.pings, `split at ${k}`);
+    assert.deepEqual(Array.from(fx.pipeline.f64), Array.from(reference.pipeline.f64), `counters, split at ${k}`);
+  }
+}
+
 test('a stream split at every byte boundary decodes identically', () => {
   const frames = [
     mapPackr.pack(ping('a', 1)),
@@ -187,21 +200,50 @@ test('a stream split at every byte boundary decodes identically', () => {
   const reference = makeEdge();
   reference.edge.ingest(all);
   assert.equal(reference.sink.pings.length, 3);
-  for (let k = 1; k < all.length; k++) {
-    const fx = makeEdge();
-    const s = fx.edge.openStream('split');
-    s.write(all.subarray(0, k));
-    s.write(all.subarray(k));
-    s.end();
-    assert.deepEqual(fx.sink.pings, reference.sink.pings, `split at ${k}`);
-    assert.deepEqual(Array.from(fx.pipeline.f64), Array.from(reference.pipeline.f64), `counters, split at ${k}`);
-  }
+  sameAtEverySplit(all, reference);
   // One byte at a time.
   const fx = makeEdge();
   const s = fx.edge.openStream('bytes');
   for (let i = 0; i < all.length; i++) s.write(all.subarray(i, i + 1));
   s.end();
   assert.deepEqual(fx.sink.pings, reference.sink.pings);
+});
+
+test('frames with unknown keys or nested values, and a frame cut short, decode the same at every split', () => {
+  const frames = [
+    mapPackr.pack({ alt: 12, ...ping('a', 1) }),
+    recordPackr.pack({ ...ping('b', 2), meta: { battery: 80, sats: [1, 2] } }),
+    // Cut short inside the stream: it runs on into the next frame, which must still be found.
+    mapPackr.pack(ping('t', 5)).subarray(0, 10),
+    mapPackr.pack(ping('c', 3)),
+    mapPackr.pack({ ...ping('d', 4), ts: new Date(TS) }),
+    mapPackr.pack(ping('e', 5)),
+  ];
+  const all = concat(frames);
+  const reference = makeEdge();
+  reference.edge.ingest(all);
+  assert.deepEqual(
+    reference.sink.pings.map((p) => p.id),
+    ['c', 'e'],
+  );
+  assert.equal(reference.rejected(RejectReason.UNSUPPORTED_VALUE), 1);
+  sameAtEverySplit(all, reference);
+});
+
+test('a value nesting more than a few hundred values is a structural reject: no walk costs more than that', () => {
+  const deep = { ...ping('x', 1), extra: Array.from({ length: 300 }, (_, i) => i) };
+  const shallow = { ...ping('y', 1), extra: Array.from({ length: 200 }, (_, i) => i) };
+  const fx = makeEdge({ maxFrameBytes: 4096 });
+  fx.edge.ingest(concat([mapPackr.pack(deep), mapPackr.pack(ping('after-deep', 2))]));
+  assert.equal(fx.rejected(RejectReason.UNSUPPORTED_VALUE), 1);
+  assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 1, 'resynchronised: its end was not walked to');
+  fx.edge.ingest(concat([mapPackr.pack(shallow), mapPackr.pack(ping('after-shallow', 3))]));
+  assert.equal(fx.rejected(RejectReason.UNKNOWN_KEY), 1);
+  assert.equal(fx.pipeline.f64[ING_RESYNCS_F64], 1, 'walked to its end and rejected alone');
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.id),
+    ['after-deep', 'after-shallow'],
+  );
 });
 
 test('buffered bytes per stream stay below the frame limit while an oversized frame streams in', () => {
