@@ -97,6 +97,19 @@ export function loadFenceStore(request: FenceLoadRequest): LoadedFences {
 }
 
 /**
+ * A store carried over from a previous router (a partition group's restart on a new set of partitions), without the
+ * fences whose `expiresAt` has passed since: that router's expiry timer stopped at its close. The same descriptor when
+ * none has (the usual case: nothing is copied), else a build of the rest under the next generation.
+ */
+export function withoutExpiredFences(from: FenceStoreDescriptor, nowMs: number): LoadedFences {
+  const store = FenceStore.open(from, LOOKUP_ONLY);
+  if (!store.expiringFences().some((f) => store.expiresAtMs(f) <= nowMs))
+    return { descriptor: from, skippedEdits: [], expiredFences: [] };
+  const due = leaveOutExpired(liveFences(store), nowMs);
+  return { descriptor: buildFenceStore(due, store.generation + 1), skippedEdits: [], expiredFences: due.expired };
+}
+
+/**
  * Loads a fence file (or validates a GeoJSON value: only its structured clone runs on the calling thread) into a
  * store of `generation` on a worker thread of its own; resolves with the store's descriptor (its buffers are shared,
  * not copied), the stored edits skipped and the fences left out as expired; rejects with the loader's error (a

@@ -10,7 +10,7 @@ import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput } fro
 import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
 import { errorText } from '../durable/fs-util.js';
 import { FENCE_EDIT_JOURNAL_FILE, readFenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
-import { loadFenceStoreOffThread, type LoadedFences } from '../fences/fence-file.js';
+import { loadFenceStoreOffThread, withoutExpiredFences, type LoadedFences } from '../fences/fence-file.js';
 import { FenceValidationError, parseFences } from '../fences/parse.js';
 import { leaveOutExpired } from '../fences/expired-fences.js';
 import { applyStoredEdits, type StoredFenceEdit } from '../fences/stored-edits.js';
@@ -185,16 +185,17 @@ export async function createRouter(options: RouterOptionsInput & RouterExtras = 
         ? null
         : readFenceEditJournal(join(resolve(resolved.stateDir), FENCE_EDIT_JOURNAL_FILE));
     const edits = journal?.edits ?? [];
-    // A group's next router takes over the store its previous one closed with (the journal's edits are in it).
+    // A group's next router takes over the store its previous one closed with (the journal's edits are in it; the
+    // fences that expired since are left out).
     const descriptor =
       startFences === undefined
         ? await loadStartFences(fences, resolved, edits, progress)
-        : { descriptor: startFences, skippedEdits: [], expiredFences: [] };
+        : withoutExpiredFences(startFences, Date.now());
     if (journal !== null && startFences === undefined) reportJournal(journal, descriptor.skippedEdits, log);
     // Stays in them (in a restored checkpoint) end at the restore, as for fences gone from the file.
     for (const line of descriptor.expiredFences) log(line);
     // The previous router is closed: its per-fence untracked counts are not this one's.
-    if (startFences !== undefined) new Int32Array(startFences.untrackedBuffer).fill(0);
+    if (startFences !== undefined) new Int32Array(descriptor.descriptor.untrackedBuffer).fill(0);
     const store = FenceStore.open(descriptor.descriptor, LOOKUP_ONLY_STORE);
     if (resolved.jetstreamSource?.stateBucket != null) {
       progress.phase("reading the partitions' stored checkpoints from JetStream");

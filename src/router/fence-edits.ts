@@ -57,8 +57,12 @@ export class FenceEditor {
       return Promise.reject(err);
     }
     const { id, expiresAtMs } = edit.upsert;
-    if (expiresAtMs <= Date.now()) return this.host.queue(() => this.removeExpired(id, expiresAtMs, started));
-    return this.host.queue(() => this.apply(edit, { upsert: feature }, started));
+    // Decided when its turn comes: a reload or a full build queued before it may take long enough for it to pass.
+    return this.host.queue(() =>
+      expiresAtMs <= Date.now()
+        ? this.removeExpired(id, expiresAtMs, started)
+        : this.apply(edit, { upsert: feature }, started),
+    );
   }
 
   /**

@@ -11,8 +11,9 @@ import { test } from 'node:test';
 import { createRouter, type Router, type Trigger } from '../../src/index.js';
 import type { RouterOptionsInput } from '../../src/config/options.js';
 import type { RouterExtras } from '../../src/router/api.js';
-import { loadFenceStore } from '../../src/fences/fence-file.js';
-import { FenceStore } from '../../src/fences/store.js';
+import { loadFenceStore, withoutExpiredFences } from '../../src/fences/fence-file.js';
+import { DEFAULT_FENCE_LIMITS, parseFences } from '../../src/fences/parse.js';
+import { buildFenceStore, FenceStore } from '../../src/fences/store.js';
 import { LOOKUP_ONLY_STORE } from '../../src/pipeline/store-views.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
 import { frameOf, square, waitFor } from '../pipeline/support.js';
@@ -52,6 +53,23 @@ test('loading fences leaves out those whose expiresAt has passed, and says which
   assert.equal(store.indexOfId('gone'), -1);
   assert.ok(store.indexOfId('later') >= 0);
   assert.deepEqual(loaded.expiredFences, [`fence "gone" expired at ${new Date(past).toISOString()}: not loaded`]);
+});
+
+test('a store carried over to a new router loses the fences that expired since; one with none expired is kept as it is', () => {
+  const past = Date.now() - 1000;
+  const parsed = parseFences(
+    fc(square('A', 0, 0, 50), square('gone', 1000, 0, 50, { expiresAt: past })),
+    DEFAULT_FENCE_LIMITS,
+  );
+  const carried = buildFenceStore(parsed, 7);
+  const kept = withoutExpiredFences(carried, past - 1);
+  assert.equal(kept.descriptor, carried, 'nothing expired: the same store');
+  const left = withoutExpiredFences(carried, Date.now());
+  const store = FenceStore.open(left.descriptor, LOOKUP_ONLY_STORE);
+  assert.equal(store.indexOfId('gone'), -1);
+  assert.ok(store.indexOfId('A') >= 0);
+  assert.equal(store.generation, 8);
+  assert.deepEqual(left.expiredFences, [`fence "gone" expired at ${new Date(past).toISOString()}: not loaded`]);
 });
 
 test('a fence that expired while the router was stopped: its stays end at the start, and nobody enters it', async () => {
