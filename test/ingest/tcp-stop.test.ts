@@ -9,7 +9,12 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ING_ACCEPTED_F64, ING_CONNECTIONS_OPENED_F64 } from '../../src/shm/layout.js';
+import {
+  ConnectionDropReason,
+  ING_ACCEPTED_F64,
+  ING_CONNECTIONS_DROPPED_F64,
+  ING_CONNECTIONS_OPENED_F64,
+} from '../../src/shm/layout.js';
 import { TcpSource } from '../../src/ingest/sources/tcp-source.js';
 import { makeCertificates } from '../support/tls-certs.js';
 import { makeEdge, mapPackr, openTcp as open, ping, until } from './support.js';
@@ -63,11 +68,19 @@ test('stop ends a TLS connection still in its handshake', async () => {
     tls: { cert: readFileSync(certs.certFile), key: readFileSync(certs.keyFile), ca: null, requireClientCert: false },
   });
   await source.start(fx.edge);
-  // A plain TCP client: it never starts the handshake, which the listener would otherwise wait 10 s for.
+  // A plain TCP client that sends the first bytes of a ClientHello and no more: the listener would otherwise wait
+  // 10 s for the rest of its handshake.
   const raw = await open(source.port);
   raw.on('error', () => undefined);
+  raw.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01]));
+  await new Promise((r) => setTimeout(r, 100));
   const rawClosed = closed(raw);
   assert.equal(await outcomeOf(source.stop()), 'stopped');
   await rawClosed;
+  assert.equal(
+    fx.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.TLS_HANDSHAKE],
+    0,
+    'a handshake the stop ended is not counted as failed',
+  );
   raw.destroy();
 });

@@ -277,7 +277,8 @@ export class TcpSource implements TelemetrySource {
         accept(socket);
       });
       tlsServer.on('tlsClientError', (_err, socket) => {
-        counters[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.TLS_HANDSHAKE]!++;
+        // A handshake the stop ended (see `stop`) is not the client's failure.
+        if (this.server !== null) counters[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.TLS_HANDSHAKE]!++;
         socket.destroy();
       });
       server = tlsServer;
