@@ -6,11 +6,13 @@
  * oversized, not a map, unknown key, unsupported value), the stream scans forward from the rejected frame's first
  * byte + 1 for a plausible frame start (see `FrameWalker.plausibleStart`) and tries it. Candidates that fail the
  * walk are skipped silently (their bytes are counted as skipped, not as further rejects), so one damaged region costs
- * one reject, or a few where damaged bytes happen to walk as a map with unknown keys (taken as a frame and rejected). A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...), an unknown or
- * repeated key, or a map, array or extension as a value, is rejected and the stream continues right after it. A frame truncated inside the stream swallows the bytes that follow it;
- * the walk almost always fails on them (a map header where a key or scalar must be), and the scan then finds the
- * next frame inside the swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed
- * telemetry frame are decoded as one (and validated like any other).
+ * one reject, or a few where damaged bytes happen to walk as a map with unknown keys (taken as a frame and
+ * rejected). A frame that is well delimited but carries a bad value (out-of-range lat, bad id, ...), an unknown or
+ * repeated key, or a map, array or extension as a value, is rejected and the stream continues right after it. A
+ * frame truncated inside the stream swallows the bytes that follow it; the walk usually fails on them, or walks to
+ * an end with a valid ping inside (then taken as damage too), and the scan then finds the next frame inside the
+ * swallowed bytes. The scan is best-effort: bytes that happen to form a plausible, well-formed telemetry frame are
+ * decoded as one (and validated like any other).
  */
 import { isUtf8 } from 'node:buffer';
 import { Unpackr } from 'msgpackr/unpack';
@@ -125,9 +127,10 @@ export class FrameDecoder {
   /**
    * Decodes and validates the frame at `buf[start]` with bytes available up to `end`. Returns PING_VALID (`fields`
    * and `frameEnd` set), WALK_NEED_MORE, or a RejectReason (`frameEnd` set unless the reason is structural and the
-   * frame not `delimited`).
+   * frame not `delimited`). `probe`: look inside a frame walked to its end with a fault for a valid ping (see
+   * validPingWithin); `final`: no bytes will follow `end`.
    */
-  decode(buf: Uint8Array, start: number, end: number, probe = true): number {
+  decode(buf: Uint8Array, start: number, end: number, probe = true, final = false): number {
     const w = this.walker.walk(buf, start, end, this.options.maxFrameBytes);
     this.delimited = this.walker.delimited;
     if (w !== WALK_OK) {
@@ -136,10 +139,11 @@ export class FrameDecoder {
       if (probe) {
         // A valid ping inside it: more likely a frame cut short that ran on into the next one than a sender's extra
         // key; a structural reject then, and the stream resynchronises and finds that ping. A candidate that needs
-        // more bytes leaves the answer to when they have come (the same answer, however the bytes are split).
+        // more bytes leaves the answer to when they have come (the same answer, however the bytes are split), or
+        // (`final`: the stream has ended) takes it as no ping.
         const inside = this.validPingWithin(buf, start + 1, frameEnd, end);
-        if (inside === PROBE_MORE) return WALK_NEED_MORE;
-        this.delimited = inside === PROBE_NONE;
+        if (inside === PROBE_MORE && !final) return WALK_NEED_MORE;
+        this.delimited = inside !== PROBE_FOUND;
       }
       this.frameEnd = frameEnd;
       return w;
@@ -247,6 +251,8 @@ export class FrameStream {
   private acc: Uint8Array = NO_BYTES;
   private accLen = 0;
   private resyncing = false;
+  /** True while `end` decodes the held bytes a last time: no more bytes will come. */
+  private final = false;
 
   constructor(decoder: FrameDecoder, sink: FrameSink) {
     this.decoder = decoder;
@@ -312,6 +318,14 @@ export class FrameStream {
 
   /** Ends the stream: a partial frame left over is TRUNCATED_FRAME (or skipped bytes while resynchronising). */
   end(): void {
+    if (this.accLen > 0 && !this.resyncing) {
+      // A frame walked to its end whose look inside waited for bytes past it is decided now: none will come.
+      this.final = true;
+      const used = this.scan(this.acc, 0, this.accLen);
+      this.final = false;
+      this.acc.copyWithin(0, used, this.accLen);
+      this.accLen -= used;
+    }
     if (this.accLen > 0) {
       if (this.resyncing) this.sink.onSkipped(this.accLen);
       else this.sink.onReject(RejectReason.TRUNCATED_FRAME, this.acc, 0, this.accLen);
@@ -365,7 +379,7 @@ export class FrameStream {
       }
       // While resynchronising, a candidate walked to its end is taken as the next frame without looking inside it
       // (a look per candidate would cost the scan a walk per byte of each).
-      const r = decoder.decode(buf, pos, end, !this.resyncing);
+      const r = decoder.decode(buf, pos, end, !this.resyncing, this.final);
       if (r === WALK_NEED_MORE) return pos;
       if (r === PING_VALID) {
         this.resyncing = false;

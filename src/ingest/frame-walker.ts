@@ -33,7 +33,8 @@ const MAX_SKIPPED_VALUES = 256;
 
 /**
  * Walks frames. One instance per decoder; `walk` returns WALK_OK, WALK_NEED_MORE or a structural RejectReason
- * (CORRUPT_FRAME, OVERSIZED_FRAME, NOT_A_MAP, UNKNOWN_KEY, UNSUPPORTED_VALUE).
+ * (CORRUPT_FRAME, OVERSIZED_FRAME, NOT_A_MAP, UNKNOWN_KEY, UNSUPPORTED_VALUE): UNKNOWN_KEY and UNSUPPORTED_VALUE with
+ * `delimited` set when the frame was walked to its end all the same.
  */
 export class FrameWalker {
   /** After WALK_OK: the index one past the frame's last byte. */

@@ -230,6 +230,22 @@ test('frames with unknown keys or nested values, and a frame cut short, decode t
   sameAtEverySplit(all, reference);
 });
 
+test('a stream whose last frame has an extra key ending in a byte that could start a map: counted as that, not as truncated', () => {
+  // alt 133 is uint8 0xcc 0x85, and 0x85 is a fixmap header: a look inside the frame waits for the byte after it.
+  const last = mapPackr.pack({ ...ping('z', 1), alt: 133 });
+  assert.equal(last[last.length - 1], 0x85);
+  const fx = makeEdge();
+  const s = fx.edge.openStream('ends');
+  s.write(concat([mapPackr.pack(ping('y', 0)), last]));
+  s.end();
+  assert.deepEqual(
+    fx.sink.pings.map((p) => p.id),
+    ['y'],
+  );
+  assert.equal(fx.rejected(RejectReason.UNKNOWN_KEY), 1);
+  assert.equal(fx.rejected(RejectReason.TRUNCATED_FRAME), 0);
+});
+
 test('a value nesting more than a few hundred values is a structural reject: no walk costs more than that', () => {
   const deep = { ...ping('x', 1), extra: Array.from({ length: 300 }, (_, i) => i) };
   const shallow = { ...ping('y', 1), extra: Array.from({ length: 200 }, (_, i) => i) };
