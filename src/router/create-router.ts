@@ -10,11 +10,15 @@ import { resolveRouterOptions, type RouterOptions, type RouterOptionsInput } fro
 import { AdminServer, type AdminHandlers } from '../admin/admin-server.js';
 import { errorText } from '../durable/fs-util.js';
 import { FENCE_EDIT_JOURNAL_FILE, readFenceEditJournal, type JournalContents } from '../durable/fence-edit-journal.js';
-import { loadFenceStoreOffThread, withoutExpiredFences, type LoadedFences } from '../fences/fence-file.js';
-import { FenceValidationError, parseFences } from '../fences/parse.js';
-import { leaveOutExpired } from '../fences/expired-fences.js';
-import { applyStoredEdits, type StoredFenceEdit } from '../fences/stored-edits.js';
-import { buildFenceStore, FenceStore } from '../fences/store.js';
+import {
+  loadFenceStore,
+  loadFenceStoreOffThread,
+  withoutExpiredFences,
+  type LoadedFences,
+} from '../fences/fence-file.js';
+import { FenceValidationError } from '../fences/parse.js';
+import type { StoredFenceEdit } from '../fences/stored-edits.js';
+import { FenceStore } from '../fences/store.js';
 import { isLoggerLike, RouterLog, type LogLineCallback } from '../log/router-log.js';
 import { StartProgress } from '../pipeline/start-progress.js';
 import { LOOKUP_ONLY_STORE } from '../pipeline/store-views.js';
@@ -90,9 +94,8 @@ async function loadStartFences(
     const features = (geojson as { features?: unknown }).features;
     if (Array.isArray(features) && features.length + edits.length < MAIN_THREAD_MAX_FEATURES) {
       progress.phase('checking and indexing the fences');
-      const edited = applyStoredEdits(parseFences(geojson, limits).fences, edits, limits);
-      const due = leaveOutExpired(edited.fences, Date.now());
-      return { descriptor: buildFenceStore(due, 1), skippedEdits: edited.skipped, expiredFences: due.expired };
+      // The loader thread's own load, run here: the same checks, stored edits and expired fences left out.
+      return loadFenceStore({ geojson, edits, limits, generation: 1 });
     }
     progress.phase('checking and indexing the fences (loader thread)');
     return loadFenceStoreOffThread({ geojson, edits, limits, generation: 1 });

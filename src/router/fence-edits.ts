@@ -17,6 +17,11 @@ import type { FenceEditResult } from './api.js';
 /** Longest a timer is set for (setTimeout's limit is 2^31 - 1 ms); a later expiry re-arms on firing. */
 const MAX_TIMER_MS = 86_400_000;
 
+/** A removal for the log: `removed, <n> EXIT(s), generation <g>`. */
+function removedText(r: FenceEditResult): string {
+  return `removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`;
+}
+
 /** What the editor works with: the router's store, its chain and its swap. */
 export interface FenceEditHost {
   /** The generation in force. */
@@ -71,10 +76,7 @@ export class FenceEditor {
    */
   private async removeExpired(id: string, expiresAtMs: number, startedMs: number): Promise<FenceEditResult> {
     const r = await this.apply({ remove: id }, { remove: id }, startedMs);
-    const what =
-      r.action === 'removed'
-        ? `removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`
-        : 'not added';
+    const what = r.action === 'removed' ? removedText(r) : 'not added';
     this.host.log(
       `fence ${JSON.stringify(id)} upserted with expiresAt ${new Date(expiresAtMs).toISOString()}, already passed: ${what}`,
     );
@@ -145,7 +147,7 @@ export class FenceEditor {
             const { r, atMs } = done;
             if (r.action === 'removed') {
               this.host.log(
-                `fence ${JSON.stringify(id)} expired (expiresAt ${new Date(atMs).toISOString()}): removed, ${r.exits} EXIT${r.exits === 1 ? '' : 's'}, generation ${r.generation}`,
+                `fence ${JSON.stringify(id)} expired (expiresAt ${new Date(atMs).toISOString()}): ${removedText(r)}`,
               );
             }
           },
