@@ -98,32 +98,51 @@ export function takeOver(
 
 /**
  * Writes every trigger `ds` still holds in memory, except parked dead letters (the dead-letter file holds those), to
- * its pending file in per-device FIFO order, replacing the old one (removing it when there are none), durably. The
- * caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written,
- * and the error text when the file could not be written (those triggers are then not kept).
+ * its pending file in per-device FIFO order, each device's records set aside in the backlog log behind them (read
+ * again from the log), replacing the old file (removing it when there are none), durably. The caller then lets the
+ * backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written, how many set aside
+ * could not be read again (damaged on disk: lost), and the error text when the file could not be written (those
+ * triggers are then not kept).
  */
-export function carryOver(ds: Downstream, dir: string, codec: TriggerCodec): { written: number; error: string | null } {
+export function carryOver(
+  ds: Downstream,
+  dir: string,
+  codec: TriggerCodec,
+): { written: number; unreadable: number; error: string | null } {
   const q = ds.queues;
   let buf = new RecordBuffer(1 << 20);
   let length = 0;
   let written = 0;
+  let unreadable = 0;
+  const encode = (f64: Float64Array, i32: Int32Array, f: number, i: number): void => {
+    if (length + TREC_MAX_BYTES > buf.byteLength) {
+      const grown = new RecordBuffer(buf.byteLength * 2);
+      grown.bytes.set(buf.bytes.subarray(0, length));
+      buf = grown;
+    }
+    length += codec.encode(f64, i32, f, i, buf, length, buf.byteLength, 0);
+    written++;
+  };
+  const scratch = new ArrayBuffer(DREC_STRIDE_F64 * 8);
+  const f64 = new Float64Array(scratch);
+  const i32 = new Int32Array(scratch);
+  const aside = ds.setAside;
   for (let device = 0; device < q.maxDevices; device++) {
     for (let slot = q.headOf(device); slot >= 0; slot = q.nextInFifo(slot)) {
       const f = slot * DREC_STRIDE_F64;
       if (q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
-      if (length + TREC_MAX_BYTES > buf.byteLength) {
-        const grown = new RecordBuffer(buf.byteLength * 2);
-        grown.bytes.set(buf.bytes.subarray(0, length));
-        buf = grown;
-      }
-      length += codec.encode(q.f64, q.i32, f, slot * DREC_STRIDE_I32, buf, length, buf.byteLength, 0);
-      written++;
+      encode(q.f64, q.i32, f, slot * DREC_STRIDE_I32);
+    }
+    if (aside === null) continue;
+    for (let h = aside.peek(device); h >= 0; h = aside.after(h)) {
+      if (ds.readSetAside(h, f64, i32) < 0) unreadable++;
+      else encode(f64, i32, 0, 0);
     }
   }
   try {
     writePendingFile(dir, ds.name, buf, length);
   } catch (err) {
-    return { written, error: errorText(err) };
+    return { written, unreadable, error: errorText(err) };
   }
-  return { written, error: null };
+  return { written, unreadable, error: null };
 }

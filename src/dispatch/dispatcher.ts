@@ -1209,6 +1209,11 @@ export class Dispatcher implements DeadLetterTarget {
       // Records still buffered after the log's last flush failed are not kept either.
       if (ds.backlog !== null) lost += ds.backlog.bufferedRecords;
       ds.deadLetterFile?.close();
+      if (kept.unreadable > 0)
+        this.alarm(
+          `downstream ${ds.name}: ${kept.unreadable} triggers set aside in the backlog log behind a parked trigger could not be read again at close (damaged on disk): lost`,
+        );
+      lost += kept.unreadable;
       this.carriedOver[d] = ds.inFlightTriggers - lost;
       if (lost > 0) {
         if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
@@ -1308,7 +1313,8 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_BACKOFFS_F64] = ds.backoffs;
       m[b + DS_DEVICE_HOLDS_F64] = ds.deviceHolds;
       m[b + DS_SPILLED_F64] = ds.spilled;
-      m[b + DS_BACKLOG_RECORDS_F64] = ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding;
+      m[b + DS_BACKLOG_RECORDS_F64] =
+        ds.backlog === null ? 0 : ds.backlog.unread + ds.backlog.loadedOutstanding + ds.backlog.held;
       m[b + DS_BACKLOG_BYTES_F64] = ds.backlog === null ? 0 : ds.backlog.liveBytes;
       m[b + DS_RECOVERED_F64] = ds.recovered;
       m[b + DS_CARRIED_OVER_F64] = this.carriedOver[d]!;

@@ -15,8 +15,10 @@
  *   SinkResult.refused) or that outlives `maxQueueAgeMs` is dead-lettered for good (dead-letter file, status FINAL)
  *   and its device goes on. A trigger whose attempts all failed is dead-lettered as undeliverable and parked at the
  *   front of its device's FIFO: the dead-letter file holds it (PENDING) and the replay lane re-sends it behind all
- *   live traffic; the device's later triggers wait behind it. One that keeps failing alone for `replayGiveUpMs` is
- *   given up (final; its device goes on). With `replay: false` it is dead-lettered for good instead.
+ *   live traffic; the device's later triggers wait behind it, in the backlog log rather than in memory (`spills`;
+ *   those the log loads meanwhile are set aside in it: set-aside.ts), so a device parked for long never fills the
+ *   memory every device shares. One that keeps failing alone for `replayGiveUpMs` is given up (final; its device goes
+ *   on). With `replay: false` it is dead-lettered for good instead.
  * - Nothing else leaves: an open breaker, a pause (Retry-After, or the backoff of 10 ms doubling per consecutive
  *   failed delivery up to 1 s), a device held back alone (its trigger refused for the moment while the downstream
  *   answered the rest of the batch: DeviceQueues.holdBack), an exhausted credit window or a full limiter only hold
@@ -28,7 +30,8 @@
  *   and their devices go on; one inside a sink call at that moment keeps its chance, and is given up if the call fails.
  *
  * Accounting: `offered + recovered = delivered + replayed + final + inFlightTriggers` at every pump, where
- * `inFlightTriggers` counts triggers in memory (queued, parked, being sent) and in the backlog log.
+ * `inFlightTriggers` counts triggers in memory (queued, parked, being sent) and in the backlog log (set aside
+ * included).
  */
 import {
   DEAD_LETTER_REASON_COUNT,
@@ -60,6 +63,7 @@ import { BreakerState, CircuitBreaker, type BreakerOptions } from './breaker.js'
 import { CreditWindow } from './credits.js';
 import { DeviceQueues, ReadyList } from './device-queues.js';
 import { Limiter, NO_PERMIT } from './limiter.js';
+import { SetAsideChains } from './set-aside.js';
 import { GradientLimit } from './limits/gradient-limit.js';
 import type { Limit } from './limits/limit.js';
 import { copyTrigger, laneOf } from './record.js';
@@ -306,6 +310,13 @@ export class Downstream {
   sendingTriggers = 0;
   /** Triggers parked in the replay lane. */
   parked = 0;
+  /** Parked triggers of each device (a device may carry several over from an earlier run). */
+  private readonly parkedOf: Int32Array;
+  /**
+   * Backlog records loaded while their device was parked, kept in the log until it goes on (null without a log).
+   * See set-aside.ts.
+   */
+  readonly setAside: SetAsideChains | null;
   /** Retry-After pauses honoured. */
   pauses = 0;
   /** Pump passes that found work waiting and no permit. */
@@ -385,6 +396,8 @@ export class Downstream {
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
     this.supersededUnloaded = ctx.replayFloors === null ? null : new Int32Array(ctx.maxDevices);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
+    this.parkedOf = new Int32Array(ctx.maxDevices);
+    this.setAside = this.backlog === null ? null : new SetAsideChains(ctx.maxDevices, this.backlog.windowSize);
     this.maxBatchTriggers = checkNumber(
       `${this.name}.maxBatchTriggers`,
       options.maxBatchTriggers ?? DOWNSTREAM_DEFAULTS.maxBatchTriggers,
@@ -430,9 +443,10 @@ export class Downstream {
     if (this.deadLetterFile !== null) this.deadLetterFile.onDrop = (slot) => this.noteDroppedSegment(slot);
   }
 
-  /** Triggers not settled: in memory (queued, parked, being sent) or in the backlog log. */
+  /** Triggers not settled: in memory (queued, parked, being sent) or in the backlog log (set aside included). */
   get inFlightTriggers(): number {
-    return this.queues.used + (this.backlog === null ? 0 : this.backlog.unread) - this.supersededUnloadedTotal;
+    const log = this.backlog === null ? 0 : this.backlog.unread + this.setAside!.count;
+    return this.queues.used + log - this.supersededUnloadedTotal;
   }
 
   /** Notes, at open, `count` backlog records of device `slot` that the replay derives again (see `superseded`). */
@@ -492,6 +506,8 @@ export class Downstream {
   private spills(device: number, lane: number): boolean {
     const q = this.queues;
     if (q.fileOnly[device]! > 0 || !q.hasRoom(lane)) return true;
+    // A parked device may wait for long (replayGiveUpMs): its later triggers wait in the log, not in shared memory.
+    if (this.parkedOf[device]! > 0) return true;
     // Past half full, memory is kept for devices with nothing queued: a device that already waits has a backlog, and
     // its next trigger waits in the log, so a backlog of some devices never takes the room of devices without one.
     return q.used * 2 >= q.capacitySlots && q.queuedOf(device) > 0;
@@ -562,7 +578,7 @@ export class Downstream {
     // A dead letter still waiting for its replay stays parked: from the dead-letter file, or from the pending file when
     // its copy never reached the disk (the earlier run's close dropped it from the ring).
     if (q.i32[i + DREC_REASON_I32]! >= 0) {
-      this.parked++;
+      this.noteParked(device);
       q.f64[f + DREC_FIRST_ALONE_FAILURE_NS_F64] = NaN;
     }
     this.frontOutstanding++;
@@ -576,19 +592,26 @@ export class Downstream {
    * good.
    */
   private clearDamagedCounts(): void {
-    if (!this.damagedSinceEmpty || this.backlog!.unread !== 0) return;
+    if (!this.damagedSinceEmpty || this.backlog!.unread !== 0 || this.setAside!.count !== 0) return;
     this.damagedSinceEmpty = false;
     this.queues.fileOnly.fill(0);
     this.supersededUnloaded?.fill(0);
   }
 
-  /** Loads triggers back from the backlog log while memory is less than half full (up to three quarters). */
+  /**
+   * Loads triggers back from the backlog log while memory is less than half full (up to three quarters): first those
+   * set aside for devices no longer parked, then the log's next records. A record of a parked device (or of one with
+   * records set aside still) is set aside rather than held in memory behind its parked trigger; at most memory's
+   * capacity of them per call.
+   */
   loadBacklog(): void {
     const log = this.backlog;
     const q = this.queues;
     this.clearDamagedCounts();
-    if (log === null || log.unread === 0 || q.used * 2 >= q.capacitySlots) return;
-    while (q.used * 4 < q.capacitySlots * 3) {
+    if (log === null || q.used * 2 >= q.capacitySlots) return;
+    if (this.setAside!.count > 0 && !this.reloadSetAside()) return;
+    let setAsideNow = 0;
+    while (log.unread > 0 && q.used * 4 < q.capacitySlots * 3 && setAsideNow < q.capacitySlots) {
       const slot = q.allocate(Lane.TRANSITION);
       if (slot < 0) return;
       const device = log.loadNext(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, this.ctx.resolver);
@@ -629,19 +652,82 @@ export class Downstream {
         if (passing === PASS_CARRIED_COPY) this.copiesUnloadedTotal--;
         continue;
       }
-      const i = slot * DREC_STRIDE_I32;
-      // Taken from the trigger rings before any hand-off cut that may see it (see undeliveredTakenBy), whenever loaded.
-      q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = -Infinity;
-      q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
-      q.i32[i + DREC_FLAGS_I32] = 0;
-      q.fileOnly[device] = q.fileOnly[device]! - 1;
-      q.append(device, slot, false);
-      // Behind a parked head (a dead letter waiting for replay, for as long as replayGiveUpMs) this record stops
-      // holding the log's cursor back, as those behind it at the park did (see park): otherwise the device's records
-      // loaded meanwhile pin the log's window and cursor for every device.
-      const head = q.headOf(device);
-      if (head !== slot && q.i32[head * DREC_STRIDE_I32 + DREC_REASON_I32]! >= 0) this.releaseLogPlace(slot);
+      if (this.parkedOf[device]! > 0 || this.setAside!.has(device)) {
+        // Its device waits behind a parked trigger (or behind records set aside): held in the log, not in memory.
+        const h = log.hold(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
+        if (h >= 0) {
+          this.setAside!.add(device, h);
+          q.release(slot);
+          setAsideNow++;
+          continue;
+        }
+        // Every hold taken: it waits in memory behind its parked trigger, no longer holding the log's cursor back (as
+        // those behind it at the park do: see park), or the window would stop the loading of every device.
+        this.takeLoaded(device, slot);
+        this.releaseLogPlace(slot);
+        continue;
+      }
+      this.takeLoaded(device, slot);
     }
+  }
+
+  /**
+   * Loads again the records set aside for devices no longer parked, each device's in order, while memory is less than
+   * three quarters full. Returns false when memory filled first.
+   */
+  private reloadSetAside(): boolean {
+    const log = this.backlog!;
+    const aside = this.setAside!;
+    const q = this.queues;
+    for (let k = aside.devices - 1; k >= 0; k--) {
+      const device = aside.deviceAt(k);
+      if (this.parkedOf[device]! > 0) continue;
+      while (aside.has(device)) {
+        if (q.used * 4 >= q.capacitySlots * 3) return false;
+        const slot = q.allocate(Lane.TRANSITION);
+        if (slot < 0) return false;
+        const got = log.reloadHeld(
+          aside.shift(device),
+          q.f64,
+          q.i32,
+          slot * DREC_STRIDE_F64,
+          slot * DREC_STRIDE_I32,
+          this.ctx.resolver,
+        );
+        if (got < 0) {
+          // Damaged on disk since it was first loaded, or its device no longer named: settled as lost (counted).
+          q.release(slot);
+          q.fileOnly[device] = q.fileOnly[device]! - 1;
+          this.final++;
+          continue;
+        }
+        // No longer the log's: memory's, like the triggers behind a parked one (the pending file at close; lost in a
+        // crash), so the log's cursor is not held back while it waits its turn.
+        this.takeLoaded(device, slot);
+        this.memoryOnly++;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Reads the record set aside as hold `h` into the dispatch record at 0 of (f64, i32), leaving it held (the close's
+   * carry-over); returns its device, or < 0 when it cannot be read (then released: lost).
+   */
+  readSetAside(h: number, f64: Float64Array, i32: Int32Array): number {
+    return this.backlog!.reloadHeld(h, f64, i32, 0, 0, this.ctx.resolver, true);
+  }
+
+  /** The trigger of `device` loaded from the backlog log into `slot` joins its device's FIFO, behind the others. */
+  private takeLoaded(device: number, slot: number): void {
+    const q = this.queues;
+    const i = slot * DREC_STRIDE_I32;
+    // Taken from the trigger rings before any hand-off cut that may see it (see undeliveredTakenBy), whenever loaded.
+    q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = -Infinity;
+    q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
+    q.i32[i + DREC_FLAGS_I32] = 0;
+    q.fileOnly[device] = q.fileOnly[device]! - 1;
+    q.append(device, slot, false);
   }
 
   /** The trigger in `slot`, loaded from the backlog log, no longer holds its place there: it is memory's now. */
@@ -1015,7 +1101,7 @@ export class Downstream {
       if (replayed) {
         this.replayed++;
         this.replayedByReason[reasonIndex(reason)]!++;
-        this.parked--;
+        this.noteUnparked(slot);
       } else {
         this.delivered++;
       }
@@ -1156,7 +1242,7 @@ export class Downstream {
     q.i32[i + DREC_REASON_I32] = DeadLetterReason.UNDELIVERABLE;
     q.f64[f + DREC_FIRST_ALONE_FAILURE_NS_F64] = NaN;
     this.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!++;
-    this.parked++;
+    this.noteParked(deviceOfSlot(q, slot));
     if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
     const ring = this.ctx.deadLetters.deadLetter(q.f64, q.i32, f, i, this.index, DeadLetterStatus.PENDING, slot, nowNs);
     q.f64[f + DREC_DLQ_POS_F64] = -2 - ring;
@@ -1201,7 +1287,7 @@ export class Downstream {
   undeliveredTakenBy(cutNs: number, used: Uint8Array): number {
     const q = this.queues;
     q.markUsed(used);
-    let n = this.backlog === null ? 0 : this.backlog.unread;
+    let n = this.backlog === null ? 0 : this.backlog.unread + this.setAside!.count;
     for (let slot = 0; slot < q.capacitySlots; slot++) {
       if (used[slot] === 1 && q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64]! <= cutNs) n++;
     }
@@ -1232,7 +1318,7 @@ export class Downstream {
     const q = this.queues;
     const f = slot * DREC_STRIDE_F64;
     const i = slot * DREC_STRIDE_I32;
-    this.parked--;
+    this.noteUnparked(slot);
     this.final++;
     this.replayRejected++;
     this.replayRejectedByReason[reasonIndex(q.i32[i + DREC_REASON_I32]!)]!++;
@@ -1252,7 +1338,7 @@ export class Downstream {
     this.final++;
     const parkedReason = q.i32[i + DREC_REASON_I32]!;
     if (parkedReason >= 0) {
-      this.parked--;
+      this.noteUnparked(slot);
       if (reason === DeadLetterReason.REJECTED) {
         this.replayRejected++;
         this.replayRejectedByReason[reasonIndex(parkedReason)]!++;
@@ -1356,7 +1442,7 @@ export class Downstream {
     const q = this.queues;
     const i = slot * DREC_STRIDE_I32;
     if (this.isMemoryOnly(slot)) this.memoryOnly--;
-    if (q.i32[i + DREC_REASON_I32]! >= 0) this.parked--;
+    if (q.i32[i + DREC_REASON_I32]! >= 0) this.noteUnparked(slot);
     this.final++;
     this.givenUp++;
     if ((q.i32[i + DREC_FLAGS_I32]! & DrecFlag.FRONT) !== 0) this.settleFront(i);
@@ -1398,6 +1484,19 @@ export class Downstream {
         }
       }
     }
+  }
+
+  /** A trigger of `device` is parked (see park): its device's later triggers wait in the backlog log (see spills). */
+  private noteParked(device: number): void {
+    this.parked++;
+    this.parkedOf[device] = this.parkedOf[device]! + 1;
+  }
+
+  /** The parked trigger in `slot` leaves the replay lane (replayed, given up, refused for good). */
+  private noteUnparked(slot: number): void {
+    this.parked--;
+    const device = deviceOfSlot(this.queues, slot);
+    this.parkedOf[device] = this.parkedOf[device]! - 1;
   }
 
   private initBookkeeping(slot: number): void {

@@ -189,7 +189,7 @@ export const DOWNSTREAM_CELL_METRICS: readonly CellMetric[] = [
   {
     name: 'geofence_dispatch_backlog_records',
     type: 'gauge',
-    help: 'Records of the backlog log not yet delivered.',
+    help: 'Records of the backlog log not yet delivered (those set aside behind a parked trigger included).',
     cell: DS_BACKLOG_RECORDS_F64,
     scale: 1,
   },

@@ -10,7 +10,9 @@
  * (`backlog.cursor`) moves over the prefix of loaded records that are done: delivered, settled for good, or owned by
  * another file (a parked dead letter and the triggers of its device behind it; at close, the pending file, which then
  * holds every undelivered trigger of memory in order: `releaseLoaded`). The dispatcher flushes its dead-letter ring
- * before it commits the cursor, so the cursor never passes a record whose new owner has not written it yet.
+ * before it commits the cursor, so the cursor never passes a record whose new owner has not written it yet. A loaded
+ * record may also be held (`hold`: out of the load window, read again later by `reloadHeld`): the cursor then stays
+ * at or before the oldest held record.
  *
  * After a crash the log gives back what its durable cursor had not passed: a record delivered after the last commit
  * (or after an older record that was still waiting) comes again, with the same seq; what was still in the write buffer
@@ -74,6 +76,8 @@ const ORDINAL_MASK = ORDINAL_MODULUS - 1;
 export const LOAD_NONE = -2;
 /** `loadNext` result: a record whose device this run cannot name was skipped (counted in `unresolvable`). */
 export const LOAD_SKIPPED = -1;
+/** `reloadHeld` result: the record no longer verifies (damaged on disk since it was loaded; counted in `reloadDamaged`). */
+export const LOAD_DAMAGED = -3;
 
 const SEGMENT_PREFIX = 'backlog-';
 const SEGMENT_SUFFIX = '.log';
@@ -211,6 +215,8 @@ export class BacklogLog {
   corrupt = 0;
   /** Of `corrupt`, records that `onPending` marked at open (see BacklogLogOptions.onPending). */
   markedLost = 0;
+  /** Held records that no longer verified when read again (`reloadHeld`): lost; the owner settles them (`final`). */
+  reloadDamaged = 0;
   /** Per segment: records `onPending` marked at open and not loaded yet. */
   private readonly segmentMarked = new Map<number, number>();
   /** Segment of the record `loadNext` returned last. */
@@ -244,6 +250,8 @@ export class BacklogLog {
   /** Records in the write buffer. */
   private wcount = 0;
   private readonly rbuf: RecordBuffer;
+  /** Holds one record read again by `reloadHeld`. */
+  private readonly reloadBuf = new RecordBuffer(TREC_MAX_BYTES);
   /** Segment and file position of the bytes held in rbuf: [rbufPos, rbufPos + rbufLen) of segment rbufSeg. */
   private rbufSeg = -1;
   private rbufPos = 0;
@@ -266,6 +274,13 @@ export class BacklogLog {
   private readonly winSeg: Float64Array;
   private readonly winOff: Float64Array;
   private readonly winDone: Uint8Array;
+  /** Held records (see `hold`), a ring of windowRecords cells: holdBottom..holdTop (counters, not wrapped). */
+  private readonly holdSeg: Float64Array;
+  private readonly holdOff: Float64Array;
+  private readonly holdLive: Uint8Array;
+  private holdBottom = 0;
+  private holdTop = 0;
+  private heldCount = 0;
   private doneOrd = 0;
   private loadOrd = 0;
   /** The cursor last made durable. */
@@ -297,6 +312,9 @@ export class BacklogLog {
     this.winSeg = new Float64Array(this.windowRecords);
     this.winOff = new Float64Array(this.windowRecords);
     this.winDone = new Uint8Array(this.windowRecords);
+    this.holdSeg = new Float64Array(this.windowRecords);
+    this.holdOff = new Float64Array(this.windowRecords);
+    this.holdLive = new Uint8Array(this.windowRecords);
     fs.mkdirSync(this.dir, { recursive: true });
     let segments = listSegments(this.dir);
     if (segments.length === 0) {
@@ -398,6 +416,11 @@ export class BacklogLog {
   /** Records appended or recovered and not loaded yet. */
   get unread(): number {
     return this.unreadCount;
+  }
+
+  /** The load window: loaded records not yet done, at most (see BacklogLogOptions.windowRecords). */
+  get windowSize(): number {
+    return this.windowRecords;
   }
 
   /** Loaded records not yet done. */
@@ -577,6 +600,93 @@ export class BacklogLog {
   }
 
   /**
+   * Moves the loaded record `ordinal` (not done) out of the load window into a hold: it is done in the window, and the
+   * durable cursor stays at or before its position until the hold is released (`reloadHeld`, `releaseHolds`), so a
+   * crash gives it back. Loads of other records go on meanwhile: a hold bounds only the cursor, not the window. Returns
+   * the hold, or -1 when `windowRecords` holds are taken already (the record stays loaded). Allocation-free.
+   */
+  hold(ordinal: number): number {
+    if (this.holdTop - this.holdBottom === this.windowRecords) return -1;
+    const mask = this.windowRecords - 1;
+    const h = this.holdTop & mask;
+    this.holdTop++;
+    this.holdSeg[h] = this.winSeg[ordinal & mask]!;
+    this.holdOff[h] = this.winOff[ordinal & mask]!;
+    this.holdLive[h] = 1;
+    this.heldCount++;
+    this.markDone(ordinal);
+    return h;
+  }
+
+  /** Records held (see `hold`). */
+  get held(): number {
+    return this.heldCount;
+  }
+
+  /**
+   * Reads the held record `h` into the dispatch record at (f64, i32, baseF64, baseI32), with ordinal -1 (no longer the
+   * log's), and releases the hold unless `keep`. Returns its device slot, or LOAD_SKIPPED (its device cannot be named:
+   * counted in `unresolvable`) or LOAD_DAMAGED (it no longer verifies: counted in `reloadDamaged`); those are released
+   * even with `keep`. Reads through a buffer of its own, so the sequential load keeps its read-ahead. Allocation-free
+   * for records of this run.
+   */
+  reloadHeld(
+    h: number,
+    f64: Float64Array,
+    i32: Int32Array,
+    baseF64: number,
+    baseI32: number,
+    resolver: TriggerResolver | null,
+    keep = false,
+  ): number {
+    const seg = this.holdSeg[h]!;
+    const off = this.holdOff[h]!;
+    const segEnd = this.segmentBytes.get(seg)!;
+    let buf = this.reloadBuf;
+    let at = 0;
+    let end: number;
+    if (off >= segEnd) {
+      // Loaded from the write buffer and not flushed since (a flush puts it at this very position).
+      buf = this.wbuf;
+      at = seg === this.writeSeg ? off - segEnd : this.wlen;
+      end = this.wlen;
+    } else {
+      end = readFully(this.fdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
+    }
+    const length = recordLength(buf, at, end);
+    let slot: number;
+    if (!recordIsValid(buf, at, length, end)) {
+      this.reloadDamaged++;
+      slot = LOAD_DAMAGED;
+    } else {
+      slot = this.codec.decode(buf, at, f64, i32, baseF64, baseI32, resolver);
+      f64[baseF64 + DREC_LOG_ORDINAL_F64] = -1;
+      if (slot < 0) {
+        this.unresolvable++;
+        slot = LOAD_SKIPPED;
+      }
+    }
+    if (!keep || slot < 0) this.releaseHold(h);
+    return slot;
+  }
+
+  /** Releases hold `h`; the oldest live hold then bounds the cursor. */
+  private releaseHold(h: number): void {
+    if (this.holdLive[h] === 0) return;
+    this.holdLive[h] = 0;
+    this.heldCount--;
+    const mask = this.windowRecords - 1;
+    while (this.holdBottom !== this.holdTop && this.holdLive[this.holdBottom & mask] === 0) this.holdBottom++;
+  }
+
+  /** Every held record is now owned by another file (see `releaseLoaded`): the cursor may pass them. */
+  private releaseHolds(): void {
+    this.holdLive.fill(0);
+    this.heldCount = 0;
+    this.holdBottom = this.holdTop;
+  }
+
+  /**
    * The read position is past every written record of its segment: records still counted as unread there (beyond
    * those in the write buffer) were damaged on disk after they were counted. They are settled as lost (`corrupt`).
    */
@@ -615,6 +725,7 @@ export class BacklogLog {
    * undelivered): the cursor may pass them all. Call `commit` after it.
    */
   releaseLoaded(): void {
+    this.releaseHolds();
     const mask = this.windowRecords - 1;
     while (this.doneOrd !== this.loadOrd) {
       this.winDone[this.doneOrd & mask] = 0;
@@ -636,6 +747,16 @@ export class BacklogLog {
     } else {
       seg = this.readSeg;
       off = this.readOff;
+    }
+    if (this.holdBottom !== this.holdTop) {
+      // The oldest held record bounds the cursor too.
+      const h = this.holdBottom & (this.windowRecords - 1);
+      const hs = this.holdSeg[h]!;
+      const ho = this.holdOff[h]!;
+      if (hs < seg || (hs === seg && ho < off)) {
+        seg = hs;
+        off = ho;
+      }
     }
     if (seg === this.durableSeg && off === this.durableOff) return;
     try {

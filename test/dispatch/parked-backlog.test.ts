@@ -1,7 +1,8 @@
 /**
- * A device parked at a dead letter the receiver keeps refusing. With a backlog in the log: its triggers loaded from the
- * log behind the parked one stop holding the log's cursor back (as those behind it at the park do), so the log's load
- * window and cursor move on for every other device, whose triggers all arrive, once each, in seq order. With little
+ * A device parked at a dead letter the receiver keeps refusing. With a backlog in the log: its later triggers wait in
+ * the log, not in memory, and those the log loads while it is parked are held there (set aside) rather than in the
+ * load window, so the log's loading goes on for every other device, whose triggers all arrive, once each, in seq
+ * order; once the parked trigger is settled, its device's follow in order, also across a restart. With little
  * other traffic: the poison's repeated failures alone count once in the breaker's window, so it keeps going alone, no
  * other device is dead-lettered, the breaker stays closed, and the poison is given up after replayGiveUpMs.
  */
@@ -22,6 +23,16 @@ const PER_DEVICE = 30;
 /** Device 0's triggers: fewer than half the memory, so its followers loaded behind the parked one fit there. */
 const PARKED_DEVICE_TRIGGERS = 6;
 
+/** 24 slots of memory, one trigger a batch, parked after 2 attempts, a breaker that never opens, never given up. */
+const SMALL_MEMORY = {
+  queueCapacitySlots: 24,
+  reservedComplianceSlots: 2,
+  maxBatchTriggers: 1,
+  maxAttempts: 2,
+  replayGiveUpMs: 0,
+  breaker: { minimumRequests: 100_000, windowSize: 100_000 },
+};
+
 /** Refuses (500) any batch holding device 0's first trigger; takes everything else, recording it. */
 class PoisonSink implements Sink {
   readonly seen: { device: string; seq: number }[] = [];
@@ -35,8 +46,29 @@ class PoisonSink implements Sink {
   async close(): Promise<void> {}
 }
 
+/** Takes every batch, recording it. */
+class TakingSink implements Sink {
+  readonly seen: { device: string; seq: number }[] = [];
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    await sleep(1);
+    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
+    return { status: 200 };
+  }
+  async close(): Promise<void> {}
+}
+
+/** Offers seq 1..PER_DEVICE to every device (device 0 only its first `deviceZero`), in turn, pumping after each. */
+function offerAll(d: Dispatcher, deviceZero: number): void {
+  const r = new TriggerRecord();
+  for (let seq = 1; seq <= PER_DEVICE; seq++)
+    for (let device = seq <= deviceZero ? 0 : 1; device < DEVICES; device++) {
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d.pump();
+    }
+}
+
 /** Each device's triggers the sink took are in seq order, each once. */
-function assertInOrderOnce(sink: PoisonSink): void {
+function assertInOrderOnce(sink: { seen: readonly { device: string; seq: number }[] }): void {
   const last = new Map<string, number>();
   for (const t of sink.seen) {
     assert.ok(t.seq > (last.get(t.device) ?? 0), `${t.device}: seq ${t.seq} in order, once`);
@@ -44,10 +76,17 @@ function assertInOrderOnce(sink: PoisonSink): void {
   }
 }
 
-/** A dispatcher over a fresh directory for device slots 0..DEVICES-1 with one downstream `hook` to `sink`. */
-function poisonedHook(sink: Sink, options: Record<string, unknown>): Dispatcher {
+/**
+ * A dispatcher over `stateDir` (default a fresh directory) for device slots 0..DEVICES-1 with one downstream `hook` to
+ * `sink`.
+ */
+function poisonedHook(
+  sink: Sink,
+  options: Record<string, unknown>,
+  stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-')),
+): Dispatcher {
   return new Dispatcher({
-    stateDir: fs.mkdtempSync(path.join(os.tmpdir(), 'parked-')),
+    stateDir,
     namer: new IndexNamer(),
     maxDevices: DEVICES,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
@@ -58,22 +97,11 @@ function poisonedHook(sink: Sink, options: Record<string, unknown>): Dispatcher 
   });
 }
 
-test("a parked device's triggers loaded from the backlog log do not pin the log: its cursor passes them, and every other device's triggers arrive once, in order", async () => {
+test("a parked device's triggers loaded from the backlog log do not pin the log's load window, and every other device's triggers arrive once, in order", async () => {
   const sink = new PoisonSink();
-  const d = poisonedHook(sink, {
-    queueCapacitySlots: 24,
-    reservedComplianceSlots: 2,
-    maxBatchTriggers: 1,
-    maxAttempts: 2,
-    breaker: { minimumRequests: 100_000, windowSize: 100_000 },
-  });
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, replayGiveUpMs: 3_600_000 });
   const ds = d.downstreams[0]!;
-  const r = new TriggerRecord();
-  for (let seq = 1; seq <= PER_DEVICE; seq++)
-    for (let device = seq <= PARKED_DEVICE_TRIGGERS ? 0 : 1; device < DEVICES; device++) {
-      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
-      d.pump();
-    }
+  offerAll(d, PARKED_DEVICE_TRIGGERS);
   const others = (DEVICES - 1) * PER_DEVICE;
   const delivered = (): number => sink.seen.filter((t) => t.device !== 'device-0').length;
   for (let i = 0; i < 3000 && delivered() < others; i++) {
@@ -126,5 +154,123 @@ test('a poison trigger on a downstream with little other traffic: its repeated f
     assertInOrderOnce(sink);
   } finally {
     await d.close(20);
+  }
+});
+
+test("a parked device with more triggers than memory holds: they wait in the backlog log, not in memory, so every other device's triggers arrive once, in order; once the poison is given up its device's follow, in order", async () => {
+  const sink = new PoisonSink();
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, replayGiveUpMs: 1500 });
+  const ds = d.downstreams[0]!;
+  // Device 0 has as many triggers as every other device: more than the 24 slots of memory.
+  offerAll(d, PER_DEVICE);
+  const others = (DEVICES - 1) * PER_DEVICE;
+  const seenOf = (device: string): number => sink.seen.filter((t) => t.device === device).length;
+  const delivered = (): number => sink.seen.length - seenOf('device-0');
+  let mostHeldByParked = 0;
+  for (let i = 0; i < 3000 && delivered() < others; i++) {
+    d.pump();
+    if (ds.replayGivenUp === 0) mostHeldByParked = Math.max(mostHeldByParked, ds.queues.queuedOf(0));
+    await sleep(2);
+  }
+  try {
+    // Its parked trigger and the few queued before it was parked; the rest wait in the log.
+    assert.ok(mostHeldByParked <= 4, `device 0 held at most ${mostHeldByParked} of the 24 slots of memory`);
+    assert.equal(ds.replayGivenUp, 0, 'the others were delivered before the poison was given up');
+    assert.equal(delivered(), others, 'every other device delivered while device 0 is parked');
+    assert.equal(seenOf('device-0'), 0, 'nothing of device 0 overtakes its parked trigger');
+    for (let i = 0; i < 2000 && seenOf('device-0') < PER_DEVICE - 1; i++) {
+      d.pump();
+      await sleep(2);
+    }
+    assert.equal(ds.replayGivenUp, 1, 'the poison was given up');
+    assert.deepEqual(
+      sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
+      Array.from({ length: PER_DEVICE - 1 }, (_, k) => k + 2),
+      "device 0's later triggers, once each, in order",
+    );
+    assertInOrderOnce(sink);
+    assert.equal(ds.inFlightTriggers, 0, 'nothing held');
+    assert.equal(ds.backlog!.loadedOutstanding, 0, 'no loaded record holds the log back');
+  } finally {
+    await d.close(20);
+  }
+});
+
+/** Offers PER_DEVICE triggers to each device, then pumps until every other device's are delivered. */
+async function parkDeviceZero(d: Dispatcher, sink: PoisonSink): Promise<void> {
+  offerAll(d, PER_DEVICE);
+  const others = (DEVICES - 1) * PER_DEVICE;
+  for (let i = 0; i < 3000 && sink.seen.length < others; i++) {
+    d.pump();
+    await sleep(2);
+  }
+  for (let i = 0; i < 10; i++) {
+    d.pump();
+    await sleep(2);
+  }
+  assert.equal(sink.seen.length, others, 'every other device delivered while device 0 is parked');
+  assert.ok(d.downstreams[0]!.setAside!.count > 0, 'records of device 0 set aside in the log');
+}
+
+/** Pumps `d` until `sink` took `count` triggers (or 6 s passed). */
+async function pumpUntil(d: Dispatcher, sink: TakingSink, count: number): Promise<void> {
+  for (let i = 0; i < 3000 && sink.seen.length < count; i++) {
+    d.pump();
+    await sleep(2);
+  }
+}
+
+test("a parked device's triggers set aside in the log at a stop: the next start delivers all of them after its parked one, once each, in order, and nothing of another device again", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-'));
+  const poison = new PoisonSink();
+  const first = poisonedHook(poison, SMALL_MEMORY, dir);
+  try {
+    await parkDeviceZero(first, poison);
+  } finally {
+    await first.close(20);
+  }
+  const sink = new TakingSink();
+  const second = poisonedHook(sink, SMALL_MEMORY, dir);
+  try {
+    await pumpUntil(second, sink, PER_DEVICE);
+    assert.deepEqual(
+      sink.seen.map((t) => `${t.device}/${t.seq}`),
+      Array.from({ length: PER_DEVICE }, (_, k) => `device-0/${k + 1}`),
+      "device 0's triggers, its parked one first, once each, in order; nothing else again",
+    );
+    assert.equal(second.downstreams[0]!.inFlightTriggers, 0, 'nothing held');
+  } finally {
+    await second.close(20);
+  }
+});
+
+test("a crash while a parked device's triggers are set aside in the log: the next start reads the log from before the first of them (the cursor stays there), so all of them arrive after its parked one, in order", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-'));
+  const poison = new PoisonSink();
+  // Never closed: what it left on disk at its last pass is what the next start finds.
+  const crashed = poisonedHook(poison, SMALL_MEMORY, dir);
+  await parkDeviceZero(crashed, poison);
+  // Device 0's triggers queued in memory behind it before it was parked (2, 3, ...) are held in memory only: a crash
+  // loses them, as any trigger in memory only (the metric geofence_dispatch_memory_only_triggers).
+  const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
+  const sink = new TakingSink();
+  const second = poisonedHook(sink, SMALL_MEMORY, dir);
+  const expected = [1, ...Array.from({ length: PER_DEVICE - 1 - inMemoryOnly }, (_, k) => k + 2 + inMemoryOnly)];
+  try {
+    for (let i = 0; i < 3000 && sink.seen.filter((t) => t.device === 'device-0').length < expected.length; i++) {
+      second.pump();
+      await sleep(2);
+    }
+    assert.ok(inMemoryOnly < 4, `${inMemoryOnly} in memory only`);
+    assert.deepEqual(
+      sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
+      expected,
+      "device 0's parked trigger, then every one set aside, once each, in order",
+    );
+    // Another device's triggers loaded after the first one set aside come again (a crash delivers again what the
+    // cursor had not passed), each device's in order, each once in this run.
+    assertInOrderOnce(sink);
+  } finally {
+    await second.close(20);
   }
 });

@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
+  DREC_LOG_ORDINAL_F64,
   DS_CURSOR_DAMAGED_COPIES_F64,
   DS_CURSOR_FALLBACKS_F64,
   Lane,
@@ -15,6 +16,7 @@ import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import {
   BacklogLog,
   listSegments,
+  LOAD_DAMAGED,
   LOAD_NONE,
   LOAD_SKIPPED,
   readCursor,
@@ -74,6 +76,17 @@ function appendAll(log: BacklogLog, catalog: FenceCatalog, from: number, to: num
   }
 }
 
+/** Damages the bytes of record `index` (from 0) of the first segment of `dir`. */
+function damageRecord(dir: string, index: number): void {
+  const file = path.join(dir, segmentFileName(1));
+  const bytes = fs.readFileSync(file);
+  let at = FILE_HEADER_BYTES;
+  for (let k = 0; k < index; k++) at += bytes.readInt32LE(at);
+  const fd = fs.openSync(file, 'r+');
+  fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 50);
+  fs.closeSync(fd);
+}
+
 /** Loads everything loadable; returns the seqs in load order (marking each done unless `keep` says otherwise). */
 function loadAll(
   log: BacklogLog,
@@ -125,6 +138,54 @@ test('backlog log: records come back in order, from the write buffer too; the cu
   third.close();
 });
 
+test('backlog log: a held record leaves the load window but keeps the cursor at or before it; it is read again from the write buffer or the disk, and one damaged on disk since is LOAD_DAMAGED', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-hold-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec, { windowRecords: 8 });
+  appendAll(log, catalog, 1, 20);
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  const holds = new Map<number, number>();
+  const loaded: number[] = [];
+  for (;;) {
+    const device = log.loadNext(rec.f64, rec.i32, 0, 0, null);
+    if (device === LOAD_NONE) break;
+    const seq = rec.f64[TRG_SEQ_F64]!;
+    loaded.push(seq);
+    if (seq === 3 || seq === 10 || seq === 15) holds.set(seq, log.hold(rec.f64[DREC_LOG_ORDINAL_F64]!));
+    else log.markDone(rec.f64[DREC_LOG_ORDINAL_F64]!);
+  }
+  // A window of 8 would stop at 8 records loaded and not done: the held ones are out of it.
+  assert.deepEqual(
+    loaded,
+    Array.from({ length: 20 }, (_, i) => i + 1),
+  );
+  assert.equal(log.loadedOutstanding, 0);
+  assert.equal(log.held, 3);
+  // Seq 3 is still in the write buffer.
+  assert.ok(log.buffered > 0);
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  assert.ok(log.reloadHeld(holds.get(3)!, out.f64, out.i32, 0, 0, null) >= 0);
+  assert.equal(out.f64[TRG_SEQ_F64], 3);
+  assert.equal(out.f64[DREC_LOG_ORDINAL_F64], -1, "read again, it is no longer the log's");
+  assert.equal(log.held, 2);
+  log.flush();
+  // Seq 10 from the disk, kept held.
+  assert.ok(log.reloadHeld(holds.get(10)!, out.f64, out.i32, 0, 0, null, true) >= 0);
+  assert.equal(out.f64[TRG_SEQ_F64], 10);
+  assert.equal(log.held, 2);
+  // Seq 15 damaged on disk since it was loaded.
+  damageRecord(dir, 14);
+  assert.equal(log.reloadHeld(holds.get(15)!, out.f64, out.i32, 0, 0, null), LOAD_DAMAGED);
+  assert.equal(log.reloadDamaged, 1);
+  assert.equal(log.held, 1, 'the damaged one is released');
+  log.close();
+  // The cursor stayed at seq 10, still held: a crash gives back seq 10 on (the damaged 15 found again at the open).
+  const again = open(dir, setup(2).codec);
+  assert.equal(again.recovered, 10);
+  assert.equal(again.damagedAtOpen, 1);
+  again.close();
+});
+
 test('backlog log: segments roll at their size and are deleted once the cursor passes them; a torn tail is cut', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-seg-'));
   const { codec, catalog } = setup(1);
@@ -166,13 +227,7 @@ test('backlog log: damage in the last segment skips the damaged record only; lat
   log.flush();
   log.close();
   // Damage the 11th record's bytes on disk.
-  const file = path.join(dir, segmentFileName(1));
-  const bytes = fs.readFileSync(file);
-  let at = FILE_HEADER_BYTES;
-  for (let k = 0; k < 10; k++) at += bytes.readInt32LE(at);
-  const fd = fs.openSync(file, 'r+');
-  fs.writeSync(fd, Buffer.from([0xde, 0xad]), 0, 2, at + 50);
-  fs.closeSync(fd);
+  damageRecord(dir, 10);
   const same = setup(1);
   const again = open(dir, same.codec, {});
   assert.equal(again.recovered, 19, 'the scan goes on past the damage');
