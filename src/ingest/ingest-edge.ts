@@ -28,7 +28,14 @@ import {
   type LanePredicates,
   type StationaryThresholds,
 } from './lane-classifier.js';
-import { PingFields, keyMaskOfObject, validatePingInto, type TelemetryPoint } from './ping-fields.js';
+import {
+  PF_NUMERIC_ID_F64,
+  PingFields,
+  keyMaskOfObject,
+  validatePingInto,
+  type TelemetryPoint,
+} from './ping-fields.js';
+import { partitionOf, partitionOfNumericCell, partitionOfTokenBytes } from './sources/partitions.js';
 import type { PipelineRegion } from '../shm/pipeline-region.js';
 import type { RejectLog } from './reject-log.js';
 import { PausableFeed, RoomWaiter, UNBOUNDED_ROOM, type PausableFeedHooks } from './backpressure.js';
@@ -96,6 +103,29 @@ function validateIngestEdgeOptions(o: IngestEdgeOptions, prefix = 'options'): vo
   }
 }
 
+/**
+ * The partition of a partitioned log (JetStream) a stream reads: each of its pings must be of a device whose id maps to
+ * it (see partitions.ts), or two routers would each track the device. Others are rejected (`wrong_partition`).
+ */
+export interface StreamPartition {
+  /** The partition read. */
+  partition: number;
+  /** Partitions of the log. */
+  partitionCount: number;
+}
+
+/** The partition of the device of `fields` among `count` (partitionOf), allocation-free for ids read in place. */
+function partitionOfPing(fields: PingFields, count: number): number {
+  if (fields.idIsNumber) return partitionOfNumericCell(fields.values, PF_NUMERIC_ID_F64, count);
+  if (fields.idInBytes) return partitionOfTokenBytes(fields.idBuf!, fields.idAt, fields.idAt + fields.idLen, count);
+  try {
+    return partitionOf(fields.idKey, count);
+  } catch {
+    // Not a subject token ('.', whitespace): no partition's subject can name it.
+    return -1;
+  }
+}
+
 /** A named byte stream opened on the edge (one per connection, file, stdin). */
 export interface IngestStream {
   /** Where the bytes come from (for log lines). */
@@ -128,11 +158,22 @@ class EdgeStream implements IngestStream, FrameSink {
   private readonly edge: IngestEdge;
   private readonly frames: FrameStream;
   private readonly limits: StreamLimits | null;
+  /** The partition its pings must map to (StreamPartition), or -1. */
+  private readonly partition: number;
+  private readonly partitionCount: number;
 
-  constructor(edge: IngestEdge, name: string, decoder: FrameDecoder, limits: StreamLimits | null) {
+  constructor(
+    edge: IngestEdge,
+    name: string,
+    decoder: FrameDecoder,
+    limits: StreamLimits | null,
+    partition: StreamPartition | null,
+  ) {
     this.edge = edge;
     this.name = name;
     this.limits = limits;
+    this.partition = partition === null ? -1 : partition.partition;
+    this.partitionCount = partition === null ? 0 : partition.partitionCount;
     this.frames = new FrameStream(decoder, this);
   }
 
@@ -157,6 +198,10 @@ class EdgeStream implements IngestStream, FrameSink {
 
   onPing(fields: PingFields): void {
     this.edge.counters[ING_FRAMES_F64]!++;
+    if (this.partition >= 0 && partitionOfPing(fields, this.partitionCount) !== this.partition) {
+      this.edge.reject(RejectReason.WRONG_PARTITION, this.name, null, 0, 0);
+      return;
+    }
     const limits = this.limits;
     if (limits !== null && !limits.takePing()) {
       this.edge.reject(RejectReason.CONNECTION_RATE, this.name, null, 0, 0);
@@ -224,7 +269,7 @@ export class IngestEdge {
       limits: { maxIdLength: deps.registry.idBytesPerSlot, minTsMs: o.minTsMs, maxTsMs: o.maxTsMs },
       reader: o.frameReader !== false,
     });
-    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, null);
+    this.inProcess = new EdgeStream(this, 'in-process', this.decoder, null, null);
     this.clockNs[0] = nowNs();
   }
 
@@ -238,20 +283,27 @@ export class IngestEdge {
   }
 
   /**
-   * Opens a byte stream (one per TCP connection, file or stdin); `name` appears in reject log lines; `limits` (a
-   * connection's flood budgets, see stream-limits.ts) rejects what exceeds them.
+   * Opens a byte stream (one per TCP connection, file or stdin, partition of a log); `name` appears in reject log
+   * lines; `limits` (a connection's flood budgets, see stream-limits.ts) rejects what exceeds them, and `partition`
+   * every ping of a device another partition holds.
    */
-  openStream(name: string, limits: StreamLimits | null = null): IngestStream {
-    return new EdgeStream(this, name, this.decoder, limits);
+  openStream(name: string, limits: StreamLimits | null = null, partition: StreamPartition | null = null): IngestStream {
+    return new EdgeStream(this, name, this.decoder, limits, partition);
   }
 
   /**
-   * Opens a byte stream for a pausable source (file, stdin, a TCP connection that waits): a PausableFeed that hands
-   * the edge only what the rings behind it can take and tells the source when to pause and resume (see
-   * backpressure.ts). This edge has no rings behind it, so its feeds never wait; the pipeline's edge overrides this.
+   * Opens a byte stream for a pausable source (file, stdin, a TCP connection that waits, a partition of a log): a
+   * PausableFeed that hands the edge only what the rings behind it can take and tells the source when to pause and
+   * resume (see backpressure.ts). This edge has no rings behind it, so its feeds never wait; the pipeline's edge
+   * overrides this.
    */
-  openFeed(name: string, hooks: PausableFeedHooks = {}, limits: StreamLimits | null = null): PausableFeed {
-    return new PausableFeed(this.openStream(name, limits), UNBOUNDED_ROOM, this.feedWaiter, hooks);
+  openFeed(
+    name: string,
+    hooks: PausableFeedHooks = {},
+    limits: StreamLimits | null = null,
+    partition: StreamPartition | null = null,
+  ): PausableFeed {
+    return new PausableFeed(this.openStream(name, limits, partition), UNBOUNDED_ROOM, this.feedWaiter, hooks);
   }
 
   /**

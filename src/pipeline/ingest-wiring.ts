@@ -8,7 +8,7 @@ import { Q_LIMIT_M, Q_X, Q_Y } from '../fences/geometry.js';
 import type { FenceStore } from '../fences/store.js';
 import type { LaneAdmission } from '../ingest/admission.js';
 import { PausableFeed, UNBOUNDED_ROOM, type PausableFeedHooks, type RingRoom } from '../ingest/backpressure.js';
-import { IngestEdge, type IngestStream, type PingSink } from '../ingest/ingest-edge.js';
+import { IngestEdge, type IngestStream, type PingSink, type StreamPartition } from '../ingest/ingest-edge.js';
 import type { StreamLimits } from '../ingest/stream-limits.js';
 import type { LanePredicates } from '../ingest/lane-classifier.js';
 import { PF_ADMIT_TIME_NS_F64, PF_LAT_F64, PF_LON_F64, type PingFields } from '../ingest/ping-fields.js';
@@ -353,16 +353,30 @@ export class PipelineEdge extends IngestEdge {
     return k === 0 ? this.openStream(name, limits) : this.forwarders[k - 1]!.open(name, address);
   }
 
-  override openStream(name: string, limits: StreamLimits | null = null): IngestStream {
-    return this.open(name, false, limits);
+  override openStream(
+    name: string,
+    limits: StreamLimits | null = null,
+    partition: StreamPartition | null = null,
+  ): IngestStream {
+    return this.open(name, false, limits, partition);
   }
 
-  override openFeed(name: string, hooks: PausableFeedHooks = {}, limits: StreamLimits | null = null): PausableFeed {
-    return new PausableFeed(this.open(name, true, limits), this.room, this.feedWaiter, hooks);
+  override openFeed(
+    name: string,
+    hooks: PausableFeedHooks = {},
+    limits: StreamLimits | null = null,
+    partition: StreamPartition | null = null,
+  ): PausableFeed {
+    return new PausableFeed(this.open(name, true, limits, partition), this.room, this.feedWaiter, hooks);
   }
 
-  private open(name: string, pausable: boolean, limits: StreamLimits | null): IngestStream {
-    const inner = super.openStream(name, limits);
+  private open(
+    name: string,
+    pausable: boolean,
+    limits: StreamLimits | null,
+    partition: StreamPartition | null,
+  ): IngestStream {
+    const inner = super.openStream(name, limits, partition);
     return this.scheduler === null || this.admissionSink === null
       ? inner
       : new FlushingStream(inner, this.scheduler, this.admissionSink, pausable);

@@ -748,11 +748,13 @@ export const RejectReason = {
   CONNECTION_RATE: 17,
   /** A new device over its connection's or source address's new-devices-per-second budget (ingest flood limits). */
   NEW_DEVICE_RATE: 18,
+  /** A ping read from a partition of a partitioned log (JetStream) that its device's id does not map to. */
+  WRONG_PARTITION: 19,
 } as const;
 /** A RejectReason value. */
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 /** Number of reject reasons. */
-export const REJECT_REASON_COUNT = 19;
+export const REJECT_REASON_COUNT = 20;
 /** Reject reason names indexed by value, for logs and metric labels. */
 export const REJECT_REASON_NAMES = [
   'corrupt_frame',
@@ -774,6 +776,7 @@ export const REJECT_REASON_NAMES = [
   'registry_full',
   'connection_rate',
   'new_device_rate',
+  'wrong_partition',
 ] as const;
 
 /** First Float64 cell of the ingest counter block (PIPE_CONTROL_BYTES / 8). */
@@ -1524,9 +1527,12 @@ export function threadRuntimeRegionF64(poolSize: number, ingestThreads = 1): num
 export const SRC_STRIDE_F64 = 13;
 /** 1 while this router consumes the partition, else 0. */
 export const SRC_OWNED_F64 = 0;
-/** Messages taken from the partition so far (redeliveries included). */
+/** Messages taken from the partition so far (fed: redeliveries of messages this run took already are not). */
 export const SRC_MESSAGES_F64 = 1;
-/** Messages the server delivered again (an acknowledgement it did not get in time, or a restart). */
+/**
+ * Messages the server delivered again (an acknowledgement it did not get in time, or a restart); those this run took
+ * already are not fed again.
+ */
 export const SRC_REDELIVERED_F64 = 2;
 /** Stream sequence of the last message acknowledged (every message up to it processed and checkpointed). */
 export const SRC_ACKED_STREAM_SEQ_F64 = 3;

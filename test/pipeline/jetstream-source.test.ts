@@ -3,7 +3,8 @@
  * function agrees with the server's own subject-mapping partition; two routers consuming half of the partitions each
  * give exactly the triggers of one router fed the same pings over TCP, each once and in per-device order, with a burst
  * larger than their rings absorbed by the log (nothing shed); a router stopped cleanly and started again continues
- * after what it acknowledged (nothing read twice, no second ENTER).
+ * after what it acknowledged (nothing read twice, no second ENTER). Messages the server delivers again after
+ * `ackWaitMs` are not fed twice; pings on a partition their device does not map to are rejected.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { connect } from '@nats-io/transport-node';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createRouter, partitionOf, partitionSubject, type Router, type Trigger } from '../../src/index.js';
 import { checkDeliveryContract, contentOf } from '../support/delivery-contract.js';
 import { NatsServer } from '../support/nats-server.js';
@@ -68,8 +69,18 @@ function sourceRouter(
   });
 }
 
-/** Publishes pings [from, to) of `traffic`, one message each, to their partition subjects; resolves when all are stored. */
-async function publish(url: string, traffic: CityTraffic, from: number, to: number, devices = DEVICES): Promise<void> {
+/**
+ * Publishes pings [from, to) of `traffic`, one message each, to their partition subjects (or `subjectOf`'s); resolves
+ * when all are stored.
+ */
+async function publish(
+  url: string,
+  traffic: CityTraffic,
+  from: number,
+  to: number,
+  devices = DEVICES,
+  subjectOf = (id: string): string => partitionSubject('telemetry', id, PARTITIONS),
+): Promise<void> {
   const nc = await connect({ servers: url });
   try {
     const js = jetstream(nc);
@@ -77,12 +88,28 @@ async function publish(url: string, traffic: CityTraffic, from: number, to: numb
     for (let k = from; k < to; k++) {
       const start = k === 0 ? 0 : traffic.ends[k - 1]!;
       const id = `v${k % devices}`;
-      acks.push(
-        js.publish(partitionSubject('telemetry', id, PARTITIONS), traffic.frames.subarray(start, traffic.ends[k]!)),
-      );
+      acks.push(js.publish(subjectOf(id), traffic.frames.subarray(start, traffic.ends[k]!)));
       if (acks.length >= 500) await Promise.all(acks.splice(0));
     }
     await Promise.all(acks);
+  } finally {
+    await nc.close();
+  }
+}
+
+/** `got` holds as many triggers as `expected` (`what` says so when not), each with the content of its (device, seq). */
+function assertReference(got: readonly Trigger[], expected: readonly Trigger[], what: string): void {
+  const key = (tr: Trigger): string => `${String(tr.deviceId)}/${tr.seq}`;
+  const want = new Map(expected.map((tr) => [key(tr), contentOf(tr)]));
+  assert.equal(got.length, expected.length, what);
+  for (const tr of got) assert.equal(contentOf(tr), want.get(key(tr)), `trigger ${key(tr)}`);
+}
+
+/** Creates the stream `TEL` on subjects `telemetry.>` (as a router's first start would), so pings can be published first. */
+async function createStream(url: string): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    await (await jetstreamManager(nc)).streams.add({ name: 'TEL', subjects: ['telemetry.>'] });
   } finally {
     await nc.close();
   }
@@ -158,10 +185,7 @@ test('JetStream source: two routers on half the partitions each give the referen
   for (const tr of gotB) assert.ok(partitionOf(tr.deviceId, PARTITIONS) >= 8, `B's device ${tr.deviceId}`);
   const all = [...gotA, ...gotB];
   assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, []);
-  const key = (tr: Trigger): string => `${String(tr.deviceId)}/${tr.seq}`;
-  const want = new Map(expected.map((tr) => [key(tr), contentOf(tr)]));
-  assert.equal(all.length, expected.length, `triggers: ${all.length} from the stream, ${expected.length} over TCP`);
-  for (const tr of all) assert.equal(contentOf(tr), want.get(key(tr)), `trigger ${key(tr)}`);
+  assertReference(all, expected, `triggers: ${all.length} from the stream, ${expected.length} over TCP`);
   assert.ok(expected.length > 1000, `triggers: ${expected.length}`);
   console.log(
     `${traffic.pings} pings in 16 partitions: ${all.length} triggers (A ${gotA.length}, B ${gotB.length}), equal to the TCP reference; A restarted after ${firstHalfA} of its ${pingsA} pings and read ${reread} again (${secondA.stale} of them stale)`,
@@ -239,11 +263,96 @@ test('JetStream source through a server restart mid-stream: the router reconnect
   assert.equal(summary.shedTotal, 0);
   assert.equal(summary.deadLettered, 0);
   assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
-  const key = (tr: Trigger): string => `${String(tr.deviceId)}/${tr.seq}`;
-  const want = new Map(expected.map((tr) => [key(tr), contentOf(tr)]));
-  assert.equal(got.length, expected.length, 'the reference triggers, no more');
-  for (const tr of got) assert.equal(contentOf(tr), want.get(key(tr)), `trigger ${key(tr)}`);
+  assertReference(got, expected, 'the reference triggers, no more');
   console.log(
     `server restarted after ${half / 2}+ of ${traffic.pings} pings: ${summary.accepted} pings taken (${again} published twice, ${summary.accepted - traffic.pings - again} delivered again by the server), ${got.length} triggers = reference; warnings: ${warnings.length}`,
   );
+});
+
+test('JetStream source: messages the server delivers again while their acknowledgement waits past ackWaitMs (a containment batch stalled) are counted, not fed again; the triggers are the reference, each once', async (t) => {
+  const devices = 200;
+  const traffic = sinkTraffic(24, devices);
+  const expected = await tcpReferenceTriggers(traffic);
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  await createStream(nats.url);
+  await publish(nats.url, traffic, 0, traffic.pings, devices);
+  // The device whose trigger comes first: its batch holds its triggers (and the ring records behind them) back 4 s,
+  // twice ackWaitMs, so no message is acknowledged meanwhile and the server delivers the ones taken again.
+  const firstMs = Math.min(...expected.map((x) => x.eventTimeMs));
+  const stalled = expected.find((x) => x.seq === 1 && x.eventTimeMs === firstMs)!.deviceId;
+  const got: Trigger[] = [];
+  process.env['GEOFENCE_FAULT_INJECT'] = `stall-on-device:${String(stalled)}:4000`;
+  let router: Router;
+  try {
+    router = await createRouter({
+      fences: traffic.fences,
+      checkpointIntervalMs: 500,
+      stateDir: join(mkdtempSync(join(tmpdir(), 'gr-jss-redelivered-')), 'state'),
+      jetstreamSource: { servers: [nats.url], partitionCount: PARTITIONS, stream: 'TEL', ackWaitMs: 2000 },
+      downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+      log: () => undefined,
+    });
+  } finally {
+    delete process.env['GEOFENCE_FAULT_INJECT'];
+  }
+  await waitFor(
+    () => router.stats().accepted >= traffic.pings && got.length >= expected.length,
+    60_000,
+    'every ping read and every trigger delivered',
+  );
+  // Long enough for the acknowledgements to catch up, and for any message delivered again to be seen.
+  await new Promise((r) => setTimeout(r, 3000));
+  const scrape = parseExposition(await router.metricsText());
+  const summary = await router.close();
+  let redelivered = 0;
+  for (let p = 0; p < PARTITIONS; p++)
+    redelivered += sampleValue(scrape, 'geofence_source_redelivered_messages_total', { partition: String(p) }) ?? 0;
+  assert.ok(redelivered > 0, 'the server delivered messages again');
+  assert.equal(summary.accepted, traffic.pings, `each ping fed once (${redelivered} messages delivered again)`);
+  assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
+  assertReference(got, expected, 'the reference triggers, no more');
+});
+
+test('JetStream source: pings read from a partition their device does not map to are rejected (wrong_partition), counted and logged; every other device gives its reference triggers', async (t) => {
+  const devices = 100;
+  const traffic = sinkTraffic(25, devices);
+  const misrouted = 'v1';
+  const reference = await tcpReferenceTriggers(traffic);
+  const expected = reference.filter((x) => x.deviceId !== misrouted);
+  assert.ok(expected.length < reference.length, `${misrouted} has triggers of its own`);
+  const nats = await NatsServer.start();
+  t.after(() => nats.stop());
+  // The ingest tier puts one device's pings on the next partition's subject (a wrong partition function).
+  const wrong = (partitionOf(misrouted, PARTITIONS) + 1) % PARTITIONS;
+  await createStream(nats.url);
+  await publish(nats.url, traffic, 0, traffic.pings, devices, (id) =>
+    id === misrouted ? `telemetry.${wrong}.${id}` : partitionSubject('telemetry', id, PARTITIONS),
+  );
+  let misroutedPings = 0;
+  for (let k = 0; k < traffic.pings; k++) if (`v${k % devices}` === misrouted) misroutedPings++;
+  const got: Trigger[] = [];
+  const lines: string[] = [];
+  const router = await createRouter({
+    fences: traffic.fences,
+    stateDir: join(mkdtempSync(join(tmpdir(), 'gr-jss-wrong-')), 'state'),
+    jetstreamSource: { servers: [nats.url], partitionCount: PARTITIONS, stream: 'TEL' },
+    downstreams: [{ name: 'cb', kind: 'callback', callback: (ts) => void got.push(...ts) }],
+    log: (line) => void lines.push(line),
+  });
+  await waitFor(
+    () => router.stats().accepted + (router.stats().rejected['wrong_partition'] ?? 0) >= traffic.pings,
+    60_000,
+    'every ping read',
+  );
+  await waitFor(() => got.length >= expected.length, 30_000, 'the triggers of every other device');
+  const summary = await router.close();
+  assert.equal(summary.rejected['wrong_partition'], misroutedPings, 'each misrouted ping rejected and counted');
+  assert.equal(summary.accepted, traffic.pings - misroutedPings);
+  assert.ok(
+    lines.some((l) => l.includes(`rejected wrong_partition from jetstream TEL partition ${wrong}`)),
+    'the log line names the partition',
+  );
+  assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
+  assertReference(got, expected, 'the reference triggers of the other devices, no more');
 });

@@ -253,15 +253,22 @@ class PartitionReader {
     this.cells = cells;
     this.base = partition * SRC_STRIDE_F64;
     const name = `jetstream ${o.stream} partition ${partition}`;
-    this.feed = edge.openFeed(name, {
-      onFed: (bytes) => this.fed(bytes),
-      onResume: () => {
-        const w = this.resumeWaiter;
-        this.resumeWaiter = null;
-        w?.();
+    // A ping of a device another partition holds is rejected (wrong_partition): another router may track it.
+    const check = { partition, partitionCount: o.partitionCount };
+    this.feed = edge.openFeed(
+      name,
+      {
+        onFed: (bytes) => this.fed(bytes),
+        onResume: () => {
+          const w = this.resumeWaiter;
+          this.resumeWaiter = null;
+          w?.();
+        },
       },
-    });
-    this.aged = edge.openStream(`${name} (past maxBacklogAgeMs)`);
+      null,
+      check,
+    );
+    this.aged = edge.openStream(`${name} (past maxBacklogAgeMs)`, null, check);
     if (sourceDrill === undefined) sourceDrill = parseSourceDrill(process.env[SOURCE_DRILL_ENV]);
     cells[this.base + SRC_OWNED_F64] = 1;
     this.ackTimer = setInterval(() => this.ack(), ACK_INTERVAL_MS);
@@ -312,6 +319,7 @@ class PartitionReader {
             lost = true;
             break;
           }
+          if (this.takenAlready(m)) continue;
           this.take(m);
           if (sourceDrill?.partition === this.partition && ++taken === sourceDrill.afterMessages) {
             sourceDrill = null;
@@ -389,6 +397,19 @@ class PartitionReader {
         await new Promise((r) => setTimeout(r, FETCH_RETRY_MS));
       }
     }
+  }
+
+  /**
+   * True for a message delivered again that this run took already (its acknowledgement waited past `ackWaitMs` for a
+   * checkpoint): counted as redelivered, not fed again. Its pings were fed, and the acknowledgement of a later message
+   * covers it (AckPolicy.All). At a start the consumer has nothing taken and not acknowledged (it is made again from
+   * the first unacknowledged message otherwise: JetStreamSource.ensureConsumer), so every message delivered again
+   * that a previous run took is fed.
+   */
+  private takenAlready(m: JsMsg): boolean {
+    if (!m.redelivered || m.info.streamSequence > this.lastTakenSeq) return false;
+    this.cells[this.base + SRC_REDELIVERED_F64]!++;
+    return true;
   }
 
   private take(m: JsMsg): void {

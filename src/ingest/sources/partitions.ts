@@ -51,16 +51,26 @@ export function partitionOfTokenBytes(bytes: Uint8Array, start: number, end: num
   return h % partitionCount;
 }
 
-/** Decimal digits of a numeric id, written by partitionOfNumericId (least significant last). */
+/** Decimal digits of a numeric id, written by partitionOfNumericCell (least significant last). */
 const digitScratch = new Uint8Array(24);
+/** Cell 0: the id partitionOfNumericId was given. */
+const idCell = new Float64Array(1);
 
 /**
  * The partition of a numeric device id `id` (a non-negative safe integer, not checked), as partitionOf gives it, without
  * allocating: FNV-1a 32 over its decimal digits, modulo `partitionCount`.
  */
 export function partitionOfNumericId(id: number, partitionCount: number): number {
+  idCell[0] = id;
+  return partitionOfNumericCell(idCell, 0, partitionCount);
+}
+
+/**
+ * partitionOfNumericId of the id in `cells[index]`: the id stays an unboxed double (the ingest edge's per-ping path).
+ */
+export function partitionOfNumericCell(cells: Float64Array, index: number, partitionCount: number): number {
   let at = digitScratch.length;
-  let n = id;
+  let n = cells[index]!;
   do {
     const q = Math.floor(n / 10);
     digitScratch[--at] = 0x30 + (n - q * 10);
