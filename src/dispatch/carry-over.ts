@@ -99,7 +99,7 @@ export function takeOver(
 /**
  * Writes every trigger `ds` still holds in memory, except parked dead letters (the dead-letter file holds those), to
  * its pending file in per-device FIFO order, each device's records set aside in the backlog log behind them (read
- * again from the log), replacing the old file (removing it when there are none), durably. The caller then lets the
+ * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none), durably. The caller then lets the
  * backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written, how many set aside
  * could not be read again (damaged on disk: lost), and the error text when the file could not be written (those
  * triggers are then not kept).
@@ -133,11 +133,22 @@ export function carryOver(
       if (q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
       encode(q.f64, q.i32, f, slot * DREC_STRIDE_I32);
     }
-    if (aside === null) continue;
-    for (let h = aside.peek(device); h >= 0; h = aside.after(h)) {
-      if (ds.readSetAside(h, f64, i32) < 0) unreadable++;
-      else encode(f64, i32, 0, 0);
+    if (aside !== null) {
+      for (let h = aside.peek(device); h >= 0; h = aside.after(h)) {
+        let got: number;
+        try {
+          got = ds.readSetAside(h, f64, i32);
+        } catch {
+          // The disk refused the read (I/O error): lost with the others it refuses.
+          got = -1;
+        }
+        if (got < 0) unreadable++;
+        else encode(f64, i32, 0, 0);
+      }
     }
+    // The record loaded when none more could be set aside comes after its device's set-aside ones.
+    if (ds.stashedDevice === device)
+      encode(q.f64, q.i32, ds.stashedSlot * DREC_STRIDE_F64, ds.stashedSlot * DREC_STRIDE_I32);
   }
   try {
     writePendingFile(dir, ds.name, buf, length);

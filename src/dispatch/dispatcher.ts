@@ -168,6 +168,11 @@ export interface DispatcherOptions {
   flushBatchRecords?: number;
   /** Flush the ring and the backlog logs, and commit the backlog cursors, this often, ms. Default 50. */
   flushIntervalMs?: number;
+  /**
+   * Records each backlog log loads and has not seen settled at most, and records it holds set aside (BacklogLog's
+   * windowRecords): a power of two. Default 65536.
+   */
+  backlogWindowRecords?: number;
   /** Default size cap of each downstream's backlog log, bytes. Default 1 GiB. */
   backlogMaxBytes?: number;
   /** Default size budget of each downstream's dead letters on disk, bytes (>= 1 MiB). Default 256 MiB. */
@@ -534,6 +539,7 @@ export class Dispatcher implements DeadLetterTarget {
               dir,
               downstreamName: o.name,
               codec: this.codec,
+              windowRecords: options.backlogWindowRecords ?? 65536,
               maxBytes: checkNumber(
                 `${o.name}.backlogMaxBytes`,
                 o.backlogMaxBytes ?? defaultBacklogMax,
@@ -1328,7 +1334,8 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_DEAD_LETTER_BYTES_F64] = file === null ? 0 : file.byteLength;
       m[b + DS_DURABLE_WRITE_ERRORS_F64] = this.durableWriteErrors(d);
       const damagedLost =
-        this.pendingDamagedSpans[d]! + (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt);
+        this.pendingDamagedSpans[d]! +
+        (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt + ds.backlog.reloadDamaged);
       m[b + DS_DAMAGED_LOST_F64] = damagedLost;
       m[b + DS_DAMAGED_RECORDS_F64] = damagedLost + (file === null ? 0 : file.damagedAtOpen);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;

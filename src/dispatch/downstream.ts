@@ -317,6 +317,15 @@ export class Downstream {
    * See set-aside.ts.
    */
   readonly setAside: SetAsideChains | null;
+  /**
+   * A record loaded from the log when it could not be set aside (the log holds as many as it can): in this memory
+   * slot, in no FIFO (its device's set-aside ones go first), and the log's loading waits until it has its place.
+   */
+  stashedSlot = -1;
+  /** The device of `stashedSlot`. */
+  stashedDevice = -1;
+  /** Memory slots beyond queueCapacitySlots, for triggers carried over from an earlier run. */
+  private readonly frontSlots: number;
   /** Retry-After pauses honoured. */
   pauses = 0;
   /** Pump passes that found work waiting and no permit. */
@@ -396,6 +405,7 @@ export class Downstream {
     const reserved = options.reservedComplianceSlots ?? Math.floor(cap * 0.05);
     this.supersededUnloaded = ctx.replayFloors === null ? null : new Int32Array(ctx.maxDevices);
     this.queues = new DeviceQueues(cap + frontSlots, reserved, ctx.maxDevices, ctx.passTime);
+    this.frontSlots = frontSlots;
     this.parkedOf = new Int32Array(ctx.maxDevices);
     this.setAside = this.backlog === null ? null : new SetAsideChains(ctx.maxDevices, this.backlog.windowSize);
     this.maxBatchTriggers = checkNumber(
@@ -502,6 +512,20 @@ export class Downstream {
     return this.deadLetteredByReason[0]! + this.deadLetteredByReason[1]! + this.deadLetteredByReason[2]!;
   }
 
+  /**
+   * Memory slots in use by triggers other than those carried over from an earlier run and not settled yet: those have
+   * slots of their own (frontSlots), so a start that carries many over (a device parked at the stop, with its
+   * set-aside triggers) does not stop the log's loading for every device.
+   */
+  private get baseUsed(): number {
+    return this.queues.used - this.frontOutstanding;
+  }
+
+  /** Memory slots for triggers other than those carried over (queueCapacitySlots). */
+  private get baseCapacity(): number {
+    return this.queues.capacitySlots - this.frontSlots;
+  }
+
   /** True when a trigger of `device` in `lane` goes to the backlog log rather than memory. */
   private spills(device: number, lane: number): boolean {
     const q = this.queues;
@@ -510,7 +534,7 @@ export class Downstream {
     if (this.parkedOf[device]! > 0) return true;
     // Past half full, memory is kept for devices with nothing queued: a device that already waits has a backlog, and
     // its next trigger waits in the log, so a backlog of some devices never takes the room of devices without one.
-    return q.used * 2 >= q.capacitySlots && q.queuedOf(device) > 0;
+    return this.baseUsed * 2 >= this.baseCapacity && q.queuedOf(device) > 0;
   }
 
   /**
@@ -608,10 +632,11 @@ export class Downstream {
     const log = this.backlog;
     const q = this.queues;
     this.clearDamagedCounts();
-    if (log === null || q.used * 2 >= q.capacitySlots) return;
+    if (log === null || this.baseUsed * 2 >= this.baseCapacity) return;
     if (this.setAside!.count > 0 && !this.reloadSetAside()) return;
+    if (this.stashedSlot >= 0 && !this.placeStashed()) return;
     let setAsideNow = 0;
-    while (log.unread > 0 && q.used * 4 < q.capacitySlots * 3 && setAsideNow < q.capacitySlots) {
+    while (log.unread > 0 && this.baseUsed * 4 < this.baseCapacity * 3 && setAsideNow < this.baseCapacity) {
       const slot = q.allocate(Lane.TRANSITION);
       if (slot < 0) return;
       const device = log.loadNext(q.f64, q.i32, slot * DREC_STRIDE_F64, slot * DREC_STRIDE_I32, this.ctx.resolver);
@@ -661,29 +686,53 @@ export class Downstream {
           setAsideNow++;
           continue;
         }
-        // Every hold taken: it waits in memory behind its parked trigger, no longer holding the log's cursor back (as
-        // those behind it at the park do: see park), or the window would stop the loading of every device.
-        this.takeLoaded(device, slot);
-        this.releaseLogPlace(slot);
-        continue;
+        // The log holds as many as it can: this one waits in memory, in no FIFO (those set aside go first), and so
+        // does the loading, until a parked device goes on (see placeStashed).
+        this.stashedSlot = slot;
+        this.stashedDevice = device;
+        this.markLoaded(slot);
+        return;
       }
       this.takeLoaded(device, slot);
     }
   }
 
   /**
+   * The stashed record takes its place: set aside when its device is parked or has records set aside still, else into
+   * its device's FIFO. Returns false when the log still holds as many as it can.
+   */
+  private placeStashed(): boolean {
+    const slot = this.stashedSlot;
+    const device = this.stashedDevice;
+    if (this.parkedOf[device]! > 0 || this.setAside!.has(device)) {
+      const h = this.backlog!.hold(this.queues.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
+      if (h < 0) return false;
+      this.setAside!.add(device, h);
+      this.queues.release(slot);
+    } else {
+      this.takeLoaded(device, slot);
+    }
+    this.stashedSlot = -1;
+    this.stashedDevice = -1;
+    return true;
+  }
+
+  /**
    * Loads again the records set aside for devices no longer parked, each device's in order, while memory is less than
-   * three quarters full. Returns false when memory filled first.
+   * three quarters full, and at most RELOAD_AHEAD (or a batch) of a device queued at once: a device the downstream
+   * keeps refusing is parked again at its first, and the rest of its records stay in the log. Returns false when
+   * memory filled first.
    */
   private reloadSetAside(): boolean {
     const log = this.backlog!;
     const aside = this.setAside!;
     const q = this.queues;
+    const ahead = Math.max(RELOAD_AHEAD, this.maxBatchTriggers);
     for (let k = aside.devices - 1; k >= 0; k--) {
       const device = aside.deviceAt(k);
       if (this.parkedOf[device]! > 0) continue;
-      while (aside.has(device)) {
-        if (q.used * 4 >= q.capacitySlots * 3) return false;
+      while (aside.has(device) && q.queuedOf(device) < ahead) {
+        if (this.baseUsed * 4 >= this.baseCapacity * 3) return false;
         const slot = q.allocate(Lane.TRANSITION);
         if (slot < 0) return false;
         const got = log.reloadHeld(
@@ -721,13 +770,18 @@ export class Downstream {
   /** The trigger of `device` loaded from the backlog log into `slot` joins its device's FIFO, behind the others. */
   private takeLoaded(device: number, slot: number): void {
     const q = this.queues;
-    const i = slot * DREC_STRIDE_I32;
+    this.markLoaded(slot);
+    q.fileOnly[device] = q.fileOnly[device]! - 1;
+    q.append(device, slot, false);
+  }
+
+  /** Sets the bookkeeping of a trigger loaded from the backlog log into `slot`. */
+  private markLoaded(slot: number): void {
+    const q = this.queues;
     // Taken from the trigger rings before any hand-off cut that may see it (see undeliveredTakenBy), whenever loaded.
     q.f64[slot * DREC_STRIDE_F64 + DREC_TIME_NS_F64] = -Infinity;
     q.f64[slot * DREC_STRIDE_F64 + DREC_DLQ_POS_F64] = -1;
-    q.i32[i + DREC_FLAGS_I32] = 0;
-    q.fileOnly[device] = q.fileOnly[device]! - 1;
-    q.append(device, slot, false);
+    q.i32[slot * DREC_STRIDE_I32 + DREC_FLAGS_I32] = 0;
   }
 
   /** The trigger in `slot`, loaded from the backlog log, no longer holds its place there: it is memory's now. */
@@ -1511,6 +1565,12 @@ export class Downstream {
     q.i32[i + DREC_FLAGS_I32] = 0;
   }
 }
+
+/**
+ * Records set aside of a device no longer parked that may wait in memory at once (or a batch's worth when larger): the
+ * rest stay in the log until these are taken.
+ */
+const RELOAD_AHEAD = 16;
 
 /** The device of the trigger in memory slot `slot`. */
 function deviceOfSlot(q: DeviceQueues, slot: number): number {

@@ -3,7 +3,9 @@
  * letter (or already had records set aside). Held in memory behind the parked trigger, they would let one device the
  * downstream keeps refusing fill the memory every device shares, and stop the log's loading for all of them. Instead
  * each is held in the log (BacklogLog.hold: the durable cursor stays at or before it, so a crash gives it back) and
- * read again once its device goes on, in the order it was first loaded.
+ * read again once its device goes on, in the order it was first loaded, a few at a time (Downstream.reloadSetAside), so
+ * a device refused again is parked again with the rest still in the log. When the log holds as many as it can, the
+ * next record waits in memory and the loading with it (Downstream.stashedSlot).
  *
  * Per device, a chain of the log's holds (each hold a cell of its own until released), linked by hold.
  *

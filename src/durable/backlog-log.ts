@@ -41,6 +41,7 @@ import {
   TREC_MAX_BYTES,
 } from './file-layout.js';
 import { errorText, listNumberedFiles, numberedFileName, readFully, syncDir, writeFully } from './fs-util.js';
+import { BacklogHolds } from './backlog-holds.js';
 import { findNextRecord, scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer, recordIsValid, recordLength, type TriggerCodec, type TriggerResolver } from './trigger-codec.js';
 
@@ -274,13 +275,11 @@ export class BacklogLog {
   private readonly winSeg: Float64Array;
   private readonly winOff: Float64Array;
   private readonly winDone: Uint8Array;
-  /** Held records (see `hold`), a ring of windowRecords cells: holdBottom..holdTop (counters, not wrapped). */
-  private readonly holdSeg: Float64Array;
-  private readonly holdOff: Float64Array;
-  private readonly holdLive: Uint8Array;
-  private holdBottom = 0;
-  private holdTop = 0;
-  private heldCount = 0;
+  /** Held records (see `hold`): windowRecords at most at once. */
+  private readonly holds: BacklogHolds;
+  /** A read descriptor of its own for `reloadHeld` (segment reloadFdSeg), so the loader's is not closed and opened again. */
+  private reloadFd = -1;
+  private reloadFdSeg = -1;
   private doneOrd = 0;
   private loadOrd = 0;
   /** The cursor last made durable. */
@@ -312,9 +311,7 @@ export class BacklogLog {
     this.winSeg = new Float64Array(this.windowRecords);
     this.winOff = new Float64Array(this.windowRecords);
     this.winDone = new Uint8Array(this.windowRecords);
-    this.holdSeg = new Float64Array(this.windowRecords);
-    this.holdOff = new Float64Array(this.windowRecords);
-    this.holdLive = new Uint8Array(this.windowRecords);
+    this.holds = new BacklogHolds(this.windowRecords);
     fs.mkdirSync(this.dir, { recursive: true });
     let segments = listSegments(this.dir);
     if (segments.length === 0) {
@@ -603,24 +600,19 @@ export class BacklogLog {
    * Moves the loaded record `ordinal` (not done) out of the load window into a hold: it is done in the window, and the
    * durable cursor stays at or before its position until the hold is released (`reloadHeld`, `releaseHolds`), so a
    * crash gives it back. Loads of other records go on meanwhile: a hold bounds only the cursor, not the window. Returns
-   * the hold, or -1 when `windowRecords` holds are taken already (the record stays loaded). Allocation-free.
+   * the hold (in [0, windowRecords)), or -1 when `windowRecords` records are held already (the record stays loaded).
+   * Allocation-free.
    */
   hold(ordinal: number): number {
-    if (this.holdTop - this.holdBottom === this.windowRecords) return -1;
     const mask = this.windowRecords - 1;
-    const h = this.holdTop & mask;
-    this.holdTop++;
-    this.holdSeg[h] = this.winSeg[ordinal & mask]!;
-    this.holdOff[h] = this.winOff[ordinal & mask]!;
-    this.holdLive[h] = 1;
-    this.heldCount++;
-    this.markDone(ordinal);
+    const h = this.holds.take(this.winSeg[ordinal & mask]!, this.winOff[ordinal & mask]!);
+    if (h >= 0) this.markDone(ordinal);
     return h;
   }
 
   /** Records held (see `hold`). */
   get held(): number {
-    return this.heldCount;
+    return this.holds.count;
   }
 
   /**
@@ -639,8 +631,8 @@ export class BacklogLog {
     resolver: TriggerResolver | null,
     keep = false,
   ): number {
-    const seg = this.holdSeg[h]!;
-    const off = this.holdOff[h]!;
+    const seg = this.holds.segOf(h);
+    const off = this.holds.offOf(h);
     const segEnd = this.segmentBytes.get(seg)!;
     let buf = this.reloadBuf;
     let at = 0;
@@ -651,7 +643,7 @@ export class BacklogLog {
       at = seg === this.writeSeg ? off - segEnd : this.wlen;
       end = this.wlen;
     } else {
-      end = readFully(this.fdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
+      end = readFully(this.reloadFdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
     }
     const length = recordLength(buf, at, end);
     let slot: number;
@@ -666,24 +658,24 @@ export class BacklogLog {
         slot = LOAD_SKIPPED;
       }
     }
-    if (!keep || slot < 0) this.releaseHold(h);
+    if (!keep || slot < 0) this.holds.release(h);
     return slot;
   }
 
-  /** Releases hold `h`; the oldest live hold then bounds the cursor. */
-  private releaseHold(h: number): void {
-    if (this.holdLive[h] === 0) return;
-    this.holdLive[h] = 0;
-    this.heldCount--;
-    const mask = this.windowRecords - 1;
-    while (this.holdBottom !== this.holdTop && this.holdLive[this.holdBottom & mask] === 0) this.holdBottom++;
+  private reloadFdFor(seg: number): number {
+    if (seg === this.writeSeg) return this.writeFd;
+    if (this.reloadFdSeg !== seg) {
+      this.closeReloadFd();
+      this.reloadFd = fs.openSync(path.join(this.dir, segmentFileName(seg)), 'r');
+      this.reloadFdSeg = seg;
+    }
+    return this.reloadFd;
   }
 
-  /** Every held record is now owned by another file (see `releaseLoaded`): the cursor may pass them. */
-  private releaseHolds(): void {
-    this.holdLive.fill(0);
-    this.heldCount = 0;
-    this.holdBottom = this.holdTop;
+  private closeReloadFd(): void {
+    if (this.reloadFd >= 0) fs.closeSync(this.reloadFd);
+    this.reloadFd = -1;
+    this.reloadFdSeg = -1;
   }
 
   /**
@@ -725,7 +717,7 @@ export class BacklogLog {
    * undelivered): the cursor may pass them all. Call `commit` after it.
    */
   releaseLoaded(): void {
-    this.releaseHolds();
+    this.holds.clear();
     const mask = this.windowRecords - 1;
     while (this.doneOrd !== this.loadOrd) {
       this.winDone[this.doneOrd & mask] = 0;
@@ -748,11 +740,11 @@ export class BacklogLog {
       seg = this.readSeg;
       off = this.readOff;
     }
-    if (this.holdBottom !== this.holdTop) {
+    const oldest = this.holds.oldest();
+    if (oldest >= 0) {
       // The oldest held record bounds the cursor too.
-      const h = this.holdBottom & (this.windowRecords - 1);
-      const hs = this.holdSeg[h]!;
-      const ho = this.holdOff[h]!;
+      const hs = this.holds.segOf(oldest);
+      const ho = this.holds.offOf(oldest);
       if (hs < seg || (hs === seg && ho < off)) {
         seg = hs;
         off = ho;
@@ -780,6 +772,7 @@ export class BacklogLog {
     this.closed = true;
     fs.closeSync(this.writeFd);
     this.closeReadFd();
+    this.closeReloadFd();
     fs.closeSync(this.cursorFd);
   }
 
@@ -856,6 +849,7 @@ export class BacklogLog {
 
   private deleteSegment(n: number): void {
     if (this.readFdSeg === n) this.closeReadFd();
+    if (this.reloadFdSeg === n) this.closeReloadFd();
     if (this.rbufSeg === n) this.rbufSeg = -1;
     this.segmentUnread.delete(n);
     this.segmentMarked.delete(n);

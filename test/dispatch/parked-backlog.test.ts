@@ -33,13 +33,17 @@ const SMALL_MEMORY = {
   breaker: { minimumRequests: 100_000, windowSize: 100_000 },
 };
 
-/** Refuses (500) any batch holding device 0's first trigger; takes everything else, recording it. */
+/**
+ * Refuses (500) any batch holding device 0's first trigger (with `everyOne`, any of device 0's); takes everything
+ * else, recording it.
+ */
 class PoisonSink implements Sink {
   readonly seen: { device: string; seq: number }[] = [];
+  constructor(private readonly everyOne = false) {}
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     await sleep(1);
     for (let i = 0; i < batch.count; i++)
-      if (batch.deviceId(i) === 'device-0' && batch.seq(i) === 1) return { status: 500 };
+      if (batch.deviceId(i) === 'device-0' && (this.everyOne || batch.seq(i) === 1)) return { status: 500 };
     for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
     return { status: 200 };
   }
@@ -84,9 +88,11 @@ function poisonedHook(
   sink: Sink,
   options: Record<string, unknown>,
   stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-')),
+  backlogWindowRecords?: number,
 ): Dispatcher {
   return new Dispatcher({
     stateDir,
+    ...(backlogWindowRecords === undefined ? {} : { backlogWindowRecords }),
     namer: new IndexNamer(),
     maxDevices: DEVICES,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
@@ -212,6 +218,19 @@ async function parkDeviceZero(d: Dispatcher, sink: PoisonSink): Promise<void> {
   assert.ok(d.downstreams[0]!.setAside!.count > 0, 'records of device 0 set aside in the log');
 }
 
+/** A dispatcher over a new directory parks device 0 (parkDeviceZero) and stops; returns the directory. */
+async function stopParked(): Promise<string> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-'));
+  const poison = new PoisonSink();
+  const first = poisonedHook(poison, SMALL_MEMORY, dir);
+  try {
+    await parkDeviceZero(first, poison);
+  } finally {
+    await first.close(20);
+  }
+  return dir;
+}
+
 /** Pumps `d` until `sink` took `count` triggers (or 6 s passed). */
 async function pumpUntil(d: Dispatcher, sink: TakingSink, count: number): Promise<void> {
   for (let i = 0; i < 3000 && sink.seen.length < count; i++) {
@@ -221,14 +240,7 @@ async function pumpUntil(d: Dispatcher, sink: TakingSink, count: number): Promis
 }
 
 test("a parked device's triggers set aside in the log at a stop: the next start delivers all of them after its parked one, once each, in order, and nothing of another device again", async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-'));
-  const poison = new PoisonSink();
-  const first = poisonedHook(poison, SMALL_MEMORY, dir);
-  try {
-    await parkDeviceZero(first, poison);
-  } finally {
-    await first.close(20);
-  }
+  const dir = await stopParked();
   const sink = new TakingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, dir);
   try {
@@ -269,6 +281,88 @@ test("a crash while a parked device's triggers are set aside in the log: the nex
     );
     // Another device's triggers loaded after the first one set aside come again (a crash delivers again what the
     // cursor had not passed), each device's in order, each once in this run.
+    assertInOrderOnce(sink);
+  } finally {
+    await second.close(20);
+  }
+});
+
+test("the log holds as many set-aside triggers as it can (8 here): the next one of the parked device waits in memory, and so does the loading, until the parked trigger is settled; then its device's triggers follow in order", async () => {
+  const sink = new PoisonSink();
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, replayGiveUpMs: 1500 }, undefined, 8);
+  const ds = d.downstreams[0]!;
+  offerAll(d, PER_DEVICE);
+  let stashed = false;
+  const others = (DEVICES - 1) * PER_DEVICE;
+  const total = (): number => sink.seen.length;
+  for (let i = 0; i < 4000 && total() < others + PER_DEVICE - 1; i++) {
+    d.pump();
+    stashed ||= ds.stashedSlot >= 0;
+    await sleep(2);
+  }
+  try {
+    assert.equal(ds.replayGivenUp, 1, 'the poison was given up');
+    assert.deepEqual(
+      sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
+      Array.from({ length: PER_DEVICE - 1 }, (_, k) => k + 2),
+      "device 0's later triggers, once each, in order",
+    );
+    assert.ok(stashed, 'a record of device 0 waited in memory for its place');
+    assert.equal(total(), others + PER_DEVICE - 1, 'every other trigger delivered');
+    assertInOrderOnce(sink);
+    assert.equal(ds.inFlightTriggers, 0, 'nothing held');
+  } finally {
+    await d.close(20);
+  }
+});
+
+test('a device the receiver refuses every trigger of: once its parked trigger is given up, at most 16 of its set-aside triggers come back into memory, so when the next is parked the rest still wait in the log, and every other device goes on', async () => {
+  const sink = new PoisonSink(true);
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, queueCapacitySlots: 64, replayGiveUpMs: 200 });
+  const ds = d.downstreams[0]!;
+  offerAll(d, PER_DEVICE);
+  const others = (DEVICES - 1) * PER_DEVICE;
+  let mostHeld = 0;
+  const until = Date.now() + 15_000;
+  while (Date.now() < until && (sink.seen.length < others || ds.replayGivenUp < 3)) {
+    d.pump();
+    mostHeld = Math.max(mostHeld, ds.queues.queuedOf(0));
+    await sleep(2);
+  }
+  try {
+    assert.ok(ds.replayGivenUp >= 3, `${ds.replayGivenUp} of device 0's triggers given up one after another`);
+    assert.ok(ds.setAside!.count > 0, 'the rest of device 0 still waits in the log');
+    assert.ok(mostHeld <= 17, `device 0 held at most ${mostHeld} of the 64 slots`);
+    assert.equal(sink.seen.length, others, 'every other device delivered');
+    assert.equal(sink.seen.filter((t) => t.device === 'device-0').length, 0);
+    assertInOrderOnce(sink);
+  } finally {
+    await d.close(20);
+  }
+});
+
+test("a start that carries over a parked device's triggers (more than memory holds) still loads every other device's from the log", async () => {
+  const dir = await stopParked();
+  // Device 0 is still refused: its 30 triggers carried over stay in memory behind its parked one.
+  const sink = new PoisonSink();
+  const second = poisonedHook(sink, SMALL_MEMORY, dir);
+  const ds = second.downstreams[0]!;
+  try {
+    assert.ok(ds.queues.used >= PER_DEVICE - 2, `${ds.queues.used} carried over into memory`);
+    // 30 more triggers for every other device: more than the 24 slots of memory, so most wait in the log.
+    const r = new TriggerRecord();
+    for (let seq = PER_DEVICE + 1; seq <= 2 * PER_DEVICE; seq++)
+      for (let device = 1; device < DEVICES; device++) {
+        second.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+        second.pump();
+      }
+    const others = (DEVICES - 1) * PER_DEVICE;
+    for (let i = 0; i < 3000 && sink.seen.length < others; i++) {
+      second.pump();
+      await sleep(2);
+    }
+    assert.ok(ds.spilled > 0, 'the log took some');
+    assert.equal(sink.seen.length, others, 'every other device delivered while device 0 stays parked');
     assertInOrderOnce(sink);
   } finally {
     await second.close(20);

@@ -1,0 +1,108 @@
+/**
+ * Positions of records a backlog log holds (BacklogLog.hold): at most `capacity` at once, each in a cell of its own
+ * from taking to release (the cell number is the hold's name), and in the order they were taken, so the oldest one
+ * still held (the lowest position: a log loads in file order) is known at once.
+ *
+ * The order is a ring of cell numbers, twice the capacity; a released hold leaves a gap in it, passed over once the
+ * holds before it are released too. A ring full of gaps (one old hold kept while many later ones come and go) is
+ * compacted in place, so `capacity` holds can always be taken, whatever the order of their release.
+ *
+ * Dispatcher thread only; allocation-free after construction.
+ */
+
+const GAP = -1;
+
+/** Held positions of a backlog log (see the module comment). */
+export class BacklogHolds {
+  /** Holds taken and not released. */
+  count = 0;
+  readonly capacity: number;
+  /** Per cell: the held record's segment and offset. */
+  private readonly cellSeg: Float64Array;
+  private readonly cellOff: Float64Array;
+  /** Per cell: its place in the ring (a counter, not wrapped). */
+  private readonly cellPlace: Float64Array;
+  private readonly free: Int32Array;
+  private freeTop: number;
+  /** Cell numbers in the order taken, or GAP; places bottom .. top - 1 (counters, not wrapped) are in use. */
+  private readonly ring: Int32Array;
+  private readonly ringMask: number;
+  private bottom = 0;
+  private top = 0;
+
+  /** `capacity`, a power of two: holds at most at once. */
+  constructor(capacity: number) {
+    this.capacity = capacity;
+    this.cellSeg = new Float64Array(capacity);
+    this.cellOff = new Float64Array(capacity);
+    this.cellPlace = new Float64Array(capacity);
+    this.free = new Int32Array(capacity);
+    for (let k = 0; k < capacity; k++) this.free[k] = capacity - 1 - k;
+    this.freeTop = capacity;
+    this.ring = new Int32Array(capacity * 2).fill(GAP);
+    this.ringMask = capacity * 2 - 1;
+  }
+
+  /** Holds the record at (seg, off), at or after every position held before; returns its cell, or -1 when full. */
+  take(seg: number, off: number): number {
+    if (this.freeTop === 0) return -1;
+    if (this.top - this.bottom > this.ringMask) this.compact();
+    const cell = this.free[--this.freeTop]!;
+    this.cellSeg[cell] = seg;
+    this.cellOff[cell] = off;
+    this.cellPlace[cell] = this.top;
+    this.ring[this.top & this.ringMask] = cell;
+    this.top++;
+    this.count++;
+    return cell;
+  }
+
+  /** Releases `cell` (held). */
+  release(cell: number): void {
+    this.ring[this.cellPlace[cell]! & this.ringMask] = GAP;
+    this.free[this.freeTop++] = cell;
+    this.count--;
+    while (this.bottom !== this.top && this.ring[this.bottom & this.ringMask] === GAP) this.bottom++;
+  }
+
+  /** Segment of the record held in `cell`. */
+  segOf(cell: number): number {
+    return this.cellSeg[cell]!;
+  }
+
+  /** Offset of the record held in `cell`. */
+  offOf(cell: number): number {
+    return this.cellOff[cell]!;
+  }
+
+  /** The cell of the oldest hold, or -1 when none is held. */
+  oldest(): number {
+    return this.bottom === this.top ? -1 : this.ring[this.bottom & this.ringMask]!;
+  }
+
+  /** Releases every hold. */
+  clear(): void {
+    for (let p = this.bottom; p < this.top; p++) {
+      const cell = this.ring[p & this.ringMask]!;
+      if (cell === GAP) continue;
+      this.ring[p & this.ringMask] = GAP;
+      this.free[this.freeTop++] = cell;
+    }
+    this.bottom = this.top;
+    this.count = 0;
+  }
+
+  /** Moves the holds down over the gaps between them, keeping their order (the ring is full: top - bottom = 2 x capacity). */
+  private compact(): void {
+    let to = this.bottom;
+    for (let p = this.bottom; p < this.top; p++) {
+      const cell = this.ring[p & this.ringMask]!;
+      if (cell === GAP) continue;
+      this.ring[p & this.ringMask] = GAP;
+      this.ring[to & this.ringMask] = cell;
+      this.cellPlace[cell] = to;
+      to++;
+    }
+    this.top = to;
+  }
+}
