@@ -7,6 +7,8 @@
  *   --rounds triggers each, a round every 2 ms; the figure is the time until every other device's triggers are
  *   delivered (at most --limit-s), with the other devices' triggers parked or dead-lettered, the requests and the
  *   triggers per request.
+ * - `poison-chatty`: as `poison`, but device 0 gets --chatty triggers a round (the others one): its triggers behind the
+ *   parked poison outnumber half the memory (16,384 triggers by default) within the run.
  * - `outage`: the receiver fails every request (500) for the first --outage-ms, then takes everything; the figure is
  *   the time from its return until everything is delivered, with the requests and triggers per request after it.
  * - `flapping`: as `outage`, but for the first --outage-ms the receiver fails every request for 100 ms, then takes
@@ -39,6 +41,8 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '50' },
     'outage-ms': { type: 'string', default: '2000' },
     'limit-s': { type: 'string', default: '20' },
+    chatty: { type: 'string', default: '200' },
+    scenarios: { type: 'string', default: 'poison,poison-chatty,outage,flapping,flaky10,flaky20' },
   },
 });
 const runs = Number(values.runs);
@@ -46,6 +50,7 @@ const devices = Number(values.devices);
 const rounds = Number(values.rounds);
 const outageMs = Number(values['outage-ms']);
 const limitMs = Number(values['limit-s']) * 1000;
+const chatty = Number(values.chatty);
 
 /** What one run measured. */
 interface RunResult {
@@ -59,22 +64,29 @@ interface RunResult {
   parked: number;
   /** Dead letters, undeliverable. */
   undeliverable: number;
+  /** Triggers the dispatcher wrote to the backlog log. */
+  spilled: number;
   /** Requests answered 200, and the triggers they held. */
   requests: number;
   triggers: number;
 }
 
 const POISON = { deviceId: 'device-0', seq: 4 };
-const SCENARIOS = ['poison', 'outage', 'flapping', 'flaky10', 'flaky20'] as const;
-type Scenario = (typeof SCENARIOS)[number];
+const ALL_SCENARIOS = ['poison', 'poison-chatty', 'outage', 'flapping', 'flaky10', 'flaky20'] as const;
+type Scenario = (typeof ALL_SCENARIOS)[number];
+const SCENARIOS = values.scenarios.split(',').map((name) => {
+  if (!(ALL_SCENARIOS as readonly string[]).includes(name)) throw new Error(`--scenarios: unknown scenario ${name}`);
+  return name as Scenario;
+});
 
 async function runOnce(scenario: Scenario): Promise<RunResult> {
+  const poisoned = scenario === 'poison' || scenario === 'poison-chatty';
   const server = new CapacityServer({
     workers: 8,
     serviceMs: 1,
     mode: scenario === 'outage' || scenario === 'flapping' ? 'error' : 'ok',
     ...(scenario === 'flaky10' ? { failRate: 0.1 } : scenario === 'flaky20' ? { failRate: 0.2 } : {}),
-    ...(scenario === 'poison' ? { poison: (t) => t.deviceId === POISON.deviceId && t.seq === POISON.seq } : {}),
+    ...(poisoned ? { poison: (t) => t.deviceId === POISON.deviceId && t.seq === POISON.seq } : {}),
   });
   await server.start();
   const d = new Dispatcher({
@@ -87,8 +99,8 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
   const ds = d.downstreams[0]!;
   const r = new TriggerRecord();
   const others = (): number => server.received.filter((t) => t.deviceId !== POISON.deviceId).length;
-  const expected = scenario === 'poison' ? (devices - 1) * rounds : devices * rounds;
-  const delivered = (): number => (scenario === 'poison' ? others() : server.received.length);
+  const expected = poisoned ? (devices - 1) * rounds : devices * rounds;
+  const delivered = (): number => (poisoned ? others() : server.received.length);
   const t0 = performance.now();
   let back = scenario === 'outage' || scenario === 'flapping' ? Infinity : t0;
   let requestsAtBack = 0;
@@ -105,8 +117,13 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     requestsAtBack = server.stats.requests;
     triggersAtBack = server.stats.triggers;
   };
+  let deviceZeroSeq = 0;
   for (let seq = 1; seq <= rounds; seq++) {
-    for (let device = 0; device < devices; device++)
+    for (let k = scenario === 'poison-chatty' ? chatty : 1; k > 0; k--) {
+      deviceZeroSeq++;
+      d.offer(r.set(deviceZeroSeq, TriggerType.CROSS, Lane.TRANSITION, deviceZeroSeq % 16, 0).f64, r.i32, 0, 0);
+    }
+    for (let device = 1; device < devices; device++)
       d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 16, device).f64, r.i32, 0, 0);
     d.pump();
     comeBack();
@@ -119,8 +136,7 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     await sleep(1);
   }
   const ms = performance.now() - back;
-  const received =
-    scenario === 'poison' ? server.received.filter((t) => t.deviceId !== POISON.deviceId) : server.received;
+  const received = poisoned ? server.received.filter((t) => t.deviceId !== POISON.deviceId) : server.received;
   assertPerDeviceOrder(received, scenario);
   if (new Set(received.map((t) => `${String(t.deviceId)}/${t.seq}`)).size !== received.length)
     throw new Error(`${scenario}: a trigger arrived twice`);
@@ -131,6 +147,7 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     expected,
     parked: ds.parked,
     undeliverable: ds.deadLetteredByReason[DeadLetterReason.UNDELIVERABLE]!,
+    spilled: ds.spilled,
     requests: server.stats.requests - server.stats.poisoned - requestsAtBack,
     triggers: server.stats.triggers - triggersAtBack,
   };
@@ -152,7 +169,7 @@ for (let run = 0; run < runs; run++) {
     results.push(r);
     console.log(
       `run ${run + 1} ${scenario}: ${r.ms} ms, delivered ${r.delivered} of ${r.expected}, parked ${r.parked}, ` +
-        `undeliverable ${r.undeliverable}, ${r.requests} requests taken, ${(r.triggers / Math.max(1, r.requests)).toFixed(1)} triggers a request`,
+        `undeliverable ${r.undeliverable}, spilled ${r.spilled}, ${r.requests} requests taken, ${(r.triggers / Math.max(1, r.requests)).toFixed(1)} triggers a request`,
     );
   }
 }
@@ -161,6 +178,7 @@ for (const scenario of SCENARIOS) {
   console.log(
     `median ${scenario}: ${median(rs.map((r) => r.ms))} ms, delivered ${median(rs.map((r) => r.delivered))} of ${rs[0]!.expected}, ` +
       `parked ${median(rs.map((r) => r.parked))}, undeliverable ${median(rs.map((r) => r.undeliverable))}, ` +
+      `spilled ${median(rs.map((r) => r.spilled))}, ` +
       `${median(rs.map((r) => r.requests))} requests, ${median(rs.map((r) => r.triggers / Math.max(1, r.requests))).toFixed(1)} triggers a request`,
   );
 }

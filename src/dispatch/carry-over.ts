@@ -101,19 +101,21 @@ export function takeOver(
  * its pending file in per-device FIFO order, each device's records set aside in the backlog log behind them (read
  * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none), durably. The caller then lets the
  * backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written, how many set aside
- * could not be read again (damaged on disk: lost), and the error text when the file could not be written (those
- * triggers are then not kept).
+ * the disk refused to read again (`unreadable`) or no longer verified (`damaged`, counted by the log in
+ * reloadDamaged): both lost; and the error text when the file could not be written (those triggers are then not
+ * kept).
  */
 export function carryOver(
   ds: Downstream,
   dir: string,
   codec: TriggerCodec,
-): { written: number; unreadable: number; error: string | null } {
+): { written: number; unreadable: number; damaged: number; error: string | null } {
   const q = ds.queues;
   let buf = new RecordBuffer(1 << 20);
   let length = 0;
   let written = 0;
   let unreadable = 0;
+  let damaged = 0;
   const encode = (f64: Float64Array, i32: Int32Array, f: number, i: number): void => {
     if (length + TREC_MAX_BYTES > buf.byteLength) {
       const grown = new RecordBuffer(buf.byteLength * 2);
@@ -139,10 +141,11 @@ export function carryOver(
         try {
           got = ds.readSetAside(h, f64, i32);
         } catch {
-          // The disk refused the read (I/O error): lost with the others it refuses.
-          got = -1;
+          // The disk refused the read (I/O error).
+          unreadable++;
+          continue;
         }
-        if (got < 0) unreadable++;
+        if (got < 0) damaged++;
         else encode(f64, i32, 0, 0);
       }
     }
@@ -153,7 +156,7 @@ export function carryOver(
   try {
     writePendingFile(dir, ds.name, buf, length);
   } catch (err) {
-    return { written, unreadable, error: errorText(err) };
+    return { written, unreadable, damaged, error: errorText(err) };
   }
-  return { written, unreadable, error: null };
+  return { written, unreadable, damaged, error: null };
 }

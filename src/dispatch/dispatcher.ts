@@ -1215,12 +1215,12 @@ export class Dispatcher implements DeadLetterTarget {
       // Records still buffered after the log's last flush failed are not kept either.
       if (ds.backlog !== null) lost += ds.backlog.bufferedRecords;
       ds.deadLetterFile?.close();
-      if (kept.unreadable > 0)
+      if (kept.unreadable + kept.damaged > 0)
         this.alarm(
-          `downstream ${ds.name}: ${kept.unreadable} triggers set aside in the backlog log behind a parked trigger could not be read again at close (damaged on disk): lost`,
+          `downstream ${ds.name}: ${kept.unreadable + kept.damaged} triggers set aside in the backlog log behind a parked trigger could not be read again at close (${kept.damaged} damaged on disk, ${kept.unreadable} refused by the disk): lost`,
         );
       lost += kept.unreadable;
-      this.carriedOver[d] = ds.inFlightTriggers - lost;
+      this.carriedOver[d] = ds.inFlightTriggers - lost - kept.damaged;
       if (lost > 0) {
         if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
         this.alarm(

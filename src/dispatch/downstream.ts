@@ -526,6 +526,14 @@ export class Downstream {
     return this.queues.capacitySlots - this.frontSlots;
   }
 
+  /**
+   * Triggers of a parked device loaded back from the log that may wait in memory behind it (RELOAD_AHEAD, at most a
+   * sixteenth of the memory); the log holds its others (set aside).
+   */
+  private get parkedInMemory(): number {
+    return Math.min(RELOAD_AHEAD, this.baseCapacity >> 4);
+  }
+
   /** True when a trigger of `device` in `lane` goes to the backlog log rather than memory. */
   private spills(device: number, lane: number): boolean {
     const q = this.queues;
@@ -678,6 +686,13 @@ export class Downstream {
         continue;
       }
       if (this.parkedOf[device]! > 0 || this.setAside!.has(device)) {
+        if (!this.setAside!.has(device) && q.queuedOf(device) < this.parkedInMemory) {
+          // A few wait in memory behind the parked trigger, no longer holding the log's cursor back (as those behind it
+          // at the park do: see park): a parked device with little traffic never pins the log.
+          this.takeLoaded(device, slot);
+          this.releaseLogPlace(slot);
+          continue;
+        }
         // Its device waits behind a parked trigger (or behind records set aside): held in the log, not in memory.
         const h = log.hold(q.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!);
         if (h >= 0) {
@@ -735,14 +750,22 @@ export class Downstream {
         if (this.baseUsed * 4 >= this.baseCapacity * 3) return false;
         const slot = q.allocate(Lane.TRANSITION);
         if (slot < 0) return false;
-        const got = log.reloadHeld(
-          aside.shift(device),
-          q.f64,
-          q.i32,
-          slot * DREC_STRIDE_F64,
-          slot * DREC_STRIDE_I32,
-          this.ctx.resolver,
-        );
+        let got: number;
+        try {
+          got = log.reloadHeld(
+            aside.peek(device),
+            q.f64,
+            q.i32,
+            slot * DREC_STRIDE_F64,
+            slot * DREC_STRIDE_I32,
+            this.ctx.resolver,
+          );
+        } catch {
+          // The disk refused the read (I/O error): it stays held, and the next pass tries again.
+          q.release(slot);
+          return false;
+        }
+        aside.shift(device);
         if (got < 0) {
           // Damaged on disk since it was first loaded, or its device no longer named: settled as lost (counted).
           q.release(slot);

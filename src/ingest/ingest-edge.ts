@@ -35,7 +35,7 @@ import {
   validatePingInto,
   type TelemetryPoint,
 } from './ping-fields.js';
-import { partitionOf, partitionOfNumericCell, partitionOfTokenBytes } from './sources/partitions.js';
+import { partitionOfNumericCell, partitionOfTokenBytes } from './sources/partitions.js';
 import type { PipelineRegion } from '../shm/pipeline-region.js';
 import type { RejectLog } from './reject-log.js';
 import { PausableFeed, RoomWaiter, UNBOUNDED_ROOM, type PausableFeedHooks } from './backpressure.js';
@@ -118,13 +118,12 @@ export interface StreamPartition {
 function partitionOfPing(fields: PingFields, count: number): number {
   if (fields.idIsNumber) return partitionOfNumericCell(fields.values, PF_NUMERIC_ID_F64, count);
   if (fields.idInBytes) return partitionOfTokenBytes(fields.idBuf!, fields.idAt, fields.idAt + fields.idLen, count);
-  try {
-    return partitionOf(fields.idKey, count);
-  } catch {
-    // Not a subject token ('.', whitespace): no partition's subject can name it.
-    return -1;
-  }
+  // Decoded by msgpackr (it allocates there already): its UTF-8 bytes, as an id read in place.
+  const bytes = utf8.encode(fields.idKey);
+  return partitionOfTokenBytes(bytes, 0, bytes.length, count);
 }
+
+const utf8 = new TextEncoder();
 
 /** A named byte stream opened on the edge (one per connection, file, stdin). */
 export interface IngestStream {

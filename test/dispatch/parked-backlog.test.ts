@@ -287,6 +287,38 @@ test("a crash while a parked device's triggers are set aside in the log: the nex
   }
 });
 
+test('a parked device with few triggers behind it keeps them in memory (up to 16, a sixteenth of the memory): the backlog log holds none of them, so its cursor is never pinned by it', async () => {
+  const sink = new PoisonSink();
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, queueCapacitySlots: 64, replayGiveUpMs: 3_600_000 });
+  const ds = d.downstreams[0]!;
+  const r = new TriggerRecord();
+  d.offer(r.set(1, TriggerType.CROSS, Lane.TRANSITION, 1, 0).f64, r.i32, 0, 0);
+  for (let i = 0; i < 1000 && ds.parked === 0; i++) {
+    d.pump();
+    await sleep(2);
+  }
+  // Parked: device 0's next 3 (within a sixteenth of 64 slots) go to the log, and come back into memory behind it.
+  for (let seq = 2; seq <= 4; seq++) d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, 1, 0).f64, r.i32, 0, 0);
+  offerAll(d, 0);
+  const others = (DEVICES - 1) * PER_DEVICE;
+  for (let i = 0; i < 3000 && sink.seen.length < others; i++) {
+    d.pump();
+    await sleep(2);
+  }
+  try {
+    assert.equal(sink.seen.length, others, 'every other device delivered');
+    assert.ok(ds.spilled > 0, 'the log took some');
+    assert.ok(ds.parked >= 1, 'device 0 is parked');
+    assert.equal(ds.queues.queuedOf(0), 4, 'device 0: its parked trigger and 3 behind it, in memory');
+    assert.equal(ds.backlog!.held, 0, 'the log holds none of device 0');
+    assert.equal(ds.backlog!.loadedOutstanding, 0);
+    assert.equal(ds.backlog!.unread, 0);
+    assertInOrderOnce(sink);
+  } finally {
+    await d.close(20);
+  }
+});
+
 test("the log holds as many set-aside triggers as it can (8 here): the next one of the parked device waits in memory, and so does the loading, until the parked trigger is settled; then its device's triggers follow in order", async () => {
   const sink = new PoisonSink();
   const d = poisonedHook(sink, { ...SMALL_MEMORY, replayGiveUpMs: 1500 }, undefined, 8);

@@ -223,6 +223,8 @@ class PartitionReader {
   private stopping = false;
   /** Stream sequence of the last message taken (at the start, the last one the consumer had delivered; 0: none). */
   private lastTakenSeq = 0;
+  /** Stream sequence of the first message this reader took (0: none yet). */
+  private firstTakenSeq = 0;
   /**
    * The consumer delivery sequence the next message should have (0: not known: the consumer's info could not be read
    * at the start). A consumer made afresh starts at 1.
@@ -402,12 +404,14 @@ class PartitionReader {
   /**
    * True for a message delivered again that this run took already (its acknowledgement waited past `ackWaitMs` for a
    * checkpoint): counted as redelivered, not fed again. Its pings were fed, and the acknowledgement of a later message
-   * covers it (AckPolicy.All). At a start the consumer has nothing taken and not acknowledged (it is made again from
-   * the first unacknowledged message otherwise: JetStreamSource.ensureConsumer), so every message delivered again
-   * that a previous run took is fed.
+   * covers it (AckPolicy.All). A message delivered again that this reader did not take (a previous run's, or one the
+   * consumer delivered before this reader began) is fed.
    */
   private takenAlready(m: JsMsg): boolean {
-    if (!m.redelivered || m.info.streamSequence > this.lastTakenSeq) return false;
+    const seq = m.info.streamSequence;
+    // Only what this reader took: a message the consumer delivered before it began (another router's fetch, its lease
+    // lapsed) comes again to be fed here.
+    if (!m.redelivered || this.firstTakenSeq === 0 || seq < this.firstTakenSeq || seq > this.lastTakenSeq) return false;
     this.cells[this.base + SRC_REDELIVERED_F64]!++;
     return true;
   }
@@ -416,6 +420,7 @@ class PartitionReader {
     const c = this.cells;
     const b = this.base;
     this.lastTakenSeq = m.info.streamSequence;
+    if (this.firstTakenSeq === 0) this.firstTakenSeq = this.lastTakenSeq;
     c[b + SRC_MESSAGES_F64]!++;
     c[b + SRC_BYTES_F64]! += m.data.length;
     if (m.redelivered) c[b + SRC_REDELIVERED_F64]!++;
