@@ -99,11 +99,11 @@ export function takeOver(
 /**
  * Writes every trigger `ds` still holds in memory, except parked dead letters (the dead-letter file holds those), to
  * its pending file in per-device FIFO order, each device's records set aside in the backlog log behind them (read
- * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none), durably. The caller then lets the
- * backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many were written, how many set aside
- * the disk refused to read again (`unreadable`) or no longer verified (`damaged`, counted by the log in
- * reloadDamaged): both lost; and the error text when the file could not be written (those triggers are then not
- * kept).
+ * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none),
+ * durably. The caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many
+ * were written, how many set aside the disk refused to read again (`unreadable`) or no longer verified (`damaged`,
+ * counted by the log in reloadDamaged): both lost; and the error text when the file could not be written (those
+ * triggers are then not kept).
  */
 export function carryOver(
   ds: Downstream,

@@ -1590,8 +1590,9 @@ export class Downstream {
 }
 
 /**
- * Records set aside of a device no longer parked that may wait in memory at once (or a batch's worth when larger): the
- * rest stay in the log until these are taken.
+ * Records set aside of a device no longer parked that may wait in memory at once (or a batch's worth when larger), and
+ * records of a parked device that may wait in memory behind it (at most a sixteenth of the memory): the rest stay in
+ * the log.
  */
 const RELOAD_AHEAD = 16;
 

@@ -78,21 +78,26 @@ export class StreamLimits {
     this.devices = bucket(o.maxNewDevicesPerSecPerConnection, clock[0]!);
   }
 
-  /** Takes one ping from the connection's and the address's budgets; false when either is empty. */
+  /**
+   * Takes one ping from the connection's and the address's budgets; false when either is empty (and then neither is
+   * spent: a ping the address refuses leaves the connection's budget as it was).
+   */
   takePing(): boolean {
-    const a = this.address.pings;
-    const c = this.pings;
-    if (c !== null && !c.tryTakeOneAt(this.clock, 0)) return false;
-    return a === null || a.tryTakeOneAt(this.clock, 0);
+    return takeFromBoth(this.pings, this.address.pings, this.clock);
   }
 
-  /** Takes one new device from the connection's and the address's budgets; false when either is empty. */
+  /** Takes one new device from the connection's and the address's budgets, as takePing does. */
   takeNewDevice(): boolean {
-    const a = this.address.devices;
-    const c = this.devices;
-    if (c !== null && !c.tryTakeOneAt(this.clock, 0)) return false;
-    return a === null || a.tryTakeOneAt(this.clock, 0);
+    return takeFromBoth(this.devices, this.address.devices, this.clock);
   }
+}
+
+/** Takes one token from `own` and from `shared` (null: no limit), at `clock[0]`; neither when either is empty. */
+function takeFromBoth(own: TokenBucket | null, shared: TokenBucket | null, clock: Float64Array): boolean {
+  if (own !== null && !own.tryTakeOneAt(clock, 0)) return false;
+  if (shared === null || shared.tryTakeOneAt(clock, 0)) return true;
+  own?.giveBackOne();
+  return false;
 }
 
 /** The flood limits of one listener: hands out StreamLimits per connection, sharing budgets per address. */

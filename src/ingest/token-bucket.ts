@@ -80,6 +80,11 @@ export class TokenBucket {
     return false;
   }
 
+  /** Puts back one token taken by the last tryTakeOneAt (the take was not used), up to the capacity. */
+  giveBackOne(): void {
+    this.state[LEVEL] = Math.min(this.capacityTokens, this.state[LEVEL]! + 1);
+  }
+
   /** Tokens available at `nowNs` (brings the bucket up to date; takes nothing). */
   tokens(nowNs: number): number {
     this.state[CALL_AT_NS] = nowNs;
