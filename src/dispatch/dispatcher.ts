@@ -57,6 +57,8 @@ import {
   DS_CURSOR_DAMAGED_COPIES_F64,
   DS_CURSOR_FALLBACKS_F64,
   DS_DAMAGED_LOST_F64,
+  DS_LOAD_WAITING_F64,
+  DS_SET_ASIDE_F64,
   DS_DAMAGED_RECORDS_F64,
   DS_DEAD_LETTER_BYTES_F64,
   DS_DEAD_LETTER_DROPPED_F64,
@@ -1337,6 +1339,8 @@ export class Dispatcher implements DeadLetterTarget {
         this.pendingDamagedSpans[d]! +
         (ds.backlog === null ? 0 : ds.backlog.damagedAtOpen + ds.backlog.corrupt + ds.backlog.reloadDamaged);
       m[b + DS_DAMAGED_LOST_F64] = damagedLost;
+      m[b + DS_SET_ASIDE_F64] = ds.setAside === null ? 0 : ds.setAside.count;
+      m[b + DS_LOAD_WAITING_F64] = ds.stashedSlot >= 0 ? 1 : 0;
       m[b + DS_DAMAGED_RECORDS_F64] = damagedLost + (file === null ? 0 : file.damagedAtOpen);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;
       m[b + DS_CURSOR_FALLBACKS_F64] = ds.backlog !== null && ds.backlog.cursorFallback ? 1 : 0;

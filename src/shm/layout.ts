@@ -1328,12 +1328,19 @@ export const DS_REPLAY_REJECTED_BY_REASON_F64 = DS_REPLAYED_BY_REASON_F64 + DEAD
  * letters already settled: it is counted there only).
  */
 export const DS_DAMAGED_LOST_F64 = DS_REPLAY_REJECTED_BY_REASON_F64 + DEAD_LETTER_REASON_COUNT;
+/** Triggers of parked devices set aside in the backlog log (a gauge; see src/dispatch/set-aside.ts). */
+export const DS_SET_ASIDE_F64 = DS_DAMAGED_LOST_F64 + 1;
+/**
+ * 1 while the backlog log's loading waits because it holds as many set-aside triggers as it can (a gauge: see
+ * Downstream.stashedSlot), else 0.
+ */
+export const DS_LOAD_WAITING_F64 = DS_DAMAGED_LOST_F64 + 2;
 /**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_DAMAGED_LOST_F64 + 1) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_LOAD_WAITING_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */

@@ -15,7 +15,7 @@ import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
-import { DeadLetterReason, Lane, TriggerType } from '../../src/shm/layout.js';
+import { DeadLetterReason, DS_LOAD_WAITING_F64, DS_SET_ASIDE_F64, Lane, TriggerType } from '../../src/shm/layout.js';
 import { sleep, TriggerRecord } from './fixtures.js';
 
 const DEVICES = 8;
@@ -325,11 +325,14 @@ test("the log holds as many set-aside triggers as it can (8 here): the next one 
   const ds = d.downstreams[0]!;
   offerAll(d, PER_DEVICE);
   let stashed = false;
+  let mostSetAside = 0;
   const others = (DEVICES - 1) * PER_DEVICE;
   const total = (): number => sink.seen.length;
   for (let i = 0; i < 4000 && total() < others + PER_DEVICE - 1; i++) {
     d.pump();
-    stashed ||= ds.stashedSlot >= 0;
+    // The gauges say so: the loading waits, with 8 set aside.
+    if (d.metrics[DS_LOAD_WAITING_F64] === 1) stashed = true;
+    mostSetAside = Math.max(mostSetAside, d.metrics[DS_SET_ASIDE_F64]!);
     await sleep(2);
   }
   try {
@@ -340,6 +343,9 @@ test("the log holds as many set-aside triggers as it can (8 here): the next one 
       "device 0's later triggers, once each, in order",
     );
     assert.ok(stashed, 'a record of device 0 waited in memory for its place');
+    assert.equal(mostSetAside, 8);
+    assert.equal(d.metrics[DS_SET_ASIDE_F64], 0);
+    assert.equal(d.metrics[DS_LOAD_WAITING_F64], 0);
     assert.equal(total(), others + PER_DEVICE - 1, 'every other trigger delivered');
     assertInOrderOnce(sink);
     assert.equal(ds.inFlightTriggers, 0, 'nothing held');
