@@ -101,21 +101,20 @@ export function takeOver(
  * its pending file in per-device FIFO order, each device's records set aside in the backlog log behind them (read
  * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none),
  * durably. The caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many
- * were written, how many set aside the disk refused to read again (`unreadable`) or no longer verified (`damaged`,
- * counted by the log in reloadDamaged): both lost; and the error text when the file could not be written (those
- * triggers are then not kept).
+ * were written, how many set aside could not be read again (`lostSetAside`: damaged, unreadable or unnamed; counted
+ * in the log's reloadDamaged), and the error text when the file could not be written (those triggers are then not
+ * kept).
  */
 export function carryOver(
   ds: Downstream,
   dir: string,
   codec: TriggerCodec,
-): { written: number; unreadable: number; damaged: number; error: string | null } {
+): { written: number; lostSetAside: number; error: string | null } {
   const q = ds.queues;
   let buf = new RecordBuffer(1 << 20);
   let length = 0;
   let written = 0;
-  let unreadable = 0;
-  let damaged = 0;
+  let lostSetAside = 0;
   const encode = (f64: Float64Array, i32: Int32Array, f: number, i: number): void => {
     if (length + TREC_MAX_BYTES > buf.byteLength) {
       const grown = new RecordBuffer(buf.byteLength * 2);
@@ -137,15 +136,7 @@ export function carryOver(
     }
     if (aside !== null) {
       for (let h = aside.peek(device); h >= 0; h = aside.after(h)) {
-        let got: number;
-        try {
-          got = ds.readSetAside(h, f64, i32);
-        } catch {
-          // The disk refused the read (I/O error).
-          unreadable++;
-          continue;
-        }
-        if (got < 0) damaged++;
+        if (ds.readSetAside(h, f64, i32) < 0) lostSetAside++;
         else encode(f64, i32, 0, 0);
       }
     }
@@ -156,7 +147,7 @@ export function carryOver(
   try {
     writePendingFile(dir, ds.name, buf, length);
   } catch (err) {
-    return { written, unreadable, damaged, error: errorText(err) };
+    return { written, lostSetAside, error: errorText(err) };
   }
-  return { written, unreadable, damaged, error: null };
+  return { written, lostSetAside, error: null };
 }

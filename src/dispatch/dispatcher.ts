@@ -1217,12 +1217,11 @@ export class Dispatcher implements DeadLetterTarget {
       // Records still buffered after the log's last flush failed are not kept either.
       if (ds.backlog !== null) lost += ds.backlog.bufferedRecords;
       ds.deadLetterFile?.close();
-      if (kept.unreadable + kept.damaged > 0)
+      if (kept.lostSetAside > 0)
         this.alarm(
-          `downstream ${ds.name}: ${kept.unreadable + kept.damaged} triggers set aside in the backlog log behind a parked trigger could not be read again at close (${kept.damaged} damaged on disk, ${kept.unreadable} refused by the disk): lost`,
+          `downstream ${ds.name}: ${kept.lostSetAside} triggers set aside in the backlog log behind a parked trigger could not be read again at close (damaged or unreadable on disk${ds.backlog?.lastError == null ? '' : `: ${ds.backlog.lastError}`}): lost (counted in the summary's damaged_records)`,
         );
-      lost += kept.unreadable;
-      this.carriedOver[d] = ds.inFlightTriggers - lost - kept.damaged;
+      this.carriedOver[d] = ds.inFlightTriggers - lost - kept.lostSetAside;
       if (lost > 0) {
         if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
         this.alarm(

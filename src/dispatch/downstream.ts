@@ -527,8 +527,8 @@ export class Downstream {
   }
 
   /**
-   * Triggers of a parked device loaded back from the log that may wait in memory behind it (RELOAD_AHEAD, at most a
-   * sixteenth of the memory); the log holds its others (set aside).
+   * Triggers of a parked device, the parked one included, that may wait in memory when the log loads another of it
+   * (RELOAD_AHEAD, at most a sixteenth of the memory); the log holds its others (set aside).
    */
   private get parkedInMemory(): number {
     return Math.min(RELOAD_AHEAD, this.baseCapacity >> 4);
@@ -686,9 +686,14 @@ export class Downstream {
         continue;
       }
       if (this.parkedOf[device]! > 0 || this.setAside!.has(device)) {
-        if (!this.setAside!.has(device) && q.queuedOf(device) < this.parkedInMemory) {
-          // A few wait in memory behind the parked trigger, no longer holding the log's cursor back (as those behind it
-          // at the park do: see park): a parked device with little traffic never pins the log.
+        if (
+          !this.setAside!.has(device) &&
+          q.queuedOf(device) < this.parkedInMemory &&
+          this.baseUsed * 4 < this.baseCapacity
+        ) {
+          // A few wait in memory behind the parked trigger while three quarters of the memory are free (so parked
+          // devices together never take the room the loading needs), no longer holding the log's cursor back (as those
+          // behind it at the park do: see park): a parked device with little traffic never pins the log.
           this.takeLoaded(device, slot);
           this.releaseLogPlace(slot);
           continue;
@@ -750,24 +755,17 @@ export class Downstream {
         if (this.baseUsed * 4 >= this.baseCapacity * 3) return false;
         const slot = q.allocate(Lane.TRANSITION);
         if (slot < 0) return false;
-        let got: number;
-        try {
-          got = log.reloadHeld(
-            aside.peek(device),
-            q.f64,
-            q.i32,
-            slot * DREC_STRIDE_F64,
-            slot * DREC_STRIDE_I32,
-            this.ctx.resolver,
-          );
-        } catch {
-          // The disk refused the read (I/O error): it stays held, and the next pass tries again.
-          q.release(slot);
-          return false;
-        }
-        aside.shift(device);
+        const got = log.reloadHeld(
+          aside.shift(device),
+          q.f64,
+          q.i32,
+          slot * DREC_STRIDE_F64,
+          slot * DREC_STRIDE_I32,
+          this.ctx.resolver,
+        );
         if (got < 0) {
-          // Damaged on disk since it was first loaded, or its device no longer named: settled as lost (counted).
+          // Damaged on disk since it was first loaded, unreadable, or its device no longer named: settled as lost
+          // (counted in the log's reloadDamaged, the damaged-lost metric).
           q.release(slot);
           q.fileOnly[device] = q.fileOnly[device]! - 1;
           this.final++;
@@ -784,7 +782,8 @@ export class Downstream {
 
   /**
    * Reads the record set aside as hold `h` into the dispatch record at 0 of (f64, i32), leaving it held (the close's
-   * carry-over); returns its device, or < 0 when it cannot be read (then released: lost).
+   * carry-over); returns its device, or < 0 when it is lost (damaged, unreadable or unnamed: then released, and
+   * counted in the log's reloadDamaged).
    */
   readSetAside(h: number, f64: Float64Array, i32: Int32Array): number {
     return this.backlog!.reloadHeld(h, f64, i32, 0, 0, this.ctx.resolver, true);

@@ -216,7 +216,10 @@ export class BacklogLog {
   corrupt = 0;
   /** Of `corrupt`, records that `onPending` marked at open (see BacklogLogOptions.onPending). */
   markedLost = 0;
-  /** Held records that no longer verified when read again (`reloadHeld`): lost; the owner settles them (`final`). */
+  /**
+   * Held records lost when read again (`reloadHeld`): they no longer verified, the disk refused the read (the text in
+   * `lastError`), or their device could not be named. The owner settles them (`final`).
+   */
   reloadDamaged = 0;
   /** Per segment: records `onPending` marked at open and not loaded yet. */
   private readonly segmentMarked = new Map<number, number>();
@@ -643,7 +646,13 @@ export class BacklogLog {
       at = seg === this.writeSeg ? off - segEnd : this.wlen;
       end = this.wlen;
     } else {
-      end = readFully(this.reloadFdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
+      try {
+        end = readFully(this.reloadFdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
+      } catch (err) {
+        // The disk refuses the read (I/O error): taken as damaged, or one bad sector would stop every device's loading.
+        this.lastError = errorText(err);
+        end = 0;
+      }
     }
     const length = recordLength(buf, at, end);
     let slot: number;
@@ -654,7 +663,9 @@ export class BacklogLog {
       slot = this.codec.decode(buf, at, f64, i32, baseF64, baseI32, resolver);
       f64[baseF64 + DREC_LOG_ORDINAL_F64] = -1;
       if (slot < 0) {
+        // Its device cannot be named (not this run's id table): lost with the damaged ones, and counted with them.
         this.unresolvable++;
+        this.reloadDamaged++;
         slot = LOAD_SKIPPED;
       }
     }

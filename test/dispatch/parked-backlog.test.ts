@@ -89,12 +89,13 @@ function poisonedHook(
   options: Record<string, unknown>,
   stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-')),
   backlogWindowRecords?: number,
+  maxDevices = DEVICES,
 ): Dispatcher {
   return new Dispatcher({
     stateDir,
     ...(backlogWindowRecords === undefined ? {} : { backlogWindowRecords }),
     namer: new IndexNamer(),
-    maxDevices: DEVICES,
+    maxDevices,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
     runId: 1,
     flushIntervalMs: 5,
@@ -404,5 +405,64 @@ test("a start that carries over a parked device's triggers (more than memory hol
     assertInOrderOnce(sink);
   } finally {
     await second.close(20);
+  }
+});
+
+/** Refuses (500) any batch holding the first trigger of a device below `poisoned`; takes everything else, recording it. */
+class PoisonFirstsSink implements Sink {
+  readonly seen: { device: string; seq: number }[] = [];
+  constructor(private readonly poisoned: number) {}
+  async deliver(batch: TriggerBatch): Promise<SinkResult> {
+    await sleep(1);
+    for (let i = 0; i < batch.count; i++)
+      if (batch.seq(i) === 1 && Number(String(batch.deviceId(i)).slice(7)) < this.poisoned) return { status: 500 };
+    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
+    return { status: 200 };
+  }
+  async close(): Promise<void> {}
+}
+
+test('many parked devices together keep few of their triggers in memory (only while three quarters of it are free): the loading goes on for every other device', async () => {
+  const PARKED = 12;
+  const ALL = 24;
+  const PER = 20;
+  const sink = new PoisonFirstsSink(PARKED);
+  const d = poisonedHook(
+    sink,
+    { ...SMALL_MEMORY, queueCapacitySlots: 64, replayGiveUpMs: 3_600_000 },
+    undefined,
+    undefined,
+    ALL,
+  );
+  const ds = d.downstreams[0]!;
+  const r = new TriggerRecord();
+  for (let device = 0; device < PARKED; device++)
+    d.offer(r.set(1, TriggerType.CROSS, Lane.TRANSITION, 1, device).f64, r.i32, 0, 0);
+  for (let i = 0; i < 2000 && ds.parked < PARKED; i++) {
+    d.pump();
+    await sleep(2);
+  }
+  assert.equal(ds.parked, PARKED, 'every poisoned device parked at its first trigger');
+  for (let seq = 1; seq <= PER; seq++)
+    for (let device = seq === 1 ? PARKED : 0; device < ALL; device++) {
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d.pump();
+    }
+  const others = (ALL - PARKED) * PER;
+  let mostParkedMemory = 0;
+  for (let i = 0; i < 3000 && sink.seen.length < others; i++) {
+    d.pump();
+    let held = 0;
+    for (let device = 0; device < PARKED; device++) held += ds.queues.queuedOf(device);
+    mostParkedMemory = Math.max(mostParkedMemory, held);
+    await sleep(2);
+  }
+  try {
+    assert.ok(mostParkedMemory < 32, `the parked devices held at most ${mostParkedMemory} of the 64 slots`);
+    assert.equal(sink.seen.length, others, 'every other device delivered while 12 stay parked');
+    assert.ok(ds.setAside!.count > 0, 'the parked devices wait in the log');
+    assertInOrderOnce(sink);
+  } finally {
+    await d.close(20);
   }
 });

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import nodeFs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
@@ -184,6 +186,32 @@ test('backlog log: a held record leaves the load window but keeps the cursor at 
   assert.equal(again.recovered, 10);
   assert.equal(again.damagedAtOpen, 1);
   again.close();
+});
+
+test('backlog log: a held record the disk refuses to read again (EIO) is LOAD_DAMAGED, counted and released, not thrown', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-hold-eio-'));
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec);
+  appendAll(log, catalog, 1, 3);
+  log.flush();
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  assert.ok(log.loadNext(rec.f64, rec.i32, 0, 0, null) >= 0);
+  const h = log.hold(rec.f64[DREC_LOG_ORDINAL_F64]!);
+  const reads = nodeFs.readSync;
+  nodeFs.readSync = (() => {
+    throw Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' });
+  }) as typeof nodeFs.readSync;
+  syncBuiltinESMExports();
+  try {
+    assert.equal(log.reloadHeld(h, rec.f64, rec.i32, 0, 0, null), LOAD_DAMAGED);
+  } finally {
+    nodeFs.readSync = reads;
+    syncBuiltinESMExports();
+  }
+  assert.equal(log.reloadDamaged, 1);
+  assert.equal(log.held, 0);
+  assert.match(log.lastError ?? '', /EIO/);
+  log.close();
 });
 
 test('backlog log: segments roll at their size and are deleted once the cursor passes them; a torn tail is cut', () => {
