@@ -92,7 +92,10 @@ export class BacklogHolds {
     this.count = 0;
   }
 
-  /** Moves the holds down over the gaps between them, keeping their order (the ring is full: top - bottom = 2 x capacity). */
+  /**
+   * Moves the holds down over the gaps between them, keeping their order (the ring is full: top - bottom is twice the
+   * capacity).
+   */
   private compact(): void {
     let to = this.bottom;
     for (let p = this.bottom; p < this.top; p++) {

@@ -77,7 +77,10 @@ const ORDINAL_MASK = ORDINAL_MODULUS - 1;
 export const LOAD_NONE = -2;
 /** `loadNext` result: a record whose device this run cannot name was skipped (counted in `unresolvable`). */
 export const LOAD_SKIPPED = -1;
-/** `reloadHeld` result: the record no longer verifies (damaged on disk since it was loaded; counted in `reloadDamaged`). */
+/**
+ * `reloadHeld` result: the record no longer verifies (damaged on disk since it was loaded) or cannot be read; counted
+ * in `reloadDamaged`.
+ */
 export const LOAD_DAMAGED = -3;
 
 const SEGMENT_PREFIX = 'backlog-';
@@ -280,7 +283,10 @@ export class BacklogLog {
   private readonly winDone: Uint8Array;
   /** Held records (see `hold`): windowRecords at most at once. */
   private readonly holds: BacklogHolds;
-  /** A read descriptor of its own for `reloadHeld` (segment reloadFdSeg), so the loader's is not closed and opened again. */
+  /**
+   * A read descriptor of its own for `reloadHeld` (segment reloadFdSeg), so the loader's is not closed and opened
+   * again.
+   */
   private reloadFd = -1;
   private reloadFdSeg = -1;
   private doneOrd = 0;

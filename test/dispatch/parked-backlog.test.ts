@@ -408,7 +408,10 @@ test("a start that carries over a parked device's triggers (more than memory hol
   }
 });
 
-/** Refuses (500) any batch holding the first trigger of a device below `poisoned`; takes everything else, recording it. */
+/**
+ * Refuses (500) any batch holding the first trigger of a device below `poisoned`; takes everything else, recording
+ * it.
+ */
 class PoisonFirstsSink implements Sink {
   readonly seen: { device: string; seq: number }[] = [];
   constructor(private readonly poisoned: number) {}
