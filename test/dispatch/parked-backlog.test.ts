@@ -34,32 +34,24 @@ const SMALL_MEMORY = {
 };
 
 /**
- * Refuses (500) any batch holding device 0's first trigger (with `everyOne`, any of device 0's); takes everything
- * else, recording it.
+ * Refuses (500) any batch holding a trigger `refuses` names (by device slot and seq; default device 0's first); takes
+ * everything else, recording it.
  */
 class PoisonSink implements Sink {
   readonly seen: { device: string; seq: number }[] = [];
-  constructor(private readonly everyOne = false) {}
+  constructor(private readonly refuses = (device: number, seq: number): boolean => device === 0 && seq === 1) {}
   async deliver(batch: TriggerBatch): Promise<SinkResult> {
     await sleep(1);
     for (let i = 0; i < batch.count; i++)
-      if (batch.deviceId(i) === 'device-0' && (this.everyOne || batch.seq(i) === 1)) return { status: 500 };
+      if (this.refuses(Number(String(batch.deviceId(i)).slice(7)), batch.seq(i))) return { status: 500 };
     for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
     return { status: 200 };
   }
   async close(): Promise<void> {}
 }
 
-/** Takes every batch, recording it. */
-class TakingSink implements Sink {
-  readonly seen: { device: string; seq: number }[] = [];
-  async deliver(batch: TriggerBatch): Promise<SinkResult> {
-    await sleep(1);
-    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
-    return { status: 200 };
-  }
-  async close(): Promise<void> {}
-}
+/** A sink that takes every batch, recording it. */
+const takingSink = (): PoisonSink => new PoisonSink(() => false);
 
 /** Offers seq 1..PER_DEVICE to every device (device 0 only its first `deviceZero`), in turn, pumping after each. */
 function offerAll(d: Dispatcher, deviceZero: number): void {
@@ -233,7 +225,7 @@ async function stopParked(): Promise<string> {
 }
 
 /** Pumps `d` until `sink` took `count` triggers (or 6 s passed). */
-async function pumpUntil(d: Dispatcher, sink: TakingSink, count: number): Promise<void> {
+async function pumpUntil(d: Dispatcher, sink: PoisonSink, count: number): Promise<void> {
   for (let i = 0; i < 3000 && sink.seen.length < count; i++) {
     d.pump();
     await sleep(2);
@@ -242,7 +234,7 @@ async function pumpUntil(d: Dispatcher, sink: TakingSink, count: number): Promis
 
 test("a parked device's triggers set aside in the log at a stop: the next start delivers all of them after its parked one, once each, in order, and nothing of another device again", async () => {
   const dir = await stopParked();
-  const sink = new TakingSink();
+  const sink = takingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, dir);
   try {
     await pumpUntil(second, sink, PER_DEVICE);
@@ -266,7 +258,7 @@ test("a crash while a parked device's triggers are set aside in the log: the nex
   // Device 0's triggers queued in memory behind it before it was parked (2, 3, ...) are held in memory only: a crash
   // loses them, as any trigger in memory only (the metric geofence_dispatch_memory_only_triggers).
   const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
-  const sink = new TakingSink();
+  const sink = takingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, dir);
   const expected = [1, ...Array.from({ length: PER_DEVICE - 1 - inMemoryOnly }, (_, k) => k + 2 + inMemoryOnly)];
   try {
@@ -357,7 +349,7 @@ test("the log holds as many set-aside triggers as it can (8 here): the next one 
 });
 
 test('a device the receiver refuses every trigger of: once its parked trigger is given up, at most 16 of its set-aside triggers come back into memory, so when the next is parked the rest still wait in the log, and every other device goes on', async () => {
-  const sink = new PoisonSink(true);
+  const sink = new PoisonSink((device) => device === 0);
   const d = poisonedHook(sink, { ...SMALL_MEMORY, queueCapacitySlots: 64, replayGiveUpMs: 200 });
   const ds = d.downstreams[0]!;
   offerAll(d, PER_DEVICE);
@@ -409,28 +401,11 @@ test("a start that carries over a parked device's triggers (more than memory hol
   }
 });
 
-/**
- * Refuses (500) any batch holding the first trigger of a device below `poisoned`; takes everything else, recording
- * it.
- */
-class PoisonFirstsSink implements Sink {
-  readonly seen: { device: string; seq: number }[] = [];
-  constructor(private readonly poisoned: number) {}
-  async deliver(batch: TriggerBatch): Promise<SinkResult> {
-    await sleep(1);
-    for (let i = 0; i < batch.count; i++)
-      if (batch.seq(i) === 1 && Number(String(batch.deviceId(i)).slice(7)) < this.poisoned) return { status: 500 };
-    for (let i = 0; i < batch.count; i++) this.seen.push({ device: String(batch.deviceId(i)), seq: batch.seq(i) });
-    return { status: 200 };
-  }
-  async close(): Promise<void> {}
-}
-
 test('many parked devices together keep few of their triggers in memory (only while three quarters of it are free): the loading goes on for every other device', async () => {
   const PARKED = 12;
   const ALL = 24;
   const PER = 20;
-  const sink = new PoisonFirstsSink(PARKED);
+  const sink = new PoisonSink((device, seq) => seq === 1 && device < PARKED);
   const d = poisonedHook(
     sink,
     { ...SMALL_MEMORY, queueCapacitySlots: 64, replayGiveUpMs: 3_600_000 },
