@@ -1,16 +1,18 @@
 /**
  * What one run of a downstream hands to the next, through its directory: at close, every trigger still in memory goes
- * to the pending file, in per-device FIFO order (those loaded from the backlog log too; then the log's cursor passes
- * them), except parked dead letters, which stay in the dead-letter file as PENDING; at start, the pending file and the
- * PENDING dead letters are taken back into memory in front of everything else, sorted by seq per device, and the
- * backlog log's pending records are counted per device so that device's new triggers queue behind them. A device's
- * pending triggers so stay "memory, then the log" across the restart.
+ * (with those set aside in the backlog log) to the pending file, in per-device FIFO order (those loaded from the
+ * backlog log too; then the log's cursor passes them), except parked dead letters, which stay in the dead-letter file
+ * as PENDING; at start, the pending file, the set-aside files a crash left and the PENDING dead letters are taken back
+ * into memory in front of everything else, sorted by seq per device, and the backlog log's pending records are counted
+ * per device so that device's new triggers queue behind them. A device's pending triggers so stay "memory, then the
+ * log" across the restart.
  *
  * Dispatcher thread, at start and at close only (allocates freely).
  */
 import { DeadLetterStatus, DREC_DLQ_POS_F64, DREC_STRIDE_F64, DREC_STRIDE_I32, TRG_SEQ_F64 } from '../shm/layout.js';
 import { errorText } from '../durable/fs-util.js';
 import { scanPendingFile, writePendingFile } from '../durable/pending-file.js';
+import { scanSetAsideFiles } from '../durable/set-aside-files.js';
 import { TREC_MAX_BYTES, TREC_SEQ_F64 } from '../durable/file-layout.js';
 import { RecordBuffer, type TriggerCodec, type TriggerResolver } from '../durable/trigger-codec.js';
 import type { Downstream } from './downstream.js';
@@ -51,6 +53,22 @@ export function readPendingRecords(
     records.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)),
   );
   return { records, damagedSpans: scan.damagedSpans };
+}
+
+/**
+ * Reads the set-aside files of `dir` (held backlog records a crash left there: see set-aside-files.ts) into carried
+ * records; `files` names them (removed once what was carried over is settled), `damagedSpans` counts the damaged
+ * stretches skipped (their triggers are lost: the caller counts and alarms them).
+ */
+export function readSetAsideRecords(
+  dir: string,
+  downstreamName: string,
+): { records: CarriedRecord[]; files: number[]; damagedSpans: number } {
+  const records: CarriedRecord[] = [];
+  const scan = scanSetAsideFiles(dir, downstreamName, (buf, at, _pos, length) =>
+    records.push(copyRecord(buf, at, length, -1, buf.f64[(at + TREC_SEQ_F64) >> 3]!)),
+  );
+  return { records, files: scan.files, damagedSpans: scan.damagedSpans };
 }
 
 /**

@@ -59,6 +59,7 @@ import {
   DS_DAMAGED_LOST_F64,
   DS_LOAD_WAITING_F64,
   DS_SET_ASIDE_F64,
+  DS_SET_ASIDE_MOVED_F64,
   DS_DAMAGED_RECORDS_F64,
   DS_DEAD_LETTER_BYTES_F64,
   DS_DEAD_LETTER_DROPPED_F64,
@@ -119,6 +120,7 @@ import {
 import { encodeDeadLetterStatus, TREC_MAX_BYTES } from '../durable/file-layout.js';
 import { errorText, safeFileName } from '../durable/fs-util.js';
 import { removePendingFile } from '../durable/pending-file.js';
+import { removeSetAsideFiles } from '../durable/set-aside-files.js';
 import { readCarriedCeilings, removeCarriedCeilings, writeCarriedCeilings } from '../durable/carried-ceilings.js';
 import {
   readTriggerIdentity,
@@ -127,7 +129,14 @@ import {
   type TriggerIdentitySource,
   type TriggerResolver,
 } from '../durable/trigger-codec.js';
-import { carryOver, copyRecord, readPendingRecords, takeOver, type CarriedRecord } from './carry-over.js';
+import {
+  carryOver,
+  copyRecord,
+  readPendingRecords,
+  readSetAsideRecords,
+  takeOver,
+  type CarriedRecord,
+} from './carry-over.js';
 import { DeadLetterRing } from './dead-letter/ring.js';
 import {
   Downstream,
@@ -175,6 +184,8 @@ export interface DispatcherOptions {
    * windowRecords): a power of two. Default 65536.
    */
   backlogWindowRecords?: number;
+  /** Size at which each backlog log starts a new segment (BacklogLog's segmentMaxBytes), bytes. Default 64 MiB. */
+  backlogSegmentMaxBytes?: number;
   /** Default size cap of each downstream's backlog log, bytes. Default 1 GiB. */
   backlogMaxBytes?: number;
   /** Default size budget of each downstream's dead letters on disk, bytes (>= 1 MiB). Default 256 MiB. */
@@ -301,6 +312,9 @@ export class Dispatcher implements DeadLetterTarget {
   private readonly ceilingsKept: boolean[] = [];
   /** Per downstream: damaged stretches of the pending file skipped at open (each at least one trigger, lost). */
   private readonly pendingDamagedSpans: number[] = [];
+  /** Per downstream: the set-aside files found at start, removed with the pending file (see removeSetAsideAtOpen). */
+  private readonly setAsideAtOpen: number[][] = [];
+  private readonly setAsideRemoveDue: boolean[] = [];
   /** The slots marked in `ringHeld` (the first `ringHeldCount`), to clear them at the next look. */
   private readonly ringHeldSlots: Int32Array;
   private ringHeldCount = 0;
@@ -331,7 +345,10 @@ export class Dispatcher implements DeadLetterTarget {
   private readonly alarm: (line: string) => void;
   /** Per downstream: no dead-letter write before this time, ns (after a failed one). */
   private readonly retryWriteAtNs: Float64Array;
-  /** Per downstream: failed writes outside the files' own counts (pending file removal, pending file at close). */
+  /**
+   * Per downstream: failed writes outside the files' own counts (pending and set-aside file removal, pending file at
+   * close).
+   */
   private readonly otherWriteErrors: Float64Array;
   /** Per downstream: when the last alarm line went out, ns, and the counts it reported (errors, then drops by reason). */
   private readonly lastAlarmNs: Float64Array;
@@ -462,7 +479,13 @@ export class Dispatcher implements DeadLetterTarget {
       // What an earlier run left: the pending file, the PENDING dead letters, and the backlog log past its cursor.
       const pending = readPendingRecords(dir, o.name);
       const carried: CarriedRecord[] = pending.records;
-      this.pendingDamagedSpans.push(pending.damagedSpans);
+      // Held backlog records a crash left in set-aside files: carried over like the pending file's (the log's copies
+      // of them are passed over by seq below).
+      const setAside = readSetAsideRecords(dir, o.name);
+      for (const r of setAside.records) carried.push(r);
+      this.setAsideAtOpen.push(setAside.files);
+      this.setAsideRemoveDue.push(false);
+      this.pendingDamagedSpans.push(pending.damagedSpans + setAside.damagedSpans);
       const dlq = new DeadLetterFile(
         dir,
         o.name,
@@ -542,6 +565,7 @@ export class Dispatcher implements DeadLetterTarget {
               downstreamName: o.name,
               codec: this.codec,
               windowRecords: options.backlogWindowRecords ?? 65536,
+              segmentMaxBytes: options.backlogSegmentMaxBytes ?? 64 * 1024 * 1024,
               maxBytes: checkNumber(
                 `${o.name}.backlogMaxBytes`,
                 o.backlogMaxBytes ?? defaultBacklogMax,
@@ -609,13 +633,14 @@ export class Dispatcher implements DeadLetterTarget {
       ds.recovered += backlog === null ? 0 : backlog.recovered - passedOver;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
+      else this.removeSetAsideAtOpen(i, dir);
       // Records of the pending file were passed over: it is written again with what was taken over (or removed), since
       // read again at a later start its copies would be measured against a floor that has risen by then.
       if (pendingFilePassedOver > 0) this.rewritePendingFile(ds, dir, taken.taken);
       const lost = taken.unresolved + unresolvedBacklog;
       if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0 || copiesBacklog > 0) {
         log(
-          `downstream ${o.name}: took over ${taken.taken} triggers from the previous run's pending and dead-letter files ` +
+          `downstream ${o.name}: took over ${taken.taken} triggers from the previous run's pending, set-aside and dead-letter files ` +
             `and ${backlogRecovered} from its backlog log` +
             (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : '') +
             (copiesBacklog > 0
@@ -627,6 +652,11 @@ export class Dispatcher implements DeadLetterTarget {
         );
       }
       this.reportOpenDamage(o.name, dlq, backlog, pending.damagedSpans);
+      if (setAside.damagedSpans > 0)
+        this.alarm(
+          `downstream ${o.name}: set-aside files damaged: ${setAside.damagedSpans} damaged stretches skipped, their ` +
+            `triggers lost (every valid record kept)`,
+        );
       dlq.sync();
       list.push(ds);
     });
@@ -780,10 +810,15 @@ export class Dispatcher implements DeadLetterTarget {
       }
     }
     for (let d = 0; d < this.downstreams.length; d++) {
+      if (this.setAsideRemoveDue[d]) {
+        this.setAsideRemoveDue[d] = false;
+        this.removeSetAsideAtOpen(d, this.directories[d]!);
+      }
       if (!this.pendingFileSettled[d] || this.ringHolds(d)) continue;
       try {
         removePendingFile(this.directories[d]!);
         this.pendingFileSettled[d] = false;
+        this.removeSetAsideAtOpen(d, this.directories[d]!);
       } catch {
         // Tried again at the next flush; the next start would only find its triggers settled already (seq).
         this.otherWriteErrors[d]!++;
@@ -1266,6 +1301,22 @@ export class Dispatcher implements DeadLetterTarget {
    * At start, after taking over: replaces `ds`'s pending file with the triggers it took over into memory (the parked
    * dead letters stay in their file), or removes it when it took none. A failure leaves the old file (logged).
    */
+  /**
+   * Removes the set-aside files downstream `d` found at start (what they held is settled, or was not taken over); one
+   * that cannot be removed is tried again at the next flush.
+   */
+  private removeSetAsideAtOpen(d: number, dir: string): void {
+    const files = this.setAsideAtOpen[d]!;
+    if (files.length === 0) return;
+    try {
+      removeSetAsideFiles(dir, files);
+      this.setAsideAtOpen[d] = [];
+    } catch {
+      this.otherWriteErrors[d]!++;
+      this.setAsideRemoveDue[d] = true;
+    }
+  }
+
   private rewritePendingFile(ds: Downstream, dir: string, taken: number): void {
     if (taken === 0) {
       removePendingFile(dir);
@@ -1340,6 +1391,7 @@ export class Dispatcher implements DeadLetterTarget {
       m[b + DS_DAMAGED_LOST_F64] = damagedLost;
       m[b + DS_SET_ASIDE_F64] = ds.setAside === null ? 0 : ds.setAside.count;
       m[b + DS_LOAD_WAITING_F64] = ds.stashedSlot >= 0 ? 1 : 0;
+      m[b + DS_SET_ASIDE_MOVED_F64] = ds.backlog === null ? 0 : ds.backlog.setAsideFiles.moved;
       m[b + DS_DAMAGED_RECORDS_F64] = damagedLost + (file === null ? 0 : file.damagedAtOpen);
       m[b + DS_CURSOR_DAMAGED_COPIES_F64] = ds.backlog === null ? 0 : ds.backlog.cursorDamagedCopies;
       m[b + DS_CURSOR_FALLBACKS_F64] = ds.backlog !== null && ds.backlog.cursorFallback ? 1 : 0;

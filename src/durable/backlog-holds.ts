@@ -5,12 +5,15 @@
  *
  * The order is a ring of cell numbers, twice the capacity; a released hold leaves a gap in it, passed over once the
  * holds before it are released too. A ring full of gaps (one old hold kept while many later ones come and go) is
- * compacted in place, so `capacity` holds can always be taken, whatever the order of their release.
+ * compacted in place, so `capacity` holds can always be taken, whatever the order of their release. A hold whose
+ * record was copied elsewhere (`move`: a set-aside file) keeps its cell but leaves the ring: it no longer bounds the
+ * log.
  *
  * Dispatcher thread only; allocation-free after construction.
  */
 
 const GAP = -1;
+const MOVED = -1;
 
 /** Held positions of a backlog log (see the module comment). */
 export class BacklogHolds {
@@ -20,7 +23,7 @@ export class BacklogHolds {
   /** Per cell: the held record's segment and offset. */
   private readonly cellSeg: Float64Array;
   private readonly cellOff: Float64Array;
-  /** Per cell: its place in the ring (a counter, not wrapped). */
+  /** Per cell: its place in the ring (a counter, not wrapped), or MOVED. */
   private readonly cellPlace: Float64Array;
   private readonly free: Int32Array;
   private freeTop: number;
@@ -59,9 +62,41 @@ export class BacklogHolds {
 
   /** Releases `cell` (held). */
   release(cell: number): void {
-    this.ring[this.cellPlace[cell]! & this.ringMask] = GAP;
+    const place = this.cellPlace[cell]!;
+    if (place !== MOVED) this.ring[place & this.ringMask] = GAP;
     this.free[this.freeTop++] = cell;
     this.count--;
+    this.passGaps();
+  }
+
+  /**
+   * The record held in `cell` (in the ring) now lies at (seg, off) outside the log: `cell` stays held, but leaves the
+   * order, so it no longer bounds the log (`oldest`).
+   */
+  move(cell: number, seg: number, off: number): void {
+    this.ring[this.cellPlace[cell]! & this.ringMask] = GAP;
+    this.cellPlace[cell] = MOVED;
+    this.cellSeg[cell] = seg;
+    this.cellOff[cell] = off;
+    this.passGaps();
+  }
+
+  /**
+   * Writes into `out` the cells of the ring, oldest first, up to the first one whose segment is `beforeSeg` or later
+   * (or `out` is full); returns how many.
+   */
+  inOrderBefore(beforeSeg: number, out: Int32Array): number {
+    let n = 0;
+    for (let p = this.bottom; p < this.top && n < out.length; p++) {
+      const cell = this.ring[p & this.ringMask]!;
+      if (cell === GAP) continue;
+      if (this.cellSeg[cell]! >= beforeSeg) break;
+      out[n++] = cell;
+    }
+    return n;
+  }
+
+  private passGaps(): void {
     while (this.bottom !== this.top && this.ring[this.bottom & this.ringMask] === GAP) this.bottom++;
   }
 
@@ -80,14 +115,11 @@ export class BacklogHolds {
     return this.bottom === this.top ? -1 : this.ring[this.bottom & this.ringMask]!;
   }
 
-  /** Releases every hold. */
+  /** Releases every hold (moved ones too). */
   clear(): void {
-    for (let p = this.bottom; p < this.top; p++) {
-      const cell = this.ring[p & this.ringMask]!;
-      if (cell === GAP) continue;
-      this.ring[p & this.ringMask] = GAP;
-      this.free[this.freeTop++] = cell;
-    }
+    for (let p = this.bottom; p < this.top; p++) this.ring[p & this.ringMask] = GAP;
+    for (let k = 0; k < this.capacity; k++) this.free[k] = this.capacity - 1 - k;
+    this.freeTop = this.capacity;
     this.bottom = this.top;
     this.count = 0;
   }

@@ -12,7 +12,9 @@
  * holds every undelivered trigger of memory in order: `releaseLoaded`). The dispatcher flushes its dead-letter ring
  * before it commits the cursor, so the cursor never passes a record whose new owner has not written it yet. A loaded
  * record may also be held (`hold`: out of the load window, read again later by `reloadHeld`): the cursor then stays
- * at or before the oldest held record.
+ * at or before the oldest held record, until held records are all that keeps whole segments alive; then `commit`
+ * moves those into a set-aside file of their own (set-aside-files.ts) before the cursor passes them, so a record held
+ * for an hour does not keep the disk of everything logged since.
  *
  * After a crash the log gives back what its durable cursor had not passed: a record delivered after the last commit
  * (or after an older record that was still waiting) comes again, with the same seq; what was still in the write buffer
@@ -42,6 +44,7 @@ import {
 } from './file-layout.js';
 import { errorText, listNumberedFiles, numberedFileName, readFully, syncDir, writeFully } from './fs-util.js';
 import { BacklogHolds } from './backlog-holds.js';
+import { SetAsideFiles } from './set-aside-files.js';
 import { findNextRecord, scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer, recordIsValid, recordLength, type TriggerCodec, type TriggerResolver } from './trigger-codec.js';
 
@@ -82,6 +85,12 @@ export const LOAD_SKIPPED = -1;
  * in `reloadDamaged`.
  */
 export const LOAD_DAMAGED = -3;
+
+/** Held records moved out of the log by one commit at most, and the bytes of the buffer that gathers them. */
+const MOVE_BATCH_RECORDS = 4096;
+const MOVE_BATCH_BYTES = 4 << 20;
+/** Segment of a hold whose record was found damaged when it was to be moved (read again as LOAD_DAMAGED). */
+const DAMAGED_SEG = 0;
 
 const SEGMENT_PREFIX = 'backlog-';
 const SEGMENT_SUFFIX = '.log';
@@ -239,8 +248,13 @@ export class BacklogLog {
    * re-delivery of what was already delivered, which receivers de-duplicate by seq, rather than a loss).
    */
   readonly cursorFallback: boolean;
-  /** Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`). */
+  /**
+   * Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`), and
+   * failed writes of set-aside files (the records stay held in place, and the next commit tries again).
+   */
   writeErrors = 0;
+  /** Where held records go once they alone keep segments alive (see the module comment). */
+  readonly setAsideFiles: SetAsideFiles;
   /** True when the record `loadNext` loaded last was written by an earlier run (found past the cursor at open). */
   lastLoadedEarlier = false;
   /** The last write error, as text (null: none yet). */
@@ -289,6 +303,10 @@ export class BacklogLog {
    */
   private reloadFd = -1;
   private reloadFdSeg = -1;
+  /** Gather a move's cells and their records (allocated at the first move). */
+  private moveCells: Int32Array | null = null;
+  private moveAt: Float64Array | null = null;
+  private moveBuf: RecordBuffer | null = null;
   private doneOrd = 0;
   private loadOrd = 0;
   /** The cursor last made durable. */
@@ -322,6 +340,7 @@ export class BacklogLog {
     this.winDone = new Uint8Array(this.windowRecords);
     this.holds = new BacklogHolds(this.windowRecords);
     fs.mkdirSync(this.dir, { recursive: true });
+    this.setAsideFiles = new SetAsideFiles(this.dir, this.name);
     let segments = listSegments(this.dir);
     if (segments.length === 0) {
       const first = fs.openSync(path.join(this.dir, segmentFileName(1)), 'w+');
@@ -439,9 +458,9 @@ export class BacklogLog {
     return this.loadedOutstanding * 2 >= this.windowRecords;
   }
 
-  /** Bytes of the live segments plus the write buffer. */
+  /** Bytes of the live segments plus the write buffer, and of the set-aside files. */
   get liveBytes(): number {
-    return this.segmentsTotalBytes + this.wlen;
+    return this.segmentsTotalBytes + this.wlen + this.setAsideFiles.bytes;
   }
 
   /**
@@ -642,11 +661,16 @@ export class BacklogLog {
   ): number {
     const seg = this.holds.segOf(h);
     const off = this.holds.offOf(h);
-    const segEnd = this.segmentBytes.get(seg)!;
+    const segEnd = seg > 0 ? this.segmentBytes.get(seg)! : 0;
     let buf = this.reloadBuf;
     let at = 0;
     let end: number;
-    if (off >= segEnd) {
+    if (seg === DAMAGED_SEG) {
+      end = 0;
+    } else if (seg < 0) {
+      end = this.setAsideFiles.read(-seg, off, buf);
+      if (end === 0) this.lastError = this.setAsideFiles.lastError;
+    } else if (off >= segEnd) {
       // Loaded from the write buffer and not flushed since (a flush puts it at this very position).
       buf = this.wbuf;
       at = seg === this.writeSeg ? off - segEnd : this.wlen;
@@ -675,7 +699,10 @@ export class BacklogLog {
         slot = LOAD_SKIPPED;
       }
     }
-    if (!keep || slot < 0) this.holds.release(h);
+    if (!keep || slot < 0) {
+      this.holds.release(h);
+      if (seg < 0) this.setAsideFiles.release(-seg);
+    }
     return slot;
   }
 
@@ -735,6 +762,7 @@ export class BacklogLog {
    */
   releaseLoaded(): void {
     this.holds.clear();
+    this.setAsideFiles.releaseAll();
     const mask = this.windowRecords - 1;
     while (this.doneOrd !== this.loadOrd) {
       this.winDone[this.doneOrd & mask] = 0;
@@ -757,6 +785,8 @@ export class BacklogLog {
       seg = this.readSeg;
       off = this.readOff;
     }
+    // Held records alone keep the segments before the window's: they go to a set-aside file, so those can go.
+    if (this.holds.oldest() >= 0 && this.holds.segOf(this.holds.oldest()) < seg) this.moveHeldBefore(seg);
     const oldest = this.holds.oldest();
     if (oldest >= 0) {
       // The oldest held record bounds the cursor too.
@@ -781,6 +811,58 @@ export class BacklogLog {
     for (let s = from; s < seg; s++) if (s !== this.writeSeg) this.deleteSegment(s);
   }
 
+  /**
+   * Copies the held records of the segments before `seg` (a batch at most), oldest first, into a new set-aside file,
+   * durably, and points their holds there; one found damaged is not copied, and reads again as LOAD_DAMAGED. When the
+   * file cannot be written the holds stay where they were (counted in `writeErrors`).
+   */
+  private moveHeldBefore(seg: number): void {
+    const cells = (this.moveCells ??= new Int32Array(MOVE_BATCH_RECORDS));
+    const at = (this.moveAt ??= new Float64Array(MOVE_BATCH_RECORDS));
+    const out = (this.moveBuf ??= new RecordBuffer(MOVE_BATCH_BYTES));
+    let count = this.holds.inOrderBefore(seg, cells);
+    const buf = this.reloadBuf;
+    let length = 0;
+    let records = 0;
+    for (let k = 0; k < count; k++) {
+      const s = this.holds.segOf(cells[k]!);
+      const o = this.holds.offOf(cells[k]!);
+      let end: number;
+      try {
+        end = readFully(this.reloadFdFor(s), buf.bytes, 0, Math.min(buf.byteLength, this.segmentBytes.get(s)! - o), o);
+      } catch (err) {
+        this.lastError = errorText(err);
+        end = 0;
+      }
+      const n = recordLength(buf, 0, end);
+      if (!recordIsValid(buf, 0, n, end)) {
+        at[k] = -1;
+        continue;
+      }
+      if (length + n > out.byteLength) {
+        count = k;
+        break;
+      }
+      out.bytes.set(buf.bytes.subarray(0, n), length);
+      at[k] = FILE_HEADER_BYTES + length;
+      length += n;
+      records++;
+    }
+    let file = 0;
+    if (records > 0) {
+      file = this.setAsideFiles.write(out, length, records);
+      if (file < 0) {
+        this.writeErrors++;
+        this.lastError = this.setAsideFiles.lastError;
+        return;
+      }
+    }
+    for (let k = 0; k < count; k++) {
+      if (at[k]! < 0) this.holds.move(cells[k]!, DAMAGED_SEG, 0);
+      else this.holds.move(cells[k]!, -file, at[k]!);
+    }
+  }
+
   /** Flushes, commits and closes the files (a flush that fails leaves those records to the caller: see `buffered`). */
   close(): void {
     if (this.closed) return;
@@ -790,6 +872,7 @@ export class BacklogLog {
     fs.closeSync(this.writeFd);
     this.closeReadFd();
     this.closeReloadFd();
+    this.setAsideFiles.close();
     fs.closeSync(this.cursorFd);
   }
 

@@ -35,6 +35,8 @@ export const BACKLOG_MAGIC = 0x4752424c;
 export const DEAD_LETTER_MAGIC = 0x4752444c;
 /** Magic of a pending file ("GRPF"). */
 export const PENDING_MAGIC = 0x47525046;
+/** Magic of a set-aside file of a backlog log ("GRSA"). */
+export const SET_ASIDE_MAGIC = 0x47525341;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Trigger record: a trigger with the ids a receiver knows (never a slot or index of one process alone), plus the

@@ -5,7 +5,7 @@
  *   <stateDir>/LOCK                 owner of the directory while it runs (pid and process start time)
  *   <stateDir>/checkpoint.bin       the last device-state checkpoint (checkpoint.prev: the one before)
  *   <stateDir>/progress             the progress mark (see file-layout.ts)
- *   <stateDir>/downstreams/<name>/  backlog-*.log, backlog.cursor, dead-letters-*.dlq, pending.bin
+ *   <stateDir>/downstreams/<name>/  backlog-*.log, backlog.cursor, setaside-*.log, dead-letters-*.dlq, pending.bin
  *
  * One process at a time: `open` takes LOCK with an exclusive create and refuses, naming the directory and the owner,
  * while the process that wrote it is alive. A LOCK whose owner is gone means the previous run stopped without a

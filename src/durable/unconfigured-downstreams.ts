@@ -10,6 +10,7 @@ import { scanBacklog } from './backlog-log.js';
 import { scanDeadLetters } from './dead-letter-file.js';
 import { errorText, safeFileName } from './fs-util.js';
 import { scanPendingFile } from './pending-file.js';
+import { scanSetAsideFiles } from './set-aside-files.js';
 import type { RecordVisitor } from './record-scan.js';
 
 /** What one directory of a downstream no longer configured holds. */
@@ -18,7 +19,7 @@ export interface UnconfiguredDownstream {
   directory: string;
   /** Triggers its last run kept in memory at its stop (the pending file). */
   pending: number;
-  /** Triggers of its backlog log not yet delivered (after the cursor). */
+  /** Triggers of its backlog log not yet delivered (after the cursor, and in its set-aside files). */
   backlog: number;
   /** Dead letters waiting for the replay lane. */
   deadLetters: number;
@@ -55,7 +56,7 @@ export function findUnconfiguredDownstreams(
     try {
       u.pending = scanPendingFile(dir, null, visit).records;
       u.deadLetters = scanDeadLetters(dir, null, visit);
-      u.backlog = scanBacklog(dir, null, visit);
+      u.backlog = scanBacklog(dir, null, visit) + scanSetAsideFiles(dir, null, visit).records;
     } catch (err) {
       u.problem = errorText(err);
     }

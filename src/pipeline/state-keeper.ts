@@ -43,6 +43,7 @@ import {
 } from '../durable/file-layout.js';
 import { readFully, safeFileName, writeFully } from '../durable/fs-util.js';
 import { scanPendingFile } from '../durable/pending-file.js';
+import { scanSetAsideFiles } from '../durable/set-aside-files.js';
 import { findUnconfiguredDownstreams, type UnconfiguredDownstream } from '../durable/unconfigured-downstreams.js';
 import type { StoredPartitionCheckpoint } from '../durable/partition-state-bucket.js';
 import { partitionOf, partitionOfTokenBytes } from '../ingest/sources/partitions.js';
@@ -373,6 +374,7 @@ export class StateKeeper {
         scanPendingFile(ddir, d.name, note);
         scanDeadLetters(ddir, d.name, note);
         scanBacklog(ddir, d.name, note);
+        scanSetAsideFiles(ddir, d.name, note);
       } catch (err) {
         throw new Error(`state directory ${dir.dir}, downstream ${d.name}: ${(err as Error).message}`, { cause: err });
       }

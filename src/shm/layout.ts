@@ -1336,11 +1336,16 @@ export const DS_SET_ASIDE_F64 = DS_DAMAGED_LOST_F64 + 1;
  */
 export const DS_LOAD_WAITING_F64 = DS_DAMAGED_LOST_F64 + 2;
 /**
+ * Set-aside triggers moved out of the backlog log's older segments into set-aside files (a counter; see
+ * src/durable/set-aside-files.ts), so those segments could be removed.
+ */
+export const DS_SET_ASIDE_MOVED_F64 = DS_DAMAGED_LOST_F64 + 3;
+/**
  * Held-time histograms of the downstream by lane (admission -> the hand-over of the attempt that delivered it, per
  * trigger delivered without a dead letter): LANE_COUNT blocks of HELD_BLOCK_F64 cells (HELD_* layout), lane `l` at
  * DS_LANE_HELD_BASE_F64 + l * HELD_BLOCK_F64. Written by the dispatcher thread at each delivery, not at the publish.
  */
-export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_LOAD_WAITING_F64 + 1) / 8) * 8;
+export const DS_LANE_HELD_BASE_F64 = Math.ceil((DS_SET_ASIDE_MOVED_F64 + 1) / 8) * 8;
 /** Float64 cells used by one downstream block. */
 const DS_BLOCK_USED_F64 = DS_LANE_HELD_BASE_F64 + LANE_COUNT * HELD_BLOCK_F64;
 /** Float64 cells per downstream block, whole cache lines. */

@@ -12,6 +12,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
+import { listSegments } from '../../src/durable/backlog-log.js';
+import { listSetAsideFiles } from '../../src/durable/set-aside-files.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
 import type { TriggerBatch } from '../../src/dispatch/sinks/trigger-batch.js';
@@ -74,7 +76,7 @@ function assertInOrderOnce(sink: { seen: readonly { device: string; seq: number 
 
 /**
  * A dispatcher over `stateDir` (default a fresh directory) for device slots 0..DEVICES-1 with one downstream `hook` to
- * `sink`.
+ * `sink` (backlog segments of `backlogSegmentMaxBytes`, default 64 MiB).
  */
 function poisonedHook(
   sink: Sink,
@@ -82,10 +84,12 @@ function poisonedHook(
   stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-')),
   backlogWindowRecords?: number,
   maxDevices = DEVICES,
+  backlogSegmentMaxBytes?: number,
 ): Dispatcher {
   return new Dispatcher({
     stateDir,
     ...(backlogWindowRecords === undefined ? {} : { backlogWindowRecords }),
+    ...(backlogSegmentMaxBytes === undefined ? {} : { backlogSegmentMaxBytes }),
     namer: new IndexNamer(),
     maxDevices,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
@@ -181,19 +185,27 @@ test("a parked device with more triggers than memory holds: they wait in the bac
       d.pump();
       await sleep(2);
     }
-    assert.equal(ds.replayGivenUp, 1, 'the poison was given up');
-    assert.deepEqual(
-      sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
-      Array.from({ length: PER_DEVICE - 1 }, (_, k) => k + 2),
-      "device 0's later triggers, once each, in order",
-    );
-    assertInOrderOnce(sink);
-    assert.equal(ds.inFlightTriggers, 0, 'nothing held');
+    assertGivenUpAndFollowed(ds, sink);
     assert.equal(ds.backlog!.loadedOutstanding, 0, 'no loaded record holds the log back');
   } finally {
     await d.close(20);
   }
 });
+
+/**
+ * Device 0's poison was given up, and its later triggers (2..PER_DEVICE) followed, once each, in order; every device's
+ * arrived in order, once; nothing is held.
+ */
+function assertGivenUpAndFollowed(ds: Dispatcher['downstreams'][number], sink: PoisonSink): void {
+  assert.equal(ds.replayGivenUp, 1, 'the poison was given up');
+  assert.deepEqual(
+    sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
+    Array.from({ length: PER_DEVICE - 1 }, (_, k) => k + 2),
+    "device 0's later triggers, once each, in order",
+  );
+  assertInOrderOnce(sink);
+  assert.equal(ds.inFlightTriggers, 0, 'nothing held');
+}
 
 /** Offers PER_DEVICE triggers to each device, then pumps until every other device's are delivered. */
 async function parkDeviceZero(d: Dispatcher, sink: PoisonSink): Promise<void> {
@@ -249,6 +261,27 @@ test("a parked device's triggers set aside in the log at a stop: the next start 
   }
 });
 
+/**
+ * Pumps the dispatcher started after a crash until device 0's triggers arrived: its parked one, then every one set
+ * aside (all but the `inMemoryOnly` queued in memory only behind it, which the crash lost), once each, in order. Another
+ * device's triggers loaded after the first one set aside may come again (a crash delivers again what the cursor had
+ * not passed): each device's in order, each once in this run.
+ */
+async function assertDeliveredAfterCrash(second: Dispatcher, sink: PoisonSink, inMemoryOnly: number): Promise<void> {
+  const expected = [1, ...Array.from({ length: PER_DEVICE - 1 - inMemoryOnly }, (_, k) => k + 2 + inMemoryOnly)];
+  for (let i = 0; i < 3000 && sink.seen.filter((t) => t.device === 'device-0').length < expected.length; i++) {
+    second.pump();
+    await sleep(2);
+  }
+  assert.ok(inMemoryOnly < 4, `${inMemoryOnly} in memory only`);
+  assert.deepEqual(
+    sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
+    expected,
+    "device 0's parked trigger, then every one set aside, once each, in order",
+  );
+  assertInOrderOnce(sink);
+}
+
 test("a crash while a parked device's triggers are set aside in the log: the next start reads the log from before the first of them (the cursor stays there), so all of them arrive after its parked one, in order", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-'));
   const poison = new PoisonSink();
@@ -260,21 +293,8 @@ test("a crash while a parked device's triggers are set aside in the log: the nex
   const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
   const sink = takingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, dir);
-  const expected = [1, ...Array.from({ length: PER_DEVICE - 1 - inMemoryOnly }, (_, k) => k + 2 + inMemoryOnly)];
   try {
-    for (let i = 0; i < 3000 && sink.seen.filter((t) => t.device === 'device-0').length < expected.length; i++) {
-      second.pump();
-      await sleep(2);
-    }
-    assert.ok(inMemoryOnly < 4, `${inMemoryOnly} in memory only`);
-    assert.deepEqual(
-      sink.seen.filter((t) => t.device === 'device-0').map((t) => t.seq),
-      expected,
-      "device 0's parked trigger, then every one set aside, once each, in order",
-    );
-    // Another device's triggers loaded after the first one set aside come again (a crash delivers again what the
-    // cursor had not passed), each device's in order, each once in this run.
-    assertInOrderOnce(sink);
+    await assertDeliveredAfterCrash(second, sink, inMemoryOnly);
   } finally {
     await second.close(20);
   }
@@ -443,5 +463,126 @@ test('many parked devices together keep few of their triggers in memory (only wh
     assertInOrderOnce(sink);
   } finally {
     await d.close(20);
+  }
+});
+
+/** Backlog segments of 1 KiB: device 0's set-aside triggers lie in many of them. */
+const SMALL_SEGMENTS = 1024;
+
+/**
+ * Offers seq 1..PER_DEVICE to every device, a seq a pass, 3 ms apart, so the backlog log's flushes (every 5 ms) fill
+ * several segments; `each` runs after each pass.
+ */
+async function offerSlowly(d: Dispatcher, each: () => void = () => undefined): Promise<void> {
+  const r = new TriggerRecord();
+  for (let seq = 1; seq <= PER_DEVICE; seq++) {
+    for (let device = 0; device < DEVICES; device++) {
+      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+      d.pump();
+    }
+    each();
+    await sleep(3);
+  }
+}
+
+/** Pumps `d` `passes` times, 2 ms apart (flushes and commits run every 5 ms). */
+async function pumpFor(d: Dispatcher, passes: number): Promise<void> {
+  for (let i = 0; i < passes; i++) {
+    d.pump();
+    await sleep(2);
+  }
+}
+
+test("a parked device's set-aside triggers do not keep the backlog log's disk: those that alone keep older segments move to a set-aside file, the segments go while it stays parked, and once it goes on its triggers follow in order and the file goes", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-'));
+  const dir = path.join(stateDir, 'hook');
+  const sink = new PoisonSink();
+  const d = poisonedHook(sink, { ...SMALL_MEMORY, replayGiveUpMs: 2000 }, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  const ds = d.downstreams[0]!;
+  try {
+    await offerSlowly(d);
+    const others = (DEVICES - 1) * PER_DEVICE;
+    for (let i = 0; i < 3000 && sink.seen.length < others; i++) {
+      d.pump();
+      await sleep(2);
+    }
+    await pumpFor(d, 20);
+    assert.equal(sink.seen.length, others, 'every other device delivered while device 0 is parked');
+    assert.equal(ds.replayGivenUp, 0, 'device 0 still parked');
+    assert.ok(ds.setAside!.count > 0, 'device 0 has triggers set aside');
+    // Segments are numbered from 1 as they are started.
+    const started = listSegments(dir).at(-1)!;
+    assert.ok(started >= 4, `${started} segments started`);
+    assert.ok(listSegments(dir).length <= 2, `segments left while parked: ${listSegments(dir).length} of ${started}`);
+    assert.ok(ds.backlog!.setAsideFiles.moved > 0, 'moved to a set-aside file');
+    assert.ok(listSetAsideFiles(dir).length >= 1);
+    for (let i = 0; i < 3000 && sink.seen.length < others + PER_DEVICE - 1; i++) {
+      d.pump();
+      await sleep(2);
+    }
+    await pumpFor(d, 10);
+    assertGivenUpAndFollowed(ds, sink);
+    assert.deepEqual(listSetAsideFiles(dir), [], 'the set-aside files went with their last trigger');
+  } finally {
+    await d.close(20);
+  }
+});
+
+/**
+ * Offers slowly (offerSlowly) to a dispatcher with small segments and pumps until every other device's triggers are
+ * delivered, so device 0's set-aside triggers are moved to a set-aside file.
+ */
+async function parkMoved(d: Dispatcher, sink: PoisonSink, dir: string): Promise<void> {
+  await offerSlowly(d);
+  await pumpUntil(d, sink, (DEVICES - 1) * PER_DEVICE);
+  await pumpFor(d, 10);
+  assert.equal(sink.seen.length, (DEVICES - 1) * PER_DEVICE, 'every other device delivered while device 0 is parked');
+  assert.ok(d.downstreams[0]!.backlog!.setAsideFiles.moved > 0, 'moved to a set-aside file');
+  assert.ok(listSetAsideFiles(dir).length >= 1);
+}
+
+test("a stop while a parked device's triggers lie in a set-aside file: the pending file takes them and the file goes; the next start delivers them after its parked one, once each, in order", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-stop-'));
+  const dir = path.join(stateDir, 'hook');
+  const poison = new PoisonSink();
+  const first = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  try {
+    await parkMoved(first, poison, dir);
+  } finally {
+    await first.close(20);
+  }
+  assert.deepEqual(listSetAsideFiles(dir), [], 'removed at the stop');
+  const sink = takingSink();
+  const second = poisonedHook(sink, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  try {
+    await pumpUntil(second, sink, PER_DEVICE);
+    await pumpFor(second, 10);
+    assert.deepEqual(
+      sink.seen.map((t) => `${t.device}/${t.seq}`),
+      Array.from({ length: PER_DEVICE }, (_, k) => `device-0/${k + 1}`),
+      "device 0's triggers, its parked one first, once each, in order; nothing else again",
+    );
+  } finally {
+    await second.close(20);
+  }
+});
+
+test("a crash while a parked device's triggers lie in a set-aside file: the next start carries them over in front of the log, so all of them arrive after its parked one, once each, in order, and the file goes once they are delivered", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-crash-'));
+  const dir = path.join(stateDir, 'hook');
+  const poison = new PoisonSink();
+  // Never closed: what it left on disk at its last pass is what the next start finds.
+  const crashed = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  await parkMoved(crashed, poison, dir);
+  const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
+  const sink = takingSink();
+  const second = poisonedHook(sink, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  try {
+    await assertDeliveredAfterCrash(second, sink, inMemoryOnly);
+    await pumpFor(second, 20);
+    assert.equal(second.downstreams[0]!.inFlightTriggers, 0, 'nothing held');
+    assert.deepEqual(listSetAsideFiles(dir), [], 'the files of the crashed run went once what they held was delivered');
+  } finally {
+    await second.close(20);
   }
 });

@@ -33,6 +33,7 @@ import {
   FILE_HEADER_BYTES,
 } from '../../src/durable/file-layout.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
+import { listSetAsideFiles, scanSetAsideFiles } from '../../src/durable/set-aside-files.js';
 import {
   readTriggerIdentity,
   RecordBuffer,
@@ -498,4 +499,118 @@ test('backlog cursor: the single-copy form an earlier layout wrote is read', () 
   again.close();
   assert.deepEqual(readCursor(dir), [1, at], 'rewritten in the two-copy form, same place');
   assert.equal(fs.statSync(path.join(dir, 'backlog.cursor')).size, 2 * CURSOR_BYTES);
+});
+
+/** Device of the test records of appendAll (seq % 7) whose records `holdMovedSetup` holds. */
+const HELD_DEVICE = 0;
+
+/**
+ * A log of 600 records in segments of 8 KiB, loaded whole: device 0's records (seq % 7 === 0) held, the rest done,
+ * then flushed and committed (unless `commit` is false). Returns the log, the holds by seq, and the segments written before the commit.
+ */
+function holdMovedSetup(
+  dir: string,
+  commit = true,
+): { log: BacklogLog; holds: Map<number, number>; segmentsBefore: number } {
+  const { codec, catalog } = setup(1);
+  const log = open(dir, codec, { segmentMaxBytes: 8192, bufferBytes: 64 * 1024, windowRecords: 1024 });
+  for (let from = 1; from <= 600; from += 30) {
+    appendAll(log, catalog, from, from + 29);
+    log.flush();
+  }
+  const segmentsBefore = listSegments(dir).length;
+  const rec = dispatchRecord(new TriggerRecord(), 0);
+  const holds = new Map<number, number>();
+  for (;;) {
+    const device = log.loadNext(rec.f64, rec.i32, 0, 0, null);
+    if (device === LOAD_NONE) break;
+    const seq = rec.f64[TRG_SEQ_F64]!;
+    if (seq % 7 === HELD_DEVICE) holds.set(seq, log.hold(rec.f64[DREC_LOG_ORDINAL_F64]!));
+    else log.markDone(rec.f64[DREC_LOG_ORDINAL_F64]!);
+  }
+  log.flush();
+  if (commit) log.commit();
+  return { log, holds, segmentsBefore };
+}
+
+test('backlog log: held records that alone keep older segments alive move to a set-aside file at the commit, so those segments go; they read again in order, and the file goes with the last', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-'));
+  const { log, holds, segmentsBefore } = holdMovedSetup(dir);
+  assert.ok(segmentsBefore >= 5, `${segmentsBefore} segments written`);
+  assert.ok(listSegments(dir).length <= 2, `segments left: ${listSegments(dir).join(',')} of ${segmentsBefore}`);
+  assert.equal(listSetAsideFiles(dir).length, 1);
+  assert.equal(log.held, holds.size, 'every hold still held');
+  assert.ok(log.setAsideFiles.moved > 0 && log.setAsideFiles.moved < holds.size, `${log.setAsideFiles.moved} moved`);
+  // The moved ones are what a scan of the file finds, in seq order, device 0's only.
+  const inFile: number[] = [];
+  scanSetAsideFiles(dir, 'hook', (buf, at) => inFile.push(readTriggerIdentity(buf, at).seq));
+  assert.equal(inFile.length, log.setAsideFiles.moved);
+  assert.deepEqual(inFile, [...holds.keys()].slice(0, inFile.length));
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  const again: number[] = [];
+  for (const h of holds.values()) {
+    assert.ok(log.reloadHeld(h, out.f64, out.i32, 0, 0, null) >= 0);
+    again.push(out.f64[TRG_SEQ_F64]!);
+  }
+  assert.deepEqual(again, [...holds.keys()], 'every held record reads again, in order');
+  assert.equal(log.held, 0);
+  assert.equal(listSetAsideFiles(dir).length, 0, 'the file goes with its last record');
+  assert.equal(log.setAsideFiles.bytes, 0);
+  log.flush();
+  log.commit();
+  log.close();
+  assert.equal(open(dir, setup(2).codec).recovered, 0, 'nothing left in the log');
+});
+
+test('backlog log: after a crash the set-aside file and the log past its cursor hold every held record between them, none twice; releaseLoaded (a stop whose pending file holds them) removes the file', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-crash-'));
+  const { log, holds } = holdMovedSetup(dir);
+  // Never closed: what the disk holds now is what a crash leaves.
+  const found: number[] = [];
+  scanSetAsideFiles(dir, 'hook', (buf, at) => found.push(readTriggerIdentity(buf, at).seq));
+  scanBacklog(dir, 'hook', (buf, at) => {
+    const seq = readTriggerIdentity(buf, at).seq;
+    if (seq % 7 === HELD_DEVICE) found.push(seq);
+  });
+  assert.deepEqual(found, [...holds.keys()], 'file first, then the log: every held record once, in order');
+  log.releaseLoaded();
+  assert.equal(listSetAsideFiles(dir).length, 0);
+  log.close();
+});
+
+test('backlog log: a held record damaged on disk before it moves is not copied and reads again as LOAD_DAMAGED; a set-aside file the disk refuses leaves every hold in place, counted', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-damaged-'));
+  const { log, holds } = holdMovedSetup(dir, false);
+  // Record 6 of the first segment is seq 7, the first held.
+  damageRecord(dir, 6);
+  const segments = listSegments(dir).length;
+  const opens = nodeFs.openSync;
+  nodeFs.openSync = ((file: fs.PathLike, ...rest: unknown[]) => {
+    if (String(file).includes('setaside-'))
+      throw Object.assign(new Error('ENOSPC: no space left on device, open'), { code: 'ENOSPC' });
+    return (opens as (...a: unknown[]) => number)(file, ...rest);
+  }) as typeof nodeFs.openSync;
+  syncBuiltinESMExports();
+  try {
+    log.commit();
+  } finally {
+    nodeFs.openSync = opens;
+    syncBuiltinESMExports();
+  }
+  assert.equal(log.writeErrors, 1);
+  assert.match(log.lastError ?? '', /ENOSPC/);
+  assert.equal(listSegments(dir).length, segments, 'nothing moved: every segment kept');
+  log.commit();
+  assert.ok(listSegments(dir).length <= 2, 'moved at the next commit');
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  const again: number[] = [];
+  for (const [seq, h] of holds) {
+    const slot = log.reloadHeld(h, out.f64, out.i32, 0, 0, null);
+    if (seq === 7) assert.equal(slot, LOAD_DAMAGED);
+    else again.push(out.f64[TRG_SEQ_F64]!);
+  }
+  assert.deepEqual(again, [...holds.keys()].slice(1));
+  assert.equal(log.reloadDamaged, 1);
+  assert.equal(listSetAsideFiles(dir).length, 0);
+  log.close();
 });

@@ -22,14 +22,22 @@ import {
   ENTRY_STRIDE_F64,
   ENTRY_STRIDE_I32,
   EntryState,
+  Lane,
   RingKind,
+  TriggerType,
 } from '../../src/shm/layout.js';
 import { DeviceState } from '../../src/fences/device-state.js';
 import { buildFenceStore, FenceStore, parseFences } from '../../src/fences/index.js';
 import { DeviceIdReader, preregisterDevices } from '../../src/ingest/device-registry.js';
 import { allocatePipelineMemory } from '../../src/pipeline/memory.js';
 import { StateKeeper } from '../../src/pipeline/state-keeper.js';
-import { resolveRouterOptions } from '../../src/config/options.js';
+import { resolveRouterOptions, type RouterOptionsInput } from '../../src/config/options.js';
+import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
+import { IndexNamer } from '../../src/dispatch/sinks/format.js';
+import { TREC_MAX_BYTES } from '../../src/durable/file-layout.js';
+import { SetAsideFiles } from '../../src/durable/set-aside-files.js';
+import { RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
+import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
 import {
   CHECKPOINT_FILE,
   decodeCheckpoint,
@@ -315,4 +323,43 @@ test('the sliced checkpoint encoding writes the same bytes as the one-piece one,
   assert.ok(slices.count >= 2 * Math.floor(DEVICES / 1024), `${slices.count} slices`);
   assert.ok(turns >= slices.count - 2, `${turns} event-loop turns between ${slices.count} slices`);
   assert.equal(decodeCheckpoint(sliced, 'x').devices.length, DEVICES);
+});
+
+test("restore: a device and a run id named only by a downstream's set-aside file (held backlog records a crash left) are registered, so the dispatcher can carry its triggers over", () => {
+  const dir = path.join(tmp('restore-set-aside-'), 'state');
+  const hookDir = path.join(dir, 'downstreams', 'hook');
+  fs.mkdirSync(hookDir, { recursive: true });
+  // One record of device slot 7 ("device-7") written by run 41, in a set-aside file of downstream "hook".
+  const namer = new IndexNamer();
+  const catalog = new FenceCatalog(namer);
+  const codec = new TriggerCodec(
+    41,
+    { ...namerIdentity(namer), fenceIdBytes: (h) => catalog.idBytes(h), fenceTagsBytes: (h) => catalog.tagsBytes(h) },
+    0,
+  );
+  const rec = dispatchRecord(
+    new TriggerRecord().set(5, TriggerType.ENTER, Lane.TRANSITION, 1, 7),
+    catalog.handleOf(1, 1),
+  );
+  const buf = new RecordBuffer(TREC_MAX_BYTES);
+  const length = codec.encode(rec.f64, rec.i32, 0, 0, buf, 0, buf.byteLength, 0);
+  assert.equal(new SetAsideFiles(hookDir, 'hook').write(buf, length, 1), 1);
+  const sd = StateDirectory.open(dir);
+  const memory = allocatePipelineMemory({
+    shards: 1,
+    ringCapacitySlots: 64,
+    reservedFraction: 0.05,
+    maxDevices: 4,
+    idBytesPerSlot: 16,
+    maxFencesPerDevice: 2,
+    downstreams: 1,
+  });
+  const options = resolveRouterOptions({
+    stateDir: null,
+    downstreams: [{ kind: 'ndjson', name: 'hook', path: '-' }],
+  } as RouterOptionsInput);
+  const keeper = StateKeeper.restore(sd, memory, store(['A']), options);
+  assert.equal(new DeviceIdReader(memory.idTable).deviceIdOf(0), 'device-7');
+  assert.ok(keeper.checkpointNumber >= 41, `run ids go on above 41: ${keeper.checkpointNumber}`);
+  sd.release();
 });

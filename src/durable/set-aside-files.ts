@@ -1,0 +1,204 @@
+/**
+ * Set-aside files of a backlog log: `setaside-<n>.log`, each written once, whole, by one move (BacklogLog.commit),
+ * holding copies of held records (BacklogLog.hold) that were the only thing keeping the log's oldest segments alive.
+ * A device parked for an hour with thousands of triggers set aside would otherwise keep every segment since its
+ * first one, and with them every other device's delivered records, until the log reaches its byte cap. A move copies
+ * the held records of those segments, in the order they were held (so per device a prefix of its held records, in
+ * seq order), into a new file made durable before the log's cursor passes the originals; the holds then point into
+ * the file, and the file is removed once every one of its records is released.
+ *
+ * After a crash the files are read at start like the pending file (`scanSetAsideFiles`): their records are carried
+ * over in front of the log, and the log's copies of them (a crash between the file's write and the cursor's commit)
+ * are passed over by seq. The files of an earlier run are removed once what was carried over is settled.
+ *
+ * Dispatcher thread (the main thread scans them at start).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { checkFileHeader, writeFileHeader } from './file-header.js';
+import { FILE_HEADER_BYTES, SET_ASIDE_MAGIC, TREC_MAX_BYTES } from './file-layout.js';
+import {
+  errorText,
+  listNumberedFiles,
+  numberedFileName,
+  readFully,
+  removeDurably,
+  syncDir,
+  writeFully,
+} from './fs-util.js';
+import { scanRecords, type RecordVisitor } from './record-scan.js';
+import { RecordBuffer } from './trigger-codec.js';
+
+const PREFIX = 'setaside-';
+const SUFFIX = '.log';
+
+/** Numbers of the set-aside files in `dir`, ascending. */
+export function listSetAsideFiles(dir: string): number[] {
+  return listNumberedFiles(dir, PREFIX, SUFFIX);
+}
+
+/** What reading the set-aside files found. */
+export interface SetAsideScan {
+  /** Their numbers, ascending. */
+  files: number[];
+  /** Valid records visited. */
+  records: number;
+  /**
+   * Damaged stretches skipped between valid records (each at least one record, lost). A torn end is not counted: a
+   * file cut short by a crash was never relied on (the log's cursor had not passed the originals of its records).
+   */
+  damagedSpans: number;
+}
+
+/**
+ * Visits the records of every set-aside file in `dir`, file by file (`downstreamName` null: any downstream's). Throws
+ * an Error naming a file whose header is not a set-aside file's of this downstream.
+ */
+export function scanSetAsideFiles(dir: string, downstreamName: string | null, visit: RecordVisitor): SetAsideScan {
+  const files = listSetAsideFiles(dir);
+  const buf = new RecordBuffer(Math.max(1 << 20, 2 * TREC_MAX_BYTES));
+  let records = 0;
+  let damagedSpans = 0;
+  for (const n of files) {
+    const file = path.join(dir, numberedFileName(PREFIX, n, SUFFIX));
+    const fd = fs.openSync(file, 'r');
+    try {
+      // A file whose creation a crash cut short holds nothing.
+      if (fs.fstatSync(fd).size < FILE_HEADER_BYTES) continue;
+      checkFileHeader(fd, file, SET_ASIDE_MAGIC, downstreamName);
+      const r = scanRecords(fd, FILE_HEADER_BYTES, buf, visit);
+      records += r.records;
+      damagedSpans += r.damagedSpans;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return { files, records, damagedSpans };
+}
+
+/** Removes the set-aside files numbered in `files` from `dir`, durably. */
+export function removeSetAsideFiles(dir: string, files: readonly number[]): void {
+  for (const n of files) removeDurably(path.join(dir, numberedFileName(PREFIX, n, SUFFIX)));
+}
+
+/** The set-aside files one run of a backlog log writes (see the module comment). */
+export class SetAsideFiles {
+  /** Bytes of the files this run wrote and still keeps. */
+  bytes = 0;
+  /** Records moved into files by this run. */
+  moved = 0;
+  /** The last error writing, reading or removing a file, as text (null: none yet). */
+  lastError: string | null = null;
+  private readonly dir: string;
+  private readonly name: string;
+  private next: number;
+  /** Per file this run keeps: records not released yet, and its size. */
+  private readonly live = new Map<number, number>();
+  private readonly sizes = new Map<number, number>();
+  private readFd = -1;
+  private readFdFile = -1;
+
+  /** Files of `dir` for downstream `downstreamName`; numbering goes on after the files found there. */
+  constructor(dir: string, downstreamName: string) {
+    this.dir = dir;
+    this.name = downstreamName;
+    const found = listSetAsideFiles(dir);
+    this.next = found.length === 0 ? 1 : found[found.length - 1]! + 1;
+  }
+
+  /**
+   * Writes `records` records of `length` bytes from `buf` into a new file, durably (its data and its directory
+   * entry). Returns the file's number (record k starts at FILE_HEADER_BYTES plus its offset in `buf`), or -1 when the
+   * disk refused (the text in `lastError`; nothing was moved).
+   */
+  write(buf: RecordBuffer, length: number, records: number): number {
+    const n = this.next;
+    const file = this.fileOf(n);
+    let fd = -1;
+    try {
+      fd = fs.openSync(file, 'w+');
+      writeFileHeader(fd, SET_ASIDE_MAGIC, this.name, n);
+      writeFully(fd, buf.bytes, 0, length, FILE_HEADER_BYTES);
+      fs.fdatasyncSync(fd);
+      fs.closeSync(fd);
+      fd = -1;
+      syncDir(this.dir);
+    } catch (err) {
+      this.lastError = errorText(err);
+      if (fd >= 0) fs.closeSync(fd);
+      try {
+        fs.unlinkSync(file);
+      } catch {
+        // Never created.
+      }
+      return -1;
+    }
+    this.next++;
+    this.live.set(n, records);
+    this.sizes.set(n, FILE_HEADER_BYTES + length);
+    this.bytes += FILE_HEADER_BYTES + length;
+    this.moved += records;
+    return n;
+  }
+
+  /**
+   * Reads the record at `offset` of file `n` (up to TREC_MAX_BYTES) into `buf` at 0; returns the bytes read (0 when
+   * the disk refused: the text in `lastError`).
+   */
+  read(n: number, offset: number, buf: RecordBuffer): number {
+    try {
+      if (this.readFdFile !== n) {
+        this.closeReadFd();
+        this.readFd = fs.openSync(this.fileOf(n), 'r');
+        this.readFdFile = n;
+      }
+      return readFully(this.readFd, buf.bytes, 0, Math.min(buf.byteLength, this.sizes.get(n)! - offset), offset);
+    } catch (err) {
+      this.lastError = errorText(err);
+      return 0;
+    }
+  }
+
+  /** One record of file `n` is released: the file is removed with its last. */
+  release(n: number): void {
+    const left = this.live.get(n)! - 1;
+    if (left > 0) {
+      this.live.set(n, left);
+      return;
+    }
+    this.remove(n);
+  }
+
+  /** Releases every record of every file this run wrote (their owner has written them elsewhere, durably). */
+  releaseAll(): void {
+    for (const n of [...this.live.keys()]) this.remove(n);
+  }
+
+  /** Closes the read descriptor (the files stay). */
+  close(): void {
+    this.closeReadFd();
+  }
+
+  private remove(n: number): void {
+    if (this.readFdFile === n) this.closeReadFd();
+    this.live.delete(n);
+    this.bytes -= this.sizes.get(n)!;
+    this.sizes.delete(n);
+    try {
+      removeDurably(this.fileOf(n));
+    } catch (err) {
+      // Left on disk: the next start reads its records again and passes over those already delivered by seq.
+      this.lastError = errorText(err);
+    }
+  }
+
+  private fileOf(n: number): string {
+    return path.join(this.dir, numberedFileName(PREFIX, n, SUFFIX));
+  }
+
+  private closeReadFd(): void {
+    if (this.readFd >= 0) fs.closeSync(this.readFd);
+    this.readFd = -1;
+    this.readFdFile = -1;
+  }
+}
