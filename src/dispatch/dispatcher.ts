@@ -565,7 +565,13 @@ export class Dispatcher implements DeadLetterTarget {
               downstreamName: o.name,
               codec: this.codec,
               windowRecords: options.backlogWindowRecords ?? 65536,
-              segmentMaxBytes: options.backlogSegmentMaxBytes ?? 64 * 1024 * 1024,
+              segmentMaxBytes: checkNumber(
+                'options.backlogSegmentMaxBytes',
+                options.backlogSegmentMaxBytes ?? 64 * 1024 * 1024,
+                1024,
+                Number.MAX_SAFE_INTEGER,
+                true,
+              ),
               maxBytes: checkNumber(
                 `${o.name}.backlogMaxBytes`,
                 o.backlogMaxBytes ?? defaultBacklogMax,
@@ -633,10 +639,13 @@ export class Dispatcher implements DeadLetterTarget {
       ds.recovered += backlog === null ? 0 : backlog.recovered - passedOver;
       const taken = takeOver(ds, carried, this.codec, resolver, now);
       if (taken.taken > 0) ds.onFrontSettled = () => (this.pendingFileSettled[i] = true);
-      else this.removeSetAsideAtOpen(i, dir);
       // Records of the pending file were passed over: it is written again with what was taken over (or removed), since
-      // read again at a later start its copies would be measured against a floor that has risen by then.
-      if (pendingFilePassedOver > 0) this.rewritePendingFile(ds, dir, taken.taken);
+      // read again at a later start its copies would be measured against a floor that has risen by then. Set-aside
+      // files a crash left: what was taken of them goes to the pending file too, and they are removed (read again at a
+      // later start, they would give back triggers delivered since).
+      if (pendingFilePassedOver > 0 || setAside.files.length > 0) {
+        if (this.rewritePendingFile(ds, dir, taken.taken)) this.removeSetAsideAtOpen(i, dir);
+      }
       const lost = taken.unresolved + unresolvedBacklog;
       if (taken.taken + backlogRecovered > 0 || lost > 0 || ds.superseded > 0 || copiesBacklog > 0) {
         log(
@@ -1244,6 +1253,8 @@ export class Dispatcher implements DeadLetterTarget {
       let lost = 0;
       if (kept.error === null) {
         ds.backlog?.releaseLoaded();
+        // The pending file holds what the start took over from an earlier run's set-aside files too.
+        this.removeSetAsideAtOpen(d, this.directories[d]!);
       } else {
         this.otherWriteErrors[d]!++;
         lost += kept.written;
@@ -1302,8 +1313,8 @@ export class Dispatcher implements DeadLetterTarget {
    * dead letters stay in their file), or removes it when it took none. A failure leaves the old file (logged).
    */
   /**
-   * Removes the set-aside files downstream `d` found at start (what they held is settled, or was not taken over); one
-   * that cannot be removed is tried again at the next flush.
+   * Removes the set-aside files downstream `d` found at start (the pending file now holds what was taken of them, or
+   * it is settled); one that cannot be removed is tried again at the next flush.
    */
   private removeSetAsideAtOpen(d: number, dir: string): void {
     const files = this.setAsideAtOpen[d]!;
@@ -1317,16 +1328,26 @@ export class Dispatcher implements DeadLetterTarget {
     }
   }
 
-  private rewritePendingFile(ds: Downstream, dir: string, taken: number): void {
+  /**
+   * Writes the pending file of `ds` again with the `taken` triggers carried over into its memory (removes it when
+   * none); returns false, with an error line, when the disk refused.
+   */
+  private rewritePendingFile(ds: Downstream, dir: string, taken: number): boolean {
     if (taken === 0) {
-      removePendingFile(dir);
-      return;
+      try {
+        removePendingFile(dir);
+      } catch (err) {
+        this.alarm(`downstream ${ds.name}: removing the pending file failed: ${errorText(err)}`);
+        return false;
+      }
+      return true;
     }
     const { error } = carryOver(ds, dir, this.codec);
-    if (error !== null)
-      this.alarm(
-        `downstream ${ds.name}: rewriting the pending file without the copies the replay derives again failed: ${error}`,
-      );
+    if (error !== null) {
+      this.alarm(`downstream ${ds.name}: rewriting the pending file with what the start took over failed: ${error}`);
+      return false;
+    }
+    return true;
   }
 
   /** Writes every metric cell (allocation-free), inside the publish version's odd phase. */

@@ -25,6 +25,8 @@ export class BacklogHolds {
   private readonly cellOff: Float64Array;
   /** Per cell: its place in the ring (a counter, not wrapped), or MOVED. */
   private readonly cellPlace: Float64Array;
+  /** Per cell: 1 while held. */
+  private readonly taken: Uint8Array;
   private readonly free: Int32Array;
   private freeTop: number;
   /** Cell numbers in the order taken, or GAP; places bottom .. top - 1 (counters, not wrapped) are in use. */
@@ -39,6 +41,7 @@ export class BacklogHolds {
     this.cellSeg = new Float64Array(capacity);
     this.cellOff = new Float64Array(capacity);
     this.cellPlace = new Float64Array(capacity);
+    this.taken = new Uint8Array(capacity);
     this.free = new Int32Array(capacity);
     for (let k = 0; k < capacity; k++) this.free[k] = capacity - 1 - k;
     this.freeTop = capacity;
@@ -54,6 +57,7 @@ export class BacklogHolds {
     this.cellSeg[cell] = seg;
     this.cellOff[cell] = off;
     this.cellPlace[cell] = this.top;
+    this.taken[cell] = 1;
     this.ring[this.top & this.ringMask] = cell;
     this.top++;
     this.count++;
@@ -64,17 +68,19 @@ export class BacklogHolds {
   release(cell: number): void {
     const place = this.cellPlace[cell]!;
     if (place !== MOVED) this.ring[place & this.ringMask] = GAP;
+    this.taken[cell] = 0;
     this.free[this.freeTop++] = cell;
     this.count--;
     this.passGaps();
   }
 
   /**
-   * The record held in `cell` (in the ring) now lies at (seg, off) outside the log: `cell` stays held, but leaves the
-   * order, so it no longer bounds the log (`oldest`).
+   * The record held in `cell` now lies at (seg, off) outside the log: `cell` stays held, but leaves the order (if it
+   * was still there), so it no longer bounds the log (`oldest`).
    */
   move(cell: number, seg: number, off: number): void {
-    this.ring[this.cellPlace[cell]! & this.ringMask] = GAP;
+    const place = this.cellPlace[cell]!;
+    if (place !== MOVED) this.ring[place & this.ringMask] = GAP;
     this.cellPlace[cell] = MOVED;
     this.cellSeg[cell] = seg;
     this.cellOff[cell] = off;
@@ -110,6 +116,11 @@ export class BacklogHolds {
     return this.cellOff[cell]!;
   }
 
+  /** True while `cell` is held. */
+  isHeld(cell: number): boolean {
+    return this.taken[cell] === 1;
+  }
+
   /** The cell of the oldest hold, or -1 when none is held. */
   oldest(): number {
     return this.bottom === this.top ? -1 : this.ring[this.bottom & this.ringMask]!;
@@ -118,6 +129,7 @@ export class BacklogHolds {
   /** Releases every hold (moved ones too). */
   clear(): void {
     for (let p = this.bottom; p < this.top; p++) this.ring[p & this.ringMask] = GAP;
+    this.taken.fill(0);
     for (let k = 0; k < this.capacity; k++) this.free[k] = this.capacity - 1 - k;
     this.freeTop = this.capacity;
     this.bottom = this.top;

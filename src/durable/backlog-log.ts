@@ -91,6 +91,8 @@ const MOVE_BATCH_RECORDS = 4096;
 const MOVE_BATCH_BYTES = 4 << 20;
 /** Segment of a hold whose record was found damaged when it was to be moved (read again as LOAD_DAMAGED). */
 const DAMAGED_SEG = 0;
+/** Commits that try no move after a set-aside file could not be written (about a second at the usual 50 ms). */
+const MOVE_BACKOFF_COMMITS = 20;
 
 const SEGMENT_PREFIX = 'backlog-';
 const SEGMENT_SUFFIX = '.log';
@@ -250,7 +252,8 @@ export class BacklogLog {
   readonly cursorFallback: boolean;
   /**
    * Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`), and
-   * failed writes of set-aside files (the records stay held in place, and the next commit tries again).
+   * failed writes and removals of set-aside files (the records stay where they were, and moves wait
+   * MOVE_BACKOFF_COMMITS commits; a file not removed is read again by the next start).
    */
   writeErrors = 0;
   /** Where held records go once they alone keep segments alive (see the module comment). */
@@ -307,6 +310,8 @@ export class BacklogLog {
   private moveCells: Int32Array | null = null;
   private moveAt: Float64Array | null = null;
   private moveBuf: RecordBuffer | null = null;
+  /** Commits left before moves are tried again (see MOVE_BACKOFF_COMMITS). */
+  private moveBackoff = 0;
   private doneOrd = 0;
   private loadOrd = 0;
   /** The cursor last made durable. */
@@ -340,7 +345,7 @@ export class BacklogLog {
     this.winDone = new Uint8Array(this.windowRecords);
     this.holds = new BacklogHolds(this.windowRecords);
     fs.mkdirSync(this.dir, { recursive: true });
-    this.setAsideFiles = new SetAsideFiles(this.dir, this.name);
+    this.setAsideFiles = new SetAsideFiles(this.dir, this.name, (err) => this.noteWriteError(err));
     let segments = listSegments(this.dir);
     if (segments.length === 0) {
       const first = fs.openSync(path.join(this.dir, segmentFileName(1)), 'w+');
@@ -648,7 +653,7 @@ export class BacklogLog {
    * log's), and releases the hold unless `keep`. Returns its device slot, or LOAD_SKIPPED (its device cannot be named:
    * counted in `unresolvable`) or LOAD_DAMAGED (it no longer verifies: counted in `reloadDamaged`); those are released
    * even with `keep`. Reads through a buffer of its own, so the sequential load keeps its read-ahead. Allocation-free
-   * for records of this run.
+   * for records of this run, except when it releases the last record of a set-aside file (the file is removed).
    */
   reloadHeld(
     h: number,
@@ -687,7 +692,8 @@ export class BacklogLog {
     const length = recordLength(buf, at, end);
     let slot: number;
     if (!recordIsValid(buf, at, length, end)) {
-      this.reloadDamaged++;
+      // One found damaged when it was to be moved was counted then.
+      if (seg !== DAMAGED_SEG) this.reloadDamaged++;
       slot = LOAD_DAMAGED;
     } else {
       slot = this.codec.decode(buf, at, f64, i32, baseF64, baseI32, resolver);
@@ -772,7 +778,9 @@ export class BacklogLog {
 
   /**
    * Makes the cursor durable when it moved (one 32-byte write and an fdatasync), then deletes the segments wholly
-   * before it. Call after `flush` so the cursor never points past durable bytes.
+   * before it. Call after `flush` so the cursor never points past durable bytes. First, when held records alone keep
+   * segments before the load window's, moves up to MOVE_BATCH_RECORDS of them into a set-aside file, and compacts
+   * set-aside files mostly released: a read of each record moved, one file write and two fsyncs.
    */
   commit(): void {
     let seg: number;
@@ -786,7 +794,11 @@ export class BacklogLog {
       off = this.readOff;
     }
     // Held records alone keep the segments before the window's: they go to a set-aside file, so those can go.
-    if (this.holds.oldest() >= 0 && this.holds.segOf(this.holds.oldest()) < seg) this.moveHeldBefore(seg);
+    if (this.moveBackoff > 0) this.moveBackoff--;
+    else {
+      if (this.holds.oldest() >= 0 && this.holds.segOf(this.holds.oldest()) < seg) this.moveHeldBefore(seg);
+      if (this.moveBackoff === 0 && this.setAsideFiles.anySparse) this.compactSetAside();
+    }
     const oldest = this.holds.oldest();
     if (oldest >= 0) {
       // The oldest held record bounds the cursor too.
@@ -811,32 +823,68 @@ export class BacklogLog {
     for (let s = from; s < seg; s++) if (s !== this.writeSeg) this.deleteSegment(s);
   }
 
-  /**
-   * Copies the held records of the segments before `seg` (a batch at most), oldest first, into a new set-aside file,
-   * durably, and points their holds there; one found damaged is not copied, and reads again as LOAD_DAMAGED. When the
-   * file cannot be written the holds stay where they were (counted in `writeErrors`).
-   */
+  /** Moves the held records of the segments before `seg` (a batch at most), oldest first (see `copyHeld`). */
   private moveHeldBefore(seg: number): void {
     const cells = (this.moveCells ??= new Int32Array(MOVE_BATCH_RECORDS));
+    this.copyHeld(this.holds.inOrderBefore(seg, cells), true);
+  }
+
+  /** Copies the records still held in set-aside files due for compaction (a batch at most) into a new one. */
+  private compactSetAside(): void {
+    const cells = (this.moveCells ??= new Int32Array(MOVE_BATCH_RECORDS));
+    let count = 0;
+    for (let cell = 0; cell < this.windowRecords && count < MOVE_BATCH_RECORDS; cell++) {
+      const seg = this.holds.segOf(cell);
+      if (seg < 0 && this.holds.isHeld(cell) && this.setAsideFiles.isSparse(-seg)) cells[count++] = cell;
+    }
+    this.copyHeld(count, false);
+  }
+
+  /**
+   * Copies the records held in the first `count` cells of moveCells (`fromLog`: in log segments; else in set-aside
+   * files) into a new set-aside file, durably, and points their holds there, releasing their places in the files they
+   * leave. One found damaged is not copied: its hold reads again as LOAD_DAMAGED, and it is counted in
+   * `reloadDamaged` now (its segment may go before it is read again). A read the disk refuses ends the batch there (the
+   * next commit tries again). When the file cannot be written nothing moves (counted in `writeErrors`), and moves
+   * wait MOVE_BACKOFF_COMMITS commits.
+   */
+  private copyHeld(count: number, fromLog: boolean): void {
+    const cells = this.moveCells!;
     const at = (this.moveAt ??= new Float64Array(MOVE_BATCH_RECORDS));
     const out = (this.moveBuf ??= new RecordBuffer(MOVE_BATCH_BYTES));
-    let count = this.holds.inOrderBefore(seg, cells);
     const buf = this.reloadBuf;
-    let length = 0;
+    let length = FILE_HEADER_BYTES;
     let records = 0;
+    let damaged = 0;
     for (let k = 0; k < count; k++) {
       const s = this.holds.segOf(cells[k]!);
       const o = this.holds.offOf(cells[k]!);
       let end: number;
-      try {
-        end = readFully(this.reloadFdFor(s), buf.bytes, 0, Math.min(buf.byteLength, this.segmentBytes.get(s)! - o), o);
-      } catch (err) {
-        this.lastError = errorText(err);
-        end = 0;
+      if (s > 0) {
+        try {
+          end = readFully(
+            this.reloadFdFor(s),
+            buf.bytes,
+            0,
+            Math.min(buf.byteLength, this.segmentBytes.get(s)! - o),
+            o,
+          );
+        } catch (err) {
+          this.lastError = errorText(err);
+          end = 0;
+        }
+      } else {
+        end = this.setAsideFiles.read(-s, o, buf);
+        if (end === 0) this.lastError = this.setAsideFiles.lastError;
+      }
+      if (end === 0) {
+        count = k;
+        break;
       }
       const n = recordLength(buf, 0, end);
       if (!recordIsValid(buf, 0, n, end)) {
         at[k] = -1;
+        damaged++;
         continue;
       }
       if (length + n > out.byteLength) {
@@ -844,7 +892,7 @@ export class BacklogLog {
         break;
       }
       out.bytes.set(buf.bytes.subarray(0, n), length);
-      at[k] = FILE_HEADER_BYTES + length;
+      at[k] = length;
       length += n;
       records++;
     }
@@ -852,14 +900,18 @@ export class BacklogLog {
     if (records > 0) {
       file = this.setAsideFiles.write(out, length, records);
       if (file < 0) {
-        this.writeErrors++;
-        this.lastError = this.setAsideFiles.lastError;
+        this.moveBackoff = MOVE_BACKOFF_COMMITS;
         return;
       }
+      if (fromLog) this.setAsideFiles.noteMoved(records);
     }
+    this.reloadDamaged += damaged;
     for (let k = 0; k < count; k++) {
-      if (at[k]! < 0) this.holds.move(cells[k]!, DAMAGED_SEG, 0);
-      else this.holds.move(cells[k]!, -file, at[k]!);
+      const cell = cells[k]!;
+      const left = this.holds.segOf(cell);
+      if (at[k]! < 0) this.holds.move(cell, DAMAGED_SEG, 0);
+      else this.holds.move(cell, -file, at[k]!);
+      if (left < 0) this.setAsideFiles.release(-left);
     }
   }
 

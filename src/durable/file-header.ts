@@ -18,12 +18,18 @@ import { RecordBuffer } from './trigger-codec.js';
 /** Writes a header at position 0 of `fd`. */
 export function writeFileHeader(fd: number, magic: number, downstreamName: string, segment: number): void {
   const h = new RecordBuffer(FILE_HEADER_BYTES);
-  h.i32[FH_MAGIC_W] = magic;
-  h.i32[FH_VERSION_W] = FILE_LAYOUT_VERSION;
-  h.i32[FH_NAME_HASH_W] = hashName(downstreamName);
-  h.f64[FH_SEGMENT_F64 >> 3] = segment;
-  h.f64[FH_CREATED_MS_F64 >> 3] = Date.now();
+  fillFileHeader(h, magic, downstreamName, segment);
   writeFully(fd, h.bytes, 0, FILE_HEADER_BYTES, 0);
+}
+
+/** Fills the first FILE_HEADER_BYTES of `buf` with a header. */
+export function fillFileHeader(buf: RecordBuffer, magic: number, downstreamName: string, segment: number): void {
+  buf.bytes.fill(0, 0, FILE_HEADER_BYTES);
+  buf.i32[FH_MAGIC_W] = magic;
+  buf.i32[FH_VERSION_W] = FILE_LAYOUT_VERSION;
+  buf.i32[FH_NAME_HASH_W] = hashName(downstreamName);
+  buf.f64[FH_SEGMENT_F64 >> 3] = segment;
+  buf.f64[FH_CREATED_MS_F64 >> 3] = Date.now();
 }
 
 /**

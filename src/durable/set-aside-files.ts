@@ -1,21 +1,25 @@
 /**
- * Set-aside files of a backlog log: `setaside-<n>.log`, each written once, whole, by one move (BacklogLog.commit),
- * holding copies of held records (BacklogLog.hold) that were the only thing keeping the log's oldest segments alive.
- * A device parked for an hour with thousands of triggers set aside would otherwise keep every segment since its
- * first one, and with them every other device's delivered records, until the log reaches its byte cap. A move copies
- * the held records of those segments, in the order they were held (so per device a prefix of its held records, in
- * seq order), into a new file made durable before the log's cursor passes the originals; the holds then point into
- * the file, and the file is removed once every one of its records is released.
+ * Set-aside files of a backlog log: `setaside-<n>.log`, each written once, whole (a temporary file fsynced, then
+ * renamed into place), by one move (BacklogLog.commit), holding copies of held records (BacklogLog.hold) that were the
+ * only thing keeping the log's oldest segments alive. A device parked for an hour with thousands of triggers set aside
+ * would otherwise keep every segment since its first one, and with them every other device's delivered records, until
+ * the log reaches its byte cap. A move copies the held records of those segments, in the order they were held (so per
+ * device a prefix of its held records, in seq order), into a new file made durable before the log's cursor passes the
+ * originals; the holds then point into the file. A file is removed once every one of its records is released; one
+ * with fewer than a quarter of its records still held is compacted (those copied into a new file, then it is
+ * removed), so the files hold at most about four times the records still set aside.
  *
  * After a crash the files are read at start like the pending file (`scanSetAsideFiles`): their records are carried
- * over in front of the log, and the log's copies of them (a crash between the file's write and the cursor's commit)
- * are passed over by seq. The files of an earlier run are removed once what was carried over is settled.
+ * over in front of the log (sorted by seq per device, one copy of each), and the log's copies of them (a crash between
+ * the file's write and the cursor's commit) are passed over by seq. The start then writes what it took over to the
+ * pending file and removes them. A record released before the crash (delivered) but still in its file comes again,
+ * under its id.
  *
  * Dispatcher thread (the main thread scans them at start).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { checkFileHeader, writeFileHeader } from './file-header.js';
+import { checkFileHeader, fillFileHeader } from './file-header.js';
 import { FILE_HEADER_BYTES, SET_ASIDE_MAGIC, TREC_MAX_BYTES } from './file-layout.js';
 import {
   errorText,
@@ -23,8 +27,7 @@ import {
   numberedFileName,
   readFully,
   removeDurably,
-  syncDir,
-  writeFully,
+  replaceFileDurably,
 } from './fs-util.js';
 import { scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer } from './trigger-codec.js';
@@ -44,8 +47,8 @@ export interface SetAsideScan {
   /** Valid records visited. */
   records: number;
   /**
-   * Damaged stretches skipped between valid records (each at least one record, lost). A torn end is not counted: a
-   * file cut short by a crash was never relied on (the log's cursor had not passed the originals of its records).
+   * Damaged stretches skipped (each at least one record, lost): damage on disk, since a file appears under its name
+   * only once written whole.
    */
   damagedSpans: number;
 }
@@ -66,9 +69,10 @@ export function scanSetAsideFiles(dir: string, downstreamName: string | null, vi
       // A file whose creation a crash cut short holds nothing.
       if (fs.fstatSync(fd).size < FILE_HEADER_BYTES) continue;
       checkFileHeader(fd, file, SET_ASIDE_MAGIC, downstreamName);
-      const r = scanRecords(fd, FILE_HEADER_BYTES, buf, visit);
+      const size = fs.fstatSync(fd).size;
+      const r = scanRecords(fd, FILE_HEADER_BYTES, buf, visit, size);
       records += r.records;
-      damagedSpans += r.damagedSpans;
+      damagedSpans += r.damagedSpans + (r.validEnd < size ? 1 : 0);
     } finally {
       fs.closeSync(fd);
     }
@@ -85,49 +89,57 @@ export function removeSetAsideFiles(dir: string, files: readonly number[]): void
 export class SetAsideFiles {
   /** Bytes of the files this run wrote and still keeps. */
   bytes = 0;
-  /** Records moved into files by this run. */
+  /** Records moved into files by this run (copies made by compaction not counted). */
   moved = 0;
   /** The last error writing, reading or removing a file, as text (null: none yet). */
   lastError: string | null = null;
   private readonly dir: string;
   private readonly name: string;
+  private readonly onWriteError: (err: unknown) => void;
   private next: number;
-  /** Per file this run keeps: records not released yet, and its size. */
+  /** Per file this run keeps: records not released yet, records written, and its size. */
   private readonly live = new Map<number, number>();
+  private readonly total = new Map<number, number>();
   private readonly sizes = new Map<number, number>();
+  /** Files with fewer than a quarter of their records still held (see `isSparse`). */
+  private readonly sparse = new Set<number>();
   private readFd = -1;
   private readFdFile = -1;
 
-  /** Files of `dir` for downstream `downstreamName`; numbering goes on after the files found there. */
-  constructor(dir: string, downstreamName: string) {
+  /**
+   * Files of `dir` for downstream `downstreamName`; numbering goes on after the files found there, and temporary files
+   * a crash left mid-write are removed. `onWriteError` hears of every write or removal that failed.
+   */
+  constructor(dir: string, downstreamName: string, onWriteError: (err: unknown) => void = () => undefined) {
     this.dir = dir;
     this.name = downstreamName;
+    this.onWriteError = onWriteError;
     const found = listSetAsideFiles(dir);
     this.next = found.length === 0 ? 1 : found[found.length - 1]! + 1;
+    for (const n of listNumberedFiles(dir, PREFIX, `${SUFFIX}.tmp`)) {
+      try {
+        fs.unlinkSync(`${this.fileOf(n)}.tmp`);
+      } catch {
+        // Gone already.
+      }
+    }
   }
 
   /**
-   * Writes `records` records of `length` bytes from `buf` into a new file, durably (its data and its directory
-   * entry). Returns the file's number (record k starts at FILE_HEADER_BYTES plus its offset in `buf`), or -1 when the
-   * disk refused (the text in `lastError`; nothing was moved).
+   * Writes a new file from `buf`: its first FILE_HEADER_BYTES are filled with the header here, then `length` bytes of
+   * `records` records follow (record k at its offset in `buf`, which is its position in the file). Durable when it
+   * returns (written, fsynced and renamed into place, the directory fsynced). Returns the file's number, or -1 when
+   * the disk refused (the text in `lastError`; nothing was written).
    */
   write(buf: RecordBuffer, length: number, records: number): number {
     const n = this.next;
-    const file = this.fileOf(n);
-    let fd = -1;
+    fillFileHeader(buf, SET_ASIDE_MAGIC, this.name, n);
     try {
-      fd = fs.openSync(file, 'w+');
-      writeFileHeader(fd, SET_ASIDE_MAGIC, this.name, n);
-      writeFully(fd, buf.bytes, 0, length, FILE_HEADER_BYTES);
-      fs.fdatasyncSync(fd);
-      fs.closeSync(fd);
-      fd = -1;
-      syncDir(this.dir);
+      replaceFileDurably(this.fileOf(n), buf.bytes.subarray(0, length));
     } catch (err) {
-      this.lastError = errorText(err);
-      if (fd >= 0) fs.closeSync(fd);
+      this.noteError(err);
       try {
-        fs.unlinkSync(file);
+        fs.unlinkSync(`${this.fileOf(n)}.tmp`);
       } catch {
         // Never created.
       }
@@ -135,10 +147,15 @@ export class SetAsideFiles {
     }
     this.next++;
     this.live.set(n, records);
-    this.sizes.set(n, FILE_HEADER_BYTES + length);
-    this.bytes += FILE_HEADER_BYTES + length;
-    this.moved += records;
+    this.total.set(n, records);
+    this.sizes.set(n, length);
+    this.bytes += length;
     return n;
+  }
+
+  /** `records` records were moved out of the backlog log by the last `write`. */
+  noteMoved(records: number): void {
+    this.moved += records;
   }
 
   /**
@@ -159,14 +176,28 @@ export class SetAsideFiles {
     }
   }
 
-  /** One record of file `n` is released: the file is removed with its last. */
+  /**
+   * One record of file `n` is released: the file is removed with its last, and is due for compaction (`isSparse`)
+   * once fewer than a quarter of its records are held.
+   */
   release(n: number): void {
     const left = this.live.get(n)! - 1;
-    if (left > 0) {
-      this.live.set(n, left);
+    if (left <= 0) {
+      this.remove(n);
       return;
     }
-    this.remove(n);
+    this.live.set(n, left);
+    if (left * 4 < this.total.get(n)!) this.sparse.add(n);
+  }
+
+  /** True when some file is due for compaction. */
+  get anySparse(): boolean {
+    return this.sparse.size > 0;
+  }
+
+  /** True when file `n` is due for compaction: its held records are to be copied into a new file. */
+  isSparse(n: number): boolean {
+    return this.sparse.has(n);
   }
 
   /** Releases every record of every file this run wrote (their owner has written them elsewhere, durably). */
@@ -182,14 +213,21 @@ export class SetAsideFiles {
   private remove(n: number): void {
     if (this.readFdFile === n) this.closeReadFd();
     this.live.delete(n);
+    this.total.delete(n);
+    this.sparse.delete(n);
     this.bytes -= this.sizes.get(n)!;
     this.sizes.delete(n);
     try {
       removeDurably(this.fileOf(n));
     } catch (err) {
-      // Left on disk: the next start reads its records again and passes over those already delivered by seq.
-      this.lastError = errorText(err);
+      // Left on disk: the next start takes its records again, delivered ones included (under their ids).
+      this.noteError(err);
     }
+  }
+
+  private noteError(err: unknown): void {
+    this.lastError = errorText(err);
+    this.onWriteError(err);
   }
 
   private fileOf(n: number): string {

@@ -74,6 +74,8 @@ function assertInOrderOnce(sink: { seen: readonly { device: string; seq: number 
   }
 }
 
+let lastRunId = 0;
+
 /**
  * A dispatcher over `stateDir` (default a fresh directory) for device slots 0..DEVICES-1 with one downstream `hook` to
  * `sink` (backlog segments of `backlogSegmentMaxBytes`, default 64 MiB).
@@ -93,7 +95,8 @@ function poisonedHook(
     namer: new IndexNamer(),
     maxDevices,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
-    runId: 1,
+    // Each dispatcher a run of its own, as the router numbers them: an earlier run's records are read by their ids.
+    runId: ++lastRunId,
     flushIntervalMs: 5,
     log: () => undefined,
     downstreams: [{ name: 'hook', sink, ...options }],
@@ -577,6 +580,12 @@ test("a crash while a parked device's triggers lie in a set-aside file: the next
   const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
   const sink = takingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  assert.deepEqual(
+    listSetAsideFiles(dir),
+    [],
+    'the start wrote what it took of them to the pending file, and removed them',
+  );
+  assert.ok(fs.existsSync(path.join(dir, 'pending.bin')));
   try {
     await assertDeliveredAfterCrash(second, sink, inMemoryOnly);
     await pumpFor(second, 20);
@@ -584,5 +593,40 @@ test("a crash while a parked device's triggers lie in a set-aside file: the next
     assert.deepEqual(listSetAsideFiles(dir), [], 'the files of the crashed run went once what they held was delivered');
   } finally {
     await second.close(20);
+  }
+});
+
+test("a crash while a parked device's triggers lie in a set-aside file, then a start that keeps it parked and stops: the start after delivers its triggers once each, in order, and nothing the run between delivered", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-crash-stop-'));
+  const dir = path.join(stateDir, 'hook');
+  const poison = new PoisonSink();
+  const crashed = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  await parkMoved(crashed, poison, dir);
+  const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
+  // Still refused: device 0 stays parked; what the crash gives back of the others is delivered here.
+  const between = new PoisonSink();
+  const second = poisonedHook(between, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  try {
+    await pumpFor(second, 200);
+    assert.ok(second.downstreams[0]!.parked >= 1, 'device 0 parked again');
+    assertInOrderOnce(between);
+  } finally {
+    await second.close(20);
+  }
+  assert.deepEqual(listSetAsideFiles(dir), []);
+  const sink = takingSink();
+  const third = poisonedHook(sink, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  try {
+    await pumpUntil(third, sink, PER_DEVICE - inMemoryOnly);
+    await pumpFor(third, 20);
+    assert.deepEqual(
+      sink.seen.map((t) => `${t.device}/${t.seq}`),
+      [1, ...Array.from({ length: PER_DEVICE - 1 - inMemoryOnly }, (_, k) => k + 2 + inMemoryOnly)].map(
+        (seq) => `device-0/${seq}`,
+      ),
+      "device 0's parked trigger, then every one set aside, once each, in order; nothing else again",
+    );
+  } finally {
+    await third.close(20);
   }
 });

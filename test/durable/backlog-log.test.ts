@@ -600,8 +600,13 @@ test('backlog log: a held record damaged on disk before it moves is not copied a
   assert.equal(log.writeErrors, 1);
   assert.match(log.lastError ?? '', /ENOSPC/);
   assert.equal(listSegments(dir).length, segments, 'nothing moved: every segment kept');
+  assert.equal(log.reloadDamaged, 0, 'nothing counted before it moves');
+  // Moves wait 20 commits after a failed write (about a second), then go on.
+  for (let k = 0; k < 20; k++) log.commit();
+  assert.equal(listSegments(dir).length, segments, 'no move tried while it waits');
   log.commit();
-  assert.ok(listSegments(dir).length <= 2, 'moved at the next commit');
+  assert.ok(listSegments(dir).length <= 2, 'moved once the wait is over');
+  assert.equal(log.reloadDamaged, 1, 'the damaged one is counted when it is found, since its segment goes');
   const out = dispatchRecord(new TriggerRecord(), 0);
   const again: number[] = [];
   for (const [seq, h] of holds) {
@@ -612,5 +617,39 @@ test('backlog log: a held record damaged on disk before it moves is not copied a
   assert.deepEqual(again, [...holds.keys()].slice(1));
   assert.equal(log.reloadDamaged, 1);
   assert.equal(listSetAsideFiles(dir).length, 0);
+  log.close();
+});
+
+test('backlog log: a set-aside file with fewer than a quarter of its records still held is compacted at the next commit: those copied into a new file, it removed; they read again in order', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-compact-'));
+  // A temporary file a crash left mid-write is neither read nor kept.
+  fs.writeFileSync(path.join(dir, 'setaside-000000000009.log.tmp'), Buffer.alloc(100, 7));
+  const { log, holds } = holdMovedSetup(dir);
+  assert.equal(fs.existsSync(path.join(dir, 'setaside-000000000009.log.tmp')), false);
+  assert.deepEqual(listSetAsideFiles(dir), [1]);
+  const moved = log.setAsideFiles.moved;
+  const bytesBefore = log.setAsideFiles.bytes;
+  const seqs = [...holds.keys()];
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  // Release the oldest moved ones until fewer than a quarter are left in the file.
+  const keep = Math.floor((moved - 1) / 4);
+  const released = moved - keep;
+  for (const seq of seqs.slice(0, released))
+    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+  assert.deepEqual(listSetAsideFiles(dir), [1], 'not compacted before the commit');
+  log.commit();
+  assert.deepEqual(listSetAsideFiles(dir), [2], 'compacted into a new file, the old one removed');
+  assert.ok(log.setAsideFiles.bytes < bytesBefore / 2, `${log.setAsideFiles.bytes} of ${bytesBefore} bytes`);
+  assert.equal(log.setAsideFiles.moved, moved, 'a compaction moves nothing out of the log');
+  const inFile: number[] = [];
+  scanSetAsideFiles(dir, 'hook', (buf, at) => inFile.push(readTriggerIdentity(buf, at).seq));
+  assert.deepEqual(inFile, seqs.slice(released, moved));
+  const again: number[] = [];
+  for (const seq of seqs.slice(released)) {
+    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+    again.push(out.f64[TRG_SEQ_F64]!);
+  }
+  assert.deepEqual(again, seqs.slice(released), 'the rest read again, in order');
+  assert.deepEqual(listSetAsideFiles(dir), []);
   log.close();
 });

@@ -34,7 +34,7 @@ import { StateKeeper } from '../../src/pipeline/state-keeper.js';
 import { resolveRouterOptions, type RouterOptionsInput } from '../../src/config/options.js';
 import { FenceCatalog } from '../../src/dispatch/fence-catalog.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
-import { TREC_MAX_BYTES } from '../../src/durable/file-layout.js';
+import { FILE_HEADER_BYTES, TREC_MAX_BYTES } from '../../src/durable/file-layout.js';
 import { SetAsideFiles } from '../../src/durable/set-aside-files.js';
 import { RecordBuffer, TriggerCodec } from '../../src/durable/trigger-codec.js';
 import { dispatchRecord, namerIdentity, TriggerRecord } from '../dispatch/fixtures.js';
@@ -341,9 +341,9 @@ test("restore: a device and a run id named only by a downstream's set-aside file
     new TriggerRecord().set(5, TriggerType.ENTER, Lane.TRANSITION, 1, 7),
     catalog.handleOf(1, 1),
   );
-  const buf = new RecordBuffer(TREC_MAX_BYTES);
-  const length = codec.encode(rec.f64, rec.i32, 0, 0, buf, 0, buf.byteLength, 0);
-  assert.equal(new SetAsideFiles(hookDir, 'hook').write(buf, length, 1), 1);
+  const buf = new RecordBuffer(FILE_HEADER_BYTES + TREC_MAX_BYTES);
+  const length = codec.encode(rec.f64, rec.i32, 0, 0, buf, FILE_HEADER_BYTES, buf.byteLength, 0);
+  assert.equal(new SetAsideFiles(hookDir, 'hook').write(buf, FILE_HEADER_BYTES + length, 1), 1);
   const sd = StateDirectory.open(dir);
   const memory = allocatePipelineMemory({
     shards: 1,
