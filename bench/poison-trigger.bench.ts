@@ -16,10 +16,13 @@
  * - `flaky10`, `flaky20`: the receiver fails one request in 10 (in 5) at random, throughout; the figure is the time
  *   until everything is delivered or parked, with the requests and triggers per request.
  *
- * Every run checks, at the receiver, that the other devices' triggers arrived each once and in per-device order.
+ * Every run checks, at the receiver, that the other devices' triggers arrived each once and in per-device order, and
+ * reports the backlog log's bytes on disk (segments and set-aside files): the most seen, and when the other devices'
+ * triggers were all delivered (with `--segment-mib 1`, segments of 1 MiB instead of 64, so a run of seconds fills
+ * several: what a parked device keeps on disk then shows).
  *
  *   npx tsc -p tsconfig.json && node dist/bench/poison-trigger.bench.js [--runs 3] [--devices 1000] [--rounds 50]
- *       [--outage-ms 2000] [--limit-s 20]
+ *       [--outage-ms 2000] [--limit-s 20] [--segment-mib 64]
  *
  * Writes bench/out/poison-trigger.json.
  */
@@ -42,6 +45,7 @@ const { values } = parseArgs({
     'outage-ms': { type: 'string', default: '2000' },
     'limit-s': { type: 'string', default: '20' },
     chatty: { type: 'string', default: '200' },
+    'segment-mib': { type: 'string', default: '64' },
     scenarios: { type: 'string', default: 'poison,poison-chatty,outage,flapping,flaky10,flaky20' },
   },
 });
@@ -51,6 +55,7 @@ const rounds = Number(values.rounds);
 const outageMs = Number(values['outage-ms']);
 const limitMs = Number(values['limit-s']) * 1000;
 const chatty = Number(values.chatty);
+const segmentBytes = Number(values['segment-mib']) * 1024 * 1024;
 
 /** What one run measured. */
 interface RunResult {
@@ -69,6 +74,9 @@ interface RunResult {
   /** Requests answered 200, and the triggers they held. */
   requests: number;
   triggers: number;
+  /** Bytes of the backlog log on disk: the most seen, and when `delivered` reached `expected` (or at the limit). */
+  peakBacklogBytes: number;
+  backlogBytes: number;
 }
 
 const POISON = { deviceId: 'device-0', seq: 4 };
@@ -93,6 +101,7 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     stateDir: mkdtempSync(join(tmpdir(), 'poison-bench-')),
     namer: new IndexNamer(),
     maxDevices: devices,
+    backlogSegmentMaxBytes: segmentBytes,
     deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
     downstreams: [{ name: 'hook', sink: new WebhookSink({ url: server.url, timeoutMs: 5000 }) }],
   });
@@ -117,6 +126,10 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     requestsAtBack = server.stats.requests;
     triggersAtBack = server.stats.triggers;
   };
+  let peakBacklogBytes = 0;
+  const notePeak = (): void => {
+    peakBacklogBytes = Math.max(peakBacklogBytes, ds.backlog!.liveBytes);
+  };
   let deviceZeroSeq = 0;
   for (let seq = 1; seq <= rounds; seq++) {
     for (let k = scenario === 'poison-chatty' ? chatty : 1; k > 0; k--) {
@@ -127,12 +140,14 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
       d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 16, device).f64, r.i32, 0, 0);
     d.pump();
     comeBack();
+    notePeak();
     await sleep(2);
   }
   const end = performance.now() + limitMs + outageMs;
   while (delivered() < expected && performance.now() < end) {
     d.pump();
     comeBack();
+    notePeak();
     await sleep(1);
   }
   const ms = performance.now() - back;
@@ -150,6 +165,8 @@ async function runOnce(scenario: Scenario): Promise<RunResult> {
     spilled: ds.spilled,
     requests: server.stats.requests - server.stats.poisoned - requestsAtBack,
     triggers: server.stats.triggers - triggersAtBack,
+    peakBacklogBytes,
+    backlogBytes: ds.backlog!.liveBytes,
   };
   await d.close(100);
   await server.kill();
@@ -162,6 +179,9 @@ const median = (xs: number[]): number => {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
+/** Bytes as MiB, two decimals. */
+const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(2);
+
 const results: RunResult[] = [];
 for (let run = 0; run < runs; run++) {
   for (const scenario of SCENARIOS) {
@@ -169,7 +189,8 @@ for (let run = 0; run < runs; run++) {
     results.push(r);
     console.log(
       `run ${run + 1} ${scenario}: ${r.ms} ms, delivered ${r.delivered} of ${r.expected}, parked ${r.parked}, ` +
-        `undeliverable ${r.undeliverable}, spilled ${r.spilled}, ${r.requests} requests taken, ${(r.triggers / Math.max(1, r.requests)).toFixed(1)} triggers a request`,
+        `undeliverable ${r.undeliverable}, spilled ${r.spilled}, ${r.requests} requests taken, ${(r.triggers / Math.max(1, r.requests)).toFixed(1)} triggers a request, ` +
+        `backlog ${mib(r.backlogBytes)} MiB (most ${mib(r.peakBacklogBytes)})`,
     );
   }
 }
@@ -179,9 +200,13 @@ for (const scenario of SCENARIOS) {
     `median ${scenario}: ${median(rs.map((r) => r.ms))} ms, delivered ${median(rs.map((r) => r.delivered))} of ${rs[0]!.expected}, ` +
       `parked ${median(rs.map((r) => r.parked))}, undeliverable ${median(rs.map((r) => r.undeliverable))}, ` +
       `spilled ${median(rs.map((r) => r.spilled))}, ` +
-      `${median(rs.map((r) => r.requests))} requests, ${median(rs.map((r) => r.triggers / Math.max(1, r.requests))).toFixed(1)} triggers a request`,
+      `${median(rs.map((r) => r.requests))} requests, ${median(rs.map((r) => r.triggers / Math.max(1, r.requests))).toFixed(1)} triggers a request, ` +
+      `backlog ${mib(median(rs.map((r) => r.backlogBytes)))} MiB (most ${mib(median(rs.map((r) => r.peakBacklogBytes)))})`,
   );
 }
 const out = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'bench', 'out');
 mkdirSync(out, { recursive: true });
-writeFileSync(join(out, 'poison-trigger.json'), JSON.stringify({ devices, rounds, outageMs, results }, null, 2));
+writeFileSync(
+  join(out, 'poison-trigger.json'),
+  JSON.stringify({ devices, rounds, outageMs, segmentBytes, results }, null, 2),
+);
