@@ -1309,10 +1309,6 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
-   * At start, after taking over: replaces `ds`'s pending file with the triggers it took over into memory (the parked
-   * dead letters stay in their file), or removes it when it took none. A failure leaves the old file (logged).
-   */
-  /**
    * Removes the set-aside files downstream `d` found at start (the pending file now holds what was taken of them, or
    * it is settled); one that cannot be removed is tried again at the next flush.
    */
@@ -1329,8 +1325,9 @@ export class Dispatcher implements DeadLetterTarget {
   }
 
   /**
-   * Writes the pending file of `ds` again with the `taken` triggers carried over into its memory (removes it when
-   * none); returns false, with an error line, when the disk refused.
+   * At start, after taking over: replaces `ds`'s pending file with the triggers it took over into memory (the parked
+   * dead letters stay in their file), or removes it when it took none. Returns false, with an error line, when the
+   * disk refused (the old file stays).
    */
   private rewritePendingFile(ds: Downstream, dir: string, taken: number): boolean {
     if (taken === 0) {

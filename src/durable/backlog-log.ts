@@ -45,7 +45,7 @@ import {
 import { errorText, listNumberedFiles, numberedFileName, readFully, syncDir, writeFully } from './fs-util.js';
 import { BacklogHolds } from './backlog-holds.js';
 import { SetAsideFiles } from './set-aside-files.js';
-import { findNextRecord, scanRecords, type RecordVisitor } from './record-scan.js';
+import { findNextRecord, readRecordAt, scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer, recordIsValid, recordLength, type TriggerCodec, type TriggerResolver } from './trigger-codec.js';
 
 /** Options of BacklogLog. */
@@ -682,7 +682,7 @@ export class BacklogLog {
       end = this.wlen;
     } else {
       try {
-        end = readFully(this.reloadFdFor(seg), buf.bytes, 0, Math.min(buf.byteLength, segEnd - off), off);
+        end = readRecordAt(this.reloadFdFor(seg), off, segEnd, buf);
       } catch (err) {
         // The disk refuses the read (I/O error): taken as damaged, or one bad sector would stop every device's loading.
         this.lastError = errorText(err);
@@ -795,6 +795,7 @@ export class BacklogLog {
     }
     // Held records alone keep the segments before the window's: they go to a set-aside file, so those can go.
     if (this.moveBackoff > 0) this.moveBackoff--;
+    else if (!this.setAsideFiles.retryRemovals()) this.moveBackoff = MOVE_BACKOFF_COMMITS;
     else {
       if (this.holds.oldest() >= 0 && this.holds.segOf(this.holds.oldest()) < seg) this.moveHeldBefore(seg);
       if (this.moveBackoff === 0 && this.setAsideFiles.anySparse) this.compactSetAside();
@@ -813,8 +814,10 @@ export class BacklogLog {
     try {
       this.writeCursorFile(seg, off);
     } catch (err) {
-      // The durable cursor stays where it was: a crash re-delivers a little more, nothing is lost.
+      // The durable cursor stays where it was: a crash re-delivers a little more, nothing is lost. Moves wait: the
+      // log's copies of what they move stay past the cursor meanwhile.
       this.noteWriteError(err);
+      this.moveBackoff = MOVE_BACKOFF_COMMITS;
       return;
     }
     const from = this.durableSeg;
@@ -829,7 +832,10 @@ export class BacklogLog {
     this.copyHeld(this.holds.inOrderBefore(seg, cells), true);
   }
 
-  /** Copies the records still held in set-aside files due for compaction (a batch at most) into a new one. */
+  /**
+   * Copies the records still held in set-aside files due for compaction (a batch at most) into a new one, in the order
+   * of their cells (the order within a file does not matter: a start sorts what it takes by seq).
+   */
   private compactSetAside(): void {
     const cells = (this.moveCells ??= new Int32Array(MOVE_BATCH_RECORDS));
     let count = 0;
@@ -862,13 +868,7 @@ export class BacklogLog {
       let end: number;
       if (s > 0) {
         try {
-          end = readFully(
-            this.reloadFdFor(s),
-            buf.bytes,
-            0,
-            Math.min(buf.byteLength, this.segmentBytes.get(s)! - o),
-            o,
-          );
+          end = readRecordAt(this.reloadFdFor(s), o, this.segmentBytes.get(s)!, buf);
         } catch (err) {
           this.lastError = errorText(err);
           end = 0;
@@ -878,6 +878,8 @@ export class BacklogLog {
         if (end === 0) this.lastError = this.setAsideFiles.lastError;
       }
       if (end === 0) {
+        // The disk refused the read: this batch ends here, and moves wait.
+        this.moveBackoff = MOVE_BACKOFF_COMMITS;
         count = k;
         break;
       }

@@ -111,3 +111,18 @@ export function findNextRecord(fd: number, from: number, end: number, buf: Recor
   }
   return -1;
 }
+
+/** Bytes read first for one record (most are shorter; a longer one is read on from there). */
+const RECORD_FIRST_READ_BYTES = 512;
+
+/**
+ * Reads the record at `offset` of `fd` (a file of `size` bytes) into `buf` at 0: its first 512 bytes, then the rest
+ * when its length says it is longer (up to `buf`'s size). Returns the bytes read (the caller checks the record).
+ */
+export function readRecordAt(fd: number, offset: number, size: number, buf: RecordBuffer): number {
+  let end = readFully(fd, buf.bytes, 0, Math.min(RECORD_FIRST_READ_BYTES, buf.byteLength, size - offset), offset);
+  const length = recordLength(buf, 0, end);
+  if (length > end && length <= buf.byteLength && offset + length <= size)
+    end += readFully(fd, buf.bytes, end, length - end, offset + end);
+  return end;
+}

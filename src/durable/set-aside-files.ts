@@ -21,15 +21,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { checkFileHeader, fillFileHeader } from './file-header.js';
 import { FILE_HEADER_BYTES, SET_ASIDE_MAGIC, TREC_MAX_BYTES } from './file-layout.js';
-import {
-  errorText,
-  listNumberedFiles,
-  numberedFileName,
-  readFully,
-  removeDurably,
-  replaceFileDurably,
-} from './fs-util.js';
-import { scanRecords, type RecordVisitor } from './record-scan.js';
+import { errorText, listNumberedFiles, numberedFileName, removeDurably, replaceFileDurably } from './fs-util.js';
+import { readRecordAt, scanRecords, type RecordVisitor } from './record-scan.js';
 import { RecordBuffer } from './trigger-codec.js';
 
 const PREFIX = 'setaside-';
@@ -103,6 +96,8 @@ export class SetAsideFiles {
   private readonly sizes = new Map<number, number>();
   /** Files with fewer than a quarter of their records still held (see `isSparse`). */
   private readonly sparse = new Set<number>();
+  /** Files whose removal the disk refused (see `retryRemovals`). */
+  private readonly unremoved: number[] = [];
   private readFd = -1;
   private readFdFile = -1;
 
@@ -169,7 +164,7 @@ export class SetAsideFiles {
         this.readFd = fs.openSync(this.fileOf(n), 'r');
         this.readFdFile = n;
       }
-      return readFully(this.readFd, buf.bytes, 0, Math.min(buf.byteLength, this.sizes.get(n)! - offset), offset);
+      return readRecordAt(this.readFd, offset, this.sizes.get(n)!, buf);
     } catch (err) {
       this.lastError = errorText(err);
       return 0;
@@ -210,19 +205,30 @@ export class SetAsideFiles {
     this.closeReadFd();
   }
 
+  /**
+   * Tries again to remove the files whose removal the disk refused (left on disk, the next start would take their
+   * records again, delivered ones included, under their ids). Returns true when none is left.
+   */
+  retryRemovals(): boolean {
+    if (this.unremoved.length === 0) return true;
+    for (const n of this.unremoved.splice(0)) this.remove(n);
+    return this.unremoved.length === 0;
+  }
+
   private remove(n: number): void {
     if (this.readFdFile === n) this.closeReadFd();
     this.live.delete(n);
     this.total.delete(n);
     this.sparse.delete(n);
-    this.bytes -= this.sizes.get(n)!;
-    this.sizes.delete(n);
     try {
       removeDurably(this.fileOf(n));
     } catch (err) {
-      // Left on disk: the next start takes its records again, delivered ones included (under their ids).
       this.noteError(err);
+      this.unremoved.push(n);
+      return;
     }
+    this.bytes -= this.sizes.get(n)!;
+    this.sizes.delete(n);
   }
 
   private noteError(err: unknown): void {

@@ -383,6 +383,36 @@ test('backlog log: a segment whose creation a crash cut short (no whole header) 
   again.close();
 });
 
+/**
+ * A dispatcher over `stateDir` (device slots 0..7 named `device-<slot>`) with one downstream `hook` whose sink takes
+ * every batch, recording it in `seen`.
+ */
+function recordingHook(
+  stateDir: string,
+  seen: ReceivedRecord[],
+  extra: Partial<ConstructorParameters<typeof Dispatcher>[0]>,
+): Dispatcher {
+  return new Dispatcher({
+    stateDir,
+    namer: new IndexNamer(),
+    maxDevices: 8,
+    deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
+    downstreams: [
+      {
+        name: 'hook',
+        sink: {
+          deliver: async (b) => {
+            for (let i = 0; i < b.count; i++) seen.push({ deviceId: b.deviceId(i), seq: b.seq(i) });
+            return { status: 200 };
+          },
+          close: async () => undefined,
+        },
+      },
+    ],
+    ...extra,
+  });
+}
+
 /** The copy of the cursor file holding the newest commit (0 or 1), read from its bytes. */
 function newestCursorCopy(dir: string): number {
   const b = fs.readFileSync(path.join(dir, 'backlog.cursor'));
@@ -440,25 +470,7 @@ test('backlog cursor: with no valid copy the log is read again from its start (r
   damageCursorCopy(dir, 1);
   const alarms: string[] = [];
   const seen: ReceivedRecord[] = [];
-  const d = new Dispatcher({
-    stateDir,
-    namer: new IndexNamer(),
-    maxDevices: 8,
-    deviceSlotOf: (id) => (typeof id === 'string' ? Number(id.slice(7)) : -1),
-    downstreams: [
-      {
-        name: 'hook',
-        sink: {
-          deliver: async (b) => {
-            for (let i = 0; i < b.count; i++) seen.push({ deviceId: b.deviceId(i), seq: b.seq(i) });
-            return { status: 200 };
-          },
-          close: async () => undefined,
-        },
-      },
-    ],
-    alarm: (line) => alarms.push(line),
-  });
+  const d = recordingHook(stateDir, seen, { alarm: (line) => alarms.push(line) });
   const ds = d.downstreams[0]!;
   assert.equal(ds.backlog!.cursorFallback, true);
   assert.equal(ds.recovered, 5000, 'everything comes again: receivers de-duplicate by seq');
@@ -652,4 +664,43 @@ test('backlog log: a set-aside file with fewer than a quarter of its records sti
   assert.deepEqual(again, seqs.slice(released), 'the rest read again, in order');
   assert.deepEqual(listSetAsideFiles(dir), []);
   log.close();
+});
+
+test("a crash between a set-aside file's write and the cursor's commit: the start takes the file's records once (the log's copies passed over) and the rest of the log, each device's in order, none lost", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-uncommitted-'));
+  const dir = path.join(stateDir, 'hook');
+  const { log, holds } = holdMovedSetup(dir, false);
+  // The commit moves the held records of the older segments, then its cursor write fails: the crash comes before the
+  // cursor is durable, so the log still holds every record (those moved too) past its cursor.
+  const writes = nodeFs.writeSync;
+  nodeFs.writeSync = ((...args: unknown[]) => {
+    if (args[3] === CURSOR_BYTES) throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
+    return (writes as (...a: unknown[]) => number)(...args);
+  }) as typeof nodeFs.writeSync;
+  syncBuiltinESMExports();
+  try {
+    log.commit();
+  } finally {
+    nodeFs.writeSync = writes;
+    syncBuiltinESMExports();
+  }
+  assert.ok(log.setAsideFiles.moved > 0, 'moved');
+  assert.equal(log.writeErrors, 1, 'the cursor write failed');
+  assert.deepEqual(readCursor(dir), [1, FILE_HEADER_BYTES], 'the cursor is still at the first record');
+  const seen: ReceivedRecord[] = [];
+  const d = recordingHook(stateDir, seen, { runId: 2, log: () => undefined });
+  assert.deepEqual(listSetAsideFiles(dir), [], 'taken into the pending file at the start');
+  const end = Date.now() + 10_000;
+  while (!d.isIdle && Date.now() < end) {
+    d.pump();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await d.close(100);
+  assertPerDeviceOrder(seen, 'hook');
+  assert.deepEqual(
+    seen.filter((t) => t.deviceId === `device-${HELD_DEVICE}`).map((t) => t.seq),
+    [...holds.keys()],
+    "the held device's records once each, in order: the file's, then the log's",
+  );
+  assert.equal(seen.length, 600, 'every record of the log once (the others delivered again after the crash)');
 });
