@@ -1260,8 +1260,9 @@ export class Dispatcher implements DeadLetterTarget {
         lost += kept.written;
       }
       ds.backlog?.close();
-      // Records still buffered after the log's last flush failed are not kept either.
-      if (ds.backlog !== null) lost += ds.backlog.bufferedRecords;
+      // Records still buffered after the log's last flush failed are not kept either, but for those loaded from the
+      // buffer into memory: counted with the pending file's (kept when it was written, lost with it when not).
+      if (ds.backlog !== null) lost += ds.backlog.bufferedUnloaded;
       ds.deadLetterFile?.close();
       if (kept.lostSetAside > 0)
         this.alarm(

@@ -502,6 +502,14 @@ export class BacklogLog {
   }
 
   /**
+   * Of `bufferedRecords`, those not loaded yet (the write buffer holds the log's last records, and loading goes in
+   * order): the others are in their owner's memory too.
+   */
+  get bufferedUnloaded(): number {
+    return Math.min(this.wcount, this.segmentUnread.get(this.writeSeg) ?? 0);
+  }
+
+  /**
    * Appends the dispatch record at (f64, i32, baseF64, baseI32) (flushing first when the buffer is full). Returns
    * false, storing nothing, when the log is full. The record is durable after the next `flush`. Allocation-free.
    */

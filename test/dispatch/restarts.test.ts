@@ -11,7 +11,7 @@ import nodeFs from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DS_DAMAGED_RECORDS_F64, Lane, TriggerType } from '../../src/shm/layout.js';
+import { DeadLetterDropReason, DS_DAMAGED_RECORDS_F64, Lane, TriggerType } from '../../src/shm/layout.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { IndexNamer } from '../../src/dispatch/sinks/format.js';
 import type { Sink, SinkResult } from '../../src/dispatch/sinks/sink.js';
@@ -492,5 +492,60 @@ test("while the backlog log's writes fail, the triggers its write buffer holds c
     nodeFs.fdatasyncSync = syncs;
     syncBuiltinESMExports();
     await d.close(20);
+  }
+});
+
+test("a stop while the backlog log's writes fail: the triggers loaded from its write buffer go to the pending file and are not counted lost; those never loaded are, and what the stop says it kept is what the next start delivers", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unflushed-stop-'));
+  const before = new GateSink(false);
+  const first = smallHook(dir, 8, () => undefined, takesTenBatches(before), 1);
+  const ds = first.downstreams[0]!;
+  const r = new TriggerRecord();
+  const syncs = nodeFs.fdatasyncSync;
+  // The disk refuses to make the log's writes durable (EIO) for the whole run, its close included.
+  nodeFs.fdatasyncSync = (): void => {
+    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  };
+  syncBuiltinESMExports();
+  let offered = 0;
+  let unloaded: number;
+  try {
+    for (let seq = 1; seq <= 30; seq++)
+      for (let device = 0; device < 8; device++)
+        if (first.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0)) offered++;
+    for (let i = 0; i < 300 && before.seen.length < 40; i++) {
+      first.pump();
+      await sleep(2);
+    }
+    for (let i = 0; i < 20; i++) {
+      first.pump();
+      await sleep(2);
+    }
+    unloaded = ds.backlog!.bufferedUnloaded;
+    const loadedFromBuffer = ds.backlog!.bufferedRecords - unloaded;
+    assert.ok(
+      loadedFromBuffer > 0 && unloaded > 0,
+      `${loadedFromBuffer} loaded from the write buffer, ${unloaded} not`,
+    );
+    await first.close(20);
+  } finally {
+    nodeFs.fdatasyncSync = syncs;
+    syncBuiltinESMExports();
+  }
+  const lost = ds.deadLetterFile!.droppedRecords[DeadLetterDropReason.DISK_ERROR]!;
+  assert.equal(lost, unloaded, 'lost: the records of the write buffer never loaded');
+  const after = new GateSink(false);
+  const second = smallHook(dir, 8, () => undefined, after, 2);
+  for (let i = 0; i < 3000 && !second.isIdle; i++) {
+    second.pump();
+    await sleep(1);
+  }
+  await second.close(20);
+  assert.equal(after.seen.length, first.carriedOver[0], 'what the stop said it kept came back');
+  assert.equal(before.seen.length + after.seen.length + lost, offered, 'delivered, carried over or counted lost');
+  const last = new Map<string, number>();
+  for (const t of [...before.seen, ...after.seen]) {
+    assert.ok(t.seq > (last.get(t.device) ?? 0), `${t.device}: seq ${t.seq} in order, once`);
+    last.set(t.device, t.seq);
   }
 });
