@@ -57,8 +57,8 @@ export function readPendingRecords(
 
 /**
  * Reads the set-aside files of `dir` (held backlog records a crash left there: see set-aside-files.ts) into carried
- * records; `files` names them (removed once what was carried over is settled), `damagedSpans` counts the damaged
- * stretches skipped (their triggers are lost: the caller counts and alarms them).
+ * records; `files` names them (removed once the pending file holds what was taken of them), `damagedSpans` counts the
+ * damaged stretches skipped (their triggers are lost: the caller counts and alarms them).
  */
 export function readSetAsideRecords(
   dir: string,

@@ -252,8 +252,9 @@ export class BacklogLog {
   readonly cursorFallback: boolean;
   /**
    * Failed writes, fsyncs and cursor commits (the data stays buffered and is written again at the next `flush`), and
-   * failed writes and removals of set-aside files (the records stay where they were, and moves wait
-   * MOVE_BACKOFF_COMMITS commits; a file not removed is read again by the next start).
+   * failed writes and removals of set-aside files (the records stay where they were and moves wait
+   * MOVE_BACKOFF_COMMITS commits; a removal is tried again as often; a file still there is read again by the next
+   * start).
    */
   writeErrors = 0;
   /** Where held records go once they alone keep segments alive (see the module comment). */
@@ -310,8 +311,9 @@ export class BacklogLog {
   private moveCells: Int32Array | null = null;
   private moveAt: Float64Array | null = null;
   private moveBuf: RecordBuffer | null = null;
-  /** Commits left before moves are tried again (see MOVE_BACKOFF_COMMITS). */
+  /** Commits left before moves, and removals of set-aside files the disk refused, are tried again. */
   private moveBackoff = 0;
+  private removeBackoff = 0;
   private doneOrd = 0;
   private loadOrd = 0;
   /** The cursor last made durable. */
@@ -682,7 +684,11 @@ export class BacklogLog {
       end = 0;
     } else if (seg < 0) {
       end = this.setAsideFiles.read(-seg, off, buf);
-      if (end === 0) this.lastError = this.setAsideFiles.lastError;
+      if (end < 0) {
+        // Refused (I/O error): taken as damaged, as below.
+        this.lastError = this.setAsideFiles.lastError;
+        end = 0;
+      }
     } else if (off >= segEnd) {
       // Loaded from the write buffer and not flushed since (a flush puts it at this very position).
       buf = this.wbuf;
@@ -801,9 +807,11 @@ export class BacklogLog {
       seg = this.readSeg;
       off = this.readOff;
     }
+    // Set-aside files whose removal the disk refused: tried again, waiting as moves do, on their own.
+    if (this.removeBackoff > 0) this.removeBackoff--;
+    else if (!this.setAsideFiles.retryRemovals()) this.removeBackoff = MOVE_BACKOFF_COMMITS;
     // Held records alone keep the segments before the window's: they go to a set-aside file, so those can go.
     if (this.moveBackoff > 0) this.moveBackoff--;
-    else if (!this.setAsideFiles.retryRemovals()) this.moveBackoff = MOVE_BACKOFF_COMMITS;
     else {
       if (this.holds.oldest() >= 0 && this.holds.segOf(this.holds.oldest()) < seg) this.moveHeldBefore(seg);
       if (this.moveBackoff === 0 && this.setAsideFiles.anySparse) this.compactSetAside();
@@ -858,9 +866,9 @@ export class BacklogLog {
    * Copies the records held in the first `count` cells of moveCells (`fromLog`: in log segments; else in set-aside
    * files) into a new set-aside file, durably, and points their holds there, releasing their places in the files they
    * leave. One found damaged is not copied: its hold reads again as LOAD_DAMAGED, and it is counted in
-   * `reloadDamaged` now (its segment may go before it is read again). A read the disk refuses ends the batch there (the
-   * next commit tries again). When the file cannot be written nothing moves (counted in `writeErrors`), and moves
-   * wait MOVE_BACKOFF_COMMITS commits.
+   * `reloadDamaged` now (its segment may go before it is read again). A read the disk refuses ends the batch there.
+   * When the file cannot be written nothing moves (counted in `writeErrors`). After either, moves wait
+   * MOVE_BACKOFF_COMMITS commits.
    */
   private copyHeld(count: number, fromLog: boolean): void {
     const cells = this.moveCells!;
@@ -879,14 +887,15 @@ export class BacklogLog {
           end = readRecordAt(this.reloadFdFor(s), o, this.segmentBytes.get(s)!, buf);
         } catch (err) {
           this.lastError = errorText(err);
-          end = 0;
+          end = -1;
         }
       } else {
         end = this.setAsideFiles.read(-s, o, buf);
-        if (end === 0) this.lastError = this.setAsideFiles.lastError;
+        if (end < 0) this.lastError = this.setAsideFiles.lastError;
       }
-      if (end === 0) {
-        // The disk refused the read: this batch ends here, and moves wait.
+      if (end < 0) {
+        // The disk refused the read (an I/O error; a short read is damage, below): this batch ends here, and moves
+        // wait.
         this.moveBackoff = MOVE_BACKOFF_COMMITS;
         count = k;
         break;

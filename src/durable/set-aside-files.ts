@@ -154,8 +154,8 @@ export class SetAsideFiles {
   }
 
   /**
-   * Reads the record at `offset` of file `n` (up to TREC_MAX_BYTES) into `buf` at 0; returns the bytes read (0 when
-   * the disk refused: the text in `lastError`).
+   * Reads the record at `offset` of file `n` (up to TREC_MAX_BYTES) into `buf` at 0; returns the bytes read (fewer
+   * than the record when the file is shorter), or -1 when the disk refused (the text in `lastError`).
    */
   read(n: number, offset: number, buf: RecordBuffer): number {
     try {
@@ -167,7 +167,7 @@ export class SetAsideFiles {
       return readRecordAt(this.readFd, offset, this.sizes.get(n)!, buf);
     } catch (err) {
       this.lastError = errorText(err);
-      return 0;
+      return -1;
     }
   }
 

@@ -595,6 +595,7 @@ test("a crash while a parked device's triggers lie in a set-aside file: the next
       false,
       'the pending file that took them over went once they were delivered',
     );
+    assert.deepEqual(listSetAsideFiles(dir), [], 'and no set-aside file is left');
   } finally {
     await second.close(20);
   }

@@ -508,7 +508,6 @@ test("a stop while the backlog log's writes fail: the triggers loaded from its w
   };
   syncBuiltinESMExports();
   let offered = 0;
-  let unloaded: number;
   try {
     for (let seq = 1; seq <= 30; seq++)
       for (let device = 0; device < 8; device++)
@@ -521,7 +520,7 @@ test("a stop while the backlog log's writes fail: the triggers loaded from its w
       first.pump();
       await sleep(2);
     }
-    unloaded = ds.backlog!.bufferedUnloaded;
+    const unloaded = ds.backlog!.bufferedUnloaded;
     const loadedFromBuffer = ds.backlog!.bufferedRecords - unloaded;
     assert.ok(
       loadedFromBuffer > 0 && unloaded > 0,
@@ -533,7 +532,9 @@ test("a stop while the backlog log's writes fail: the triggers loaded from its w
     syncBuiltinESMExports();
   }
   const lost = ds.deadLetterFile!.droppedRecords[DeadLetterDropReason.DISK_ERROR]!;
-  assert.equal(lost, unloaded, 'lost: the records of the write buffer never loaded');
+  // Read after the close, whose drain may have loaded more of them.
+  assert.equal(lost, ds.backlog!.bufferedUnloaded, 'lost: the records of the write buffer never loaded');
+  assert.ok(lost < ds.backlog!.bufferedRecords, 'those loaded from it are not counted');
   const after = new GateSink(false);
   const second = smallHook(dir, 8, () => undefined, after, 2);
   for (let i = 0; i < 3000 && !second.isIdle; i++) {
