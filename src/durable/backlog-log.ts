@@ -232,7 +232,9 @@ export class BacklogLog {
   markedLost = 0;
   /**
    * Held records lost when read again (`reloadHeld`): they no longer verified, the disk refused the read (the text in
-   * `lastError`), or their device could not be named. The owner settles them (`final`).
+   * `lastError`), or their device could not be named; and those found damaged when they were to be moved to a
+   * set-aside file (counted then, though the owner settles them only when it reads them again). The owner settles them
+   * (`final`).
    */
   reloadDamaged = 0;
   /** Per segment: records `onPending` marked at open and not loaded yet. */
