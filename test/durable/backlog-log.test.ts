@@ -704,3 +704,31 @@ test("a crash between a set-aside file's write and the cursor's commit: the star
   );
   assert.equal(seen.length, 600, 'every record of the log once (the others delivered again after the crash)');
 });
+
+test('backlog log: a set-aside file cut short (by something outside the router) is read as damage, not as a refused read: its compaction counts the missing records lost and goes on', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-short-'));
+  const { log, holds } = holdMovedSetup(dir);
+  const moved = log.setAsideFiles.moved;
+  const seqs = [...holds.keys()];
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  // Release the oldest moved ones until fewer than a quarter are left, so the next commit compacts the file.
+  const keep = Math.floor((moved - 1) / 4);
+  const released = moved - keep;
+  for (const seq of seqs.slice(0, released))
+    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+  // The file loses its last record: a read there finds no byte at all.
+  let lastAt = 0;
+  scanSetAsideFiles(dir, 'hook', (_buf, _at, position) => (lastAt = position));
+  fs.truncateSync(path.join(dir, 'setaside-000000000001.log'), lastAt);
+  log.commit();
+  assert.deepEqual(listSetAsideFiles(dir), [2], 'compacted at once, not waiting');
+  assert.equal(log.reloadDamaged, 1, 'the record cut short, counted');
+  assert.equal(log.writeErrors, 0);
+  const again: number[] = [];
+  for (const seq of seqs.slice(released)) {
+    if (log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0) again.push(out.f64[TRG_SEQ_F64]!);
+  }
+  assert.deepEqual(again, [...seqs.slice(released, moved - 1), ...seqs.slice(moved)], 'all but the one cut short');
+  assert.equal(log.reloadDamaged, 1, 'counted once');
+  log.close();
+});
