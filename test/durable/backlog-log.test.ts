@@ -632,6 +632,24 @@ test('backlog log: a held record damaged on disk before it moves is not copied a
   log.close();
 });
 
+/**
+ * Reads again (releasing them) the oldest of the held records `holdMovedSetup` moved, until fewer than a quarter of
+ * them are left in their set-aside file, so the next commit compacts it. Returns the number moved, the held seqs in
+ * order, how many were released and a record to read into.
+ */
+function releaseUntilSparse(
+  log: BacklogLog,
+  holds: Map<number, number>,
+): { moved: number; seqs: number[]; released: number; out: { f64: Float64Array; i32: Int32Array } } {
+  const moved = log.setAsideFiles.moved;
+  const seqs = [...holds.keys()];
+  const out = dispatchRecord(new TriggerRecord(), 0);
+  const released = moved - Math.floor((moved - 1) / 4);
+  for (const seq of seqs.slice(0, released))
+    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+  return { moved, seqs, released, out };
+}
+
 test('backlog log: a set-aside file with fewer than a quarter of its records still held is compacted at the next commit: those copied into a new file, it removed; they read again in order', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-compact-'));
   // A temporary file a crash left mid-write is neither read nor kept.
@@ -639,15 +657,8 @@ test('backlog log: a set-aside file with fewer than a quarter of its records sti
   const { log, holds } = holdMovedSetup(dir);
   assert.equal(fs.existsSync(path.join(dir, 'setaside-000000000009.log.tmp')), false);
   assert.deepEqual(listSetAsideFiles(dir), [1]);
-  const moved = log.setAsideFiles.moved;
   const bytesBefore = log.setAsideFiles.bytes;
-  const seqs = [...holds.keys()];
-  const out = dispatchRecord(new TriggerRecord(), 0);
-  // Release the oldest moved ones until fewer than a quarter are left in the file.
-  const keep = Math.floor((moved - 1) / 4);
-  const released = moved - keep;
-  for (const seq of seqs.slice(0, released))
-    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+  const { moved, seqs, released, out } = releaseUntilSparse(log, holds);
   assert.deepEqual(listSetAsideFiles(dir), [1], 'not compacted before the commit');
   log.commit();
   assert.deepEqual(listSetAsideFiles(dir), [2], 'compacted into a new file, the old one removed');
@@ -708,14 +719,7 @@ test("a crash between a set-aside file's write and the cursor's commit: the star
 test('backlog log: a set-aside file cut short (by something outside the router) is read as damage, not as a refused read: its compaction counts the missing records lost and goes on', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backlog-moved-short-'));
   const { log, holds } = holdMovedSetup(dir);
-  const moved = log.setAsideFiles.moved;
-  const seqs = [...holds.keys()];
-  const out = dispatchRecord(new TriggerRecord(), 0);
-  // Release the oldest moved ones until fewer than a quarter are left, so the next commit compacts the file.
-  const keep = Math.floor((moved - 1) / 4);
-  const released = moved - keep;
-  for (const seq of seqs.slice(0, released))
-    assert.ok(log.reloadHeld(holds.get(seq)!, out.f64, out.i32, 0, 0, null) >= 0);
+  const { moved, seqs, released, out } = releaseUntilSparse(log, holds);
   // The file loses its last record: a read there finds no byte at all.
   let lastAt = 0;
   scanSetAsideFiles(dir, 'hook', (_buf, _at, position) => (lastAt = position));
