@@ -544,6 +544,20 @@ async function parkMoved(d: Dispatcher, sink: PoisonSink, dir: string): Promise<
   assert.ok(listSetAsideFiles(dir).length >= 1);
 }
 
+/**
+ * A dispatcher over a new directory parks device 0 with its triggers moved to a set-aside file (parkMoved) and is
+ * never closed: what it left on disk at its last pass is what the next start finds. Returns the directories and how
+ * many of device 0's triggers it held in memory only (lost with it).
+ */
+async function crashParkedMoved(): Promise<{ stateDir: string; dir: string; inMemoryOnly: number }> {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-crash-'));
+  const dir = path.join(stateDir, 'hook');
+  const poison = new PoisonSink();
+  const crashed = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
+  await parkMoved(crashed, poison, dir);
+  return { stateDir, dir, inMemoryOnly: crashed.downstreams[0]!.memoryOnly };
+}
+
 test("a stop while a parked device's triggers lie in a set-aside file: the pending file takes them and the file goes; the next start delivers them after its parked one, once each, in order", async () => {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-stop-'));
   const dir = path.join(stateDir, 'hook');
@@ -571,13 +585,7 @@ test("a stop while a parked device's triggers lie in a set-aside file: the pendi
 });
 
 test("a crash while a parked device's triggers lie in a set-aside file: the next start carries them over in front of the log (through the pending file), so all of them arrive after its parked one, once each, in order", async () => {
-  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-crash-'));
-  const dir = path.join(stateDir, 'hook');
-  const poison = new PoisonSink();
-  // Never closed: what it left on disk at its last pass is what the next start finds.
-  const crashed = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
-  await parkMoved(crashed, poison, dir);
-  const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
+  const { stateDir, dir, inMemoryOnly } = await crashParkedMoved();
   const sink = takingSink();
   const second = poisonedHook(sink, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
   assert.deepEqual(
@@ -602,12 +610,7 @@ test("a crash while a parked device's triggers lie in a set-aside file: the next
 });
 
 test("a crash while a parked device's triggers lie in a set-aside file, then a start that keeps it parked and stops: the start after delivers its triggers once each, in order, and nothing the run between delivered", async () => {
-  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'parked-moved-crash-stop-'));
-  const dir = path.join(stateDir, 'hook');
-  const poison = new PoisonSink();
-  const crashed = poisonedHook(poison, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);
-  await parkMoved(crashed, poison, dir);
-  const inMemoryOnly = crashed.downstreams[0]!.memoryOnly;
+  const { stateDir, dir, inMemoryOnly } = await crashParkedMoved();
   // Still refused: device 0 stays parked; what the crash gives back of the others is delivered here.
   const between = new PoisonSink();
   const second = poisonedHook(between, SMALL_MEMORY, stateDir, undefined, DEVICES, SMALL_SEGMENTS);

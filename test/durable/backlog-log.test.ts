@@ -90,6 +90,30 @@ function damageRecord(dir: string, index: number): void {
   fs.closeSync(fd);
 }
 
+/**
+ * Runs `run` while the node:fs function `name` throws an error with `code` for the calls `when` picks (the others go
+ * through), as a failing disk does; then puts it back.
+ */
+function withFsFailing(
+  name: 'openSync' | 'readSync' | 'writeSync',
+  when: (...args: unknown[]) => boolean,
+  code: string,
+  run: () => void,
+): void {
+  const real = nodeFs[name] as (...a: unknown[]) => unknown;
+  (nodeFs as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+    if (when(...args)) throw Object.assign(new Error(`${code}: failing disk, ${name}`), { code });
+    return real(...args);
+  };
+  syncBuiltinESMExports();
+  try {
+    run();
+  } finally {
+    (nodeFs as unknown as Record<string, unknown>)[name] = real;
+    syncBuiltinESMExports();
+  }
+}
+
 /** Loads everything loadable; returns the seqs in load order (marking each done unless `keep` says otherwise). */
 function loadAll(
   log: BacklogLog,
@@ -198,17 +222,12 @@ test('backlog log: a held record the disk refuses to read again (EIO) is LOAD_DA
   const rec = dispatchRecord(new TriggerRecord(), 0);
   assert.ok(log.loadNext(rec.f64, rec.i32, 0, 0, null) >= 0);
   const h = log.hold(rec.f64[DREC_LOG_ORDINAL_F64]!);
-  const reads = nodeFs.readSync;
-  nodeFs.readSync = (() => {
-    throw Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' });
-  }) as typeof nodeFs.readSync;
-  syncBuiltinESMExports();
-  try {
-    assert.equal(log.reloadHeld(h, rec.f64, rec.i32, 0, 0, null), LOAD_DAMAGED);
-  } finally {
-    nodeFs.readSync = reads;
-    syncBuiltinESMExports();
-  }
+  withFsFailing(
+    'readSync',
+    () => true,
+    'EIO',
+    () => assert.equal(log.reloadHeld(h, rec.f64, rec.i32, 0, 0, null), LOAD_DAMAGED),
+  );
   assert.equal(log.reloadDamaged, 1);
   assert.equal(log.held, 0);
   assert.match(log.lastError ?? '', /EIO/);
@@ -596,19 +615,12 @@ test('backlog log: a held record damaged on disk before it moves is not copied a
   // Record 6 of the first segment is seq 7, the first held.
   damageRecord(dir, 6);
   const segments = listSegments(dir).length;
-  const opens = nodeFs.openSync;
-  nodeFs.openSync = ((file: fs.PathLike, ...rest: unknown[]) => {
-    if (String(file).includes('setaside-'))
-      throw Object.assign(new Error('ENOSPC: no space left on device, open'), { code: 'ENOSPC' });
-    return (opens as (...a: unknown[]) => number)(file, ...rest);
-  }) as typeof nodeFs.openSync;
-  syncBuiltinESMExports();
-  try {
-    log.commit();
-  } finally {
-    nodeFs.openSync = opens;
-    syncBuiltinESMExports();
-  }
+  withFsFailing(
+    'openSync',
+    (file) => String(file).includes('setaside-'),
+    'ENOSPC',
+    () => log.commit(),
+  );
   assert.equal(log.writeErrors, 1);
   assert.match(log.lastError ?? '', /ENOSPC/);
   assert.equal(listSegments(dir).length, segments, 'nothing moved: every segment kept');
@@ -683,18 +695,12 @@ test("a crash between a set-aside file's write and the cursor's commit: the star
   const { log, holds } = holdMovedSetup(dir, false);
   // The commit moves the held records of the older segments, then its cursor write fails: the crash comes before the
   // cursor is durable, so the log still holds every record (those moved too) past its cursor.
-  const writes = nodeFs.writeSync;
-  nodeFs.writeSync = ((...args: unknown[]) => {
-    if (args[3] === CURSOR_BYTES) throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
-    return (writes as (...a: unknown[]) => number)(...args);
-  }) as typeof nodeFs.writeSync;
-  syncBuiltinESMExports();
-  try {
-    log.commit();
-  } finally {
-    nodeFs.writeSync = writes;
-    syncBuiltinESMExports();
-  }
+  withFsFailing(
+    'writeSync',
+    (...args) => args[3] === CURSOR_BYTES,
+    'EIO',
+    () => log.commit(),
+  );
   assert.ok(log.setAsideFiles.moved > 0, 'moved');
   assert.equal(log.writeErrors, 1, 'the cursor write failed');
   assert.deepEqual(readCursor(dir), [1, FILE_HEADER_BYTES], 'the cursor is still at the first record');

@@ -137,20 +137,25 @@ function memoryWith(
   return { memory, state };
 }
 
+/** Pipeline memory for 4 devices with ids of up to `idBytesPerSlot` bytes, 2 fences each, one shard, one downstream. */
+function smallMemory(idBytesPerSlot: number): ReturnType<typeof allocatePipelineMemory> {
+  return allocatePipelineMemory({
+    shards: 1,
+    ringCapacitySlots: 64,
+    reservedFraction: 0.05,
+    maxDevices: 4,
+    idBytesPerSlot,
+    maxFencesPerDevice: 2,
+    downstreams: 1,
+  });
+}
+
 test('a state directory whose checkpoints are all unreadable is refused, naming it (seqs could not be shown to continue)', () => {
   const dir = path.join(tmp('state-bad-'), 'state');
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, CHECKPOINT_FILE), Buffer.alloc(64, 1));
   const sd = StateDirectory.open(dir);
-  const memory = allocatePipelineMemory({
-    shards: 1,
-    ringCapacitySlots: 64,
-    reservedFraction: 0.05,
-    maxDevices: 4,
-    idBytesPerSlot: 8,
-    maxFencesPerDevice: 2,
-    downstreams: 1,
-  });
+  const memory = smallMemory(8);
   assert.throws(
     () => StateKeeper.restore(sd, memory, store(['A']), resolveRouterOptions({ stateDir: null })),
     new RegExp(`state directory ${dir}: no readable checkpoint`),
@@ -345,15 +350,7 @@ test("restore: a device and a run id named only by a downstream's set-aside file
   const length = codec.encode(rec.f64, rec.i32, 0, 0, buf, FILE_HEADER_BYTES, buf.byteLength, 0);
   assert.equal(new SetAsideFiles(hookDir, 'hook').write(buf, FILE_HEADER_BYTES + length, 1), 1);
   const sd = StateDirectory.open(dir);
-  const memory = allocatePipelineMemory({
-    shards: 1,
-    ringCapacitySlots: 64,
-    reservedFraction: 0.05,
-    maxDevices: 4,
-    idBytesPerSlot: 16,
-    maxFencesPerDevice: 2,
-    downstreams: 1,
-  });
+  const memory = smallMemory(16);
   const options = resolveRouterOptions({
     stateDir: null,
     downstreams: [{ kind: 'ndjson', name: 'hook', path: '-' }],
