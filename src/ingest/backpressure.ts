@@ -143,6 +143,8 @@ export class PausableFeed {
   /** A retry is scheduled (timer or next turn): write() only queues. */
   private scheduled = false;
   private ending = false;
+  /** `end(true)`: the partial frame left at the end counts as cut_at_stop. */
+  private cutByStop = false;
   private ended = false;
   private endWaiters: (() => void)[] = [];
 
@@ -182,9 +184,13 @@ export class PausableFeed {
     return true;
   }
 
-  /** Ends the stream once every kept byte is fed; resolves then. Idempotent. */
-  end(): Promise<void> {
+  /**
+   * Ends the stream once every kept byte is fed; resolves then. Idempotent. `cutByStop`: the router stopped reading
+   * the source (its partial frame left counts as cut_at_stop, not truncated).
+   */
+  end(cutByStop = false): Promise<void> {
     if (this.ended) return Promise.resolve();
+    if (cutByStop) this.cutByStop = true;
     const done = new Promise<void>((resolve) => this.endWaiters.push(resolve));
     if (!this.ending) {
       this.ending = true;
@@ -226,7 +232,7 @@ export class PausableFeed {
     this.head = 0;
     if (this.ending && !this.ended) {
       this.ended = true;
-      this.stream.end();
+      this.stream.end(this.cutByStop);
       for (const w of this.endWaiters.splice(0)) w();
     }
     if (this.paused) {

@@ -316,8 +316,11 @@ export class FrameStream {
     }
   }
 
-  /** Ends the stream: a partial frame left over is TRUNCATED_FRAME (or skipped bytes while resynchronising). */
-  end(): void {
+  /**
+   * Ends the stream: a partial frame left over is TRUNCATED_FRAME, or CUT_AT_STOP with `cutByStop` (the router's stop
+   * ended it, not its sender), or skipped bytes while resynchronising.
+   */
+  end(cutByStop = false): void {
     if (this.accLen > 0 && !this.resyncing) {
       // A frame walked to its end whose look inside waited for bytes past it is decided now: none will come.
       this.final = true;
@@ -328,7 +331,13 @@ export class FrameStream {
     }
     if (this.accLen > 0) {
       if (this.resyncing) this.sink.onSkipped(this.accLen);
-      else this.sink.onReject(RejectReason.TRUNCATED_FRAME, this.acc, 0, this.accLen);
+      else
+        this.sink.onReject(
+          cutByStop ? RejectReason.CUT_AT_STOP : RejectReason.TRUNCATED_FRAME,
+          this.acc,
+          0,
+          this.accLen,
+        );
     }
     this.accLen = 0;
     this.acc = NO_BYTES;

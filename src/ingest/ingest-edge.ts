@@ -131,8 +131,11 @@ export interface IngestStream {
   readonly name: string;
   /** Feeds the next bytes. */
   write(chunk: Uint8Array): void;
-  /** Ends the stream (a partial frame left is counted as truncated). */
-  end(): void;
+  /**
+   * Ends the stream: a partial frame left is counted as truncated, or as cut_at_stop with `cutByStop` (the router
+   * stopped reading the stream, its sender did not end it).
+   */
+  end(cutByStop?: boolean): void;
   /** Bytes held back waiting for the rest of a frame. */
   readonly bufferedBytes: number;
   /** Memory the stream holds for its partial frame, bytes (0 without one). */
@@ -191,8 +194,8 @@ class EdgeStream implements IngestStream, FrameSink {
     this.frames.push(chunk);
   }
 
-  end(): void {
-    this.frames.end();
+  end(cutByStop = false): void {
+    this.frames.end(cutByStop);
   }
 
   onPing(fields: PingFields): void {

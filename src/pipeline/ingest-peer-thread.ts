@@ -82,10 +82,10 @@ function main(): void {
       c.stream.write(bytes);
       say(conn, c.stream);
     },
-    end: (conn: number): void => {
+    end: (conn: number, cutByStop: boolean): void => {
       const c = streams.get(conn);
       if (c === undefined) return;
-      c.stream.end();
+      c.stream.end(cutByStop);
       guard?.release(c.address);
       streams.delete(conn);
       say(conn, null);
@@ -114,7 +114,7 @@ function main(): void {
         while (reader.drain(handlers, d.ingest.readChunkBytes) > 0) {
           // Each pass reads what the ring holds.
         }
-        for (const c of streams.values()) c.stream.end();
+        for (const c of streams.values()) c.stream.end(true);
         streams.clear();
         path.publisher.flush();
         clearInterval(purge);

@@ -273,11 +273,11 @@ async function main(): Promise<void> {
   let stdinDone: Promise<void> = Promise.resolve();
   let stdinEnded: () => void = () => undefined;
   if (stdinFeed !== null) stdinDone = new Promise((r) => (stdinEnded = r));
-  const endStdin = async (): Promise<void> => {
+  const endStdin = async (cutByStop: boolean): Promise<void> => {
     const feed = stdinFeed;
     if (feed === null) return;
     stdinFeed = null;
-    await feed.end();
+    await feed.end(cutByStop);
     stdinEnded();
   };
 
@@ -285,8 +285,8 @@ async function main(): Promise<void> {
     pipeline.setIngestState(IngestState.DRAINING);
     // No device expires while the pipeline empties (its state stays in the checkpoint).
     expiry?.stop();
-    // Stop taking input: partial frames of closed connections count as truncated. What pausable sources have read
-    // (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
+    // Stop taking input: partial frames of the connections closed now count as cut_at_stop. What pausable sources have
+    // read (and what the embedding handed over) is fed first, as the rings make room: it is not dropped.
     if (tcp !== null) await tcp.stop();
     // What waits for room in the other threads' input rings goes in first; then they read what their connections
     // sent before they closed, and publish it.
@@ -295,7 +295,8 @@ async function main(): Promise<void> {
     folder.fold();
     await jetstreamSource?.stop();
     await Promise.all(files.map((f) => f.stop()));
-    await endStdin();
+    // Still open at the drain: the router stops reading it (a partial frame left counts as cut_at_stop).
+    await endStdin(true);
     await inProcess.idle();
     for (const a of admissions) a.setDraining(true);
     complianceAdmission?.setDraining(true);
@@ -332,7 +333,7 @@ async function main(): Promise<void> {
         stdinFeed?.write(msg.bytes);
         return;
       case 'stream-end':
-        void endStdin();
+        void endStdin(false);
         return;
       case 'pause':
         scheduler.pause().then(() => post({ type: 'reply', id: msg.id }));

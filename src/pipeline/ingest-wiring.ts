@@ -293,13 +293,13 @@ class FlushingStream implements IngestStream {
     this.scheduler.flush();
   }
 
-  end(): void {
+  end(cutByStop = false): void {
     const sink = this.sink;
     this.scheduler.begin();
     sink.tick();
     sink.pausable = this.pausable;
     try {
-      this.inner.end();
+      this.inner.end(cutByStop);
     } finally {
       sink.pausable = false;
     }

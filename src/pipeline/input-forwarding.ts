@@ -178,7 +178,7 @@ export class InputForwarder {
       at += n;
     } while (at < length);
     ring.publish();
-    if (kind === InputRecordKind.END) this.release(conn);
+    if (kind === InputRecordKind.END || kind === InputRecordKind.END_AT_STOP) this.release(conn);
   }
 
   /** Moves the waiting records into the ring as room appears, without blocking this thread. */
@@ -277,11 +277,11 @@ class ForwardedStream implements IngestStream {
     return !this.ended && this.forwarder.behind;
   }
 
-  end(): void {
+  end(cutByStop = false): void {
     if (this.ended) return;
     this.ended = true;
     // The number goes back to the forwarder once the END record is in the ring (InputForwarder.put).
-    this.forwarder.write(InputRecordKind.END, this.conn, null);
+    this.forwarder.write(cutByStop ? InputRecordKind.END_AT_STOP : InputRecordKind.END, this.conn, null);
   }
 }
 
@@ -291,8 +291,8 @@ export interface InputHandlers {
   open(conn: number, name: string, address: string): void;
   /** A connection's next bytes (a Buffer of its own: the reader copied them out of the ring). */
   data(conn: number, bytes: Buffer): void;
-  /** A connection closed. */
-  end(conn: number): void;
+  /** A connection closed; `cutByStop`: the router closed it as it stopped. */
+  end(conn: number, cutByStop: boolean): void;
 }
 
 /** The receiving ingest thread's end of its INPUT ring (the consumer). */
@@ -348,7 +348,7 @@ export class InputReader {
           const text = Buffer.from(this.bytes.subarray(from, from + len)).toString('utf8');
           const nl = text.indexOf('\n');
           h.open(conn, text.slice(nl + 1), nl < 0 ? '' : text.slice(0, nl));
-        } else h.end(conn);
+        } else h.end(conn, kind === InputRecordKind.END_AT_STOP);
       }
     }
     ring.release(available);

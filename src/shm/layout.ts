@@ -109,6 +109,8 @@ export const InputRecordKind = {
   DATA: 2,
   /** The connection closed (its partial frame, if any, counts as truncated). */
   END: 3,
+  /** The router closed the connection as it stopped (its partial frame, if any, counts as cut_at_stop). */
+  END_AT_STOP: 4,
 } as const;
 
 /**
@@ -750,11 +752,16 @@ export const RejectReason = {
   NEW_DEVICE_RATE: 18,
   /** A ping read from a partition of a partitioned log (JetStream) that its device's id does not map to. */
   WRONG_PARTITION: 19,
+  /**
+   * The router stopped while a frame of an open connection (or of a replay it stopped reading) was partly received:
+   * the stop cut the frame, not its sender.
+   */
+  CUT_AT_STOP: 20,
 } as const;
 /** A RejectReason value. */
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 /** Number of reject reasons. */
-export const REJECT_REASON_COUNT = 20;
+export const REJECT_REASON_COUNT = 21;
 /** Reject reason names indexed by value, for logs and metric labels. */
 export const REJECT_REASON_NAMES = [
   'corrupt_frame',
@@ -777,6 +784,7 @@ export const REJECT_REASON_NAMES = [
   'connection_rate',
   'new_device_rate',
   'wrong_partition',
+  'cut_at_stop',
 ] as const;
 
 /** First Float64 cell of the ingest counter block (PIPE_CONTROL_BYTES / 8). */

@@ -2,8 +2,9 @@
  * Replays through the binary as a real child process, with default options: a seeded 200,000-ping trajectory file
  * read from a file (`--input PATH`) and piped into stdin (`--input -`) is back-pressured, never shed: every trigger
  * the same pings produce through one engine arrives once in the NDJSON file, the summary says "drained cleanly" and
- * the exit code is 0. A run that sheds (a TCP flood into small rings) or rejects (a corrupt frame) exits 3 with the
- * losses listed by lane and reason in its summary.
+ * the exit code is 0. A run that sheds (a TCP flood into small rings, stopped once every frame was read) or rejects
+ * (a corrupt frame) exits 3 with the losses listed by lane and reason in its summary; so does a stop while stdin is
+ * open inside a frame (`cut_at_stop`, not `truncated_frame`).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import {
   writeReplayFixture,
   type ReplayFixture,
 } from '../support/replay-fixture.js';
+import { parseExposition, sampleValue } from '../metrics/exposition.js';
 import { sendOverTcp } from '../pipeline/support.js';
 import { CliProcess, hasLogLine, logLines, valueOf } from './support.js';
 
@@ -36,6 +38,19 @@ function summaryOf(stdout: string): string {
   const i = stdout.indexOf('summary:');
   assert.ok(i >= 0, `a summary is printed:\n${stdout}`);
   return stdout.slice(i);
+}
+
+/** Waits until a run started with `--admin 127.0.0.1:0` has delimited and examined `frames` frames (its metric). */
+async function waitForFramesRead(p: CliProcess, frames: number): Promise<void> {
+  await p.waitFor('the admin URL', (x) => /admin (http:\/\/\S+\/metrics)/.test(x.stderr));
+  const url = /admin (http:\/\/\S+\/metrics)/.exec(p.stderr)![1]!;
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const read = sampleValue(parseExposition(await (await fetch(url)).text()), 'geofence_ingest_frames_total');
+    if (read === frames) return;
+    assert.ok(Date.now() < until, `frames read: ${String(read)} of ${frames}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 function triggersIn(path: string): Trigger[] {
@@ -95,7 +110,8 @@ test('a run that sheds exits 3 and its summary lists the shed pings by lane and 
     fixture.fencesPath,
     '--listen',
     '127.0.0.1:0',
-    '--no-admin',
+    '--admin',
+    '127.0.0.1:0',
     '--shards',
     '1',
     '--ring-capacity',
@@ -110,7 +126,8 @@ test('a run that sheds exits 3 and its summary lists the shed pings by lane and 
   const port = Number(/telemetry tcp:\/\/127\.0\.0\.1:(\d+)/.exec(p.stderr)![1]);
   // A flood a 64-slot ring cannot take as fast as it comes: the live source is shed by lane.
   await sendOverTcp(port, fixture.traffic.frames.subarray(0, fixture.traffic.ends[49_999]!), 1 << 20);
-  await new Promise((r) => setTimeout(r, 500));
+  // The stop comes once every frame sent has been read (a stop before would cut one: cut_at_stop, not this test's).
+  await waitForFramesRead(p, 50_000);
   p.child.kill('SIGINT');
   const { code } = await p.exited;
   assert.equal(code, 3, p.stderr);
@@ -152,6 +169,29 @@ test('a replay with a corrupt frame exits 3 and its summary lists the rejection 
   const summary = summaryOf(p.stdout);
   assert.match(summary, /\n {2}rejected {3}total=1 by_reason\(corrupt_frame=1\)/);
   assert.equal(valueOf(summary, 'accepted'), 200);
+  assert.match(summary, /\ndrained with loss: shed=0 \(compliance=0\) rejected=1 /);
+});
+
+test('stdin still open at a stop: the frame it was inside counts as cut_at_stop, not truncated_frame', async () => {
+  const run = mkdtempSync(join(dir, 'cut-'));
+  const p = new CliProcess(
+    ['--fences', fixture.fencesPath, '--input', '-', '--no-listen', '--admin', '127.0.0.1:0'],
+    60_000,
+    run,
+    'pipe',
+  );
+  p.child.stdin!.on('error', () => undefined);
+  const frames = fixture.traffic.frames;
+  const ends = fixture.traffic.ends;
+  // 100 whole frames, then the first 10 bytes of the 101st; stdin stays open.
+  p.child.stdin!.write(frames.subarray(0, ends[99]! + 10));
+  await waitForFramesRead(p, 100);
+  p.child.kill('SIGINT');
+  const { code } = await p.exited;
+  assert.equal(code, 3, p.stderr);
+  const summary = summaryOf(p.stdout);
+  assert.match(summary, /\n {2}rejected {3}total=1 by_reason\(cut_at_stop=1\)/);
+  assert.equal(valueOf(summary, 'accepted'), 100);
   assert.match(summary, /\ndrained with loss: shed=0 \(compliance=0\) rejected=1 /);
 });
 

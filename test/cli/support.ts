@@ -20,7 +20,8 @@ export class CliProcess {
 
   /**
    * Starts the binary with `args`. It runs in `cwd` (default: a fresh temporary directory, so the default state
-   * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin. Node runs with
+   * directory of one run never meets another's). With `stdinPath`, that file is piped to its stdin ('pipe': stdin
+   * stays open for the test to write to `child.stdin`). Node runs with
    * `nodeFlags` (default: CLI_NODE_FLAGS, the flags npm start passes).
    */
   constructor(
@@ -34,7 +35,7 @@ export class CliProcess {
       stdio: [stdinPath === null ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       cwd,
     });
-    if (stdinPath !== null) createReadStream(stdinPath).pipe(this.child.stdin!);
+    if (stdinPath !== null && stdinPath !== 'pipe') createReadStream(stdinPath).pipe(this.child.stdin!);
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.stdout += s;
       this.wake();

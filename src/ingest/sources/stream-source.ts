@@ -15,6 +15,8 @@ export class ReadableSource implements TelemetrySource {
   private readonly onError: (err: Error) => void;
   private readable: Readable | null = null;
   private done: Promise<void> = Promise.resolve();
+  /** `stop` was called: a partial frame left counts as cut_at_stop. */
+  private stopping = false;
 
   /**
    * `open` creates the Readable when the source starts; `onError` hears of an error that ends the reading (what was
@@ -37,7 +39,7 @@ export class ReadableSource implements TelemetrySource {
         if (ended) return;
         ended = true;
         // Bytes read before the end (or a stop) are fed before the stream ends: what was read is never dropped.
-        void feed.end().then(resolve);
+        void feed.end(this.stopping).then(resolve);
       };
       readable.on('data', (chunk: Buffer | string) => {
         if (!feed.write(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) readable.pause();
@@ -59,6 +61,7 @@ export class ReadableSource implements TelemetrySource {
 
   /** Stops reading; resolves once the bytes already read have been fed and the stream has ended. */
   stop(): Promise<void> {
+    this.stopping = true;
     this.readable?.destroy();
     return this.done;
   }

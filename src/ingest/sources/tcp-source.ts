@@ -227,7 +227,8 @@ export class TcpSource implements TelemetrySource {
           this.afterData(socket, counters);
           if (!fed) holdBack();
         });
-        socket.on('close', () => void feed.end().then(closed));
+        // Closed once `stop` began: the router cut the connection (its partial frame counts as cut_at_stop).
+        socket.on('close', () => void feed.end(this.server === null).then(closed));
       } else {
         // Spread over the ingest threads (the edge decides; a connection held back by 'backpressure' stays here).
         const stream = edge.openConnection(name, limits, address);
@@ -243,7 +244,7 @@ export class TcpSource implements TelemetrySource {
           stream.whenHandedOn!(release);
         });
         socket.on('close', () => {
-          stream.end();
+          stream.end(this.server === null);
           closed();
         });
       }
@@ -421,7 +422,7 @@ export class TcpSource implements TelemetrySource {
   }
 
   /**
-   * Stops listening and closes every connection (their partial frames count as truncated; with 'backpressure' the
+   * Stops listening and closes every connection (their partial frames count as cut_at_stop; with 'backpressure' the
    * bytes already received are fed first), and every socket still authenticating or in its TLS handshake (nothing of
    * theirs read); resolves when all have ended.
    */
