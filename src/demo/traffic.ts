@@ -65,6 +65,9 @@ const DEMO_TRAFFIC_DEFAULTS: Readonly<DemoTrafficOptions> = Object.freeze({
   tickMs: 20,
 });
 
+/** How long `stop` waits for the router to close a connection after its end, ms. */
+const STOP_WAIT_MS = 10_000;
+
 /** Pings one connection buffers per round at most (more wait for the next round). */
 const MAX_PINGS_PER_ROUND = 8192;
 
@@ -158,12 +161,30 @@ export class DemoTraffic {
     this.timer = setInterval(() => this.round(), this.options.tickMs);
   }
 
-  /** Stops sending and closes the connections (after what was written is flushed). */
+  /**
+   * Stops sending and closes the connections: resolves once the router has closed each one in turn (it answers a
+   * connection's end once it has read everything sent before it, so a stop that follows cuts no frame), or after
+   * STOP_WAIT_MS.
+   */
   async stop(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
     await Promise.all(
-      this.sockets.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.end(() => resolve())))),
+      this.sockets.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            if (s.destroyed) return resolve();
+            const timer = setTimeout(() => {
+              s.destroy();
+              resolve();
+            }, STOP_WAIT_MS);
+            s.once('close', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            s.end();
+          }),
+      ),
     );
     this.sockets = [];
   }

@@ -185,8 +185,9 @@ export class PausableFeed {
   }
 
   /**
-   * Ends the stream once every kept byte is fed; resolves then. Idempotent. `cutByStop`: the router stopped reading
-   * the source (its partial frame left counts as cut_at_stop, not truncated).
+   * Ends the stream once every kept byte is fed; resolves then. Idempotent, except that `cutByStop` given by any call
+   * before the stream has ended applies: the router stopped reading the source (its partial frame left counts as
+   * cut_at_stop, not truncated).
    */
   end(cutByStop = false): Promise<void> {
     if (this.ended) return Promise.resolve();

@@ -133,6 +133,8 @@ export class TcpSource implements TelemetrySource {
   private readonly accepted = new Set<Socket>();
   /** Per open connection: resolves once its stream has ended (its kept bytes fed, with 'backpressure'). */
   private readonly closing = new Map<Socket, Promise<void>>();
+  /** Connections `stop` closed while they were open and not ended by their sender (their partial frame: cut_at_stop). */
+  private readonly cutByStop = new Set<Socket>();
   private boundPort = 0;
   /** Open connections by socket, for the frame deadline and the held-bytes budget. */
   private readonly connections = new Map<Socket, Connection>();
@@ -227,8 +229,8 @@ export class TcpSource implements TelemetrySource {
           this.afterData(socket, counters);
           if (!fed) holdBack();
         });
-        // Closed once `stop` began: the router cut the connection (its partial frame counts as cut_at_stop).
-        socket.on('close', () => void feed.end(this.server === null).then(closed));
+        // Cut by `stop`: its partial frame counts as cut_at_stop (not truncated: its sender did not end it).
+        socket.on('close', () => void feed.end(this.cutByStop.delete(socket)).then(closed));
       } else {
         // Spread over the ingest threads (the edge decides; a connection held back by 'backpressure' stays here).
         const stream = edge.openConnection(name, limits, address);
@@ -244,7 +246,7 @@ export class TcpSource implements TelemetrySource {
           stream.whenHandedOn!(release);
         });
         socket.on('close', () => {
-          stream.end(this.server === null);
+          stream.end(this.cutByStop.delete(socket));
           closed();
         });
       }
@@ -435,6 +437,8 @@ export class TcpSource implements TelemetrySource {
     const closing: Promise<void>[] = [new Promise((resolve) => server.close(() => resolve()))];
     for (const s of this.sockets) {
       closing.push(this.closing.get(s) ?? Promise.resolve());
+      // Not closed by the router already (a drop) nor ended by its sender (all it sent was read): the stop cuts it.
+      if (!s.destroyed && !s.readableEnded) this.cutByStop.add(s);
       s.destroy();
     }
     // Those still authenticating or in the TLS handshake: nothing of theirs was read (a live TLS connection's own
