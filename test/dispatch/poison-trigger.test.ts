@@ -195,4 +195,5 @@ test('replayGiveUpMs counts only answers that ask for no "later": a trigger answ
   assert.equal(ds.parked, 1, 'still parked');
   const own = server.received.filter((r) => r.deviceId === POISON_DEVICE).map((r) => r.seq);
   assert.deepEqual(own, [1, 2, 3], 'its device waits behind it');
+  assertPerDeviceOrder(othersReceived(server), 'other devices', true);
 });

@@ -122,6 +122,7 @@ test('JetStream sink with createStream: a stream deleted mid-run is created agai
   assert.equal(ds.final, 0, 'nothing dead-lettered for good');
   assert.equal(ds.delivered + ds.replayed, summary.triggersTotal);
   assert.equal(all.length, summary.triggersTotal, 'the callback got every trigger');
+  assert.deepEqual(checkDeliveryContract(all, { complete: true, stays: true }).problems, [], 'the callback');
   const stored = (await readStream(nats.url, 'GF')).map((x) => x.trigger);
   assert.ok(stored.length > 0, 'the stream was created again and holds what came after the delete');
   assert.deepEqual(checkDeliveryContract(stored, {}).problems, [], 'per-device order, each once');

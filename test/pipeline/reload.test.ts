@@ -233,6 +233,7 @@ test('a router reading its fences from a file reloads that file; reloadFences(ob
       got.map((t) => `${t.type} ${t.fenceId}`),
       ['ENTER A', 'ENTER B'],
     );
+    assert.deepEqual(checkDeliveryContract(got, { complete: true, stays: true }).problems, []);
   } finally {
     await router.close();
   }
