@@ -251,6 +251,12 @@ const WRITE_RETRY_MS = 500;
  * delivers the trigger again from the log; past it the log passes the record (see Dispatcher.logMustPass).
  */
 const LOG_KEEP_MAX_NS = 10e9;
+/**
+ * Durable flushes a downstream waits, after the disk refused to remove one of its settled files (pending, set-aside,
+ * carried ceilings), before those removals are tried again (about a second at the default flush interval): a failing
+ * disk is not asked, and its refusals not counted, at every flush.
+ */
+const REMOVE_RETRY_FLUSHES = 20;
 /** At most one alarm line per downstream this often, ms (each with the counts since the previous one). */
 const ALARM_INTERVAL_MS = 10_000;
 
@@ -315,6 +321,8 @@ export class Dispatcher implements DeadLetterTarget {
   /** Per downstream: the set-aside files found at start, removed with the pending file (see removeSetAsideAtOpen). */
   private readonly setAsideAtOpen: number[][] = [];
   private readonly setAsideRemoveDue: boolean[] = [];
+  /** Per downstream: durable flushes left before a refused removal is tried again (see REMOVE_RETRY_FLUSHES). */
+  private readonly removeWaitFlushes: number[] = [];
   /** The slots marked in `ringHeld` (the first `ringHeldCount`), to clear them at the next look. */
   private readonly ringHeldSlots: Int32Array;
   private ringHeldCount = 0;
@@ -485,6 +493,7 @@ export class Dispatcher implements DeadLetterTarget {
       for (const r of setAside.records) carried.push(r);
       this.setAsideAtOpen.push(setAside.files);
       this.setAsideRemoveDue.push(false);
+      this.removeWaitFlushes.push(0);
       this.pendingDamagedSpans.push(pending.damagedSpans + setAside.damagedSpans);
       const dlq = new DeadLetterFile(
         dir,
@@ -810,28 +819,39 @@ export class Dispatcher implements DeadLetterTarget {
       ds.deadLetterFile?.maintain();
     }
     for (let d = 0; d < this.downstreams.length; d++) {
-      if (!this.ceilingsKept[d] || this.downstreams[d]!.carriedCopiesLeft > 0) continue;
+      if (this.removeWaitFlushes[d]! > 0) this.removeWaitFlushes[d]!--;
+      else this.removeSettledFiles(d);
+    }
+  }
+
+  /**
+   * Removes downstream `d`'s files whose triggers are all settled: its carried-ceilings file once every copy is passed
+   * over, the set-aside files found at start, its pending file. A removal the disk refuses is counted and tried again
+   * after REMOVE_RETRY_FLUSHES flushes (the next start would only find those triggers settled already: seq).
+   */
+  private removeSettledFiles(d: number): void {
+    const dir = this.directories[d]!;
+    if (this.ceilingsKept[d] && this.downstreams[d]!.carriedCopiesLeft === 0) {
       try {
-        removeCarriedCeilings(this.directories[d]!);
+        removeCarriedCeilings(dir);
         this.ceilingsKept[d] = false;
       } catch {
         this.otherWriteErrors[d]!++;
+        this.removeWaitFlushes[d] = REMOVE_RETRY_FLUSHES;
       }
     }
-    for (let d = 0; d < this.downstreams.length; d++) {
-      if (this.setAsideRemoveDue[d]) {
-        this.setAsideRemoveDue[d] = false;
-        this.removeSetAsideAtOpen(d, this.directories[d]!);
-      }
-      if (!this.pendingFileSettled[d] || this.ringHolds(d)) continue;
-      try {
-        removePendingFile(this.directories[d]!);
-        this.pendingFileSettled[d] = false;
-        this.removeSetAsideAtOpen(d, this.directories[d]!);
-      } catch {
-        // Tried again at the next flush; the next start would only find its triggers settled already (seq).
-        this.otherWriteErrors[d]!++;
-      }
+    if (this.setAsideRemoveDue[d]) {
+      this.setAsideRemoveDue[d] = false;
+      this.removeSetAsideAtOpen(d, dir);
+    }
+    if (!this.pendingFileSettled[d] || this.ringHolds(d)) return;
+    try {
+      removePendingFile(dir);
+      this.pendingFileSettled[d] = false;
+      this.removeSetAsideAtOpen(d, dir);
+    } catch {
+      this.otherWriteErrors[d]!++;
+      this.removeWaitFlushes[d] = REMOVE_RETRY_FLUSHES;
     }
   }
 
@@ -1311,7 +1331,7 @@ export class Dispatcher implements DeadLetterTarget {
 
   /**
    * Removes the set-aside files downstream `d` found at start (the pending file now holds what was taken of them, or
-   * it is settled); one that cannot be removed is tried again at the next flush.
+   * it is settled); one that cannot be removed is tried again later (see REMOVE_RETRY_FLUSHES).
    */
   private removeSetAsideAtOpen(d: number, dir: string): void {
     const files = this.setAsideAtOpen[d]!;
@@ -1322,6 +1342,7 @@ export class Dispatcher implements DeadLetterTarget {
     } catch {
       this.otherWriteErrors[d]!++;
       this.setAsideRemoveDue[d] = true;
+      this.removeWaitFlushes[d] = REMOVE_RETRY_FLUSHES;
     }
   }
 

@@ -550,3 +550,54 @@ test("a stop while the backlog log's writes fail: the triggers loaded from its w
     last.set(t.device, t.seq);
   }
 });
+
+test('a settled pending file the disk refuses to remove: tried again about once a second, not at every flush, each refusal counted once; removed once the disk takes it', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pending-unremovable-'));
+  const PER_DEVICE = 4;
+  const devices = 4;
+  const d1 = smallHook(dir, devices, () => undefined, new GateSink(true), 1);
+  await refusedRun(d1, devices, PER_DEVICE);
+  const pendingFile = path.join(dir, 'hook', 'pending.bin');
+  assert.ok(fs.existsSync(pendingFile), 'the first run kept triggers in its pending file');
+  const unlink = nodeFs.unlinkSync;
+  let refused = 0;
+  nodeFs.unlinkSync = (p: fs.PathLike): void => {
+    if (String(p) === pendingFile) {
+      refused++;
+      throw Object.assign(new Error('EIO: failing disk, unlink'), { code: 'EIO' });
+    }
+    unlink(p);
+  };
+  syncBuiltinESMExports();
+  const sink = new GateSink(false);
+  const d2 = smallHook(dir, devices, () => undefined, sink, 2);
+  const ds = d2.downstreams[0]!;
+  try {
+    for (let i = 0; i < 2000 && ds.delivered < devices * PER_DEVICE; i++) {
+      d2.pump();
+      await sleep(2);
+    }
+    assert.equal(ds.delivered, devices * PER_DEVICE, 'everything delivered: the pending file is settled');
+    // 100 durable flushes (flushIntervalMs 5, a pump every 6 ms) with the file settled and its removal refused.
+    const errorsBefore = d2.durableWriteErrors(0);
+    const refusedBefore = refused;
+    for (let i = 0; i < 100; i++) {
+      d2.pump();
+      await sleep(6);
+    }
+    const tries = refused - refusedBefore;
+    assert.ok(tries >= 2 && tries <= 100 / 20 + 1, `${tries} removals tried in 100 flushes`);
+    assert.equal(d2.durableWriteErrors(0) - errorsBefore, tries, 'each refusal counted once');
+    assert.ok(fs.existsSync(pendingFile));
+  } finally {
+    nodeFs.unlinkSync = unlink;
+    syncBuiltinESMExports();
+  }
+  for (let i = 0; i < 40 && fs.existsSync(pendingFile); i++) {
+    d2.pump();
+    await sleep(6);
+  }
+  assert.equal(fs.existsSync(pendingFile), false, 'removed once the disk takes it');
+  await d2.close(5_000);
+  assertEverySeqOnce(sink, devices, PER_DEVICE);
+});
