@@ -120,19 +120,21 @@ export function takeOver(
  * again from the log; then its stashed record, if any), replacing the old file (removing it when there are none),
  * durably. The caller then lets the backlog log's cursor pass every loaded record (`releaseLoaded`). Returns how many
  * were written, how many set aside could not be read again (`lostSetAside`: damaged, unreadable or unnamed; counted
- * in the log's reloadDamaged), and the error text when the file could not be written (those triggers are then not
- * kept).
+ * in the log's reloadDamaged), the error text when the file could not be written, and then how many of those written
+ * no other durable file holds (`lostWithoutFile`: lost; the others come back at the next start from the backlog log
+ * and the files carried over at this start, which stay).
  */
 export function carryOver(
   ds: Downstream,
   dir: string,
   codec: TriggerCodec,
-): { written: number; lostSetAside: number; error: string | null } {
+): { written: number; lostSetAside: number; error: string | null; lostWithoutFile: number } {
   const q = ds.queues;
   let buf = new RecordBuffer(1 << 20);
   let length = 0;
   let written = 0;
   let lostSetAside = 0;
+  let lostWithoutFile = 0;
   const encode = (f64: Float64Array, i32: Int32Array, f: number, i: number): void => {
     if (length + TREC_MAX_BYTES > buf.byteLength) {
       const grown = new RecordBuffer(buf.byteLength * 2);
@@ -151,21 +153,27 @@ export function carryOver(
       const f = slot * DREC_STRIDE_F64;
       if (q.f64[f + DREC_DLQ_POS_F64]! !== -1) continue;
       encode(q.f64, q.i32, f, slot * DREC_STRIDE_I32);
+      if (ds.lostWithoutPendingFile(slot)) lostWithoutFile++;
     }
     if (aside !== null) {
       for (let h = aside.peek(device); h >= 0; h = aside.after(h)) {
         if (ds.readSetAside(h, f64, i32) < 0) lostSetAside++;
-        else encode(f64, i32, 0, 0);
+        else {
+          encode(f64, i32, 0, 0);
+          if (ds.setAsideLostWithoutPendingFile(h)) lostWithoutFile++;
+        }
       }
     }
     // The record loaded when none more could be set aside comes after its device's set-aside ones.
-    if (ds.stashedDevice === device)
+    if (ds.stashedDevice === device) {
       encode(q.f64, q.i32, ds.stashedSlot * DREC_STRIDE_F64, ds.stashedSlot * DREC_STRIDE_I32);
+      if (ds.lostWithoutPendingFile(ds.stashedSlot)) lostWithoutFile++;
+    }
   }
   try {
     writePendingFile(dir, ds.name, buf, length);
   } catch (err) {
-    return { written, lostSetAside, error: errorText(err) };
+    return { written, lostSetAside, error: errorText(err), lostWithoutFile };
   }
-  return { written, lostSetAside, error: null };
+  return { written, lostSetAside, error: null, lostWithoutFile: 0 };
 }

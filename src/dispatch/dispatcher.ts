@@ -1276,8 +1276,9 @@ export class Dispatcher implements DeadLetterTarget {
         // The pending file holds what the start took over from an earlier run's set-aside files too.
         this.removeSetAsideAtOpen(d, this.directories[d]!);
       } else {
+        // Only those no other file holds: the log's (past its cursor) and the files this start carried over come back.
         this.otherWriteErrors[d]!++;
-        lost += kept.written;
+        lost += kept.lostWithoutFile;
       }
       ds.backlog?.close();
       // Records still buffered after the log's last flush failed are not kept either, but for those loaded from the

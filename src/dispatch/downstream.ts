@@ -1371,6 +1371,22 @@ export class Downstream {
   }
 
   /**
+   * True when the trigger in `slot` is in no durable file, so a close that cannot write the pending file loses it:
+   * held in memory only (see isMemoryOnly), or loaded from the backlog log's write buffer, not flushed since. The
+   * others come back at the next start from where they are (the log past its cursor, the files carried over at start).
+   */
+  lostWithoutPendingFile(slot: number): boolean {
+    if (this.isMemoryOnly(slot)) return true;
+    const ordinal = this.queues.f64[slot * DREC_STRIDE_F64 + DREC_LOG_ORDINAL_F64]!;
+    return ordinal >= 0 && this.backlog!.loadedUnflushed(ordinal);
+  }
+
+  /** As `lostWithoutPendingFile`, for the trigger set aside in the backlog log's hold `h`. */
+  setAsideLostWithoutPendingFile(h: number): boolean {
+    return this.backlog!.heldUnflushed(h);
+  }
+
+  /**
    * True when no durable file holds the trigger in `slot`: not loaded from the log, not carried over, and no
    * dead-letter copy on disk (a copy still in the ring counts only where the file it came from covers it meanwhile).
    */

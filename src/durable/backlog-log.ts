@@ -513,6 +513,22 @@ export class BacklogLog {
     return Math.min(this.wcount, this.segmentUnread.get(this.writeSeg) ?? 0);
   }
 
+  /** True while the loaded record `ordinal` is in the write buffer only (no flush has put it on disk yet). */
+  loadedUnflushed(ordinal: number): boolean {
+    const w = ordinal & (this.windowRecords - 1);
+    return this.unflushedAt(this.winSeg[w]!, this.winOff[w]!);
+  }
+
+  /** True while the held record `h` is in the write buffer only (see `loadedUnflushed`). */
+  heldUnflushed(h: number): boolean {
+    return this.unflushedAt(this.holds.segOf(h), this.holds.offOf(h));
+  }
+
+  /** Whether a record of the log at (seg, off) lies past the write segment's flushed end (set-aside places: no). */
+  private unflushedAt(seg: number, off: number): boolean {
+    return seg === this.writeSeg && off >= this.segmentBytes.get(seg)!;
+  }
+
   /**
    * Appends the dispatch record at (f64, i32, baseF64, baseI32) (flushing first when the buffer is full). Returns
    * false, storing nothing, when the log is full. The record is durable after the next `flush`. Allocation-free.

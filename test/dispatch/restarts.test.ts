@@ -601,3 +601,80 @@ test('a settled pending file the disk refuses to remove: tried again about once 
   await d2.close(5_000);
   assertEverySeqOnce(sink, devices, PER_DEVICE);
 });
+
+for (const logFailing of [false, true])
+  test(`a stop whose pending file cannot be written${logFailing ? ", the backlog log's writes failing too," : ''} loses only the triggers no other file holds${logFailing ? ' (the log flushed none)' : ': those loaded from the backlog log come back at the next start'}, and what the stop says it kept is what that start delivers`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pending-unwritable-'));
+    const PER_DEVICE = 12;
+    const devices = 8;
+    // The downstream takes ten batches, then refuses everything: memory frees room and loads from the log.
+    const before = new GateSink(false);
+    const first = smallHook(dir, devices, () => undefined, takesTenBatches(before), 1);
+    const ds = first.downstreams[0]!;
+    const r = new TriggerRecord();
+    // With logFailing, the disk never makes the log's writes durable (EIO): what it takes stays in its write buffer,
+    // and memory loads from there.
+    const syncs = nodeFs.fdatasyncSync;
+    if (logFailing) {
+      nodeFs.fdatasyncSync = (): void => {
+        throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      };
+      syncBuiltinESMExports();
+    }
+    for (let seq = 1; seq <= PER_DEVICE; seq++)
+      for (let device = 0; device < devices; device++) {
+        first.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
+        first.pump();
+      }
+    for (let i = 0; i < 20; i++) {
+      first.pump();
+      await sleep(1);
+    }
+    const loaded = ds.backlog!.loadedOutstanding;
+    const memoryOnly = ds.memoryOnly;
+    assert.ok(loaded > 0 && memoryOnly > 0, `memory holds ${loaded} records loaded from the log, ${memoryOnly} not`);
+    const total = devices * PER_DEVICE;
+    const unloaded = ds.backlog!.bufferedUnloaded;
+    // The disk refuses the pending file (its temporary file cannot be created) at the close.
+    const pendingFile = path.join(dir, 'hook', 'pending.bin');
+    const open = nodeFs.openSync;
+    nodeFs.openSync = ((p: fs.PathLike, ...rest: unknown[]): number => {
+      if (String(p).startsWith(pendingFile)) throw Object.assign(new Error('EIO: failing disk, open'), { code: 'EIO' });
+      return (open as (...a: unknown[]) => number)(p, ...rest);
+    }) as typeof nodeFs.openSync;
+    syncBuiltinESMExports();
+    try {
+      await first.close(20);
+    } finally {
+      nodeFs.openSync = open;
+      nodeFs.fdatasyncSync = syncs;
+      syncBuiltinESMExports();
+    }
+    assert.equal(fs.existsSync(pendingFile), false, 'no pending file was written');
+    const lost = ds.deadLetterFile!.droppedRecords[DeadLetterDropReason.DISK_ERROR]!;
+    // Lost: those held in memory only, and with logFailing those of the write buffer (in memory or never loaded).
+    if (logFailing) assert.ok(lost > memoryOnly + unloaded, `${lost} lost`);
+    else assert.equal(lost, memoryOnly);
+    assert.equal(
+      before.seen.length + first.carriedOver[0]! + lost,
+      total,
+      'every trigger delivered, kept or counted lost',
+    );
+    const after = new GateSink(false);
+    const second = smallHook(dir, devices, () => undefined, after, 2);
+    for (let i = 0; i < 3000 && !second.isIdle; i++) {
+      second.pump();
+      await sleep(1);
+    }
+    await second.close(20);
+    assert.equal(after.seen.length, first.carriedOver[0], 'what the stop said it kept came back');
+    const seen = new Set<string>();
+    const last = new Map<string, number>();
+    for (const t of [...before.seen, ...after.seen]) {
+      const key = `${t.device}/${t.seq}`;
+      assert.ok(!seen.has(key), `${key} once`);
+      seen.add(key);
+      assert.ok(t.seq > (last.get(t.device) ?? 0), `${t.device}: seq ${t.seq} in order`);
+      last.set(t.device, t.seq);
+    }
+  });
