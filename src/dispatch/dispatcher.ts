@@ -1268,6 +1268,9 @@ export class Dispatcher implements DeadLetterTarget {
     this.deadLetterRing.clear();
     this.downstreams.forEach((ds, d) => {
       ds.processDrops();
+      // What the log buffers goes to disk first where it can, so what the pending file fails to keep counts as lost
+      // only when no flush put it on disk (see carryOver); the log's cursor is committed after the pending file.
+      ds.backlog?.flush();
       // The pending file first (durably), then the log's cursor may pass what it now holds.
       const kept = carryOver(ds, this.directories[d]!, this.codec);
       let lost = 0;
@@ -1290,6 +1293,10 @@ export class Dispatcher implements DeadLetterTarget {
           `downstream ${ds.name}: ${kept.lostSetAside} triggers set aside in the backlog log behind a parked trigger could not be read again at close (damaged or unreadable on disk${ds.backlog?.lastError == null ? '' : `: ${ds.backlog.lastError}`}): lost (counted in the summary's damaged_records)`,
         );
       this.carriedOver[d] = ds.inFlightTriggers - lost - kept.lostSetAside;
+      if (kept.error !== null)
+        this.alarm(
+          `downstream ${ds.name}: the pending file could not be written at close (${kept.error}): of the ${kept.written} triggers it was to keep, ${kept.written - kept.lostWithoutFile} stay in the backlog log or the files carried over at start for the next start, ${kept.lostWithoutFile} are lost`,
+        );
       if (lost > 0) {
         if (ds.deadLetterFile !== null) ds.deadLetterFile.droppedRecords[DeadLetterDropReason.DISK_ERROR]! += lost;
         this.alarm(
