@@ -80,7 +80,8 @@ test('a dispatcher thread that exits turns /healthz red at its next answer, says
     }
     assert.ok(red !== null, 'went red');
     assert.equal(red.body, 'unhealthy: the dispatcher thread has exited');
-    assert.ok(red.atMs <= EXIT_AFTER_MS + 1000, `red ${red.atMs.toFixed(0)} ms after the start`);
+    // Within a few seconds of the exit (its teardown and the HTTP round trip included, on a loaded host).
+    assert.ok(red.atMs <= EXIT_AFTER_MS + 4000, `red ${red.atMs.toFixed(0)} ms after the start`);
     assert.equal((await fetch(`${base}/readyz`)).status, 503, 'not ready either');
     assert.ok(
       lines.some((l) => l.level === 'error' && l.line === 'dispatcher thread exited with code 70'),

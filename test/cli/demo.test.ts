@@ -67,7 +67,7 @@ test('the demo shows triggers flowing, serves /metrics, and stops by itself afte
   const { code } = await p.exited;
   assert.equal(code, 0, p.stderr);
   const lines = statusLines(p.stdout);
-  assert.ok(lines.length >= 3, `status lines:\n${p.stdout}`);
+  assert.ok(lines.length >= 2, `status lines:\n${p.stdout}`);
   const totals = lines.map(triggersIn);
   for (let i = 1; i < totals.length; i++)
     assert.ok(totals[i]! >= totals[i - 1]!, `trigger totals never fall: ${totals.join(' ')}`);

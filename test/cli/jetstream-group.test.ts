@@ -225,13 +225,17 @@ test('leased partitions, split brain: a member paused (SIGSTOP) past its lease l
   // Paused once it has written what it read (a batch it had handed on before a pause may land after it: that is
   // not the point here), while pings keep coming: resumed, it could take them from its old consumers.
   await g.publishPart(0, 0.5);
+  // Nothing more written for a second (a router that lags goes more than a poll between two writes).
   let last = -1;
+  let sameSinceMs = Date.now();
   await waitFor(
     () => {
       const n = readNdjson(a.out).length;
-      const settled = n === last && n > 0;
-      last = n;
-      return settled;
+      if (n !== last) {
+        last = n;
+        sameSinceMs = Date.now();
+      }
+      return n > 0 && Date.now() - sameSinceMs >= 1000;
     },
     30_000,
     'a writing nothing more',

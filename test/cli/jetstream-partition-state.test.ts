@@ -86,7 +86,8 @@ for (const { stop, sink } of CASES) {
       second: args('state-b', out2),
       written,
       ...(sink === 'ndjson'
-        ? {}
+        ? // Stopped once it has stored some partition state (its successor restores it: the line asserted below).
+          { ready: () => waitForStoredPartitionState(nats.url, 20_000) }
         : {
             firstSettleMs: 500,
             hold: {

@@ -45,6 +45,8 @@ export async function runAcrossStop(o: {
    * has resolved; `release` after the first router's output is read.
    */
   hold?: { heldMs: number; ready?: () => Promise<void>; hold: () => void; release: () => void };
+  /** Without a hold: the first router is stopped once this resolves (default: once `written(1)` has a trigger). */
+  ready?: () => Promise<void>;
   stop: 'SIGKILL' | 'SIGTERM';
   after: (fn: () => void) => void;
 }): Promise<RunsAcrossStop> {
@@ -55,7 +57,10 @@ export async function runAcrossStop(o: {
   const publishing = publishPaced(o.natsUrl, o.traffic, o.devices, 0, cut, 2000);
   const heldMs = o.hold?.heldMs ?? 0;
   await new Promise((r) => setTimeout(r, 1800 - heldMs));
-  await o.hold?.ready?.();
+  // Stopped once `ready` (the hold's) resolves, by default once it has written a trigger (a slow host may not have yet).
+  const ready =
+    o.hold?.ready ?? o.ready ?? (() => waitFor(() => o.written(1).length > 0, 20_000, 'the first router writing'));
+  await ready();
   o.hold?.hold();
   await new Promise((r) => setTimeout(r, heldMs));
   a.child.kill(o.stop);

@@ -11,7 +11,13 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Trigger } from '../../src/index.js';
 import { checkDeliveryContract } from '../support/delivery-contract.js';
-import { oncePerIdentity, publishPaced, readNdjson, whole } from '../support/jetstream-publish.js';
+import {
+  oncePerIdentity,
+  publishPaced,
+  readNdjson,
+  waitForStoredPartitionState,
+  whole,
+} from '../support/jetstream-publish.js';
 import { waitFor } from '../pipeline/support.js';
 import { CliProcess } from './support.js';
 import { jetstreamRouterArgs, jetstreamScenario } from './jetstream-runs.js';
@@ -45,6 +51,8 @@ test('three routers on 16 partitions, one killed mid-stream and its partitions m
   const cut = Math.floor((traffic.pings * 2) / 3);
   const publishing = publishPaced(nats.url, traffic, DEVICES, 0, cut, 2000);
   await new Promise((r) => setTimeout(r, 1800));
+  // Killed once each of its partitions has stored state (a slow host may not have stored every one yet).
+  await waitForStoredPartitionState(nats.url, 20_000, [6, 7, 8, 9, 10]);
   b.child.kill('SIGKILL');
   await b.exited;
   await publishing;

@@ -175,7 +175,8 @@ test('a client trickling a frame is closed at the frame deadline, counted; other
   }
   const closedAfterMs = await closed;
   clearInterval(drip);
-  assert.ok(closedAfterMs >= 400 && closedAfterMs < 2000, `closed after ${closedAfterMs} ms`);
+  // Not before the deadline; the upper bound is loose: a late sweep (a loaded host) pushes the close back by its lateness.
+  assert.ok(closedAfterMs >= 400 && closedAfterMs < 15_000, `closed after ${closedAfterMs} ms`);
   assert.equal(small.pipeline.f64[ING_CONNECTIONS_DROPPED_F64 + ConnectionDropReason.FRAME_DEADLINE], 1);
   await until(() => small.rejected(RejectReason.TRUNCATED_FRAME) === 1, 'the partial frame counted as truncated');
   await until(() => small.sink.pings.filter((p) => p.id === 'honest').length === 20, 'the honest connection delivered');

@@ -83,7 +83,8 @@ test('a fence that expired while the router was stopped: its stays end at the st
   const dir = mkdtempSync(join(tmpdir(), 'gr-expired-start-'));
   const stateDir = join(dir, 'state');
   const fencesFile = join(dir, 'fences.json');
-  const expiresAt = Date.now() + 2500;
+  // Late enough that the first run starts, takes both ENTERs and stops before it, on a loaded host too.
+  const expiresAt = Date.now() + 8000;
   const fences = fc(square('A', 0, 0, 50), square('T', 1000, 0, 50, { expiresAt }));
   const got: Trigger[] = [];
   const lines: string[] = [];

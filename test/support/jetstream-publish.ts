@@ -10,9 +10,14 @@ import type { CityTraffic } from './city-traffic.js';
 /**
  * Waits until the partition state bucket at `url` holds, over its 16 partitions of stream TEL (consumer prefix
  * geofence-router), a delivered checkpoint with at least one device and a stream sequence above 0: a router has
- * stored state a successor reading every ping from the stream (exact replay) restores. Throws after `timeoutMs`.
+ * stored state a successor reading every ping from the stream (exact replay) restores; with `partitions`, every one of
+ * those has. Throws after `timeoutMs`.
  */
-export async function waitForStoredPartitionState(url: string, timeoutMs: number): Promise<void> {
+export async function waitForStoredPartitionState(
+  url: string,
+  timeoutMs: number,
+  partitions: readonly number[] | null = null,
+): Promise<void> {
   const nc = await connect({ servers: url });
   try {
     const bucket = await PartitionStateBucket.open(nc, {
@@ -24,11 +29,13 @@ export async function waitForStoredPartitionState(url: string, timeoutMs: number
     });
     const end = Date.now() + timeoutMs;
     for (;;) {
-      for (let p = 0; p < 16; p++) {
+      let storedCount = 0;
+      for (const p of partitions ?? Array.from({ length: 16 }, (_, k) => k)) {
         // A head read just before its writer replaced it names chunks purged since: read again next round.
         const stored = await bucket.read(p, 'delivered').catch(() => null);
-        if (stored !== null && stored.streamSeq > 0 && stored.checkpoint.devices.length > 0) return;
+        if (stored !== null && stored.streamSeq > 0 && stored.checkpoint.devices.length > 0) storedCount++;
       }
+      if (storedCount > 0 && (partitions === null || storedCount === partitions.length)) return;
       if (Date.now() > end) throw new Error(`no partition state stored within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 50));
     }
