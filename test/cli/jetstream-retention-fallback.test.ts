@@ -54,10 +54,33 @@ async function storedHeads(url: string): Promise<{ newest: number[]; delivered: 
 }
 
 /**
+ * Waits until some partition's consumer at `url` has delivered a message past what that partition's newest stored state
+ * covers: the router has read pings its stored state does not cover (however slow the host).
+ */
+async function readPastStoredState(url: string): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const until = Date.now() + 30_000;
+    for (;;) {
+      const { newest } = await storedHeads(url);
+      for (let p = 0; p < PARTITIONS; p++) {
+        const info = await jsm.consumers.info('TEL', `geofence-router-p${p}`).catch(() => null);
+        if (info !== null && info.delivered.stream_seq > newest[p]!) return;
+      }
+      assert.ok(Date.now() < until, 'the router read pings past its stored state');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+/**
  * A router on a fresh scenario whose webhook turns slow after the first triggers (each batch answered after 100 ms,
  * two requests of 16 triggers at a time: what it cannot send yet waits in its backlog log, and partition state is
  * stored past it, not as delivered), fed pings [0, publishTo), killed once every partition's newest state is past
- * every delivered checkpoint (with `killWhile`, 400 ms into publishing pings [publishTo, killWhile) more: it has read
+ * every delivered checkpoint (with `killWhile`, while publishing pings [publishTo, killWhile) more, once it has read
  * messages its stored state does not cover). The webhook answers at once again after the kill.
  */
 async function killedWithStateAhead(
@@ -93,7 +116,7 @@ async function killedWithStateAhead(
     killWhile === null
       ? null
       : publishPaced(nats.url, traffic, DEVICES, publishTo(traffic.pings), killWhile(traffic.pings), 5000);
-  if (more !== null) await new Promise((r) => setTimeout(r, 400));
+  if (more !== null) await readPastStoredState(nats.url);
   a.child.kill('SIGKILL');
   await a.exited;
   await more;
