@@ -662,7 +662,7 @@ export class Dispatcher implements DeadLetterTarget {
             `and ${backlogRecovered} from its backlog log` +
             (lost > 0 ? `; ${lost} named a device this run does not know and were dropped` : '') +
             (copiesBacklog > 0
-              ? `; ${copiesBacklog} backlog records are copies of triggers the pending or dead-letter file holds (the previous stop did not commit the log's cursor) and are passed over`
+              ? `; ${copiesBacklog} backlog records are copies of triggers the pending, set-aside or dead-letter files hold (the previous run did not commit the log's cursor past them), or a parked device's earlier triggers it held in memory only, and are passed over`
               : '') +
             (ds.superseded > 0
               ? `; ${ds.superseded} more are derived again, in their devices' order, by the partitions' replay here or by their readers now (their copies in the files are passed over)`
