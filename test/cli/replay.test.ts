@@ -53,6 +53,16 @@ async function waitForFramesRead(p: CliProcess, frames: number): Promise<void> {
   }
 }
 
+/** `p` exits 3, its summary naming one rejection, for `reason`, `accepted` pings accepted, nothing shed. */
+async function assertOneRejected(p: CliProcess, reason: string, accepted: number): Promise<void> {
+  const { code } = await p.exited;
+  assert.equal(code, 3, p.stderr);
+  const summary = summaryOf(p.stdout);
+  assert.match(summary, new RegExp(`\\n {2}rejected {3}total=1 by_reason\\(${reason}=1\\)`));
+  assert.equal(valueOf(summary, 'accepted'), accepted);
+  assert.match(summary, /\ndrained with loss: shed=0 \(compliance=0\) rejected=1 /);
+}
+
 function triggersIn(path: string): Trigger[] {
   return readFileSync(path, 'utf8')
     .split('\n')
@@ -164,12 +174,7 @@ test('a replay with a corrupt frame exits 3 and its summary lists the rejection 
     60_000,
     run,
   );
-  const { code } = await p.exited;
-  assert.equal(code, 3, p.stderr);
-  const summary = summaryOf(p.stdout);
-  assert.match(summary, /\n {2}rejected {3}total=1 by_reason\(corrupt_frame=1\)/);
-  assert.equal(valueOf(summary, 'accepted'), 200);
-  assert.match(summary, /\ndrained with loss: shed=0 \(compliance=0\) rejected=1 /);
+  await assertOneRejected(p, 'corrupt_frame', 200);
 });
 
 test('stdin still open at a stop: the frame it was inside counts as cut_at_stop, not truncated_frame', async () => {
@@ -187,12 +192,7 @@ test('stdin still open at a stop: the frame it was inside counts as cut_at_stop,
   p.child.stdin!.write(frames.subarray(0, ends[99]! + 10));
   await waitForFramesRead(p, 100);
   p.child.kill('SIGINT');
-  const { code } = await p.exited;
-  assert.equal(code, 3, p.stderr);
-  const summary = summaryOf(p.stdout);
-  assert.match(summary, /\n {2}rejected {3}total=1 by_reason\(cut_at_stop=1\)/);
-  assert.equal(valueOf(summary, 'accepted'), 100);
-  assert.match(summary, /\ndrained with loss: shed=0 \(compliance=0\) rejected=1 /);
+  await assertOneRejected(p, 'cut_at_stop', 100);
 });
 
 test('--help documents the exit codes and the overload policy', async () => {

@@ -158,14 +158,28 @@ function smallHook(
   });
 }
 
-/** A run whose downstream refuses everything: seqs 1..perDevice of every device, offered in turn, then a close. */
-async function refusedRun(d: Dispatcher, devices: number, perDevice: number): Promise<void> {
+/** Offers seqs 1..perDevice of every device to `d` in turn, a pump after each. */
+function offerInTurn(d: Dispatcher, devices: number, perDevice: number): void {
   const r = new TriggerRecord();
   for (let seq = 1; seq <= perDevice; seq++)
     for (let device = 0; device < devices; device++) {
       d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
       d.pump();
     }
+}
+
+/** `offerInTurn`, then 20 pumps a millisecond apart (the downstream takes what it takes, memory loads from the log). */
+async function offerAndSettle(d: Dispatcher, devices: number, perDevice: number): Promise<void> {
+  offerInTurn(d, devices, perDevice);
+  for (let i = 0; i < 20; i++) {
+    d.pump();
+    await sleep(1);
+  }
+}
+
+/** A run whose downstream refuses everything: seqs 1..perDevice of every device, offered in turn, then a close. */
+async function refusedRun(d: Dispatcher, devices: number, perDevice: number): Promise<void> {
+  offerInTurn(d, devices, perDevice);
   await d.close(20);
 }
 
@@ -197,16 +211,7 @@ function takesTenBatches(sink: Sink): Sink {
  * was before the close, as if its commit never reached the disk.
  */
 async function lostCommitRun(d: Dispatcher, dir: string, devices: number, perDevice: number): Promise<void> {
-  const r = new TriggerRecord();
-  for (let seq = 1; seq <= perDevice; seq++)
-    for (let device = 0; device < devices; device++) {
-      d.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
-      d.pump();
-    }
-  for (let i = 0; i < 20; i++) {
-    d.pump();
-    await sleep(1);
-  }
+  await offerAndSettle(d, devices, perDevice);
   assert.ok(d.downstreams[0]!.backlog!.loadedOutstanding > 0, 'memory holds records loaded from the log');
   const cursorFile = path.join(dir, 'hook', 'backlog.cursor');
   const cursorBefore = fs.readFileSync(cursorFile);
@@ -612,7 +617,6 @@ for (const logFailing of [false, true])
     const lines: string[] = [];
     const first = smallHook(dir, devices, (line) => lines.push(line), takesTenBatches(before), 1);
     const ds = first.downstreams[0]!;
-    const r = new TriggerRecord();
     // With logFailing, the disk never makes the log's writes durable (EIO): what it takes stays in its write buffer,
     // and memory loads from there.
     const syncs = nodeFs.fdatasyncSync;
@@ -622,15 +626,7 @@ for (const logFailing of [false, true])
       };
       syncBuiltinESMExports();
     }
-    for (let seq = 1; seq <= PER_DEVICE; seq++)
-      for (let device = 0; device < devices; device++) {
-        first.offer(r.set(seq, TriggerType.CROSS, Lane.TRANSITION, seq % 5, device).f64, r.i32, 0, 0);
-        first.pump();
-      }
-    for (let i = 0; i < 20; i++) {
-      first.pump();
-      await sleep(1);
-    }
+    await offerAndSettle(first, devices, PER_DEVICE);
     const loaded = ds.backlog!.loadedOutstanding;
     const memoryOnly = ds.memoryOnly;
     assert.ok(loaded > 0 && memoryOnly > 0, `memory holds ${loaded} records loaded from the log, ${memoryOnly} not`);
